@@ -1,0 +1,83 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/store"
+)
+
+// BenchmarkAck1000From100Users measures the time from a request to its job
+// being recorded, queued and acknowledged, with 1,000 requests at once from
+// 100 users (each iteration is one such burst). It reports the p50 and p99 ack
+// latency in milliseconds. The goal is p99 under 5 ms.
+func BenchmarkAck1000From100Users(b *testing.B) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "opsbot.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	users := map[string]string{}
+	for i := range 100 {
+		users[fmt.Sprintf("slack:U%03d", i)] = "operator"
+	}
+	auth, err := NewAuth("none", users)
+	if err != nil {
+		b.Fatal(err)
+	}
+	release := make(chan struct{})
+	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return &ops.Result{}, nil
+	})
+	eng := NewEngine(EngineOptions{Store: st, Backend: backend})
+	var services []commands.ServiceRef
+	for i := range 100 {
+		services = append(services, commands.ServiceRef{Name: fmt.Sprintf("svc%d", i), Host: fmt.Sprintf("gpu%d", i)})
+	}
+	d := NewDispatcher(DispatcherOptions{Store: st, Engine: eng, Auth: auth, Commands: commands.Options{Services: services}})
+	var all []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		lat := make([]time.Duration, 1000)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range 1000 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req := Request{Platform: "slack", User: fmt.Sprintf("U%03d", i%100), Room: "C1",
+					Text: fmt.Sprintf("/mtp steps %d svc%d", 1+i%16, i%100)}
+				<-start
+				t0 := time.Now()
+				r := d.Handle(ctx, req)
+				lat[i] = time.Since(t0)
+				if r.Outcome != Queued {
+					b.Errorf("request %d: %s %s", i, r.Outcome, r.Text)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		all = append(all, lat...)
+	}
+	b.StopTimer()
+	close(release)
+	eng.Close()
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	q := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))]) / 1e6 }
+	b.ReportMetric(q(0.50), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+	b.ReportMetric(q(1), "max-ms")
+}

@@ -1,0 +1,451 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/store"
+)
+
+// recChat records what the bot sends. It is the bot's own Chat interface
+// implemented in memory (the real adapters have their own tests against real
+// servers); every call is kept so tests can assert on the thread.
+type recChat struct {
+	mu    sync.Mutex
+	n     int
+	posts []Message
+	edits map[string][]Message
+	reps  map[string][]Message
+}
+
+func newRecChat() *recChat {
+	return &recChat{edits: map[string][]Message{}, reps: map[string][]Message{}}
+}
+
+func (c *recChat) Post(_ context.Context, room string, m Message) (Ref, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	c.posts = append(c.posts, m)
+	return Ref{Room: room, ID: fmt.Sprint(c.n)}, nil
+}
+
+func (c *recChat) Edit(_ context.Context, ref Ref, m Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.edits[ref.ID] = append(c.edits[ref.ID], m)
+	return nil
+}
+
+func (c *recChat) Reply(_ context.Context, ref Ref, m Message) (Ref, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	c.reps[ref.ID] = append(c.reps[ref.ID], m)
+	return Ref{Room: ref.Room, ID: fmt.Sprint(c.n)}, nil
+}
+
+func (c *recChat) thread(id string) (edits, replies []Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Message(nil), c.edits[id]...), append([]Message(nil), c.reps[id]...)
+}
+
+// pipelineFunc is a Backend made of a function: the tests' own pipelines.
+type pipelineFunc func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error)
+
+func (f pipelineFunc) Run(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	return f(ctx, cmd, rep)
+}
+
+type harness struct {
+	t     *testing.T
+	store *store.Store
+	eng   *Engine
+	disp  *Dispatcher
+	chat  *recChat
+	now   atomic.Pointer[time.Time]
+}
+
+func newHarness(t *testing.T, backend Backend, users map[string]string) *harness {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "opsbot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, store: st, chat: newRecChat()}
+	auth, err := NewAuth("none", users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eng = NewEngine(EngineOptions{Store: st, Backend: backend, Chats: map[string]Chat{"test": h.chat}, JobTimeout: time.Minute})
+	h.disp = NewDispatcher(DispatcherOptions{Store: st, Engine: h.eng, Auth: auth,
+		Commands: commands.Options{Services: []commands.ServiceRef{{Name: "qwen", Host: "gpu1"}, {Name: "llama", Host: "gpu2"}},
+			Hosts: []string{"gpu1", "gpu2", "pve"}},
+		ConfirmTTL: time.Minute,
+		Now: func() time.Time {
+			if p := h.now.Load(); p != nil {
+				return *p
+			}
+			return time.Now()
+		}})
+	t.Cleanup(func() {
+		h.eng.Close()
+		st.Close()
+	})
+	return h
+}
+
+func (h *harness) handle(user, text string) Reply {
+	return h.disp.Handle(context.Background(), Request{Platform: "test", User: user, Room: "ops", Text: text})
+}
+
+func (h *harness) wait(id int64) store.Job {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	j, err := h.eng.Wait(ctx, id)
+	if err != nil {
+		h.t.Fatalf("wait for job #%d: %v", id, err)
+	}
+	return j
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+var roles = map[string]string{"test:alice": "admin", "test:olga": "operator", "test:vic": "viewer"}
+
+func okBackend() pipelineFunc {
+	return func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		rep.Report(ops.Event{Step: "work", Status: ops.StepStarted, Message: "doing " + cmd.Text})
+		rep.Report(ops.Event{Step: "work", Status: ops.StepDone, Message: "done"})
+		return &ops.Result{Summary: "all good"}, nil
+	}
+}
+
+func TestUsageErrorStartsNothing(t *testing.T) {
+	var ran atomic.Int32
+	h := newHarness(t, pipelineFunc(func(context.Context, *commands.Command, ops.Reporter) (*ops.Result, error) {
+		ran.Add(1)
+		return &ops.Result{}, nil
+	}), roles)
+	for _, text := range []string{"mtp steps 40", "mtp steps 10; rm -rf /", "mtp steps $(reboot)", "frobnicate", "mtp steps"} {
+		r := h.handle("alice", text)
+		if r.Outcome != Invalid || r.Text == "" || r.JobID != 0 {
+			t.Errorf("%q: outcome %s job %d text %q; want invalid with a message and no job", text, r.Outcome, r.JobID, r.Text)
+		}
+	}
+	jobs, err := h.store.ListJobs(context.Background(), store.JobFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 0 || ran.Load() != 0 {
+		t.Fatalf("usage errors created %d jobs and ran %d pipelines", len(jobs), ran.Load())
+	}
+	audit, err := h.store.Audit(context.Background(), store.AuditFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(audit) != 5 {
+		t.Fatalf("want every invalid command audited, got %d audit rows", len(audit))
+	}
+}
+
+func TestRefusedSaysWhichRoleAndIsRecorded(t *testing.T) {
+	var ran atomic.Int32
+	h := newHarness(t, pipelineFunc(func(context.Context, *commands.Command, ops.Reporter) (*ops.Result, error) {
+		ran.Add(1)
+		return &ops.Result{}, nil
+	}), roles)
+	cases := []struct{ user, text, need string }{
+		{"vic", "mtp steps 10", "operator"},
+		{"mallory", "svc status", "viewer"}, // unknown users get no role: deny by default
+		{"olga", "schedule add \"0 3 * * *\" sweep steps 1..5", "admin"},
+		{"olga", "gpu recover qwen --force", "admin"},
+	}
+	for _, c := range cases {
+		r := h.handle(c.user, c.text)
+		if r.Outcome != Refused {
+			t.Errorf("%s %q: outcome %s, want refused", c.user, c.text, r.Outcome)
+			continue
+		}
+		if !strings.Contains(r.Text, c.need) {
+			t.Errorf("%s %q: refusal %q does not name role %s", c.user, c.text, r.Text, c.need)
+		}
+		j, err := h.store.Job(context.Background(), r.JobID)
+		if err != nil || j.Status != store.Refused {
+			t.Errorf("%s %q: job row %+v err %v, want status refused", c.user, c.text, j, err)
+		}
+	}
+	if ran.Load() != 0 {
+		t.Fatalf("a refused command ran")
+	}
+}
+
+func TestJobRunsAndRendersThread(t *testing.T) {
+	h := newHarness(t, okBackend(), roles)
+	r := h.handle("olga", "/mtp steps 10")
+	if r.Outcome != Queued {
+		t.Fatalf("outcome %s: %s", r.Outcome, r.Text)
+	}
+	j := h.wait(r.JobID)
+	if j.Status != store.Succeeded {
+		t.Fatalf("status %s error %q", j.Status, j.Error)
+	}
+	if j.Service != "qwen" || j.Host != "gpu1" {
+		t.Fatalf("job target %s/%s, want qwen/gpu1 (the only... first service resolution)", j.Service, j.Host)
+	}
+	evs, err := h.store.Events(context.Background(), j.ID)
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("events %v err %v, want 2", evs, err)
+	}
+	edits, replies := h.chat.thread(j.Thread)
+	if len(edits) == 0 || !edits[len(edits)-1].Final || !strings.Contains(edits[len(edits)-1].Text, "succeeded") {
+		t.Fatalf("final status edit missing: %+v", edits)
+	}
+	var all strings.Builder
+	for _, m := range replies {
+		all.WriteString(m.Text + "\n")
+	}
+	for _, want := range []string{"work: doing mtp steps 10", "work: done", "all good"} {
+		if !strings.Contains(all.String(), want) {
+			t.Errorf("thread lacks %q:\n%s", want, all.String())
+		}
+	}
+}
+
+func TestOneMutatingJobPerHost(t *testing.T) {
+	var running, maxRunning atomic.Int32
+	release := make(chan struct{})
+	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		if !cmd.Spec.Mutating {
+			return &ops.Result{Summary: "read"}, nil
+		}
+		n := running.Add(1)
+		defer running.Add(-1)
+		for {
+			m := maxRunning.Load()
+			if n <= m || maxRunning.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &ops.Result{}, nil
+	}), roles)
+	a := h.handle("olga", "mtp steps 4 qwen")
+	b := h.handle("olga", "svc restart qwen")
+	c := h.handle("olga", "mtp steps 5 llama") // another host: runs at once
+	waitFor(t, "two jobs running", func() bool { return running.Load() == 2 })
+	// A read-only command never waits behind the lock.
+	ro := h.handle("vic", "svc status qwen")
+	if j := h.wait(ro.JobID); j.Status != store.Succeeded {
+		t.Fatalf("read-only job: %s %s", j.Status, j.Error)
+	}
+	jb, _ := h.store.Job(context.Background(), b.JobID)
+	if jb.Status != store.Queued {
+		t.Fatalf("second job on gpu1 is %s while the first holds the lock, want queued", jb.Status)
+	}
+	close(release)
+	for _, r := range []Reply{a, b, c} {
+		if j := h.wait(r.JobID); j.Status != store.Succeeded {
+			t.Fatalf("job #%d: %s %s", r.JobID, j.Status, j.Error)
+		}
+	}
+	if maxRunning.Load() != 2 {
+		t.Fatalf("max concurrent mutating jobs %d, want 2 (one per host)", maxRunning.Load())
+	}
+}
+
+func TestCancelRunningAndQueued(t *testing.T) {
+	started := make(chan struct{}, 2)
+	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, fmt.Errorf("wait for engine: %w", ctx.Err())
+	}), roles)
+	a := h.handle("olga", "mtp steps 4")
+	<-started
+	b := h.handle("olga", "mtp steps 5")
+	if r := h.handle("olga", fmt.Sprintf("cancel %d", b.JobID)); r.Outcome != Answered {
+		t.Fatalf("cancel queued: %s %s", r.Outcome, r.Text)
+	}
+	if j := h.wait(b.JobID); j.Status != store.Cancelled {
+		t.Fatalf("queued job after cancel: %s", j.Status)
+	}
+	if r := h.handle("olga", fmt.Sprintf("cancel #%d", a.JobID)); r.Outcome != Answered {
+		t.Fatalf("cancel running: %s %s", r.Outcome, r.Text)
+	}
+	j := h.wait(a.JobID)
+	if j.Status != store.Cancelled || !strings.Contains(j.Error, "cancelled") {
+		t.Fatalf("running job after cancel: %s %q", j.Status, j.Error)
+	}
+	if r := h.handle("olga", fmt.Sprintf("cancel %d", a.JobID)); r.Outcome != Invalid {
+		t.Fatalf("cancel of a finished job: %s, want invalid", r.Outcome)
+	}
+}
+
+func TestTimeoutAndPanicFailOnlyThatJob(t *testing.T) {
+	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		switch cmd.Steps {
+		case 6:
+			panic("boom")
+		case 7:
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return &ops.Result{}, nil
+	}), roles)
+	h.eng.opts.JobTimeout = 50 * time.Millisecond
+	p := h.handle("olga", "mtp steps 6 qwen")
+	to := h.handle("olga", "mtp steps 7 llama")
+	if j := h.wait(p.JobID); j.Status != store.Failed || !strings.Contains(j.Error, "boom") {
+		t.Fatalf("panicking job: %s %q", j.Status, j.Error)
+	}
+	if j := h.wait(to.JobID); j.Status != store.Failed || !strings.Contains(j.Error, "timed out") {
+		t.Fatalf("slow job: %s %q", j.Status, j.Error)
+	}
+	ok := h.handle("olga", "mtp steps 8 qwen")
+	if j := h.wait(ok.JobID); j.Status != store.Succeeded {
+		t.Fatalf("job after a panic: %s %q", j.Status, j.Error)
+	}
+}
+
+func TestConfirmation(t *testing.T) {
+	var ran atomic.Int32
+	h := newHarness(t, pipelineFunc(func(context.Context, *commands.Command, ops.Reporter) (*ops.Result, error) {
+		ran.Add(1)
+		return &ops.Result{}, nil
+	}), roles)
+	r := h.handle("olga", "gpu recover qwen")
+	if r.Outcome != NeedsConfirm || r.Token == "" || !strings.Contains(r.Text, "confirm "+r.Token) {
+		t.Fatalf("gpu recover: %s %q", r.Outcome, r.Text)
+	}
+	// A viewer cannot confirm an operator's command.
+	if c := h.handle("vic", "confirm "+r.Token); c.Outcome != Refused {
+		t.Fatalf("viewer confirming: %s", c.Outcome)
+	}
+	// The token was used up by that attempt? No: a refusal consumes it, so ask again.
+	r = h.handle("olga", "gpu recover qwen")
+	other := h.disp.Handle(context.Background(), Request{Platform: "test", User: "olga", Room: "elsewhere", Text: "confirm " + r.Token})
+	if other.Outcome != Invalid {
+		t.Fatalf("confirm from another room: %s", other.Outcome)
+	}
+	c := h.handle("alice", "confirm "+r.Token)
+	if c.Outcome != Queued {
+		t.Fatalf("confirm: %s %q", c.Outcome, c.Text)
+	}
+	h.wait(c.JobID)
+	if again := h.handle("alice", "confirm "+r.Token); again.Outcome != Invalid {
+		t.Fatalf("token reused: %s", again.Outcome)
+	}
+	// Expiry.
+	r = h.handle("olga", "svc stop qwen")
+	later := time.Now().Add(2 * time.Minute)
+	h.now.Store(&later)
+	if c := h.handle("olga", "confirm "+r.Token); c.Outcome != Invalid || !strings.Contains(c.Text, "expired") {
+		t.Fatalf("expired confirm: %s %q", c.Outcome, c.Text)
+	}
+	if ran.Load() != 1 {
+		t.Fatalf("ran %d pipelines, want exactly the confirmed one", ran.Load())
+	}
+	// Dry runs need no confirmation.
+	h.now.Store(nil)
+	if d := h.handle("olga", "gpu recover qwen --dry-run"); d.Outcome != Queued {
+		t.Fatalf("dry run: %s %q", d.Outcome, d.Text)
+	}
+}
+
+func TestInterruptedJobsReported(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "opsbot.db")
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := st.CreateJob(ctx, store.Job{Command: "mtp steps 10 qwen", Platform: "test", User: "olga", Room: "ops", Service: "qwen", Host: "gpu1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.StartJob(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	st, err = store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	chat := newRecChat()
+	eng := NewEngine(EngineOptions{Store: st, Backend: okBackend(), Chats: map[string]Chat{"test": chat}})
+	defer eng.Close()
+	got, err := eng.RecoverInterrupted(ctx)
+	if err != nil || len(got) != 1 || got[0].ID != j.ID {
+		t.Fatalf("recovered %v err %v", got, err)
+	}
+	row, _ := st.Job(ctx, j.ID)
+	if row.Status != store.Interrupted {
+		t.Fatalf("status %s, want interrupted", row.Status)
+	}
+	if len(chat.posts) != 1 || !strings.Contains(chat.posts[0].Text, "interrupted") {
+		t.Fatalf("room not told: %+v", chat.posts)
+	}
+}
+
+func TestBenchResultComparedWithPrevious(t *testing.T) {
+	tok := 200.0
+	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		tok += 50
+		b, _ := json.Marshal(map[string]any{"output_tok_s": tok, "accept_len": 3.1, "requests_ok": 8})
+		return &ops.Result{Bench: b, Spec: &ops.Spec{Engine: "sglang", Steps: 3, TopK: 1, DraftTokens: 4}}, nil
+	}), roles)
+	first := h.wait(h.handle("olga", "bench qwen").JobID)
+	second := h.wait(h.handle("olga", "bench qwen").JobID)
+	var res ops.Result
+	if err := json.Unmarshal(second.Result, &res); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("#%d", first.ID)
+	if len(res.Details) == 0 || !strings.Contains(res.Details[0], want) || !strings.Contains(res.Details[0], "+20.0%") {
+		t.Fatalf("details %q: want a comparison with %s (+20.0%%)", res.Details, want)
+	}
+	hist := h.handle("vic", "history qwen")
+	if hist.Outcome != Answered || !strings.Contains(hist.Text, "300.0") || !strings.Contains(hist.Text, "250.0") {
+		t.Fatalf("history: %s %q", hist.Outcome, hist.Text)
+	}
+}
+
+func TestExplainNamesCause(t *testing.T) {
+	err := &jobStopped{cause: ErrCancelled, err: fmt.Errorf("wait until ready: %w", context.Canceled)}
+	if got := Explain(err); !strings.Contains(got, "cancelled") || !strings.Contains(got, "wait until ready") {
+		t.Fatalf("Explain = %q", got)
+	}
+	if got := Explain(errors.New("stop qwen on gpu1: exit 1")); got != "stop qwen on gpu1: exit 1" {
+		t.Fatalf("Explain = %q", got)
+	}
+}

@@ -1,0 +1,67 @@
+// Package bot is the application: the dispatcher that turns chat text into
+// authorised jobs, confirmations, the job engine (queue, per-host locks, cancel,
+// timeouts, crash recovery) and the rendering of a job as one live status
+// message with a thread of steps.
+//
+// Chat adapters (bot/slack, bot/matrix, bot/console) only translate between a
+// platform and this package: every decision is made here, once, so all
+// platforms behave the same.
+package bot
+
+import (
+	"context"
+	"time"
+)
+
+// Ref names a message a Chat posted, so it can be edited or replied to.
+type Ref struct {
+	Room string
+	ID   string
+}
+
+// Kind says what a message is, so an adapter can style it.
+type Kind int
+
+// Message kinds.
+const (
+	KindStatus Kind = iota // the root status message of a job, edited in place
+	KindStep               // step lines in the job's thread
+	KindResult             // the final result block, in the thread
+	KindNotice             // a one-off notice (usage error, refusal, interrupted job)
+)
+
+// Image is a PNG attachment (sweep charts).
+type Image struct {
+	Name string
+	PNG  []byte
+}
+
+// Message is adapter-neutral: plain text with light markup (`code`, *bold*) that
+// every platform renders acceptably, plus an optional image.
+type Message struct {
+	Kind  Kind
+	Text  string
+	Image *Image
+	// Final is set on the last edit of a job's status message.
+	Final bool
+	// ReplyTo is the platform message this one answers (a Matrix event id, a
+	// Slack thread ts), when the request had one.
+	ReplyTo string
+}
+
+// Chat is what the bot needs from a chat platform. Implementations must be safe
+// for concurrent use; calls may block on the network and honour ctx.
+type Chat interface {
+	// Post sends a new root message to room.
+	Post(ctx context.Context, room string, m Message) (Ref, error)
+	// Edit replaces the text of a message posted earlier.
+	Edit(ctx context.Context, ref Ref, m Message) error
+	// Reply posts m in the thread under ref.
+	Reply(ctx context.Context, ref Ref, m Message) (Ref, error)
+}
+
+// Pacer is implemented by chats with rate limits: the bot coalesces status
+// edits and step lines so that it sends at most one update per EditInterval.
+type Pacer interface {
+	EditInterval() time.Duration
+}

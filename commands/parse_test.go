@@ -1,0 +1,334 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var (
+	optsOne = Options{
+		Services: []ServiceRef{{Name: "qwen", Host: "gpu1"}},
+		Hosts:    []string{"gpu1", "pve"},
+	}
+	optsMulti = Options{
+		Services: []ServiceRef{{Name: "qwen", Host: "gpu1"}, {Name: "llama", Host: "gpu2"}, {Name: "mini", Host: "gpu2"}},
+		Hosts:    []string{"gpu1", "gpu2", "pve"},
+	}
+	optsNone = Options{}
+	optsBig  = Options{MaxSteps: 32, Services: optsOne.Services, Hosts: optsOne.Hosts}
+)
+
+// want builds an expected Command for path.
+func want(path, text string, c Command) *Command {
+	c.Spec = Lookup(path)
+	if c.Spec == nil {
+		panic("no spec " + path)
+	}
+	c.Text = text
+	return &c
+}
+
+func TestParseGood(t *testing.T) {
+	sub := func(path, text string, c Command) *Command { return want(path, text, c) }
+	tests := []struct {
+		opts Options
+		in   string
+		want *Command
+	}{
+		// mtp
+		{optsOne, "mtp steps 10", want("mtp steps", "mtp steps 10 qwen", Command{Steps: 10, Service: "qwen", Host: "gpu1"})},
+		{optsOne, "/mtp steps 10", want("mtp steps", "mtp steps 10 qwen", Command{Steps: 10, Service: "qwen", Host: "gpu1"})},
+		{optsOne, "!mtp steps 10", want("mtp steps", "mtp steps 10 qwen", Command{Steps: 10, Service: "qwen", Host: "gpu1"})},
+		{optsOne, "  MTP Steps 1 QWEN  ", want("mtp steps", "mtp steps 1 qwen", Command{Steps: 1, Service: "qwen", Host: "gpu1"})},
+		{optsOne, "mtp steps 016", want("mtp steps", "mtp steps 16 qwen", Command{Steps: 16, Service: "qwen", Host: "gpu1"})},
+		{optsMulti, "mtp steps 4 llama --dry-run", want("mtp steps", "mtp steps 4 llama --dry-run", Command{Steps: 4, Service: "llama", Host: "gpu2", DryRun: true})},
+		{optsMulti, "mtp steps --dry-run 4 llama", want("mtp steps", "mtp steps 4 llama --dry-run", Command{Steps: 4, Service: "llama", Host: "gpu2", DryRun: true})},
+		{optsOne, "mtp steps 10 \u2014dry-run", want("mtp steps", "mtp steps 10 qwen --dry-run", Command{Steps: 10, Service: "qwen", Host: "gpu1", DryRun: true})},
+		{optsOne, "mtp steps 10 \u2013dry-run", want("mtp steps", "mtp steps 10 qwen --dry-run", Command{Steps: 10, Service: "qwen", Host: "gpu1", DryRun: true})},
+		{optsOne, "mtp steps 10 -\u2014dry-run", want("mtp steps", "mtp steps 10 qwen --dry-run", Command{Steps: 10, Service: "qwen", Host: "gpu1", DryRun: true})},
+		{optsOne, "mtp\u00a0steps\u200b 3\u202fqwen\ufeff", want("mtp steps", "mtp steps 3 qwen", Command{Steps: 3, Service: "qwen", Host: "gpu1"})},
+		{optsOne, "mtp\tsteps\t3", want("mtp steps", "mtp steps 3 qwen", Command{Steps: 3, Service: "qwen", Host: "gpu1"})},
+		{optsBig, "mtp steps 32", want("mtp steps", "mtp steps 32 qwen", Command{Steps: 32, Service: "qwen", Host: "gpu1"})},
+		{optsOne, "mtp show", want("mtp show", "mtp show qwen", Command{Service: "qwen", Host: "gpu1"})},
+		{optsMulti, "mtp show mini", want("mtp show", "mtp show mini", Command{Service: "mini", Host: "gpu2"})},
+		// gpu
+		{optsOne, "gpu status", want("gpu status", "gpu status gpu1", Command{Host: "gpu1"})},
+		{optsMulti, "gpu status", want("gpu status", "gpu status", Command{})},
+		{optsMulti, "gpu status gpu2", want("gpu status", "gpu status gpu2", Command{Host: "gpu2"})},
+		{optsMulti, "gpu status pve", want("gpu status", "gpu status pve", Command{Host: "pve"})},
+		{optsMulti, "gpu status llama", want("gpu status", "gpu status gpu2", Command{Host: "gpu2"})},
+		{Options{Hosts: []string{"box"}}, "gpu status", want("gpu status", "gpu status box", Command{Host: "box"})},
+		{optsOne, "gpu recover", want("gpu recover", "gpu recover qwen", Command{Service: "qwen", Host: "gpu1"})},
+		{optsOne, "gpu recover gpu1 --no-start", want("gpu recover", "gpu recover qwen --no-start", Command{Service: "qwen", Host: "gpu1", NoStart: true})},
+		{optsMulti, "gpu recover llama --force --no-start --dry-run", want("gpu recover", "gpu recover llama --no-start --force --dry-run", Command{Service: "llama", Host: "gpu2", NoStart: true, Force: true, DryRun: true})},
+		{optsMulti, "gpu recover GPU1", want("gpu recover", "gpu recover qwen", Command{Service: "qwen", Host: "gpu1"})},
+		// svc
+		{optsOne, "svc start", want("svc start", "svc start qwen", Command{Service: "qwen", Host: "gpu1"})},
+		{optsOne, "svc stop --dry-run", want("svc stop", "svc stop qwen --dry-run", Command{Service: "qwen", Host: "gpu1", DryRun: true})},
+		{optsMulti, "svc restart mini", want("svc restart", "svc restart mini", Command{Service: "mini", Host: "gpu2"})},
+		{optsOne, "svc status", want("svc status", "svc status qwen", Command{Service: "qwen", Host: "gpu1"})},
+		{optsOne, "svc logs", want("svc logs", "svc logs qwen lines=50", Command{Service: "qwen", Host: "gpu1", Lines: 50})},
+		{optsOne, "svc logs lines=1000 qwen", want("svc logs", "svc logs qwen lines=1000", Command{Service: "qwen", Host: "gpu1", Lines: 1000})},
+		{optsOne, "svc logs LINES=7", want("svc logs", "svc logs qwen lines=7", Command{Service: "qwen", Host: "gpu1", Lines: 7})},
+		// bench
+		{optsOne, "bench", want("bench", "bench qwen", Command{Service: "qwen", Host: "gpu1"})},
+		{optsOne, "bench out=256 in=1024 concurrency=16 prompts=200 --dry-run", want("bench", "bench qwen prompts=200 concurrency=16 in=1024 out=256 --dry-run",
+			Command{Service: "qwen", Host: "gpu1", DryRun: true, Bench: BenchParams{Prompts: 200, Concurrency: 16, InputLen: 1024, OutputLen: 256}})},
+		{optsOne, "bench prompts=10000 concurrency=1024 in=131072 out=32768", want("bench", "bench qwen prompts=10000 concurrency=1024 in=131072 out=32768",
+			Command{Service: "qwen", Host: "gpu1", Bench: BenchParams{Prompts: 10000, Concurrency: 1024, InputLen: 131072, OutputLen: 32768}})},
+		// sweep
+		{optsOne, "sweep steps 1..5,10", want("sweep", "sweep qwen steps 1..5,10", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{1, 2, 3, 4, 5, 10}})},
+		{optsOne, "sweep qwen steps 1,2,3", want("sweep", "sweep qwen steps 1..3", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{1, 2, 3}})},
+		{optsOne, "sweep steps 1, 2, 4 ,8", want("sweep", "sweep qwen steps 1,2,4,8", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{1, 2, 4, 8}})},
+		{optsOne, "sweep steps 10,1..3 --dry-run", want("sweep", "sweep qwen steps 10,1..3 --dry-run", Command{Service: "qwen", Host: "gpu1", DryRun: true, SweepSteps: []int{10, 1, 2, 3}})},
+		{optsOne, "sweep steps 2\u20263", want("sweep", "sweep qwen steps 2,3", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{2, 3}})},
+		{optsOne, "sweep steps 7", want("sweep", "sweep qwen steps 7", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{7}})},
+		{optsBig, "sweep steps 1..32", want("sweep", "sweep qwen steps 1..32", Command{Service: "qwen", Host: "gpu1", SweepSteps: seq(1, 32)})},
+		{optsMulti, "sweep llama steps 1 .. 3", want("sweep", "sweep llama steps 1..3", Command{Service: "llama", Host: "gpu2", SweepSteps: []int{1, 2, 3}})},
+		// schedule
+		{optsOne, `schedule add "0 3 * * *" sweep qwen steps 1..5`, want("schedule add", `schedule add "0 3 * * *" sweep qwen steps 1..5`,
+			Command{Cron: "0 3 * * *", Sub: sub("sweep", "sweep qwen steps 1..5", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{1, 2, 3, 4, 5}})})},
+		{optsOne, "schedule add \u201c0  3 * * *\u201d mtp steps 4", want("schedule add", `schedule add "0 3 * * *" mtp steps 4 qwen`,
+			Command{Cron: "0 3 * * *", Sub: sub("mtp steps", "mtp steps 4 qwen", Command{Steps: 4, Service: "qwen", Host: "gpu1"})})},
+		{optsOne, `schedule add 'TZ=Europe/Berlin 30 6 * * 1-5' bench prompts=50`, want("schedule add", `schedule add "CRON_TZ=Europe/Berlin 30 6 * * 1-5" bench qwen prompts=50`,
+			Command{Cron: "CRON_TZ=Europe/Berlin 30 6 * * 1-5", Sub: sub("bench", "bench qwen prompts=50", Command{Service: "qwen", Host: "gpu1", Bench: BenchParams{Prompts: 50}})})},
+		{optsOne, "schedule add @Daily gpu recover --no-start", want("schedule add", `schedule add "@daily" gpu recover qwen --no-start`,
+			Command{Cron: "@daily", Sub: sub("gpu recover", "gpu recover qwen --no-start", Command{Service: "qwen", Host: "gpu1", NoStart: true})})},
+		{optsOne, "schedule add @every 6h svc restart", want("schedule add", `schedule add "@every 6h" svc restart qwen`,
+			Command{Cron: "@every 6h", Sub: sub("svc restart", "svc restart qwen", Command{Service: "qwen", Host: "gpu1"})})},
+		{optsOne, `schedule add --dry-run "@hourly" svc stop`, want("schedule add", `schedule add --dry-run "@hourly" svc stop qwen`,
+			Command{Cron: "@hourly", DryRun: true, Sub: sub("svc stop", "svc stop qwen", Command{Service: "qwen", Host: "gpu1"})})},
+		{optsOne, `schedule add "*/15 * * * *" gpu recover --force`, want("schedule add", `schedule add "*/15 * * * *" gpu recover qwen --force`,
+			Command{Cron: "*/15 * * * *", Sub: sub("gpu recover", "gpu recover qwen --force", Command{Service: "qwen", Host: "gpu1", Force: true})})},
+		{optsOne, "schedule list", want("schedule list", "schedule list", Command{})},
+		{optsOne, "schedule rm 3", want("schedule rm", "schedule rm 3", Command{ScheduleID: 3})},
+		{optsOne, "schedule pause #12 --dry-run", want("schedule pause", "schedule pause 12 --dry-run", Command{ScheduleID: 12, DryRun: true})},
+		{optsOne, "schedule resume #12", want("schedule resume", "schedule resume 12", Command{ScheduleID: 12})},
+		// jobs, cancel, history, help
+		{optsNone, "jobs", want("jobs", "jobs", Command{})},
+		{optsNone, "jobs ALL", want("jobs", "jobs all", Command{All: true})},
+		{optsNone, "cancel 42", want("cancel", "cancel 42", Command{JobID: 42})},
+		{optsNone, "cancel #9007199254740993", want("cancel", "cancel 9007199254740993", Command{JobID: 9007199254740993})},
+		{optsOne, "history", want("history", "history qwen n=10", Command{Service: "qwen", Host: "gpu1", N: 10})},
+		{optsMulti, "history n=100 llama", want("history", "history llama n=100", Command{Service: "llama", Host: "gpu2", N: 100})},
+		{optsNone, "help", want("help", "help", Command{})},
+		{optsNone, "help mtp", want("help", "help mtp", Command{Topic: "mtp"})},
+		{optsNone, "help /SVC Logs", want("help", "help svc logs", Command{Topic: "svc logs"})},
+		{optsNone, "help bench", want("help", "help bench", Command{Topic: "bench"})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := Parse(tt.in, tt.opts)
+			if err != nil {
+				t.Fatalf("Parse(%q) error:\n%v", tt.in, err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("Parse(%q)\n got %+v\nwant %+v", tt.in, *got, *tt.want)
+			}
+			again, err := Parse(got.Text, tt.opts)
+			if err != nil {
+				t.Fatalf("Parse(Text %q) error: %v", got.Text, err)
+			}
+			if !reflect.DeepEqual(again, got) {
+				t.Fatalf("round trip of %q\n got %+v\nwant %+v", got.Text, *again, *got)
+			}
+		})
+	}
+}
+
+func seq(a, b int) []int {
+	var out []int
+	for v := a; v <= b; v++ {
+		out = append(out, v)
+	}
+	return out
+}
+
+func TestParseBad(t *testing.T) {
+	const (
+		general = "usage: COMMAND [ARGS] - one of mtp, gpu, svc, bench, sweep, schedule, jobs, cancel, history, help (`help` lists them)"
+		shell   = " is not allowed: opsbot commands are not shell commands (; | & $ ( ) < > \\ and backticks are refused)"
+	)
+	u := func(path string) string { return "usage: " + Lookup(path).Usage }
+	tests := []struct {
+		opts                       Options
+		in                         string
+		problem, usage, suggestion string
+	}{
+		// empty and unknown
+		{optsOne, "", "empty command", general, "`help` lists the commands"},
+		{optsOne, " / ", "empty command", general, "`help` lists the commands"},
+		{optsOne, "foo", `unknown command "foo"`, general, "`help` lists the commands"},
+		{optsOne, "mpt steps 3", `unknown command "mpt"`, general, "did you mean `mtp steps 3`?"},
+		{optsOne, "bnech", `unknown command "bnech"`, general, "did you mean `bench`?"},
+		{optsOne, `"mtp" steps 3`, "a command starts with a command word, not quoted text", general, "`help` lists the commands"},
+		{optsOne, "mtp", "mtp needs a subcommand: steps or show", groupUsage("mtp"), ""},
+		{optsOne, "mtp stpes 10", `unknown command "mtp stpes"`, groupUsage("mtp"), "did you mean `mtp steps 10`?"},
+		{optsOne, "mtp 10", `unknown command "mtp 10"`, groupUsage("mtp"), "did you mean `mtp steps 10`?"},
+		{optsOne, "mtp steps=10", `unknown command "mtp steps=10"`, groupUsage("mtp"), "did you mean `mtp steps 10`?"},
+		{optsOne, "schedule ls", `unknown command "schedule ls"`, groupUsage("schedule"), "did you mean `schedule list`?"},
+		{optsOne, "schedule delete 3", `unknown command "schedule delete"`, groupUsage("schedule"), "did you mean `schedule rm 3`?"},
+		{optsOne, "svc journal", `unknown command "svc journal"`, groupUsage("svc"), "did you mean `svc logs`?"},
+		// integers
+		{optsOne, "mtp steps 40", "steps must be between 1 and 16, got 40", u("mtp steps"), "an admin can raise the steps limit in the config"},
+		{optsOne, "mtp steps 0", "steps must be between 1 and 16, got 0", u("mtp steps"), ""},
+		{optsBig, "mtp steps 33", "steps must be between 1 and 32, got 33", u("mtp steps"), "an admin can raise the steps limit in the config"},
+		{optsOne, "mtp steps -3", "steps must be between 1 and 16, got -3", u("mtp steps"), ""},
+		{optsOne, "mtp steps +3", "steps must be between 1 and 16, got +3", u("mtp steps"), ""},
+		{optsOne, "mtp steps 3.5", `steps must be a whole number between 1 and 16, got "3.5"`, u("mtp steps"), ""},
+		{optsOne, "mtp steps 0x10", `steps must be a whole number between 1 and 16, got "0x10"`, u("mtp steps"), ""},
+		{optsOne, "mtp steps 99999999999999999999999", "steps must be between 1 and 16, got 99999999999999999999...", u("mtp steps"), ""},
+		{optsOne, "mtp steps ten", `steps must be a whole number between 1 and 16, got "ten"`, u("mtp steps"), ""},
+		{optsOne, "mtp steps qwen 10", `steps must be a whole number between 1 and 16, got "qwen"`, u("mtp steps"), "did you mean `mtp steps 10 qwen`?"},
+		{optsOne, "mtp steps", "mtp steps needs N, the number of speculative steps", u("mtp steps"), "for example `mtp steps 10`"},
+		{optsOne, "svc logs lines=0", "lines must be between 1 and 1000, got 0", u("svc logs"), ""},
+		{optsOne, "svc logs lines=1001", "lines must be between 1 and 1000, got 1001", u("svc logs"), ""},
+		{optsOne, "svc logs lines=", "lines needs a number", u("svc logs"), ""},
+		{optsOne, "svc logs lines=1e3", `lines must be a whole number between 1 and 1000, got "1e3"`, u("svc logs"), ""},
+		{optsOne, "svc logs 100", "unexpected number 100", u("svc logs"), "did you mean `svc logs lines=100`?"},
+		{optsOne, "bench prompts=0", "prompts must be between 1 and 10000, got 0", u("bench"), ""},
+		{optsOne, "bench concurrency=1025", "concurrency must be between 1 and 1024, got 1025", u("bench"), ""},
+		{optsOne, "bench in=131073", "in must be between 1 and 131072, got 131073", u("bench"), ""},
+		{optsOne, "bench out=32769", "out must be between 1 and 32768, got 32769", u("bench"), ""},
+		{optsOne, "history n=101", "n must be between 1 and 100, got 101", u("history"), ""},
+		{optsOne, "cancel 0", "the job id must be a positive number, got 0", u("cancel"), ""},
+		{optsOne, "cancel x", `the job id must be a number like 42 or #42, got "x"`, u("cancel"), ""},
+		{optsOne, "cancel", "cancel needs a JOB id (`jobs` lists them)", u("cancel"), "for example `cancel 42`"},
+		{optsOne, "schedule rm", "schedule rm needs a schedule ID (`schedule list` shows them)", u("schedule rm"), "for example `schedule rm 3`"},
+		{optsOne, "schedule rm 99999999999999999999", `the schedule id must be a number like 42 or #42, got "99999999999999999999"`, u("schedule rm"), "`schedule list` shows the ids"},
+		// keys and flags
+		{optsOne, "bench promts=10", `unknown key "promts": bench takes prompts=N, concurrency=N, in=N, out=N`, u("bench"), "did you mean `bench prompts=10`?"},
+		{optsOne, "bench input=100", `unknown key "input": bench takes prompts=N, concurrency=N, in=N, out=N`, u("bench"), "did you mean `bench in=100`?"},
+		{optsOne, "bench c=8", `unknown key "c": bench takes prompts=N, concurrency=N, in=N, out=N`, u("bench"), "did you mean `bench concurrency=8`?"},
+		{optsOne, "bench prompts=1 prompts=2", "prompts is given twice", u("bench"), ""},
+		{optsOne, "svc start lines=5", `svc start takes no key=value arguments, got "lines=5"`, u("svc start"), ""},
+		{optsOne, "sweep steps=1,2", "write steps 1,2 without =", u("sweep"), "did you mean `sweep steps 1,2`?"},
+		{optsOne, "mtp steps 10 --dryrun", `unknown flag "--dryrun": mtp steps takes --dry-run`, u("mtp steps"), "did you mean `mtp steps 10 --dry-run`?"},
+		{optsOne, "mtp steps 10 -dry-run", `unknown flag "-dry-run": mtp steps takes --dry-run`, u("mtp steps"), "did you mean `mtp steps 10 --dry-run`?"},
+		{optsOne, "mtp steps 10 --dry-run --dry-run", "--dry-run is given twice", u("mtp steps"), ""},
+		{optsOne, "mtp steps 10 --force", "mtp steps does not take --force", u("mtp steps"), ""},
+		{optsOne, "gpu recover --nostart", `unknown flag "--nostart": gpu recover takes --no-start, --force, --dry-run`, u("gpu recover"), "did you mean `gpu recover --no-start`?"},
+		{optsOne, "mtp show --dry-run", "mtp show is read-only: it does not take --dry-run", u("mtp show"), ""},
+		{optsOne, "jobs --all", `unknown flag "--all": jobs takes no flags`, u("jobs"), ""},
+		{optsOne, "svc logs --dry-run", "svc logs is read-only: it does not take --dry-run", u("svc logs"), ""},
+		// names
+		{optsOne, "mtp steps 10 qwne", `unknown service "qwne": the services are qwen`, u("mtp steps"), "did you mean `mtp steps 10 qwen`?"},
+		{optsNone, "mtp steps 10 qwen", `unknown service "qwen": no services are configured`, u("mtp steps"), ""},
+		{optsNone, "mtp steps 10", "mtp steps needs a service, and no services are configured", u("mtp steps"), ""},
+		{optsMulti, "mtp steps 10", "which service? 3 are configured: qwen, llama, mini", u("mtp steps"), "name one, for example `mtp steps 10 qwen`"},
+		{optsMulti, "svc logs lines=9", "which service? 3 are configured: qwen, llama, mini", u("svc logs"), "name one, for example `svc logs qwen lines=9`"},
+		{optsOne, "mtp steps 10 Qw@n", `"Qw@n" is not a service name (letters, digits, . _ -)`, u("mtp steps"), ""},
+		{optsOne, "mtp steps 10 -qwen", `unknown flag "-qwen": mtp steps takes --dry-run`, u("mtp steps"), ""},
+		{optsOne, "mtp steps 10 " + strings.Repeat("a", 65), "service name is too long (at most 64 characters)", u("mtp steps"), ""},
+		{optsOne, "mtp steps 10 qwen qwen", "unexpected \"qwen\" after `mtp steps 10 qwen`: one service per command", u("mtp steps"), ""},
+		{optsOne, "mtp show qwen extra", "unexpected \"extra\" after `mtp show qwen`", u("mtp show"), ""},
+		{optsMulti, "gpu recover gpu2", "host gpu2 runs several services (llama, mini): name one", u("gpu recover"), "for example `gpu recover llama`"},
+		{optsMulti, "gpu recover pve", "host pve runs no configured service: gpu recover needs a service to stop and start", u("gpu recover"), ""},
+		{optsMulti, "gpu recover lama", `unknown host or service "lama": the services are qwen, llama, mini`, u("gpu recover"), "did you mean `gpu recover llama`?"},
+		{optsMulti, "gpu status gpu3", `unknown host "gpu3": the hosts are gpu1, gpu2, pve`, u("gpu status"), "did you mean `gpu status gpu1`?"},
+		{optsOne, "jobs al", `unexpected "al": jobs takes only the word all`, u("jobs"), "did you mean `jobs all`?"},
+		// sweep lists
+		{optsOne, "sweep steps 1-5", "write ranges with two dots: 1..5, not 1-5", u("sweep"), ""},
+		{optsOne, "sweep steps 1\u20135", "write ranges with two dots: 1..5, not 1-5", u("sweep"), ""},
+		{optsOne, "sweep steps 5..1", "the range 5..1 goes backwards", u("sweep"), "write 1..5"},
+		{optsOne, "sweep steps 1..5,3", `steps 3 is listed twice in "1..5,3": each value is run once`, u("sweep"), ""},
+		{optsOne, "sweep steps 1,,2", `empty value in the steps list "1,,2"`, u("sweep"), ""},
+		{optsOne, "sweep steps 1,2,", `empty value in the steps list "1,2,"`, u("sweep"), ""},
+		{optsOne, "sweep steps 1..40", "each steps value must be between 1 and 16, got 40", u("sweep"), ""},
+		{optsOne, "sweep steps 0..3", "each steps value must be between 1 and 16, got 0", u("sweep"), ""},
+		{optsOne, "sweep steps 1...3", `each steps value must be a whole number between 1 and 16, got ".3"`, u("sweep"), ""},
+		{Options{MaxSteps: 100, Services: optsOne.Services}, "sweep steps 1..33", `a sweep has at most 32 values, "1..33" has more`, u("sweep"), ""},
+		{Options{MaxSteps: 100, Services: optsOne.Services}, "sweep steps 1..20,30..45", `a sweep has at most 32 values, "1..20,30..45" has more`, u("sweep"), ""},
+		{optsOne, "sweep steps 1 2 3", "unexpected \"2\" after `sweep steps 1`", u("sweep"), ""},
+		{optsOne, "sweep steps 1..5 qwen", "unexpected \"qwen\" after `sweep steps 1..5`", u("sweep"), "did you mean `sweep qwen steps 1..5`?"},
+		{optsOne, "sweep qwen 1,2", `expected "steps", got "1,2"`, u("sweep"), "did you mean `sweep qwen steps 1,2`?"},
+		{optsOne, "sweep qwen stesp 1,2", `expected "steps", got "stesp"`, u("sweep"), "did you mean `sweep qwen steps 1,2`?"},
+		{optsOne, "sweep", "sweep needs steps LIST, e.g. steps 1..5,10", u("sweep"), "for example `sweep steps 1..5,10`"},
+		{optsOne, "sweep steps", "sweep needs steps LIST, e.g. steps 1..5,10", u("sweep"), "for example `sweep steps 1..5,10`"},
+		// schedules
+		{optsOne, `schedule add`, `schedule add needs a "CRON" spec in quotes`, u("schedule add"), "for example `schedule add \"0 3 * * *\" sweep qwen steps 1..5`"},
+		{optsOne, `schedule add "0 3 * * *"`, "schedule add needs the COMMAND to run", u("schedule add"), "for example `schedule add \"0 3 * * *\" sweep qwen steps 1..5`"},
+		{optsOne, `schedule add 0 3 * * * bench`, `the cron spec must be in quotes, got "0"`, u("schedule add"), "did you mean `schedule add \"0 3 * * *\" bench`?"},
+		{optsOne, `schedule add "0 3 * * *" jobs`, "jobs cannot be scheduled: only mtp steps, gpu recover, svc start, svc stop, svc restart, bench or sweep can", u("schedule add"), ""},
+		{optsOne, `schedule add "0 3 * * *" schedule add "0 4 * * *" bench`, "schedule add cannot be scheduled: only mtp steps, gpu recover, svc start, svc stop, svc restart, bench or sweep can", u("schedule add"), ""},
+		{optsOne, `schedule add "0 3 * * *" cancel 3`, "cancel cannot be scheduled: only mtp steps, gpu recover, svc start, svc stop, svc restart, bench or sweep can", u("schedule add"), ""},
+		{optsOne, `schedule add "0 3 * * *" help`, "help cannot be scheduled: only mtp steps, gpu recover, svc start, svc stop, svc restart, bench or sweep can", u("schedule add"), ""},
+		{optsOne, `schedule add "0 3 * * *" mtp steps 4 --dry-run`, "a scheduled command cannot be a dry run", u("schedule add"),
+			"to preview the schedule put --dry-run before the cron spec: `schedule add --dry-run \"...\" mtp steps ...`"},
+		{optsOne, `schedule add "0 3 * * *" mtp steps 99`, "in the scheduled command: steps must be between 1 and 16, got 99", u("mtp steps"), "an admin can raise the steps limit in the config"},
+		{optsOne, `schedule add "0 3 * * *" mtpp steps 9`, `in the scheduled command: unknown command "mtpp"`, general, "did you mean `mtp steps 9`?"},
+		{optsOne, `schedule add "0 3 * * * *" bench`, `invalid cron spec "0 3 * * * *": expected exactly 5 fields, found 6: [0 3 * * * *]`, u("schedule add"), "for example `schedule add \"0 3 * * *\" sweep qwen steps 1..5`"},
+		{optsOne, `schedule add "" bench`, "the cron spec is empty", u("schedule add"), "for example `schedule add \"0 3 * * *\" sweep qwen steps 1..5`"},
+		{optsOne, `schedule add "0 3 * * *; reboot" bench`, `unexpected ";" in cron spec "0 3 * * *; reboot"`, u("schedule add"), "for example `schedule add \"0 3 * * *\" sweep qwen steps 1..5`"},
+		{optsOne, `schedule add "0 3 $(x) * *" bench`, `unexpected "$" in cron spec "0 3 $(x) * *"`, u("schedule add"), "for example `schedule add \"0 3 * * *\" sweep qwen steps 1..5`"},
+		{optsOne, `schedule add "CRON_TZ=Europe/Berlin" bench`, `CRON_TZ=Europe/Berlin needs a schedule after it, e.g. "CRON_TZ=Europe/Berlin 0 3 * * *"`, u("schedule add"), "for example `schedule add \"0 3 * * *\" sweep qwen steps 1..5`"},
+		{optsOne, `schedule add "CRON_TZ= 0 3 * * *" bench`, "CRON_TZ= needs a time zone, e.g. CRON_TZ=Europe/Berlin", u("schedule add"), "for example `schedule add \"0 3 * * *\" sweep qwen steps 1..5`"},
+		{optsOne, `schedule add "0 3 * * * CRON_TZ=UTC" bench`, "CRON_TZ= may only start the cron spec", u("schedule add"), "for example `schedule add \"0 3 * * *\" sweep qwen steps 1..5`"},
+		{optsOne, `schedule add "CRON_TZ=Nowhere/Land 0 3 * * *" bench`, `invalid cron spec "CRON_TZ=Nowhere/Land 0 3 * * *": provided bad location Nowhere/Land: unknown time zone Nowhere/Land`, u("schedule add"), "for example `schedule add \"0 3 * * *\" sweep qwen steps 1..5`"},
+		{optsOne, `schedule add "0 0 30 2 *" bench`, `cron spec "0 0 30 2 *" never fires`, u("schedule add"), "for example `schedule add \"0 3 * * *\" sweep qwen steps 1..5`"},
+		{optsOne, "schedule add @every 30s bench", "@every must be at least 1m, got 30s", u("schedule add"), ""},
+		{optsOne, "schedule add @every -5m bench", "@every must be at least 1m, got -5m", u("schedule add"), ""},
+		{optsOne, "schedule add @sometimes bench", `invalid cron spec "@sometimes": unrecognized descriptor: @sometimes`, u("schedule add"), ""},
+		{optsOne, `mtp steps "10"`, `unexpected quoted text "10": quotes are only for the cron spec of schedule add`, u("mtp steps"), ""},
+		{optsOne, `schedule add "0 3 * * *`, "unterminated quote: \" without a closing \"", u("schedule add"), ""},
+		{optsOne, `schedule add "0 3 * * *"bench`, "put a space after the closing quote", u("schedule add"), ""},
+		// help
+		{optsOne, "help mtpp", `no help for "mtpp": not a command`, u("help"), "did you mean `help mtp`?"},
+		{optsOne, "help mtp foo", `no help for "mtp foo": not a command`, u("help"), "did you mean `help mtp`?"},
+		// injection: every one a usage error
+		{optsOne, "mtp steps 10; rm -rf /", `";"` + shell, u("mtp steps"), ""},
+		{optsOne, "mtp steps 10;rm -rf /", `";"` + shell, u("mtp steps"), ""},
+		{optsOne, "$(reboot)", `"$"` + shell, general, ""},
+		{optsOne, "mtp steps $(reboot)", `"$"` + shell, u("mtp steps"), ""},
+		{optsOne, "mtp steps `reboot`", "\"`\"" + shell, u("mtp steps"), ""},
+		{optsOne, "mtp steps 10 | sh", `"|"` + shell, u("mtp steps"), ""},
+		{optsOne, "mtp steps 10 && reboot", `"&"` + shell, u("mtp steps"), ""},
+		{optsOne, "mtp steps 10 > /etc/passwd", `">"` + shell, u("mtp steps"), ""},
+		{optsOne, "svc logs qwen\\", `"\\"` + shell, u("svc logs"), ""},
+		{optsOne, "mtp steps 10\nrm -rf /", "a command is a single line: found a line break", u("mtp steps"), ""},
+		{optsOne, "mtp steps 10\r\nreboot", "a command is a single line: found a line break", u("mtp steps"), ""},
+		{optsOne, "mtp steps 10 q\x00wen", "unexpected control character U+0000", u("mtp steps"), ""},
+		{optsOne, "mtp steps 10 qw\u00e9n", `unexpected character "é" (U+00E9): names and numbers are plain ASCII`, u("mtp steps"), ""},
+		{optsOne, "mtp steps 10 \xff", "the text is not valid UTF-8", u("mtp steps"), ""},
+		{optsOne, "mtp steps 10 q'wen", "quotes may only surround a whole word (the cron spec)", u("mtp steps"), ""},
+		{optsOne, "mtp steps 10 ${IFS}", `"$"` + shell, u("mtp steps"), ""},
+		{optsOne, "mtp steps 10 qwen* ", `"qwen*" is not a service name (letters, digits, . _ -)`, u("mtp steps"), ""},
+		{optsOne, "mtp steps 10 ../etc", `"../etc" is not a service name (letters, digits, . _ -)`, u("mtp steps"), ""},
+		{optsOne, "gpu recover gpu1;reboot", `";"` + shell, u("gpu recover"), ""},
+		{optsOne, "x " + strings.Repeat("a", MaxInputLen), "the command is too long (1026 bytes, at most 1024)", general, ""},
+		{optsOne, strings.Repeat("jobs ", 49), "too many words (at most 48)", u("jobs"), ""},
+	}
+	seen := map[string]bool{}
+	for _, tt := range tests {
+		name := tt.in
+		if len(tt.opts.Services) != 1 {
+			name = fmt.Sprintf("%d services: %s", len(tt.opts.Services), tt.in)
+		}
+		if seen[name] {
+			t.Fatalf("duplicate case %q", name)
+		}
+		seen[name] = true
+		t.Run(name, func(t *testing.T) {
+			c, err := Parse(tt.in, tt.opts)
+			if err == nil {
+				t.Fatalf("Parse(%q) = %q, want a usage error", tt.in, c.Text)
+			}
+			var ue *UsageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("Parse(%q) error %T %v, want *UsageError", tt.in, err, err)
+			}
+			if ue.Problem != tt.problem {
+				t.Errorf("Problem\n got %q\nwant %q", ue.Problem, tt.problem)
+			}
+			if ue.Usage != tt.usage {
+				t.Errorf("Usage\n got %q\nwant %q", ue.Usage, tt.usage)
+			}
+			if ue.Suggestion != tt.suggestion {
+				t.Errorf("Suggestion\n got %q\nwant %q", ue.Suggestion, tt.suggestion)
+			}
+		})
+	}
+}

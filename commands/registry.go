@@ -1,0 +1,392 @@
+package commands
+
+import "strings"
+
+// pkind is the kind of a positional argument.
+type pkind uint8
+
+const (
+	pSteps      pkind = iota // N: an integer 1..MaxSteps into Steps
+	pService                 // [SERVICE]: optional; missing = the only service
+	pHost                    // [HOST]: optional; missing = the only GPU host, else all
+	pTarget                  // [HOST|SERVICE]: optional; resolved to both
+	pLiteral                 // a required literal word (sweep's "steps")
+	pStepList                // LIST: 1,2,3 or 1..5 or 1..5,10
+	pAll                     // [all]
+	pJobID                   // JOB: 42 or #42
+	pScheduleID              // ID: 3 or #3
+	pCron                    // "CRON": a quoted cron spec
+	pSub                     // COMMAND...: the rest, a job command
+	pTopic                   // [COMMAND]: the rest, a help topic
+)
+
+// param is one positional argument of a Spec.
+type param struct {
+	kind pkind
+	word string // pLiteral: the word
+}
+
+func (p param) optional() bool {
+	switch p.kind {
+	case pService, pHost, pTarget, pAll, pTopic:
+		return true
+	}
+	return false
+}
+
+func (p param) usage() string {
+	switch p.kind {
+	case pSteps:
+		return "N"
+	case pService:
+		return "[SERVICE]"
+	case pHost:
+		return "[HOST]"
+	case pTarget:
+		return "[HOST|SERVICE]"
+	case pLiteral:
+		return p.word
+	case pStepList:
+		return "LIST"
+	case pAll:
+		return "[all]"
+	case pJobID:
+		return "JOB"
+	case pScheduleID:
+		return "ID"
+	case pCron:
+		return `"CRON"`
+	case pSub:
+		return "COMMAND..."
+	case pTopic:
+		return "[COMMAND]"
+	}
+	return "?"
+}
+
+// keyField names the Command field a key=N argument sets.
+type keyField uint8
+
+const (
+	kLines keyField = iota
+	kPrompts
+	kConcurrency
+	kInputLen
+	kOutputLen
+	kN
+)
+
+// key is one key=N argument: an integer in [min, max]; def fills it when absent
+// (0 = leave 0, meaning "the configured default").
+type key struct {
+	name     string
+	min, max int
+	def      int
+	field    keyField
+	help     string
+}
+
+func (k *key) set(c *Command, v int) {
+	switch k.field {
+	case kLines:
+		c.Lines = v
+	case kPrompts:
+		c.Bench.Prompts = v
+	case kConcurrency:
+		c.Bench.Concurrency = v
+	case kInputLen:
+		c.Bench.InputLen = v
+	case kOutputLen:
+		c.Bench.OutputLen = v
+	case kN:
+		c.N = v
+	}
+}
+
+func (k *key) get(c *Command) int {
+	switch k.field {
+	case kLines:
+		return c.Lines
+	case kPrompts:
+		return c.Bench.Prompts
+	case kConcurrency:
+		return c.Bench.Concurrency
+	case kInputLen:
+		return c.Bench.InputLen
+	case kOutputLen:
+		return c.Bench.OutputLen
+	case kN:
+		return c.N
+	}
+	return 0
+}
+
+// flagBit is a set of --flags.
+type flagBit uint8
+
+const (
+	fNoStart flagBit = 1 << iota
+	fForce
+	fDryRun
+)
+
+// flagNames in usage order.
+var flagNames = [...]struct {
+	f    flagBit
+	name string
+	help string
+}{
+	{fNoStart, "--no-start", "leave the service stopped afterwards"},
+	{fForce, "--force", "also signal holders that are not engine processes (never the NVIDIA daemons); needs admin"},
+	{fDryRun, "--dry-run", "show what would be done and change nothing"},
+}
+
+func (c *Command) setFlag(f flagBit) {
+	switch f {
+	case fNoStart:
+		c.NoStart = true
+	case fForce:
+		c.Force = true
+	case fDryRun:
+		c.DryRun = true
+	}
+}
+
+func (c *Command) hasFlag(f flagBit) bool {
+	switch f {
+	case fNoStart:
+		return c.NoStart
+	case fForce:
+		return c.Force
+	case fDryRun:
+		return c.DryRun
+	}
+	return false
+}
+
+// Argument ranges.
+const (
+	maxLines       = 1000
+	defaultLines   = 50
+	maxHistory     = 100
+	defaultHistory = 10
+)
+
+var (
+	keyLines       = key{name: "lines", min: 1, max: maxLines, def: defaultLines, field: kLines, help: "journal lines to show"}
+	keyPrompts     = key{name: "prompts", min: 1, max: 10000, field: kPrompts, help: "requests to send"}
+	keyConcurrency = key{name: "concurrency", min: 1, max: 1024, field: kConcurrency, help: "requests in flight at once"}
+	keyIn          = key{name: "in", min: 1, max: 131072, field: kInputLen, help: "prompt length in tokens"}
+	keyOut         = key{name: "out", min: 1, max: 32768, field: kOutputLen, help: "tokens generated per request"}
+	keyN           = key{name: "n", min: 1, max: maxHistory, def: defaultHistory, field: kN, help: "entries to show"}
+)
+
+// registry is the language, in help order. Usage lines are generated from params,
+// keys and flags by init, so they cannot drift from what Parse accepts.
+var registry = []*Spec{
+	{
+		Path:    "mtp steps",
+		Summary: "set the speculative (MTP) decoding steps of a service, redeploy it and benchmark it",
+		Details: "Edits the unit's engine arguments (SGLang: steps, topk and draft tokens together; vLLM: " +
+			"num_speculative_tokens), stops the service, clears GPU memory left by dead processes, starts it, " +
+			"waits until it serves, verifies the engine reports the new value and benchmarks it. " +
+			"A restart loop is recovered once; if it persists the previous unit is restored.",
+		Role: Operator, Mutating: true, Lock: LockHost, Schedulable: true,
+		params:   []param{{kind: pSteps}, {kind: pService}},
+		Examples: []string{"mtp steps 10", "mtp steps 4 qwen --dry-run"},
+	},
+	{
+		Path:     "mtp show",
+		Summary:  "show a service's speculative decoding settings (unit and running engine)",
+		Role:     Viewer,
+		params:   []param{{kind: pService}},
+		Examples: []string{"mtp show", "mtp show qwen"},
+	},
+	{
+		Path:     "gpu status",
+		Summary:  "show GPU memory and the processes holding it",
+		Details:  "Without HOST: the only GPU host, or all of them when there are several.",
+		Role:     Viewer,
+		params:   []param{{kind: pHost}},
+		Examples: []string{"gpu status", "gpu status gpu1"},
+	},
+	{
+		Path:    "gpu recover",
+		Summary: "stop a service, kill what holds its GPU memory, start it fresh",
+		Details: "Stops the service (and its restart loop), SIGTERMs then SIGKILLs the engine processes still " +
+			"holding GPU memory (from the Proxmox node when the service runs in a container), waits until every " +
+			"GPU is clear, then starts the service and waits until it serves. HOST is resolved to the service on it.",
+		Role: Operator, Mutating: true, Confirm: true, Lock: LockHost, Schedulable: true,
+		params:   []param{{kind: pTarget}},
+		flags:    fNoStart | fForce,
+		Examples: []string{"gpu recover", "gpu recover gpu1 --no-start", "gpu recover qwen --dry-run"},
+	},
+	{
+		Path: "svc start", Summary: "start a service and wait until it serves",
+		Role: Operator, Mutating: true, Lock: LockHost, Schedulable: true,
+		params: []param{{kind: pService}}, Examples: []string{"svc start", "svc start qwen"},
+	},
+	{
+		Path: "svc stop", Summary: "stop a service (it stops serving)",
+		Role: Operator, Mutating: true, Confirm: true, Lock: LockHost, Schedulable: true,
+		params: []param{{kind: pService}}, Examples: []string{"svc stop qwen", "svc stop --dry-run"},
+	},
+	{
+		Path: "svc restart", Summary: "restart a service and wait until it serves",
+		Role: Operator, Mutating: true, Lock: LockHost, Schedulable: true,
+		params: []param{{kind: pService}}, Examples: []string{"svc restart", "svc restart qwen"},
+	},
+	{
+		Path: "svc status", Summary: "show a service's systemd state, restarts and readiness",
+		Role: Viewer, params: []param{{kind: pService}}, Examples: []string{"svc status", "svc status qwen"},
+	},
+	{
+		Path: "svc logs", Summary: "show the last journal lines of a service",
+		Role: Viewer, params: []param{{kind: pService}}, keys: []key{keyLines},
+		Examples: []string{"svc logs", "svc logs qwen lines=200"},
+	},
+	{
+		Path:    "bench",
+		Summary: "benchmark a service (tok/s, latency, acceptance)",
+		Details: "Streams random prompts of a fixed length at the given concurrency, like sglang's bench_serving. " +
+			"Unset knobs use the configured defaults. Locks the host: it never runs while the service is being changed.",
+		Role: Operator, Mutating: true, Lock: LockHost, Schedulable: true,
+		params:   []param{{kind: pService}},
+		keys:     []key{keyPrompts, keyConcurrency, keyIn, keyOut},
+		Examples: []string{"bench", "bench qwen prompts=200 concurrency=16", "bench in=1024 out=256"},
+	},
+	{
+		Path:    "sweep",
+		Summary: "run mtp steps for each value in a list, benchmark each, report the best",
+		Details: "LIST is values separated by commas and ranges: 1,2,3 or 1..5 or 1..5,10 (at most 32 values, " +
+			"each a valid steps value, no value twice). Afterwards the service is left on its configured value.",
+		Role: Operator, Mutating: true, Lock: LockHost, Schedulable: true,
+		params:   []param{{kind: pService}, {kind: pLiteral, word: "steps"}, {kind: pStepList}},
+		Examples: []string{"sweep steps 1..5,10", "sweep qwen steps 1,2,4,8 --dry-run"},
+	},
+	{
+		Path:    "schedule add",
+		Summary: "run a job command on a cron schedule",
+		Details: "CRON is a standard 5-field spec (minute hour day-of-month month day-of-week), a descriptor " +
+			"(@hourly, @daily, @weekly, @monthly, @every 6h; @every at least 1m), optionally prefixed by " +
+			"CRON_TZ=Zone/Name. COMMAND is mtp steps, gpu recover, svc start/stop/restart, bench or sweep. " +
+			"Put --dry-run before CRON to preview the schedule.",
+		Role: Admin, Mutating: true,
+		params:   []param{{kind: pCron}, {kind: pSub}},
+		Examples: []string{`schedule add "0 3 * * *" sweep qwen steps 1..5`, `schedule add "CRON_TZ=Europe/Berlin 30 6 * * 1-5" bench`, `schedule add @daily gpu recover --no-start`},
+	},
+	{
+		Path: "schedule list", Summary: "list the schedules", Role: Viewer,
+		Examples: []string{"schedule list"},
+	},
+	{
+		Path: "schedule rm", Summary: "delete a schedule", Role: Admin, Mutating: true,
+		params: []param{{kind: pScheduleID}}, Examples: []string{"schedule rm 3"},
+	},
+	{
+		Path: "schedule pause", Summary: "pause a schedule", Role: Admin, Mutating: true,
+		params: []param{{kind: pScheduleID}}, Examples: []string{"schedule pause 3"},
+	},
+	{
+		Path: "schedule resume", Summary: "resume a paused schedule", Role: Admin, Mutating: true,
+		params: []param{{kind: pScheduleID}}, Examples: []string{"schedule resume #3"},
+	},
+	{
+		Path: "jobs", Summary: "list queued and running jobs (all: recent ones too)", Role: Viewer,
+		params: []param{{kind: pAll}}, Examples: []string{"jobs", "jobs all"},
+	},
+	{
+		Path: "cancel", Summary: "cancel a queued or running job", Role: Operator,
+		params: []param{{kind: pJobID}}, Examples: []string{"cancel 42", "cancel #42"},
+	},
+	{
+		Path: "history", Summary: "show a service's recent benchmark results", Role: Viewer,
+		params: []param{{kind: pService}}, keys: []key{keyN},
+		Examples: []string{"history", "history qwen n=20"},
+	},
+	{
+		Path: "help", Summary: "list the commands, or explain one", Role: Viewer,
+		params: []param{{kind: pTopic}}, Examples: []string{"help", "help mtp steps"},
+	},
+}
+
+// groups are the distinct first words of the registry, in order; groupTable holds
+// each group's specs and their subcommand words ("steps", "show"), built once.
+var (
+	groups     []string
+	groupTable []groupEntry
+)
+
+type groupEntry struct {
+	name  string
+	specs []*Spec
+	subs  []string // the second words; nil for a one-word command
+}
+
+func init() {
+	for _, s := range registry {
+		if s.Mutating {
+			s.flags |= fDryRun
+		}
+		s.Usage = usageOf(s)
+		g := s.Group()
+		if len(groups) == 0 || groups[len(groups)-1] != g {
+			groups = append(groups, g)
+			groupTable = append(groupTable, groupEntry{name: g})
+		}
+		e := &groupTable[len(groupTable)-1]
+		e.specs = append(e.specs, s)
+		if s.Path != g {
+			e.subs = append(e.subs, s.Path[len(g)+1:])
+		}
+	}
+}
+
+func usageOf(s *Spec) string {
+	var b strings.Builder
+	b.WriteString(s.Path)
+	flagsFirst := len(s.params) > 0 && s.params[len(s.params)-1].kind == pSub
+	writeFlags := func() {
+		for _, f := range flagNames {
+			if s.flags&f.f != 0 {
+				b.WriteString(" [")
+				b.WriteString(f.name)
+				b.WriteString("]")
+			}
+		}
+	}
+	if flagsFirst {
+		writeFlags()
+	}
+	for _, p := range s.params {
+		b.WriteByte(' ')
+		b.WriteString(p.usage())
+	}
+	for _, k := range s.keys {
+		b.WriteString(" [")
+		b.WriteString(k.name)
+		b.WriteString("=N]")
+	}
+	if !flagsFirst {
+		writeFlags()
+	}
+	return b.String()
+}
+
+// groupSpecs returns the specs whose first word is g (shared; do not modify).
+func groupSpecs(g string) []*Spec {
+	if e := findGroup(g); e != nil {
+		return e.specs
+	}
+	return nil
+}
+
+// findGroup returns the group named g, case-insensitively, or nil.
+func findGroup(g string) *groupEntry {
+	for i := range groupTable {
+		if strings.EqualFold(groupTable[i].name, g) {
+			return &groupTable[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package commands
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// render returns the canonical text of c: the path, positional arguments with
+// resolved names, key=N arguments that are set (in registry order), then flags
+// (for schedule add, its own flags come before the cron spec).
+func render(c *Command) string {
+	spec := c.Spec
+	var b strings.Builder
+	b.Grow(48)
+	b.WriteString(spec.Path)
+	writeFlags := func() {
+		for _, f := range flagNames {
+			if spec.flags&f.f != 0 && c.hasFlag(f.f) {
+				b.WriteByte(' ')
+				b.WriteString(f.name)
+			}
+		}
+	}
+	flagsFirst := len(spec.params) > 0 && spec.params[len(spec.params)-1].kind == pSub
+	if flagsFirst {
+		writeFlags()
+	}
+	var num [20]byte
+	for _, p := range spec.params {
+		switch p.kind {
+		case pSteps:
+			b.WriteByte(' ')
+			b.Write(strconv.AppendInt(num[:0], int64(c.Steps), 10))
+		case pService, pTarget:
+			if c.Service != "" {
+				b.WriteByte(' ')
+				b.WriteString(c.Service)
+			}
+		case pHost:
+			if c.Host != "" {
+				b.WriteByte(' ')
+				b.WriteString(c.Host)
+			}
+		case pLiteral:
+			b.WriteByte(' ')
+			b.WriteString(p.word)
+		case pStepList:
+			b.WriteByte(' ')
+			b.WriteString(formatList(c.SweepSteps))
+		case pAll:
+			if c.All {
+				b.WriteString(" all")
+			}
+		case pJobID:
+			b.WriteByte(' ')
+			b.Write(strconv.AppendInt(num[:0], c.JobID, 10))
+		case pScheduleID:
+			b.WriteByte(' ')
+			b.Write(strconv.AppendInt(num[:0], c.ScheduleID, 10))
+		case pCron:
+			b.WriteString(` "`)
+			b.WriteString(c.Cron)
+			b.WriteByte('"')
+		case pSub:
+			if c.Sub != nil {
+				b.WriteByte(' ')
+				b.WriteString(c.Sub.Text)
+			}
+		case pTopic:
+			if c.Topic != "" {
+				b.WriteByte(' ')
+				b.WriteString(c.Topic)
+			}
+		}
+	}
+	for k := range spec.keys {
+		if v := spec.keys[k].get(c); v != 0 {
+			b.WriteByte(' ')
+			b.WriteString(spec.keys[k].name)
+			b.WriteByte('=')
+			b.Write(strconv.AppendInt(num[:0], int64(v), 10))
+		}
+	}
+	if !flagsFirst {
+		writeFlags()
+	}
+	return b.String()
+}
+
+// formatList renders sweep values, runs of three or more consecutive ascending
+// values as a range: [1 2 3 4 5 10] -> "1..5,10".
+func formatList(vals []int) string {
+	var b []byte
+	for i := 0; i < len(vals); {
+		j := i
+		for j+1 < len(vals) && vals[j+1] == vals[j]+1 {
+			j++
+		}
+		if len(b) > 0 {
+			b = append(b, ',')
+		}
+		if j-i >= 2 {
+			b = strconv.AppendInt(b, int64(vals[i]), 10)
+			b = append(b, '.', '.')
+			b = strconv.AppendInt(b, int64(vals[j]), 10)
+			i = j + 1
+			continue
+		}
+		b = strconv.AppendInt(b, int64(vals[i]), 10)
+		i++
+	}
+	return string(b)
+}
+
+// parseStepList parses a sweep list: comma-separated values and a..b ranges, each
+// in 1..max, at most MaxSweepPoints values, none twice; order is kept.
+func parseStepList(s string, max int) (vals []int, problem, suggestion string) {
+	if s == "" {
+		return nil, "the steps list is empty", ""
+	}
+	vals = make([]int, 0, 8)
+	for item := range strings.SplitSeq(s, ",") {
+		if item == "" {
+			return nil, fmt.Sprintf("empty value in the steps list %s", quote(s)), ""
+		}
+		lo, hi, isRange := strings.Cut(item, "..")
+		if !isRange {
+			if a, b, ok := strings.Cut(item, "-"); ok && isDigits(a) && isDigits(b) {
+				return nil, fmt.Sprintf("write ranges with two dots: %s..%s, not %s", a, b, item), ""
+			}
+			hi = lo
+		}
+		a, prob := parseInt(lo, 1, max, "each steps value")
+		if prob != "" {
+			return nil, prob, ""
+		}
+		b, prob := parseInt(hi, 1, max, "each steps value")
+		if prob != "" {
+			return nil, prob, ""
+		}
+		if b < a {
+			return nil, fmt.Sprintf("the range %s goes backwards", item), fmt.Sprintf("write %d..%d", b, a)
+		}
+		if len(vals)+b-a+1 > MaxSweepPoints {
+			return nil, fmt.Sprintf("a sweep has at most %d values, %s has more", MaxSweepPoints, quote(s)), ""
+		}
+		for v := a; v <= b; v++ {
+			for _, seen := range vals {
+				if seen == v {
+					return nil, fmt.Sprintf("steps %d is listed twice in %s: each value is run once", v, quote(s)), ""
+				}
+			}
+			vals = append(vals, v)
+		}
+	}
+	return vals, "", ""
+}

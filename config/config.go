@@ -1,0 +1,509 @@
+// Package config reads opsbot's YAML configuration: hosts, services, auth, the
+// store and the chat adapters. Secrets come from ${ENV} references or from
+// files and are never printed: Redacted renders the effective configuration with
+// every secret replaced.
+//
+// Load validates everything before returning; a config that loads is one the
+// bot can run with (hosts that services name exist, roles are known, ...).
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Store    Store              `yaml:"store"`
+	SSH      SSH                `yaml:"ssh"`
+	Hosts    map[string]Host    `yaml:"hosts"`
+	Services map[string]Service `yaml:"services"`
+	Auth     Auth               `yaml:"auth"`
+	Limits   Limits             `yaml:"limits"`
+	Bench    Bench              `yaml:"bench"`
+	Slack    *Slack             `yaml:"slack,omitempty"`
+	Matrix   *Matrix            `yaml:"matrix,omitempty"`
+
+	// Dir is the directory of the config file; relative paths are resolved against it.
+	Dir string `yaml:"-"`
+}
+
+// Store says where the database lives.
+type Store struct {
+	Path string `yaml:"path"`
+}
+
+// SSH holds the client settings shared by every host.
+type SSH struct {
+	KeyFile        string   `yaml:"key_file"`
+	KnownHosts     string   `yaml:"known_hosts"`
+	ConnectTimeout Duration `yaml:"connect_timeout,omitempty"`
+	KeepAlive      Duration `yaml:"keepalive,omitempty"`
+}
+
+// Host is one machine reached over SSH.
+type Host struct {
+	Addr string `yaml:"addr"`
+	User string `yaml:"user"`
+	// Jump names another host to reach this one through.
+	Jump string `yaml:"jump,omitempty"`
+}
+
+// Proxmox says that a service's host is an LXC container on a Proxmox node:
+// processes holding GPU memory are killed from the node with host PIDs.
+type Proxmox struct {
+	Node string `yaml:"node"`
+	VMID int    `yaml:"vmid"`
+}
+
+// Service is one inference server under systemd.
+type Service struct {
+	Host    string   `yaml:"host"`
+	Unit    string   `yaml:"unit"`
+	URL     string   `yaml:"url"`
+	Engine  string   `yaml:"engine,omitempty"` // sglang (default) or vllm
+	Proxmox *Proxmox `yaml:"proxmox,omitempty"`
+	GPUs    []int    `yaml:"gpus,omitempty"`
+	// Edit is how unit changes are deployed: "in-place" (default) or "drop-in".
+	Edit string `yaml:"edit,omitempty"`
+	// ReadyTimeout bounds the wait for the engine to serve after a start.
+	ReadyTimeout Duration `yaml:"ready_timeout,omitempty"`
+	// ClearMiB is the per-GPU memory below which a GPU counts as clear.
+	ClearMiB int `yaml:"clear_mib,omitempty"`
+	// DefaultSteps is where a sweep leaves the service; 0 = where it was.
+	DefaultSteps int `yaml:"default_steps,omitempty"`
+}
+
+// Auth maps platform user ids to roles. Keys of Users are "platform:id", e.g.
+// "slack:U024BE7LH", "matrix:@alice:example.org", "console:alice".
+type Auth struct {
+	// DefaultRole is the role of users not listed: "none" (default), "viewer",
+	// "operator" or "admin".
+	DefaultRole string            `yaml:"default_role,omitempty"`
+	Users       map[string]string `yaml:"users,omitempty"`
+}
+
+// Limits bound what commands may ask for.
+type Limits struct {
+	MaxSteps   int      `yaml:"max_steps,omitempty"`
+	JobTimeout Duration `yaml:"job_timeout,omitempty"`
+	// ConfirmTTL is how long a confirmation prompt stays valid.
+	ConfirmTTL Duration `yaml:"confirm_ttl,omitempty"`
+}
+
+// Bench holds the benchmark defaults used when a command does not say.
+type Bench struct {
+	Prompts     int `yaml:"prompts,omitempty"`
+	Concurrency int `yaml:"concurrency,omitempty"`
+	InputLen    int `yaml:"input_len,omitempty"`
+	OutputLen   int `yaml:"output_len,omitempty"`
+}
+
+// Slack configures the Slack adapter.
+type Slack struct {
+	Enabled       bool   `yaml:"enabled"`
+	BotToken      Secret `yaml:"bot_token"`
+	AppToken      Secret `yaml:"app_token,omitempty"`
+	SigningSecret Secret `yaml:"signing_secret,omitempty"`
+	// Listen is the HTTP address for slash commands when not in Socket Mode.
+	Listen  string `yaml:"listen,omitempty"`
+	Channel string `yaml:"channel,omitempty"`
+}
+
+// Matrix configures the Matrix adapter.
+type Matrix struct {
+	Enabled     bool     `yaml:"enabled"`
+	Homeserver  string   `yaml:"homeserver"`
+	UserID      string   `yaml:"user_id"`
+	AccessToken Secret   `yaml:"access_token"`
+	Rooms       []string `yaml:"rooms"`
+}
+
+// Secret is a value that is never printed. In YAML it is either a literal, a
+// "${ENV_VAR}" reference, or a "file:/path" reference whose content (trimmed) is
+// the value.
+type Secret string
+
+// String returns a redacted form so secrets never reach logs by accident.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// Value returns the secret itself.
+func (s Secret) Value() string { return string(s) }
+
+// Duration is a time.Duration written as "30s", "5m" in YAML.
+type Duration time.Duration
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: duration must be a string like 30s or 5m", n.Line)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("line %d: invalid duration %q (use e.g. 30s, 5m, 1h)", n.Line, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Defaults applied by Load when a field is unset.
+const (
+	DefaultMaxSteps     = 16
+	DefaultJobTimeout   = 30 * time.Minute
+	DefaultConfirmTTL   = 2 * time.Minute
+	DefaultReadyTimeout = 15 * time.Minute
+	DefaultClearMiB     = 1024
+)
+
+// Load reads, expands and validates the config file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(data, filepath.Dir(abs), os.LookupEnv)
+}
+
+// Parse decodes config text. dir resolves relative paths; lookup resolves ${ENV}.
+func Parse(data []byte, dir string, lookup func(string) (string, bool)) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c.Dir = dir
+	if err := c.resolveSecrets(lookup); err != nil {
+		return nil, err
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+var envRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
+
+func resolveSecret(name string, s *Secret, dir string, lookup func(string) (string, bool)) error {
+	v := string(*s)
+	switch {
+	case v == "":
+		return nil
+	case envRef.MatchString(v):
+		key := envRef.FindStringSubmatch(v)[1]
+		val, ok := lookup(key)
+		if !ok || val == "" {
+			return fmt.Errorf("config: %s refers to ${%s}, which is not set in the environment", name, key)
+		}
+		*s = Secret(val)
+	case strings.HasPrefix(v, "file:"):
+		p := strings.TrimPrefix(v, "file:")
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("config: %s: read secret file: %w", name, err)
+		}
+		*s = Secret(strings.TrimSpace(string(b)))
+	}
+	return nil
+}
+
+func (c *Config) resolveSecrets(lookup func(string) (string, bool)) error {
+	if c.Slack != nil {
+		for name, s := range map[string]*Secret{
+			"slack.bot_token": &c.Slack.BotToken, "slack.app_token": &c.Slack.AppToken,
+			"slack.signing_secret": &c.Slack.SigningSecret,
+		} {
+			if err := resolveSecret(name, s, c.Dir, lookup); err != nil {
+				return err
+			}
+		}
+	}
+	if c.Matrix != nil {
+		if err := resolveSecret("matrix.access_token", &c.Matrix.AccessToken, c.Dir, lookup); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Config) applyDefaults() {
+	if c.Limits.MaxSteps == 0 {
+		c.Limits.MaxSteps = DefaultMaxSteps
+	}
+	if c.Limits.JobTimeout == 0 {
+		c.Limits.JobTimeout = Duration(DefaultJobTimeout)
+	}
+	if c.Limits.ConfirmTTL == 0 {
+		c.Limits.ConfirmTTL = Duration(DefaultConfirmTTL)
+	}
+	if c.Auth.DefaultRole == "" {
+		c.Auth.DefaultRole = "none"
+	}
+	if c.SSH.ConnectTimeout == 0 {
+		c.SSH.ConnectTimeout = Duration(10 * time.Second)
+	}
+	if c.SSH.KeepAlive == 0 {
+		c.SSH.KeepAlive = Duration(30 * time.Second)
+	}
+	if c.Bench.Prompts == 0 {
+		c.Bench.Prompts = 16
+	}
+	if c.Bench.Concurrency == 0 {
+		c.Bench.Concurrency = 1
+	}
+	if c.Bench.InputLen == 0 {
+		c.Bench.InputLen = 256
+	}
+	if c.Bench.OutputLen == 0 {
+		c.Bench.OutputLen = 256
+	}
+	for name, s := range c.Services {
+		if s.Engine == "" {
+			s.Engine = "sglang"
+		}
+		if s.Edit == "" {
+			s.Edit = "in-place"
+		}
+		if s.ReadyTimeout == 0 {
+			s.ReadyTimeout = Duration(DefaultReadyTimeout)
+		}
+		if s.ClearMiB == 0 {
+			s.ClearMiB = DefaultClearMiB
+		}
+		c.Services[name] = s
+	}
+	c.Store.Path = c.Path(c.Store.Path)
+	c.SSH.KeyFile = c.Path(c.SSH.KeyFile)
+	c.SSH.KnownHosts = c.Path(c.SSH.KnownHosts)
+}
+
+// Path resolves p against the config file's directory.
+func (c *Config) Path(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(c.Dir, p)
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// Roles known to auth, lowest first.
+var Roles = []string{"none", "viewer", "operator", "admin"}
+
+func knownRole(r string) bool {
+	for _, k := range Roles {
+		if k == r {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate reports every problem in the config at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.Store.Path == "" {
+		bad("store.path is required (the SQLite file, e.g. opsbot.db)")
+	}
+	if len(c.Services) > 0 {
+		if c.SSH.KeyFile == "" {
+			bad("ssh.key_file is required when services are configured")
+		}
+		if c.SSH.KnownHosts == "" {
+			bad("ssh.known_hosts is required: host keys are always checked")
+		}
+	}
+	for _, name := range sortedKeys(c.Hosts) {
+		h := c.Hosts[name]
+		if !nameRE.MatchString(name) {
+			bad("hosts.%s: names are lower-case letters, digits, '.', '_' and '-'", name)
+		}
+		if h.Addr == "" {
+			bad("hosts.%s.addr is required (host:port)", name)
+		}
+		if h.User == "" {
+			bad("hosts.%s.user is required", name)
+		}
+		if h.Jump != "" {
+			if _, ok := c.Hosts[h.Jump]; !ok {
+				bad("hosts.%s.jump names unknown host %q", name, h.Jump)
+			} else if h.Jump == name {
+				bad("hosts.%s.jump names itself", name)
+			}
+		}
+	}
+	for _, name := range sortedKeys(c.Services) {
+		s := c.Services[name]
+		if !nameRE.MatchString(name) {
+			bad("services.%s: names are lower-case letters, digits, '.', '_' and '-'", name)
+		}
+		if _, ok := c.Hosts[s.Host]; !ok {
+			bad("services.%s.host names unknown host %q", name, s.Host)
+		}
+		if !strings.HasSuffix(s.Unit, ".service") || strings.ContainsAny(s.Unit, "/ \t\n") {
+			bad("services.%s.unit must be a unit name like sglang-qwen.service, got %q", name, s.Unit)
+		}
+		if !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
+			bad("services.%s.url must be the engine's http(s) base URL, got %q", name, s.URL)
+		}
+		if s.Engine != "sglang" && s.Engine != "vllm" {
+			bad("services.%s.engine must be sglang or vllm, got %q", name, s.Engine)
+		}
+		if s.Edit != "in-place" && s.Edit != "drop-in" {
+			bad("services.%s.edit must be in-place or drop-in, got %q", name, s.Edit)
+		}
+		if p := s.Proxmox; p != nil {
+			if _, ok := c.Hosts[p.Node]; !ok {
+				bad("services.%s.proxmox.node names unknown host %q", name, p.Node)
+			}
+			if p.VMID < 100 || p.VMID > 999999999 {
+				bad("services.%s.proxmox.vmid must be a Proxmox guest id (>= 100), got %d", name, p.VMID)
+			}
+		}
+		for _, g := range s.GPUs {
+			if g < 0 || g > 63 {
+				bad("services.%s.gpus: index %d out of range 0..63", name, g)
+			}
+		}
+		if s.DefaultSteps < 0 || s.DefaultSteps > c.Limits.MaxSteps {
+			bad("services.%s.default_steps must be within 1..%d", name, c.Limits.MaxSteps)
+		}
+	}
+	if !knownRole(c.Auth.DefaultRole) {
+		bad("auth.default_role must be one of %s, got %q", strings.Join(Roles, ", "), c.Auth.DefaultRole)
+	}
+	for _, id := range sortedKeys(c.Auth.Users) {
+		role := c.Auth.Users[id]
+		if !knownRole(role) {
+			bad("auth.users[%q]: unknown role %q (one of %s)", id, role, strings.Join(Roles, ", "))
+		}
+		if p, _, ok := strings.Cut(id, ":"); !ok || (p != "slack" && p != "matrix" && p != "console") {
+			bad("auth.users[%q]: keys are platform:id with platform slack, matrix or console", id)
+		}
+	}
+	if c.Limits.MaxSteps < 1 || c.Limits.MaxSteps > 64 {
+		bad("limits.max_steps must be within 1..64, got %d", c.Limits.MaxSteps)
+	}
+	if s := c.Slack; s != nil && s.Enabled {
+		if s.BotToken == "" {
+			bad("slack.bot_token is required when slack is enabled")
+		}
+		if s.AppToken == "" && s.SigningSecret == "" {
+			bad("slack needs app_token (Socket Mode) or signing_secret (HTTP slash commands)")
+		}
+	}
+	if m := c.Matrix; m != nil && m.Enabled {
+		if m.Homeserver == "" || m.UserID == "" || m.AccessToken == "" {
+			bad("matrix needs homeserver, user_id and access_token when enabled")
+		}
+		if len(m.Rooms) == 0 {
+			bad("matrix.rooms must list the rooms the bot obeys")
+		}
+	}
+	if len(errs) > 0 {
+		return &Error{Problems: errs}
+	}
+	return nil
+}
+
+// Error lists every problem found in a config.
+type Error struct{ Problems []error }
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("invalid config:")
+	for _, p := range e.Problems {
+		b.WriteString("\n  - ")
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// Unwrap exposes the individual problems to errors.Is/As.
+func (e *Error) Unwrap() []error { return e.Problems }
+
+// Redacted renders the effective configuration as YAML with every secret replaced.
+func (c *Config) Redacted() ([]byte, error) {
+	cp := *c
+	if c.Slack != nil {
+		s := *c.Slack
+		s.BotToken, s.AppToken, s.SigningSecret = redact(s.BotToken), redact(s.AppToken), redact(s.SigningSecret)
+		cp.Slack = &s
+	}
+	if c.Matrix != nil {
+		m := *c.Matrix
+		m.AccessToken = redact(m.AccessToken)
+		cp.Matrix = &m
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&cp); err != nil {
+		return nil, fmt.Errorf("render config: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func redact(s Secret) Secret {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// ServiceNames returns the configured service names, sorted.
+func (c *Config) ServiceNames() []string { return sortedKeys(c.Services) }
+
+// HostNames returns the configured host names, sorted.
+func (c *Config) HostNames() []string { return sortedKeys(c.Hosts) }
+
+// ErrNoService is returned by Service for an unknown name.
+var ErrNoService = errors.New("no such service")
+
+// Service returns the named service.
+func (c *Config) Service(name string) (Service, error) {
+	s, ok := c.Services[name]
+	if !ok {
+		return Service{}, fmt.Errorf("%w: %q", ErrNoService, name)
+	}
+	return s, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,63 @@
+//go:build labengine
+
+package lab
+
+// The lab's only contact with lab/engine (API of CONTRACTS.md). Enable with -tags labengine
+// until the engine package compiles, then drop the build tags and glue_stub.go.
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/opsbot/opsbot/lab/engine"
+)
+
+type engSettings struct {
+	Flavor      string
+	TP          int
+	MemFraction float64
+	s           engine.Settings
+}
+
+type engInstance interface {
+	Handler() http.Handler
+	SetReady(bool)
+	Close()
+}
+
+type engStartError struct {
+	Lines []string
+	Exit  int
+}
+
+func wrapSettings(s engine.Settings) engSettings {
+	return engSettings{Flavor: s.Flavor, TP: s.TP, MemFraction: s.MemFractionStatic, s: s}
+}
+
+func engParse(argv []string) (engSettings, *engStartError) {
+	s, err := engine.ParseArgv(argv)
+	if err != nil {
+		var ae *engine.ArgError
+		if errors.As(err, &ae) {
+			return engSettings{}, &engStartError{Lines: ae.Lines, Exit: ae.ExitStatus}
+		}
+		return engSettings{}, &engStartError{Lines: []string{err.Error()}, Exit: 2}
+	}
+	return wrapSettings(s), nil
+}
+
+func engCheck(s engSettings) (engSettings, []string, *engStartError) {
+	s2, lines, err := engine.Check(s.s)
+	if err != nil {
+		var se *engine.StartError
+		if errors.As(err, &se) {
+			return s, lines, &engStartError{Lines: append(lines, se.Lines...), Exit: se.ExitStatus}
+		}
+		return s, lines, &engStartError{Lines: append(lines, err.Error()), Exit: 1}
+	}
+	return wrapSettings(s2), lines, nil
+}
+
+func engNew(s engSettings, log func(string)) engInstance {
+	return engine.New(s.s, engine.Options{Physics: engine.DefaultPhysics(), Log: log})
+}

@@ -1,0 +1,486 @@
+// Package lab simulates the GPU hosts opsbot operates, faithfully enough that the incident of a
+// restart loop on GPU memory held by dead processes can be replayed against it over real SSH.
+//
+// A Lab runs one SSH server per simulated host on 127.0.0.1 (ed25519 host keys, public-key auth,
+// exec and sftp), a Proxmox node ("pve") with an LXC container ("gpu1", VMID 129) that runs
+// systemd and an SGLang-like (or vLLM-like) engine on 4 simulated H100 GPUs. Commands arrive as
+// POSIX-quoted strings and run against simulated state: systemctl, journalctl, nvidia-smi, ps,
+// cat (with /proc and /sys/fs/cgroup), fuser, kill, pct exec and a few shell utilities.
+// Faults (see Fault) make it fail the way real hosts do.
+//
+// All lab time (model load, warm-up, RestartSec, TimeoutStopSec, start limits, GPU memory release
+// lag) is simulated time divided by Options.TimeScale. The lab imports nothing of opsbot except
+// its own engine package.
+package lab
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Options configure a Lab. The zero value is the default incident topology.
+type Options struct {
+	Faults    []Fault // see ParseFaults
+	UnitText  string  // "" = the default SGLang NEXTN unit at steps 3 with Restart=always
+	Engine    string  // "sglang" (default) or "vllm": the default unit's engine
+	TimeScale float64 // simulated seconds per real second; 0 = DefaultTimeScale
+	Dir       string  // keys and host file systems; "" = a temp dir removed by Close
+	Logger    *slog.Logger
+	// LoadTime is the simulated model load time (0 = 60s); WarmUp the /health 503 phase (0 = 10s);
+	// ReleaseLag how long GPU memory stays used after its holder died (0 = 5s).
+	LoadTime, WarmUp, ReleaseLag time.Duration
+	// GPUs is the number of simulated GPUs (0 = 4).
+	GPUs int
+}
+
+// DefaultTimeScale makes a default model load take about 2.4 s of wall-clock time.
+const DefaultTimeScale = 25
+
+// Lab is a running simulation. Its methods are safe for concurrent use.
+type Lab struct {
+	opts      Options
+	w         *world
+	dir       string
+	removeDir bool
+	log       *slog.Logger
+	hosts     []*SimHost
+	clientPEM []byte
+	clientPub ssh.PublicKey
+	services  []ServiceInfo
+	faults    *faultSet
+	seedArgv  map[string][]string // unit -> argv the lab was seeded with
+	wg        sync.WaitGroup      // http servers
+	closeOnce sync.Once
+}
+
+// HostInfo is how to reach one simulated host.
+type HostInfo struct {
+	Name        string
+	Addr        string // 127.0.0.1:PORT
+	User        string
+	HostKeyLine string // known_hosts line for this host
+}
+
+// ServiceInfo describes one simulated inference service.
+type ServiceInfo struct {
+	Name        string // "qwen"
+	Unit        string // "sglang-qwen.service"
+	Host        string // "gpu1"
+	URL         string // http://127.0.0.1:PORT
+	Engine      string // "sglang" or "vllm"
+	ProxmoxNode string // "pve"
+	VMID        int
+	GPUs        []int
+}
+
+// Topology is everything a config needs to reach the lab.
+type Topology struct {
+	Hosts        []HostInfo
+	KnownHosts   []byte // known_hosts content for all hosts ([127.0.0.1]:PORT form)
+	ClientKeyPEM []byte // OpenSSH private key accepted by all hosts
+	Services     []ServiceInfo
+}
+
+// Start builds the default topology, seeds the unit, starts the SSH servers and boots the
+// service (Start does not wait until it is ready: see WaitReady). It fails on invalid options
+// (unknown engine, unreadable Dir) and changes nothing it does not clean up.
+func Start(ctx context.Context, opts Options) (*Lab, error) {
+	if opts.Engine == "" {
+		opts.Engine = "sglang"
+	}
+	if opts.Engine != "sglang" && opts.Engine != "vllm" {
+		return nil, fmt.Errorf("start lab: unknown engine %q (want sglang or vllm)", opts.Engine)
+	}
+	if opts.TimeScale < 0 {
+		return nil, fmt.Errorf("start lab: negative time scale %v", opts.TimeScale)
+	}
+	if opts.TimeScale == 0 {
+		opts.TimeScale = DefaultTimeScale
+	}
+	if opts.LoadTime <= 0 {
+		opts.LoadTime = 60 * time.Second
+	}
+	if opts.WarmUp <= 0 {
+		opts.WarmUp = 10 * time.Second
+	}
+	if opts.ReleaseLag <= 0 {
+		opts.ReleaseLag = 5 * time.Second
+	}
+	if opts.GPUs <= 0 {
+		opts.GPUs = 4
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	l := &Lab{opts: opts, log: opts.Logger, seedArgv: map[string][]string{}}
+	fs := newFaultSet(opts.Faults)
+	l.faults = &fs
+	if opts.Dir == "" {
+		d, err := os.MkdirTemp("", "opsbot-lab-")
+		if err != nil {
+			return nil, fmt.Errorf("start lab: %w", err)
+		}
+		l.dir, l.removeDir = d, true
+	} else {
+		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("start lab: create dir: %w", err)
+		}
+		l.dir = opts.Dir
+	}
+	if err := l.boot(ctx); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("start lab: %w", err)
+	}
+	return l, nil
+}
+
+func (l *Lab) boot(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	key, err := loadOrCreateKey(filepath.Join(l.dir, "id_ed25519"), "opsbot-lab-client")
+	if err != nil {
+		return err
+	}
+	signer, err := ssh.NewSignerFromKey(key)
+	if err != nil {
+		return fmt.Errorf("client key: %w", err)
+	}
+	l.clientPub = signer.PublicKey()
+	l.clientPEM, err = os.ReadFile(filepath.Join(l.dir, "id_ed25519"))
+	if err != nil {
+		return err
+	}
+
+	w := newWorld(l.opts.TimeScale, l.log)
+	w.releaseLag = l.opts.ReleaseLag
+	l.w = w
+	for i := 0; i < l.opts.GPUs; i++ {
+		w.gpus = append(w.gpus, &gpu{index: i, uuid: fmt.Sprintf("GPU-%08x-5c1e-4b7a-9d3f-%012x", 0x3f2a7c10+i*0x1111, 0xa1b2c3d40000+i), name: "NVIDIA H100 80GB HBM3", total: 81559})
+	}
+	unitName, text := "sglang-qwen.service", l.opts.UnitText
+	if l.opts.Engine == "vllm" {
+		unitName = "vllm-qwen.service"
+	}
+	if text == "" {
+		text = defaultUnit(l.opts.Engine)
+	}
+
+	pve, err := l.newHost("pve", nil)
+	if err != nil {
+		return err
+	}
+	w.node = pve
+	w.lock()
+	initP := &proc{hostPID: 1, state: 'S', stat: "Ss", args: []string{"/sbin/init"}, cgroup: "/init.scope", mem: map[int]int{}, started: time.Now()}
+	w.procs[1] = initP
+	w.spawn(nil, nil, []string{"/usr/sbin/sshd", "-D"}, "/system.slice/ssh.service").stat = "Ss"
+	pd := w.spawn(nil, nil, []string{"/usr/bin/nvidia-persistenced", "--user", "nvidia-persistenced", "--no-persistence-mode", "--verbose"}, "/system.slice/nvidia-persistenced.service")
+	pd.daemon, pd.gpuFDs, pd.stat = true, true, "Ss"
+	he := w.spawn(nil, nil, []string{"/usr/bin/nv-hostengine", "-n", "--service-account", "nvidia-dcgm"}, "/system.slice/nvidia-dcgm.service")
+	he.daemon, he.gpuFDs, he.stat = true, true, "Ssl"
+	mon := w.spawn(nil, nil, []string{"[lxc monitor] /var/lib/lxc 129"}, "/lxc.monitor/129")
+	mon.stat = "Ss"
+	ct := &container{vmid: 129, name: "gpu1", running: true}
+	ctInit := w.spawn(nil, mon, []string{"/sbin/init"}, "/init.scope")
+	ctInit.ct, ctInit.pid, ctInit.ppid, ctInit.stat = ct, 1, 0, "Ss"
+	ct.initPID, ct.nextPID = ctInit.hostPID, 1
+	w.containers[129] = ct
+	w.unlock()
+
+	gpu1, err := l.newHost("gpu1", ct)
+	if err != nil {
+		return err
+	}
+	ct.host = gpu1
+	w.lock()
+	w.spawn(ct, nil, []string{"/lib/systemd/systemd-journald"}, "/system.slice/systemd-journald.service").stat = "Ss"
+	w.spawn(ct, nil, []string{"sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups"}, "/system.slice/ssh.service").stat = "Ss"
+	w.unlock()
+
+	// File systems.
+	seed := map[*SimHost]map[string]string{
+		pve: {
+			"/etc/hostname":         "pve\n",
+			"/etc/pve/lxc/129.conf": "arch: amd64\ncores: 32\nhostname: gpu1\nmemory: 262144\nostype: ubuntu\nrootfs: local-zfs:subvol-129-disk-0,size=200G\nlxc.cgroup2.devices.allow: c 195:* rwm\nlxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n",
+			"/etc/os-release":       "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\n",
+		},
+		gpu1: {
+			"/etc/hostname":                         "gpu1\n",
+			"/etc/os-release":                       "PRETTY_NAME=\"Ubuntu 24.04.1 LTS\"\nID=ubuntu\n",
+			path2(unitDir, unitName):                text,
+			"/models/Qwen3.5-122B-A10B/config.json": "{\"architectures\": [\"Qwen3_5MoeForCausalLM\"], \"model_type\": \"qwen3_5_moe\"}\n",
+		},
+	}
+	for _, h := range []*SimHost{pve, gpu1} {
+		for i := 0; i < l.opts.GPUs; i++ {
+			seed[h][fmt.Sprintf("/dev/nvidia%d", i)] = ""
+		}
+		seed[h]["/dev/nvidiactl"] = ""
+		seed[h]["/dev/nvidia-uvm"] = ""
+		for p, content := range seed[h] {
+			if err := h.WriteFile(p, []byte(content)); err != nil {
+				return err
+			}
+		}
+	}
+
+	// Service and its port.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("allocate service port: %w", err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	gpus := make([]int, l.opts.GPUs)
+	for i := range gpus {
+		gpus[i] = i
+	}
+	l.services = append(l.services, ServiceInfo{Name: "qwen", Unit: unitName, Host: "gpu1", URL: fmt.Sprintf("http://127.0.0.1:%d", port),
+		Engine: l.opts.Engine, ProxmoxNode: "pve", VMID: 129, GPUs: gpus})
+
+	d := gpu1.readDiskUnit(unitName)
+	w.lock()
+	u := gpu1.sd.load(d)
+	u.port = port
+	if u.loadErr == nil {
+		if argv, _, err := parseExecStart(u.cfg.ExecStart[0], unitName, "gpu1", u.cfg.Environment); err == nil {
+			l.seedArgv[unitName] = argv
+		}
+	}
+	if u.loadErr != nil {
+		w.unlock()
+		return fmt.Errorf("seeded unit %s: %w", unitName, u.loadErr)
+	}
+	err = u.start(true)
+	w.unlock()
+	if err != nil {
+		return fmt.Errorf("boot %s: %w", unitName, err)
+	}
+
+	for _, h := range l.hosts {
+		if err := h.serveSSH(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func path2(dir, name string) string { return dir + "/" + name }
+
+func (l *Lab) newHost(name string, ct *container) (*SimHost, error) {
+	root := filepath.Join(l.dir, "hosts", name, "root")
+	if err := os.RemoveAll(root); err != nil {
+		return nil, fmt.Errorf("reset %s file system: %w", name, err)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s file system: %w", name, err)
+	}
+	hk, err := loadOrCreateKey(filepath.Join(l.dir, "hosts", name, "ssh_host_ed25519_key"), "root@"+name)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := ssh.NewSignerFromKey(hk)
+	if err != nil {
+		return nil, fmt.Errorf("host key of %s: %w", name, err)
+	}
+	h := &SimHost{lab: l, w: l.w, name: name, ct: ct, root: root, journal: &journal{max: 200000}, hostKey: signer}
+	h.sd = &systemd{h: h, units: map[string]*unit{}}
+	l.hosts = append(l.hosts, h)
+	return h, nil
+}
+
+func loadOrCreateKey(path, comment string) (ed25519.PrivateKey, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		k, err := ssh.ParseRawPrivateKey(b)
+		if err != nil {
+			return nil, fmt.Errorf("parse key %s: %w", path, err)
+		}
+		if pk, ok := k.(*ed25519.PrivateKey); ok {
+			return *pk, nil
+		}
+		if pk, ok := k.(ed25519.PrivateKey); ok {
+			return pk, nil
+		}
+		return nil, fmt.Errorf("key %s is not ed25519", path)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read key: %w", err)
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate key: %w", err)
+	}
+	blk, err := ssh.MarshalPrivateKey(priv, comment)
+	if err != nil {
+		return nil, fmt.Errorf("marshal key: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(blk), 0o600); err != nil {
+		return nil, fmt.Errorf("write key: %w", err)
+	}
+	return priv, nil
+}
+
+// Close stops the SSH servers, every engine and timer, and removes the temp dir if the lab made it.
+// It waits for the goroutines it owns. Safe to call more than once.
+func (l *Lab) Close() error {
+	var err error
+	l.closeOnce.Do(func() {
+		for _, h := range l.hosts {
+			h.closeSSH()
+		}
+		if l.w != nil {
+			w := l.w
+			w.lock()
+			w.closed = true
+			for t := range w.timers {
+				t.stopped = true
+				t.t.Stop()
+			}
+			w.timers = map[*simTimer]struct{}{}
+			for _, h := range l.hosts {
+				for _, u := range h.sd.units {
+					if u.run != nil {
+						r := u.run
+						w.later(r.shutdown)
+					}
+				}
+			}
+			w.unlock()
+		}
+		l.wg.Wait()
+		if l.removeDir {
+			err = os.RemoveAll(l.dir)
+		}
+	})
+	return err
+}
+
+// Host returns the simulated host by name ("gpu1", "pve"), nil if there is none.
+func (l *Lab) Host(name string) *SimHost {
+	for _, h := range l.hosts {
+		if h.name == name {
+			return h
+		}
+	}
+	return nil
+}
+
+// Topology describes how to reach the lab.
+func (l *Lab) Topology() Topology {
+	t := Topology{ClientKeyPEM: append([]byte(nil), l.clientPEM...), Services: append([]ServiceInfo(nil), l.services...)}
+	for _, h := range l.hosts {
+		addr := h.Addr()
+		line := fmt.Sprintf("[%s]:%s %s", "127.0.0.1", portOf(addr), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(h.hostKey.PublicKey()))))
+		t.Hosts = append(t.Hosts, HostInfo{Name: h.name, Addr: addr, User: "root", HostKeyLine: line})
+		t.KnownHosts = append(t.KnownHosts, line+"\n"...)
+	}
+	return t
+}
+
+func portOf(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+// ClientSigner returns the private key every host accepts, for in-process SSH clients.
+func (l *Lab) ClientSigner() (ssh.Signer, error) {
+	return ssh.ParsePrivateKey(l.clientPEM)
+}
+
+// WriteConfig writes an opsbot YAML config that reaches the lab into dir, with the client key
+// (id_ed25519, mode 0600) and known_hosts beside it, and returns the config's path.
+func (l *Lab) WriteConfig(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("write lab config: %w", err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("write lab config: %w", err)
+	}
+	t := l.Topology()
+	keyPath, khPath := filepath.Join(abs, "id_ed25519"), filepath.Join(abs, "known_hosts")
+	if err := os.WriteFile(keyPath, t.ClientKeyPEM, 0o600); err != nil {
+		return "", fmt.Errorf("write lab key: %w", err)
+	}
+	if err := os.WriteFile(khPath, t.KnownHosts, 0o600); err != nil {
+		return "", fmt.Errorf("write lab known_hosts: %w", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# opsbot config for the lab (a sandbox on loopback); written by `opsbot lab`.\n")
+	fmt.Fprintf(&b, "store: {path: %s}\n", yamlQuote(filepath.Join(abs, "opsbot.db")))
+	fmt.Fprintf(&b, "ssh: {key_file: %s, known_hosts: %s}\n", yamlQuote(keyPath), yamlQuote(khPath))
+	b.WriteString("hosts:\n")
+	for _, h := range t.Hosts {
+		fmt.Fprintf(&b, "  %s: {addr: %q, user: %s}\n", h.Name, h.Addr, h.User)
+	}
+	b.WriteString("services:\n")
+	for _, s := range t.Services {
+		gp := make([]string, len(s.GPUs))
+		for i, g := range s.GPUs {
+			gp[i] = fmt.Sprint(g)
+		}
+		fmt.Fprintf(&b, "  %s: {host: %s, unit: %s, url: %q, engine: %s, proxmox: {node: %s, vmid: %d}, gpus: [%s]}\n",
+			s.Name, s.Host, s.Unit, s.URL, s.Engine, s.ProxmoxNode, s.VMID, strings.Join(gp, ","))
+	}
+	b.WriteString("auth: {default_role: admin}   # the lab is a sandbox\n")
+	p := filepath.Join(abs, "opsbot.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		return "", fmt.Errorf("write lab config: %w", err)
+	}
+	return p, nil
+}
+
+func yamlQuote(s string) string { return fmt.Sprintf("%q", s) }
+
+// Describe prints the lab's hosts, services and faults for a person.
+func (l *Lab) Describe() string {
+	var b strings.Builder
+	t := l.Topology()
+	b.WriteString("opsbot lab\n")
+	for _, h := range t.Hosts {
+		fmt.Fprintf(&b, "  host %-5s ssh %s@%s\n", h.Name, h.User, h.Addr)
+	}
+	for _, s := range t.Services {
+		st := l.Host(s.Host).Unit(s.Unit)
+		fmt.Fprintf(&b, "  service %s: %s on %s (%s, LXC %d on %s), %s, unit %s/%s\n", s.Name, s.URL, s.Host, s.Engine, s.VMID, s.ProxmoxNode, s.Unit, st.ActiveState, st.SubState)
+	}
+	var fs []string
+	for _, f := range l.opts.Faults {
+		fs = append(fs, f.String())
+	}
+	sort.Strings(fs)
+	if len(fs) == 0 {
+		fs = []string{"none"}
+	}
+	fmt.Fprintf(&b, "  faults: %s; time scale x%g\n", strings.Join(fs, ","), l.opts.TimeScale)
+	return b.String()
+}
+
+// WaitReady waits until the named service's engine answers /health with 200 (as the lab knows
+// it, without HTTP), or ctx ends.
+func (l *Lab) WaitReady(ctx context.Context, service string) error {
+	for _, s := range l.services {
+		if s.Name == service {
+			h := l.Host(s.Host)
+			return h.WaitUnit(ctx, s.Unit, func(u UnitStatus) bool { return u.Ready })
+		}
+	}
+	return fmt.Errorf("wait ready: no service %q", service)
+}

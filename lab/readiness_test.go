@@ -1,0 +1,94 @@
+package lab
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReadinessPhases: while loading the port refuses connections, during warm-up /health is
+// 503, then 200 with the ready line in the journal; the port stays the same across restarts.
+func TestReadinessPhases(t *testing.T) {
+	opts := fastOpts()
+	opts.Faults = []Fault{{Name: "slow-load", Duration: 400 * time.Second}}
+	opts.WarmUp = 400 * time.Second
+	l := startLab(t, opts)
+	h := l.Host("gpu1")
+	url := l.Topology().Services[0].URL
+	if code := healthCode(url); code != 0 {
+		t.Fatalf("health while loading = %d, want connection refused", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.WaitUnit(ctx, qwenUnit, func(s UnitStatus) bool { return s.Listening }); err != nil {
+		t.Fatal(err)
+	}
+	if code := healthCode(url); code != 503 {
+		t.Fatalf("health during warm-up = %d, want 503", code)
+	}
+	if err := l.WaitReady(ctx, "qwen"); err != nil {
+		t.Fatal(err)
+	}
+	if code := healthCode(url); code != 200 {
+		t.Fatalf("health when ready = %d", code)
+	}
+	port := h.Unit(qwenUnit).Port
+	c := dialHost(t, l, "gpu1")
+	c.must(t, "systemctl", "restart", qwenUnit)
+	if code := healthCode(url); code != 0 {
+		t.Fatalf("health right after restart = %d, want refused", code)
+	}
+	if err := l.WaitReady(ctx, "qwen"); err != nil {
+		t.Fatal(err)
+	}
+	if h.Unit(qwenUnit).Port != port || healthCode(url) != 200 {
+		t.Fatalf("port moved or not serving after restart")
+	}
+}
+
+func TestEngineRejectsArgvExit2(t *testing.T) {
+	opts := fastOpts()
+	unit := strings.Replace(defaultUnit("sglang"), "--enable-metrics", "--enable-metrics --speculative-num-stepz 3", 1)
+	opts.UnitText = strings.Replace(unit, "Restart=always", "Restart=on-failure\nStartLimitBurst=1", 1)
+	l := startLab(t, opts)
+	h := l.Host("gpu1")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.WaitUnit(ctx, qwenUnit, func(s UnitStatus) bool { return s.ActiveState == "failed" }); err != nil {
+		t.Fatal(err)
+	}
+	c := dialHost(t, l, "gpu1")
+	if m := showMap(t, c, qwenUnit, "Result"); m["Result"] != "start-limit-hit" {
+		t.Fatalf("Restart=on-failure with StartLimitBurst=1: %v", m)
+	}
+	if m := showMap(t, c, qwenUnit, "ExecMainStatus", "ExecMainCode"); m["ExecMainStatus"] != "2" || m["ExecMainCode"] != "1" {
+		t.Fatalf("argv rejection: %v, want exit status 2", m)
+	}
+	if j := c.must(t, "journalctl", "-u", qwenUnit, "-o", "cat"); !strings.Contains(j, "error: unrecognized arguments") || !strings.Contains(j, "status=2/INVALIDARGUMENT") {
+		t.Fatalf("journal:\n%s", j)
+	}
+}
+
+func TestVLLMUnit(t *testing.T) {
+	opts := fastOpts()
+	opts.Engine = "vllm"
+	l := readyLab(t, opts)
+	svc := l.Topology().Services[0]
+	if svc.Unit != "vllm-qwen.service" || svc.Engine != "vllm" {
+		t.Fatalf("service %+v", svc)
+	}
+	c := dialHost(t, l, "gpu1")
+	ps := c.must(t, "ps", "-eo", "args=")
+	for _, want := range []string{"VLLM::EngineCore", "VLLM::Worker_TP3", `--speculative-config {"method":"mtp","num_speculative_tokens":3}`} {
+		if !strings.Contains(ps, want) {
+			t.Fatalf("ps lacks %q:\n%s", want, ps)
+		}
+	}
+	if healthCode(svc.URL) != 200 {
+		t.Fatal("vLLM not serving")
+	}
+	if j := c.must(t, "journalctl", "-u", svc.Unit, "-o", "cat", "-n", "1"); !strings.Contains(j, "Application startup complete.") {
+		t.Fatalf("journal %q", j)
+	}
+}

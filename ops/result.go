@@ -1,0 +1,169 @@
+// Package ops acts on GPU hosts: it composes the SSH pool (ops/remote), systemd
+// (ops/systemd), unit editing (ops/unit), GPU memory and reaping (ops/gpu), the
+// engine client (ops/engine) and the benchmark (ops/bench) into the pipelines a
+// job runs: change speculative steps, recover GPUs, service actions, GPU status,
+// logs and sweeps.
+//
+// Pipelines report progress as Events through a Reporter and return a typed
+// Result whose JSON form is the "result" object of `opsbot run --json`.
+package ops
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// StepStatus is the state of one pipeline step as reported in an Event.
+type StepStatus string
+
+// Step statuses, in the order a step normally goes through them.
+const (
+	StepStarted  StepStatus = "started"
+	StepProgress StepStatus = "progress"
+	StepDone     StepStatus = "done"
+	StepFailed   StepStatus = "failed"
+	StepSkipped  StepStatus = "skipped"
+	StepWarning  StepStatus = "warning"
+)
+
+// Event is one line of a job's status thread: a step changed state or made progress.
+type Event struct {
+	At      time.Time  `json:"at"`
+	Step    string     `json:"step"`
+	Status  StepStatus `json:"status"`
+	Message string     `json:"message"`
+}
+
+// Reporter receives a pipeline's events. Report must be safe for concurrent use
+// and must not block for long: the job engine persists and renders events.
+type Reporter interface {
+	Report(Event)
+}
+
+// ReporterFunc adapts a function to the Reporter interface.
+type ReporterFunc func(Event)
+
+// Report calls f(e).
+func (f ReporterFunc) Report(e Event) { f(e) }
+
+// Discard is a Reporter that drops every event.
+var Discard Reporter = ReporterFunc(func(Event) {})
+
+// Incident codes: what happened on the way, listed in Result.Incidents.
+const (
+	IncidentRestartLoop    = "restart_loop"
+	IncidentGPUMemoryHeld  = "gpu_memory_held"
+	IncidentRolledBack     = "rolled_back"
+	IncidentStartFailed    = "start_failed"
+	IncidentStuckProcess   = "stuck_process"
+	IncidentConnectionLost = "connection_lost"
+	IncidentNeedReload     = "daemon_reload_needed"
+	IncidentSettingsDiffer = "settings_mismatch"
+	IncidentBenchFailed    = "bench_failed"
+)
+
+// UnitChange is the unit before and after an edit, as full texts and as argv.
+type UnitChange struct {
+	Path       string   `json:"path,omitempty"`
+	Before     string   `json:"before"`
+	After      string   `json:"after"`
+	ArgvBefore []string `json:"argv_before"`
+	ArgvAfter  []string `json:"argv_after"`
+	Diff       string   `json:"diff,omitempty"`
+}
+
+// GPUMemory is one GPU's memory use before and after a pipeline.
+type GPUMemory struct {
+	Host          string `json:"host,omitempty"`
+	Index         int    `json:"index"`
+	UsedMiBBefore int    `json:"used_mib_before"`
+	UsedMiBAfter  int    `json:"used_mib_after"`
+	TotalMiB      int    `json:"total_mib,omitempty"`
+}
+
+// Killed is one signal sent to one process.
+type Killed struct {
+	PID     int    `json:"pid"`
+	Host    string `json:"host"`
+	Command string `json:"command"`
+	Signal  string `json:"signal"`
+}
+
+// SweepPoint is one value of a sweep and what the benchmark measured for it.
+type SweepPoint struct {
+	Steps         int             `json:"steps"`
+	OK            bool            `json:"ok"`
+	Error         string          `json:"error,omitempty"`
+	OutputTokS    float64         `json:"output_tok_s,omitempty"`
+	PerStreamTokS float64         `json:"per_stream_tok_s,omitempty"`
+	AcceptLen     float64         `json:"accept_len,omitempty"`
+	AcceptRate    float64         `json:"accept_rate,omitempty"`
+	Bench         json.RawMessage `json:"bench,omitempty"`
+}
+
+// ServiceState is the systemd view of a service, for svc status and mtp show.
+type ServiceState struct {
+	Service     string `json:"service"`
+	Unit        string `json:"unit"`
+	Host        string `json:"host"`
+	ActiveState string `json:"active_state"`
+	SubState    string `json:"sub_state"`
+	NRestarts   int    `json:"n_restarts"`
+	MainPID     int    `json:"main_pid"`
+	Ready       string `json:"ready,omitempty"`
+}
+
+// Spec is the speculative-decoding setting of a service, from its unit and,
+// when it serves, from the engine.
+type Spec struct {
+	Engine      string `json:"engine"`
+	Algorithm   string `json:"algorithm,omitempty"`
+	Steps       int    `json:"steps"`
+	TopK        int    `json:"topk,omitempty"`
+	DraftTokens int    `json:"draft_tokens,omitempty"`
+	// Live* are what the running engine reports (/server_info); zero when unknown.
+	LiveSteps       int `json:"live_steps,omitempty"`
+	LiveTopK        int `json:"live_topk,omitempty"`
+	LiveDraftTokens int `json:"live_draft_tokens,omitempty"`
+}
+
+// Result is what a pipeline returns. Every field is optional; the JSON names are
+// the contract of `opsbot run --json`.
+type Result struct {
+	// Summary is one line for the job's status message ("steps 3 -> 10, 281 tok/s").
+	Summary   string          `json:"summary,omitempty"`
+	Unit      *UnitChange     `json:"unit,omitempty"`
+	GPUs      []GPUMemory     `json:"gpus,omitempty"`
+	Killed    []Killed        `json:"killed,omitempty"`
+	Bench     json.RawMessage `json:"bench,omitempty"`
+	Points    []SweepPoint    `json:"points,omitempty"`
+	Best      *SweepPoint     `json:"best,omitempty"`
+	Service   *ServiceState   `json:"service,omitempty"`
+	Spec      *Spec           `json:"spec,omitempty"`
+	Logs      []string        `json:"logs,omitempty"`
+	Incidents []string        `json:"incidents"`
+	// Details are extra lines for the final result block (tables, previews).
+	Details []string `json:"details,omitempty"`
+	// Chart is an optional PNG image for the result (sweeps).
+	Chart []byte `json:"-"`
+}
+
+// AddIncident records code once.
+func (r *Result) AddIncident(code string) {
+	for _, c := range r.Incidents {
+		if c == code {
+			return
+		}
+	}
+	r.Incidents = append(r.Incidents, code)
+}
+
+// HasIncident reports whether code was recorded.
+func (r *Result) HasIncident(code string) bool {
+	for _, c := range r.Incidents {
+		if c == code {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,165 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+)
+
+// HostConfig is one SSH-reachable host.
+type HostConfig struct {
+	Addr string // host:port
+	User string
+	Jump string // name of another host to reach this one through
+}
+
+// ServiceConfig is one inference server under systemd.
+type ServiceConfig struct {
+	Host   string // where systemd and the engine run
+	Unit   string // e.g. sglang-qwen.service
+	URL    string // the engine's base URL
+	Engine string // sglang or vllm
+	GPUs   []int  // the GPUs it uses; empty = all
+	// ProxmoxNode and VMID say the host is an LXC container: GPU-holding
+	// processes are killed from the node with host PIDs.
+	ProxmoxNode string
+	VMID        int
+	// DropIn deploys edits as UNIT.d/opsbot.conf instead of editing the unit.
+	DropIn       bool
+	ReadyTimeout time.Duration
+	ClearMiB     int
+	DefaultSteps int
+}
+
+// BenchDefaults are the benchmark parameters used when a command gives none.
+type BenchDefaults struct {
+	Prompts, Concurrency, InputLen, OutputLen int
+}
+
+// Config is everything the runbook needs to reach and act on hosts.
+type Config struct {
+	KeyFile        string
+	KnownHosts     string
+	ConnectTimeout time.Duration
+	KeepAlive      time.Duration
+	Hosts          map[string]HostConfig
+	Services       map[string]ServiceConfig
+	Bench          BenchDefaults
+	MaxSteps       int
+	// Poll is the interval of every wait loop (default 50 ms).
+	Poll time.Duration
+	// StopTimeout bounds waiting for a service to stop (default 2 minutes).
+	StopTimeout time.Duration
+	// ReapGrace is how long SIGTERM gets before SIGKILL (default 5 s).
+	ReapGrace time.Duration
+	// SettleTime is how long a started service must stay up without a restart
+	// before it counts as started (default 1 s).
+	SettleTime time.Duration
+	Logger     *slog.Logger
+}
+
+// ErrUnknownService is returned for a service the config does not name.
+var ErrUnknownService = errors.New("unknown service")
+
+func (c *Config) service(name string) (ServiceConfig, error) {
+	s, ok := c.Services[name]
+	if !ok {
+		names := make([]string, 0, len(c.Services))
+		for n := range c.Services {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return ServiceConfig{}, fmt.Errorf("%w %q (configured: %v)", ErrUnknownService, name, names)
+	}
+	return s, nil
+}
+
+func (c *Config) withDefaults() Config {
+	cc := *c
+	if cc.Poll <= 0 {
+		cc.Poll = 50 * time.Millisecond
+	}
+	if cc.StopTimeout <= 0 {
+		cc.StopTimeout = 2 * time.Minute
+	}
+	if cc.ReapGrace <= 0 {
+		cc.ReapGrace = 5 * time.Second
+	}
+	if cc.SettleTime <= 0 {
+		cc.SettleTime = time.Second
+	}
+	if cc.MaxSteps <= 0 {
+		cc.MaxSteps = 16
+	}
+	if cc.Logger == nil {
+		cc.Logger = slog.Default()
+	}
+	for name, s := range cc.Services {
+		if s.ReadyTimeout <= 0 {
+			s.ReadyTimeout = 15 * time.Minute
+		}
+		if s.ClearMiB <= 0 {
+			s.ClearMiB = 1024
+		}
+		if s.Engine == "" {
+			s.Engine = "sglang"
+		}
+		cc.Services[name] = s
+	}
+	return cc
+}
+
+// step reports the start and the end of one named step of a pipeline.
+type step struct {
+	rep  Reporter
+	name string
+	t0   time.Time
+}
+
+func begin(rep Reporter, name, format string, a ...any) *step {
+	s := &step{rep: rep, name: name, t0: time.Now()}
+	rep.Report(Event{At: s.t0, Step: name, Status: StepStarted, Message: fmt.Sprintf(format, a...)})
+	return s
+}
+
+func (s *step) progress(format string, a ...any) {
+	s.rep.Report(Event{At: time.Now(), Step: s.name, Status: StepProgress, Message: fmt.Sprintf(format, a...)})
+}
+
+func (s *step) warn(format string, a ...any) {
+	s.rep.Report(Event{At: time.Now(), Step: s.name, Status: StepWarning, Message: fmt.Sprintf(format, a...)})
+}
+
+func (s *step) done(format string, a ...any) {
+	msg := fmt.Sprintf(format, a...)
+	if msg != "" {
+		msg += " "
+	}
+	msg += fmt.Sprintf("(%s)", time.Since(s.t0).Round(time.Millisecond))
+	s.rep.Report(Event{At: time.Now(), Step: s.name, Status: StepDone, Message: msg})
+}
+
+// fail reports the step failed and returns err wrapped with the step's name.
+func (s *step) fail(err error) error {
+	s.rep.Report(Event{At: time.Now(), Step: s.name, Status: StepFailed, Message: err.Error()})
+	return fmt.Errorf("%s: %w", s.name, err)
+}
+
+func (s *step) skip(format string, a ...any) {
+	s.rep.Report(Event{At: time.Now(), Step: s.name, Status: StepSkipped, Message: fmt.Sprintf(format, a...)})
+}
+
+// sleepCtx waits d or until ctx ends. Used only between polls of a condition.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

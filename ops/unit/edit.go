@@ -1,0 +1,457 @@
+package unit
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// DefaultMaxSteps is the largest step count accepted when Options.MaxSteps is 0.
+const DefaultMaxSteps = 16
+
+// Options tunes SetSteps.
+type Options struct {
+	// MaxSteps is the largest accepted N (0: DefaultMaxSteps). N must be >= 1.
+	MaxSteps int
+	// DraftTokens sets SGLang's --speculative-num-draft-tokens explicitly when
+	// topk > 1 (0: keep the unit's value). With topk 1 it must be 0 or N+1.
+	DraftTokens int
+}
+
+// Change is one setting the edit changes. From is "" when the option is added.
+type Change struct {
+	Flag string `json:"flag"`
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// Edit is the result of SetSteps: the file's text before and after, and the
+// engine argv before and after. When Changed is empty the unit already had the
+// requested settings and After == Before.
+type Edit struct {
+	File       string // Unit.Name of the file edited (main unit or drop-in)
+	Engine     string
+	Steps      int
+	Before     string
+	After      string
+	ArgvBefore []string
+	ArgvAfter  []string
+	SpecBefore Spec
+	SpecAfter  Spec
+	Changed    []Change
+	Diff       string // unified diff of Before -> After ("" when unchanged)
+	// Replacements are the byte ranges of Before replaced to make After, in
+	// order and not overlapping (an empty Span is an insertion). Every byte
+	// outside them is unchanged.
+	Replacements []Replacement
+
+	execAfter []string // the effective ExecStart= values after the edit, as written
+}
+
+// SetSteps parses text as one unit file (no drop-ins) and sets the engine's
+// speculative steps to n. See (*Effective).SetSteps.
+func SetSteps(text string, n int, opts Options) (*Edit, error) {
+	u, err := Parse("", text)
+	if err != nil {
+		return nil, fmt.Errorf("parse unit: %w", err)
+	}
+	eff, err := Merge(u)
+	if err != nil {
+		return nil, err
+	}
+	return eff.SetSteps(n, opts)
+}
+
+// Replacement replaces Span of a file's text with Text.
+type Replacement struct {
+	Span
+	Text string
+}
+
+type splice = Replacement
+
+// argEdit is the same change seen on argv.
+type argEdit struct {
+	index  int // argv index
+	vi, vj int // byte range of the value replaced (replace) ...
+	text   string
+	insert []string // ... or words inserted before index (when non-nil)
+}
+
+// SetSteps produces the smallest edit of the file holding the engine command
+// that sets its speculative steps to n:
+//   - SGLang: --speculative-num-steps N; --speculative-eagle-topk kept (added as
+//     1 when missing); --speculative-num-draft-tokens N+1 when topk is 1, kept
+//     (or Options.DraftTokens) and checked against the draft tree size when
+//     topk > 1. Missing options are added after the last speculative option in
+//     the same style (continuation lines and indentation, --flag=value).
+//     Abbreviated option names and the =value form stay as written.
+//   - vLLM: num_speculative_tokens inside --speculative-config's JSON (value
+//     bytes replaced in place; every other key and the quoting untouched).
+//
+// Refusals (*Error): CodeNoSpeculation (no speculative decoding configured:
+// the editor never invents it), CodeOutOfRange, CodeRejected (the engine would
+// refuse the result), CodeUnsupported, CodeInvalid. The edit is verified by
+// parsing the result back: the argv changes only at the speculative options and
+// reads back n; a failed check returns an error instead of text.
+func (eff *Effective) SetSteps(n int, opts Options) (*Edit, error) {
+	maxSteps := opts.MaxSteps
+	if maxSteps <= 0 {
+		maxSteps = DefaultMaxSteps
+	}
+	if n < 1 || n > maxSteps {
+		return nil, refuse(CodeOutOfRange, "speculative steps %d out of range: use 1..%d", n, maxSteps)
+	}
+	cmd := &eff.Engine.Command
+	argv := cmd.Argv()
+	spec, err := readSpec(argv, eff.Detection)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		splices []splice
+		aedits  []argEdit
+		changes []Change
+	)
+	switch eff.Detection.Engine {
+	case SGLang:
+		splices, aedits, changes, err = planSGLang(eff, spec, n, opts)
+	default:
+		splices, aedits, changes, err = planVLLM(eff, spec, n, opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	u := eff.Engine.Unit
+	after := applySplices(u.Text, splices)
+	for i := 1; i < len(splices); i++ {
+		if splices[i].Start < splices[i-1].End {
+			return nil, fmt.Errorf("%w: overlapping edits", errInternal)
+		}
+	}
+	wantArgv := applyArgEdits(argv, aedits)
+
+	e := &Edit{
+		File: u.Name, Engine: eff.Detection.Engine, Steps: n,
+		Before: u.Text, After: after,
+		ArgvBefore: argv, SpecBefore: spec, Changed: changes,
+		Replacements: splices,
+	}
+	// Verify by parsing the result back.
+	nu, err := Parse(u.Name, after)
+	if err != nil {
+		return nil, fmt.Errorf("%w: edited unit does not parse: %v", errInternal, err)
+	}
+	files := slices.Clone(eff.files)
+	for i := range files {
+		if files[i] == u {
+			files[i] = nu
+		}
+	}
+	neff, err := Merge(files[0], files[1:]...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: edited unit: %v", errInternal, err)
+	}
+	e.ArgvAfter = neff.Argv()
+	if !slices.Equal(e.ArgvAfter, wantArgv) {
+		return nil, fmt.Errorf("%w: edited argv %q, want %q", errInternal, e.ArgvAfter, wantArgv)
+	}
+	if e.SpecAfter, err = neff.Spec(); err != nil {
+		return nil, fmt.Errorf("%w: edited settings: %v", errInternal, err)
+	}
+	if e.SpecAfter.DraftSteps() != n {
+		return nil, fmt.Errorf("%w: edited unit reads back steps %d, want %d", errInternal, e.SpecAfter.DraftSteps(), n)
+	}
+	seen := map[*Entry]bool{}
+	for _, l := range neff.Commands {
+		if !seen[l.Entry] {
+			seen[l.Entry] = true
+			e.execAfter = append(e.execAfter, l.Unit.Text[l.Entry.ValueSpan.Start:l.Entry.ValueSpan.End])
+		}
+	}
+	if after != u.Text {
+		e.Diff = UnifiedDiff(nameOrDefault(u.Name, "unit"), u.Text, after)
+	}
+	return e, nil
+}
+
+func nameOrDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// DropIn renders a drop-in (for UNIT.d/opsbot.conf) that replaces the whole
+// effective ExecStart= list with the edited one: an empty ExecStart= then each
+// effective command line as written (continuations kept). It must sort after
+// every other drop-in that sets ExecStart=, or those override it.
+func DropIn(e *Edit) string {
+	var b strings.Builder
+	b.WriteString("# Written by opsbot: speculative steps ")
+	b.WriteString(strconv.Itoa(e.Steps))
+	b.WriteString(". Remove this file to restore the unit's own ExecStart=.\n[Service]\nExecStart=\n")
+	for _, v := range e.execAfter {
+		b.WriteString("ExecStart=")
+		b.WriteString(v)
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func applySplices(text string, sp []splice) string {
+	sort.SliceStable(sp, func(i, j int) bool { return sp[i].Start < sp[j].Start })
+	var b strings.Builder
+	last := 0
+	for _, s := range sp {
+		b.WriteString(text[last:s.Start])
+		b.WriteString(s.Text)
+		last = s.End
+	}
+	b.WriteString(text[last:])
+	return b.String()
+}
+
+func applyArgEdits(argv []string, ed []argEdit) []string {
+	out := slices.Clone(argv)
+	// Replacements first (indices refer to the original argv), then inserts from the back.
+	for _, a := range ed {
+		if a.insert == nil {
+			v := out[a.index]
+			out[a.index] = v[:a.vi] + a.text + v[a.vj:]
+		}
+	}
+	sort.SliceStable(ed, func(i, j int) bool { return ed[i].index > ed[j].index })
+	for _, a := range ed {
+		if a.insert != nil {
+			out = slices.Insert(out, a.index, a.insert...)
+		}
+	}
+	return out
+}
+
+// numberRange returns the byte range of the number in value[from:] (spaces trimmed).
+func numberRange(v string, from int) (int, int) {
+	i, j := from, len(v)
+	for i < j && isWS(v[i]) {
+		i++
+	}
+	for j > i && isWS(v[j-1]) {
+		j--
+	}
+	return i, j
+}
+
+// replaceValue builds the splice and argv edit that set use's value to text.
+func replaceValue(cmd *Command, use FlagUse, text string) (splice, argEdit) {
+	arg := &cmd.Args[use.ValueIndex]
+	i, j := numberRange(arg.Value, use.ValueOffset)
+	return splice{arg.ValueSpan(i, j), text}, argEdit{index: use.ValueIndex, vi: i, vj: j, text: text}
+}
+
+// insertAfter builds the splice and argv edit that add options after the
+// option use (its value), in the style of the surrounding command line.
+func insertAfter(u *Unit, cmd *Command, use FlagUse, opts [][2]string) (splice, argEdit) {
+	text := u.Text
+	valArg := cmd.Args[use.ValueIndex]
+	nameArg := cmd.Args[use.NameIndex]
+	prevEnd := cmd.PathWord.Span.End
+	if use.NameIndex > 0 {
+		prevEnd = cmd.Args[use.NameIndex-1].Span.End
+	}
+	sep := " "
+	lineStart := strings.LastIndexAny(text[:nameArg.Span.Start], "\n\r") + 1
+	if gap := text[prevEnd:nameArg.Span.Start]; lineStart > prevEnd && strings.Contains(gap, "\\") &&
+		strings.Trim(text[lineStart:nameArg.Span.Start], " \t") == "" {
+		// One option per continuation line: copy "<space>\<newline>" and the indentation.
+		nl := strings.IndexAny(gap, "\n\r")
+		if gap[nl] == '\r' && nl+1 < len(gap) && gap[nl+1] == '\n' {
+			nl++
+		}
+		sep = gap[:nl+1] + text[lineStart:nameArg.Span.Start]
+	}
+	var b strings.Builder
+	var words []string
+	for _, o := range opts {
+		b.WriteString(sep)
+		if use.Eq() {
+			b.WriteString(o[0] + "=" + o[1])
+			words = append(words, o[0]+"="+o[1])
+		} else {
+			b.WriteString(o[0] + " " + o[1])
+			words = append(words, o[0], o[1])
+		}
+	}
+	at := valArg.Span.End
+	return splice{Span{at, at}, b.String()}, argEdit{index: use.ValueIndex + 1, insert: words}
+}
+
+func lastUse(s Spec, flags ...string) (FlagUse, bool) {
+	for i := len(s.Uses) - 1; i >= 0; i-- {
+		if len(flags) == 0 || slices.Contains(flags, s.Uses[i].Flag) {
+			return s.Uses[i], true
+		}
+	}
+	return FlagUse{}, false
+}
+
+func usesOf(s Spec, flag string) []FlagUse {
+	var out []FlagUse
+	for _, u := range s.Uses {
+		if u.Flag == flag {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func planSGLang(eff *Effective, spec Spec, n int, opts Options) ([]splice, []argEdit, []Change, error) {
+	if !spec.Present {
+		return nil, nil, nil, refuse(CodeNoSpeculation, "refusing to invent speculative decoding: the unit has no --speculative-algorithm")
+	}
+	switch spec.CanonicalAlgorithm() {
+	case "NGRAM", "LOOKAHEAD":
+		return nil, nil, nil, refuse(CodeUnsupported, "speculative algorithm %s has no draft-model steps to set", spec.Algorithm)
+	}
+	cmd := &eff.Engine.Command
+	topk := spec.TopK
+	addTopK := len(usesOf(spec, FlagTopK)) == 0
+	if addTopK {
+		topk = 1
+	}
+	if topk < 1 {
+		return nil, nil, nil, refuse(CodeRejected, "--speculative-eagle-topk is %d: it must be at least 1", topk)
+	}
+	var draft int
+	if topk == 1 {
+		draft = n + 1
+		if opts.DraftTokens != 0 && opts.DraftTokens != n+1 {
+			return nil, nil, nil, refuse(CodeRejected, "with --speculative-eagle-topk 1 SGLang forces --speculative-num-draft-tokens to steps+1 = %d; %d is not possible", n+1, opts.DraftTokens)
+		}
+	} else {
+		draft = spec.DraftTokens
+		if opts.DraftTokens > 0 {
+			draft = opts.DraftTokens
+		}
+		if draft == 0 {
+			return nil, nil, nil, refuse(CodeRejected, "--speculative-eagle-topk is %d but --speculative-num-draft-tokens is not set: SGLang would crash at start; give the draft token count explicitly", topk)
+		}
+		// The draft tree has topk nodes at the first step and topk*topk
+		// candidates at each further step; SGLang picks draft-1 of them plus the root.
+		limit := topk + (n-1)*topk*topk + 1
+		if draft < 2 || draft > limit {
+			return nil, nil, nil, refuse(CodeRejected, "--speculative-num-draft-tokens %d does not fit a draft tree of %d steps with topk %d: it must be between 2 and %d", draft, n, topk, limit)
+		}
+	}
+	var (
+		sp []splice
+		ae []argEdit
+		ch []Change
+	)
+	set := func(flag string, want int) (missing bool) {
+		uses := usesOf(spec, flag)
+		if len(uses) == 0 {
+			return true
+		}
+		old := uses[len(uses)-1]
+		changed := false
+		for _, use := range uses {
+			cur, err := pyInt(use)
+			if err == nil && cur == want {
+				continue
+			}
+			s, a := replaceValue(cmd, use, strconv.Itoa(want))
+			sp, ae = append(sp, s), append(ae, a)
+			changed = true
+		}
+		if changed {
+			ch = append(ch, Change{Flag: flag, From: strings.TrimSpace(old.Value), To: strconv.Itoa(want)})
+		}
+		return false
+	}
+	var add [][2]string
+	if set(FlagSteps, n) {
+		add = append(add, [2]string{FlagSteps, strconv.Itoa(n)})
+	}
+	if addTopK {
+		add = append(add, [2]string{FlagTopK, "1"})
+	}
+	if set(FlagDraftTokens, draft) {
+		add = append(add, [2]string{FlagDraftTokens, strconv.Itoa(draft)})
+	}
+	if len(add) > 0 {
+		last, _ := lastUse(spec)
+		s, a := insertAfter(eff.Engine.Unit, cmd, last, add)
+		sp, ae = append(sp, s), append(ae, a)
+		for _, o := range add {
+			ch = append(ch, Change{Flag: o[0], To: o[1]})
+		}
+	}
+	return sp, ae, ch, nil
+}
+
+func planVLLM(eff *Effective, spec Spec, n int, _ Options) ([]splice, []argEdit, []Change, error) {
+	if !spec.Present {
+		return nil, nil, nil, refuse(CodeNoSpeculation, "refusing to invent speculative decoding: the unit has no --speculative-config")
+	}
+	cmd := &eff.Engine.Command
+	want := strconv.Itoa(n)
+	var (
+		sp []splice
+		ae []argEdit
+		ch []Change
+	)
+	// Legacy --num-speculative-tokens (vLLM < 0.8.5) wins when present.
+	if uses := usesOf(spec, FlagNumSpecTokens); len(uses) > 0 {
+		for _, use := range uses {
+			if cur, err := pyInt(use); err == nil && cur == n {
+				continue
+			}
+			s, a := replaceValue(cmd, use, want)
+			sp, ae = append(sp, s), append(ae, a)
+		}
+		if len(sp) > 0 {
+			ch = append(ch, Change{Flag: FlagNumSpecTokens, From: strings.TrimSpace(uses[len(uses)-1].Value), To: want})
+		}
+		return sp, ae, ch, nil
+	}
+	use, ok := lastUse(spec, FlagSpecConfig)
+	if !ok { // legacy --speculative-model without a token count
+		last, _ := lastUse(spec)
+		s, a := insertAfter(eff.Engine.Unit, cmd, last, [][2]string{{FlagNumSpecTokens, want}})
+		return []splice{s}, []argEdit{a}, []Change{{Flag: FlagNumSpecTokens, To: want}}, nil
+	}
+	arg := &cmd.Args[use.ValueIndex]
+	js := arg.Value[use.ValueOffset:]
+	vs, ve, cb, found, err := jsonKeyValue(js, keyNumSpecTokens)
+	if err != nil {
+		return nil, nil, nil, refuse(CodeInvalid, "--speculative-config is not a JSON object: %v", err)
+	}
+	if found {
+		if spec.NumSpeculativeTokens == n {
+			return nil, nil, nil, nil
+		}
+		i, j := use.ValueOffset+vs, use.ValueOffset+ve
+		sp = append(sp, splice{arg.ValueSpan(i, j), want})
+		ae = append(ae, argEdit{index: use.ValueIndex, vi: i, vj: j, text: want})
+		ch = append(ch, Change{Flag: changeJSONSpecToks, From: js[vs:ve], To: want})
+		return sp, ae, ch, nil
+	}
+	// Add the key before the closing brace, in the object's spacing style.
+	colon, comma := ":", ","
+	if strings.Contains(js, "\": ") {
+		colon = ": "
+	}
+	if strings.Contains(js, ", \"") || colon == ": " {
+		comma = ", "
+	}
+	ins := comma + `"` + keyNumSpecTokens + `"` + colon + want
+	at := use.ValueOffset + cb
+	src := arg.src[at]
+	sp = append(sp, splice{Span{src.start, src.start}, escapeFor(ins, src.quote)})
+	ae = append(ae, argEdit{index: use.ValueIndex, vi: at, vj: at, text: ins})
+	ch = append(ch, Change{Flag: changeJSONSpecToks, To: want})
+	return sp, ae, ch, nil
+}

@@ -1,0 +1,186 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// BenchResult is one benchmark of one service at one setting.
+type BenchResult struct {
+	ID       int64
+	JobID    int64  // the job that ran it; 0 when none
+	Service  string // required
+	Settings string // canonical key, e.g. "steps=10,topk=1,draft=11"; required
+	At       time.Time
+
+	// Figures; NaN means "not measured" and round-trips as NaN.
+	OutputTokS    float64 // total output tokens per second
+	PerStreamTokS float64 // per-stream decode tokens per second
+	AcceptLen     float64 // tokens per verify step, bonus included
+	AcceptRate    float64 // drafts accepted / drafts proposed
+
+	RequestsOK     int
+	RequestsFailed int
+	Concurrency    int
+	Raw            json.RawMessage // the full benchmark report, JSON; nil when none
+}
+
+const benchColumns = `id, job_id, service, settings, at, output_tok_s, per_stream_tok_s, accept_len, accept_rate, requests_ok, requests_failed, concurrency, raw`
+
+// AddBenchResult records r and returns it with ID set (and At, when it was
+// zero). Service and Settings are required, counts must not be negative,
+// figures must be finite or NaN, Raw must be JSON when set, and JobID, when
+// set, must name an existing job (else ErrNotFound); a rejected r writes
+// nothing.
+func (s *Store) AddBenchResult(ctx context.Context, r BenchResult) (BenchResult, error) {
+	if err := checkBench(r); err != nil {
+		return BenchResult{}, fmt.Errorf("add bench result: %w", err)
+	}
+	r.At = orNow(r.At)
+	err := s.write1(ctx, func(tx *wtx) error {
+		if r.JobID != 0 {
+			if err := jobExists(tx, r.JobID); err != nil {
+				return err
+			}
+		}
+		res, err := tx.ExecContext(context.Background(), `INSERT INTO bench_results
+			(job_id, service, settings, at, output_tok_s, per_stream_tok_s, accept_len, accept_rate, requests_ok, requests_failed, concurrency, raw)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			nullID(r.JobID), r.Service, r.Settings, r.At.UnixNano(),
+			nullFloat(r.OutputTokS), nullFloat(r.PerStreamTokS), nullFloat(r.AcceptLen), nullFloat(r.AcceptRate),
+			r.RequestsOK, r.RequestsFailed, r.Concurrency, nullJSON(r.Raw))
+		if err != nil {
+			return err
+		}
+		r.ID, err = res.LastInsertId()
+		return err
+	})
+	if err != nil {
+		return BenchResult{}, fmt.Errorf("add bench result for %s %s: %w", r.Service, r.Settings, err)
+	}
+	return r, nil
+}
+
+func checkBench(r BenchResult) error {
+	switch {
+	case strings.TrimSpace(r.Service) == "":
+		return fmt.Errorf("%w: the service is empty", ErrInvalid)
+	case strings.TrimSpace(r.Settings) == "":
+		return fmt.Errorf("%w: the settings key is empty", ErrInvalid)
+	case r.ID != 0:
+		return fmt.Errorf("%w: a new result has no ID yet (got %d)", ErrInvalid, r.ID)
+	case r.JobID < 0:
+		return fmt.Errorf("%w: negative job id %d", ErrInvalid, r.JobID)
+	case r.RequestsOK < 0 || r.RequestsFailed < 0 || r.Concurrency < 0:
+		return fmt.Errorf("%w: negative count (ok %d, failed %d, concurrency %d)", ErrInvalid, r.RequestsOK, r.RequestsFailed, r.Concurrency)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"output tok/s", r.OutputTokS}, {"per-stream tok/s", r.PerStreamTokS}, {"accept length", r.AcceptLen}, {"accept rate", r.AcceptRate}} {
+		if math.IsInf(f.v, 0) {
+			return fmt.Errorf("%w: %s is infinite", ErrInvalid, f.name)
+		}
+	}
+	if err := checkJSON("raw", r.Raw); err != nil {
+		return err
+	}
+	return checkTime("bench time", r.At)
+}
+
+func nullFloat(f float64) sql.NullFloat64 {
+	if math.IsNaN(f) {
+		return sql.NullFloat64{}
+	}
+	return sql.NullFloat64{Float64: f, Valid: true}
+}
+
+func fromNullFloat(f sql.NullFloat64) float64 {
+	if !f.Valid {
+		return math.NaN()
+	}
+	return f.Float64
+}
+
+// PreviousBenchResult returns the newest result for service and settings
+// whose ID is below beforeID (beforeID <= 0: the newest of all), so that a
+// new result can be shown beside the last one. settings "" matches any
+// settings (the service's previous result, whatever it ran with). No such
+// result gives ErrNotFound.
+func (s *Store) PreviousBenchResult(ctx context.Context, service, settings string, beforeID int64) (BenchResult, error) {
+	q := `SELECT ` + benchColumns + ` FROM bench_results WHERE service = ?`
+	args := []any{service}
+	if settings != "" {
+		q += ` AND settings = ?`
+		args = append(args, settings)
+	}
+	if beforeID > 0 {
+		q += ` AND id < ?`
+		args = append(args, beforeID)
+	}
+	q += ` ORDER BY id DESC LIMIT 1`
+	r, err := scanBench(s.rdb.QueryRowContext(ctx, q, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return BenchResult{}, fmt.Errorf("previous bench result for %s %s: %w", service, settings, ErrNotFound)
+	}
+	if err != nil {
+		return BenchResult{}, fmt.Errorf("read previous bench result for %s %s: %w", service, settings, err)
+	}
+	return r, nil
+}
+
+// BenchHistory returns the service's results, newest first, at most limit
+// (<= 0: 50). service "" returns every service's.
+func (s *Store) BenchHistory(ctx context.Context, service string, limit int) ([]BenchResult, error) {
+	q := `SELECT ` + benchColumns + ` FROM bench_results`
+	var args []any
+	if service != "" {
+		q += ` WHERE service = ?`
+		args = append(args, service)
+	}
+	q += ` ORDER BY id DESC LIMIT ?`
+	args = append(args, limitOr(limit, 50))
+	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read bench history of %q: %w", service, err)
+	}
+	defer rows.Close()
+	var out []BenchResult
+	for rows.Next() {
+		r, err := scanBench(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read bench history of %q: %w", service, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read bench history of %q: %w", service, err)
+	}
+	return out, nil
+}
+
+func scanBench(sc scanner) (BenchResult, error) {
+	var r BenchResult
+	var job sql.NullInt64
+	var at int64
+	var out, per, alen, arate sql.NullFloat64
+	var raw sql.NullString
+	if err := sc.Scan(&r.ID, &job, &r.Service, &r.Settings, &at, &out, &per, &alen, &arate,
+		&r.RequestsOK, &r.RequestsFailed, &r.Concurrency, &raw); err != nil {
+		return BenchResult{}, err
+	}
+	r.JobID = job.Int64
+	r.At = time.Unix(0, at).UTC()
+	r.OutputTokS, r.PerStreamTokS = fromNullFloat(out), fromNullFloat(per)
+	r.AcceptLen, r.AcceptRate = fromNullFloat(alen), fromNullFloat(arate)
+	if raw.Valid {
+		r.Raw = json.RawMessage(raw.String)
+	}
+	return r, nil
+}

@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"testing"
+	"time"
+)
+
+func TestBenchResults(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	job := mustCreate(t, s, Job{Command: "bench qwen"})
+	at := time.Date(2026, 12, 2, 18, 30, 0, 987654321, time.UTC)
+	r1, err := s.AddBenchResult(ctx, BenchResult{
+		JobID: job.ID, Service: "qwen", Settings: "steps=3,topk=1,draft=4", At: at,
+		OutputTokS: 210.5, PerStreamTokS: 52.25, AcceptLen: 3.12, AcceptRate: math.NaN(),
+		RequestsOK: 64, RequestsFailed: 1, Concurrency: 16, Raw: json.RawMessage(`{"ttft_ms":[1,2]}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.ID <= 0 {
+		t.Fatalf("no ID: %+v", r1)
+	}
+	r2, _ := s.AddBenchResult(ctx, BenchResult{Service: "qwen", Settings: "steps=10,topk=1,draft=11", OutputTokS: 280})
+	r3, _ := s.AddBenchResult(ctx, BenchResult{Service: "qwen", Settings: "steps=3,topk=1,draft=4", OutputTokS: 215})
+	r4, _ := s.AddBenchResult(ctx, BenchResult{Service: "llama", Settings: "steps=3,topk=1,draft=4", OutputTokS: 99})
+
+	prev, err := s.PreviousBenchResult(ctx, "qwen", "steps=3,topk=1,draft=4", r3.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prev.ID != r1.ID || prev.JobID != job.ID || prev.OutputTokS != 210.5 || prev.PerStreamTokS != 52.25 ||
+		prev.AcceptLen != 3.12 || !math.IsNaN(prev.AcceptRate) || prev.RequestsOK != 64 || prev.RequestsFailed != 1 ||
+		prev.Concurrency != 16 || string(prev.Raw) != `{"ttft_ms":[1,2]}` {
+		t.Errorf("previous result read back as %+v, want %+v", prev, r1)
+	}
+	sameTime(t, "bench At", prev.At, at)
+	if p, err := s.PreviousBenchResult(ctx, "qwen", "", r3.ID); err != nil || p.ID != r2.ID {
+		t.Errorf("previous of any settings = %+v, %v; want %d", p, err, r2.ID)
+	}
+	if p, err := s.PreviousBenchResult(ctx, "qwen", "steps=3,topk=1,draft=4", 0); err != nil || p.ID != r3.ID {
+		t.Errorf("newest = %+v, %v; want %d", p, err, r3.ID)
+	}
+	if _, err := s.PreviousBenchResult(ctx, "qwen", "steps=3,topk=1,draft=4", r1.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("previous of the first = %v, want ErrNotFound", err)
+	}
+	if _, err := s.PreviousBenchResult(ctx, "nope", "", 0); !errors.Is(err, ErrNotFound) {
+		t.Errorf("previous of unknown service = %v, want ErrNotFound", err)
+	}
+
+	hist, err := s.BenchHistory(ctx, "qwen", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 3 || hist[0].ID != r3.ID || hist[2].ID != r1.ID {
+		t.Errorf("history = %+v, want r3, r2, r1", hist)
+	}
+	if h, _ := s.BenchHistory(ctx, "", 2); len(h) != 2 || h[0].ID != r4.ID {
+		t.Errorf("history of all, limit 2 = %+v", h)
+	}
+	if h, _ := s.BenchHistory(ctx, "qwen", 0); h[1].Raw != nil || h[1].JobID != 0 || h[1].AcceptLen != 0 {
+		t.Errorf("unset fields read back wrong: %+v", h[1])
+	}
+}
+
+func TestBenchResultRejectsBadInput(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	ok := BenchResult{Service: "qwen", Settings: "steps=3"}
+	for name, mod := range map[string]func(*BenchResult){
+		"no service":   func(r *BenchResult) { r.Service = "" },
+		"no settings":  func(r *BenchResult) { r.Settings = " " },
+		"inf":          func(r *BenchResult) { r.OutputTokS = math.Inf(1) },
+		"neg count":    func(r *BenchResult) { r.RequestsFailed = -1 },
+		"neg conc":     func(r *BenchResult) { r.Concurrency = -1 },
+		"bad raw":      func(r *BenchResult) { r.Raw = json.RawMessage(`[`) },
+		"has id":       func(r *BenchResult) { r.ID = 3 },
+		"neg job":      func(r *BenchResult) { r.JobID = -3 },
+		"bad time":     func(r *BenchResult) { r.At = time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC) },
+		"missing job*": nil,
+	} {
+		r := ok
+		if mod == nil {
+			r.JobID = 999
+			if _, err := s.AddBenchResult(ctx, r); !errors.Is(err, ErrNotFound) {
+				t.Errorf("%s: err = %v, want ErrNotFound", name, err)
+			}
+			continue
+		}
+		mod(&r)
+		if _, err := s.AddBenchResult(ctx, r); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+	if n := count(t, s.rdb, "bench_results"); n != 0 {
+		t.Errorf("rejected results were written: %d", n)
+	}
+}

@@ -1,0 +1,91 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Event is one line of a job's history: a step starting, progressing,
+// finishing or failing.
+type Event struct {
+	JobID   int64
+	Seq     int       // 1, 2, 3, ... per job, assigned by AppendEvent
+	At      time.Time // when it happened; AppendEvent sets the current time when zero
+	Step    string    // e.g. "stop", "reap", "start", "ready", "bench"
+	Status  string    // e.g. "started", "progress", "done", "failed"
+	Message string
+}
+
+// AppendEvent adds e to its job's history with the next sequence number
+// (e.Seq is ignored). A missing job gives ErrNotFound. Safe for concurrent
+// use, also for one job from several goroutines or processes: sequence
+// numbers never repeat or skip.
+func (s *Store) AppendEvent(ctx context.Context, e Event) error {
+	if e.JobID <= 0 {
+		return fmt.Errorf("append event: %w: job id %d", ErrInvalid, e.JobID)
+	}
+	if err := checkTime("event time", e.At); err != nil {
+		return fmt.Errorf("append event to job %d: %w", e.JobID, err)
+	}
+	at := orNow(e.At).UnixNano()
+	err := s.write1(ctx, func(tx *wtx) error {
+		res, err := tx.ExecContext(context.Background(), `INSERT INTO job_events (job_id, seq, at, step, status, message)
+			SELECT id, COALESCE((SELECT MAX(seq) FROM job_events WHERE job_id = jobs.id), 0) + 1, ?, ?, ?, ?
+			FROM jobs WHERE id = ?`,
+			at, e.Step, e.Status, e.Message, e.JobID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("append event to job %d: %w", e.JobID, err)
+	}
+	return nil
+}
+
+// Events returns the job's history in order. A missing job gives
+// ErrNotFound; a job without events gives an empty slice.
+func (s *Store) Events(ctx context.Context, jobID int64) ([]Event, error) {
+	// One read transaction, so the existence check and the events agree.
+	tx, err := s.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("read events of job %d: %w", jobID, err)
+	}
+	defer tx.Rollback()
+	var one int
+	err = tx.QueryRowContext(ctx, `SELECT 1 FROM jobs WHERE id = ?`, jobID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("events of job %d: %w", jobID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read events of job %d: %w", jobID, err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT seq, at, step, status, message FROM job_events WHERE job_id = ? ORDER BY seq`, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("read events of job %d: %w", jobID, err)
+	}
+	defer rows.Close()
+	evs := []Event{}
+	for rows.Next() {
+		e := Event{JobID: jobID}
+		var at int64
+		if err := rows.Scan(&e.Seq, &at, &e.Step, &e.Status, &e.Message); err != nil {
+			return nil, fmt.Errorf("read events of job %d: %w", jobID, err)
+		}
+		e.At = time.Unix(0, at).UTC()
+		evs = append(evs, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read events of job %d: %w", jobID, err)
+	}
+	return evs, nil
+}

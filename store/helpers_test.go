@@ -1,0 +1,70 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// openTemp opens a store in a fresh temporary directory, closed at cleanup.
+func openTemp(t testing.TB) *Store {
+	t.Helper()
+	return openAt(t, filepath.Join(t.TempDir(), "opsbot.db"))
+}
+
+func openAt(t testing.TB, path string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// rawDB opens a second, independent handle on the store's file, as another
+// tool or process would.
+func rawDB(t testing.TB, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func count(t testing.TB, db *sql.DB, table string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM ` + table).Scan(&n); err != nil {
+		t.Fatalf("count %s: %v", table, err)
+	}
+	return n
+}
+
+func mustCreate(t testing.TB, s *Store, j Job) Job {
+	t.Helper()
+	j, err := s.CreateJob(context.Background(), j)
+	if err != nil {
+		t.Fatalf("CreateJob: %v", err)
+	}
+	return j
+}
+
+// sameTime fails unless a and b are the same instant.
+func sameTime(t testing.TB, what string, got, want time.Time) {
+	t.Helper()
+	if !got.Equal(want) {
+		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+	if !got.IsZero() && got.Location() != time.UTC {
+		t.Errorf("%s is in %v, want UTC", what, got.Location())
+	}
+}

@@ -1,0 +1,377 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Status is a job's state. A job starts queued (or is recorded directly in a
+// final state, e.g. refused), becomes running, and ends in one of the final
+// states; a final state never changes.
+type Status string
+
+// The job states.
+const (
+	Queued      Status = "queued"
+	Running     Status = "running"
+	Succeeded   Status = "succeeded"
+	Failed      Status = "failed"
+	Cancelled   Status = "cancelled"
+	Refused     Status = "refused"
+	Interrupted Status = "interrupted" // the bot stopped (crash, restart) while the job was queued or running
+)
+
+// Final reports whether s is an end state.
+func (s Status) Final() bool {
+	switch s {
+	case Succeeded, Failed, Cancelled, Refused, Interrupted:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the job states.
+func (s Status) Valid() bool { return s == Queued || s == Running || s.Final() }
+
+// Job is one command's run.
+type Job struct {
+	ID         int64
+	Command    string // canonical command text
+	Platform   string // "slack", "matrix", "console", "schedule", ...
+	User       string // platform user id
+	Room       string // channel / room id
+	Thread     string // the platform's id of the job's status message / thread
+	Service    string
+	Host       string
+	Status     Status
+	Error      string          // why it failed, was refused, cancelled or interrupted
+	Result     json.RawMessage // the pipeline's result, JSON; nil when none
+	ScheduleID int64           // the schedule that started it; 0 when none
+	CreatedAt  time.Time
+	StartedAt  time.Time // zero until running
+	EndedAt    time.Time // zero until final
+}
+
+// InterruptedMessage is the Error that InterruptUnfinished gives the jobs it
+// ends.
+const InterruptedMessage = "interrupted: opsbot stopped before the job finished"
+
+const jobColumns = `id, command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at`
+
+// CreateJob records a new job and returns it with ID set (and CreatedAt, when
+// it was zero). Status defaults to Queued; a job may also be recorded in a
+// final state (a refused request), which sets EndedAt to CreatedAt when
+// zero, or as Running, which sets StartedAt. Command is required and Result,
+// when set, must be valid JSON; otherwise the error wraps ErrInvalid and
+// nothing is written. Safe for concurrent use; see write for what ctx does.
+func (s *Store) CreateJob(ctx context.Context, j Job) (Job, error) {
+	if j.Status == "" {
+		j.Status = Queued
+	}
+	if err := checkJob(j); err != nil {
+		return Job{}, fmt.Errorf("create job: %w", err)
+	}
+	j = jobDefaults(j)
+	err := s.write1(ctx, func(tx *wtx) error {
+		var err error
+		j.ID, err = insertJob(tx, j)
+		return err
+	})
+	if err != nil {
+		return Job{}, fmt.Errorf("create job %q: %w", j.Command, err)
+	}
+	return j, nil
+}
+
+// jobDefaults fills in the times a new job gets.
+func jobDefaults(j Job) Job {
+	j.CreatedAt = orNow(j.CreatedAt)
+	j.StartedAt = j.StartedAt.UTC().Round(0)
+	j.EndedAt = j.EndedAt.UTC().Round(0)
+	if j.Status == Running && j.StartedAt.IsZero() {
+		j.StartedAt = j.CreatedAt
+	}
+	if j.Status.Final() && j.EndedAt.IsZero() {
+		j.EndedAt = j.CreatedAt
+	}
+	return j
+}
+
+func insertJob(tx *wtx, j Job) (int64, error) {
+	res, err := tx.ExecContext(context.Background(), `INSERT INTO jobs
+		(command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		j.Command, j.Platform, j.User, j.Room, j.Thread, j.Service, j.Host, string(j.Status), j.Error,
+		nullJSON(j.Result), nullID(j.ScheduleID), j.CreatedAt.UnixNano(), nanos(j.StartedAt), nanos(j.EndedAt))
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// jobExists returns ErrNotFound (wrapped) unless job id exists.
+func jobExists(tx *wtx, id int64) error {
+	var one int
+	err := tx.QueryRowContext(context.Background(), `SELECT 1 FROM jobs WHERE id = ?`, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("job %d: %w", id, ErrNotFound)
+	}
+	return err
+}
+
+func checkJob(j Job) error {
+	switch {
+	case strings.TrimSpace(j.Command) == "":
+		return fmt.Errorf("%w: the command is empty", ErrInvalid)
+	case !j.Status.Valid():
+		return fmt.Errorf("%w: unknown status %q", ErrInvalid, j.Status)
+	case j.ScheduleID < 0:
+		return fmt.Errorf("%w: negative schedule id %d", ErrInvalid, j.ScheduleID)
+	case j.ID != 0:
+		return fmt.Errorf("%w: a new job has no ID yet (got %d)", ErrInvalid, j.ID)
+	}
+	if err := checkJSON("result", j.Result); err != nil {
+		return err
+	}
+	for _, t := range []struct {
+		what string
+		t    time.Time
+	}{{"created_at", j.CreatedAt}, {"started_at", j.StartedAt}, {"ended_at", j.EndedAt}} {
+		if err := checkTime(t.what, t.t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkJSON(what string, raw json.RawMessage) error {
+	if len(raw) > 0 && !json.Valid(raw) {
+		return fmt.Errorf("%w: %s is not valid JSON", ErrInvalid, what)
+	}
+	return nil
+}
+
+func nullJSON(raw json.RawMessage) sql.NullString {
+	if len(raw) == 0 {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: string(raw), Valid: true}
+}
+
+func nullID(id int64) sql.NullInt64 {
+	if id == 0 {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: id, Valid: true}
+}
+
+// StartJob moves a queued job to running and sets StartedAt. A job in any
+// other state is left alone and the error is a *TransitionError; a missing
+// job gives ErrNotFound.
+func (s *Store) StartJob(ctx context.Context, id int64) error {
+	err := s.write1(ctx, func(tx *wtx) error {
+		return transition(tx, id, Running, []Status{Queued}, func() (sql.Result, error) {
+			return tx.ExecContext(context.Background(),
+				`UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'`,
+				now().UnixNano(), id)
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("start job %d: %w", id, err)
+	}
+	return nil
+}
+
+// FinishJob moves a queued or running job to the final state st, with
+// errText (why it did not succeed; may be empty) and result (JSON, may be
+// nil), and sets EndedAt. A job already final is left alone and the error is
+// a *TransitionError; a missing job gives ErrNotFound; st not final or
+// result not JSON gives ErrInvalid.
+func (s *Store) FinishJob(ctx context.Context, id int64, st Status, errText string, result json.RawMessage) error {
+	if !st.Final() {
+		return fmt.Errorf("finish job %d: %w: %q is not a final status", id, ErrInvalid, st)
+	}
+	if err := checkJSON("result", result); err != nil {
+		return fmt.Errorf("finish job %d: %w", id, err)
+	}
+	err := s.write1(ctx, func(tx *wtx) error {
+		return transition(tx, id, st, []Status{Queued, Running}, func() (sql.Result, error) {
+			return tx.ExecContext(context.Background(),
+				`UPDATE jobs SET status = ?, error = ?, result = ?, ended_at = ? WHERE id = ? AND status IN ('queued', 'running')`,
+				string(st), errText, nullJSON(result), now().UnixNano(), id)
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("finish job %d as %s: %w", id, st, err)
+	}
+	return nil
+}
+
+// transition runs update, which changes job id only if it is in one of from,
+// and explains a change that did not happen.
+func transition(tx *wtx, id int64, to Status, from []Status, update func() (sql.Result, error)) error {
+	res, err := update()
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 1 {
+		return nil
+	}
+	var cur string
+	err = tx.QueryRowContext(context.Background(), `SELECT status FROM jobs WHERE id = ?`, id).Scan(&cur)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return &TransitionError{JobID: id, From: Status(cur), To: to}
+}
+
+// SetJobThread records the platform's id of the job's status message or
+// thread. Allowed in any state; a missing job gives ErrNotFound.
+func (s *Store) SetJobThread(ctx context.Context, id int64, thread string) error {
+	err := s.write1(ctx, func(tx *wtx) error {
+		res, err := tx.ExecContext(context.Background(), `UPDATE jobs SET thread = ? WHERE id = ?`, thread, id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("set thread of job %d: %w", id, err)
+	}
+	return nil
+}
+
+// Job returns the job with this id, or an error wrapping ErrNotFound.
+func (s *Store) Job(ctx context.Context, id int64) (Job, error) {
+	row := s.rdb.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id)
+	j, err := scanJob(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Job{}, fmt.Errorf("job %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("read job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// JobFilter selects jobs for ListJobs. The zero value lists the newest 100
+// jobs of every service and state.
+type JobFilter struct {
+	Active  bool   // only queued and running jobs
+	Service string // only this service's jobs; "" for all
+	User    string // only this user's jobs; "" for all
+	Limit   int    // at most this many; <= 0 means 100
+}
+
+// ListJobs returns the jobs f selects, newest first.
+func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
+	var where []string
+	var args []any
+	if f.Active {
+		where = append(where, `status IN ('queued', 'running')`)
+	}
+	if f.Service != "" {
+		where = append(where, `service = ?`)
+		args = append(args, f.Service)
+	}
+	if f.User != "" {
+		where = append(where, `user_id = ?`)
+		args = append(args, f.User)
+	}
+	q := `SELECT ` + jobColumns + ` FROM jobs`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	q += ` ORDER BY id DESC LIMIT ?`
+	args = append(args, limitOr(f.Limit, 100))
+	jobs, err := queryJobs(ctx, s.rdb, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// InterruptUnfinished ends every queued or running job as Interrupted, with
+// Error set to InterruptedMessage, and returns those jobs as they are now,
+// oldest first. The bot calls it once at start-up, before it runs anything:
+// jobs left unfinished by a crash or restart are then reported instead of
+// staying "running" forever. It must not be called while another live
+// process runs jobs from the same file: their jobs would be ended too.
+func (s *Store) InterruptUnfinished(ctx context.Context) ([]Job, error) {
+	var jobs []Job
+	err := s.write(ctx, func(tx *wtx) error {
+		var err error
+		jobs, err = queryJobs(context.Background(), tx, `UPDATE jobs SET status = 'interrupted', error = ?, ended_at = ?
+			WHERE status IN ('queued', 'running') RETURNING `+jobColumns, InterruptedMessage, now().UnixNano())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("interrupt unfinished jobs: %w", err)
+	}
+	slices.SortFunc(jobs, func(a, b Job) int { return cmp.Compare(a.ID, b.ID) })
+	return jobs, nil
+}
+
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+func queryJobs(ctx context.Context, q queryer, query string, args ...any) ([]Job, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var jobs []Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, rows.Err()
+}
+
+func scanJob(sc scanner) (Job, error) {
+	var j Job
+	var status string
+	var result sql.NullString
+	var sched, created, started, ended sql.NullInt64
+	if err := sc.Scan(&j.ID, &j.Command, &j.Platform, &j.User, &j.Room, &j.Thread, &j.Service, &j.Host,
+		&status, &j.Error, &result, &sched, &created, &started, &ended); err != nil {
+		return Job{}, err
+	}
+	j.Status = Status(status)
+	if result.Valid {
+		j.Result = json.RawMessage(result.String)
+	}
+	j.ScheduleID = sched.Int64
+	j.CreatedAt = fromNanos(created)
+	j.StartedAt = fromNanos(started)
+	j.EndedAt = fromNanos(ended)
+	return j, nil
+}

@@ -1,0 +1,341 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestStatusFinal(t *testing.T) {
+	for _, tc := range []struct {
+		s            Status
+		final, valid bool
+	}{
+		{Queued, false, true}, {Running, false, true},
+		{Succeeded, true, true}, {Failed, true, true}, {Cancelled, true, true},
+		{Refused, true, true}, {Interrupted, true, true},
+		{"", false, false}, {"done", false, false}, {"Queued", false, false},
+	} {
+		if got := tc.s.Final(); got != tc.final {
+			t.Errorf("%q.Final() = %v, want %v", tc.s, got, tc.final)
+		}
+		if got := tc.s.Valid(); got != tc.valid {
+			t.Errorf("%q.Valid() = %v, want %v", tc.s, got, tc.valid)
+		}
+	}
+}
+
+func TestJobRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	created := time.Date(2026, 12, 2, 18, 0, 0, 123456789, time.FixedZone("CET", 3600))
+	in := Job{
+		Command: "mtp steps 10 qwen", Platform: "slack", User: "U1", Room: "C1", Thread: "1.2",
+		Service: "qwen", Host: "gpu1", Result: json.RawMessage(`{"a":[1,2]}`), ScheduleID: 7, CreatedAt: created,
+	}
+	j, err := s.CreateJob(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.ID <= 0 || j.Status != Queued {
+		t.Fatalf("created %+v: want an ID and status queued", j)
+	}
+	got, err := s.Job(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTime(t, "CreatedAt", got.CreatedAt, created)
+	if got.CreatedAt.Nanosecond() != 123456789 {
+		t.Errorf("nanoseconds lost: %v", got.CreatedAt)
+	}
+	if !got.StartedAt.IsZero() || !got.EndedAt.IsZero() {
+		t.Errorf("a queued job has start/end times: %+v", got)
+	}
+	want := in
+	want.ID, want.Status = j.ID, Queued
+	got.CreatedAt, want.CreatedAt = time.Time{}, time.Time{}
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+		t.Errorf("read back\n got %+v\nwant %+v", got, want)
+	}
+
+	// Default CreatedAt is now, in UTC.
+	before := time.Now()
+	j2 := mustCreate(t, s, Job{Command: "gpu status"})
+	if j2.CreatedAt.Before(before.Add(-time.Second)) || j2.CreatedAt.After(time.Now().Add(time.Second)) || j2.CreatedAt.Location() != time.UTC {
+		t.Errorf("default CreatedAt = %v, want about now in UTC", j2.CreatedAt)
+	}
+	if j2.ID <= j.ID {
+		t.Errorf("IDs not increasing: %d then %d", j.ID, j2.ID)
+	}
+	if got, _ := s.Job(ctx, j2.ID); got.Result != nil || got.ScheduleID != 0 {
+		t.Errorf("unset Result/ScheduleID read back as %q/%d", got.Result, got.ScheduleID)
+	}
+}
+
+func TestCreateJobRejectsBadInput(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	for name, j := range map[string]Job{
+		"empty command":  {},
+		"blank command":  {Command: " \t"},
+		"unknown status": {Command: "x", Status: "done"},
+		"bad result":     {Command: "x", Result: json.RawMessage(`{"a":`)},
+		"has an id":      {Command: "x", ID: 5},
+		"neg schedule":   {Command: "x", ScheduleID: -1},
+		"time too late":  {Command: "x", CreatedAt: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"time too early": {Command: "x", CreatedAt: time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		if _, err := s.CreateJob(ctx, j); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: CreateJob error = %v, want ErrInvalid", name, err)
+		}
+	}
+	if n := count(t, s.rdb, "jobs"); n != 0 {
+		t.Errorf("rejected jobs were written: %d rows", n)
+	}
+}
+
+func TestCreateJobInFinalOrRunningState(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	r := mustCreate(t, s, Job{Command: "mtp steps 10", Status: Refused, Error: "needs operator"})
+	if !r.EndedAt.Equal(r.CreatedAt) {
+		t.Errorf("refused job EndedAt = %v, want CreatedAt %v", r.EndedAt, r.CreatedAt)
+	}
+	if err := s.StartJob(ctx, r.ID); !isTransition(err, Refused, Running) {
+		t.Errorf("StartJob(refused) = %v, want TransitionError refused->running", err)
+	}
+	run := mustCreate(t, s, Job{Command: "bench", Status: Running})
+	if !run.StartedAt.Equal(run.CreatedAt) || !run.EndedAt.IsZero() {
+		t.Errorf("running job times: %+v", run)
+	}
+	if err := s.FinishJob(ctx, run.ID, Succeeded, "", nil); err != nil {
+		t.Errorf("FinishJob(running) = %v", err)
+	}
+}
+
+func isTransition(err error, from, to Status) bool {
+	var te *TransitionError
+	return errors.As(err, &te) && te.From == from && te.To == to
+}
+
+func TestJobTransitions(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+
+	j := mustCreate(t, s, Job{Command: "mtp steps 10"})
+	if err := s.StartJob(ctx, j.ID); err != nil {
+		t.Fatalf("StartJob(queued) = %v", err)
+	}
+	if err := s.StartJob(ctx, j.ID); !isTransition(err, Running, Running) {
+		t.Errorf("StartJob(running) = %v, want TransitionError running->running", err)
+	}
+	got, _ := s.Job(ctx, j.ID)
+	if got.Status != Running || got.StartedAt.IsZero() || got.StartedAt.Before(got.CreatedAt) {
+		t.Errorf("after start: %+v", got)
+	}
+	res := json.RawMessage(`{"incidents":["restart_loop"]}`)
+	if err := s.FinishJob(ctx, j.ID, Succeeded, "", res); err != nil {
+		t.Fatalf("FinishJob(running) = %v", err)
+	}
+	if err := s.FinishJob(ctx, j.ID, Failed, "late", nil); !isTransition(err, Succeeded, Failed) {
+		t.Errorf("FinishJob twice = %v, want TransitionError succeeded->failed", err)
+	}
+	if err := s.StartJob(ctx, j.ID); !isTransition(err, Succeeded, Running) {
+		t.Errorf("StartJob(finished) = %v, want TransitionError succeeded->running", err)
+	}
+	got, _ = s.Job(ctx, j.ID)
+	if got.Status != Succeeded || string(got.Result) != string(res) || got.Error != "" || got.EndedAt.Before(got.StartedAt) {
+		t.Errorf("finished job changed by refused transitions or wrong: %+v", got)
+	}
+
+	// A queued job can be finished directly (cancelled before it ran).
+	q := mustCreate(t, s, Job{Command: "bench"})
+	if err := s.FinishJob(ctx, q.ID, Cancelled, "cancelled by U2", nil); err != nil {
+		t.Fatalf("FinishJob(queued) = %v", err)
+	}
+	got, _ = s.Job(ctx, q.ID)
+	if got.Status != Cancelled || got.Error != "cancelled by U2" || got.EndedAt.IsZero() || !got.StartedAt.IsZero() {
+		t.Errorf("cancelled queued job: %+v", got)
+	}
+
+	// Bad arguments change nothing.
+	r := mustCreate(t, s, Job{Command: "gpu recover"})
+	for _, st := range []Status{Queued, Running, "", "bogus"} {
+		if err := s.FinishJob(ctx, r.ID, st, "", nil); !errors.Is(err, ErrInvalid) {
+			t.Errorf("FinishJob(%q) = %v, want ErrInvalid", st, err)
+		}
+	}
+	if err := s.FinishJob(ctx, r.ID, Failed, "", json.RawMessage("nope")); !errors.Is(err, ErrInvalid) {
+		t.Errorf("FinishJob(bad JSON) = %v, want ErrInvalid", err)
+	}
+	if got, _ := s.Job(ctx, r.ID); got.Status != Queued {
+		t.Errorf("rejected FinishJob changed the job: %+v", got)
+	}
+}
+
+func TestJobNotFound(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	const id = 4242
+	var te *TransitionError
+	for name, err := range map[string]error{
+		"Job":          func() error { _, err := s.Job(ctx, id); return err }(),
+		"StartJob":     s.StartJob(ctx, id),
+		"FinishJob":    s.FinishJob(ctx, id, Failed, "", nil),
+		"SetJobThread": s.SetJobThread(ctx, id, "t"),
+		"AppendEvent":  s.AppendEvent(ctx, Event{JobID: id}),
+		"Events":       func() error { _, err := s.Events(ctx, id); return err }(),
+	} {
+		if !errors.Is(err, ErrNotFound) || errors.As(err, &te) {
+			t.Errorf("%s(missing) = %v, want ErrNotFound", name, err)
+		}
+	}
+}
+
+func TestSetJobThread(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	j := mustCreate(t, s, Job{Command: "jobs", Status: Succeeded})
+	if err := s.SetJobThread(ctx, j.ID, "1733160000.000100"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Job(ctx, j.ID); got.Thread != "1733160000.000100" || got.Status != Succeeded {
+		t.Errorf("thread not set: %+v", got)
+	}
+}
+
+func TestListJobs(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	var ids []int64
+	for i, spec := range []struct {
+		svc, user string
+		st        Status
+	}{
+		{"qwen", "U1", Queued}, {"llama", "U2", Running}, {"qwen", "U2", Succeeded},
+		{"qwen", "U1", Running}, {"llama", "U1", Failed},
+	} {
+		j := mustCreate(t, s, Job{Command: fmt.Sprintf("cmd %d", i), Service: spec.svc, User: spec.user, Status: spec.st})
+		ids = append(ids, j.ID)
+	}
+	for _, tc := range []struct {
+		name string
+		f    JobFilter
+		want []int64
+	}{
+		{"all", JobFilter{}, []int64{ids[4], ids[3], ids[2], ids[1], ids[0]}},
+		{"active", JobFilter{Active: true}, []int64{ids[3], ids[1], ids[0]}},
+		{"service", JobFilter{Service: "qwen"}, []int64{ids[3], ids[2], ids[0]}},
+		{"active service", JobFilter{Active: true, Service: "llama"}, []int64{ids[1]}},
+		{"user", JobFilter{User: "U2"}, []int64{ids[2], ids[1]}},
+		{"limit", JobFilter{Limit: 2}, []int64{ids[4], ids[3]}},
+		{"none", JobFilter{Service: "nope"}, nil},
+	} {
+		jobs, err := s.ListJobs(ctx, tc.f)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got []int64
+		for _, j := range jobs {
+			got = append(got, j.ID)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: ListJobs = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestInterruptUnfinished(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	q := mustCreate(t, s, Job{Command: "a"})
+	r := mustCreate(t, s, Job{Command: "b"})
+	if err := s.StartJob(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := mustCreate(t, s, Job{Command: "c"})
+	if err := s.FinishJob(ctx, done.ID, Failed, "boom", nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.InterruptUnfinished(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != q.ID || got[1].ID != r.ID {
+		t.Fatalf("InterruptUnfinished = %+v, want jobs %d and %d", got, q.ID, r.ID)
+	}
+	for _, j := range got {
+		if j.Status != Interrupted || j.Error != InterruptedMessage || j.EndedAt.IsZero() {
+			t.Errorf("returned job not interrupted: %+v", j)
+		}
+		stored, _ := s.Job(ctx, j.ID)
+		if stored.Status != Interrupted {
+			t.Errorf("stored job %d is %s", j.ID, stored.Status)
+		}
+	}
+	if got[1].StartedAt.IsZero() {
+		t.Errorf("interrupted running job lost its start time")
+	}
+	if d, _ := s.Job(ctx, done.ID); d.Status != Failed || d.Error != "boom" {
+		t.Errorf("finished job touched: %+v", d)
+	}
+	again, err := s.InterruptUnfinished(ctx)
+	if err != nil || len(again) != 0 {
+		t.Errorf("second InterruptUnfinished = %v, %v; want none", again, err)
+	}
+	if err := s.FinishJob(ctx, r.ID, Succeeded, "", nil); !isTransition(err, Interrupted, Succeeded) {
+		t.Errorf("finishing an interrupted job = %v, want TransitionError", err)
+	}
+}
+
+// TestConcurrentTransitions races many goroutines to start and finish the
+// same jobs: exactly one wins each transition.
+func TestConcurrentTransitions(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	const jobs, racers = 20, 8
+	var ids []int64
+	for i := range jobs {
+		ids = append(ids, mustCreate(t, s, Job{Command: fmt.Sprint("job ", i)}).ID)
+	}
+	var mu sync.Mutex
+	starts, finishes := map[int64]int{}, map[int64]int{}
+	var wg sync.WaitGroup
+	errs := make(chan error, jobs*racers*2)
+	for range racers {
+		wg.Go(func() {
+			for _, id := range ids {
+				err := s.StartJob(ctx, id)
+				if err == nil {
+					mu.Lock()
+					starts[id]++
+					mu.Unlock()
+				} else if !isTransition(err, Running, Running) && !errors.As(err, new(*TransitionError)) {
+					errs <- err
+				}
+				err = s.FinishJob(ctx, id, Succeeded, "", nil)
+				if err == nil {
+					mu.Lock()
+					finishes[id]++
+					mu.Unlock()
+				} else if !errors.As(err, new(*TransitionError)) {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("unexpected error: %v", err)
+	}
+	for _, id := range ids {
+		if finishes[id] != 1 || starts[id] > 1 {
+			t.Errorf("job %d: started %d times, finished %d times; want at most 1 and exactly 1", id, starts[id], finishes[id])
+		}
+	}
+}

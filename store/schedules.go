@@ -1,0 +1,182 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Schedule is a command run on a cron schedule. The store keeps Spec as
+// given; parsing and validating it is the scheduler's job.
+type Schedule struct {
+	ID        int64
+	Spec      string // cron spec, e.g. "0 3 * * *" or "CRON_TZ=Europe/Berlin 0 3 * * *"
+	Command   string // canonical command text
+	Platform  string // where the reports go
+	Room      string
+	CreatedBy string // platform user id
+	Paused    bool
+	CreatedAt time.Time
+	LastRunAt time.Time // zero until the first run
+	LastJobID int64     // 0 until the first run
+}
+
+const scheduleColumns = `id, spec, command, platform, room, created_by, paused, created_at, last_run_at, last_job_id`
+
+// AddSchedule records sc and returns it with ID and CreatedAt set (a
+// non-zero CreatedAt is kept). Spec and Command are required. IDs are never
+// reused, also after RemoveSchedule.
+func (s *Store) AddSchedule(ctx context.Context, sc Schedule) (Schedule, error) {
+	switch {
+	case strings.TrimSpace(sc.Spec) == "":
+		return Schedule{}, fmt.Errorf("add schedule: %w: the cron spec is empty", ErrInvalid)
+	case strings.TrimSpace(sc.Command) == "":
+		return Schedule{}, fmt.Errorf("add schedule: %w: the command is empty", ErrInvalid)
+	case sc.ID != 0:
+		return Schedule{}, fmt.Errorf("add schedule: %w: a new schedule has no ID yet (got %d)", ErrInvalid, sc.ID)
+	case sc.LastJobID != 0 || !sc.LastRunAt.IsZero():
+		return Schedule{}, fmt.Errorf("add schedule: %w: a new schedule has not run yet", ErrInvalid)
+	}
+	if err := checkTime("created_at", sc.CreatedAt); err != nil {
+		return Schedule{}, fmt.Errorf("add schedule: %w", err)
+	}
+	sc.CreatedAt = orNow(sc.CreatedAt)
+	err := s.write1(ctx, func(tx *wtx) error {
+		res, err := tx.ExecContext(context.Background(), `INSERT INTO schedules
+			(spec, command, platform, room, created_by, paused, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			sc.Spec, sc.Command, sc.Platform, sc.Room, sc.CreatedBy, sc.Paused, sc.CreatedAt.UnixNano())
+		if err != nil {
+			return err
+		}
+		sc.ID, err = res.LastInsertId()
+		return err
+	})
+	if err != nil {
+		return Schedule{}, fmt.Errorf("add schedule %q %q: %w", sc.Spec, sc.Command, err)
+	}
+	return sc, nil
+}
+
+// Schedules returns every schedule, paused ones included, in ID order.
+func (s *Store) Schedules(ctx context.Context) ([]Schedule, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM schedules ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	defer rows.Close()
+	var out []Schedule
+	for rows.Next() {
+		sc, err := scanSchedule(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list schedules: %w", err)
+		}
+		out = append(out, sc)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	return out, nil
+}
+
+// Schedule returns the schedule with this id, or an error wrapping
+// ErrNotFound.
+func (s *Store) Schedule(ctx context.Context, id int64) (Schedule, error) {
+	sc, err := scanSchedule(s.rdb.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Schedule{}, fmt.Errorf("schedule %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Schedule{}, fmt.Errorf("read schedule %d: %w", id, err)
+	}
+	return sc, nil
+}
+
+// RemoveSchedule deletes the schedule; its jobs keep their ScheduleID. A
+// missing schedule gives ErrNotFound.
+func (s *Store) RemoveSchedule(ctx context.Context, id int64) error {
+	err := s.updateSchedule(ctx, id, `DELETE FROM schedules WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("remove schedule %d: %w", id, err)
+	}
+	return nil
+}
+
+// SetSchedulePaused pauses or resumes the schedule. A missing schedule gives
+// ErrNotFound; pausing a paused schedule is not an error.
+func (s *Store) SetSchedulePaused(ctx context.Context, id int64, paused bool) error {
+	err := s.updateSchedule(ctx, id, `UPDATE schedules SET paused = ? WHERE id = ?`, paused, id)
+	if err != nil {
+		verb := "resume"
+		if paused {
+			verb = "pause"
+		}
+		return fmt.Errorf("%s schedule %d: %w", verb, id, err)
+	}
+	return nil
+}
+
+// RecordScheduleRun notes that the schedule ran at at and started job jobID
+// (0: it started none, e.g. skipped while the previous run was still going).
+// A missing schedule or job gives ErrNotFound.
+func (s *Store) RecordScheduleRun(ctx context.Context, id int64, at time.Time, jobID int64) error {
+	if at.IsZero() {
+		return fmt.Errorf("record run of schedule %d: %w: the run time is zero", id, ErrInvalid)
+	}
+	if err := checkTime("run time", at); err != nil {
+		return fmt.Errorf("record run of schedule %d: %w", id, err)
+	}
+	if jobID < 0 {
+		return fmt.Errorf("record run of schedule %d: %w: negative job id %d", id, ErrInvalid, jobID)
+	}
+	err := s.write1(ctx, func(tx *wtx) error {
+		if jobID != 0 {
+			if err := jobExists(tx, jobID); err != nil {
+				return err
+			}
+		}
+		return execOne(tx, `UPDATE schedules SET last_run_at = ?, last_job_id = ? WHERE id = ?`,
+			at.UnixNano(), nullID(jobID), id)
+	})
+	if err != nil {
+		return fmt.Errorf("record run of schedule %d: %w", id, err)
+	}
+	return nil
+}
+
+func (s *Store) updateSchedule(ctx context.Context, id int64, query string, args ...any) error {
+	return s.write1(ctx, func(tx *wtx) error { return execOne(tx, query, args...) })
+}
+
+// execOne runs a statement that must change exactly one row; none gives
+// ErrNotFound.
+func execOne(tx *wtx, query string, args ...any) error {
+	res, err := tx.ExecContext(context.Background(), query, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+func scanSchedule(sc scanner) (Schedule, error) {
+	var s Schedule
+	var created int64
+	var lastRun, lastJob sql.NullInt64
+	if err := sc.Scan(&s.ID, &s.Spec, &s.Command, &s.Platform, &s.Room, &s.CreatedBy, &s.Paused,
+		&created, &lastRun, &lastJob); err != nil {
+		return Schedule{}, err
+	}
+	s.CreatedAt = time.Unix(0, created).UTC()
+	s.LastRunAt = fromNanos(lastRun)
+	s.LastJobID = lastJob.Int64
+	return s, nil
+}

@@ -1,0 +1,288 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// A writeOp is one call's unit of work for the writer goroutine.
+type writeOp struct {
+	fn    func(tx *wtx) error
+	one   bool         // fn changes the database with at most one statement (see write1)
+	state atomic.Int32 // opPending, then opTaken (by the writer) or opAbandoned (by the caller)
+	done  chan error   // buffered 1; receives the outcome once the op is taken
+}
+
+const (
+	opPending int32 = iota
+	opTaken
+	opAbandoned
+)
+
+// write runs fn inside a write transaction on the writer goroutine and
+// returns fn's error, or the error of the transaction that carried it.
+//
+// fn must only use tx, must not keep it, and must be quick (it holds the
+// database's write lock). Its statements run without the caller's context:
+// interrupting a statement would roll back the whole transaction, and with
+// it the other calls batched into it. The caller's ctx instead bounds the
+// wait: if ctx ends before the writer takes the call, write returns
+// ctx.Err() and fn never runs; once taken, the call runs to completion and
+// write returns its outcome. So a nil error means committed, and an error
+// means fn's changes are not in the database.
+func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
+	return s.submit(ctx, &writeOp{fn: fn})
+}
+
+// write1 is write for a call whose fn changes the database with exactly one
+// statement and returns an error only when that statement failed or changed
+// nothing. SQLite undoes a failed statement by itself, so such a call needs
+// no savepoint of its own when batched: that saves two statements and the
+// savepoint's journal on the hot paths (new jobs, events, audit entries).
+func (s *Store) write1(ctx context.Context, fn func(tx *wtx) error) error {
+	return s.submit(ctx, &writeOp{fn: fn, one: true})
+}
+
+func (s *Store) submit(ctx context.Context, op *writeOp) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	op.done = make(chan error, 1)
+	select {
+	case s.ops <- op:
+	case <-s.closing:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-op.done:
+		return err
+	case <-ctx.Done():
+		if op.state.CompareAndSwap(opPending, opAbandoned) {
+			return ctx.Err()
+		}
+		return <-op.done
+	}
+}
+
+// writer is the only user of s.wdb after Open. It takes one queued call,
+// begins a transaction (waiting for other processes' locks), adds every call
+// that queued up meanwhile, runs them, commits, and reports to each caller.
+func (s *Store) writer() {
+	defer s.writerWG.Done()
+	batch := make([]*writeOp, 0, maxBatch)
+	for {
+		select {
+		case op := <-s.ops:
+			batch = append(batch[:0], op)
+		case <-s.closing:
+			for _, st := range s.stmts {
+				if st != nil {
+					st.Close()
+				}
+			}
+			return
+		}
+		// Let the callers that the last commit woke up queue again
+		// before the batch is cut: without this, half the transactions
+		// carry a single call and the rest wait behind them.
+		runtime.Gosched()
+		tx, err := s.wdb.BeginTx(context.Background(), nil)
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case op := <-s.ops:
+				batch = append(batch, op)
+			default:
+				break drain
+			}
+		}
+		if err != nil {
+			err = fmt.Errorf("begin write transaction: %w", err)
+			for _, op := range batch {
+				if op.state.CompareAndSwap(opPending, opTaken) {
+					op.done <- err
+				}
+			}
+			continue
+		}
+		s.runBatch(tx, batch)
+		clear(batch)
+		s.prepareNew()
+	}
+}
+
+// runBatch runs the pending calls of batch in tx and commits.
+func (s *Store) runBatch(sqlTx *sql.Tx, batch []*writeOp) {
+	tx := &wtx{tx: sqlTx, s: s}
+	taken := make([]*writeOp, 0, len(batch))
+	for _, op := range batch {
+		if op.state.CompareAndSwap(opPending, opTaken) {
+			taken = append(taken, op)
+		}
+	}
+	errs := make([]error, len(taken))
+	ok := 0
+	var poisoned error // the transaction can no longer be trusted
+	for i, op := range taken {
+		switch {
+		case len(taken) == 1:
+			errs[i] = runOp(tx, op.fn)
+		case op.one:
+			errs[i] = runOp(tx, op.fn)
+			poisoned = txLost(errs[i])
+		default:
+			errs[i], poisoned = runSavepoint(tx, op.fn)
+		}
+		if poisoned != nil {
+			break
+		}
+		if errs[i] == nil {
+			ok++
+		}
+	}
+	var commitErr error
+	if poisoned != nil || ok == 0 {
+		// Nothing to keep. A failed rollback leaves nothing committed
+		// either: the driver resets the connection before the next Begin.
+		_ = sqlTx.Rollback()
+		if poisoned != nil {
+			commitErr = poisoned
+			for i := range errs {
+				errs[i] = nil
+			}
+		}
+	} else if err := sqlTx.Commit(); err != nil {
+		commitErr = fmt.Errorf("commit: %w", err)
+	} else if s.commits++; s.commits >= checkpointEvery {
+		s.commits = 0
+		select {
+		case s.ckpt <- struct{}{}:
+		default: // one is already pending
+		}
+	}
+	for i, op := range taken {
+		err := errs[i]
+		if err == nil {
+			err = commitErr
+		}
+		op.done <- err
+	}
+}
+
+// txLost reports, as an error, whether err from a statement may have ended
+// the whole transaction rather than just the statement. SQLite undoes only
+// the statement for constraint violations (CHECK, NOT NULL, UNIQUE, foreign
+// keys, RAISE(ABORT) in triggers), and the store's own errors (not found,
+// transitions, bad input) change nothing; anything else (disk full, I/O
+// errors, out of memory, a panic) may have rolled the transaction back, and
+// then the rest of the batch must not run in autocommit mode.
+func txLost(err error) error {
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalid) || errors.As(err, new(*TransitionError)) {
+		return nil
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
+		return nil
+	}
+	return fmt.Errorf("write transaction abandoned after %w", err)
+}
+
+// runOp runs fn, turning a panic into an error so that one bad call cannot
+// take down the writer.
+func runOp(tx *wtx, fn func(tx *wtx) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("store: panic in write: %v", r)
+		}
+	}()
+	return fn(tx)
+}
+
+// runSavepoint runs fn inside a savepoint of tx and rolls the savepoint back
+// when fn fails, so the calls batched with it are unaffected. It returns fn's
+// error, and a second error when the savepoint itself failed, after which the
+// whole transaction must be rolled back.
+func runSavepoint(tx *wtx, fn func(tx *wtx) error) (err, poisoned error) {
+	ctx := context.Background()
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
+		return nil, fmt.Errorf("write transaction: savepoint: %w", err)
+	}
+	err = runOp(tx, fn)
+	if err != nil {
+		if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO op"); rerr != nil {
+			return err, fmt.Errorf("write transaction: roll back to savepoint after %w: %w", err, rerr)
+		}
+	}
+	if _, rerr := tx.ExecContext(ctx, "RELEASE op"); rerr != nil {
+		return err, fmt.Errorf("write transaction: release savepoint: %w", rerr)
+	}
+	return err, nil
+}
+
+// wtx is the write transaction handed to a write call. Its methods mirror
+// *sql.Tx's; statements run as prepared statements cached for the life of
+// the Store, which saves parsing and planning them on every call (most of
+// the cost of a small insert).
+type wtx struct {
+	tx *sql.Tx
+	s  *Store
+}
+
+// stmt returns the transaction's handle on the cached statement for query,
+// or nil when it is not prepared yet (it will be, between transactions).
+func (t *wtx) stmt(ctx context.Context, query string) *sql.Stmt {
+	st, ok := t.s.stmts[query]
+	if !ok {
+		t.s.stmts[query] = nil
+		t.s.unprepared = append(t.s.unprepared, query)
+	}
+	if st == nil {
+		return nil
+	}
+	return t.tx.StmtContext(ctx, st)
+}
+
+func (t *wtx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := t.stmt(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return t.tx.ExecContext(ctx, query, args...)
+}
+
+func (t *wtx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := t.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return t.tx.QueryContext(ctx, query, args...)
+}
+
+func (t *wtx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := t.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return t.tx.QueryRowContext(ctx, query, args...)
+}
+
+// prepareNew prepares the statements first seen in the last transaction. It
+// runs on the writer goroutine between transactions, when the one write
+// connection is free. A statement that fails to prepare stays unprepared and
+// keeps running unprepared (it reports its own error there).
+func (s *Store) prepareNew() {
+	for _, q := range s.unprepared {
+		st, err := s.wdb.Prepare(q)
+		if err != nil {
+			continue
+		}
+		s.stmts[q] = st
+	}
+	s.unprepared = s.unprepared[:0]
+}
