@@ -179,9 +179,9 @@ func TestRefusedSaysWhichRoleAndIsRecorded(t *testing.T) {
 		return &ops.Result{}, nil
 	}), roles)
 	cases := []struct{ user, text, need string }{
-		{"vic", "mtp steps 10", "operator"},
-		{"mallory", "svc status", "viewer"}, // unknown users get no role: deny by default
-		{"olga", "schedule add \"0 3 * * *\" sweep steps 1..5", "admin"},
+		{"vic", "mtp steps 10 qwen", "operator"},
+		{"mallory", "svc status qwen", "viewer"}, // unknown users get no role: deny by default
+		{"olga", "schedule add \"0 3 * * *\" sweep qwen steps 1..5", "admin"},
 		{"olga", "gpu recover qwen --force", "admin"},
 	}
 	for _, c := range cases {
@@ -205,7 +205,7 @@ func TestRefusedSaysWhichRoleAndIsRecorded(t *testing.T) {
 
 func TestJobRunsAndRendersThread(t *testing.T) {
 	h := newHarness(t, okBackend(), roles)
-	r := h.handle("olga", "/mtp steps 10")
+	r := h.handle("olga", "/mtp steps 10 qwen")
 	if r.Outcome != Queued {
 		t.Fatalf("outcome %s: %s", r.Outcome, r.Text)
 	}
@@ -258,6 +258,7 @@ func TestOneMutatingJobPerHost(t *testing.T) {
 		return &ops.Result{}, nil
 	}), roles)
 	a := h.handle("olga", "mtp steps 4 qwen")
+	waitFor(t, "first job running", func() bool { return running.Load() == 1 })
 	b := h.handle("olga", "svc restart qwen")
 	c := h.handle("olga", "mtp steps 5 llama") // another host: runs at once
 	waitFor(t, "two jobs running", func() bool { return running.Load() == 2 })
@@ -288,9 +289,16 @@ func TestCancelRunningAndQueued(t *testing.T) {
 		<-ctx.Done()
 		return nil, fmt.Errorf("wait for engine: %w", ctx.Err())
 	}), roles)
-	a := h.handle("olga", "mtp steps 4")
-	<-started
-	b := h.handle("olga", "mtp steps 5")
+	a := h.handle("olga", "mtp steps 4 qwen")
+	if a.Outcome != Queued {
+		t.Fatalf("first job: %s %s", a.Outcome, a.Text)
+	}
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("first job never started")
+	}
+	b := h.handle("olga", "mtp steps 5 qwen")
 	if r := h.handle("olga", fmt.Sprintf("cancel %d", b.JobID)); r.Outcome != Answered {
 		t.Fatalf("cancel queued: %s %s", r.Outcome, r.Text)
 	}

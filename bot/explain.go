@@ -30,11 +30,15 @@ func Explain(err error) string {
 }
 
 func afterStop(err error) string {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil {
 		return "the step in progress was stopped"
 	}
 	msg := err.Error()
-	msg = strings.TrimSuffix(msg, ": context canceled")
-	msg = strings.TrimSuffix(msg, ": context deadline exceeded")
+	for _, suffix := range []string{context.Canceled.Error(), context.DeadlineExceeded.Error()} {
+		msg = strings.TrimSuffix(strings.TrimSuffix(msg, suffix), ": ")
+	}
+	if msg == "" {
+		return "the step in progress was stopped"
+	}
 	return "stopped during: " + msg
 }
