@@ -439,6 +439,7 @@ func (l *Lab) WriteConfig(dir string) (string, error) {
 		fmt.Fprintf(&b, "  %s: {host: %s, unit: %s, url: %q, engine: %s, proxmox: {node: %s, vmid: %d}, gpus: [%s]}\n",
 			s.Name, s.Host, s.Unit, s.URL, s.Engine, s.ProxmoxNode, s.VMID, strings.Join(gp, ","))
 	}
+	b.WriteString("bench: {prompts: 16, concurrency: 4, input_len: 256, output_len: 128}   # a short run: the lab's engine is real-time\n")
 	b.WriteString("auth: {default_role: admin}   # the lab is a sandbox\n")
 	p := filepath.Join(abs, "opsbot.yaml")
 	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
