@@ -1,0 +1,112 @@
+package remote_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/opsbot/opsbot/internal/sshdtest"
+	"github.com/opsbot/opsbot/ops/remote"
+)
+
+func otherKey(t testing.TB) ssh.PublicKey {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestHostKeyRefused(t *testing.T) {
+	for _, tg := range targets(t) {
+		addr := tg.hosts[tg.host].Addr
+		fp := ssh.FingerprintSHA256(tg.hostKeys[tg.host])
+		stranger := knownhosts.Line([]string{"127.0.0.1:1"}, otherKey(t)) + "\n"
+		cases := []struct {
+			name    string
+			known   string
+			changed bool
+		}{
+			{"unknown", stranger, false},
+			{"empty file", "", false},
+			{"changed", stranger + knownhosts.Line([]string{addr}, otherKey(t)) + "\n", true},
+		}
+		for _, c := range cases {
+			t.Run(tg.name+"/"+c.name, func(t *testing.T) {
+				tg := tg
+				tg.knownHosts = []byte(c.known)
+				p := tg.pool(t, nil)
+				out, err := mustHost(t, p, tg.host).Run(tctx(t), nil, "echo", "ran")
+				var he *remote.HostKeyError
+				if !errors.As(err, &he) {
+					t.Fatalf("run with %s host key: out %q err %v, want *HostKeyError", c.name, out.Stdout, err)
+				}
+				if he.Changed != c.changed || he.Host != tg.host || he.Addr != addr || he.Fingerprint != fp {
+					t.Fatalf("HostKeyError %+v, want host %s addr %s fingerprint %s changed %v", he, tg.host, addr, fp, c.changed)
+				}
+				msg := err.Error()
+				for _, want := range []string{tg.host, addr, fp, "ssh-keyscan", map[bool]string{true: "CHANGED", false: "unknown"}[c.changed]} {
+					if !strings.Contains(msg, want) {
+						t.Errorf("message %q lacks %q", msg, want)
+					}
+				}
+				if c.changed && he.KnownLine != 2 {
+					t.Errorf("KnownLine %d, want 2 (the line of the old key)", he.KnownLine)
+				}
+				if p.Dials() != 0 {
+					t.Errorf("Dials %d after a refused host key, want 0", p.Dials())
+				}
+			})
+		}
+	}
+}
+
+// The known key is honoured whatever form the known_hosts entry takes.
+func TestHostKeyAccepted(t *testing.T) {
+	for _, tg := range targets(t) {
+		addr := tg.hosts[tg.host].Addr
+		key := tg.hostKeys[tg.host]
+		hashed := knownhosts.HashHostname(knownhosts.Normalize(addr))
+		for name, known := range map[string]string{
+			"plain":            knownhosts.Line([]string{addr}, key),
+			"hashed":           hashed + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))),
+			"after other keys": knownhosts.Line([]string{"127.0.0.1:1"}, otherKey(t)) + "\n" + knownhosts.Line([]string{addr}, key),
+		} {
+			t.Run(fmt.Sprintf("%s/%s", tg.name, name), func(t *testing.T) {
+				tg := tg
+				tg.knownHosts = []byte(known + "\n")
+				out, err := mustHost(t, tg.pool(t, nil), tg.host).Run(tctx(t), nil, "echo", "ok")
+				if err != nil || string(out.Stdout) != "ok\n" {
+					t.Fatalf("run with %s entry: out %q err %v", name, out.Stdout, err)
+				}
+			})
+		}
+	}
+}
+
+// A server with several host keys shows the one known_hosts lists: the client offers only the
+// algorithms of the known keys (else an ed25519-only entry reads as a changed ECDSA key).
+func TestHostKeyAlgorithmsFromKnownHosts(t *testing.T) {
+	s := sshdtest.StartWith(t, sshdtest.Options{ECDSAHostKey: true})
+	for name, key := range map[string]ssh.PublicKey{"ed25519": s.HostKey.PublicKey(), "ecdsa": s.ECDSAHostKey.PublicKey()} {
+		t.Run(name, func(t *testing.T) {
+			tg := sshdTarget(t, s)
+			tg.knownHosts = []byte(knownhosts.Line([]string{s.Addr}, key) + "\n")
+			out, err := mustHost(t, tg.pool(t, nil), "local").Run(tctx(t), nil, "echo", "ok")
+			if err != nil || string(out.Stdout) != "ok\n" {
+				t.Fatalf("known %s key only: %q %v", name, out.Stdout, err)
+			}
+		})
+	}
+}

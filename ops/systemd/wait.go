@@ -1,0 +1,140 @@
+package systemd
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// WaitError is a wait that ended with its context before the condition held.
+// It wraps the context's error (errors.Is context.DeadlineExceeded) and keeps
+// the last state seen, so the message says what the unit was doing instead.
+type WaitError struct {
+	Unit    string
+	What    string // what was waited for, e.g. "stopped"
+	Last    State  // the last state read (zero when none was)
+	Waited  time.Duration
+	Err     error // ctx.Err()
+	HasLast bool
+}
+
+func (e *WaitError) Error() string {
+	last := "no state read"
+	if e.HasLast {
+		last = "last " + e.Last.String()
+	}
+	return fmt.Sprintf("wait for %s to be %s: %s after %s: %v", e.Unit, e.What, last, e.Waited.Round(time.Millisecond), e.Err)
+}
+
+func (e *WaitError) Unwrap() error { return e.Err }
+
+// WaitFor polls Show every Poll until cond holds and returns that state. It
+// ends with ctx as a *WaitError naming what (e.g. "active") and the last
+// state; an error of Show (transport, command, parse) ends it at once.
+func (s Service) WaitFor(ctx context.Context, what string, cond func(State) bool) (State, error) {
+	start := time.Now()
+	tick := time.NewTicker(s.poll())
+	defer tick.Stop()
+	we := &WaitError{Unit: s.Unit, What: what}
+	for {
+		st, err := s.Show(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				we.Err, we.Waited = ctx.Err(), time.Since(start)
+				return we.Last, we
+			}
+			return st, fmt.Errorf("wait for %s to be %s: %w", s.Unit, what, err)
+		}
+		we.Last, we.HasLast = st, true
+		if cond(st) {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			we.Err, we.Waited = ctx.Err(), time.Since(start)
+			return st, we
+		case <-tick.C:
+		}
+	}
+}
+
+// WaitStopped waits until the unit is inactive or failed with no automatic
+// restart pending (State.Stopped).
+func (s Service) WaitStopped(ctx context.Context) (State, error) {
+	return s.WaitFor(ctx, "stopped", State.Stopped)
+}
+
+// LoopError is a unit in a restart loop: its main process died and systemd
+// restarted it (Restarts times since the start being watched).
+type LoopError struct {
+	Unit     string
+	Restarts int   // restarts since the watched start
+	State    State // the state that showed the loop
+}
+
+func (e *LoopError) Error() string {
+	return fmt.Sprintf("%s is in a restart loop: restarted %d time(s) since the start (%s)", e.Unit, e.Restarts, e.State)
+}
+
+// FailedError is a watched start that ended: the unit is failed (for example
+// Result=start-limit-hit or exit-code) or went inactive on its own.
+type FailedError struct {
+	Unit  string
+	State State
+}
+
+func (e *FailedError) Error() string {
+	msg := fmt.Sprintf("%s failed to start (%s)", e.Unit, e.State)
+	if x := e.State.MainExit(); x != "" {
+		msg += ": main process " + x
+	}
+	if e.State.StartLimitHit() {
+		msg += "; the start limit was hit: reset-failed before starting again"
+	}
+	return msg
+}
+
+// WatchStart watches a unit that was just started (baseRestarts is its
+// NRestarts right after the start; systemd resets it to 0 on a manual start).
+// It returns the state once the unit is active and has stayed active for
+// settle with NRestarts still baseRestarts. It returns
+//   - *LoopError as soon as NRestarts rose above baseRestarts while the unit is
+//     not failed: the main process died and systemd restarted it (the usual
+//     sighting is activating/auto-restart or auto-restart-queued);
+//   - *FailedError when the unit is failed (start-limit-hit included) or went
+//     inactive;
+//   - *WaitError when ctx ends first, or the error of Show.
+//
+// systemd resets NRestarts on a manual start, so a reading below baseRestarts
+// lowers the base: a rise from the lowest value seen is a restart too.
+// A settle of 0 returns at the first active reading.
+func (s Service) WatchStart(ctx context.Context, baseRestarts int, settle time.Duration) (State, error) {
+	var activeSince time.Time
+	base := baseRestarts
+	st, err := s.WaitFor(ctx, "active and settled", func(st State) bool {
+		base = min(base, st.NRestarts)
+		switch {
+		case st.ActiveState == "failed", st.Stopped():
+			return true
+		case st.NRestarts > base:
+			return true
+		case st.Active():
+			if activeSince.IsZero() {
+				activeSince = time.Now()
+			}
+			return time.Since(activeSince) >= settle
+		}
+		activeSince = time.Time{}
+		return false
+	})
+	if err != nil {
+		return st, err
+	}
+	switch {
+	case st.ActiveState == "failed", st.Stopped():
+		return st, &FailedError{Unit: s.Unit, State: st}
+	case st.NRestarts > base:
+		return st, &LoopError{Unit: s.Unit, Restarts: st.NRestarts - base, State: st}
+	}
+	return st, nil
+}
