@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/ops/engine"
+)
+
+// vllmServer serves /metrics whose counters advance by the given deltas on
+// every scrape after the first.
+func vllmServer(t *testing.T, drafts, draftTokens, accepted float64) *httptest.Server {
+	var scrapes atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		n := float64(scrapes.Add(1) - 1)
+		// two engines (label sets): the counters are summed.
+		for _, eng := range []string{"0", "1"} {
+			fmt.Fprintf(w, "# TYPE vllm:spec_decode_num_drafts_total counter\n")
+			fmt.Fprintf(w, "vllm:spec_decode_num_drafts_total{engine=%q,model_name=\"m\"} %g\n", eng, 1000+n*drafts/2)
+			fmt.Fprintf(w, "vllm:spec_decode_num_draft_tokens_total{engine=%q,model_name=\"m\"} %g\n", eng, 3000+n*draftTokens/2)
+			fmt.Fprintf(w, "vllm:spec_decode_num_accepted_tokens_total{engine=%q,model_name=\"m\"} %g\n", eng, 2000+n*accepted/2)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestVLLMAcceptance(t *testing.T) {
+	// 400 drafts of 3 tokens, 700 accepted: L = 1 + 700/400 = 2.75, rate 700/1200.
+	srv := vllmServer(t, 400, 1200, 700)
+	a := VLLMAcceptance(engine.New(srv.URL))
+	ctx := context.Background()
+	if err := a.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := a.End(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(st.AcceptLen-2.75) > 1e-9 || math.Abs(st.EngineRate-700.0/1200) > 1e-9 || st.K != 3 {
+		t.Fatalf("got %+v", st)
+	}
+}
+
+func TestVLLMAcceptanceNoDrafts(t *testing.T) {
+	srv := vllmServer(t, 0, 0, 0)
+	a := VLLMAcceptance(engine.New(srv.URL))
+	if err := a.Begin(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.End(context.Background()); err == nil || !strings.Contains(err.Error(), "nothing to measure") {
+		t.Fatalf("err %v", err)
+	}
+	srv2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "up 1") }))
+	defer srv2.Close()
+	if err := VLLMAcceptance(engine.New(srv2.URL)).Begin(context.Background()); err == nil || !strings.Contains(err.Error(), "speculative decoding") {
+		t.Fatalf("no counters: err %v", err)
+	}
+}
+
+// sglangServer serves /server_info and, when gauge > 0, /metrics.
+func sglangServer(t *testing.T, gauge, lifetime float64) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/server_info":
+			fmt.Fprintf(w, `{"speculative_num_steps":3,"internal_states":[{"avg_spec_accept_length":%g}]}`, lifetime)
+		case "/metrics":
+			if gauge == 0 {
+				http.NotFound(w, r)
+				return
+			}
+			fmt.Fprintf(w, "sglang:spec_accept_length{model_name=\"m\"} %g\nsglang:spec_accept_rate{model_name=\"m\"} 0.5\n", gauge)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func stamp(t time.Time) string { return t.Format("[2006-01-02 15:04:05 TP0]") }
+
+func TestSGLangAcceptanceFromLines(t *testing.T) {
+	srv := sglangServer(t, 2.0, 1.9)
+	var lines []string
+	var since time.Time
+	a := SGLangAcceptance(engine.New(srv.URL), func(ctx context.Context, s time.Time) ([]string, error) {
+		since = s
+		return lines, nil
+	})
+	ctx := context.Background()
+	if err := a.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	lines = []string{
+		stamp(now.Add(-time.Hour)) + " Decode batch, #running-req: 50, accept len: 1.10, accept rate: 0.03, gen throughput (token/s): 10, #queue-req: 0", // before the window
+		stamp(now) + " Prefill batch, #new-seq: 1, #new-token: 32",
+		stamp(now) + " Decode batch, #running-req: 1, #token: 10, accept len: 3.00, accept rate: 0.66, gen throughput (token/s): 200.00, #queue-req: 0",
+		"Decode batch. #running-req: 3, #token: 10, accept len: 2.00, gen throughput (token/s): 150.00, #queue-req: 0,",              // no stamp: trusted
+		stamp(now.Add(time.Hour)) + " Decode batch, #running-req: 50, accept len: 1.10, gen throughput (token/s): 10, #queue-req: 0", // after
+	}
+	st, err := a.End(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// weighted by running: (1*3 + 3*2) / 4 = 2.25; rate only from the line that has it.
+	if math.Abs(st.AcceptLen-2.25) > 1e-9 || math.Abs(st.EngineRate-0.66) > 1e-9 || st.Lifetime != 1.9 {
+		t.Fatalf("got %+v", st)
+	}
+	if !strings.Contains(st.Source, "decode log (2 lines") {
+		t.Fatalf("source %q", st.Source)
+	}
+	if since.IsZero() || time.Since(since) > time.Minute {
+		t.Fatalf("logs asked since %v", since)
+	}
+}
+
+func TestSGLangAcceptanceFallbacks(t *testing.T) {
+	ctx := context.Background()
+	noLines := func(context.Context, time.Time) ([]string, error) { return nil, nil }
+	// gauge
+	a := SGLangAcceptance(engine.New(sglangServer(t, 2.4, 1.9).URL), noLines)
+	a.Begin(ctx)
+	st, err := a.End(ctx)
+	if err != nil || st.AcceptLen != 2.4 || st.EngineRate != 0.5 || !strings.Contains(st.Source, "gauge") {
+		t.Fatalf("gauge: %+v %v", st, err)
+	}
+	// server_info lifetime
+	a = SGLangAcceptance(engine.New(sglangServer(t, 0, 1.9).URL), nil)
+	a.Begin(ctx)
+	st, err = a.End(ctx)
+	if err != nil || st.AcceptLen != 1.9 || !strings.Contains(st.Source, "lifetime") {
+		t.Fatalf("lifetime: %+v %v", st, err)
+	}
+	// nothing at all
+	a = SGLangAcceptance(engine.New(sglangServer(t, 0, 0).URL), noLines)
+	a.Begin(ctx)
+	if _, err = a.End(ctx); err == nil || !strings.Contains(err.Error(), "no decode line") || !strings.Contains(err.Error(), "no avg_spec_accept_length") {
+		t.Fatalf("nothing: %v", err)
+	}
+}
+
+// TestRunAcceptance: Run folds acceptance in: accept_rate = (L-1)/k with the
+// given k, or vLLM's measured k.
+func TestRunAcceptance(t *testing.T) {
+	f := fake{}
+	srv := f.start(t)
+	m := vllmServer(t, 400, 1200, 700)
+	o := opts(srv.URL)
+	o.Acceptance = VLLMAcceptance(engine.New(m.URL))
+	res, err := run(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.AcceptLen != 2.75 || math.Abs(res.AcceptRate-1.75/3) > 1e-9 || res.AcceptSource == "" {
+		t.Fatalf("measured k: %+v", res)
+	}
+	o.Acceptance = VLLMAcceptance(engine.New(m.URL))
+	o.DraftsPerStep = 5
+	res, err = run(t, o)
+	if err != nil || math.Abs(res.AcceptRate-1.75/5) > 1e-9 {
+		t.Fatalf("given k: %v %+v", err, res)
+	}
+	// a failing acceptance is reported, not fatal
+	bad := httptest.NewServer(http.NotFoundHandler())
+	defer bad.Close()
+	o.Acceptance = VLLMAcceptance(engine.New(bad.URL))
+	res, err = run(t, o)
+	if err != nil || res.AcceptLen != 0 || !strings.HasPrefix(res.Errors[0], "acceptance: ") {
+		t.Fatalf("bad acceptance: %v %+v", err, res.Errors)
+	}
+}

@@ -1,0 +1,241 @@
+// Package engine is an HTTP client of an LLM inference engine (SGLang, vLLM):
+// readiness probes, server info, model list and Prometheus metrics, and parsers
+// of the engines' text formats (metrics exposition, decode log lines).
+//
+// A Client is safe for concurrent use. Every call that does I/O takes a
+// context and ends promptly when it ends.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DefaultProbeTimeout bounds one Probe when Client.ProbeTimeout is 0.
+const DefaultProbeTimeout = 3 * time.Second
+
+// DefaultPoll is WaitReady's interval when it is given 0.
+const DefaultPoll = 200 * time.Millisecond
+
+// Client talks to one engine at BaseURL (scheme://host:port, no trailing
+// slash). HTTP is the client used for every request; ProbeTimeout bounds one
+// Probe (0 = DefaultProbeTimeout). Other requests are bounded by their ctx.
+type Client struct {
+	BaseURL      string
+	HTTP         *http.Client
+	ProbeTimeout time.Duration
+}
+
+// New returns a Client for baseURL (a trailing "/" or "/v1" is dropped) with
+// its own keep-alive HTTP client.
+func New(baseURL string) *Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DisableCompression = true
+	return &Client{BaseURL: TrimBase(baseURL), HTTP: &http.Client{Transport: t}}
+}
+
+// TrimBase drops trailing slashes and a trailing "/v1" from an engine URL, so
+// that "http://h:30000/v1/" and "http://h:30000" name the same server.
+func TrimBase(u string) string {
+	u = strings.TrimRight(u, "/")
+	u = strings.TrimSuffix(u, "/v1")
+	return strings.TrimRight(u, "/")
+}
+
+func (c *Client) http() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return http.DefaultClient
+}
+
+// Phase is what a health probe saw.
+type Phase int
+
+// Phases of an engine coming up: the port refuses while weights load, /health
+// answers 503 while warming up, 200 when it serves. PhaseError is any other
+// answer or transport failure.
+const (
+	PhaseRefused Phase = iota
+	PhaseLoading
+	PhaseReady
+	PhaseError
+)
+
+// String is "refused", "loading", "ready" or "error".
+func (p Phase) String() string {
+	switch p {
+	case PhaseRefused:
+		return "refused"
+	case PhaseLoading:
+		return "loading"
+	case PhaseReady:
+		return "ready"
+	case PhaseError:
+		return "error"
+	}
+	return fmt.Sprintf("phase(%d)", int(p))
+}
+
+// Probe sends one GET /health bounded by ProbeTimeout. Connection refused is
+// PhaseRefused, 503 PhaseLoading, 200 PhaseReady, with a nil error. Anything
+// else is PhaseError with an error saying what was seen (status and body
+// start, or the transport error); ctx's end is PhaseError wrapping ctx.Err().
+func (c *Client) Probe(ctx context.Context) (Phase, error) {
+	to := c.ProbeTimeout
+	if to <= 0 {
+		to = DefaultProbeTimeout
+	}
+	pctx, cancel := context.WithTimeout(ctx, to)
+	defer cancel()
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, c.BaseURL+"/health", nil)
+	if err != nil {
+		return PhaseError, fmt.Errorf("probe %s: %w", c.BaseURL, err)
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return PhaseError, fmt.Errorf("probe %s/health: %w", c.BaseURL, ctx.Err())
+		}
+		if isRefused(err) {
+			return PhaseRefused, nil
+		}
+		return PhaseError, fmt.Errorf("probe %s/health: %w", c.BaseURL, err)
+	}
+	snippet := readSnippet(resp.Body)
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return PhaseReady, nil
+	case http.StatusServiceUnavailable:
+		return PhaseLoading, nil
+	}
+	return PhaseError, fmt.Errorf("probe %s/health: HTTP %d: %s", c.BaseURL, resp.StatusCode, snippet)
+}
+
+func isRefused(err error) bool {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" && strings.Contains(op.Err.Error(), "refused")
+}
+
+// readSnippet drains body (up to 64 KiB, so the connection can be reused) and
+// returns its first 200 bytes, trimmed, for error messages.
+func readSnippet(body io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(body, 64<<10))
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	if s == "" {
+		s = "(empty body)"
+	}
+	return s
+}
+
+// NotReadyError is WaitReady's error when ctx ends first: the last phase seen,
+// how long it lasted, and how long the whole wait took.
+type NotReadyError struct {
+	URL     string
+	Phase   Phase
+	For     time.Duration // time spent in Phase at the end
+	Waited  time.Duration
+	LastErr error // the last probe error, if the last phase was PhaseError
+	Err     error // ctx.Err()
+}
+
+func (e *NotReadyError) Error() string {
+	s := fmt.Sprintf("%s not ready after %s: %s for the last %s", e.URL, e.Waited.Round(10*time.Millisecond),
+		e.Phase, e.For.Round(10*time.Millisecond))
+	if e.LastErr != nil {
+		s += " (" + e.LastErr.Error() + ")"
+	}
+	return s + ": " + e.Err.Error()
+}
+
+func (e *NotReadyError) Unwrap() error { return e.Err }
+
+// WaitReady probes every poll (0 = DefaultPoll) until the engine answers 200.
+// Refused, 503 and errors are all "not yet": the wait goes on. progress (may
+// be nil) is called with each new phase and the time since the wait began.
+// When ctx ends first the error is a *NotReadyError wrapping ctx.Err().
+func (c *Client) WaitReady(ctx context.Context, poll time.Duration, progress func(Phase, time.Duration)) error {
+	if poll <= 0 {
+		poll = DefaultPoll
+	}
+	t0 := time.Now()
+	last, since := Phase(-1), t0
+	var lastErr error
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if last == -1 {
+				last = PhaseRefused
+			}
+			return &NotReadyError{URL: c.BaseURL, Phase: last, For: time.Since(since), Waited: time.Since(t0), LastErr: lastErr, Err: ctx.Err()}
+		case <-timer.C:
+		}
+		ph, err := c.Probe(ctx)
+		if ctx.Err() != nil {
+			continue // reported by the select above with the phase before
+		}
+		lastErr = err
+		if ph != last {
+			last, since = ph, time.Now()
+			if progress != nil {
+				progress(ph, time.Since(t0))
+			}
+		}
+		if ph == PhaseReady {
+			return nil
+		}
+		timer.Reset(poll)
+	}
+}
+
+// get GETs path and returns the body of a 200 answer (up to max bytes). A
+// non-200 answer is a *StatusError.
+func (c *Client) get(ctx context.Context, path string, max int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s%s: %w", c.BaseURL, path, err)
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return nil, err // a *url.Error: it names the method and URL
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, &StatusError{URL: c.BaseURL + path, Code: resp.StatusCode, Body: readSnippet(resp.Body)}
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s%s: reading body: %w", c.BaseURL, path, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("GET %s%s: body larger than %d bytes", c.BaseURL, path, max)
+	}
+	return b, nil
+}
+
+// StatusError is a non-200 answer.
+type StatusError struct {
+	URL  string
+	Code int
+	Body string // start of the body
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("GET %s: HTTP %d: %s", e.URL, e.Code, e.Body)
+}
