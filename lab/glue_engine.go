@@ -1,9 +1,7 @@
-//go:build labengine
-
 package lab
 
-// The lab's only contact with lab/engine (API of CONTRACTS.md). Enable with -tags labengine
-// until the engine package compiles, then drop the build tags and glue_stub.go.
+// The lab's only contact with lab/engine: parse and check a unit's ExecStart like the engine,
+// then run the engine behind the unit's port.
 
 import (
 	"errors"

@@ -58,7 +58,9 @@ type Config struct {
 	// SettleTime is how long a started service must stay up without a restart
 	// before it counts as started (default 1 s).
 	SettleTime time.Duration
-	Logger     *slog.Logger
+	// ClearTimeout bounds waiting for GPU memory to be released (default 2 minutes).
+	ClearTimeout time.Duration
+	Logger       *slog.Logger
 }
 
 // ErrUnknownService is returned for a service the config does not name.
@@ -91,13 +93,17 @@ func (c *Config) withDefaults() Config {
 	if cc.SettleTime <= 0 {
 		cc.SettleTime = time.Second
 	}
+	if cc.ClearTimeout <= 0 {
+		cc.ClearTimeout = 2 * time.Minute
+	}
 	if cc.MaxSteps <= 0 {
 		cc.MaxSteps = 16
 	}
 	if cc.Logger == nil {
 		cc.Logger = slog.Default()
 	}
-	for name, s := range cc.Services {
+	services := make(map[string]ServiceConfig, len(c.Services))
+	for name, s := range c.Services {
 		if s.ReadyTimeout <= 0 {
 			s.ReadyTimeout = 15 * time.Minute
 		}
@@ -107,8 +113,9 @@ func (c *Config) withDefaults() Config {
 		if s.Engine == "" {
 			s.Engine = "sglang"
 		}
-		cc.Services[name] = s
+		services[name] = s
 	}
+	cc.Services = services
 	return cc
 }
 

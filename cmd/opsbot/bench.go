@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/opsbot/opsbot/ops/bench"
+)
+
+// cmdBench is `opsbot bench`: benchmark any OpenAI-compatible server and print
+// the bench_serving-like table (or the JSON result with --json) on stdout,
+// with a progress line on stderr while it runs. Exit 0 when the run succeeded,
+// 1 when it failed (the result, if any, is still printed), 2 on bad usage.
+// Results are not stored here.
+func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	fs := newFlagSet("bench", stderr)
+	u := fs.String("url", "", "server `URL`, e.g. http://gpu1:30000 (required)")
+	model := fs.String("model", "", "model name (default: the first of /v1/models)")
+	prompts := fs.Int("prompts", 100, "number of measured requests")
+	conc := fs.Int("concurrency", 8, "requests in flight at once")
+	in := fs.Int("in", 512, "prompt length in tokens")
+	out := fs.Int("out", 256, "output length in tokens (ignore_eos)")
+	rate := fs.Float64("rate", 0, "requests per second, Poisson arrivals (0: all at once)")
+	warmup := fs.Int("warmup", 0, "warm-up requests, excluded from the result")
+	timeout := fs.Duration("timeout", 10*time.Minute, "limit per request (0: none)")
+	chat := fs.Bool("chat", false, "use /v1/chat/completions instead of /v1/completions")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, err
+		}
+		return 0, usagef("%v", err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return 0, usagef("unexpected arguments: %v", fs.Args())
+	case *u == "":
+		return 0, usagef("--url is required, e.g. --url http://gpu1:30000")
+	case *prompts < 1:
+		return 0, usagef("--prompts must be at least 1, got %d", *prompts)
+	case *conc < 1:
+		return 0, usagef("--concurrency must be at least 1, got %d", *conc)
+	case *in < 1:
+		return 0, usagef("--in must be at least 1 token, got %d", *in)
+	case *out < 1:
+		return 0, usagef("--out must be at least 1 token, got %d", *out)
+	case *rate < 0 || *rate != *rate:
+		return 0, usagef("--rate must be 0 (all at once) or more, got %v", *rate)
+	case *warmup < 0:
+		return 0, usagef("--warmup must be 0 or more, got %d", *warmup)
+	case *timeout < 0:
+		return 0, usagef("--timeout must be 0 (none) or more, got %s", *timeout)
+	}
+	if pu, err := url.Parse(*u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		return 0, usagef("--url %q: want http://HOST:PORT or https://HOST:PORT", *u)
+	}
+	p := newProgressWriter(stderr)
+	res, err := bench.Run(ctx, bench.Options{
+		URL: *u, Model: *model, Chat: *chat, Prompts: *prompts, Concurrency: *conc, InputLen: *in, OutputLen: *out,
+		Rate: *rate, Warmup: *warmup, Timeout: *timeout, Seed: 1,
+		Settings: map[string]any{"prompts": *prompts, "concurrency": *conc, "input_len": *in, "output_len": *out,
+			"rate": *rate, "chat": *chat},
+		Progress: p.update,
+	})
+	p.finish()
+	if res != nil {
+		if *asJSON {
+			b, merr := json.MarshalIndent(res, "", "  ")
+			if merr != nil {
+				return 1, fmt.Errorf("encode result: %w", merr)
+			}
+			fmt.Fprintf(stdout, "%s\n", b)
+		} else {
+			fmt.Fprint(stdout, res.Table())
+		}
+	}
+	if err != nil {
+		return 1, err
+	}
+	return 0, nil
+}
+
+// progressWriter shows bench progress on stderr: rewritten in place on a
+// terminal, else one line every few seconds.
+type progressWriter struct {
+	mu    sync.Mutex
+	w     io.Writer
+	tty   bool
+	last  time.Time
+	drawn bool
+}
+
+func newProgressWriter(w io.Writer) *progressWriter {
+	f, ok := w.(*os.File)
+	return &progressWriter{w: w, tty: ok && term.IsTerminal(int(f.Fd()))}
+}
+
+func (p *progressWriter) update(pr bench.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	line := bench.FormatProgress(pr)
+	if p.tty {
+		fmt.Fprintf(p.w, "\r%s\x1b[K", line)
+		p.drawn = true
+		return
+	}
+	if pr.Final || time.Since(p.last) >= 5*time.Second {
+		p.last = time.Now()
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+func (p *progressWriter) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty && p.drawn {
+		fmt.Fprintln(p.w)
+	}
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// These tests run the opsbot binary's entry point end to end: the lab (simulated
+// GPU host over real SSH), the config it writes, the dispatcher, the job engine,
+// the SQLite store and the pipelines.
+
+type runLine struct {
+	Command string `json:"command"`
+	Job     *struct {
+		ID     int64  `json:"id"`
+		Status string `json:"status"`
+	} `json:"job"`
+	Events []struct {
+		Step, Status, Message string
+	} `json:"events"`
+	Result struct {
+		Unit *struct {
+			Before     string   `json:"before"`
+			After      string   `json:"after"`
+			ArgvBefore []string `json:"argv_before"`
+			ArgvAfter  []string `json:"argv_after"`
+		} `json:"unit"`
+		GPUs []struct {
+			Index         int `json:"index"`
+			UsedMiBBefore int `json:"used_mib_before"`
+			UsedMiBAfter  int `json:"used_mib_after"`
+		} `json:"gpus"`
+		Killed []struct {
+			PID     int    `json:"pid"`
+			Host    string `json:"host"`
+			Command string `json:"command"`
+			Signal  string `json:"signal"`
+		} `json:"killed"`
+		Bench     map[string]any `json:"bench"`
+		Logs      []string       `json:"logs"`
+		Incidents []string       `json:"incidents"`
+	} `json:"result"`
+	Error *string `json:"error"`
+}
+
+func runJSON(t *testing.T, args ...string) (int, []runLine, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, append([]string{"run", "--lab", "--json", "--yes"}, args...), strings.NewReader(""), &out, &errb)
+	var lines []runLine
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var rl runLine
+		if err := json.Unmarshal([]byte(l), &rl); err != nil {
+			t.Fatalf("output line is not JSON: %q (%v)\nstderr: %s", l, err, errb.String())
+		}
+		lines = append(lines, rl)
+	}
+	return code, lines, errb.String()
+}
+
+// The incident replayed through `opsbot run`: the job succeeds, reaps the
+// orphans from the Proxmox node, and the unit changes only at steps and draft tokens.
+func TestRunIncidentJSON(t *testing.T) {
+	code, lines, stderr := runJSON(t, "--lab-faults", "orphans", "/mtp steps 10", "/gpu status", "/mtp show", "/svc logs lines=5")
+	if code != 0 || len(lines) != 4 {
+		t.Fatalf("exit %d, %d lines; stderr:\n%s", code, len(lines), stderr)
+	}
+	m := lines[0]
+	if m.Job == nil || m.Job.Status != "succeeded" || m.Error != nil {
+		t.Fatalf("mtp steps 10: %+v", m)
+	}
+	if !slices.Contains(m.Result.Incidents, "gpu_memory_held") {
+		t.Fatalf("incidents %v", m.Result.Incidents)
+	}
+	if m.Result.Unit == nil || !strings.Contains(m.Result.Unit.After, "--speculative-num-steps 10") ||
+		!strings.Contains(m.Result.Unit.After, "--speculative-num-draft-tokens 11") {
+		t.Fatalf("unit after: %+v", m.Result.Unit)
+	}
+	changed := 0
+	for i := range m.Result.Unit.ArgvBefore {
+		if m.Result.Unit.ArgvBefore[i] != m.Result.Unit.ArgvAfter[i] {
+			changed++
+		}
+	}
+	if changed != 2 || len(m.Result.Killed) == 0 || len(m.Result.GPUs) != 4 {
+		t.Fatalf("argv words changed %d (want 2), killed %v, gpus %v", changed, m.Result.Killed, m.Result.GPUs)
+	}
+	if v, _ := m.Result.Bench["output_tok_s"].(float64); v <= 0 {
+		t.Fatalf("bench %v", m.Result.Bench)
+	}
+	if len(m.Events) < 5 {
+		t.Fatalf("events %+v", m.Events)
+	}
+	if lines[3].Job.Status != "succeeded" || len(lines[3].Result.Logs) != 5 {
+		t.Fatalf("svc logs: %+v", lines[3])
+	}
+}
+
+func TestRunCrashOnStartRollsBack(t *testing.T) {
+	code, lines, stderr := runJSON(t, "--lab-faults", "crash-on-start", "mtp steps 10")
+	if code != 1 || len(lines) != 1 {
+		t.Fatalf("exit %d (want 1), lines %d; stderr:\n%s", code, len(lines), stderr)
+	}
+	l := lines[0]
+	if l.Job.Status != "failed" || l.Error == nil || !slices.Contains(l.Result.Incidents, "rolled_back") {
+		t.Fatalf("%+v", l)
+	}
+	if !strings.Contains(*l.Error, "restored the previous unit") {
+		t.Fatalf("error does not say what happened: %s", *l.Error)
+	}
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	for _, cmd := range []string{"mtp steps 10; rm -rf /", "mtp steps $(reboot)", "mtp steps 99", "frobnicate"} {
+		code, lines, stderr := runJSON(t, cmd)
+		if code != 2 {
+			t.Errorf("%q: exit %d, want 2 (usage); lines %+v stderr %s", cmd, code, lines, stderr)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"run"}, strings.NewReader(""), &out, &errb); code != 2 {
+		t.Errorf("run without commands: exit %d", code)
+	}
+}

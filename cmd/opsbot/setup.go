@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/lab"
+	"github.com/opsbot/opsbot/ops"
+)
+
+// setupOptions say where the bot's hosts are: a config file or an in-process lab.
+type setupOptions struct {
+	ConfigPath string
+	Lab        bool
+	LabFaults  string
+	LabUnit    string
+	Chats      map[string]bot.Chat
+	Logger     *slog.Logger
+}
+
+// env is an assembled bot (and the lab it runs on, if any).
+type env struct {
+	lab     *lab.Lab
+	labDir  string // the lab's config, key and store; removed by Close
+	runbook *ops.Runbook
+	app     *bot.App
+	cfg     *config.Config
+}
+
+func (e *env) Close() {
+	if e.app != nil {
+		e.app.Close()
+	}
+	if e.runbook != nil {
+		e.runbook.Close()
+	}
+	if e.lab != nil {
+		e.lab.Close()
+	}
+	if e.labDir != "" {
+		os.RemoveAll(e.labDir)
+	}
+}
+
+func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
+	e := &env{}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+	cfgPath := o.ConfigPath
+	switch {
+	case o.Lab && cfgPath != "":
+		return nil, usagef("--lab and --config are exclusive: the lab writes its own config")
+	case !o.Lab && (o.LabFaults != "" || o.LabUnit != ""):
+		return nil, usagef("--lab-faults and --lab-unit need --lab")
+	case o.Lab:
+		l, err := startLab(ctx, o.LabFaults, o.LabUnit, "", "", o.Logger)
+		if err != nil {
+			return nil, err
+		}
+		e.lab = l
+		// Start from a serving service, as a real host would be before a change.
+		for _, svc := range l.Topology().Services {
+			wctx, cancel := context.WithTimeout(ctx, time.Minute)
+			err := l.WaitReady(wctx, svc.Name)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("lab service %s did not come up: %w", svc.Name, err)
+			}
+		}
+		if e.labDir, err = os.MkdirTemp("", "opsbot-run-"); err != nil {
+			return nil, fmt.Errorf("lab config dir: %w", err)
+		}
+		if cfgPath, err = l.WriteConfig(e.labDir); err != nil {
+			return nil, fmt.Errorf("write lab config: %w", err)
+		}
+	case cfgPath == "":
+		return nil, usagef("say where the hosts are: --config FILE, or --lab for the simulated GPU host")
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	e.cfg = cfg
+	rb, err := newRunbook(cfg, o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	e.runbook = rb
+	app, err := bot.NewApp(ctx, cfg, bot.AppOptions{Backend: rb, Chats: o.Chats, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	e.app = app
+	return e, nil
+}
+
+// startLab starts the simulated hosts with the given faults and unit file.
+func startLab(ctx context.Context, faults, unitFile, engine, dir string, log *slog.Logger) (*lab.Lab, error) {
+	fl, err := lab.ParseFaults(faults)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	opts := lab.Options{Faults: fl, Engine: engine, Dir: dir, Logger: log}
+	if unitFile != "" {
+		b, err := os.ReadFile(unitFile)
+		if err != nil {
+			return nil, fmt.Errorf("read unit: %w", err)
+		}
+		opts.UnitText = string(b)
+	}
+	l, err := lab.Start(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("start lab: %w", err)
+	}
+	return l, nil
+}
+
+// newRunbook builds the ops layer from the config.
+func newRunbook(cfg *config.Config, log *slog.Logger) (*ops.Runbook, error) {
+	oc := ops.Config{
+		KeyFile:        cfg.SSH.KeyFile,
+		KnownHosts:     cfg.SSH.KnownHosts,
+		ConnectTimeout: cfg.SSH.ConnectTimeout.D(),
+		KeepAlive:      cfg.SSH.KeepAlive.D(),
+		Hosts:          map[string]ops.HostConfig{},
+		Services:       map[string]ops.ServiceConfig{},
+		Bench: ops.BenchDefaults{Prompts: cfg.Bench.Prompts, Concurrency: cfg.Bench.Concurrency,
+			InputLen: cfg.Bench.InputLen, OutputLen: cfg.Bench.OutputLen},
+		MaxSteps: cfg.Limits.MaxSteps,
+		Logger:   log,
+	}
+	for name, h := range cfg.Hosts {
+		oc.Hosts[name] = ops.HostConfig{Addr: h.Addr, User: h.User, Jump: h.Jump}
+	}
+	for name, s := range cfg.Services {
+		sc := ops.ServiceConfig{Host: s.Host, Unit: s.Unit, URL: s.URL, Engine: s.Engine, GPUs: s.GPUs,
+			DropIn: s.Edit == "drop-in", ReadyTimeout: s.ReadyTimeout.D(), ClearMiB: s.ClearMiB, DefaultSteps: s.DefaultSteps}
+		if s.Proxmox != nil {
+			sc.ProxmoxNode, sc.VMID = s.Proxmox.Node, s.Proxmox.VMID
+		}
+		oc.Services[name] = sc
+	}
+	return ops.New(oc)
+}
+
+func defaultUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "operator"
+}
+
+// terminalAsk returns a yes/no prompt on the terminal, or nil when stdin is not one.
+func terminalAsk(stdin io.Reader, stderr io.Writer) func(string) (bool, error) {
+	f, ok := stdin.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	r := bufio.NewReader(stdin)
+	return func(q string) (bool, error) {
+		fmt.Fprintf(stderr, "%s\nGo ahead? [y/N] ", q)
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return false, err
+		}
+		a := strings.ToLower(strings.TrimSpace(line))
+		return a == "y" || a == "yes", nil
+	}
+}

@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Physics is the speed model; the zero value means DefaultPhysics().
+	Physics Physics
+	// Log receives each log line the engine writes (SGLang decode/prefill lines, vLLM stats
+	// lines). It is called from the scheduler goroutine without engine locks held; nil = none.
+	Log func(line string)
+	// StatsInterval is vLLM's stats log interval (0 = 10s). SGLang logs every
+	// Settings.DecodeLogInterval decode iterations instead.
+	StatsInterval time.Duration
+}
+
+// Engine is a running simulated inference server. Its HTTP handler and methods are safe for
+// concurrent use. Token speed is real time: a verify step of StepTime lasts that long.
+type Engine struct {
+	s       Settings
+	phys    Physics
+	log     func(string)
+	k, cost int
+	statsIv time.Duration
+	start   time.Time
+
+	ready atomic.Bool
+	seq   atomic.Uint64
+
+	mu      sync.Mutex // guards waiting and st
+	waiting []*request
+	st      stats
+
+	outs []outcome // scheduler scratch
+
+	wake      chan struct{} // cap 1: a request arrived
+	done      chan struct{} // closed by Close
+	loopDone  chan struct{}
+	closeOnce sync.Once
+}
+
+// New starts an engine with settings s (normally the result of Check; unset values get
+// Check's defaults) and its scheduler goroutine. Close stops it.
+func New(s Settings, o Options) *Engine {
+	if c, _, err := Check(s); err == nil {
+		s = c
+	}
+	if s.MaxRunningRequests <= 0 {
+		s.MaxRunningRequests = sglangDefaultMaxRunning
+	}
+	p := o.Physics
+	if p == (Physics{}) {
+		p = DefaultPhysics()
+	}
+	e := &Engine{s: s, phys: p, log: o.Log, statsIv: o.StatsInterval, start: time.Now(),
+		wake: make(chan struct{}, 1), done: make(chan struct{}), loopDone: make(chan struct{})}
+	if e.statsIv <= 0 {
+		e.statsIv = 10 * time.Second
+	}
+	e.k, e.cost = specShape(s)
+	e.st.init(e.k, e.start)
+	go e.loop()
+	return e
+}
+
+// Settings returns the settings the engine runs with.
+func (e *Engine) Settings() Settings { return e.s }
+
+// SetReady switches /health (and /health_generate) between 503 and 200.
+func (e *Engine) SetReady(ready bool) { e.ready.Store(ready) }
+
+// Close stops the scheduler and ends open streams (they end without [DONE]); waiting
+// non-stream requests get 503. It returns once the scheduler has stopped; safe to call twice.
+func (e *Engine) Close() {
+	e.closeOnce.Do(func() { close(e.done) })
+	<-e.loopDone
+}
+
+// Truth is the engine's ground truth since start, for checking a benchmark.
+type Truth struct {
+	OutputTokens   int64   `json:"output_tokens"`   // tokens emitted, all requests
+	VerifySteps    int64   `json:"verify_steps"`    // per-stream verify steps (a batch step of n streams counts n)
+	BatchSteps     int64   `json:"batch_steps"`     // decode iterations of the scheduler
+	Requests       int64   `json:"requests"`        // requests that finished generating
+	Aborted        int64   `json:"aborted"`         // requests dropped by their client
+	PromptTokens   int64   `json:"prompt_tokens"`   // of admitted requests
+	AcceptLen      float64 `json:"accept_len"`      // OutputTokens / VerifySteps (0 before the first step)
+	DraftsProposed int64   `json:"drafts_proposed"` // k per verify step
+	DraftsAccepted int64   `json:"drafts_accepted"` // OutputTokens - VerifySteps
+}
+
+// Truth returns the cumulative ground truth.
+func (e *Engine) Truth() Truth {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t := e.st.truth
+	if t.VerifySteps > 0 {
+		t.AcceptLen = float64(t.OutputTokens) / float64(t.VerifySteps)
+	}
+	return t
+}
+
+// submit queues r for the scheduler.
+func (e *Engine) submit(r *request) {
+	e.mu.Lock()
+	e.waiting = append(e.waiting, r)
+	e.mu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,132 @@
+package engine
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+const engineVersion = "0.5.4"
+
+// Handler serves the engine's HTTP API:
+//
+//	GET  /health, /health_generate   503 until SetReady(true), then 200 (/health_generate SGLang only)
+//	GET  /server_info, /get_server_info, /get_model_info   SGLang server args (404 for vLLM)
+//	GET  /v1/models
+//	POST /v1/completions, /v1/chat/completions   OpenAI-compatible, SSE with stream
+//	GET  /metrics   Prometheus text (SGLang only with --enable-metrics)
+//	GET  /lab/truth   ground truth (Truth as JSON)
+func (e *Engine) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", e.health)
+	mux.HandleFunc("/health_generate", e.sglangOnly(e.health))
+	mux.HandleFunc("/server_info", e.sglangOnly(e.serverInfo))
+	mux.HandleFunc("/get_server_info", e.sglangOnly(e.serverInfo))
+	mux.HandleFunc("/get_model_info", e.sglangOnly(e.modelInfo))
+	mux.HandleFunc("/version", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]string{"version": engineVersion})
+	})
+	mux.HandleFunc("/v1/models", e.models)
+	mux.HandleFunc("/v1/completions", e.post(func(w http.ResponseWriter, r *http.Request) { e.generate(w, r, false) }))
+	mux.HandleFunc("/v1/chat/completions", e.post(func(w http.ResponseWriter, r *http.Request) { e.generate(w, r, true) }))
+	mux.HandleFunc("/metrics", e.metrics)
+	mux.HandleFunc("/lab/truth", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, e.Truth()) })
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
+	})
+	return mux
+}
+
+func (e *Engine) sglangOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if e.s.Flavor != "sglang" {
+			writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (e *Engine) post(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed"})
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (e *Engine) health(w http.ResponseWriter, r *http.Request) {
+	if !e.ready.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (e *Engine) serverInfo(w http.ResponseWriter, r *http.Request) {
+	info := make(map[string]any, len(e.s.Args)+8)
+	for k, v := range e.s.Args {
+		info[k] = v
+	}
+	info["model_path"] = e.s.Model
+	info["served_model_name"] = e.s.ServedModelName
+	info["tp_size"] = e.s.TP
+	info["mem_fraction_static"] = e.s.MemFractionStatic
+	info["max_running_requests"] = e.s.MaxRunningRequests
+	info["decode_log_interval"] = e.s.DecodeLogInterval
+	info["chunked_prefill_size"] = e.s.ChunkedPrefillSize
+	info["cuda_graph_max_bs"] = e.s.CudaGraphMaxBS
+	info["version"] = engineVersion
+	if e.s.Speculative() {
+		info["speculative_algorithm"] = e.s.Algorithm
+		info["speculative_num_steps"] = e.s.Steps
+		info["speculative_eagle_topk"] = e.s.TopK
+		info["speculative_num_draft_tokens"] = e.s.DraftTokens
+	}
+	e.mu.Lock()
+	state := map[string]any{"last_gen_throughput": e.st.g.genTput,
+		"memory_usage": map[string]any{"weight": 58.91, "kvcache": 21.72, "token_capacity": kvTokens}}
+	if e.st.logged && e.s.Speculative() && e.st.truth.VerifySteps > 0 {
+		state["avg_spec_accept_length"] = float64(e.st.truth.OutputTokens) / float64(e.st.truth.VerifySteps)
+	}
+	e.mu.Unlock()
+	info["internal_states"] = []any{state}
+	writeJSON(w, 200, info)
+}
+
+func (e *Engine) modelInfo(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, map[string]any{"model_path": e.s.Model, "tokenizer_path": e.s.Model,
+		"is_generation": true, "preferred_sampling_params": nil})
+}
+
+func (e *Engine) models(w http.ResponseWriter, r *http.Request) {
+	owner := "sglang"
+	if e.s.Flavor == "vllm" {
+		owner = "vllm"
+	}
+	writeJSON(w, 200, map[string]any{"object": "list", "data": []any{map[string]any{
+		"id": e.s.ServedModelName, "object": "model", "created": e.start.Unix(), "owned_by": owner,
+		"root": e.s.Model, "max_model_len": e.s.ContextLength}}})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"detail":"encoding failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(code)
+	w.Write(b)
+}
+
+// apiError writes an OpenAI-style error object.
+func apiError(w http.ResponseWriter, code int, typ, msg string) {
+	writeJSON(w, code, map[string]any{"object": "error", "message": msg, "type": typ, "param": nil, "code": code})
+}
+
+func unixNow() int64 { return time.Now().Unix() }

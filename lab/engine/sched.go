@@ -1,0 +1,232 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// request is one generation request. The scheduler owns generated/steps; the hand-off to the
+// HTTP handler goes through mu (pending step sizes, finish) and the notify channel.
+type request struct {
+	id        string
+	chat      bool
+	model     string
+	prompt    int
+	maxTokens int
+	eosAt     int // stop after this many tokens (0 = ignore_eos)
+	created   int64
+	draws     rng // acceptance and EOS draws (scheduler)
+	text      rng // output words (handler)
+
+	generated int // scheduler only
+
+	mu       sync.Mutex
+	pending  []int // tokens of each verify step not yet written
+	finished bool
+	finish   string        // "length" or "stop"
+	notify   chan struct{} // cap 1
+	aborted  atomic.Bool
+}
+
+func (r *request) limit() int {
+	if r.eosAt > 0 && r.eosAt < r.maxTokens {
+		return r.eosAt
+	}
+	return r.maxTokens
+}
+
+// deliver hands one verify step's tokens (n may be 0 for a request that ends without any).
+func (r *request) deliver(n int, finished bool, reason string) {
+	r.mu.Lock()
+	if n > 0 {
+		r.pending = append(r.pending, n)
+	}
+	if finished {
+		r.finished, r.finish = true, reason
+	}
+	r.mu.Unlock()
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the pending steps (into buf) and whether the request has finished.
+func (r *request) take(buf []int) ([]int, bool, string) {
+	r.mu.Lock()
+	buf = append(buf[:0], r.pending...)
+	r.pending = r.pending[:0]
+	fin, reason := r.finished, r.finish
+	r.mu.Unlock()
+	return buf, fin, reason
+}
+
+// loop is the scheduler: one goroutine running batched iterations. A prefill iteration admits
+// waiting requests (up to MaxRunningRequests running, ChunkedPrefillSize prompt tokens per
+// batch); a decode iteration is one verify step that advances every running stream.
+func (e *Engine) loop() {
+	defer close(e.loopDone)
+	var running []*request
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var next time.Time
+	decodeIters := 0
+	defer func() { e.endAll(running) }()
+	for {
+		e.mu.Lock()
+		admitted, newTok := e.admit(len(running))
+		queued := len(e.waiting)
+		e.mu.Unlock()
+		if len(running) == 0 && len(admitted) == 0 {
+			e.flushStats(0, queued, true)
+			select {
+			case <-e.wake:
+				next = time.Time{}
+				continue
+			case <-e.done:
+				return
+			}
+		}
+		var dt time.Duration
+		if len(admitted) > 0 {
+			dt = e.phys.T0 + time.Duration(newTok)*e.phys.PrefillTok
+		} else {
+			dt = e.phys.StepTime(e.cost, len(running))
+		}
+		now := time.Now()
+		if next.IsZero() || now.Sub(next) > dt {
+			next = now // idle or too far behind: do not catch up with a burst
+		}
+		next = next.Add(dt)
+		if d := time.Until(next); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-timer.C:
+			case <-e.done:
+				timer.Stop()
+				running = append(running, admitted...)
+				return
+			}
+		} else {
+			select {
+			case <-e.done:
+				running = append(running, admitted...)
+				return
+			default:
+			}
+		}
+		if len(admitted) > 0 {
+			running = append(running, admitted...)
+			e.logPrefill(len(admitted), newTok, len(running)-len(admitted), queued)
+			continue
+		}
+		running = e.step(running)
+		decodeIters++
+		e.mu.Lock()
+		queued = len(e.waiting)
+		e.mu.Unlock()
+		if e.s.Flavor == "sglang" && decodeIters%e.s.DecodeLogInterval == 0 {
+			e.logDecode(len(running), queued, tokensInUse(running))
+		}
+		e.flushStats(len(running), queued, false)
+	}
+}
+
+// admit moves waiting requests into the batch (mu held); aborted ones are dropped.
+func (e *Engine) admit(nRunning int) ([]*request, int) {
+	var out []*request
+	tokens := 0
+	i := 0
+	for ; i < len(e.waiting); i++ {
+		r := e.waiting[i]
+		if r.aborted.Load() {
+			e.st.truth.Aborted++
+			continue
+		}
+		if nRunning+len(out) >= e.s.MaxRunningRequests ||
+			(len(out) > 0 && tokens+r.prompt > e.s.ChunkedPrefillSize) {
+			break
+		}
+		out = append(out, r)
+		tokens += r.prompt
+		e.st.truth.PromptTokens += int64(r.prompt)
+		e.st.addPrompt(r.prompt)
+	}
+	n := copy(e.waiting, e.waiting[i:])
+	clear(e.waiting[n:])
+	e.waiting = e.waiting[:n]
+	return out, tokens
+}
+
+// step runs one verify step over running and returns the streams still running. Counters
+// are updated before the tokens are handed over, so a client that sees its request end also
+// sees it in Truth.
+func (e *Engine) step(running []*request) []*request {
+	var s stepStats
+	s.acceptedPos = e.st.scratch(e.k)
+	out := e.outs[:0]
+	for _, r := range running {
+		if r.aborted.Load() {
+			s.aborted++
+			continue
+		}
+		n := min(r.draws.emitted(e.k, e.phys.Accept), r.limit()-r.generated)
+		r.generated += n
+		s.streams++
+		s.tokens += n
+		for p := 0; p < n-1; p++ {
+			s.acceptedPos[p]++
+		}
+		o := outcome{r: r, n: n}
+		if r.generated >= r.limit() {
+			o.fin, o.reason = true, "length"
+			if r.generated < r.maxTokens {
+				o.reason = "stop"
+			}
+			s.finished++
+		}
+		out = append(out, o)
+	}
+	e.mu.Lock()
+	e.st.addStep(s, e.k)
+	e.mu.Unlock()
+	kept := running[:0]
+	for _, o := range out {
+		o.r.deliver(o.n, o.fin, o.reason)
+		if !o.fin {
+			kept = append(kept, o.r)
+		}
+	}
+	clear(running[len(kept):])
+	clear(out)
+	e.outs = out[:0]
+	return kept
+}
+
+// outcome is one stream's share of a verify step.
+type outcome struct {
+	r      *request
+	n      int
+	fin    bool
+	reason string
+}
+
+// endAll ends every open request at Close.
+func (e *Engine) endAll(running []*request) {
+	e.mu.Lock()
+	waiting := e.waiting
+	e.waiting = nil
+	e.mu.Unlock()
+	for _, r := range append(running, waiting...) {
+		r.deliver(0, false, "")
+	}
+}
+
+func tokensInUse(running []*request) int {
+	n := 0
+	for _, r := range running {
+		n += r.prompt + r.generated
+	}
+	return n
+}

@@ -1,0 +1,235 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/ops/bench"
+	"github.com/opsbot/opsbot/ops/systemd"
+)
+
+// BenchParamsOf turns the configured defaults into command parameters.
+func BenchParamsOf(d BenchDefaults) commands.BenchParams {
+	return commands.BenchParams{Prompts: d.Prompts, Concurrency: d.Concurrency, InputLen: d.InputLen, OutputLen: d.OutputLen}
+}
+
+func (r *Runbook) withBenchDefaults(p commands.BenchParams) commands.BenchParams {
+	d := r.cfg.Bench
+	pick := func(v, def, fallback int) int {
+		if v > 0 {
+			return v
+		}
+		if def > 0 {
+			return def
+		}
+		return fallback
+	}
+	return commands.BenchParams{
+		Prompts:     pick(p.Prompts, d.Prompts, 16),
+		Concurrency: pick(p.Concurrency, d.Concurrency, 1),
+		InputLen:    pick(p.InputLen, d.InputLen, 256),
+		OutputLen:   pick(p.OutputLen, d.OutputLen, 256),
+	}
+}
+
+// benchmark runs the load generator against the service and stores its JSON in
+// res.Bench (with the settings it ran under). It returns the one-line figure
+// for summaries. Acceptance is measured over the benchmark window: vLLM from
+// /metrics counter deltas, SGLang from the decode log lines the journal got
+// during the run.
+func (r *Runbook) benchmark(ctx context.Context, t *target, p commands.BenchParams, res *Result, rep Reporter) (string, error) {
+	p = r.withBenchDefaults(p)
+	st := begin(rep, "benchmark", "%d prompts at concurrency %d, %d tokens in, %d out", p.Prompts, p.Concurrency, p.InputLen, p.OutputLen)
+	if res.Spec == nil {
+		return "", st.fail(errors.New("no speculative settings known for this service"))
+	}
+	k := res.Spec.Steps
+	if res.Spec.Engine != "vllm" && res.Spec.TopK > 1 && res.Spec.DraftTokens > 0 {
+		k = res.Spec.DraftTokens - 1
+	}
+	var acc bench.Acceptance
+	if t.cfg.Engine == "vllm" {
+		acc = bench.VLLMAcceptance(t.eng)
+	} else {
+		acc = bench.SGLangAcceptance(t.eng, func(ctx context.Context, since time.Time) ([]string, error) {
+			return t.unit.Journal(ctx, systemd.JournalQuery{Since: since.Add(-time.Second), Lines: 20000})
+		})
+	}
+	settings := map[string]any{"steps": res.Spec.Steps, "topk": res.Spec.TopK, "draft_tokens": res.Spec.DraftTokens,
+		"prompts": p.Prompts, "concurrency": p.Concurrency, "input_len": p.InputLen, "output_len": p.OutputLen}
+	lastProgress := time.Time{}
+	out, err := bench.Run(ctx, bench.Options{
+		URL: t.cfg.URL, Prompts: p.Prompts, Concurrency: p.Concurrency, InputLen: p.InputLen, OutputLen: p.OutputLen,
+		Timeout: 10 * time.Minute, Acceptance: acc, DraftsPerStep: k, Settings: settings,
+		Progress: func(pr bench.Progress) {
+			if time.Since(lastProgress) >= 2*time.Second {
+				lastProgress = time.Now()
+				st.progress("%s", bench.FormatProgress(pr))
+			}
+		},
+	})
+	if out != nil {
+		raw, merr := json.Marshal(out)
+		if merr == nil {
+			var m map[string]any
+			if json.Unmarshal(raw, &m) == nil {
+				delete(m, "requests") // per-request rows stay out of the job result
+				m["concurrency"] = p.Concurrency
+				raw, _ = json.Marshal(m)
+			}
+			res.Bench = raw
+		}
+	}
+	if err != nil {
+		res.AddIncident(IncidentBenchFailed)
+		return "", st.fail(fmt.Errorf("benchmark %s: %w", t.cfg.URL, err))
+	}
+	line := fmt.Sprintf("%.1f tok/s (%.1f per stream), accept len %.2f, acceptance %.0f%%",
+		out.OutputTokS, out.PerStreamTokS, out.AcceptLen, out.AcceptRate*100)
+	st.done("%s", line)
+	return line, nil
+}
+
+// Bench is `bench`: benchmark the service as it runs now.
+func (r *Runbook) Bench(ctx context.Context, service string, p commands.BenchParams, dryRun bool, rep Reporter) (*Result, error) {
+	res := &Result{Incidents: []string{}}
+	t, err := r.target(service)
+	if err != nil {
+		return nil, err
+	}
+	st := begin(rep, "read settings", "reading %s's speculative settings", service)
+	d, err := r.readUnit(ctx, t)
+	if err != nil {
+		return res, st.fail(err)
+	}
+	sp, err := d.eff.Spec()
+	if err != nil {
+		return res, st.fail(err)
+	}
+	res.Spec = specOf(d.eff.Detection.Engine, sp)
+	st.done("%s", specLine(res.Spec))
+	if dryRun {
+		p = r.withBenchDefaults(p)
+		res.Summary = fmt.Sprintf("dry run: would benchmark %s with %d prompts at concurrency %d (%d in, %d out)",
+			service, p.Prompts, p.Concurrency, p.InputLen, p.OutputLen)
+		return res, nil
+	}
+	ph, _ := t.eng.Probe(ctx)
+	if ph.String() != "ready" {
+		return res, fmt.Errorf("%s is not serving (%s): start it first (`svc start %s`)", service, phaseText(ph), service)
+	}
+	if err := r.verify(ctx, t, res, rep); err != nil {
+		return res, err
+	}
+	line, err := r.benchmark(ctx, t, p, res, rep)
+	if err != nil {
+		return res, err
+	}
+	res.Summary = fmt.Sprintf("%s at steps %d: %s", service, res.Spec.Steps, line)
+	return res, nil
+}
+
+// Sweep is `sweep steps LIST`: the mtp steps pipeline for each value, then a
+// table with the best value marked; the service is left on its configured
+// default steps, or where it was.
+func (r *Runbook) Sweep(ctx context.Context, service string, steps []int, dryRun bool, rep Reporter) (*Result, error) {
+	res := &Result{Incidents: []string{}}
+	t, err := r.target(service)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.readUnit(ctx, t)
+	if err != nil {
+		return res, err
+	}
+	sp, err := d.eff.Spec()
+	if err != nil {
+		return res, err
+	}
+	home := sp.DraftSteps()
+	if t.cfg.DefaultSteps > 0 {
+		home = t.cfg.DefaultSteps
+	}
+	for _, n := range steps {
+		if _, err := r.plan(t, d, n); err != nil {
+			return res, fmt.Errorf("steps %d: %w", n, err)
+		}
+	}
+	if dryRun {
+		res.Summary = fmt.Sprintf("dry run: would deploy and benchmark steps %v on %s, then leave it on steps %d", steps, service, home)
+		return res, nil
+	}
+	for _, n := range steps {
+		sub, err := r.MTPSteps(ctx, service, n, false, prefixed(rep, fmt.Sprintf("steps %d: ", n)))
+		pt := SweepPoint{Steps: n, OK: err == nil}
+		if sub != nil {
+			for _, c := range sub.Incidents {
+				res.AddIncident(c)
+			}
+			res.Killed = append(res.Killed, sub.Killed...)
+			pt.Bench = sub.Bench
+			var f struct {
+				OutputTokS    float64 `json:"output_tok_s"`
+				PerStreamTokS float64 `json:"per_stream_tok_s"`
+				AcceptLen     float64 `json:"accept_len"`
+				AcceptRate    float64 `json:"accept_rate"`
+			}
+			if len(sub.Bench) > 0 && json.Unmarshal(sub.Bench, &f) == nil {
+				pt.OutputTokS, pt.PerStreamTokS, pt.AcceptLen, pt.AcceptRate = f.OutputTokS, f.PerStreamTokS, f.AcceptLen, f.AcceptRate
+			}
+		}
+		if err != nil {
+			pt.Error = err.Error()
+			if ctx.Err() != nil {
+				res.Points = append(res.Points, pt)
+				return res, err
+			}
+		}
+		res.Points = append(res.Points, pt)
+	}
+	for i := range res.Points {
+		p := &res.Points[i]
+		if p.OK && (res.Best == nil || p.OutputTokS > res.Best.OutputTokS) {
+			best := *p
+			res.Best = &best
+		}
+	}
+	res.Details = append(res.Details, sweepTable(res.Points, res.Best))
+	if _, err := r.MTPSteps(ctx, service, home, false, prefixed(rep, fmt.Sprintf("back to steps %d: ", home))); err != nil {
+		return res, fmt.Errorf("sweep done, but returning %s to steps %d failed: %w", service, home, err)
+	}
+	res.Spec = &Spec{Engine: t.cfg.Engine, Steps: home}
+	if res.Best == nil {
+		return res, fmt.Errorf("no value of the sweep served: see the points")
+	}
+	res.Summary = fmt.Sprintf("sweep of %s: best steps %d at %.1f tok/s; left on steps %d", service, res.Best.Steps, res.Best.OutputTokS, home)
+	return res, nil
+}
+
+func sweepTable(pts []SweepPoint, best *SweepPoint) string {
+	s := fmt.Sprintf("%-6s %10s %10s %10s %8s\n", "steps", "tok/s", "per-stream", "accept len", "accept")
+	for _, p := range pts {
+		if !p.OK {
+			s += fmt.Sprintf("%-6d failed: %s\n", p.Steps, p.Error)
+			continue
+		}
+		mark := ""
+		if best != nil && p.Steps == best.Steps {
+			mark = "  <- best"
+		}
+		s += fmt.Sprintf("%-6d %10.1f %10.1f %10.2f %7.0f%%%s\n", p.Steps, p.OutputTokS, p.PerStreamTokS, p.AcceptLen, p.AcceptRate*100, mark)
+	}
+	return s
+}
+
+// prefixed prefixes every step name of rep's events.
+func prefixed(rep Reporter, prefix string) Reporter {
+	return ReporterFunc(func(e Event) {
+		e.Step = prefix + e.Step
+		rep.Report(e)
+	})
+}

@@ -1,0 +1,354 @@
+package ops_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/lab"
+	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/ops/engine"
+)
+
+// These tests run the pipelines over real SSH against the lab, the simulated
+// GPU host: the lab is where the incident's failures can be replayed.
+
+type events struct {
+	mu sync.Mutex
+	ev []ops.Event
+}
+
+func (e *events) Report(ev ops.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ev = append(e.ev, ev)
+}
+
+func (e *events) text() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var b strings.Builder
+	for _, ev := range e.ev {
+		b.WriteString(ev.Step + " " + string(ev.Status) + ": " + ev.Message + "\n")
+	}
+	return b.String()
+}
+
+type rig struct {
+	lab *lab.Lab
+	rb  *ops.Runbook
+	svc lab.ServiceInfo
+}
+
+// labOpts are lab options that run simulated minutes in milliseconds.
+func labOpts(faults ...lab.Fault) lab.Options {
+	return lab.Options{TimeScale: 1000, Faults: faults}
+}
+
+func labOptsScale(scale float64, faults ...lab.Fault) lab.Options {
+	return lab.Options{TimeScale: scale, Faults: faults}
+}
+
+func newRig(t testing.TB, opts lab.Options, tune func(*ops.Config)) *rig {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := lab.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("start lab: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	dir := t.TempDir()
+	topo := l.Topology()
+	key, kh := filepath.Join(dir, "id"), filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(key, topo.ClientKeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kh, topo.KnownHosts, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := ops.Config{KeyFile: key, KnownHosts: kh, Hosts: map[string]ops.HostConfig{}, Services: map[string]ops.ServiceConfig{},
+		Bench:     ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48},
+		ReapGrace: 300 * time.Millisecond, Poll: 20 * time.Millisecond, SettleTime: 200 * time.Millisecond,
+		StopTimeout: 20 * time.Second, ClearTimeout: 20 * time.Second}
+	for _, h := range topo.Hosts {
+		cfg.Hosts[h.Name] = ops.HostConfig{Addr: h.Addr, User: h.User}
+	}
+	for _, s := range topo.Services {
+		cfg.Services[s.Name] = ops.ServiceConfig{Host: s.Host, Unit: s.Unit, URL: s.URL, Engine: s.Engine, GPUs: s.GPUs,
+			ProxmoxNode: s.ProxmoxNode, VMID: s.VMID, ReadyTimeout: 20 * time.Second}
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	rb, err := ops.New(cfg)
+	if err != nil {
+		t.Fatalf("ops.New: %v", err)
+	}
+	t.Cleanup(func() { rb.Close() })
+	if err := l.WaitReady(ctx, "qwen"); err != nil {
+		t.Fatalf("lab not ready: %v", err)
+	}
+	return &rig{lab: l, rb: rb, svc: topo.Services[0]}
+}
+
+func (r *rig) unitText(t testing.TB) string {
+	t.Helper()
+	b, err := r.lab.Host(r.svc.Host).ReadFile("/etc/systemd/system/" + r.svc.Unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// argvDiff returns the indexes where two argvs differ (they must be as long).
+func argvDiff(t *testing.T, a, b []string) map[string]string {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Fatalf("argv length changed: %d -> %d\n%q\n%q", len(a), len(b), a, b)
+	}
+	d := map[string]string{}
+	for i := range a {
+		if a[i] != b[i] {
+			d[a[i-1]] = a[i] + "->" + b[i]
+		}
+	}
+	return d
+}
+
+// The incident, replayed: with orphaned workers keeping GPU memory after a stop,
+// `mtp steps 10` reaps them from the Proxmox node, starts cleanly, and the engine
+// then runs steps 10 with draft tokens 11; the unit changes only at those flags.
+func TestIncidentMTPSteps10(t *testing.T) {
+	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
+	before := r.unitText(t)
+	ev := &events{}
+	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 10, false, ev)
+	if err != nil {
+		t.Fatalf("mtp steps 10: %v\n%s", err, ev.text())
+	}
+	if !res.HasIncident(ops.IncidentGPUMemoryHeld) {
+		t.Errorf("incidents %v lack gpu_memory_held", res.Incidents)
+	}
+	if len(res.Killed) == 0 {
+		t.Fatalf("nothing killed; events:\n%s", ev.text())
+	}
+	for _, k := range res.Killed {
+		if k.Host != "pve" || !strings.Contains(k.Command, "sglang") {
+			t.Errorf("killed %+v: want sglang workers killed from the Proxmox node", k)
+		}
+	}
+	if len(res.GPUs) != 4 {
+		t.Fatalf("GPU readings %+v, want 4", res.GPUs)
+	}
+	for _, g := range res.GPUs { // read after the stop, and after the reap
+		if g.UsedMiBBefore < 1024 || g.UsedMiBAfter >= 1024 {
+			t.Errorf("GPU %d: %d -> %d MiB, want held by the orphans, then clear", g.Index, g.UsedMiBBefore, g.UsedMiBAfter)
+		}
+	}
+	after := r.unitText(t)
+	if res.Unit.Before != before || res.Unit.After != after {
+		t.Fatalf("result unit texts do not match the host's")
+	}
+	d := argvDiff(t, res.Unit.ArgvBefore, res.Unit.ArgvAfter)
+	want := map[string]string{"--speculative-num-steps": "3->10", "--speculative-num-draft-tokens": "4->11"}
+	if len(d) != len(want) || d["--speculative-num-steps"] != want["--speculative-num-steps"] || d["--speculative-num-draft-tokens"] != want["--speculative-num-draft-tokens"] {
+		t.Fatalf("argv changes %v, want %v", d, want)
+	}
+	wantText := strings.Replace(strings.Replace(before, "--speculative-num-steps 3", "--speculative-num-steps 10", 1),
+		"--speculative-num-draft-tokens 4", "--speculative-num-draft-tokens 11", 1)
+	if after != wantText {
+		t.Fatalf("unit text changed beyond the two flags:\n%s", after)
+	}
+	info, err := engine.New(r.svc.URL).ServerInfo(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Steps != 10 || info.DraftTokens != 11 || info.TopK != 1 {
+		t.Fatalf("engine runs %+v, want steps 10 topk 1 draft 11", info)
+	}
+	if len(res.Bench) == 0 || !strings.Contains(string(res.Bench), "output_tok_s") {
+		t.Fatalf("no benchmark in result: %s", res.Bench)
+	}
+}
+
+// The night itself: the service is already in a restart loop (orphans from a
+// manual restart hold the memory) when `mtp steps 10` arrives.
+func TestMTPStepsOnALoopingService(t *testing.T) {
+	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
+	ctx := testCtx(t)
+	gpu1 := r.lab.Host("gpu1")
+	if _, errb, code := gpu1.Exec(ctx, nil, "systemctl", "restart", r.svc.Unit); code != 0 {
+		t.Fatalf("restart by hand: %d %s", code, errb)
+	}
+	if err := gpu1.WaitUnit(ctx, r.svc.Unit, func(s lab.UnitStatus) bool { return s.NRestarts >= 2 }); err != nil {
+		t.Fatalf("no restart loop: %v", err)
+	}
+	ev := &events{}
+	res, err := r.rb.MTPSteps(ctx, "qwen", 10, false, ev)
+	if err != nil {
+		t.Fatalf("mtp steps 10 on a looping service: %v\n%s", err, ev.text())
+	}
+	for _, c := range []string{ops.IncidentRestartLoop, ops.IncidentGPUMemoryHeld} {
+		if !res.HasIncident(c) {
+			t.Errorf("incidents %v lack %s", res.Incidents, c)
+		}
+	}
+}
+
+// `svc restart` with orphans hits the incident's loop itself: the start loops on
+// held memory, the bot diagnoses it from the journal, reaps and starts once more.
+func TestSvcRestartRecoversTheLoop(t *testing.T) {
+	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
+	ev := &events{}
+	res, err := r.rb.ServiceAction(testCtx(t), "qwen", "restart", false, ev)
+	if err != nil {
+		t.Fatalf("svc restart: %v\n%s", err, ev.text())
+	}
+	for _, c := range []string{ops.IncidentRestartLoop, ops.IncidentGPUMemoryHeld} {
+		if !res.HasIncident(c) {
+			t.Errorf("incidents %v lack %s\n%s", res.Incidents, c, ev.text())
+		}
+	}
+	if !strings.Contains(ev.text(), "GPU memory held by PIDs") {
+		t.Errorf("thread does not name the holders:\n%s", ev.text())
+	}
+}
+
+func TestCrashOnStartRollsBack(t *testing.T) {
+	r := newRig(t, labOpts(lab.Fault{Name: "crash-on-start"}), nil)
+	before := r.unitText(t)
+	ev := &events{}
+	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 10, false, ev)
+	if err == nil {
+		t.Fatalf("mtp steps 10 with crash-on-start succeeded\n%s", ev.text())
+	}
+	if !res.HasIncident(ops.IncidentRolledBack) {
+		t.Fatalf("incidents %v lack rolled_back", res.Incidents)
+	}
+	if !strings.Contains(err.Error(), "restored the previous unit") || !strings.Contains(err.Error(), `"`) {
+		t.Fatalf("error does not say why and what was done: %v", err)
+	}
+	if got := r.unitText(t); got != before {
+		t.Fatalf("unit not restored:\n%s", got)
+	}
+	if st := r.lab.Host("gpu1").Unit(r.svc.Unit); !st.Ready {
+		t.Fatalf("previous unit not serving after rollback: %+v", st)
+	}
+}
+
+func TestDStateFailsNamingThePID(t *testing.T) {
+	r := newRig(t, labOpts(lab.Fault{Name: "dstate"}), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ev := &events{}
+	t0 := time.Now()
+	res, err := r.rb.MTPSteps(ctx, "qwen", 10, false, ev)
+	if err == nil {
+		t.Fatalf("succeeded with an unkillable process\n%s", ev.text())
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("ran into its timeout instead of failing: %v", err)
+	}
+	if !strings.Contains(err.Error(), "PID") || !strings.Contains(err.Error(), "reboot") || !res.HasIncident(ops.IncidentStuckProcess) {
+		t.Fatalf("error %q / incidents %v do not name the stuck PID and the fix", err, res.Incidents)
+	}
+	t.Logf("failed after %s: %v", time.Since(t0).Round(time.Millisecond), err)
+}
+
+func TestSSHDropMidJobLeavesOldOrNewUnit(t *testing.T) {
+	r := newRig(t, labOpts(lab.Fault{Name: "ssh-drop"}), nil)
+	before := r.unitText(t)
+	ev := &events{}
+	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 10, false, ev)
+	after := r.unitText(t)
+	want := strings.Replace(strings.Replace(before, "--speculative-num-steps 3", "--speculative-num-steps 10", 1),
+		"--speculative-num-draft-tokens 4", "--speculative-num-draft-tokens 11", 1)
+	if after != before && after != want {
+		t.Fatalf("unit is neither old nor new:\n%s", after)
+	}
+	if err == nil && after != want {
+		t.Fatalf("job succeeded but the unit is old")
+	}
+	if !res.HasIncident(ops.IncidentConnectionLost) {
+		t.Errorf("incidents %v lack connection_lost\n%s", res.Incidents, ev.text())
+	}
+	t.Logf("ssh-drop: err=%v incidents=%v", err, res.Incidents)
+}
+
+func TestRefusedStepsChangeNothing(t *testing.T) {
+	r := newRig(t, labOpts(), nil)
+	before := r.unitText(t)
+	st0 := r.lab.Host("gpu1").Unit(r.svc.Unit)
+	for _, n := range []int{0, 17, -1} {
+		if _, err := r.rb.MTPSteps(testCtx(t), "qwen", n, false, ops.Discard); err == nil || !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("steps %d: err %v, want out of range", n, err)
+		}
+	}
+	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 6, true, ops.Discard)
+	if err != nil || !strings.Contains(res.Unit.Diff, "+") {
+		t.Fatalf("dry run: %v %+v", err, res.Unit)
+	}
+	st1 := r.lab.Host("gpu1").Unit(r.svc.Unit)
+	if r.unitText(t) != before || st1.MainPID != st0.MainPID || st1.NRestarts != st0.NRestarts {
+		t.Fatalf("refused or dry-run commands changed the host: %+v -> %+v", st0, st1)
+	}
+}
+
+func TestRecoverStatusLogsShow(t *testing.T) {
+	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
+	ctx := testCtx(t)
+	gpu1 := r.lab.Host("gpu1")
+	if _, errb, code := gpu1.Exec(ctx, nil, "systemctl", "stop", r.svc.Unit); code != 0 {
+		t.Fatalf("stop by hand: %s", errb)
+	}
+	st, err := r.rb.GPUStatus(ctx, "", ops.Discard)
+	if err != nil || !st.HasIncident(ops.IncidentGPUMemoryHeld) || !strings.Contains(strings.Join(st.Details, "\n"), "engine") {
+		t.Fatalf("gpu status: %v %v %q", err, st.Incidents, st.Details)
+	}
+	prev, err := r.rb.GPURecover(ctx, "qwen", ops.RecoverOptions{DryRun: true}, ops.Discard)
+	if err != nil || !strings.Contains(strings.Join(prev.Details, "\n"), "SIGTERM") || len(prev.Killed) != 0 {
+		t.Fatalf("recover dry run: %v %q", err, prev.Details)
+	}
+	ev := &events{}
+	rec, err := r.rb.GPURecover(ctx, "qwen", ops.RecoverOptions{}, ev)
+	if err != nil {
+		t.Fatalf("gpu recover: %v\n%s", err, ev.text())
+	}
+	if len(rec.Killed) == 0 || len(rec.GPUs) != 4 {
+		t.Fatalf("recover: killed %v gpus %v", rec.Killed, rec.GPUs)
+	}
+	for _, g := range rec.GPUs {
+		if g.UsedMiBBefore < 1024 {
+			t.Errorf("GPU %d before %d MiB: the orphans' memory was not seen", g.Index, g.UsedMiBBefore)
+		}
+	}
+	if s := gpu1.Unit(r.svc.Unit); !s.Ready {
+		t.Fatalf("not serving after recover: %+v", s)
+	}
+	for _, p := range r.lab.Host("pve").KilledDaemons() {
+		t.Errorf("a GPU daemon was killed: %+v", p)
+	}
+	logs, err := r.rb.ServiceLogs(ctx, "qwen", 20, ops.Discard)
+	if err != nil || len(logs.Logs) == 0 || len(logs.Logs) > 20 {
+		t.Fatalf("svc logs: %v %d lines", err, len(logs.Logs))
+	}
+	show, err := r.rb.MTPShow(ctx, "qwen", ops.Discard)
+	if err != nil || show.Spec.Steps != 3 || show.Spec.LiveSteps != 3 {
+		t.Fatalf("mtp show: %v %+v", err, show.Spec)
+	}
+	status, err := r.rb.ServiceStatus(ctx, "qwen", ops.Discard)
+	if err != nil || status.Service.ActiveState != "active" || status.Service.Ready != "ready" {
+		t.Fatalf("svc status: %v %+v", err, status.Service)
+	}
+}

@@ -1,0 +1,56 @@
+package ops_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/ops"
+)
+
+// BenchmarkMTPStepsOverhead measures what `mtp steps N` costs beyond the
+// engine's own work: the job's wall time minus the time from the start command
+// until the engine serves (model load, warm-up) and minus the benchmark. What
+// is left is the bot's reading, stopping, GPU checks, writing and verifying.
+// The lab runs at its default time scale, so engine stop and load take
+// realistic fractions of a second.
+func BenchmarkMTPStepsOverhead(b *testing.B) {
+	r := newRig(b, labOptsScale(25), func(c *ops.Config) { c.SettleTime = 100 * time.Millisecond })
+	var overhead, total, engine, benchT time.Duration
+	for i := 0; i < b.N; i++ {
+		ev := &events{}
+		t0 := time.Now()
+		if _, err := r.rb.MTPSteps(testCtx(b), "qwen", 4+i%2, false, ev); err != nil {
+			b.Fatalf("mtp steps: %v\n%s", err, ev.text())
+		}
+		d := time.Since(t0)
+		var startAt, readyAt, benchAt, benchEnd time.Time
+		for _, e := range ev.ev {
+			switch {
+			case e.Step == "start" && e.Status == ops.StepStarted:
+				startAt = e.At
+			case e.Step == "wait until ready" && e.Status == ops.StepDone:
+				readyAt = e.At
+			case e.Step == "benchmark" && e.Status == ops.StepStarted:
+				benchAt = e.At
+			case e.Step == "benchmark" && e.Status == ops.StepDone:
+				benchEnd = e.At
+			}
+		}
+		if startAt.IsZero() || readyAt.IsZero() || benchEnd.IsZero() {
+			b.Fatalf("missing steps:\n%s", ev.text())
+		}
+		total += d
+		engine += readyAt.Sub(startAt)
+		benchT += benchEnd.Sub(benchAt)
+		overhead += d - readyAt.Sub(startAt) - benchEnd.Sub(benchAt)
+		if strings.Contains(ev.text(), "failed") {
+			b.Fatalf("a step failed:\n%s", ev.text())
+		}
+	}
+	n := time.Duration(b.N)
+	b.ReportMetric(float64((overhead / n).Milliseconds()), "overhead-ms/op")
+	b.ReportMetric(float64((engine / n).Milliseconds()), "engine-start-ms/op")
+	b.ReportMetric(float64((benchT / n).Milliseconds()), "bench-ms/op")
+	b.ReportMetric(float64((total / n).Milliseconds()), "total-ms/op")
+}

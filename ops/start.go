@@ -1,0 +1,245 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/opsbot/opsbot/ops/engine"
+	"github.com/opsbot/opsbot/ops/remote"
+	"github.com/opsbot/opsbot/ops/systemd"
+)
+
+// StartError is a start that did not lead to a serving engine: the unit looped
+// (Restart= kept restarting it), failed, or left active while the engine loaded.
+// Diag names the known cause and quotes the decisive journal line.
+type StartError struct {
+	Service  string
+	Unit     string
+	Loop     bool
+	Restarts int
+	State    string // ActiveState/SubState when it was seen
+	Diag     systemd.Diagnosis
+}
+
+func (e *StartError) Error() string {
+	what := "failed to start (" + e.State + ")"
+	if e.Loop {
+		what = fmt.Sprintf("is in a restart loop (NRestarts %d)", e.Restarts)
+	}
+	msg := fmt.Sprintf("%s %s", e.Unit, what)
+	if e.Diag.Line != "" {
+		msg += fmt.Sprintf(": %q", e.Diag.Line)
+	}
+	if e.Diag.Hint != "" {
+		msg += "; " + e.Diag.Hint
+	}
+	return msg
+}
+
+// isUnknownOutcome reports a transport error: the command may or may not have
+// run (the connection dropped), so the state must be read again.
+func isUnknownOutcome(ctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	var ce *systemd.CommandError
+	return !errors.As(err, &ce)
+}
+
+// systemctl runs a start/stop action. When the connection drops while it runs
+// (the action may have taken effect), it reconnects, reads the state back and
+// accepts it when the action did happen; res records connection_lost.
+func (r *Runbook) systemctl(ctx context.Context, t *target, res *Result, st *step, verb string) error {
+	var err error
+	switch verb {
+	case "start":
+		err = t.unit.Start(ctx)
+	case "stop":
+		err = t.unit.Stop(ctx)
+	default:
+		return fmt.Errorf("unknown action %q", verb)
+	}
+	if !isUnknownOutcome(ctx, err) {
+		return err
+	}
+	res.AddIncident(IncidentConnectionLost)
+	st.warn("connection to %s lost during systemctl %s (%v): reconnecting to read the state back", t.cfg.Host, verb, err)
+	s, err2 := t.unit.Show(ctx)
+	if err2 != nil {
+		return fmt.Errorf("systemctl %s %s: %w; reading the state back also failed: %v", verb, t.cfg.Unit, err, err2)
+	}
+	switch {
+	case verb == "stop" && s.Stopped():
+		return nil
+	case verb == "start" && (s.ActiveState == "active" || s.ActiveState == "activating"):
+		return nil
+	}
+	return fmt.Errorf("systemctl %s %s: %w (the unit is now %s/%s)", verb, t.cfg.Unit, err, s.ActiveState, s.SubState)
+}
+
+// stop stops the service and waits until it is inactive. A restart loop in
+// progress is recorded (restart_loop) and stopped with it.
+func (r *Runbook) stop(ctx context.Context, t *target, res *Result, rep Reporter) error {
+	st := begin(rep, "stop", "stopping %s on %s", t.cfg.Unit, t.cfg.Host)
+	s, err := t.unit.Show(ctx)
+	if err != nil {
+		return st.fail(err)
+	}
+	if !s.Found() {
+		return st.fail(fmt.Errorf("unit %s is not loaded on %s (LoadState=%s)", t.cfg.Unit, t.cfg.Host, s.LoadState))
+	}
+	if s.AutoRestarting() {
+		res.AddIncident(IncidentRestartLoop)
+		st.warn("%s was in a restart loop (NRestarts %d): stopping it", t.cfg.Unit, s.NRestarts)
+	}
+	if s.Stopped() && !s.AutoRestarting() {
+		st.done("already %s", s.ActiveState)
+		return nil
+	}
+	if err := r.systemctl(ctx, t, res, st, "stop"); err != nil {
+		return st.fail(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, r.cfg.StopTimeout)
+	defer cancel()
+	if s, err = t.unit.WaitStopped(wctx); err != nil {
+		return st.fail(err)
+	}
+	st.done("%s", s.ActiveState)
+	return nil
+}
+
+// startAndServe starts the service and waits until the engine serves. With
+// recoverLoop, a start that loops or fails because GPU memory is held is
+// recovered once: stop, clear the GPUs, start again. The error of a start that
+// still fails is a *StartError.
+func (r *Runbook) startAndServe(ctx context.Context, t *target, res *Result, rep Reporter, recoverLoop bool) error {
+	err := r.startOnce(ctx, t, res, rep)
+	var se *StartError
+	if !errors.As(err, &se) || !recoverLoop || se.Diag.Cause != "gpu_memory_held" {
+		return err
+	}
+	res.AddIncident(IncidentGPUMemoryHeld)
+	if err := r.stop(ctx, t, res, rep); err != nil {
+		return err
+	}
+	if err := r.clearGPUs(ctx, t, res, rep, false); err != nil {
+		return err
+	}
+	return r.startOnce(ctx, t, res, rep)
+}
+
+// startOnce starts the unit (clearing a failed state first), watches it settle
+// and waits until the engine is ready.
+func (r *Runbook) startOnce(ctx context.Context, t *target, res *Result, rep Reporter) error {
+	st := begin(rep, "start", "starting %s on %s", t.cfg.Unit, t.cfg.Host)
+	s0, err := t.unit.Show(ctx)
+	if err != nil {
+		return st.fail(err)
+	}
+	if s0.ActiveState == "failed" {
+		if err := t.unit.ResetFailed(ctx); err != nil {
+			return st.fail(err)
+		}
+	}
+	since := time.Now()
+	if err := r.systemctl(ctx, t, res, st, "start"); err != nil {
+		var ce *systemd.CommandError
+		if errors.As(err, &ce) {
+			return st.fail(r.startError(ctx, t, res, since, false, s0.NRestarts, systemd.State{ActiveState: "failed"}))
+		}
+		return st.fail(err)
+	}
+	s, err := t.unit.WatchStart(ctx, s0.NRestarts, r.cfg.SettleTime)
+	if err != nil {
+		var loop *systemd.LoopError
+		var failed *systemd.FailedError
+		switch {
+		case errors.As(err, &loop):
+			return st.fail(r.startError(ctx, t, res, since, true, loop.Restarts, loop.State))
+		case errors.As(err, &failed):
+			return st.fail(r.startError(ctx, t, res, since, false, failed.State.NRestarts, failed.State))
+		}
+		return st.fail(err)
+	}
+	st.done("active (PID %d)", s.MainPID)
+	return r.waitServing(ctx, t, res, rep, since, s.NRestarts)
+}
+
+// startError builds the *StartError of a start, diagnosed from the journal
+// lines written since the start.
+func (r *Runbook) startError(ctx context.Context, t *target, res *Result, since time.Time, loop bool, restarts int, s systemd.State) *StartError {
+	if loop {
+		res.AddIncident(IncidentRestartLoop)
+	} else {
+		res.AddIncident(IncidentStartFailed)
+	}
+	e := &StartError{Service: t.name, Unit: t.cfg.Unit, Loop: loop, Restarts: restarts,
+		State: s.ActiveState + "/" + s.SubState}
+	lines, err := t.unit.Journal(ctx, systemd.JournalQuery{Since: since.Add(-time.Second), Lines: 500})
+	if err == nil {
+		e.Diag = systemd.Diagnose(lines)
+	}
+	return e
+}
+
+// waitServing waits until the engine answers /health with 200, reporting the
+// phases (port refused while loading, 503 while warming up). It also watches
+// the unit: a crash or restart while loading ends the wait at once with a
+// *StartError instead of waiting out the ready timeout.
+func (r *Runbook) waitServing(ctx context.Context, t *target, res *Result, rep Reporter, since time.Time, restarts int) error {
+	st := begin(rep, "wait until ready", "waiting for %s to serve (up to %s)", t.cfg.URL, t.cfg.ReadyTimeout)
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.ReadyTimeout)
+	defer cancel()
+	t0 := time.Now()
+	last := engine.Phase(-1)
+	lastShow := time.Time{}
+	for {
+		ph, _ := t.eng.Probe(ctx)
+		if ph != last {
+			if ph == engine.PhaseReady {
+				st.done("serving after %s", time.Since(t0).Round(10*time.Millisecond))
+				return nil
+			}
+			st.progress("%s after %s", phaseText(ph), time.Since(t0).Round(10*time.Millisecond))
+			last = ph
+		}
+		if time.Since(lastShow) >= 10*r.cfg.Poll {
+			lastShow = time.Now()
+			s, err := t.unit.Show(ctx)
+			if err == nil && (s.NRestarts > restarts || s.ActiveState != "active") {
+				loop := s.AutoRestarting() || s.NRestarts > restarts
+				return st.fail(r.startError(ctx, t, res, since, loop, s.NRestarts, s))
+			}
+			if err != nil && ctx.Err() == nil && !isUnknownOutcome(ctx, err) {
+				return st.fail(err)
+			}
+		}
+		if err := sleepCtx(ctx, r.cfg.Poll); err != nil {
+			return st.fail(fmt.Errorf("%s not serving after %s (last: %s): %w", t.cfg.URL,
+				time.Since(t0).Round(time.Second), phaseText(last), err))
+		}
+	}
+}
+
+func phaseText(p engine.Phase) string {
+	switch p {
+	case engine.PhaseRefused:
+		return "port refused (loading the model)"
+	case engine.PhaseLoading:
+		return "health 503 (warming up)"
+	case engine.PhaseReady:
+		return "serving"
+	}
+	return "health check error"
+}
+
+// hostErr wraps a transport error of host with what was being done.
+func hostErr(what, host string, err error) error {
+	var hk *remote.HostKeyError
+	if errors.As(err, &hk) {
+		return err
+	}
+	return fmt.Errorf("%s on %s: %w", what, host, err)
+}
