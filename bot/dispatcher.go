@@ -228,13 +228,16 @@ func (d *Dispatcher) start(ctx context.Context, req Request, cmd *commands.Comma
 		d.audit(ctx, req, cmd.Text, decision, "answered")
 		return ans
 	}
-	job, err := d.opts.Store.CreateJob(ctx, store.Job{Command: cmd.Text, Platform: req.Platform, User: req.User,
-		Room: req.Room, Service: cmd.Service, Host: cmd.Host, Status: store.Queued, ScheduleID: req.ScheduleID})
+	// The job row and the audit entry that accepted it commit together, in one
+	// write batched with the other requests of the moment.
+	job, err := d.opts.Store.CreateJobAudited(ctx, store.Job{Command: cmd.Text, Platform: req.Platform, User: req.User,
+		Room: req.Room, Service: cmd.Service, Host: cmd.Host, Status: store.Queued, ScheduleID: req.ScheduleID},
+		store.AuditEntry{At: d.opts.Now(), Platform: req.Platform, User: req.User, Room: req.Room,
+			Command: cmd.Text, Decision: decision, Detail: "job queued"})
 	if err != nil {
 		d.log.Error("create job", "command", cmd.Text, "err", err)
 		return Reply{Outcome: Failed, Text: "could not record the job, nothing was started: " + err.Error(), Command: cmd, Err: err}
 	}
-	d.audit(ctx, req, cmd.Text, decision, fmt.Sprintf("job #%d", job.ID))
 	if err := d.opts.Engine.Submit(Submission{Job: job, Cmd: cmd, ReplyTo: req.ReplyTo, UserName: userLabel(req)}); err != nil {
 		_ = d.opts.Store.FinishJob(context.WithoutCancel(ctx), job.ID, store.Cancelled, err.Error(), nil)
 		return Reply{Outcome: Failed, Text: "not started: " + err.Error(), JobID: job.ID, Command: cmd, Err: err}

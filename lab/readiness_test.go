@@ -50,6 +50,9 @@ func TestReadinessPhases(t *testing.T) {
 func TestEngineRejectsArgvExit2(t *testing.T) {
 	opts := fastOpts()
 	unit := strings.Replace(defaultUnit("sglang"), "--enable-metrics", "--enable-metrics --speculative-num-stepz 3", 1)
+	// A long start-limit interval: at this time scale the default 10 s is 10 ms of real time,
+	// shorter than one failing start cycle on a slow (or -race) run.
+	unit = strings.Replace(unit, "[Unit]\n", "[Unit]\nStartLimitIntervalSec=1h\n", 1)
 	opts.UnitText = strings.Replace(unit, "Restart=always", "Restart=on-failure\nStartLimitBurst=1", 1)
 	l := startLab(t, opts)
 	h := l.Host("gpu1")

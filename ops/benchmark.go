@@ -90,6 +90,12 @@ func (r *Runbook) benchmark(ctx context.Context, t *target, p commands.BenchPara
 	}
 	line := fmt.Sprintf("%.1f tok/s (%.1f per stream), accept len %.2f, acceptance %.0f%%",
 		out.OutputTokS, out.PerStreamTokS, out.AcceptLen, out.AcceptRate*100)
+	if out.AcceptLen == 0 {
+		line = fmt.Sprintf("%.1f tok/s (%.1f per stream), acceptance not measured", out.OutputTokS, out.PerStreamTokS)
+	}
+	for _, e := range out.Errors {
+		st.warn("%s", e)
+	}
 	st.done("%s", line)
 	return line, nil
 }

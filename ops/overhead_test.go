@@ -1,7 +1,6 @@
 package ops_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -44,8 +43,10 @@ func BenchmarkMTPStepsOverhead(b *testing.B) {
 		engine += readyAt.Sub(startAt)
 		benchT += benchEnd.Sub(benchAt)
 		overhead += d - readyAt.Sub(startAt) - benchEnd.Sub(benchAt)
-		if strings.Contains(ev.text(), "failed") {
-			b.Fatalf("a step failed:\n%s", ev.text())
+		for _, e := range ev.ev {
+			if e.Status == ops.StepFailed {
+				b.Fatalf("a step failed:\n%s", ev.text())
+			}
 		}
 	}
 	n := time.Duration(b.N)

@@ -383,7 +383,7 @@ func TestSGLangMetricsNeedFlag(t *testing.T) {
 		t.Fatalf("/v1/models %d %s", code, b)
 	}
 	code, b = getBody(t, te.url+"/lab/truth")
-	for _, k := range []string{"output_tokens", "verify_steps", "requests", "accept_len", "drafts_proposed", "drafts_accepted"} {
+	for _, k := range []string{"output_tokens", "verify_steps", "requests", "accept_len", "drafts_proposed", "drafts_accepted", "completion_tokens", "settings"} {
 		if code != 200 || !strings.Contains(string(b), `"`+k+`":`) {
 			t.Fatalf("/lab/truth %d %s lacks %s", code, b, k)
 		}

@@ -31,7 +31,7 @@ func (e *Engine) Handler() http.Handler {
 	mux.HandleFunc("/v1/completions", e.post(func(w http.ResponseWriter, r *http.Request) { e.generate(w, r, false) }))
 	mux.HandleFunc("/v1/chat/completions", e.post(func(w http.ResponseWriter, r *http.Request) { e.generate(w, r, true) }))
 	mux.HandleFunc("/metrics", e.metrics)
-	mux.HandleFunc("/lab/truth", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, e.Truth()) })
+	mux.HandleFunc("/lab/truth", e.truth)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
 	})
@@ -130,3 +130,17 @@ func apiError(w http.ResponseWriter, code int, typ, msg string) {
 }
 
 func unixNow() int64 { return time.Now().Unix() }
+
+// truth serves Truth with the names of the lab's contract: completion_tokens
+// (the same count as output_tokens) and the engine's current settings.
+func (e *Engine) truth(w http.ResponseWriter, r *http.Request) {
+	s := e.s
+	writeJSON(w, 200, struct {
+		Truth
+		CompletionTokens int64          `json:"completion_tokens"`
+		Settings         map[string]any `json:"settings"`
+	}{e.Truth(), e.Truth().OutputTokens, map[string]any{
+		"engine": s.Flavor, "algorithm": s.Algorithm, "steps": s.Steps, "topk": s.TopK,
+		"draft_tokens": s.DraftTokens, "tp": s.TP, "max_running_requests": s.MaxRunningRequests,
+	}})
+}
