@@ -107,7 +107,7 @@ func (r *Runbook) ServiceStatus(ctx context.Context, service string, rep Reporte
 	res.Service = serviceState(t, s, ph.String())
 	res.Summary = fmt.Sprintf("%s (%s on %s): %s/%s, PID %d, NRestarts %d, engine %s",
 		service, t.cfg.Unit, t.cfg.Host, s.ActiveState, s.SubState, s.MainPID, s.NRestarts, phaseText(ph))
-	if s.AutoRestarting() {
+	if looping(s) {
 		res.AddIncident(IncidentRestartLoop)
 		res.Details = append(res.Details, "the unit is in a restart loop: `gpu recover "+service+"` stops it, clears GPU memory and starts it fresh")
 	}

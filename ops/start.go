@@ -79,6 +79,15 @@ func (r *Runbook) systemctl(ctx context.Context, t *target, res *Result, st *ste
 	return fmt.Errorf("systemctl %s %s: %w (the unit is now %s/%s)", verb, t.cfg.Unit, err, s.ActiveState, s.SubState)
 }
 
+// looping reports a unit caught in Restart='s loop: waiting to restart, up
+// again after automatic restarts (systemd resets NRestarts on a manual start,
+// so a non-zero count means it crashed and was restarted since; with Type=simple
+// it reads active while each new attempt loads), or stopped by the start rate
+// limit.
+func looping(s systemd.State) bool {
+	return s.AutoRestarting() || s.StartLimitHit() || (s.ActiveState != "inactive" && s.NRestarts > 0)
+}
+
 // stop stops the service and waits until it is inactive. A restart loop in
 // progress is recorded (restart_loop) and stopped with it.
 func (r *Runbook) stop(ctx context.Context, t *target, res *Result, rep Reporter) error {
@@ -90,9 +99,9 @@ func (r *Runbook) stop(ctx context.Context, t *target, res *Result, rep Reporter
 	if !s.Found() {
 		return st.fail(fmt.Errorf("unit %s is not loaded on %s (LoadState=%s)", t.cfg.Unit, t.cfg.Host, s.LoadState))
 	}
-	if s.AutoRestarting() {
+	if looping(s) {
 		res.AddIncident(IncidentRestartLoop)
-		st.warn("%s was in a restart loop (NRestarts %d): stopping it", t.cfg.Unit, s.NRestarts)
+		st.warn("%s was in a restart loop (%s/%s, NRestarts %d): stopping it", t.cfg.Unit, s.ActiveState, s.SubState, s.NRestarts)
 	}
 	if s.Stopped() && !s.AutoRestarting() {
 		st.done("already %s", s.ActiveState)
