@@ -56,6 +56,9 @@ type Host struct {
 	User string `yaml:"user"`
 	// Jump names another host to reach this one through.
 	Jump string `yaml:"jump,omitempty"`
+	// Prefix is put before every command run on the host, as argv words: for
+	// a container without its own SSH, e.g. [pct, exec, "129", "--"] on its node.
+	Prefix []string `yaml:"prefix,omitempty"`
 }
 
 // Proxmox says that a service's host is an LXC container on a Proxmox node:

@@ -42,7 +42,7 @@ func New(cfg Config) (*Runbook, error) {
 	}
 	hosts := make(map[string]remote.HostConfig, len(c.Hosts))
 	for name, h := range c.Hosts {
-		hosts[name] = remote.HostConfig{Name: name, Addr: h.Addr, User: h.User, Jump: h.Jump}
+		hosts[name] = remote.HostConfig{Name: name, Addr: h.Addr, User: h.User, Jump: h.Jump, Prefix: h.Prefix}
 	}
 	pool, err := remote.NewPool(remote.Config{Hosts: hosts, Signer: signer, KnownHosts: c.KnownHosts,
 		ConnectTimeout: c.ConnectTimeout, KeepAlive: c.KeepAlive, Logger: c.Logger})
@@ -79,8 +79,13 @@ func (c *Config) validate() error {
 	sort.Strings(names)
 	for _, name := range names {
 		s := c.Services[name]
-		if _, ok := c.Hosts[s.Host]; !ok {
+		h, ok := c.Hosts[s.Host]
+		if !ok {
 			return fmt.Errorf("service %s: host %q is not configured", name, s.Host)
+		}
+		if len(h.Prefix) > 0 {
+			// Unit files are read and written over sftp, which a prefix does not reach.
+			return fmt.Errorf("service %s: host %s has a command prefix: the unit's files must be reachable over sftp, so give the service's host its own SSH (a prefix suits hosts used for commands only)", name, s.Host)
 		}
 		if s.ProxmoxNode != "" {
 			if _, ok := c.Hosts[s.ProxmoxNode]; !ok {

@@ -14,6 +14,8 @@ type HostConfig struct {
 	Addr string // host:port
 	User string
 	Jump string // name of another host to reach this one through
+	// Prefix is put before every command's argv (e.g. pct exec 129 --).
+	Prefix []string
 }
 
 // ServiceConfig is one inference server under systemd.

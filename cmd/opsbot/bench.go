@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -35,11 +33,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	timeout := fs.Duration("timeout", 10*time.Minute, "limit per request (0: none)")
 	chat := fs.Bool("chat", false, "use /v1/chat/completions instead of /v1/completions")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, err
-		}
-		return 0, usagef("%v", err)
+	if err := parseFlags(fs, args); err != nil {
+		return 0, err
 	}
 	switch {
 	case fs.NArg() > 0:

@@ -15,7 +15,7 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	engine := fs.String("engine", "sglang", "engine of the default unit: sglang or vllm")
 	configOut := fs.String("config-out", "", "write an opsbot config that reaches the lab to `FILE`")
 	verbose := fs.Bool("v", false, "verbose logging to stderr")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -76,7 +76,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
-			if !errors.Is(err, flag.ErrHelp) {
+			if !errors.Is(err, flag.ErrHelp) && err.Error() != "" {
 				fmt.Fprintf(stderr, "opsbot %s: %s\n", args[0], err)
 			}
 			return 2
@@ -93,6 +93,18 @@ func newLogger(w io.Writer, verbose bool) *slog.Logger {
 		level = slog.LevelDebug
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// parseFlags parses args into fs. A bad flag is a usage error (exit 2) whose
+// message the flag package has already printed with the flags' help.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{}
+	}
+	return nil
 }
 
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {

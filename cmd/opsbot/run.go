@@ -21,7 +21,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	as := fs.String("as", defaultUser(), "console user `ID` (auth key console:ID)")
 	yes := fs.Bool("yes", false, "answer confirmations with yes")
 	verbose := fs.Bool("v", false, "verbose logging to stderr")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return 2, err
 	}
 	cmds := fs.Args()
@@ -47,7 +47,7 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	labFaults := fs.String("lab-faults", "", "lab faults, e.g. orphans,slow-load=5s")
 	labUnit := fs.String("lab-unit", "", "seed the lab service's unit with this `FILE`")
 	verbose := fs.Bool("v", false, "verbose logging to stderr")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -144,7 +144,7 @@ func newRunbook(cfg *config.Config, log *slog.Logger) (*ops.Runbook, error) {
 		Logger:   log,
 	}
 	for name, h := range cfg.Hosts {
-		oc.Hosts[name] = ops.HostConfig{Addr: h.Addr, User: h.User, Jump: h.Jump}
+		oc.Hosts[name] = ops.HostConfig{Addr: h.Addr, User: h.User, Jump: h.Jump, Prefix: h.Prefix}
 	}
 	for name, s := range cfg.Services {
 		sc := ops.ServiceConfig{Host: s.Host, Unit: s.Unit, URL: s.URL, Engine: s.Engine, GPUs: s.GPUs,
