@@ -12,14 +12,18 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops/bench"
+	"github.com/opsbot/opsbot/ops/engine"
+	"github.com/opsbot/opsbot/store"
 )
 
 // cmdBench is `opsbot bench`: benchmark any OpenAI-compatible server and print
 // the bench_serving-like table (or the JSON result with --json) on stdout,
 // with a progress line on stderr while it runs. Exit 0 when the run succeeded,
 // 1 when it failed (the result, if any, is still printed), 2 on bad usage.
-// Results are not stored here.
+// With --config and --service the result is stored in the config's store, beside
+// the bot's own results for that service and settings.
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("bench", stderr)
 	u := fs.String("url", "", "server `URL`, e.g. http://gpu1:30000 (required)")
@@ -33,12 +37,40 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	timeout := fs.Duration("timeout", 10*time.Minute, "limit per request (0: none)")
 	chat := fs.Bool("chat", false, "use /v1/chat/completions instead of /v1/completions")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	engineName := fs.String("engine", "auto", "engine for acceptance: sglang, vllm or auto (asks /server_info)")
+	configPath := fs.String("config", "", "opsbot config `FILE`: with --service, store the result (and take the URL from it)")
+	service := fs.String("service", "", "service `NAME` of the config the server belongs to")
 	if err := parseFlags(fs, args); err != nil {
 		return 0, err
+	}
+	var cfg *config.Config
+	if *configPath != "" {
+		c, err := config.Load(*configPath)
+		if err != nil {
+			return 0, err
+		}
+		cfg = c
+	}
+	if *service != "" {
+		if cfg == nil {
+			return 0, usagef("--service needs --config: the service is looked up in the config")
+		}
+		sc, ok := cfg.Services[*service]
+		if !ok {
+			return 0, usagef("--service %q is not in %s", *service, *configPath)
+		}
+		if *u == "" {
+			*u = sc.URL
+		}
+		if *engineName == "auto" && sc.Engine != "" {
+			*engineName = sc.Engine
+		}
 	}
 	switch {
 	case fs.NArg() > 0:
 		return 0, usagef("unexpected arguments: %v", fs.Args())
+	case *engineName != "auto" && *engineName != "sglang" && *engineName != "vllm":
+		return 0, usagef("--engine must be sglang, vllm or auto, got %q", *engineName)
 	case *u == "":
 		return 0, usagef("--url is required, e.g. --url http://gpu1:30000")
 	case *prompts < 1:
@@ -59,10 +91,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if pu, err := url.Parse(*u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
 		return 0, usagef("--url %q: want http://HOST:PORT or https://HOST:PORT", *u)
 	}
+	acc, k, settingsKey := acceptanceFor(ctx, *u, *engineName)
 	p := newProgressWriter(stderr)
 	res, err := bench.Run(ctx, bench.Options{
 		URL: *u, Model: *model, Chat: *chat, Prompts: *prompts, Concurrency: *conc, InputLen: *in, OutputLen: *out,
-		Rate: *rate, Warmup: *warmup, Timeout: *timeout, Seed: 1,
+		Rate: *rate, Warmup: *warmup, Timeout: *timeout, Seed: 1, Acceptance: acc, DraftsPerStep: k,
 		Settings: map[string]any{"prompts": *prompts, "concurrency": *conc, "input_len": *in, "output_len": *out,
 			"rate": *rate, "chat": *chat},
 		Progress: p.update,
@@ -79,10 +112,53 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 			fmt.Fprint(stdout, res.Table())
 		}
 	}
+	if res != nil && *service != "" {
+		if serr := storeResult(ctx, cfg, *service, settingsKey, *conc, res); serr != nil {
+			fmt.Fprintf(stderr, "opsbot bench: result not stored: %v\n", serr)
+		} else {
+			fmt.Fprintf(stderr, "stored as a %s result of %s (%s)\n", settingsKey, *service, cfg.Store.Path)
+		}
+	}
 	if err != nil {
 		return 1, err
 	}
 	return 0, nil
+}
+
+// acceptanceFor picks how acceptance is measured over plain HTTP: SGLang from
+// its metrics gauge or /server_info (the decode log needs the host, which only
+// jobs have), vLLM from /metrics counter deltas. It also returns k (drafts per
+// step, 0 when the engine says) and the settings key results are stored under.
+func acceptanceFor(ctx context.Context, base, engineName string) (bench.Acceptance, int, string) {
+	c := engine.New(base)
+	info, err := c.ServerInfo(ctx)
+	if engineName == "sglang" || (engineName == "auto" && err == nil) {
+		if err != nil {
+			return bench.SGLangAcceptance(c, nil), 0, "engine=sglang"
+		}
+		k := info.Steps
+		if info.TopK > 1 && info.DraftTokens > 0 {
+			k = info.DraftTokens - 1
+		}
+		return bench.SGLangAcceptance(c, nil), k, fmt.Sprintf("steps=%d,topk=%d,draft=%d", info.Steps, info.TopK, info.DraftTokens)
+	}
+	return bench.VLLMAcceptance(c), 0, "engine=vllm"
+}
+
+func storeResult(ctx context.Context, cfg *config.Config, service, settings string, conc int, res *bench.Result) error {
+	st, err := store.Open(ctx, cfg.Store.Path)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	_, err = st.AddBenchResult(ctx, store.BenchResult{Service: service, Settings: settings, OutputTokS: res.OutputTokS,
+		PerStreamTokS: res.PerStreamTokS, AcceptLen: res.AcceptLen, AcceptRate: res.AcceptRate,
+		RequestsOK: res.RequestsOK, RequestsFailed: res.RequestsFailed, Concurrency: conc, Raw: raw})
+	return err
 }
 
 // progressWriter shows bench progress on stderr: rewritten in place on a

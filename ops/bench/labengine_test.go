@@ -100,3 +100,47 @@ func TestAgainstLabEngine(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkAgainstLab512Streams runs 512 concurrent streams against the lab's
+// engine (speculation on, --max-running-requests 512 so none queue) and
+// reports the client's tok/s beside the engine's truth over the same wall
+// window, and the process CPU (engine and client together: an upper bound of
+// the client's share) per million streamed chunks (one chunk per verify step).
+func BenchmarkAgainstLab512Streams(b *testing.B) {
+	argv := []string{"python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B",
+		"--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+		"--speculative-num-draft-tokens", "4", "--max-running-requests", "512"}
+	s, err := labengine.ParseArgv(argv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if s, _, err = labengine.Check(s); err != nil {
+		b.Fatal(err)
+	}
+	eng := labengine.New(s, labengine.Options{Physics: labengine.DefaultPhysics()})
+	defer eng.Close()
+	eng.SetReady(true)
+	srv := httptest.NewServer(eng.Handler())
+	defer srv.Close()
+	for i := 0; i < b.N; i++ {
+		t0 := eng.Truth()
+		cpu0 := cpuSelf()
+		w0 := time.Now()
+		res, err := Run(context.Background(), Options{URL: srv.URL, Prompts: 512, Concurrency: 512, InputLen: 16, OutputLen: 200, Timeout: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wall := time.Since(w0).Seconds()
+		cpu := (cpuSelf() - cpu0).Seconds()
+		t1 := eng.Truth()
+		chunks := float64(t1.VerifySteps - t0.VerifySteps)
+		truthTokS := float64(t1.OutputTokens-t0.OutputTokens) / wall
+		b.ReportMetric(res.OutputTokS, "client-tok/s")
+		b.ReportMetric(truthTokS, "truth-tok/s")
+		b.ReportMetric(chunks/wall, "chunks/s")
+		b.ReportMetric(cpu/chunks*1e6, "process-cpu-s/Mchunk")
+		if res.OutputTokens != 512*200 || float64(res.OutputTokens) != float64(t1.OutputTokens-t0.OutputTokens) {
+			b.Fatalf("client counted %d tokens, engine emitted %d", res.OutputTokens, t1.OutputTokens-t0.OutputTokens)
+		}
+	}
+}
