@@ -107,17 +107,9 @@ func (r *Runbook) Bench(ctx context.Context, service string, p commands.BenchPar
 	if err != nil {
 		return nil, err
 	}
-	st := begin(rep, "read settings", "reading %s's speculative settings", service)
-	d, err := r.readUnit(ctx, t)
-	if err != nil {
-		return res, st.fail(err)
+	if err := r.readSpec(ctx, t, res, rep); err != nil {
+		return res, err
 	}
-	sp, err := d.eff.Spec()
-	if err != nil {
-		return res, st.fail(err)
-	}
-	res.Spec = specOf(d.eff.Detection.Engine, sp)
-	st.done("%s", specLine(res.Spec))
 	if dryRun {
 		p = r.withBenchDefaults(p)
 		res.Summary = fmt.Sprintf("dry run: would benchmark %s with %d prompts at concurrency %d (%d in, %d out)",

@@ -2,13 +2,12 @@ package ops_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/engine"
@@ -55,22 +54,9 @@ func labOptsScale(scale float64, faults ...lab.Fault) lab.Options {
 
 func newRig(t testing.TB, opts lab.Options, tune func(*ops.Config)) *rig {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	l, err := lab.Start(ctx, opts)
-	if err != nil {
-		t.Fatalf("start lab: %v", err)
-	}
-	t.Cleanup(func() { l.Close() })
-	dir := t.TempDir()
+	l := labtest.Start(t, opts)
+	key, kh := labtest.Files(t, l)
 	topo := l.Topology()
-	key, kh := filepath.Join(dir, "id"), filepath.Join(dir, "known_hosts")
-	if err := os.WriteFile(key, topo.ClientKeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(kh, topo.KnownHosts, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	cfg := ops.Config{KeyFile: key, KnownHosts: kh, Hosts: map[string]ops.HostConfig{}, Services: map[string]ops.ServiceConfig{},
 		Bench:     ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48},
 		ReapGrace: 300 * time.Millisecond, Poll: 20 * time.Millisecond, SettleTime: 200 * time.Millisecond,
@@ -90,6 +76,8 @@ func newRig(t testing.TB, opts lab.Options, tune func(*ops.Config)) *rig {
 		t.Fatalf("ops.New: %v", err)
 	}
 	t.Cleanup(func() { rb.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	if err := l.WaitReady(ctx, "qwen"); err != nil {
 		t.Fatalf("lab not ready: %v", err)
 	}

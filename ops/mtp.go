@@ -260,6 +260,22 @@ func (r *Runbook) verify(ctx context.Context, t *target, res *Result, rep Report
 	return nil
 }
 
+// readSpec is the step that reads the unit's speculative settings into res.Spec.
+func (r *Runbook) readSpec(ctx context.Context, t *target, res *Result, rep Reporter) error {
+	st := begin(rep, "read unit", "reading %s on %s", t.cfg.Unit, t.cfg.Host)
+	d, err := r.readUnit(ctx, t)
+	if err != nil {
+		return st.fail(err)
+	}
+	sp, err := d.eff.Spec()
+	if err != nil {
+		return st.fail(err)
+	}
+	res.Spec = specOf(d.eff.Detection.Engine, sp)
+	st.done("%s in %s", specLine(res.Spec), d.eff.File().Name)
+	return nil
+}
+
 // MTPShow is `mtp show`: the unit's speculative settings and the engine's.
 func (r *Runbook) MTPShow(ctx context.Context, service string, rep Reporter) (*Result, error) {
 	res := &Result{Incidents: []string{}}
@@ -267,17 +283,9 @@ func (r *Runbook) MTPShow(ctx context.Context, service string, rep Reporter) (*R
 	if err != nil {
 		return nil, err
 	}
-	st := begin(rep, "read unit", "reading %s on %s", t.cfg.Unit, t.cfg.Host)
-	d, err := r.readUnit(ctx, t)
-	if err != nil {
-		return res, st.fail(err)
+	if err := r.readSpec(ctx, t, res, rep); err != nil {
+		return res, err
 	}
-	sp, err := d.eff.Spec()
-	if err != nil {
-		return res, st.fail(err)
-	}
-	res.Spec = specOf(d.eff.Detection.Engine, sp)
-	st.done("%s in %s", specLine(res.Spec), d.eff.File().Name)
 	line := fmt.Sprintf("%s (%s): unit %s", service, t.cfg.Unit, specLine(res.Spec))
 	if t.cfg.Engine == "sglang" {
 		if info, err := t.eng.ServerInfo(ctx); err == nil {

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops/gpu"
 	"github.com/opsbot/opsbot/ops/remote"
@@ -21,40 +20,9 @@ import (
 // container, systemd) and pve (the Proxmox node, host PIDs) over one pool.
 func labHosts(t testing.TB, opts lab.Options) (*lab.Lab, *remote.Host, *remote.Host) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	l, err := lab.Start(ctx, opts)
-	if err != nil {
-		t.Fatalf("start lab: %v", err)
-	}
-	t.Cleanup(func() { l.Close() })
-	top := l.Topology()
-	kh := filepath.Join(t.TempDir(), "known_hosts")
-	if err := os.WriteFile(kh, top.KnownHosts, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	signer, err := l.ClientSigner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hosts := map[string]remote.HostConfig{}
-	for _, h := range top.Hosts {
-		hosts[h.Name] = remote.HostConfig{Name: h.Name, Addr: h.Addr, User: h.User}
-	}
-	pool, err := remote.NewPool(remote.Config{Hosts: hosts, Signer: signer, KnownHosts: kh})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pool.Close() })
-	gpu1, err := pool.Host("gpu1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pve, err := pool.Host("pve")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l, gpu1, pve
+	l := labtest.Start(t, opts)
+	pool := labtest.Pool(t, l)
+	return l, labtest.Host(t, pool, "gpu1"), labtest.Host(t, pool, "pve")
 }
 
 func mustRun(t testing.TB, h *remote.Host, argv ...string) {

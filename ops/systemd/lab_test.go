@@ -3,12 +3,11 @@ package systemd_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/ops/systemd"
@@ -20,35 +19,15 @@ const unit = "sglang-qwen.service"
 // container reached through the node with `pct exec 129 --`.
 func labPool(t testing.TB, opts lab.Options) (*lab.Lab, *remote.Pool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	l, err := lab.Start(ctx, opts)
-	if err != nil {
-		t.Fatalf("start lab: %v", err)
-	}
-	t.Cleanup(func() { l.Close() })
-	top := l.Topology()
-	kh := filepath.Join(t.TempDir(), "known_hosts")
-	if err := os.WriteFile(kh, top.KnownHosts, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	signer, err := l.ClientSigner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hosts := map[string]remote.HostConfig{}
-	for _, h := range top.Hosts {
-		hosts[h.Name] = remote.HostConfig{Name: h.Name, Addr: h.Addr, User: h.User}
+	l := labtest.Start(t, opts)
+	var pve lab.HostInfo
+	for _, h := range l.Topology().Hosts {
 		if h.Name == "pve" {
-			hosts["gpu1-via-pve"] = remote.HostConfig{Name: "gpu1-via-pve", Addr: h.Addr, User: h.User, Prefix: []string{"pct", "exec", "129", "--"}}
+			pve = h
 		}
 	}
-	pool, err := remote.NewPool(remote.Config{Hosts: hosts, Signer: signer, KnownHosts: kh})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pool.Close() })
-	return l, pool
+	return l, labtest.Pool(t, l, remote.HostConfig{Name: "gpu1-via-pve", Addr: pve.Addr, User: pve.User,
+		Prefix: []string{"pct", "exec", "129", "--"}})
 }
 
 func host(t testing.TB, p *remote.Pool, name string) *remote.Host {

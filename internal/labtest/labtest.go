@@ -1,0 +1,78 @@
+// Package labtest wires the lab (the simulated GPU hosts) to the ops layer for
+// tests: it starts a lab that closes with the test, writes the client key and
+// known_hosts it needs, and opens an SSH pool on its hosts.
+package labtest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/lab"
+	"github.com/opsbot/opsbot/ops/remote"
+)
+
+// Start starts a lab with opts; it is closed when the test ends.
+func Start(t testing.TB, opts lab.Options) *lab.Lab {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := lab.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("start lab: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// Files writes the lab's client key and known_hosts into a temp dir and
+// returns their paths.
+func Files(t testing.TB, l *lab.Lab) (key, knownHosts string) {
+	t.Helper()
+	dir := t.TempDir()
+	top := l.Topology()
+	key, knownHosts = filepath.Join(dir, "id_ed25519"), filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(key, top.ClientKeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(knownHosts, top.KnownHosts, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return key, knownHosts
+}
+
+// Pool opens an SSH pool on every lab host, plus the extra host configs given
+// (for example a prefixed host); it is closed when the test ends.
+func Pool(t testing.TB, l *lab.Lab, extra ...remote.HostConfig) *remote.Pool {
+	t.Helper()
+	_, kh := Files(t, l)
+	signer, err := l.ClientSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := map[string]remote.HostConfig{}
+	for _, h := range l.Topology().Hosts {
+		hosts[h.Name] = remote.HostConfig{Name: h.Name, Addr: h.Addr, User: h.User}
+	}
+	for _, h := range extra {
+		hosts[h.Name] = h
+	}
+	pool, err := remote.NewPool(remote.Config{Hosts: hosts, Signer: signer, KnownHosts: kh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Close() })
+	return pool
+}
+
+// Host returns the pool's host name, failing the test when it is unknown.
+func Host(t testing.TB, p *remote.Pool, name string) *remote.Host {
+	t.Helper()
+	h, err := p.Host(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
