@@ -340,3 +340,31 @@ func TestRecoverStatusLogsShow(t *testing.T) {
 		t.Fatalf("svc status: %v %+v", err, status.Service)
 	}
 }
+
+// With edit: drop-in the main unit stays as it was; the change is a drop-in
+// that systemd applies on daemon-reload, and the engine runs it.
+func TestDropInDeploy(t *testing.T) {
+	r := newRig(t, labOpts(), func(c *ops.Config) {
+		s := c.Services["qwen"]
+		s.DropIn = true
+		c.Services["qwen"] = s
+	})
+	before := r.unitText(t)
+	ev := &events{}
+	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 7, false, ev)
+	if err != nil {
+		t.Fatalf("mtp steps 7 as a drop-in: %v\n%s", err, ev.text())
+	}
+	if r.unitText(t) != before {
+		t.Fatalf("the main unit changed in drop-in mode")
+	}
+	p := "/etc/systemd/system/" + r.svc.Unit + ".d/opsbot.conf"
+	b, err := r.lab.Host("gpu1").ReadFile(p)
+	if err != nil || !strings.Contains(string(b), "--speculative-num-steps 7") || res.Unit.Path != p {
+		t.Fatalf("drop-in %s: %v %q (result path %s)", p, err, b, res.Unit.Path)
+	}
+	info, err := engine.New(r.svc.URL).ServerInfo(testCtx(t))
+	if err != nil || info.Steps != 7 || info.DraftTokens != 8 {
+		t.Fatalf("engine runs %+v (%v), want steps 7 draft 8", info, err)
+	}
+}
