@@ -80,6 +80,13 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			return nil
 		case line, ok = <-lines:
 			if !ok {
+				// End of input: let the jobs already started finish (Ctrl-C stops them).
+				fmt.Fprintln(stdout)
+				for _, id := range e.app.Engine.Active() {
+					if _, err := e.app.Engine.Wait(ctx, id); err != nil {
+						return nil
+					}
+				}
 				return nil
 			}
 		}

@@ -132,3 +132,19 @@ func TestRunUsageErrors(t *testing.T) {
 		t.Errorf("run without commands: exit %d", code)
 	}
 }
+
+// `opsbot demo` reads commands from its input; at the end of the input the jobs
+// it started still finish.
+func TestDemoFinishesJobsAtEndOfInput(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	if code := run(ctx, []string{"demo"}, strings.NewReader("mtp show\ngpu status\n"), &out, &errb); code != 0 {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	for _, want := range []string{"✅ #1 `mtp show qwen` — succeeded", "✅ #2 `gpu status gpu1` — succeeded"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
