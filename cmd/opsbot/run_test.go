@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -147,4 +148,62 @@ func TestDemoFinishesJobsAtEndOfInput(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// `opsbot lab --config-out FILE` runs the lab standalone and writes a config
+// that `opsbot config check` accepts and `opsbot run --config` acts through.
+func TestLabStandaloneConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := dir + "/lab.yaml"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	var labOut syncBuffer
+	go func() {
+		done <- run(ctx, []string{"lab", "--config-out", cfg}, strings.NewReader(""), &labOut, &labOut)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(labOut.String(), "lab running") {
+		if time.Now().After(deadline) {
+			t.Fatalf("lab did not start:\n%s", labOut.String())
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("lab exited %d:\n%s", code, labOut.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"config", "check", "--config", cfg}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("config check: exit %d %s", code, errb.String())
+	}
+	out.Reset()
+	rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer rcancel()
+	if code := run(rctx, []string{"run", "--config", cfg, "--json", "svc status"}, strings.NewReader(""), &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), `"succeeded"`) {
+		t.Fatalf("run against the standalone lab: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("lab exit %d after Ctrl-C", code)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
