@@ -368,3 +368,32 @@ func TestDropInDeploy(t *testing.T) {
 		t.Fatalf("engine runs %+v (%v), want steps 7 draft 8", info, err)
 	}
 }
+
+// `svc start` on a looping service stops the loop, clears the GPUs the orphans
+// hold and starts it once more; `svc status` names the loop before that.
+func TestSvcStartOnALoopingService(t *testing.T) {
+	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
+	ctx := testCtx(t)
+	gpu1 := r.lab.Host("gpu1")
+	if _, errb, code := gpu1.Exec(ctx, nil, "systemctl", "restart", r.svc.Unit); code != 0 {
+		t.Fatalf("restart by hand: %s", errb)
+	}
+	if err := gpu1.WaitUnit(ctx, r.svc.Unit, func(s lab.UnitStatus) bool { return s.NRestarts >= 2 }); err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.rb.ServiceStatus(ctx, "qwen", ops.Discard)
+	if err != nil || !st.HasIncident(ops.IncidentRestartLoop) || !strings.Contains(strings.Join(st.Details, "\n"), "gpu recover qwen") {
+		t.Fatalf("svc status on a loop: %v %v %q", err, st.Incidents, st.Details)
+	}
+	ev := &events{}
+	res, err := r.rb.ServiceAction(ctx, "qwen", "start", false, ev)
+	if err != nil {
+		t.Fatalf("svc start: %v\n%s", err, ev.text())
+	}
+	if !res.HasIncident(ops.IncidentRestartLoop) || !res.HasIncident(ops.IncidentGPUMemoryHeld) {
+		t.Fatalf("incidents %v\n%s", res.Incidents, ev.text())
+	}
+	if s := gpu1.Unit(r.svc.Unit); !s.Ready {
+		t.Fatalf("not serving: %+v", s)
+	}
+}

@@ -168,6 +168,13 @@ func (r *Runbook) deploy(ctx context.Context, t *target, p *planned, res *Result
 		return err
 	}
 	if err := r.write(ctx, t, p.path, p.after, p.created, false, res, rep); err != nil {
+		// The write is atomic: the previous unit is still in place. Start it again.
+		if ctx.Err() == nil {
+			if serr := r.startAndServe(ctx, t, res, rep, true); serr != nil {
+				return fmt.Errorf("%w; starting the unchanged unit again also failed: %v", err, serr)
+			}
+			return fmt.Errorf("%w; the unit is unchanged and serves again", err)
+		}
 		return err
 	}
 	err := r.startAndServe(ctx, t, res, rep, true)

@@ -46,11 +46,22 @@ func (r *Runbook) ServiceAction(ctx context.Context, service, verb string, dryRu
 			}
 		} else if s, err := t.unit.Show(ctx); err != nil {
 			return res, err
-		} else if s.Active() {
-			if err := r.waitServing(ctx, t, res, rep, s.ActiveEnterTimestamp, s.NRestarts); err != nil {
+		} else if looping(s) {
+			// Stop the loop first: a start on a looping unit only queues behind it.
+			if err := r.stop(ctx, t, res, rep); err != nil {
 				return res, err
 			}
-			res.Summary = fmt.Sprintf("%s was already running (PID %d) and serves", service, s.MainPID)
+		} else if s.Active() {
+			// Running, but perhaps only one more attempt of a loop: see it serve.
+			err := r.waitServing(ctx, t, res, rep, s.ActiveEnterTimestamp, s.NRestarts)
+			if err == nil {
+				res.Summary = fmt.Sprintf("%s was already running (PID %d) and serves", service, s.MainPID)
+				return res, nil
+			}
+			if err := r.recoverStart(ctx, t, res, rep, err); err != nil {
+				return res, err
+			}
+			res.Summary = service + " was looping; recovered and serving"
 			return res, nil
 		}
 		if err := r.startAndServe(ctx, t, res, rep, true); err != nil {
@@ -107,9 +118,10 @@ func (r *Runbook) ServiceStatus(ctx context.Context, service string, rep Reporte
 	res.Service = serviceState(t, s, ph.String())
 	res.Summary = fmt.Sprintf("%s (%s on %s): %s/%s, PID %d, NRestarts %d, engine %s",
 		service, t.cfg.Unit, t.cfg.Host, s.ActiveState, s.SubState, s.MainPID, s.NRestarts, phaseText(ph))
-	if looping(s) {
+	if restartedSinceStart(s) {
 		res.AddIncident(IncidentRestartLoop)
-		res.Details = append(res.Details, "the unit is in a restart loop: `gpu recover "+service+"` stops it, clears GPU memory and starts it fresh")
+		res.Details = append(res.Details, fmt.Sprintf("systemd restarted the unit %d times since it was last started: a restart loop. "+
+			"`svc logs %s` shows why; `gpu recover %s` stops it, clears GPU memory and starts it fresh", s.NRestarts, service, service))
 	}
 	if s.NeedDaemonReload {
 		res.AddIncident(IncidentNeedReload)

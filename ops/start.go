@@ -79,13 +79,19 @@ func (r *Runbook) systemctl(ctx context.Context, t *target, res *Result, st *ste
 	return fmt.Errorf("systemctl %s %s: %w (the unit is now %s/%s)", verb, t.cfg.Unit, err, s.ActiveState, s.SubState)
 }
 
-// looping reports a unit caught in Restart='s loop: waiting to restart, up
-// again after automatic restarts (systemd resets NRestarts on a manual start,
-// so a non-zero count means it crashed and was restarted since; with Type=simple
-// it reads active while each new attempt loads), or stopped by the start rate
-// limit.
+// looping reports a unit caught in Restart='s loop right now: waiting to
+// restart, starting again after automatic restarts, or stopped by the start
+// rate limit.
 func looping(s systemd.State) bool {
-	return s.AutoRestarting() || s.StartLimitHit() || (s.ActiveState != "inactive" && s.NRestarts > 0)
+	return s.AutoRestarting() || s.StartLimitHit() || (s.ActiveState == "activating" && s.NRestarts > 0)
+}
+
+// restartedSinceStart reports a unit that systemd restarted automatically since
+// it was last started by hand (systemctl resets NRestarts on a manual start);
+// with Type=simple each new attempt reads active while it loads, so a looping
+// unit may look active at the moment it is read.
+func restartedSinceStart(s systemd.State) bool {
+	return looping(s) || (s.ActiveState != "inactive" && s.NRestarts > 0)
 }
 
 // stop stops the service and waits until it is inactive. A restart loop in
@@ -99,7 +105,7 @@ func (r *Runbook) stop(ctx context.Context, t *target, res *Result, rep Reporter
 	if !s.Found() {
 		return st.fail(fmt.Errorf("unit %s is not loaded on %s (LoadState=%s)", t.cfg.Unit, t.cfg.Host, s.LoadState))
 	}
-	if looping(s) {
+	if restartedSinceStart(s) {
 		res.AddIncident(IncidentRestartLoop)
 		st.warn("%s was in a restart loop (%s/%s, NRestarts %d): stopping it", t.cfg.Unit, s.ActiveState, s.SubState, s.NRestarts)
 	}
@@ -125,8 +131,18 @@ func (r *Runbook) stop(ctx context.Context, t *target, res *Result, rep Reporter
 // still fails is a *StartError.
 func (r *Runbook) startAndServe(ctx context.Context, t *target, res *Result, rep Reporter, recoverLoop bool) error {
 	err := r.startOnce(ctx, t, res, rep)
+	if !recoverLoop {
+		return err
+	}
+	return r.recoverStart(ctx, t, res, rep, err)
+}
+
+// recoverStart recovers a start that failed with err, once, when the cause is
+// GPU memory held by something else: stop, clear the GPUs, start again. Any
+// other err is returned as it is.
+func (r *Runbook) recoverStart(ctx context.Context, t *target, res *Result, rep Reporter, err error) error {
 	var se *StartError
-	if !errors.As(err, &se) || !recoverLoop || se.Diag.Cause != "gpu_memory_held" {
+	if !errors.As(err, &se) || se.Diag.Cause != "gpu_memory_held" || ctx.Err() != nil {
 		return err
 	}
 	res.AddIncident(IncidentGPUMemoryHeld)

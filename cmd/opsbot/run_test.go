@@ -207,3 +207,29 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A stop with orphans leaves GPU memory held; `gpu recover` (confirmed with
+// --yes) kills the holders from the Proxmox node and starts the service fresh.
+func TestRunStopThenRecover(t *testing.T) {
+	code, lines, stderr := runJSON(t, "--lab-faults", "orphans", "svc stop", "gpu recover")
+	if code != 0 || len(lines) != 2 {
+		t.Fatalf("exit %d, %d lines; stderr:\n%s", code, len(lines), stderr)
+	}
+	stop, rec := lines[0], lines[1]
+	if stop.Job.Status != "succeeded" || !slices.Contains(stop.Result.Incidents, "gpu_memory_held") {
+		t.Fatalf("svc stop: %+v", stop)
+	}
+	if rec.Job.Status != "succeeded" || len(rec.Result.Killed) != 4 {
+		t.Fatalf("gpu recover: %+v", rec)
+	}
+	for _, k := range rec.Result.Killed {
+		if k.Host != "pve" || !strings.HasPrefix(k.Command, "sglang::scheduler") {
+			t.Errorf("killed %+v: want the orphaned schedulers, from the Proxmox node", k)
+		}
+	}
+	for _, g := range rec.Result.GPUs {
+		if g.UsedMiBBefore < 1024 || g.UsedMiBAfter >= 1024 {
+			t.Errorf("GPU %d: %d -> %d MiB, want held, then clear", g.Index, g.UsedMiBBefore, g.UsedMiBAfter)
+		}
+	}
+}
