@@ -457,3 +457,27 @@ func TestExplainNamesCause(t *testing.T) {
 		t.Fatalf("Explain = %q", got)
 	}
 }
+
+// After a change of settings the result also stands beside the service's
+// previous result, at the old settings.
+func TestBenchResultComparedWithOtherSettings(t *testing.T) {
+	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		steps, tok := 3, 200.0
+		if cmd.Spec.Path == "mtp steps" {
+			steps, tok = cmd.Steps, 280.0
+		}
+		b, _ := json.Marshal(map[string]any{"output_tok_s": tok, "accept_len": 3.1, "requests_ok": 8})
+		return &ops.Result{Bench: b, Spec: &ops.Spec{Engine: "sglang", Steps: steps, TopK: 1, DraftTokens: steps + 1}}, nil
+	}), roles)
+	first := h.wait(h.handle("olga", "bench qwen").JobID)
+	changed := h.wait(h.handle("olga", "mtp steps 10 qwen").JobID)
+	var res ops.Result
+	if err := json.Unmarshal(changed.Result, &res); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(res.Details, "\n")
+	if !strings.Contains(all, "before, at steps=3,topk=1,draft=4") || !strings.Contains(all, fmt.Sprintf("#%d", first.ID)) ||
+		!strings.Contains(all, "+40.0%") {
+		t.Fatalf("details %q: want a comparison with #%d at steps 3 (+40.0%%)", res.Details, first.ID)
+	}
+}

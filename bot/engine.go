@@ -351,8 +351,15 @@ func (e *Engine) recordBench(ctx context.Context, r *jobRun, res *ops.Result) {
 		e.log.Error("store bench result", "job", r.job.ID, "err", err)
 		return
 	}
-	if prev, err := e.opts.Store.PreviousBenchResult(ctx, r.job.Service, key, row.ID); err == nil {
-		res.Details = append(res.Details, compareLine("same settings last time", prev, f))
+	same, err := e.opts.Store.PreviousBenchResult(ctx, r.job.Service, key, row.ID)
+	if err == nil {
+		res.Details = append(res.Details, compareLine("same settings last time", same, f))
+	}
+	// And the service's result just before this one, when it ran other settings
+	// (the change a `mtp steps` job just made).
+	if hist, herr := e.opts.Store.BenchHistory(ctx, r.job.Service, 2); herr == nil && len(hist) == 2 &&
+		hist[1].Settings != key && (err != nil || hist[1].ID != same.ID) {
+		res.Details = append(res.Details, compareLine("before, at "+hist[1].Settings, hist[1], f))
 	}
 }
 
