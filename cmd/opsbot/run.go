@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/bot/console"
 )
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	stdout = &lockedWriter{w: stdout} // jobs render from their own goroutines
 	fs := newFlagSet("run", stderr)
 	configPath := fs.String("config", "", "config `FILE`")
 	useLab := fs.Bool("lab", false, "run on the simulated GPU host (the lab)")
@@ -43,6 +45,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 }
 
 func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	stdout = &lockedWriter{w: stdout} // jobs render from their own goroutines
 	fs := newFlagSet("demo", stderr)
 	labFaults := fs.String("lab-faults", "", "lab faults, e.g. orphans,slow-load=5s")
 	labUnit := fs.String("lab-unit", "", "seed the lab service's unit with this `FILE`")
@@ -102,4 +105,16 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			con.Notice(r.Text)
 		}
 	}
+}
+
+// lockedWriter serialises writes from several goroutines to one writer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
