@@ -481,3 +481,26 @@ func TestBenchResultComparedWithOtherSettings(t *testing.T) {
 		t.Fatalf("details %q: want a comparison with #%d at steps 3 (+40.0%%)", res.Details, first.ID)
 	}
 }
+
+// Each benchmarked point of a sweep is kept in the service's history.
+func TestSweepPointsJoinHistory(t *testing.T) {
+	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		res := &ops.Result{}
+		for _, n := range cmd.SweepSteps {
+			b, _ := json.Marshal(map[string]any{"output_tok_s": 100.0 * float64(n), "accept_len": 2.0, "requests_ok": 4})
+			res.Points = append(res.Points, ops.SweepPoint{Steps: n, OK: true, Bench: b,
+				Spec: &ops.Spec{Engine: "sglang", Steps: n, TopK: 1, DraftTokens: n + 1}})
+		}
+		return res, nil
+	}), roles)
+	if j := h.wait(h.handle("olga", "sweep qwen steps 2,5").JobID); j.Status != store.Succeeded {
+		t.Fatalf("sweep: %s %s", j.Status, j.Error)
+	}
+	hist, err := h.store.BenchHistory(context.Background(), "qwen", 10)
+	if err != nil || len(hist) != 2 {
+		t.Fatalf("history %+v err %v, want the 2 points", hist, err)
+	}
+	if hist[0].Settings != "steps=5,topk=1,draft=6" || hist[0].OutputTokS != 500 || hist[1].Settings != "steps=2,topk=1,draft=3" {
+		t.Fatalf("history %+v", hist)
+	}
+}

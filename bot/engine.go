@@ -297,6 +297,14 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 	if res != nil && res.Bench != nil {
 		e.recordBench(ctx, r, res)
 	}
+	if res != nil {
+		// Every benchmarked point of a sweep joins the service's history.
+		for _, p := range res.Points {
+			if len(p.Bench) > 0 && p.Spec != nil {
+				e.recordBench(ctx, r, &ops.Result{Bench: p.Bench, Spec: p.Spec})
+			}
+		}
+	}
 	var raw json.RawMessage
 	if res != nil {
 		b, mErr := json.Marshal(res)

@@ -169,7 +169,7 @@ func (r *Runbook) Sweep(ctx context.Context, service string, steps []int, dryRun
 				res.AddIncident(c)
 			}
 			res.Killed = append(res.Killed, sub.Killed...)
-			pt.Bench = sub.Bench
+			pt.Bench, pt.Spec = sub.Bench, sub.Spec
 			var f struct {
 				OutputTokS    float64 `json:"output_tok_s"`
 				PerStreamTokS float64 `json:"per_stream_tok_s"`
@@ -197,7 +197,7 @@ func (r *Runbook) Sweep(ctx context.Context, service string, steps []int, dryRun
 		}
 	}
 	res.Details = append(res.Details, sweepTable(res.Points, res.Best))
-	if _, err := r.MTPSteps(ctx, service, home, false, prefixed(rep, fmt.Sprintf("back to steps %d: ", home))); err != nil {
+	if _, err := r.mtpSteps(ctx, service, home, false, false, prefixed(rep, fmt.Sprintf("back to steps %d: ", home))); err != nil {
 		return res, fmt.Errorf("sweep done, but returning %s to steps %d failed: %w", service, home, err)
 	}
 	res.Spec = &Spec{Engine: t.cfg.Engine, Steps: home}

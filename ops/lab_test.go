@@ -397,3 +397,35 @@ func TestSvcStartOnALoopingService(t *testing.T) {
 		t.Fatalf("not serving: %+v", s)
 	}
 }
+
+// A sweep deploys and benchmarks each value, marks the best, and leaves the
+// service where it was.
+func TestSweepLeavesServiceWhereItWas(t *testing.T) {
+	r := newRig(t, labOpts(), nil)
+	before := r.unitText(t)
+	ev := &events{}
+	res, err := r.rb.Sweep(testCtx(t), "qwen", []int{2, 6}, false, ev)
+	if err != nil {
+		t.Fatalf("sweep: %v\n%s", err, ev.text())
+	}
+	if len(res.Points) != 2 || res.Best == nil {
+		t.Fatalf("points %+v best %+v", res.Points, res.Best)
+	}
+	for _, p := range res.Points {
+		if !p.OK || p.OutputTokS <= 0 || len(p.Bench) == 0 {
+			t.Errorf("point %+v", p)
+		}
+		if p.OutputTokS > res.Best.OutputTokS {
+			t.Errorf("best %d (%.1f tok/s) is not the fastest: %d at %.1f", res.Best.Steps, res.Best.OutputTokS, p.Steps, p.OutputTokS)
+		}
+	}
+	if !strings.Contains(strings.Join(res.Details, "\n"), "<- best") {
+		t.Errorf("table lacks the best mark: %q", res.Details)
+	}
+	if got := r.unitText(t); got != before {
+		t.Fatalf("sweep did not leave the unit as it was:\n%s", got)
+	}
+	if !strings.Contains(ev.text(), "steps 6: benchmark done") {
+		t.Errorf("thread does not say which value each step belongs to:\n%s", ev.text())
+	}
+}

@@ -93,6 +93,11 @@ func specOf(engineName string, s unit.Spec) *Spec {
 // to serve, the previous text is restored and started and the job fails
 // saying why (rolled_back).
 func (r *Runbook) MTPSteps(ctx context.Context, service string, steps int, dryRun bool, rep Reporter) (*Result, error) {
+	return r.mtpSteps(ctx, service, steps, dryRun, true, rep)
+}
+
+// mtpSteps is MTPSteps; without benchmark it stops once the engine is verified.
+func (r *Runbook) mtpSteps(ctx context.Context, service string, steps int, dryRun, benchmark bool, rep Reporter) (*Result, error) {
 	res := &Result{Incidents: []string{}}
 	t, err := r.target(service)
 	if err != nil {
@@ -137,6 +142,10 @@ func (r *Runbook) MTPSteps(ctx context.Context, service string, steps int, dryRu
 	}
 	if err := r.verify(ctx, t, res, rep); err != nil {
 		return res, err
+	}
+	if !benchmark {
+		res.Summary = fmt.Sprintf("steps %d -> %d on %s, serving", from, steps, service)
+		return res, nil
 	}
 	b, err := r.benchmark(ctx, t, BenchParamsOf(r.cfg.Bench), res, rep)
 	if err != nil {

@@ -99,6 +99,8 @@ type SweepPoint struct {
 	AcceptLen     float64         `json:"accept_len,omitempty"`
 	AcceptRate    float64         `json:"accept_rate,omitempty"`
 	Bench         json.RawMessage `json:"bench,omitempty"`
+	// Spec is the setting the point ran with, as deployed and verified.
+	Spec *Spec `json:"spec,omitempty"`
 }
 
 // ServiceState is the systemd view of a service, for svc status and mtp show.
