@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -427,5 +428,37 @@ func TestSweepLeavesServiceWhereItWas(t *testing.T) {
 	}
 	if !strings.Contains(ev.text(), "steps 6: benchmark done") {
 		t.Errorf("thread does not say which value each step belongs to:\n%s", ev.text())
+	}
+}
+
+// vLLM: the edit changes num_speculative_tokens inside the JSON only, and the
+// benchmark's acceptance comes from the /metrics counter deltas.
+func TestVLLMStepsAndAcceptance(t *testing.T) {
+	opts := labOpts()
+	opts.Engine = "vllm"
+	r := newRig(t, opts, func(c *ops.Config) { c.Bench.OutputLen = 200 })
+	before := r.unitText(t)
+	ev := &events{}
+	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 5, false, ev)
+	if err != nil {
+		t.Fatalf("mtp steps 5 on vLLM: %v\n%s", err, ev.text())
+	}
+	want := strings.Replace(before, `"num_speculative_tokens":3`, `"num_speculative_tokens":5`, 1)
+	if got := r.unitText(t); got != want || got == before {
+		t.Fatalf("unit after:\n%s", got)
+	}
+	var b struct {
+		AcceptLen    float64 `json:"accept_len"`
+		AcceptRate   float64 `json:"accept_rate"`
+		AcceptSource string  `json:"accept_source"`
+	}
+	if err := json.Unmarshal(res.Bench, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.AcceptLen <= 1 || b.AcceptLen > 6 || !strings.Contains(b.AcceptSource, "vllm") {
+		t.Fatalf("acceptance %+v: want 1 < L <= k+1 from vLLM's counters", b)
+	}
+	if r := (b.AcceptLen - 1) / 5; r-b.AcceptRate > 1e-9 || b.AcceptRate-r > 1e-9 {
+		t.Fatalf("accept rate %v, want (L-1)/k = %v", b.AcceptRate, r)
 	}
 }
