@@ -3,6 +3,8 @@ package systemd
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -224,5 +226,33 @@ func TestWaitStopped(t *testing.T) {
 	st, err := Service{R: r, Unit: "x.service", Poll: time.Millisecond}.WaitStopped(context.Background())
 	if err != nil || st.ActiveState != "inactive" || r.nShows != 3 {
 		t.Fatalf("state %v err %v after %d shows", st, err, r.nShows)
+	}
+}
+
+// flaky fails its first n calls in transport, then answers like next.
+// (A scripted Runner: a connection that drops on demand is not something the
+// lab's fault set offers for `systemctl show`.)
+type flaky struct {
+	n    int
+	next *scripted
+}
+
+func (f *flaky) Run(ctx context.Context, stdin []byte, argv ...string) (remote.Output, error) {
+	if f.n > 0 {
+		f.n--
+		return remote.Output{}, fmt.Errorf("run systemctl show on gpu1: %w", io.ErrUnexpectedEOF)
+	}
+	return f.next.Run(ctx, stdin, argv...)
+}
+
+func TestWaitRidesOutADroppedConnection(t *testing.T) {
+	ok := &flaky{n: transportRetries, next: &scripted{shows: []string{show("inactive", "dead", 0, "success")}}}
+	if st, err := (Service{R: ok, Unit: "x.service", Poll: time.Millisecond}).WaitStopped(context.Background()); err != nil || st.ActiveState != "inactive" {
+		t.Fatalf("after %d transport failures: %v %v", transportRetries, st, err)
+	}
+	bad := &flaky{n: transportRetries + 1, next: &scripted{shows: []string{show("inactive", "dead", 0, "success")}}}
+	if _, err := (Service{R: bad, Unit: "x.service", Poll: time.Millisecond}).WaitStopped(context.Background()); err == nil ||
+		!errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("after %d transport failures: err %v, want the transport error", transportRetries+1, err)
 	}
 }

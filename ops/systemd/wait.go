@@ -2,6 +2,7 @@ package systemd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -28,14 +29,21 @@ func (e *WaitError) Error() string {
 
 func (e *WaitError) Unwrap() error { return e.Err }
 
+// transportRetries is how many Show calls in a row may fail in transport (a
+// dropped connection, redialled by the next call) before a wait gives up.
+const transportRetries = 3
+
 // WaitFor polls Show every Poll until cond holds and returns that state. It
 // ends with ctx as a *WaitError naming what (e.g. "active") and the last
-// state; an error of Show (transport, command, parse) ends it at once.
+// state. A command or parse error of Show ends it at once; a transport error
+// is retried at the next poll, up to transportRetries in a row, because a
+// wait can last minutes and the pool redials a dropped connection.
 func (s Service) WaitFor(ctx context.Context, what string, cond func(State) bool) (State, error) {
 	start := time.Now()
 	tick := time.NewTicker(s.poll())
 	defer tick.Stop()
 	we := &WaitError{Unit: s.Unit, What: what}
+	failures := 0
 	for {
 		st, err := s.Show(ctx)
 		if err != nil {
@@ -43,8 +51,20 @@ func (s Service) WaitFor(ctx context.Context, what string, cond func(State) bool
 				we.Err, we.Waited = ctx.Err(), time.Since(start)
 				return we.Last, we
 			}
-			return st, fmt.Errorf("wait for %s to be %s: %w", s.Unit, what, err)
+			var ce *CommandError
+			var pe *ParseError
+			if failures++; errors.As(err, &ce) || errors.As(err, &pe) || failures > transportRetries {
+				return st, fmt.Errorf("wait for %s to be %s: %w", s.Unit, what, err)
+			}
+			select {
+			case <-ctx.Done():
+				we.Err, we.Waited = ctx.Err(), time.Since(start)
+				return we.Last, we
+			case <-tick.C:
+			}
+			continue
 		}
+		failures = 0
 		we.Last, we.HasLast = st, true
 		if cond(st) {
 			return st, nil
