@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -46,6 +47,7 @@ type runLine struct {
 		Logs      []string       `json:"logs"`
 		Incidents []string       `json:"incidents"`
 	} `json:"result"`
+	Reply string  `json:"reply"`
 	Error *string `json:"error"`
 }
 
@@ -231,5 +233,20 @@ func TestRunStopThenRecover(t *testing.T) {
 		if g.UsedMiBBefore < 1024 || g.UsedMiBAfter >= 1024 {
 			t.Errorf("GPU %d: %d -> %d MiB, want held, then clear", g.Index, g.UsedMiBBefore, g.UsedMiBAfter)
 		}
+	}
+}
+
+// A benchmark's result is in the history and its job in the job list.
+func TestRunBenchThenHistory(t *testing.T) {
+	code, lines, stderr := runJSON(t, "bench", "history", "jobs all")
+	if code != 0 || len(lines) != 3 {
+		t.Fatalf("exit %d, %d lines; stderr:\n%s", code, len(lines), stderr)
+	}
+	tok, _ := lines[0].Result.Bench["output_tok_s"].(float64)
+	if tok <= 0 || !strings.Contains(lines[1].Reply, fmt.Sprintf("%.1f", tok)) || !strings.Contains(lines[1].Reply, "steps=3,topk=1,draft=4") {
+		t.Fatalf("history %q does not show the result (%.1f tok/s)", lines[1].Reply, tok)
+	}
+	if !strings.Contains(lines[2].Reply, "#1 `bench qwen` succeeded") {
+		t.Fatalf("jobs all: %q", lines[2].Reply)
 	}
 }
