@@ -50,6 +50,9 @@ func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Rep
 		for _, k := range killed {
 			res.Killed = append(res.Killed, Killed{PID: k.PID, Host: t.nodeName, Command: k.Command, Signal: k.Signal})
 		}
+		if len(others) > 0 {
+			st.warn("also holding GPU memory, not engine processes, left alone: %s", describeProcs(others))
+		}
 		if err != nil {
 			var stuck *gpu.StuckError
 			if errors.As(err, &stuck) {
@@ -58,8 +61,13 @@ func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Rep
 			return st.fail(err)
 		}
 	} else if len(others) > 0 {
-		st.warn("GPU memory is held by %s, which are not engine processes: not killing them (gpu recover --force would)",
-			describeProcs(others))
+		// Live processes that are not the engine's: they ran beside the engine and
+		// will not let go by themselves. Leave them, and let the start tell whether
+		// the engine still fits; a start that fails for memory names them again.
+		st.warn("GPU memory is held by %s, not engine processes: left alone (`gpu recover %s --force` would kill them)",
+			describeProcs(others), t.name)
+		st.done("%s", heldSummary(gpus, t.cfg.GPUs))
+		return nil
 	} else {
 		st.progress("GPU memory still in use with no process holding it: waiting for the driver to release it")
 	}
@@ -70,14 +78,21 @@ func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Rep
 		recordGPUs(res, t.cfg.Host, gpus)
 	}
 	if err != nil {
-		if ctx.Err() == nil && len(others) > 0 {
-			err = fmt.Errorf("%w; held by %s (not engine processes; check them, or run gpu recover --force)", err, describeProcs(others))
-		}
 		res.AddIncident(IncidentGPUMemoryHeld)
 		return st.fail(err)
 	}
 	st.done("%s", clearSummary(gpus, t.cfg.GPUs, t.cfg.ClearMiB))
 	return nil
+}
+
+func heldSummary(gpus []gpu.GPU, want []int) string {
+	parts := []string{}
+	for _, g := range gpus {
+		if wanted(g.Index, want) {
+			parts = append(parts, fmt.Sprintf("GPU %d %d MiB", g.Index, g.UsedMiB))
+		}
+	}
+	return "in use by others: " + strings.Join(parts, ", ")
 }
 
 // heldGPUs returns the GPUs of want (nil = all) at or above clearMiB.

@@ -3,6 +3,7 @@ package ops_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -460,5 +461,31 @@ func TestVLLMStepsAndAcceptance(t *testing.T) {
 	}
 	if r := (b.AcceptLen - 1) / 5; r-b.AcceptRate > 1e-9 || b.AcceptRate-r > 1e-9 {
 		t.Fatalf("accept rate %v, want (L-1)/k = %v", b.AcceptRate, r)
+	}
+}
+
+// Memory held by a process that is not the engine's is left alone (it ran
+// beside the engine), said in the thread, and `gpu recover --force` kills it.
+func TestForeignHolderIsLeftAlone(t *testing.T) {
+	r := newRig(t, labOpts(), nil)
+	ctx := testCtx(t)
+	p, err := r.lab.Host("pve").HoldGPU(0, 6000, "python3", "train.py", "--epochs", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &events{}
+	res, err := r.rb.MTPSteps(ctx, "qwen", 10, false, ev)
+	if err != nil {
+		t.Fatalf("mtp steps beside a foreign GPU holder: %v\n%s", err, ev.text())
+	}
+	if len(res.Killed) != 0 || !strings.Contains(ev.text(), fmt.Sprintf("PID %d (python3 train.py), not engine processes: left alone", p.PID)) {
+		t.Fatalf("killed %v; thread:\n%s", res.Killed, ev.text())
+	}
+	rec, err := r.rb.GPURecover(ctx, "qwen", ops.RecoverOptions{Force: true}, ops.Discard)
+	if err != nil || len(rec.Killed) != 1 || rec.Killed[0].PID != p.PID {
+		t.Fatalf("gpu recover --force: %v killed %+v", err, rec.Killed)
+	}
+	if len(r.lab.Host("pve").KilledDaemons()) != 0 {
+		t.Fatalf("--force killed a GPU daemon")
 	}
 }
