@@ -35,6 +35,9 @@ func (e *StartError) Error() string {
 	if e.Diag.Hint != "" {
 		msg += "; " + e.Diag.Hint
 	}
+	if e.Diag.Cause == "" || e.Diag.Cause == "crash" {
+		msg += fmt.Sprintf(" (`svc logs %s lines=200` shows the journal)", e.Service)
+	}
 	return msg
 }
 
