@@ -90,6 +90,11 @@ type sglangAcceptance struct {
 	c     *engine.Client
 	logs  func(ctx context.Context, since time.Time) ([]string, error)
 	begin time.Time
+	// gauge0 is sglang:spec_accept_length at Begin (ok0 when present): a gauge
+	// that has not changed by End was not updated in the window and describes
+	// an earlier one.
+	gauge0 float64
+	ok0    bool
 }
 
 // SGLangAcceptance measures from the decode log lines the engine wrote during
@@ -100,7 +105,8 @@ type sglangAcceptance struct {
 // when its timestamp (in the local zone: host and bot must share it) is in
 // the window's seconds, or when it has none. EngineRate is the likewise
 // weighted printed accept rate. Without such lines it falls back to the
-// sglang:spec_accept_length gauge (last log window only), then to
+// sglang:spec_accept_length gauge (last log window only; not when it still
+// holds the value it had at Begin: then that window was before the run), then to
 // /server_info's lifetime average (warm-up included); Source says which.
 func SGLangAcceptance(c *engine.Client, logs func(ctx context.Context, since time.Time) ([]string, error)) Acceptance {
 	return &sglangAcceptance{c: c, logs: logs}
@@ -108,6 +114,9 @@ func SGLangAcceptance(c *engine.Client, logs func(ctx context.Context, since tim
 
 func (s *sglangAcceptance) Begin(ctx context.Context) error {
 	s.begin = time.Now()
+	if m, err := s.c.Metrics(ctx); err == nil {
+		s.gauge0, s.ok0 = m.Value("sglang:spec_accept_length")
+	}
 	return nil
 }
 
@@ -141,7 +150,9 @@ func (s *sglangAcceptance) End(ctx context.Context) (AcceptStats, error) {
 	}
 	m, err := s.c.Metrics(ctx)
 	if err == nil {
-		if l, ok := m.Value("sglang:spec_accept_length"); ok && l >= 1 {
+		if l, ok := m.Value("sglang:spec_accept_length"); ok && s.ok0 && l == s.gauge0 {
+			why = append(why, "sglang:spec_accept_length did not change during the run (it describes an earlier log window)")
+		} else if ok && l >= 1 {
 			st.AcceptLen, st.Source = l, "sglang:spec_accept_length gauge (last log window)"
 			if r, ok := m.Value("sglang:spec_accept_rate"); ok {
 				st.EngineRate = r

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,7 +72,19 @@ func TestVLLMAcceptanceNoDrafts(t *testing.T) {
 
 // sglangServer serves /server_info and, when gauge > 0, /metrics.
 func sglangServer(t *testing.T, gauge, lifetime float64) *httptest.Server {
+	srv, _ := sglangServerGauge(t, gauge, lifetime)
+	return srv
+}
+
+// sglangServerGauge is sglangServer with a setter for the gauge: an engine
+// that logs a decode line updates it.
+func sglangServerGauge(t *testing.T, gauge, lifetime float64) (*httptest.Server, func(float64)) {
+	var mu sync.Mutex
+	set := func(g float64) { mu.Lock(); gauge = g; mu.Unlock() }
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		gauge := gauge
+		mu.Unlock()
 		switch r.URL.Path {
 		case "/server_info":
 			fmt.Fprintf(w, `{"speculative_num_steps":3,"internal_states":[{"avg_spec_accept_length":%g}]}`, lifetime)
@@ -86,7 +99,7 @@ func sglangServer(t *testing.T, gauge, lifetime float64) *httptest.Server {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, set
 }
 
 func stamp(t time.Time) string { return t.Format("[2006-01-02 15:04:05 TP0]") }
@@ -130,12 +143,21 @@ func TestSGLangAcceptanceFromLines(t *testing.T) {
 func TestSGLangAcceptanceFallbacks(t *testing.T) {
 	ctx := context.Background()
 	noLines := func(context.Context, time.Time) ([]string, error) { return nil, nil }
-	// gauge
-	a := SGLangAcceptance(engine.New(sglangServer(t, 2.4, 1.9).URL), noLines)
+	// gauge, updated during the run
+	srv, set := sglangServerGauge(t, 2.1, 1.9)
+	a := SGLangAcceptance(engine.New(srv.URL), noLines)
 	a.Begin(ctx)
+	set(2.4)
 	st, err := a.End(ctx)
 	if err != nil || st.AcceptLen != 2.4 || st.EngineRate != 0.5 || !strings.Contains(st.Source, "gauge") {
 		t.Fatalf("gauge: %+v %v", st, err)
+	}
+	// a gauge that did not move describes an earlier window: lifetime instead
+	a = SGLangAcceptance(engine.New(sglangServer(t, 2.4, 1.9).URL), noLines)
+	a.Begin(ctx)
+	st, err = a.End(ctx)
+	if err != nil || st.AcceptLen != 1.9 || !strings.Contains(st.Source, "lifetime") {
+		t.Fatalf("stale gauge: %+v %v", st, err)
 	}
 	// server_info lifetime
 	a = SGLangAcceptance(engine.New(sglangServer(t, 0, 1.9).URL), nil)
