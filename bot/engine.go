@@ -301,7 +301,7 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 		// Every benchmarked point of a sweep joins the service's history.
 		for _, p := range res.Points {
 			if len(p.Bench) > 0 && p.Spec != nil {
-				e.recordBench(ctx, r, &ops.Result{Bench: p.Bench, Spec: p.Spec})
+				e.storeBench(ctx, r, p.Bench, p.Spec)
 			}
 		}
 	}
@@ -343,32 +343,39 @@ func SettingsKey(s *ops.Spec) string {
 	return fmt.Sprintf("steps=%d,topk=%d,draft=%d", s.Steps, s.TopK, s.DraftTokens)
 }
 
+// recordBench stores the job's benchmark result and puts it beside the last
+// result at the same settings and, after a change of settings, beside the
+// service's result just before it, in res.Details.
 func (e *Engine) recordBench(ctx context.Context, r *jobRun, res *ops.Result) {
-	var f benchFigures
-	if err := json.Unmarshal(res.Bench, &f); err != nil {
-		e.log.Error("decode bench result", "job", r.job.ID, "err", err)
+	row, f, ok := e.storeBench(ctx, r, res.Bench, res.Spec)
+	if !ok {
 		return
 	}
-	key := SettingsKey(res.Spec)
+	if same, err := e.opts.Store.PreviousBenchResult(ctx, r.job.Service, row.Settings, row.ID); err == nil {
+		res.Details = append(res.Details, compareLine("same settings last time", same, f))
+	}
+	if hist, err := e.opts.Store.BenchHistory(ctx, r.job.Service, 2); err == nil && len(hist) == 2 && hist[1].Settings != row.Settings {
+		res.Details = append(res.Details, compareLine("before, at "+hist[1].Settings, hist[1], f))
+	}
+}
+
+// storeBench adds one benchmark result of the job to the history.
+func (e *Engine) storeBench(ctx context.Context, r *jobRun, bench json.RawMessage, spec *ops.Spec) (store.BenchResult, benchFigures, bool) {
+	var f benchFigures
+	if err := json.Unmarshal(bench, &f); err != nil {
+		e.log.Error("decode bench result", "job", r.job.ID, "err", err)
+		return store.BenchResult{}, f, false
+	}
 	row, err := e.opts.Store.AddBenchResult(ctx, store.BenchResult{
-		JobID: r.job.ID, Service: r.job.Service, Settings: key, At: time.Now(),
+		JobID: r.job.ID, Service: r.job.Service, Settings: SettingsKey(spec), At: time.Now(),
 		OutputTokS: f.OutputTokS, PerStreamTokS: f.PerStreamTokS, AcceptLen: f.AcceptLen, AcceptRate: f.AcceptRate,
-		RequestsOK: f.RequestsOK, RequestsFailed: f.RequestsFailed, Concurrency: f.Concurrency, Raw: res.Bench,
+		RequestsOK: f.RequestsOK, RequestsFailed: f.RequestsFailed, Concurrency: f.Concurrency, Raw: bench,
 	})
 	if err != nil {
 		e.log.Error("store bench result", "job", r.job.ID, "err", err)
-		return
+		return store.BenchResult{}, f, false
 	}
-	same, err := e.opts.Store.PreviousBenchResult(ctx, r.job.Service, key, row.ID)
-	if err == nil {
-		res.Details = append(res.Details, compareLine("same settings last time", same, f))
-	}
-	// And the service's result just before this one, when it ran other settings
-	// (the change a `mtp steps` job just made).
-	if hist, herr := e.opts.Store.BenchHistory(ctx, r.job.Service, 2); herr == nil && len(hist) == 2 &&
-		hist[1].Settings != key && (err != nil || hist[1].ID != same.ID) {
-		res.Details = append(res.Details, compareLine("before, at "+hist[1].Settings, hist[1], f))
-	}
+	return row, f, true
 }
 
 func compareLine(label string, prev store.BenchResult, cur benchFigures) string {

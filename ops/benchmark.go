@@ -12,28 +12,17 @@ import (
 	"github.com/opsbot/opsbot/ops/systemd"
 )
 
-// BenchParamsOf turns the configured defaults into command parameters.
-func BenchParamsOf(d BenchDefaults) commands.BenchParams {
-	return commands.BenchParams{Prompts: d.Prompts, Concurrency: d.Concurrency, InputLen: d.InputLen, OutputLen: d.OutputLen}
-}
-
+// withBenchDefaults fills the knobs a command left at 0 from the configured defaults.
 func (r *Runbook) withBenchDefaults(p commands.BenchParams) commands.BenchParams {
 	d := r.cfg.Bench
-	pick := func(v, def, fallback int) int {
+	pick := func(v, def int) int {
 		if v > 0 {
 			return v
 		}
-		if def > 0 {
-			return def
-		}
-		return fallback
+		return def
 	}
-	return commands.BenchParams{
-		Prompts:     pick(p.Prompts, d.Prompts, 16),
-		Concurrency: pick(p.Concurrency, d.Concurrency, 1),
-		InputLen:    pick(p.InputLen, d.InputLen, 256),
-		OutputLen:   pick(p.OutputLen, d.OutputLen, 256),
-	}
+	return commands.BenchParams{Prompts: pick(p.Prompts, d.Prompts), Concurrency: pick(p.Concurrency, d.Concurrency),
+		InputLen: pick(p.InputLen, d.InputLen), OutputLen: pick(p.OutputLen, d.OutputLen)}
 }
 
 // benchmark runs the load generator against the service and stores its JSON in

@@ -71,9 +71,14 @@ func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Rep
 	} else {
 		st.progress("GPU memory still in use with no process holding it: waiting for the driver to release it")
 	}
+	// What the holders left alone keep is not waited for: it would never go.
+	clearMiB := t.cfg.ClearMiB
+	for _, p := range others {
+		clearMiB += max(p.UsedMiB, 0)
+	}
 	wctx, cancel := context.WithTimeout(ctx, r.cfg.ClearTimeout)
 	defer cancel()
-	gpus, err = gpu.WaitClear(wctx, t.host, t.cfg.GPUs, t.cfg.ClearMiB, r.cfg.Poll)
+	gpus, err = gpu.WaitClear(wctx, t.host, t.cfg.GPUs, clearMiB, r.cfg.Poll)
 	if gpus != nil {
 		recordGPUs(res, t.cfg.Host, gpus)
 	}
@@ -81,7 +86,7 @@ func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Rep
 		res.AddIncident(IncidentGPUMemoryHeld)
 		return st.fail(err)
 	}
-	st.done("%s", clearSummary(gpus, t.cfg.GPUs, t.cfg.ClearMiB))
+	st.done("%s", clearSummary(gpus, t.cfg.GPUs, clearMiB))
 	return nil
 }
 

@@ -94,13 +94,14 @@ func (r *Runbook) GPUStatus(ctx context.Context, host string, rep Reporter) (*Re
 	}
 	sort.Strings(names)
 	seen := map[string]bool{}
-	var lines []string
+	var hosts, lines []string
 	for _, n := range names {
 		sc := r.cfg.Services[n]
 		if (host != "" && sc.Host != host && sc.ProxmoxNode != host) || seen[sc.Host] {
 			continue
 		}
 		seen[sc.Host] = true
+		hosts = append(hosts, sc.Host)
 		t, err := r.target(n)
 		if err != nil {
 			return res, err
@@ -141,13 +142,10 @@ func (r *Runbook) GPUStatus(ctx context.Context, host string, rep Reporter) (*Re
 			lines = append(lines, fmt.Sprintf("  %s is stopped but its GPUs hold memory: `gpu recover %s` clears it", sc.Unit, n))
 		}
 	}
-	if len(seen) == 0 {
+	if len(hosts) == 0 {
 		return res, fmt.Errorf("no service runs on host %q", host)
 	}
 	res.Details = lines
-	res.Summary = fmt.Sprintf("GPU memory on %d hosts", len(seen))
-	if len(seen) == 1 {
-		res.Summary = "GPU memory on " + strings.TrimSuffix(strings.Fields(lines[0])[0], ":")
-	}
+	res.Summary = "GPU memory on " + strings.Join(hosts, ", ")
 	return res, nil
 }

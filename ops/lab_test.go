@@ -489,3 +489,28 @@ func TestForeignHolderIsLeftAlone(t *testing.T) {
 		t.Fatalf("--force killed a GPU daemon")
 	}
 }
+
+// Orphaned workers and a foreign holder at once: the orphans are reaped and the
+// wait for clear GPUs does not wait for the memory the foreign process keeps.
+func TestOrphansBesideAForeignHolder(t *testing.T) {
+	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
+	p, err := r.lab.Host("pve").HoldGPU(1, 3000, "python3", "eval.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &events{}
+	t0 := time.Now()
+	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 10, false, ev)
+	if err != nil {
+		t.Fatalf("mtp steps: %v\n%s", err, ev.text())
+	}
+	for _, k := range res.Killed {
+		if k.PID == p.PID {
+			t.Fatalf("killed the foreign holder %d", p.PID)
+		}
+	}
+	if len(res.Killed) == 0 || !strings.Contains(ev.text(), "left alone") {
+		t.Fatalf("killed %v\n%s", res.Killed, ev.text())
+	}
+	t.Logf("done in %s", time.Since(t0).Round(time.Millisecond))
+}

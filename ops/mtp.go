@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops/unit"
 )
 
@@ -74,11 +75,8 @@ func (r *Runbook) plan(t *target, d *deployed, steps int) (*planned, error) {
 	p := &planned{edit: e, path: e.File, before: e.Before, after: e.After}
 	if t.cfg.DropIn && e.File == d.mainPath && len(e.Changed) > 0 {
 		p.path = d.mainPath + ".d/opsbot.conf"
-		p.before, p.created = d.files[p.path], true
-		if _, ok := d.files[p.path]; ok {
-			p.created = false
-		}
-		p.after = unit.DropIn(e)
+		before, exists := d.files[p.path]
+		p.before, p.created, p.after = before, !exists, unit.DropIn(e)
 	}
 	return p, nil
 }
@@ -147,7 +145,7 @@ func (r *Runbook) mtpSteps(ctx context.Context, service string, steps int, dryRu
 		res.Summary = fmt.Sprintf("steps %d -> %d on %s, serving", from, steps, service)
 		return res, nil
 	}
-	b, err := r.benchmark(ctx, t, BenchParamsOf(r.cfg.Bench), res, rep)
+	b, err := r.benchmark(ctx, t, commands.BenchParams{}, res, rep)
 	if err != nil {
 		return res, err
 	}
@@ -217,14 +215,13 @@ func (r *Runbook) rollback(ctx context.Context, t *target, p *planned, res *Resu
 func (r *Runbook) write(ctx context.Context, t *target, p, text string, mkdir, remove bool, res *Result, rep Reporter) error {
 	st := begin(rep, "write unit", "writing %s", p)
 	if mkdir {
-		if out, err := t.host.Run(ctx, nil, "mkdir", "-p", path.Dir(p)); err != nil || out.ExitStatus != 0 {
-			return st.fail(fmt.Errorf("mkdir %s on %s: %v %s", path.Dir(p), t.cfg.Host, err, strings.TrimSpace(string(out.Stderr))))
+		if err := runOK(ctx, t, "mkdir", "-p", path.Dir(p)); err != nil {
+			return st.fail(err)
 		}
 	}
 	if remove {
-		out, err := t.host.Run(ctx, nil, "rm", "-f", p)
-		if err != nil || out.ExitStatus != 0 {
-			return st.fail(fmt.Errorf("remove %s on %s: %v %s", p, t.cfg.Host, err, strings.TrimSpace(string(out.Stderr))))
+		if err := runOK(ctx, t, "rm", "-f", p); err != nil {
+			return st.fail(err)
 		}
 	} else if err := t.host.WriteFileAtomic(ctx, p, []byte(text), 0o644); err != nil {
 		return st.fail(hostErr("write "+p, t.cfg.Host, err))
@@ -233,6 +230,18 @@ func (r *Runbook) write(ctx context.Context, t *target, p, text string, mkdir, r
 		return st.fail(err)
 	}
 	st.done("written, daemon reloaded")
+	return nil
+}
+
+// runOK runs argv on the service's host; a non-zero exit is an error quoting stderr.
+func runOK(ctx context.Context, t *target, argv ...string) error {
+	out, err := t.host.Run(ctx, nil, argv...)
+	if err != nil {
+		return err
+	}
+	if out.ExitStatus != 0 {
+		return fmt.Errorf("%s on %s: exit status %d: %s", strings.Join(argv, " "), t.cfg.Host, out.ExitStatus, strings.TrimSpace(string(out.Stderr)))
+	}
 	return nil
 }
 

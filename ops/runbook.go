@@ -98,6 +98,16 @@ func (c *Config) withDefaults() Config {
 	if cc.ClearTimeout <= 0 {
 		cc.ClearTimeout = 2 * time.Minute
 	}
+	// Benchmark defaults for a Config built without the config package (which
+	// applies the same ones): 16 prompts, one at a time, 256 tokens in, 256 out.
+	for _, f := range []struct {
+		v   *int
+		def int
+	}{{&cc.Bench.Prompts, 16}, {&cc.Bench.Concurrency, 1}, {&cc.Bench.InputLen, 256}, {&cc.Bench.OutputLen, 256}} {
+		if *f.v <= 0 {
+			*f.v = f.def
+		}
+	}
 	if cc.MaxSteps <= 0 {
 		cc.MaxSteps = 16
 	}

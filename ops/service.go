@@ -67,10 +67,7 @@ func (r *Runbook) ServiceAction(ctx context.Context, service, verb string, dryRu
 		if err := r.startAndServe(ctx, t, res, rep, true); err != nil {
 			return res, err
 		}
-		res.Summary = fmt.Sprintf("%s %sed and serving", service, verb)
-		if verb == "start" {
-			res.Summary = service + " started and serving"
-		}
+		res.Summary = fmt.Sprintf("%s %s and serving", service, map[string]string{"start": "started", "restart": "restarted"}[verb])
 	default:
 		return nil, fmt.Errorf("unknown service action %q", verb)
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/ops/engine"
-	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/ops/systemd"
 )
 
@@ -112,7 +111,7 @@ func (r *Runbook) stop(ctx context.Context, t *target, res *Result, rep Reporter
 		res.AddIncident(IncidentRestartLoop)
 		st.warn("%s was in a restart loop (%s/%s, NRestarts %d): stopping it", t.cfg.Unit, s.ActiveState, s.SubState, s.NRestarts)
 	}
-	if s.Stopped() && !s.AutoRestarting() {
+	if s.Stopped() {
 		st.done("already %s", s.ActiveState)
 		return nil
 	}
@@ -185,7 +184,7 @@ func (r *Runbook) startOnce(ctx context.Context, t *target, res *Result, rep Rep
 		var failed *systemd.FailedError
 		switch {
 		case errors.As(err, &loop):
-			return st.fail(r.startError(ctx, t, res, since, true, loop.Restarts, loop.State))
+			return st.fail(r.startError(ctx, t, res, since, true, loop.State.NRestarts, loop.State))
 		case errors.As(err, &failed):
 			return st.fail(r.startError(ctx, t, res, since, false, failed.State.NRestarts, failed.State))
 		}
@@ -263,11 +262,7 @@ func phaseText(p engine.Phase) string {
 	return "health check error"
 }
 
-// hostErr wraps a transport error of host with what was being done.
+// hostErr wraps an error of host with what was being done.
 func hostErr(what, host string, err error) error {
-	var hk *remote.HostKeyError
-	if errors.As(err, &hk) {
-		return err
-	}
 	return fmt.Errorf("%s on %s: %w", what, host, err)
 }

@@ -3,7 +3,7 @@
 //	opsbot run [--config FILE | --lab [--lab-faults LIST] [--lab-unit FILE]] [--json] [--as ID] [--yes] 'CMD' ...
 //	opsbot demo [--lab-faults LIST] [--lab-unit FILE]
 //	opsbot lab [--faults LIST] [--unit FILE] [--engine sglang|vllm] [--config-out FILE]
-//	opsbot bench --url URL [--model M] [--prompts N] [--concurrency C] [--in I] [--out O] [--rate R] [--json]
+//	opsbot bench --url URL | --config FILE --service NAME [--model M] [--prompts N] [--concurrency C] [--in I] [--out O] [--rate R] [--json]
 //	opsbot config check --config FILE
 //
 // This file only parses flags and wires packages together.
@@ -27,7 +27,7 @@ usage:
   opsbot run [--config FILE | --lab [--lab-faults LIST] [--lab-unit FILE]] [--json] [--as ID] [--yes] 'CMD' ['CMD' ...]
   opsbot demo [--lab-faults LIST] [--lab-unit FILE]
   opsbot lab [--faults LIST] [--unit FILE] [--engine sglang|vllm] [--config-out FILE]
-  opsbot bench --url URL [--model M] [--prompts N] [--concurrency C] [--in I] [--out O] [--rate R] [--json]
+  opsbot bench --url URL | --config FILE --service NAME [--model M] [--prompts N] [--concurrency C] [--in I] [--out O] [--rate R] [--json]
   opsbot config check --config FILE
 
 Commands (the same in Slack, Matrix and here): run 'help' to list them:

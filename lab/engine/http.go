@@ -134,12 +134,12 @@ func unixNow() int64 { return time.Now().Unix() }
 // truth serves Truth with the names of the lab's contract: completion_tokens
 // (the same count as output_tokens) and the engine's current settings.
 func (e *Engine) truth(w http.ResponseWriter, r *http.Request) {
-	s := e.s
+	s, t := e.s, e.Truth()
 	writeJSON(w, 200, struct {
 		Truth
 		CompletionTokens int64          `json:"completion_tokens"`
 		Settings         map[string]any `json:"settings"`
-	}{e.Truth(), e.Truth().OutputTokens, map[string]any{
+	}{t, t.OutputTokens, map[string]any{
 		"engine": s.Flavor, "algorithm": s.Algorithm, "steps": s.Steps, "topk": s.TopK,
 		"draft_tokens": s.DraftTokens, "tp": s.TP, "max_running_requests": s.MaxRunningRequests,
 	}})

@@ -46,33 +46,27 @@ func (s Service) WaitFor(ctx context.Context, what string, cond func(State) bool
 	failures := 0
 	for {
 		st, err := s.Show(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				we.Err, we.Waited = ctx.Err(), time.Since(start)
-				return we.Last, we
+		var ce *CommandError
+		var pe *ParseError
+		switch {
+		case err == nil:
+			failures = 0
+			we.Last, we.HasLast = st, true
+			if cond(st) {
+				return st, nil
 			}
-			var ce *CommandError
-			var pe *ParseError
-			if failures++; errors.As(err, &ce) || errors.As(err, &pe) || failures > transportRetries {
+		case ctx.Err() != nil:
+		case errors.As(err, &ce), errors.As(err, &pe):
+			return st, fmt.Errorf("wait for %s to be %s: %w", s.Unit, what, err)
+		default: // transport: the next Show redials
+			if failures++; failures > transportRetries {
 				return st, fmt.Errorf("wait for %s to be %s: %w", s.Unit, what, err)
 			}
-			select {
-			case <-ctx.Done():
-				we.Err, we.Waited = ctx.Err(), time.Since(start)
-				return we.Last, we
-			case <-tick.C:
-			}
-			continue
-		}
-		failures = 0
-		we.Last, we.HasLast = st, true
-		if cond(st) {
-			return st, nil
 		}
 		select {
 		case <-ctx.Done():
 			we.Err, we.Waited = ctx.Err(), time.Since(start)
-			return st, we
+			return we.Last, we
 		case <-tick.C:
 		}
 	}
