@@ -62,7 +62,11 @@ type Config struct {
 	SettleTime time.Duration
 	// ClearTimeout bounds waiting for GPU memory to be released (default 2 minutes).
 	ClearTimeout time.Duration
-	Logger       *slog.Logger
+	// NodeLocks holds a physical node for a pipeline's mutating window
+	// (nil: within this process only). Set it to a store-backed lease so
+	// that it holds across opsbot processes.
+	NodeLocks NodeLocker
+	Logger    *slog.Logger
 }
 
 // ErrUnknownService is returned for a service the config does not name.
@@ -113,6 +117,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if cc.Logger == nil {
 		cc.Logger = slog.Default()
+	}
+	if cc.NodeLocks == nil {
+		cc.NodeLocks = newProcessNodeLocks()
 	}
 	services := make(map[string]ServiceConfig, len(c.Services))
 	for name, s := range c.Services {
