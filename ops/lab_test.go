@@ -514,3 +514,32 @@ func TestOrphansBesideAForeignHolder(t *testing.T) {
 	}
 	t.Logf("done in %s", time.Since(t0).Round(time.Millisecond))
 }
+
+// A long model load is never silent: the wait for readiness says at least every
+// ProgressEvery how long it has waited and for what.
+func TestLongLoadReportsProgress(t *testing.T) {
+	r := newRig(t, labOptsScale(100, lab.Fault{Name: "slow-load", Duration: 60 * time.Second}), func(c *ops.Config) {
+		c.ProgressEvery = 150 * time.Millisecond
+	})
+	ev := &events{}
+	if _, err := r.rb.ServiceAction(testCtx(t), "qwen", "restart", false, ev); err != nil {
+		t.Fatalf("svc restart: %v\n%s", err, ev.text())
+	}
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	var still []ops.Event
+	for _, e := range ev.ev {
+		if e.Step == "wait until ready" && strings.HasPrefix(e.Message, "still ") {
+			still = append(still, e)
+		}
+	}
+	// The load takes 1.2 s of wall time here: several reminders, each naming what is awaited.
+	if len(still) < 3 {
+		t.Fatalf("%d progress reminders during a 1.2 s load, want at least 3", len(still))
+	}
+	for _, e := range still {
+		if !strings.Contains(e.Message, "waiting for the engine to open its port") && !strings.Contains(e.Message, "waiting for /health") {
+			t.Errorf("reminder does not say what is awaited: %q", e.Message)
+		}
+	}
+}
