@@ -123,7 +123,7 @@ func (r *Result) compute(rows []RequestRow, wall time.Duration) {
 	}
 	r.TTFT, r.TPOT, r.ITL, r.E2E = statOf(ttft), statOf(tpot), statOf(itl), statOf(e2e)
 	if r.TPOT.Mean > 0 {
-		r.PerStreamTokS = round(1000/r.TPOT.Mean)
+		r.PerStreamTokS = round(1000 / r.TPOT.Mean)
 	}
 }
 
