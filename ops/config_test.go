@@ -49,7 +49,9 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"no known_hosts", func(c *ops.Config) { c.KnownHosts = "" }, "known_hosts"},
 		{"unknown host", func(c *ops.Config) { s := c.Services["qwen"]; s.Host = "gpu9"; c.Services["qwen"] = s }, "gpu9"},
 		{"unknown node", func(c *ops.Config) { s := c.Services["qwen"]; s.ProxmoxNode = "pve9"; c.Services["qwen"] = s }, "pve9"},
-		{"unknown jump", func(c *ops.Config) { c.Hosts["gpu1"] = ops.HostConfig{Addr: "127.0.0.1:22", User: "root", Jump: "bastion"} }, "bastion"},
+		{"unknown jump", func(c *ops.Config) {
+			c.Hosts["gpu1"] = ops.HostConfig{Addr: "127.0.0.1:22", User: "root", Jump: "bastion"}
+		}, "bastion"},
 		{"missing key", func(c *ops.Config) { c.KeyFile = filepath.Join(dir, "missing-key") }, "missing-key"},
 	}
 	rb, err := ops.New(good())
