@@ -40,8 +40,8 @@ func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Rep
 	kill := s.kill
 	if len(kill) > 0 {
 		res.AddIncident(IncidentGPUMemoryHeld)
-		st.progress("GPU memory of %s held by %s since the last stop: stopping them (SIGTERM, then SIGKILL after %s)",
-			t.name, describeProcs(kill), r.cfg.ReapGrace)
+		st.progress("GPU memory held by %s since the last stop: stopping them (SIGTERM, then SIGKILL after %s)",
+			describeProcs(kill), r.cfg.ReapGrace)
 		killed, err := gpu.Reap(ctx, t.node, kill, gpu.ReapOptions{Grace: r.cfg.ReapGrace, Poll: r.cfg.Poll, Force: force,
 			Progress: func(s string) { st.progress("%s", s) }})
 		for _, k := range killed {
