@@ -1,7 +1,9 @@
 // Package gpu reads NVIDIA GPU memory on a host (nvidia-smi), finds the
-// processes that hold it (compute apps, fuser on the device files, ps), reaps
-// engine processes that outlived their service (SIGTERM, then SIGKILL; never
-// the GPU daemons) and waits until the memory is released.
+// processes that hold it and which GPU each holds (compute apps joined on the
+// GPU's UUID, fuser on each device file, ps), tells whose a holder is (Scope:
+// a service's unit, an orphan of it, or a neighbour's), reaps engine processes
+// that outlived their service (SIGTERM, then SIGKILL; never the GPU daemons)
+// and waits until the memory is released.
 //
 // Everything runs through a Runner as argv lists, no shell. When the service
 // lives in a container, give these functions the Runner of the host that sees
