@@ -263,3 +263,19 @@ func BenchmarkReapSeesClear(b *testing.B) {
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-after-release")
 	b.ReportMetric(float64(worst.Microseconds())/1000, "ms-worst")
 }
+
+// BenchmarkHolders measures one Holders call on the lab's 8-GPU node over SSH:
+// nvidia-smi twice, ls, one fuser per device file (10), ps twice.
+func BenchmarkHolders(b *testing.B) {
+	l, _, pve := labHosts(b, lab.Options{TimeScale: 1000})
+	ctx := context.Background()
+	if err := l.WaitReady(ctx, "qwen"); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		ps, err := gpu.Holders(ctx, pve)
+		if err != nil || len(ps) < 8 {
+			b.Fatalf("holders %d: %v", len(ps), err)
+		}
+	}
+}
