@@ -130,8 +130,10 @@ func TestMTPStepsReapsOnlyItsOwnOrphans(t *testing.T) {
 	}
 	before, after := tokS(t, b0), tokS(t, b1)
 	t.Logf("coder: %.1f tok/s before, %.1f after qwen's change", before, after)
-	// The lab's engine is real-time and this machine is shared: noise is wide,
-	// a neighbour that was restarted or lost a GPU would not serve at all.
+	// This short benchmark's own spread is about 15% run to run (random prompts
+	// and acceptance; measured 621-746 tok/s on an untouched service), and the
+	// machine is shared: the band is wide. A neighbour that was restarted or
+	// lost a GPU would not serve at all, which the checks above catch.
 	if after < before*0.6 || after > before/0.6 {
 		t.Errorf("coder's tok/s %.1f -> %.1f: beyond noise", before, after)
 	}
