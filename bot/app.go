@@ -44,7 +44,7 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 		st.Close()
 		return nil, err
 	}
-	opts := commands.Options{MaxSteps: cfg.Limits.MaxSteps, Hosts: cfg.HostNames()}
+	opts := commands.Options{MaxSteps: cfg.Limits.MaxSteps, Hosts: cfg.HostNames(), DefaultService: cfg.DefaultService}
 	for _, name := range cfg.ServiceNames() {
 		opts.Services = append(opts.Services, commands.ServiceRef{Name: name, Host: cfg.Services[name].Host})
 	}

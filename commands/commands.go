@@ -128,6 +128,10 @@ type Options struct {
 	MaxSteps int          // the largest accepted steps value; 0 means DefaultMaxSteps
 	Services []ServiceRef // the services, in config order
 	Hosts    []string     // every configured host (service hosts are added implicitly)
+	// DefaultService is the service a command means when it names none (the
+	// config's default_service). Empty: the only service when exactly one is
+	// configured; with several, a command naming none is a usage error.
+	DefaultService string
 }
 
 // DefaultMaxSteps is the steps limit when Options.MaxSteps is 0.
@@ -149,7 +153,8 @@ func (o *Options) maxSteps() int {
 
 // Validate reports configuration Parse could never serve: names outside the grammar
 // ([a-z0-9][a-z0-9._-]*, at most 64), duplicate services, a service without a host,
-// a negative MaxSteps. The config package calls it at load time.
+// a negative MaxSteps, a DefaultService that is not among Services. The config
+// package calls it at load time.
 func (o Options) Validate() error {
 	if o.MaxSteps < 0 {
 		return fmt.Errorf("commands options: max steps %d is negative", o.MaxSteps)
@@ -171,6 +176,9 @@ func (o Options) Validate() error {
 		if !ValidName(h) {
 			return fmt.Errorf("commands options: host name %q: want [a-z0-9][a-z0-9._-]*, at most %d characters", h, MaxNameLen)
 		}
+	}
+	if o.DefaultService != "" && !seen[o.DefaultService] {
+		return fmt.Errorf("commands options: default service %q is not a configured service", o.DefaultService)
 	}
 	return nil
 }

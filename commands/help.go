@@ -84,7 +84,7 @@ func overview(b *strings.Builder) {
 	b.WriteString("\n\nType them in Slack as `/mtp steps 10`, in Matrix as `!mtp steps 10`, in a terminal as `mtp steps 10`.\n")
 	b.WriteString("Roles: viewer (read-only) < operator (changes hosts) < admin (schedules, gpu recover --force).\n")
 	b.WriteString("Every command that changes something takes --dry-run: it shows what it would do and changes nothing.\n")
-	b.WriteString("SERVICE may be left out when only one service is configured.\n")
+	b.WriteString("SERVICE may be left out when only one service is configured, or the config sets default_service.\n")
 }
 
 func detail(b *strings.Builder, s *Spec) {
@@ -127,11 +127,11 @@ func detail(b *strings.Builder, s *Spec) {
 		case pSteps:
 			rows = append(rows, row{"N", fmt.Sprintf("speculative decoding steps, 1..%d (the config may allow more)", DefaultMaxSteps)})
 		case pService:
-			rows = append(rows, row{"SERVICE", "a configured service; may be left out when there is only one"})
+			rows = append(rows, row{"SERVICE", "a configured service; may be left out when there is only one or a default_service"})
 		case pHost:
 			rows = append(rows, row{"HOST", "a configured host (or a service, meaning its host); all GPU hosts when left out"})
 		case pTarget:
-			rows = append(rows, row{"HOST|SERVICE", "a service, or a host running exactly one service; may be left out when there is only one service"})
+			rows = append(rows, row{"HOST|SERVICE", "a service, or a host running exactly one service; may be left out when there is only one service or a default_service"})
 		case pStepList:
 			rows = append(rows, row{"LIST", fmt.Sprintf("values and ranges: 1,2,3 or 1..5 or 1..5,10 (at most %d, no value twice)", MaxSweepPoints)})
 		case pAll:

@@ -727,6 +727,12 @@ func (p *parser) target(c *Command, w string) (string, string) {
 }
 
 func (p *parser) defaultService(c *Command) (string, string) {
+	if d := p.opts.DefaultService; d != "" {
+		if s := p.findService(d); s != nil {
+			c.Service, c.Host = s.Name, s.Host
+			return "", ""
+		}
+	}
 	switch len(p.opts.Services) {
 	case 1:
 		c.Service, c.Host = p.opts.Services[0].Name, p.opts.Services[0].Host
@@ -738,7 +744,7 @@ func (p *parser) defaultService(c *Command) (string, string) {
 	ex := *c
 	ex.Service, ex.Host = names[0], p.opts.Services[0].Host
 	return fmt.Sprintf("which service? %d are configured: %s", len(names), strings.Join(names, ", ")),
-		"name one, for example `" + render(&ex) + "`"
+		"name one, for example `" + render(&ex) + "`, or set default_service in the config"
 }
 
 // defaultHost: the only GPU host (service host), else "" for all of them.

@@ -17,8 +17,9 @@ var (
 		Services: []ServiceRef{{Name: "qwen", Host: "gpu1"}, {Name: "llama", Host: "gpu2"}, {Name: "mini", Host: "gpu2"}},
 		Hosts:    []string{"gpu1", "gpu2", "pve"},
 	}
-	optsNone = Options{}
-	optsBig  = Options{MaxSteps: 32, Services: optsOne.Services, Hosts: optsOne.Hosts}
+	optsDefault = Options{Services: optsMulti.Services, Hosts: optsMulti.Hosts, DefaultService: "llama"}
+	optsNone    = Options{}
+	optsBig     = Options{MaxSteps: 32, Services: optsOne.Services, Hosts: optsOne.Hosts}
 )
 
 // want builds an expected Command for path.
@@ -58,6 +59,11 @@ func TestParseGood(t *testing.T) {
 		{optsOne, "gpu status", want("gpu status", "gpu status gpu1", Command{Host: "gpu1"})},
 		{optsMulti, "gpu status", want("gpu status", "gpu status", Command{})},
 		{optsMulti, "gpu status gpu2", want("gpu status", "gpu status gpu2", Command{Host: "gpu2"})},
+		// default_service: a command naming no service means it; naming one still wins
+		{optsDefault, "mtp steps 10", want("mtp steps", "mtp steps 10 llama", Command{Steps: 10, Service: "llama", Host: "gpu2"})},
+		{optsDefault, "mtp steps 10 qwen", want("mtp steps", "mtp steps 10 qwen", Command{Steps: 10, Service: "qwen", Host: "gpu1"})},
+		{optsDefault, "gpu recover --force", want("gpu recover", "gpu recover llama --force", Command{Service: "llama", Host: "gpu2", Force: true})},
+		{optsDefault, "gpu status", want("gpu status", "gpu status", Command{})},
 		{optsMulti, "gpu status pve", want("gpu status", "gpu status pve", Command{Host: "pve"})},
 		{optsMulti, "gpu status llama", want("gpu status", "gpu status gpu2", Command{Host: "gpu2"})},
 		{Options{Hosts: []string{"box"}}, "gpu status", want("gpu status", "gpu status box", Command{Host: "box"})},
@@ -218,8 +224,8 @@ func TestParseBad(t *testing.T) {
 		{optsOne, "mtp steps 10 qwne", `unknown service "qwne": the services are qwen`, u("mtp steps"), "did you mean `mtp steps 10 qwen`?"},
 		{optsNone, "mtp steps 10 qwen", `unknown service "qwen": no services are configured`, u("mtp steps"), ""},
 		{optsNone, "mtp steps 10", "mtp steps needs a service, and no services are configured", u("mtp steps"), ""},
-		{optsMulti, "mtp steps 10", "which service? 3 are configured: qwen, llama, mini", u("mtp steps"), "name one, for example `mtp steps 10 qwen`"},
-		{optsMulti, "svc logs lines=9", "which service? 3 are configured: qwen, llama, mini", u("svc logs"), "name one, for example `svc logs qwen lines=9`"},
+		{optsMulti, "mtp steps 10", "which service? 3 are configured: qwen, llama, mini", u("mtp steps"), "name one, for example `mtp steps 10 qwen`, or set default_service in the config"},
+		{optsMulti, "svc logs lines=9", "which service? 3 are configured: qwen, llama, mini", u("svc logs"), "name one, for example `svc logs qwen lines=9`, or set default_service in the config"},
 		{optsOne, "mtp steps 10 Qw@n", `"Qw@n" is not a service name (letters, digits, . _ -)`, u("mtp steps"), ""},
 		{optsOne, "mtp steps 10 -qwen", `unknown flag "-qwen": mtp steps takes --dry-run`, u("mtp steps"), ""},
 		{optsOne, "mtp steps 10 " + strings.Repeat("a", 65), "service name is too long (at most 64 characters)", u("mtp steps"), ""},

@@ -137,7 +137,7 @@ var flagNames = [...]struct {
 	help string
 }{
 	{fNoStart, "--no-start", "leave the service stopped afterwards"},
-	{fForce, "--force", "also signal holders that are not engine processes (never the NVIDIA daemons); needs admin"},
+	{fForce, "--force", "also signal the service's own processes on its GPUs that are not engine processes (never a neighbour's, never the NVIDIA daemons); needs admin"},
 	{fDryRun, "--dry-run", "show what would be done and change nothing"},
 }
 
@@ -213,9 +213,10 @@ var registry = []*Spec{
 	{
 		Path:    "gpu recover",
 		Summary: "stop a service, kill what holds its GPU memory, start it fresh",
-		Details: "Stops the service (and its restart loop), SIGTERMs then SIGKILLs the engine processes still " +
-			"holding GPU memory (from the Proxmox node when the service runs in a container), waits until every " +
-			"GPU is clear, then starts the service and waits until it serves. HOST is resolved to the service on it.",
+		Details: "Stops the service (and its restart loop), SIGTERMs then SIGKILLs its own engine processes still " +
+			"holding its GPUs (its unit's, or orphaned from it; never a neighbour's, which are named instead; from " +
+			"the Proxmox node when the service runs in a container), waits until its GPUs are clear, then starts " +
+			"the service and waits until it serves. HOST is resolved to the service on it.",
 		Role: Operator, Mutating: true, Confirm: true, Lock: LockHost, Schedulable: true,
 		params:   []param{{kind: pTarget}},
 		flags:    fNoStart | fForce,

@@ -182,7 +182,7 @@ func TestRole(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	good := []Options{optsOne, optsMulti, optsNone, optsBig}
+	good := []Options{optsOne, optsMulti, optsNone, optsBig, optsDefault}
 	for _, o := range good {
 		if err := o.Validate(); err != nil {
 			t.Errorf("Validate(%+v): %v", o, err)
@@ -196,6 +196,8 @@ func TestOptionsValidate(t *testing.T) {
 		{Services: []ServiceRef{{Name: "a;b", Host: "gpu1"}}},
 		{Hosts: []string{"-gpu"}},
 		{Hosts: []string{strings.Repeat("h", 65)}},
+		{Services: optsMulti.Services, DefaultService: "qwne"},
+		{DefaultService: "qwen"},
 	}
 	for _, o := range bad {
 		if err := o.Validate(); err == nil {

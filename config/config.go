@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -27,11 +28,14 @@ type Config struct {
 	SSH      SSH                `yaml:"ssh"`
 	Hosts    map[string]Host    `yaml:"hosts"`
 	Services map[string]Service `yaml:"services"`
-	Auth     Auth               `yaml:"auth"`
-	Limits   Limits             `yaml:"limits"`
-	Bench    Bench              `yaml:"bench"`
-	Slack    *Slack             `yaml:"slack,omitempty"`
-	Matrix   *Matrix            `yaml:"matrix,omitempty"`
+	// DefaultService names the service a command means when it names none;
+	// unset, the only service when exactly one is configured.
+	DefaultService string  `yaml:"default_service,omitempty"`
+	Auth           Auth    `yaml:"auth"`
+	Limits         Limits  `yaml:"limits"`
+	Bench          Bench   `yaml:"bench"`
+	Slack          *Slack  `yaml:"slack,omitempty"`
+	Matrix         *Matrix `yaml:"matrix,omitempty"`
 
 	// Dir is the directory of the config file; relative paths are resolved against it.
 	Dir string `yaml:"-"`
@@ -370,13 +374,16 @@ func (c *Config) Validate() error {
 		if !nameRE.MatchString(name) {
 			bad("services.%s: names are lower-case letters, digits, '.', '_' and '-'", name)
 		}
-		if _, ok := c.Hosts[s.Host]; !ok {
+		if h, ok := c.Hosts[s.Host]; !ok {
 			bad("services.%s.host names unknown host %q", name, s.Host)
+		} else if len(h.Prefix) > 0 {
+			// Unit files are read and written over sftp, which a prefix does not reach.
+			bad("services.%s.host %s has a command prefix: the unit's files must be reachable over sftp, so give the service's host its own SSH (a prefix suits hosts used for commands only)", name, s.Host)
 		}
 		if !strings.HasSuffix(s.Unit, ".service") || strings.ContainsAny(s.Unit, "/ \t\n") {
 			bad("services.%s.unit must be a unit name like sglang-qwen.service, got %q", name, s.Unit)
 		}
-		if !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
+		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("services.%s.url must be the engine's http(s) base URL, got %q", name, s.URL)
 		}
 		if s.Engine != "sglang" && s.Engine != "vllm" {
@@ -400,6 +407,11 @@ func (c *Config) Validate() error {
 		}
 		if s.DefaultSteps < 0 || s.DefaultSteps > c.Limits.MaxSteps {
 			bad("services.%s.default_steps must be within 1..%d", name, c.Limits.MaxSteps)
+		}
+	}
+	if d := c.DefaultService; d != "" {
+		if _, ok := c.Services[d]; !ok {
+			bad("default_service names unknown service %q (the services are %s)", d, strings.Join(sortedKeys(c.Services), ", "))
 		}
 	}
 	if !knownRole(c.Auth.DefaultRole) {

@@ -67,6 +67,20 @@ func TestDefaultsAndRelativePaths(t *testing.T) {
 	}
 }
 
+func TestDefaultService(t *testing.T) {
+	two := strings.Replace(minimal, "auth:", "  coder: {host: gpu1, unit: sglang-coder.service, url: \"http://127.0.0.1:30001\"}\nauth:", 1)
+	c, err := Parse([]byte(two+"default_service: qwen\n"), "/etc/opsbot", env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DefaultService != "qwen" {
+		t.Fatalf("default_service %q, want qwen", c.DefaultService)
+	}
+	if c, err = Parse([]byte(two), "/etc/opsbot", env(nil)); err != nil || c.DefaultService != "" {
+		t.Fatalf("unset default_service: %q %v (it is optional)", c.DefaultService, err)
+	}
+}
+
 func TestInvalidConfigsSayWhatIsWrong(t *testing.T) {
 	cases := []struct{ name, edit, want string }{
 		{"unknown key", minimal + "bogus: 1\n", "bogus"},
@@ -74,6 +88,10 @@ func TestInvalidConfigsSayWhatIsWrong(t *testing.T) {
 		{"missing env", minimal + "slack: {enabled: true, bot_token: \"${NOPE_TOKEN}\", app_token: x}\n", "NOPE_TOKEN"},
 		{"bad duration", minimal + "limits: {job_timeout: soon}\n", "duration"},
 		{"bad role", strings.Replace(minimal, `admin}`, `wizard}`, 1), "wizard"},
+		{"unknown default service", minimal + "default_service: qwne\n", "default_service names unknown service \"qwne\""},
+		{"service host with a prefix", strings.Replace(minimal, `gpu1: {addr: "127.0.0.1:2222", user: root}`,
+			`gpu1: {addr: "127.0.0.1:2222", user: root, prefix: [pct, exec, "129", "--"]}`, 1), "services.qwen.host gpu1 has a command prefix"},
+		{"url without host", strings.Replace(minimal, `"http://127.0.0.1:30000"`, `"http://"`, 1), "services.qwen.url"},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.edit), "/etc/opsbot", env(nil))

@@ -61,3 +61,36 @@ LimitNOFILE=1048576
 WantedBy=multi-user.target
 `
 }
+
+// coderUnit is the neighbour's service: another team's SGLang coder model in LXC 130 on GPUs 4-7
+// of the same node, with its own port and model (MTP at steps 3 too).
+const coderUnit = `[Unit]
+Description=SGLang Qwen3-Coder-30B-A3B-Instruct
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+Type=simple
+User=root
+WorkingDirectory=/opt/sglang
+Environment=CUDA_VISIBLE_DEVICES=4,5,6,7
+Environment="PYTHONUNBUFFERED=1"
+ExecStart=/opt/sglang/.venv/bin/python3 -m sglang.launch_server \
+    --model-path /models/Qwen3-Coder-30B-A3B-Instruct \
+    --served-model-name coder \
+    --host 0.0.0.0 --port 30001 \
+    --tp 4 \
+    --mem-fraction-static 0.85 \
+    --context-length 65536 \
+    --speculative-algorithm NEXTN \
+    --speculative-num-steps 3 \
+    --speculative-eagle-topk 1 \
+    --speculative-num-draft-tokens 4 \
+    --enable-metrics
+Restart=always
+RestartSec=5
+LimitNOFILE=1048576
+
+[Install]
+WantedBy=multi-user.target
+`

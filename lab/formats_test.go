@@ -23,14 +23,16 @@ func TestNvidiaSMIFormats(t *testing.T) {
 	golden(t, "nvidia-smi-query.txt", b.String())
 
 	apps := c.must(t, "nvidia-smi", "--query-compute-apps=pid,used_memory,gpu_uuid,process_name", "--format=csv,noheader,nounits")
-	line := regexp.MustCompile(`^\d+, 74371, GPU-[0-9a-f-]+, sglang::schedul$`)
+	// qwen's workers on GPUs 0-3 (0.88 of each), then coder's on GPUs 4-7 (0.85): host PIDs,
+	// seen from inside either container.
+	line := regexp.MustCompile(`^\d+, (74371|71925), GPU-[0-9a-f-]+, sglang::schedul$`)
 	ls := strings.Split(strings.TrimSpace(apps), "\n")
-	if len(ls) != 4 {
+	if len(ls) != 8 {
 		t.Fatalf("compute apps:\n%s", apps)
 	}
-	for _, ln := range ls {
-		if !line.MatchString(ln) {
-			t.Fatalf("compute app line %q", ln)
+	for i, ln := range ls {
+		if !line.MatchString(ln) || strings.Contains(ln, ", 74371, ") != (i < 4) {
+			t.Fatalf("compute app line %d %q", i, ln)
 		}
 	}
 	out, _, code := c.run(t, "nvidia-smi", "--query-gpu=index,bogus", "--format=csv")
@@ -108,6 +110,9 @@ func TestWriteConfig(t *testing.T) {
 		"  gpu1: {addr: \"" + l.Host("gpu1").Addr() + "\", user: root}",
 		"  pve: {addr: \"" + l.Host("pve").Addr() + "\", user: root}",
 		"  qwen: {host: gpu1, unit: sglang-qwen.service, url: \"" + top.Services[0].URL + "\", engine: sglang, proxmox: {node: pve, vmid: 129}, gpus: [0,1,2,3]}",
+		"  coder: {host: gpu2, unit: sglang-coder.service, url: \"" + top.Services[1].URL + "\", engine: sglang, proxmox: {node: pve, vmid: 130}, gpus: [4,5,6,7]}",
+		"  gpu2: {addr: \"" + l.Host("gpu2").Addr() + "\", user: root}",
+		"default_service: qwen",
 		"auth: {default_role: admin}",
 	} {
 		if !strings.Contains(string(b), want) {
@@ -121,7 +126,8 @@ func TestWriteConfig(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(dir, "id_ed25519")); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("key file: %v %v", st, err)
 	}
-	if d := l.Describe(); !strings.Contains(d, "gpu1") || !strings.Contains(d, top.Services[0].URL) {
+	if d := l.Describe(); !strings.Contains(d, "gpu1") || !strings.Contains(d, top.Services[0].URL) ||
+		!strings.Contains(d, "service coder: "+top.Services[1].URL+" on gpu2 (sglang, LXC 130 on pve)") {
 		t.Errorf("Describe:\n%s", d)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -146,8 +147,16 @@ func (h *SimHost) KilledDaemons() []ProcInfo {
 	return append([]ProcInfo(nil), w.killed...)
 }
 
-// HoldGPU starts a process on this host that holds mib MiB on GPU gpu (a stray holder for tests).
+// HoldGPU starts a process on this host that holds mib MiB on GPU gpu (a stray holder for tests),
+// in an interactive session's cgroup.
 func (h *SimHost) HoldGPU(gpuIndex, mib int, args ...string) (ProcInfo, error) {
+	return h.HoldGPUIn("/user.slice/user-0.slice/session-1.scope", gpuIndex, mib, args...)
+}
+
+// HoldGPUIn is HoldGPU with the process in cgroup (as seen from this host, e.g.
+// "/system.slice/other.service"): a foreign holder of another unit for tests. With mib 0 the
+// process holds only the GPU's device file, no memory.
+func (h *SimHost) HoldGPUIn(cgroup string, gpuIndex, mib int, args ...string) (ProcInfo, error) {
 	w := h.w
 	w.lock()
 	defer w.unlock()
@@ -158,7 +167,10 @@ func (h *SimHost) HoldGPU(gpuIndex, mib int, args ...string) (ProcInfo, error) {
 	if len(args) == 0 {
 		args = []string{"python3", "stray.py"}
 	}
-	p := w.spawn(h.ct, nil, args, "/user.slice/user-0.slice/session-1.scope")
+	if !strings.HasPrefix(cgroup, "/") {
+		return ProcInfo{}, fmt.Errorf("hold GPU %d on %s: cgroup %q is not absolute", gpuIndex, h.name, cgroup)
+	}
+	p := w.spawn(h.ct, nil, args, cgroup)
 	p.mem[gpuIndex] = mib
 	p.gpuFDs = true
 	return w.info(p, h.ct), nil

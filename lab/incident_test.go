@@ -21,9 +21,10 @@ func showMap(t testing.TB, c *testClient, unit string, props ...string) map[stri
 	return m
 }
 
+// gpuUsed reads the memory used on qwen's GPUs (0-3); coder holds GPUs 4-7.
 func gpuUsed(t testing.TB, c *testClient) []int {
 	t.Helper()
-	out := c.must(t, "nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits")
+	out := c.must(t, "nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits", "-i", "0,1,2,3")
 	var used []int
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		_, v, ok := strings.Cut(l, ", ")
@@ -76,7 +77,8 @@ func TestIncidentReplay(t *testing.T) {
 	if m := showMap(t, gpu1, svc.Unit, "ActiveState"); m["ActiveState"] != "inactive" {
 		t.Fatalf("after stop: %v", m)
 	}
-	apps := pve.must(t, "nvidia-smi", "--query-compute-apps=pid,used_memory,gpu_uuid,process_name", "--format=csv,noheader,nounits")
+	// qwen's GPUs only: the neighbour, coder, serves on GPUs 4-7 meanwhile.
+	apps := pve.must(t, "nvidia-smi", "--query-compute-apps=pid,used_memory,gpu_uuid,process_name", "--format=csv,noheader,nounits", "-i", "0,1,2,3")
 	lines := strings.Split(strings.TrimSpace(apps), "\n")
 	if len(lines) != 4 {
 		t.Fatalf("compute apps after stop with orphans: %q, want 4 holders", apps)
@@ -124,7 +126,7 @@ func TestIncidentReplay(t *testing.T) {
 	// Break the loop as the runbook does: stop, kill the holders from pve by host pid.
 	gpu1.must(t, "systemctl", "stop", svc.Unit)
 	pve.must(t, append([]string{"kill", "-9"}, hostPIDs...)...)
-	if out := pve.must(t, "nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"); out != "" {
+	if out := pve.must(t, "nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader", "-i", "0,1,2,3"); out != "" {
 		t.Fatalf("holders still listed after kill: %q", out)
 	}
 	if used := gpuUsed(t, pve); used[0] == 0 {

@@ -2,8 +2,10 @@
 // restart loop on GPU memory held by dead processes can be replayed against it over real SSH.
 //
 // A Lab runs one SSH server per simulated host on 127.0.0.1 (ed25519 host keys, public-key auth,
-// exec and sftp), a Proxmox node ("pve") with an LXC container ("gpu1", VMID 129) that runs
-// systemd and an SGLang-like (or vLLM-like) engine on 4 simulated H100 GPUs. Commands arrive as
+// exec and sftp): a Proxmox node ("pve") with 8 simulated H100 GPUs split between two LXC
+// containers, each running systemd and its own engine service: "gpu1" (VMID 129) runs the default
+// service qwen (SGLang-like or vLLM-like) on GPUs 0-3, "gpu2" (VMID 130) runs the neighbour's
+// SGLang service coder on GPUs 4-7. Faults apply to both. Commands arrive as
 // POSIX-quoted strings and run against simulated state: systemctl, journalctl, nvidia-smi, ps,
 // cat (with /proc and /sys/fs/cgroup), fuser, kill, pct exec and a few shell utilities.
 // Faults (see Fault) make it fail the way real hosts do.
@@ -35,15 +37,15 @@ import (
 // Options configure a Lab. The zero value is the default incident topology.
 type Options struct {
 	Faults    []Fault // see ParseFaults
-	UnitText  string  // "" = the default SGLang NEXTN unit at steps 3 with Restart=always
-	Engine    string  // "sglang" (default) or "vllm": the default unit's engine
+	UnitText  string  // qwen's unit; "" = the default SGLang NEXTN unit at steps 3 with Restart=always
+	Engine    string  // "sglang" (default) or "vllm": qwen's default unit's engine (coder is SGLang)
 	TimeScale float64 // simulated seconds per real second; 0 = DefaultTimeScale
 	Dir       string  // keys and host file systems; "" = a temp dir removed by Close
 	Logger    *slog.Logger
 	// LoadTime is the simulated model load time (0 = 60s); WarmUp the /health 503 phase (0 = 10s);
 	// ReleaseLag how long GPU memory stays used after its holder died (0 = 5s).
 	LoadTime, WarmUp, ReleaseLag time.Duration
-	// GPUs is the number of simulated GPUs (0 = 4).
+	// GPUs is the number of simulated GPUs of the node (0 = 8); the services need GPUs 0-7.
 	GPUs int
 }
 
@@ -121,7 +123,7 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 		opts.ReleaseLag = 5 * time.Second
 	}
 	if opts.GPUs <= 0 {
-		opts.GPUs = 4
+		opts.GPUs = 8
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -172,13 +174,6 @@ func (l *Lab) boot(ctx context.Context) error {
 	for i := 0; i < l.opts.GPUs; i++ {
 		w.gpus = append(w.gpus, &gpu{index: i, uuid: fmt.Sprintf("GPU-%08x-5c1e-4b7a-9d3f-%012x", 0x3f2a7c10+i*0x1111, 0xa1b2c3d40000+i), name: "NVIDIA H100 80GB HBM3", total: 81559})
 	}
-	unitName, text := "sglang-qwen.service", l.opts.UnitText
-	if l.opts.Engine == "vllm" {
-		unitName = "vllm-qwen.service"
-	}
-	if text == "" {
-		text = defaultUnit(l.opts.Engine)
-	}
 
 	pve, err := l.newHost("pve", nil)
 	if err != nil {
@@ -193,87 +188,143 @@ func (l *Lab) boot(ctx context.Context) error {
 	pd.daemon, pd.gpuFDs, pd.stat = true, true, "Ss"
 	he := w.spawn(nil, nil, []string{"/usr/bin/nv-hostengine", "-n", "--service-account", "nvidia-dcgm"}, "/system.slice/nvidia-dcgm.service")
 	he.daemon, he.gpuFDs, he.stat = true, true, "Ssl"
-	mon := w.spawn(nil, nil, []string{"[lxc monitor] /var/lib/lxc 129"}, "/lxc.monitor/129")
+	w.unlock()
+	if err := l.seedFiles(pve, map[string]string{
+		"/etc/hostname":   "pve\n",
+		"/etc/os-release": "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\n",
+	}); err != nil {
+		return err
+	}
+
+	// The default service, qwen, in LXC 129 on GPUs 0-3, exactly as the incident's host.
+	qwenUnit, qwenText := "sglang-qwen.service", l.opts.UnitText
+	if l.opts.Engine == "vllm" {
+		qwenUnit = "vllm-qwen.service"
+	}
+	if qwenText == "" {
+		qwenText = defaultUnit(l.opts.Engine)
+	}
+	// Its neighbour, coder, in LXC 130 on GPUs 4-7: another team's SGLang service.
+	for _, s := range []labService{
+		{name: "qwen", ct: "gpu1", vmid: 129, unit: qwenUnit, text: qwenText, engine: l.opts.Engine, gpus: []int{0, 1, 2, 3},
+			model: "/models/Qwen3.5-122B-A10B", modelConfig: "{\"architectures\": [\"Qwen3_5MoeForCausalLM\"], \"model_type\": \"qwen3_5_moe\"}\n"},
+		{name: "coder", ct: "gpu2", vmid: 130, unit: "sglang-coder.service", text: coderUnit, engine: "sglang", gpus: []int{4, 5, 6, 7},
+			model: "/models/Qwen3-Coder-30B-A3B-Instruct", modelConfig: "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3_moe\"}\n"},
+	} {
+		if err := l.addService(pve, s); err != nil {
+			return err
+		}
+	}
+
+	for _, h := range l.hosts {
+		if err := h.serveSSH(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// labService is one container of the node and the engine service it runs.
+type labService struct {
+	name, ct    string // service and container (host) name
+	vmid        int
+	unit, text  string
+	engine      string
+	gpus        []int // node GPU indexes its unit's CUDA_VISIBLE_DEVICES names
+	model       string
+	modelConfig string
+}
+
+// addService creates s's LXC container on the node (its config, init, journald and sshd), seeds
+// its unit and model, and boots the unit.
+func (l *Lab) addService(pve *SimHost, s labService) error {
+	w := l.w
+	for _, g := range s.gpus {
+		if w.gpuByIndex(g) == nil {
+			return fmt.Errorf("service %s: the node has no GPU %d (Options.GPUs is %d)", s.name, g, l.opts.GPUs)
+		}
+	}
+	w.lock()
+	mon := w.spawn(nil, nil, []string{fmt.Sprintf("[lxc monitor] /var/lib/lxc %d", s.vmid)}, fmt.Sprintf("/lxc.monitor/%d", s.vmid))
 	mon.stat = "Ss"
-	ct := &container{vmid: 129, name: "gpu1", running: true}
+	ct := &container{vmid: s.vmid, name: s.ct, running: true}
 	ctInit := w.spawn(nil, mon, []string{"/sbin/init"}, "/init.scope")
 	ctInit.ct, ctInit.pid, ctInit.ppid, ctInit.stat = ct, 1, 0, "Ss"
 	ct.initPID, ct.nextPID = ctInit.hostPID, 1
-	w.containers[129] = ct
+	w.containers[s.vmid] = ct
 	w.unlock()
 
-	gpu1, err := l.newHost("gpu1", ct)
+	h, err := l.newHost(s.ct, ct)
 	if err != nil {
 		return err
 	}
-	ct.host = gpu1
+	ct.host = h
 	w.lock()
 	w.spawn(ct, nil, []string{"/lib/systemd/systemd-journald"}, "/system.slice/systemd-journald.service").stat = "Ss"
 	w.spawn(ct, nil, []string{"sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups"}, "/system.slice/ssh.service").stat = "Ss"
 	w.unlock()
 
-	// File systems.
-	seed := map[*SimHost]map[string]string{
-		pve: {
-			"/etc/hostname":         "pve\n",
-			"/etc/pve/lxc/129.conf": "arch: amd64\ncores: 32\nhostname: gpu1\nmemory: 262144\nostype: ubuntu\nrootfs: local-zfs:subvol-129-disk-0,size=200G\nlxc.cgroup2.devices.allow: c 195:* rwm\nlxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n",
-			"/etc/os-release":       "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\n",
-		},
-		gpu1: {
-			"/etc/hostname":                         "gpu1\n",
-			"/etc/os-release":                       "PRETTY_NAME=\"Ubuntu 24.04.1 LTS\"\nID=ubuntu\n",
-			path2(unitDir, unitName):                text,
-			"/models/Qwen3.5-122B-A10B/config.json": "{\"architectures\": [\"Qwen3_5MoeForCausalLM\"], \"model_type\": \"qwen3_5_moe\"}\n",
-		},
+	var mounts strings.Builder
+	for _, g := range s.gpus {
+		fmt.Fprintf(&mounts, "lxc.mount.entry: /dev/nvidia%d dev/nvidia%d none bind,optional,create=file\n", g, g)
 	}
-	for _, h := range []*SimHost{pve, gpu1} {
-		for i := 0; i < l.opts.GPUs; i++ {
-			seed[h][fmt.Sprintf("/dev/nvidia%d", i)] = ""
-		}
-		seed[h]["/dev/nvidiactl"] = ""
-		seed[h]["/dev/nvidia-uvm"] = ""
-		for p, content := range seed[h] {
-			if err := h.WriteFile(p, []byte(content)); err != nil {
-				return err
-			}
-		}
+	if err := l.seedFiles(pve, map[string]string{
+		fmt.Sprintf("/etc/pve/lxc/%d.conf", s.vmid): fmt.Sprintf("arch: amd64\ncores: 32\nhostname: %s\nmemory: 262144\nostype: ubuntu\nrootfs: local-zfs:subvol-%d-disk-0,size=200G\nlxc.cgroup2.devices.allow: c 195:* rwm\n%s",
+			s.ct, s.vmid, mounts.String()),
+	}); err != nil {
+		return err
+	}
+	if err := l.seedFiles(h, map[string]string{
+		"/etc/hostname":               s.ct + "\n",
+		"/etc/os-release":             "PRETTY_NAME=\"Ubuntu 24.04.1 LTS\"\nID=ubuntu\n",
+		path2(unitDir, s.unit):        s.text,
+		path2(s.model, "config.json"): s.modelConfig,
+	}); err != nil {
+		return err
 	}
 
-	// Service and its port.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return fmt.Errorf("allocate service port: %w", err)
+		return fmt.Errorf("allocate a port for %s: %w", s.name, err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	gpus := make([]int, l.opts.GPUs)
-	for i := range gpus {
-		gpus[i] = i
-	}
-	l.services = append(l.services, ServiceInfo{Name: "qwen", Unit: unitName, Host: "gpu1", URL: fmt.Sprintf("http://127.0.0.1:%d", port),
-		Engine: l.opts.Engine, ProxmoxNode: "pve", VMID: 129, GPUs: gpus})
+	l.services = append(l.services, ServiceInfo{Name: s.name, Unit: s.unit, Host: s.ct, URL: fmt.Sprintf("http://127.0.0.1:%d", port),
+		Engine: s.engine, ProxmoxNode: "pve", VMID: s.vmid, GPUs: append([]int(nil), s.gpus...)})
 
-	d := gpu1.readDiskUnit(unitName)
+	d := h.readDiskUnit(s.unit)
 	w.lock()
-	u := gpu1.sd.load(d)
+	u := h.sd.load(d)
 	u.port = port
 	if u.loadErr == nil {
-		if argv, _, err := parseExecStart(u.cfg.ExecStart[0], unitName, "gpu1", u.cfg.Environment); err == nil {
-			l.seedArgv[unitName] = argv
+		if argv, _, err := parseExecStart(u.cfg.ExecStart[0], s.unit, s.ct, u.cfg.Environment); err == nil {
+			l.seedArgv[s.unit] = argv
 		}
 	}
 	if u.loadErr != nil {
 		w.unlock()
-		return fmt.Errorf("seeded unit %s: %w", unitName, u.loadErr)
+		return fmt.Errorf("seeded unit %s: %w", s.unit, u.loadErr)
 	}
 	err = u.start(true)
 	w.unlock()
 	if err != nil {
-		return fmt.Errorf("boot %s: %w", unitName, err)
+		return fmt.Errorf("boot %s: %w", s.unit, err)
 	}
+	return nil
+}
 
-	for _, h := range l.hosts {
-		if err := h.serveSSH(); err != nil {
+// seedFiles writes files, and every GPU device file of the node, onto h. Every host sees all of
+// the node's device files (as a container given `lxc.cgroup2.devices.allow: c 195:*` does).
+func (l *Lab) seedFiles(h *SimHost, files map[string]string) error {
+	all := map[string]string{"/dev/nvidiactl": "", "/dev/nvidia-uvm": ""}
+	for i := 0; i < l.opts.GPUs; i++ {
+		all[fmt.Sprintf("/dev/nvidia%d", i)] = ""
+	}
+	for p, c := range files {
+		all[p] = c
+	}
+	for p, content := range all {
+		if err := h.WriteFile(p, []byte(content)); err != nil {
 			return err
 		}
 	}
@@ -405,7 +456,8 @@ func (l *Lab) ClientSigner() (ssh.Signer, error) {
 }
 
 // WriteConfig writes an opsbot YAML config that reaches the lab into dir, with the client key
-// (id_ed25519, mode 0600) and known_hosts beside it, and returns the config's path.
+// (id_ed25519, mode 0600) and known_hosts beside it, and returns the config's path. The config
+// names both services and `default_service: qwen`.
 func (l *Lab) WriteConfig(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("write lab config: %w", err)
@@ -430,6 +482,7 @@ func (l *Lab) WriteConfig(dir string) (string, error) {
 	for _, h := range t.Hosts {
 		fmt.Fprintf(&b, "  %s: {addr: %q, user: %s}\n", h.Name, h.Addr, h.User)
 	}
+	b.WriteString("default_service: qwen   # what a command naming no service means\n")
 	b.WriteString("services:\n")
 	for _, s := range t.Services {
 		gp := make([]string, len(s.GPUs))

@@ -164,8 +164,14 @@ func TestPctExec(t *testing.T) {
 	if _, _, code := pve.run(t, "pct", "exec", "129", "--", "exit", "7"); code != 7 {
 		t.Fatalf("pct exec exit status %d, want 7", code)
 	}
-	_, errs, code := pve.run(t, "pct", "exec", "130", "--", "true")
-	if code != 255 || !strings.Contains(errs, "Configuration file 'nodes/pve/lxc/130.conf' does not exist") {
+	if out := pve.must(t, "pct", "exec", "130", "--", "systemctl", "is-active", "sglang-coder.service"); out != "active\n" {
+		t.Fatalf("pct exec 130 is-active sglang-coder.service: %q", out)
+	}
+	if _, _, code := pve.run(t, "pct", "exec", "130", "--", "systemctl", "cat", qwenUnit); code == 0 {
+		t.Fatalf("container 130 has qwen's unit: containers must not share their units")
+	}
+	_, errs, code := pve.run(t, "pct", "exec", "131", "--", "true")
+	if code != 255 || !strings.Contains(errs, "Configuration file 'nodes/pve/lxc/131.conf' does not exist") {
 		t.Fatalf("unknown container: code %d stderr %q", code, errs)
 	}
 	// Inside the container pids are container pids; on the node they are host pids.
@@ -179,7 +185,7 @@ func TestPctExec(t *testing.T) {
 	main := l.Host("gpu1").Unit(qwenUnit).MainPID
 	var hostPID int
 	for _, p := range l.Host("pve").Processes() {
-		if len(p.Args) > 2 && p.Args[2] == "sglang.launch_server" {
+		if len(p.Args) > 2 && p.Args[2] == "sglang.launch_server" && strings.HasPrefix(p.Cgroup, "/lxc/129/") {
 			hostPID = p.HostPID
 		}
 	}

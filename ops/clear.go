@@ -11,18 +11,23 @@ import (
 
 // clearGPUs makes sure the service's GPUs are below its clear threshold before
 // a start. Memory whose holder has already exited is waited out (the driver
-// releases it asynchronously); memory still held by engine processes (orphaned
-// workers, a previous run that did not die) is reaped from the host that sees
-// their PIDs; with force every holder but the known GPU daemons is. A process
-// that no signal kills ends the step with a *gpu.StuckError. The readings
-// before and after go to res.GPUs, every signal sent to res.Killed.
+// releases it asynchronously). A holder is reaped from the host that sees its
+// PID only when it holds one of the service's own GPUs (memory there, or its
+// /dev/nvidiaN) and belongs to the service (its unit's cgroup, or orphaned from
+// it inside its container: gpu.Scope.Owner), and is an engine process, or any
+// process with force. Everything else on the service's GPUs is left alone and
+// named in the thread with whose it is; the GPU daemons are never touched. The
+// wait for clear GPUs looks at the service's GPUs only and does not wait for
+// what left-alone holders keep. A process that no signal kills ends the step
+// with a *gpu.StuckError. The readings before and after go to res.GPUs, every
+// signal sent to res.Killed.
 func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Reporter, force bool) error {
-	st := begin(rep, "clear GPUs", "checking GPU memory on %s", t.cfg.Host)
+	st := begin(rep, "clear GPUs", "checking GPU memory of %s on %s", t.name, t.cfg.Host)
 	gpus, err := gpu.Query(ctx, t.host)
 	if err != nil {
 		return st.fail(fmt.Errorf("read GPU memory on %s: %w", t.cfg.Host, err))
 	}
-	recordGPUs(res, t.cfg.Host, gpus)
+	recordGPUs(res, t.cfg.Host, gpus, t.cfg.GPUs)
 	if held := heldGPUs(gpus, t.cfg.GPUs, t.cfg.ClearMiB); len(held) == 0 {
 		st.done("%s", clearSummary(gpus, t.cfg.GPUs, t.cfg.ClearMiB))
 		return nil
@@ -31,16 +36,8 @@ func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Rep
 	if err != nil {
 		return st.fail(fmt.Errorf("find what holds GPU memory on %s: %w", t.nodeName, err))
 	}
-	var kill, others []gpu.Process
-	for _, p := range holders {
-		switch {
-		case p.Daemon:
-		case p.Engine || force:
-			kill = append(kill, p)
-		default:
-			others = append(others, p)
-		}
-	}
+	s := sortHolders(t, gpus, holders, force)
+	kill := s.kill
 	if len(kill) > 0 {
 		res.AddIncident(IncidentGPUMemoryHeld)
 		st.progress("GPU memory held by %s since the last stop: stopping them (SIGTERM, then SIGKILL after %s)",
@@ -50,8 +47,8 @@ func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Rep
 		for _, k := range killed {
 			res.Killed = append(res.Killed, Killed{PID: k.PID, Host: t.nodeName, Command: k.Command, Signal: k.Signal})
 		}
-		if len(others) > 0 {
-			st.warn("also holding GPU memory, not engine processes, left alone: %s", describeProcs(others))
+		if len(s.alone) > 0 {
+			st.warn("left alone: %s", s.describeAlone(t))
 		}
 		if err != nil {
 			var stuck *gpu.StuckError
@@ -60,34 +57,115 @@ func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Rep
 			}
 			return st.fail(err)
 		}
-	} else if len(others) > 0 {
-		// Live processes that are not the engine's: they ran beside the engine and
-		// will not let go by themselves. Leave them, and let the start tell whether
-		// the engine still fits; a start that fails for memory names them again.
-		st.warn("GPU memory is held by %s, not engine processes: left alone (`gpu recover %s --force` would kill them)",
-			describeProcs(others), t.name)
+	} else if len(s.alone) > 0 {
+		// Live processes that are not the service's engine: they ran beside the
+		// engine or belong to someone else, and will not let go by themselves.
+		// Leave them, and let the start tell whether the engine still fits; a
+		// start that fails for memory names them again.
+		st.warn("GPU memory of %s is held by processes left alone: %s", t.name, s.describeAlone(t))
 		st.done("%s", heldSummary(gpus, t.cfg.GPUs))
 		return nil
 	} else {
 		st.progress("GPU memory still in use with no process holding it: waiting for the driver to release it")
 	}
 	// What the holders left alone keep is not waited for: it would never go.
-	clearMiB := t.cfg.ClearMiB
-	for _, p := range others {
-		clearMiB += max(p.UsedMiB, 0)
-	}
 	wctx, cancel := context.WithTimeout(ctx, r.cfg.ClearTimeout)
 	defer cancel()
-	gpus, err = gpu.WaitClear(wctx, t.host, t.cfg.GPUs, clearMiB, r.cfg.Poll)
+	gpus, err = gpu.WaitClearAllowing(wctx, t.host, t.cfg.GPUs, t.cfg.ClearMiB, s.kept, r.cfg.Poll)
 	if gpus != nil {
-		recordGPUs(res, t.cfg.Host, gpus)
+		recordGPUs(res, t.cfg.Host, gpus, t.cfg.GPUs)
 	}
 	if err != nil {
 		res.AddIncident(IncidentGPUMemoryHeld)
 		return st.fail(err)
 	}
-	st.done("%s", clearSummary(gpus, t.cfg.GPUs, clearMiB))
+	st.done("%s", clearSummary(gpus, t.cfg.GPUs, t.cfg.ClearMiB))
 	return nil
+}
+
+// sorted is what clearGPUs (and the previews) make of the holders of a
+// service's GPUs.
+type sorted struct {
+	kill  []gpu.Process
+	alone []leftAlone
+	kept  map[int]int // service GPU index -> MiB that left-alone holders keep there
+}
+
+// leftAlone is a holder that is not killed, and why.
+type leftAlone struct {
+	p   gpu.Process
+	why string
+}
+
+// sortHolders decides, for each holder seen on the node, whether it is
+// reaped: only processes on the service's GPUs (gpus is the service host's
+// reading) that belong to the service, engine processes or, with force, any
+// but the daemons. Holders of other GPUs only are not the service's business
+// and are not listed.
+func sortHolders(t *target, gpus []gpu.GPU, holders []gpu.Process, force bool) sorted {
+	s := sorted{kept: map[int]int{}}
+	var mine []gpu.GPU
+	for _, g := range gpus {
+		if wanted(g.Index, t.cfg.GPUs) {
+			mine = append(mine, g)
+		}
+	}
+	for _, p := range holders {
+		if p.Daemon {
+			continue
+		}
+		var on []gpu.GPU
+		for _, g := range mine {
+			if p.OnGPU(g.UUID, g.Index) {
+				on = append(on, g)
+			}
+		}
+		own := t.scope.Owner(p)
+		switch {
+		case len(on) == 0 && len(p.GPUs) == 0 && own.Service:
+			s.alone = append(s.alone, leftAlone{p, "holds only /dev/nvidiactl or /dev/nvidia-uvm, no GPU of " + t.name + "'s"})
+			continue
+		case len(on) == 0:
+			continue // a neighbour's, on its own GPUs
+		case !own.Service:
+			s.alone = append(s.alone, leftAlone{p, own.Whose + ", not " + t.name + "'s: never killed"})
+		case p.Engine || force:
+			s.kill = append(s.kill, p)
+			continue
+		default:
+			s.alone = append(s.alone, leftAlone{p, "not an engine process (`gpu recover " + t.name + " --force` would kill it)"})
+		}
+		for _, g := range on {
+			for _, h := range p.GPUs {
+				if h.UsedMiB > 0 && ((h.UUID != "" && h.UUID == g.UUID) || (h.UUID == "" || g.UUID == "") && h.Index == g.Index) {
+					s.kept[g.Index] += h.UsedMiB
+				}
+			}
+		}
+	}
+	return s
+}
+
+// describeAlone renders "PID 5123 (python3 -m sglang.launch_server) on GPU 0,
+// 6000 MiB: container 130, not qwen's: never killed; ...".
+func (s sorted) describeAlone(t *target) string {
+	parts := make([]string, len(s.alone))
+	for i, a := range s.alone {
+		var on []string
+		for _, g := range a.p.GPUs {
+			on = append(on, fmt.Sprint(g.Index))
+		}
+		where := ""
+		if len(on) > 0 {
+			where = " on " + t.nodeName + " GPU " + strings.Join(on, ",")
+		}
+		mem := ""
+		if a.p.UsedMiB > 0 {
+			mem = fmt.Sprintf(", %d MiB", a.p.UsedMiB)
+		}
+		parts[i] = fmt.Sprintf("PID %d (%s)%s%s: %s", a.p.PID, shortCommand(a.p.Cmdline), where, mem, a.why)
+	}
+	return strings.Join(parts, "; ")
 }
 
 func heldSummary(gpus []gpu.GPU, want []int) string {
@@ -139,10 +217,13 @@ func clearSummary(gpus []gpu.GPU, want []int, clearMiB int) string {
 	return fmt.Sprintf("%d GPUs clear (at most %d MiB used, threshold %d MiB)", n, max, clearMiB)
 }
 
-// recordGPUs stores a reading in res.GPUs: as the "before" value the first
-// time a GPU is seen, and always as the "after" value.
-func recordGPUs(res *Result, host string, gpus []gpu.GPU) {
+// recordGPUs stores a reading of the GPUs of want (nil = all) in res.GPUs: as
+// the "before" value the first time a GPU is seen, and always as the "after" value.
+func recordGPUs(res *Result, host string, gpus []gpu.GPU, want []int) {
 	for _, g := range gpus {
+		if !wanted(g.Index, want) {
+			continue
+		}
 		i := -1
 		for j := range res.GPUs {
 			if res.GPUs[j].Host == host && res.GPUs[j].Index == g.Index {

@@ -20,12 +20,13 @@ func queryGPUs(ctx context.Context, t *target) ([]gpu.GPU, error) {
 // RecoverOptions tune `gpu recover`.
 type RecoverOptions struct {
 	NoStart bool // leave the service stopped
-	Force   bool // kill every holder but the GPU daemons, not only engine processes
+	Force   bool // also kill the service's non-engine processes on its GPUs (never a neighbour's, never the GPU daemons)
 	DryRun  bool // show what would be signalled; change nothing
 }
 
 // GPURecover is `gpu recover`: stop the service (and its restart loop), kill
-// what still holds its GPU memory, wait until clear, start it fresh.
+// what still holds its GPU memory and belongs to it (never a neighbour's),
+// wait until clear, start it fresh. It holds the service's node throughout.
 func (r *Runbook) GPURecover(ctx context.Context, service string, o RecoverOptions, rep Reporter) (*Result, error) {
 	res := &Result{Incidents: []string{}}
 	t, err := r.target(service)
@@ -35,6 +36,11 @@ func (r *Runbook) GPURecover(ctx context.Context, service string, o RecoverOptio
 	if o.DryRun {
 		return r.recoverPreview(ctx, t, o, res, rep)
 	}
+	unlock, err := r.holdNode(ctx, t, rep)
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
 	if err := r.stop(ctx, t, res, rep); err != nil {
 		return res, err
 	}
@@ -58,94 +64,169 @@ func (r *Runbook) recoverPreview(ctx context.Context, t *target, o RecoverOption
 	if err != nil {
 		return res, st.fail(err)
 	}
-	recordGPUs(res, t.cfg.Host, gpus)
+	recordGPUs(res, t.cfg.Host, gpus, t.cfg.GPUs)
 	holders, err := gpu.Holders(ctx, t.node)
 	if err != nil {
 		return res, st.fail(hostErr("find GPU holders", t.nodeName, err))
 	}
-	res.Details = append(res.Details, "would stop "+t.cfg.Unit+" on "+t.cfg.Host+", then signal whatever still holds GPU memory:")
-	for _, p := range holders {
-		verdict := "left alone (not an engine process; --force would kill it)"
-		switch {
-		case p.Daemon:
-			verdict = "never killed (GPU daemon)"
-		case p.Engine:
-			verdict = "SIGTERM, then SIGKILL if it survives"
-		case o.Force:
+	s := sortHolders(t, gpus, holders, o.Force)
+	res.Details = append(res.Details, "would stop "+t.cfg.Unit+" on "+t.cfg.Host+", then signal what still holds "+t.name+"'s GPUs and belongs to it:")
+	for _, p := range s.kill {
+		verdict := "SIGTERM, then SIGKILL if it survives"
+		if !p.Engine {
 			verdict = "SIGTERM, then SIGKILL (--force)"
 		}
-		res.Details = append(res.Details, fmt.Sprintf("  %s PID %d %s: %s", t.nodeName, p.PID, shortCommand(p.Cmdline), verdict))
+		res.Details = append(res.Details, fmt.Sprintf("  %s PID %d %s (%s): %s", t.nodeName, p.PID, shortCommand(p.Cmdline), t.scope.Owner(p).Whose, verdict))
+	}
+	for _, a := range s.alone {
+		res.Details = append(res.Details, fmt.Sprintf("  %s PID %d %s: left alone: %s", t.nodeName, a.p.PID, shortCommand(a.p.Cmdline), a.why))
 	}
 	if !o.NoStart {
 		res.Details = append(res.Details, "then start "+t.cfg.Unit+" and wait until it serves")
 	}
-	st.done("%d holders", len(holders))
-	res.Summary = fmt.Sprintf("dry run: gpu recover %s would look at %d processes; nothing changed", t.name, len(holders))
+	n := len(s.kill) + len(s.alone)
+	st.done("%d holders of %s's GPUs", n, t.name)
+	res.Summary = fmt.Sprintf("dry run: gpu recover %s would signal %d of %d processes on its GPUs; nothing changed", t.name, len(s.kill), n)
 	return res, nil
 }
 
-// GPUStatus is `gpu status [HOST]`: memory per GPU and who holds it, for the
-// named host or every host that runs a service.
+// GPUStatus is `gpu status [HOST]`: memory per GPU and who holds it, for
+// each physical node that runs a service (all of them, or the one HOST names
+// or runs on). GPUs are listed by the node's index with the service they are
+// configured for; each holder with whose it is.
 func (r *Runbook) GPUStatus(ctx context.Context, host string, rep Reporter) (*Result, error) {
 	res := &Result{Incidents: []string{}}
-	names := make([]string, 0, len(r.cfg.Services))
-	for n := range r.cfg.Services {
+	names := make([]string, 0, len(r.targets))
+	for n := range r.targets {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	seen := map[string]bool{}
-	var hosts, lines []string
+	// Group the services by physical node, in name order.
+	var nodes []string
+	byNode := map[string][]*target{}
 	for _, n := range names {
-		sc := r.cfg.Services[n]
-		if (host != "" && sc.Host != host && sc.ProxmoxNode != host) || seen[sc.Host] {
+		t := r.targets[n]
+		if host != "" && t.cfg.Host != host && t.nodeName != host {
 			continue
 		}
-		seen[sc.Host] = true
-		hosts = append(hosts, sc.Host)
-		t, err := r.target(n)
-		if err != nil {
-			return res, err
+		if byNode[t.nodeName] == nil {
+			nodes = append(nodes, t.nodeName)
 		}
-		gpus, err := queryGPUs(ctx, t)
-		if err != nil {
-			return res, err
-		}
-		recordGPUs(res, t.cfg.Host, gpus)
-		holders, err := gpu.Holders(ctx, t.node)
-		if err != nil {
-			return res, hostErr("find GPU holders", t.nodeName, err)
-		}
-		lines = append(lines, fmt.Sprintf("%s (service %s):", t.cfg.Host, n))
-		for _, g := range gpus {
-			used := fmt.Sprintf("%6d / %d MiB", g.UsedMiB, g.TotalMiB)
-			if !g.Known {
-				used = "[N/A]"
-			}
-			lines = append(lines, fmt.Sprintf("  GPU %d  %s", g.Index, used))
-		}
-		for _, p := range holders {
-			kind := "other"
-			switch {
-			case p.Daemon:
-				kind = "daemon"
-			case p.Engine:
-				kind = "engine"
-			}
-			mem := ""
-			if p.UsedMiB > 0 {
-				mem = fmt.Sprintf(" %d MiB", p.UsedMiB)
-			}
-			lines = append(lines, fmt.Sprintf("  %s PID %d (%s, %s)%s %s", t.nodeName, p.PID, kind, p.State, mem, shortCommand(p.Cmdline)))
-		}
-		if s, err := t.unit.Show(ctx); err == nil && s.Stopped() && len(heldGPUs(gpus, sc.GPUs, sc.ClearMiB)) > 0 {
-			res.AddIncident(IncidentGPUMemoryHeld)
-			lines = append(lines, fmt.Sprintf("  %s is stopped but its GPUs hold memory: `gpu recover %s` clears it", sc.Unit, n))
-		}
+		byNode[t.nodeName] = append(byNode[t.nodeName], t)
 	}
-	if len(hosts) == 0 {
+	if len(nodes) == 0 {
 		return res, fmt.Errorf("no service runs on host %q", host)
 	}
+	var lines []string
+	for _, node := range nodes {
+		ts := byNode[node]
+		nl, err := r.nodeStatus(ctx, node, ts, res)
+		if err != nil {
+			return res, err
+		}
+		lines = append(lines, nl...)
+	}
 	res.Details = lines
-	res.Summary = "GPU memory on " + strings.Join(hosts, ", ")
+	res.Summary = "GPU memory on " + strings.Join(nodes, ", ")
 	return res, nil
+}
+
+// nodeStatus renders one node's GPUs, their services and holders.
+func (r *Runbook) nodeStatus(ctx context.Context, node string, ts []*target, res *Result) ([]string, error) {
+	nodeHost := ts[0].node
+	ngpus, err := gpu.Query(ctx, nodeHost)
+	if err != nil {
+		return nil, hostErr("nvidia-smi", node, err)
+	}
+	recordGPUs(res, node, ngpus, nil)
+	holders, err := gpu.Holders(ctx, nodeHost)
+	if err != nil {
+		return nil, hostErr("find GPU holders", node, err)
+	}
+	// owner[i] is the service configured for node GPU i (joined on UUID).
+	owner := map[int]*target{}
+	var svcs []string
+	var notes []string
+	for _, t := range ts {
+		svcs = append(svcs, fmt.Sprintf("%s (%s on %s)", t.name, t.cfg.Unit, t.cfg.Host))
+		sg, err := queryGPUs(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range sg {
+			if !wanted(g.Index, t.cfg.GPUs) {
+				continue
+			}
+			for _, n := range ngpus {
+				if (g.UUID != "" && g.UUID == n.UUID) || ((g.UUID == "" || n.UUID == "") && g.Index == n.Index) {
+					owner[n.Index] = t
+				}
+			}
+		}
+		if s, err := t.unit.Show(ctx); err == nil && s.Stopped() && len(heldGPUs(sg, t.cfg.GPUs, t.cfg.ClearMiB)) > 0 {
+			res.AddIncident(IncidentGPUMemoryHeld)
+			notes = append(notes, fmt.Sprintf("  %s is stopped but its GPUs hold memory: `gpu recover %s` clears it", t.cfg.Unit, t.name))
+		}
+	}
+	lines := []string{fmt.Sprintf("%s: services %s", node, strings.Join(svcs, ", "))}
+	listed := map[int]bool{}
+	for _, g := range ngpus {
+		used := fmt.Sprintf("%6d / %d MiB", g.UsedMiB, g.TotalMiB)
+		if !g.Known {
+			used = "[N/A]"
+		}
+		whose := "no service"
+		if t := owner[g.Index]; t != nil {
+			whose = t.name
+		}
+		lines = append(lines, fmt.Sprintf("  GPU %d  %s  %s", g.Index, used, whose))
+		for _, p := range holders {
+			if p.Daemon || !p.OnGPU(g.UUID, g.Index) {
+				continue
+			}
+			listed[p.PID] = true
+			mem := ""
+			for _, h := range p.GPUs {
+				if h.Index == g.Index && h.UsedMiB > 0 {
+					mem = fmt.Sprintf(", %d MiB", h.UsedMiB)
+				}
+			}
+			lines = append(lines, fmt.Sprintf("      PID %d %s (%s, %s, %s%s)", p.PID, shortCommand(p.Cmdline), kindOf(p), p.State, whoseOn(p, owner[g.Index]), mem))
+		}
+	}
+	var other []string
+	for _, p := range holders {
+		if !listed[p.PID] {
+			other = append(other, fmt.Sprintf("PID %d %s (%s)", p.PID, shortCommand(p.Cmdline), kindOf(p)))
+		}
+	}
+	if len(other) > 0 {
+		lines = append(lines, "  holding no GPU of their own (/dev/nvidiactl, daemons): "+strings.Join(other, ", "))
+	}
+	return append(lines, notes...), nil
+}
+
+func kindOf(p gpu.Process) string {
+	switch {
+	case p.Daemon:
+		return "daemon"
+	case p.Engine:
+		return "engine"
+	}
+	return "other"
+}
+
+// whoseOn says whose p is, relative to the service of the GPU it was seen on.
+func whoseOn(p gpu.Process, t *target) string {
+	if t == nil {
+		if p.Cgroup == "" {
+			return "cgroup unknown"
+		}
+		return p.Cgroup
+	}
+	o := t.scope.Owner(p)
+	if o.Service {
+		return t.name + "'s: " + o.Whose
+	}
+	return "not " + t.name + "'s: " + o.Whose
 }

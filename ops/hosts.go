@@ -4,33 +4,40 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
-	"sort"
 
 	"golang.org/x/crypto/ssh"
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops/engine"
+	"github.com/opsbot/opsbot/ops/gpu"
 	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/ops/systemd"
 )
 
 // Runbook runs the pipelines against the configured hosts. It holds one SSH
-// connection per host, opened on first use and reused by every job. Its methods
-// are safe for concurrent use; the job engine makes sure only one mutating job
-// runs per host at a time.
+// connection per host, opened on first use and reused by every job, and one
+// engine HTTP client per service. Its methods are safe for concurrent use; the
+// job engine makes sure only one job runs per service at a time, and every
+// pipeline holds the service's physical node (Config.NodeLocks) for its
+// mutating window.
 type Runbook struct {
-	cfg  Config
-	pool *remote.Pool
+	cfg     Config
+	pool    *remote.Pool
+	targets map[string]*target
 }
 
-// New checks cfg and returns a Runbook. It reads the SSH key but connects to
-// nothing until a job needs a host.
+// New returns a Runbook for cfg, which the caller has validated (the config
+// package does, for opsbot's YAML): New checks only what it needs to build
+// the service -> host -> node mapping (the hosts a service names exist) and
+// reads the SSH key. It connects to nothing until a job needs a host.
 func New(cfg Config) (*Runbook, error) {
 	c := cfg.withDefaults()
-	if err := c.validate(); err != nil {
-		return nil, fmt.Errorf("ops config: %w", err)
+	if c.KeyFile == "" {
+		return nil, errors.New("ops config: ssh key_file is not set")
+	}
+	if c.KnownHosts == "" {
+		return nil, errors.New("ops config: ssh known_hosts is not set: host keys are always checked")
 	}
 	pem, err := os.ReadFile(c.KeyFile)
 	if err != nil {
@@ -49,89 +56,62 @@ func New(cfg Config) (*Runbook, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ops config: %w", err)
 	}
-	return &Runbook{cfg: c, pool: pool}, nil
+	r := &Runbook{cfg: c, pool: pool, targets: make(map[string]*target, len(c.Services))}
+	for name, sc := range c.Services {
+		t, err := r.newTarget(name, sc)
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("ops config: service %s: %w", name, err)
+		}
+		r.targets[name] = t
+	}
+	return r, nil
 }
 
-// Close closes every SSH connection.
-func (r *Runbook) Close() error { return r.pool.Close() }
-
-func (c *Config) validate() error {
-	if c.KeyFile == "" {
-		return errors.New("ssh key_file is not set")
+// Close closes every SSH connection and the engine clients' idle connections.
+func (r *Runbook) Close() error {
+	for _, t := range r.targets {
+		t.eng.HTTP.CloseIdleConnections()
 	}
-	if c.KnownHosts == "" {
-		return errors.New("ssh known_hosts is not set: host keys are always checked")
-	}
-	for name, h := range c.Hosts {
-		if h.Addr == "" {
-			return fmt.Errorf("host %s: no addr", name)
-		}
-		if h.Jump != "" {
-			if _, ok := c.Hosts[h.Jump]; !ok {
-				return fmt.Errorf("host %s: jump host %q is not configured", name, h.Jump)
-			}
-		}
-	}
-	names := make([]string, 0, len(c.Services))
-	for n := range c.Services {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		s := c.Services[name]
-		h, ok := c.Hosts[s.Host]
-		if !ok {
-			return fmt.Errorf("service %s: host %q is not configured", name, s.Host)
-		}
-		if len(h.Prefix) > 0 {
-			// Unit files are read and written over sftp, which a prefix does not reach.
-			return fmt.Errorf("service %s: host %s has a command prefix: the unit's files must be reachable over sftp, so give the service's host its own SSH (a prefix suits hosts used for commands only)", name, s.Host)
-		}
-		if s.ProxmoxNode != "" {
-			if _, ok := c.Hosts[s.ProxmoxNode]; !ok {
-				return fmt.Errorf("service %s: proxmox node %q is not configured", name, s.ProxmoxNode)
-			}
-		}
-		if s.Unit == "" {
-			return fmt.Errorf("service %s: no unit", name)
-		}
-		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("service %s: url %q is not an http(s) URL", name, s.URL)
-		}
-		if s.Engine != "sglang" && s.Engine != "vllm" {
-			return fmt.Errorf("service %s: engine %q (want sglang or vllm)", name, s.Engine)
-		}
-	}
-	return nil
+	return r.pool.Close()
 }
 
-// target is one service and the handles a pipeline needs to act on it.
+// target is one service and the handles a pipeline needs to act on it, built
+// once by New.
 type target struct {
 	name     string
 	cfg      ServiceConfig
 	host     *remote.Host // runs systemd and the engine
 	node     *remote.Host // sees host PIDs of GPU processes: the Proxmox node, or host itself
-	nodeName string
+	nodeName string       // the physical node: what NodeLocks holds
 	unit     systemd.Service
-	eng      *engine.Client
+	eng      *engine.Client // one per service, reused across jobs
+	scope    gpu.Scope      // whose processes are the service's
 }
 
-func (r *Runbook) target(name string) (*target, error) {
-	sc, err := r.cfg.service(name)
-	if err != nil {
-		return nil, err
-	}
+func (r *Runbook) newTarget(name string, sc ServiceConfig) (*target, error) {
 	h, err := r.pool.Host(sc.Host)
 	if err != nil {
 		return nil, err
 	}
 	t := &target{name: name, cfg: sc, host: h, node: h, nodeName: sc.Host,
-		unit: systemd.Service{R: h, Unit: sc.Unit, Poll: r.cfg.Poll}, eng: engine.New(sc.URL)}
+		unit: systemd.Service{R: h, Unit: sc.Unit, Poll: r.cfg.Poll}, eng: engine.New(sc.URL),
+		scope: gpu.Scope{Unit: sc.Unit}}
 	if sc.ProxmoxNode != "" {
 		if t.node, err = r.pool.Host(sc.ProxmoxNode); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("proxmox node: %w", err)
 		}
 		t.nodeName = sc.ProxmoxNode
+		t.scope.VMID, t.scope.Container = sc.VMID, sc.Host
+	}
+	return t, nil
+}
+
+func (r *Runbook) target(name string) (*target, error) {
+	t, ok := r.targets[name]
+	if !ok {
+		_, err := r.cfg.service(name)
+		return nil, err
 	}
 	return t, nil
 }

@@ -469,29 +469,57 @@ func TestVLLMStepsAndAcceptance(t *testing.T) {
 }
 
 // Memory held by a process that is not the engine's is left alone (it ran
-// beside the engine), said in the thread, and `gpu recover --force` kills it.
+// beside the engine) and said in the thread. `gpu recover --force` kills it
+// when it is the service's own (an orphan in its container), never when it
+// belongs to the node itself.
 func TestForeignHolderIsLeftAlone(t *testing.T) {
 	r := newRig(t, labOpts(), nil)
 	ctx := testCtx(t)
-	p, err := r.lab.Host("pve").HoldGPU(0, 6000, "python3", "train.py", "--epochs", "3")
+	nodeProc, err := r.lab.Host("pve").HoldGPU(0, 6000, "python3", "train.py", "--epochs", "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := r.lab.Host("gpu1").HoldGPUIn("/", 1, 3000, "python3", "eval.py")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ev := &events{}
 	res, err := r.rb.MTPSteps(ctx, "qwen", 10, false, ev)
 	if err != nil {
-		t.Fatalf("mtp steps beside a foreign GPU holder: %v\n%s", err, ev.text())
+		t.Fatalf("mtp steps beside foreign GPU holders: %v\n%s", err, ev.text())
 	}
-	if len(res.Killed) != 0 || !strings.Contains(ev.text(), fmt.Sprintf("PID %d (python3 train.py), not engine processes: left alone", p.PID)) {
-		t.Fatalf("killed %v; thread:\n%s", res.Killed, ev.text())
+	thread := ev.text()
+	for _, want := range []string{
+		fmt.Sprintf("PID %d (python3 train.py) on pve GPU 0, 6000 MiB: the node (/user.slice/user-0.slice/session-1.scope), not qwen's: never killed", nodeProc.HostPID),
+		fmt.Sprintf("PID %d (python3 eval.py) on pve GPU 1, 3000 MiB: not an engine process (`gpu recover qwen --force` would kill it)", own.HostPID),
+	} {
+		if !strings.Contains(thread, want) {
+			t.Errorf("thread lacks %q:\n%s", want, thread)
+		}
+	}
+	if len(res.Killed) != 0 {
+		t.Fatalf("killed %v; thread:\n%s", res.Killed, thread)
 	}
 	rec, err := r.rb.GPURecover(ctx, "qwen", ops.RecoverOptions{Force: true}, ops.Discard)
-	if err != nil || len(rec.Killed) != 1 || rec.Killed[0].PID != p.PID {
-		t.Fatalf("gpu recover --force: %v killed %+v", err, rec.Killed)
+	if err != nil || len(rec.Killed) != 1 || rec.Killed[0].PID != own.HostPID {
+		t.Fatalf("gpu recover --force: %v killed %+v, want only PID %d (qwen's orphan)", err, rec.Killed, own.HostPID)
+	}
+	if !alive(r.lab, nodeProc.HostPID) {
+		t.Fatalf("--force killed PID %d, a process of the node, not of qwen", nodeProc.HostPID)
 	}
 	if len(r.lab.Host("pve").KilledDaemons()) != 0 {
 		t.Fatalf("--force killed a GPU daemon")
 	}
+}
+
+// alive reports whether the node still runs host PID pid.
+func alive(l *lab.Lab, pid int) bool {
+	for _, p := range l.Host("pve").Processes() {
+		if p.HostPID == pid {
+			return true
+		}
+	}
+	return false
 }
 
 // Orphaned workers and a foreign holder at once: the orphans are reaped and the

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"fmt"
 	"sync"
 )
 
@@ -55,4 +56,35 @@ func (p *processNodeLocks) LockNode(ctx context.Context, node string, waiting fu
 	}
 	var once sync.Once
 	return func() { once.Do(func() { <-l }) }, nil
+}
+
+// holdNode holds t's physical node for a mutating window (stop through ready)
+// and returns its unlock. It reports nothing when the node is free at once;
+// when another job holds it, a "wait for node" step says who and how long the
+// wait took. On ctx end it returns the step's error and holds nothing.
+func (r *Runbook) holdNode(ctx context.Context, t *target, rep Reporter) (func(), error) {
+	var (
+		mu sync.Mutex
+		st *step
+	)
+	unlock, err := r.cfg.NodeLocks.LockNode(ctx, t.nodeName, func(holder string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if st == nil {
+			st = begin(rep, "wait for node", "waiting for node %s: %s is changing a service on it", t.nodeName, holder)
+		}
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil {
+		err = fmt.Errorf("hold node %s for %s: %w", t.nodeName, t.name, err)
+		if st != nil {
+			return nil, st.fail(err)
+		}
+		return nil, err
+	}
+	if st != nil {
+		st.done("node %s is ours", t.nodeName)
+	}
+	return unlock, nil
 }

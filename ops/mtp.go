@@ -166,8 +166,14 @@ func changeList(cs []unit.Change) string {
 }
 
 // deploy stops the service, clears the GPUs, writes the change, reloads and
-// starts; on a start that cannot be recovered it rolls back.
+// starts; on a start that cannot be recovered it rolls back. It holds the
+// service's node from the stop until the service serves (or the rollback ends).
 func (r *Runbook) deploy(ctx context.Context, t *target, p *planned, res *Result, rep Reporter) error {
+	unlock, err := r.holdNode(ctx, t, rep)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := r.stop(ctx, t, res, rep); err != nil {
 		return err
 	}
@@ -184,7 +190,7 @@ func (r *Runbook) deploy(ctx context.Context, t *target, p *planned, res *Result
 		}
 		return err
 	}
-	err := r.startAndServe(ctx, t, res, rep, true)
+	err = r.startAndServe(ctx, t, res, rep, true)
 	var se *StartError
 	if err == nil || !errors.As(err, &se) || ctx.Err() != nil {
 		return err
@@ -254,6 +260,11 @@ func (r *Runbook) ensureServing(ctx context.Context, t *target, res *Result, rep
 	if s.Active() {
 		return r.waitServing(ctx, t, res, rep, s.ActiveEnterTimestamp, s.NRestarts)
 	}
+	unlock, err := r.holdNode(ctx, t, rep)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := r.stop(ctx, t, res, rep); err != nil {
 		return err
 	}

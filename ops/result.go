@@ -4,6 +4,12 @@
 // job runs: change speculative steps, recover GPUs, service actions, GPU status,
 // logs and sweeps.
 //
+// Each service's handles (its host, its physical node, its unit, one engine
+// client) are built once by New. A pipeline touches only what belongs to the
+// service it names: its unit, its GPUs and its own processes, never a
+// neighbour's on the same node; it holds the node (Config.NodeLocks) from the
+// stop of the service until it serves again.
+//
 // Pipelines report progress as Events through a Reporter and return a typed
 // Result whose JSON form is the "result" object of `opsbot run --json`.
 package ops

@@ -32,6 +32,11 @@ func (r *Runbook) ServiceAction(ctx context.Context, service, verb string, dryRu
 		res.Summary = fmt.Sprintf("dry run: would %s %s on %s (now %s/%s); nothing changed", verb, t.cfg.Unit, t.cfg.Host, s.ActiveState, s.SubState)
 		return res, nil
 	}
+	unlock, err := r.holdNode(ctx, t, rep)
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
 	switch verb {
 	case "stop":
 		if err := r.stop(ctx, t, res, rep); err != nil {
@@ -85,7 +90,7 @@ func (r *Runbook) reportLeftovers(ctx context.Context, t *target, res *Result, r
 		st.warn("%v", err)
 		return
 	}
-	recordGPUs(res, t.cfg.Host, gpus)
+	recordGPUs(res, t.cfg.Host, gpus, t.cfg.GPUs)
 	if held := heldGPUs(gpus, t.cfg.GPUs, t.cfg.ClearMiB); len(held) > 0 {
 		res.AddIncident(IncidentGPUMemoryHeld)
 		st.warn("%d GPUs still hold memory after the stop (GPU %d: %d MiB): dead processes may keep it; `gpu recover %s` clears it",

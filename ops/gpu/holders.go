@@ -21,6 +21,45 @@ type Process struct {
 	Compute   bool   // listed by nvidia-smi as a compute app
 	Engine    bool   // an inference engine process (see IsEngine); never true for a Daemon
 	Daemon    bool   // a GPU daemon (see IsDaemon): never killed
+	// GPUs are the GPUs it holds: memory nvidia-smi counts for it there, or the
+	// GPU's device file (/dev/nvidiaN) open. A process that holds only
+	// /dev/nvidiactl or /dev/nvidia-uvm has none: which GPU it uses cannot be told.
+	GPUs []HeldGPU
+}
+
+// HeldGPU is one GPU a process holds, as seen on the host Holders ran on.
+type HeldGPU struct {
+	Index   int    // the GPU's index on that host (the device file's minor number)
+	UUID    string // "" when nvidia-smi did not report it
+	UsedMiB int    // memory held there; 0 when only the device file is open, -1 when [N/A]
+}
+
+// OnGPU reports whether p holds the GPU with the given UUID or, when either
+// UUID is unknown, the given index on the host Holders ran on.
+func (p Process) OnGPU(uuid string, index int) bool {
+	for _, g := range p.GPUs {
+		if uuid != "" && g.UUID != "" {
+			if g.UUID == uuid {
+				return true
+			}
+		} else if g.Index == index {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Process) addGPU(g HeldGPU) {
+	for i := range p.GPUs {
+		if p.GPUs[i].Index == g.Index && (p.GPUs[i].UUID == g.UUID || g.UUID == "" || p.GPUs[i].UUID == "") {
+			if g.UsedMiB != 0 {
+				p.GPUs[i].UsedMiB = g.UsedMiB
+			}
+			return
+		}
+	}
+	p.GPUs = append(p.GPUs, g)
+	sort.Slice(p.GPUs, func(i, j int) bool { return p.GPUs[i].Index < p.GPUs[j].Index })
 }
 
 var engineMarks = []string{"sglang::", "sglang.launch_server", "VLLM::", "vllm.entrypoints"}
@@ -70,6 +109,16 @@ func base(w string) string {
 
 // deviceName matches the /dev entries a CUDA process holds open.
 var deviceName = regexp.MustCompile(`^nvidia([0-9]+|ctl|-uvm|-uvm-tools)$`)
+
+// deviceMinor is N of /dev/nvidiaN: the GPU's index on that host.
+func deviceMinor(dev string) (int, bool) {
+	n, ok := strings.CutPrefix(dev, "/dev/nvidia")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(n)
+	return i, err == nil && i >= 0
+}
 
 // fallbackDevices are used when /dev cannot be listed: every CUDA process
 // holds /dev/nvidiactl open.
@@ -235,22 +284,30 @@ func cgroups(ctx context.Context, r Runner, pids []int) map[int]string {
 }
 
 // Holders lists who holds GPU memory or a GPU device on r: the compute apps
-// of nvidia-smi plus `fuser` on the /dev/nvidia* files, each with its command
-// line, state and cgroup from ps, classified Engine or Daemon. Run it on the
-// host whose PIDs nvidia-smi reports (the Proxmox node for a container).
-// Sorted by PID. A PID that exited between the listings is left out, unless
-// nvidia-smi still counts memory for it (then it is listed with an empty
-// Cmdline and State).
+// of nvidia-smi plus `fuser` on each /dev/nvidia* file, each with the GPUs it
+// holds (joined on UUID with nvidia-smi's GPU list; a device file's minor is the
+// GPU's index there), its command line, state and cgroup from ps, classified
+// Engine or Daemon. Run it on the host whose PIDs nvidia-smi reports (the
+// Proxmox node for a container). Sorted by PID. A PID that exited between the
+// listings is left out, unless nvidia-smi still counts memory for it (then it
+// is listed with an empty Cmdline and State).
 func Holders(ctx context.Context, r Runner) ([]Process, error) {
+	gs, err := Query(ctx, r)
+	if err != nil {
+		return nil, fmt.Errorf("find GPU holders: %w", err)
+	}
+	byUUID, byIndex := map[string]int{}, map[int]string{}
+	for _, g := range gs {
+		if g.UUID != "" {
+			byUUID[g.UUID] = g.Index
+		}
+		byIndex[g.Index] = g.UUID
+	}
 	apps, err := ComputeApps(ctx, r)
 	if err != nil {
 		return nil, fmt.Errorf("find GPU holders: %w", err)
 	}
 	devs, err := devices(ctx, r)
-	if err != nil {
-		return nil, fmt.Errorf("find GPU holders: %w", err)
-	}
-	fpids, err := fuserPIDs(ctx, r, devs)
 	if err != nil {
 		return nil, fmt.Errorf("find GPU holders: %w", err)
 	}
@@ -267,10 +324,27 @@ func Holders(ctx context.Context, r Runner) ([]Process, error) {
 		case a.UsedMiB >= 0:
 			p.UsedMiB = max(p.UsedMiB, 0) + a.UsedMiB
 		}
+		if i, ok := byUUID[a.GPUUUID]; ok {
+			p.addGPU(HeldGPU{Index: i, UUID: a.GPUUUID, UsedMiB: a.UsedMiB})
+		}
 	}
-	for _, pid := range fpids {
-		if byPID[pid] == nil {
-			byPID[pid] = &Process{PID: pid}
+	// One fuser per device file: its PIDs come on stdout and the file names on
+	// stderr, so one call for all files could not tell who holds which.
+	for _, dev := range devs {
+		fpids, err := fuserPIDs(ctx, r, []string{dev})
+		if err != nil {
+			return nil, fmt.Errorf("find GPU holders: %w", err)
+		}
+		minor, numbered := deviceMinor(dev)
+		for _, pid := range fpids {
+			p := byPID[pid]
+			if p == nil {
+				p = &Process{PID: pid}
+				byPID[pid] = p
+			}
+			if numbered {
+				p.addGPU(HeldGPU{Index: minor, UUID: byIndex[minor]})
+			}
 		}
 	}
 	if len(byPID) == 0 {

@@ -49,20 +49,40 @@ func TestLabOrphansHoldersReapClear(t *testing.T) {
 	}
 	mustRun(t, gpu1, "systemctl", "stop", unit)
 
-	var orphans []int
+	// qwen's orphans in container 129; the neighbour's workers (container 130) serve on.
+	var orphans, neighbours []int
 	for _, p := range l.Host("pve").Processes() {
 		if len(p.Args) > 0 && strings.HasPrefix(p.Args[0], "sglang::scheduler_TP") {
-			orphans = append(orphans, p.HostPID)
+			if strings.HasPrefix(p.Cgroup, "/lxc/129/") {
+				orphans = append(orphans, p.HostPID)
+			} else {
+				neighbours = append(neighbours, p.HostPID)
+			}
 		}
 	}
-	if len(orphans) != 4 {
-		t.Fatalf("lab has %d orphaned workers, want 4", len(orphans))
+	if len(orphans) != 4 || len(neighbours) != 4 {
+		t.Fatalf("lab has %d orphaned workers of qwen and %d of coder, want 4 and 4", len(orphans), len(neighbours))
 	}
-	holders, err := gpu.Holders(ctx, pve)
+	all, err := gpu.Holders(ctx, pve)
 	if err != nil {
 		t.Fatal(err)
 	}
+	scope := gpu.Scope{Unit: unit, VMID: 129, Container: "gpu1"}
+	var holders []gpu.Process
 	var engines, daemons []int
+	for _, p := range all {
+		if p.Engine && !slices.Contains(orphans, p.PID) && !slices.Contains(neighbours, p.PID) {
+			t.Errorf("engine holder %d is neither qwen's nor coder's", p.PID)
+		}
+		if o := scope.Owner(p); o.Service != slices.Contains(orphans, p.PID) {
+			t.Errorf("PID %d (%s, cgroup %s): owner %+v", p.PID, p.Cmdline, p.Cgroup, o)
+		} else if o.Service {
+			holders = append(holders, p)
+		}
+		if p.Daemon {
+			daemons = append(daemons, p.PID)
+		}
+	}
 	for _, p := range holders {
 		if p.Daemon && p.Engine {
 			t.Fatalf("PID %d is both daemon and engine", p.PID)
@@ -73,8 +93,6 @@ func TestLabOrphansHoldersReapClear(t *testing.T) {
 			if p.UsedMiB < 70000 || !p.Compute || p.PPID == 0 || !strings.HasPrefix(p.Cmdline, "sglang::scheduler_TP") {
 				t.Errorf("engine holder %+v", p)
 			}
-		case p.Daemon:
-			daemons = append(daemons, p.PID)
 		}
 	}
 	if !slices.Equal(engines, orphans) {
@@ -104,7 +122,15 @@ func TestLabOrphansHoldersReapClear(t *testing.T) {
 	if k := l.Host("pve").KilledDaemons(); len(k) != 0 {
 		t.Fatalf("daemons were signalled: %+v", k)
 	}
-	gs, err := gpu.WaitClear(ctx, gpu1, nil, 1024, 25*time.Millisecond)
+	for _, p := range l.Host("pve").Processes() {
+		if slices.Contains(neighbours, p.HostPID) {
+			neighbours = slices.DeleteFunc(neighbours, func(n int) bool { return n == p.HostPID })
+		}
+	}
+	if len(neighbours) != 0 {
+		t.Fatalf("the neighbour's workers %v are gone", neighbours)
+	}
+	gs, err := gpu.WaitClear(ctx, gpu1, []int{0, 1, 2, 3}, 1024, 25*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,9 +167,16 @@ func TestLabDStateIsStuck(t *testing.T) {
 	if stuckPID == 0 {
 		t.Fatal("the lab has no scheduler_TP0 in D state after the stop")
 	}
-	holders, err := gpu.Holders(ctx, pve)
+	all, err := gpu.Holders(ctx, pve)
 	if err != nil {
 		t.Fatal(err)
+	}
+	scope := gpu.Scope{Unit: unit, VMID: 129}
+	var holders []gpu.Process
+	for _, p := range all {
+		if scope.Owner(p).Service {
+			holders = append(holders, p)
+		}
 	}
 	start := time.Now()
 	_, err = gpu.Reap(ctx, pve, holders, gpu.ReapOptions{Grace: 100 * time.Millisecond, KillWait: 200 * time.Millisecond, Poll: 25 * time.Millisecond})
@@ -176,19 +209,29 @@ func BenchmarkReapSeesClear(b *testing.B) {
 	ctx := context.Background()
 	// Stop the engine so only the benchmark's holders use GPU 0..3.
 	mustRun(b, pve, "pct", "exec", "129", "--", "systemctl", "stop", unit)
-	if _, err := gpu.WaitClear(ctx, pve, nil, 1, 5*time.Millisecond); err != nil {
+	qwen := []int{0, 1, 2, 3} // coder serves on GPUs 4-7 meanwhile
+	if _, err := gpu.WaitClear(ctx, pve, qwen, 1, 5*time.Millisecond); err != nil {
 		b.Fatal(err)
 	}
 	var total, worst time.Duration
 	for b.Loop() {
-		for g := range 4 {
-			if _, err := node.HoldGPU(g, 70000, "sglang::scheduler_TP"+strconv.Itoa(g)); err != nil {
+		var mine []int
+		for _, g := range qwen {
+			p, err := node.HoldGPU(g, 70000, "sglang::scheduler_TP"+strconv.Itoa(g))
+			if err != nil {
 				b.Fatal(err)
 			}
+			mine = append(mine, p.HostPID)
 		}
-		holders, err := gpu.Holders(ctx, pve)
+		all, err := gpu.Holders(ctx, pve)
 		if err != nil {
 			b.Fatal(err)
+		}
+		var holders []gpu.Process
+		for _, p := range all {
+			if slices.Contains(mine, p.PID) {
+				holders = append(holders, p)
+			}
 		}
 		released := make(chan time.Time, 1)
 		if _, err := gpu.Reap(ctx, pve, holders, gpu.ReapOptions{Grace: time.Second, Poll: 25 * time.Millisecond}); err != nil {
@@ -198,7 +241,7 @@ func BenchmarkReapSeesClear(b *testing.B) {
 			for {
 				clear := true
 				for _, g := range node.GPUs() {
-					clear = clear && g.UsedMiB == 0
+					clear = clear && (g.UsedMiB == 0 || !slices.Contains(qwen, g.Index))
 				}
 				if clear {
 					released <- time.Now()
@@ -210,7 +253,7 @@ func BenchmarkReapSeesClear(b *testing.B) {
 		// The lab's release lag is fixed, a real driver's is not: start polling at a
 		// random phase of the 25ms period, or every run would see the same offset.
 		<-time.After(time.Duration(rand.Int64N(int64(25 * time.Millisecond))))
-		if _, err := gpu.WaitClear(ctx, pve, nil, 1024, 25*time.Millisecond); err != nil {
+		if _, err := gpu.WaitClear(ctx, pve, qwen, 1024, 25*time.Millisecond); err != nil {
 			b.Fatal(err)
 		}
 		d := time.Since(<-released)
@@ -219,4 +262,20 @@ func BenchmarkReapSeesClear(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-after-release")
 	b.ReportMetric(float64(worst.Microseconds())/1000, "ms-worst")
+}
+
+// BenchmarkHolders measures one Holders call on the lab's 8-GPU node over SSH:
+// nvidia-smi twice, ls, one fuser per device file (10), ps twice.
+func BenchmarkHolders(b *testing.B) {
+	l, _, pve := labHosts(b, lab.Options{TimeScale: 1000})
+	ctx := context.Background()
+	if err := l.WaitReady(ctx, "qwen"); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		ps, err := gpu.Holders(ctx, pve)
+		if err != nil || len(ps) < 8 {
+			b.Fatalf("holders %d: %v", len(ps), err)
+		}
+	}
 }

@@ -11,11 +11,12 @@ func TestParseGPUs(t *testing.T) {
 		name, in string
 		want     []GPU
 	}{
-		{"plain", "0, 81234, 81559\n1, 0, 81559\n", []GPU{{0, 81234, 81559, true}, {1, 0, 81559, true}}},
-		{"spaces and blank lines", "\n  0 ,  5 , 81559  \r\n\n1,7,81559", []GPU{{0, 5, 81559, true}, {1, 7, 81559, true}}},
-		{"header and units", "index, memory.used [MiB], memory.total [MiB]\n0, 12 MiB, 81559 MiB\n", []GPU{{0, 12, 81559, true}}},
-		{"n/a", "0, [N/A], [N/A]\n1, [Not Supported], 81559\n2, N/A, 10\n", []GPU{{0, -1, -1, false}, {1, -1, 81559, false}, {2, -1, 10, false}}},
-		{"two fields", "3, 100\n", []GPU{{3, 100, -1, true}}},
+		{"plain", "0, 81234, 81559\n1, 0, 81559\n", []GPU{{0, 81234, 81559, true, ""}, {1, 0, 81559, true, ""}}},
+		{"spaces and blank lines", "\n  0 ,  5 , 81559  \r\n\n1,7,81559", []GPU{{0, 5, 81559, true, ""}, {1, 7, 81559, true, ""}}},
+		{"header and units", "index, memory.used [MiB], memory.total [MiB]\n0, 12 MiB, 81559 MiB\n", []GPU{{0, 12, 81559, true, ""}}},
+		{"n/a", "0, [N/A], [N/A]\n1, [Not Supported], 81559\n2, N/A, 10\n", []GPU{{0, -1, -1, false, ""}, {1, -1, 81559, false, ""}, {2, -1, 10, false, ""}}},
+		{"two fields", "3, 100\n", []GPU{{3, 100, -1, true, ""}}},
+		{"uuid", "0, 5, 81559, GPU-3f2a7c10-5c1e\n1, 0, 81559, [N/A]\n", []GPU{{0, 5, 81559, true, "GPU-3f2a7c10-5c1e"}, {1, 0, 81559, true, ""}}},
 		{"empty", "", nil},
 	} {
 		got, err := ParseGPUs([]byte(tc.in))
@@ -23,7 +24,7 @@ func TestParseGPUs(t *testing.T) {
 			t.Errorf("%s: %+v %v, want %+v", tc.name, got, err, tc.want)
 		}
 	}
-	for _, bad := range []string{"0\n", "x, 1, 2\n", "0, 1, 2, 3\n", "0, lots, 2\n", "-1, 0, 0\n", "0, 1, 2\n0, 1, 2\n", "0, -5, 10\n",
+	for _, bad := range []string{"0\n", "x, 1, 2\n", "0, 1, 2, 3\n", "0, 1, 2, GPU-a, 5\n", "0, lots, 2\n", "-1, 0, 0\n", "0, 1, 2\n0, 1, 2\n", "0, -5, 10\n",
 		"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."} {
 		_, err := ParseGPUs([]byte(bad))
 		var pe *ParseError
@@ -40,9 +41,10 @@ func TestParseApps(t *testing.T) {
 	}{
 		{"none", "", nil},
 		{"no running processes text", "No running processes found\n", nil},
-		{"rows", "12345, 80123\n12346, 80000\n12345, 10\n", []App{{12345, 80123}, {12346, 80000}, {12345, 10}}},
-		{"n/a memory", "4242, [N/A]\n4243, [Not Supported]\n", []App{{4242, -1}, {4243, -1}}},
-		{"header units blanks", "pid, used_gpu_memory [MiB]\n\n 7 , 5 MiB \n", []App{{7, 5}}},
+		{"rows", "12345, 80123\n12346, 80000\n12345, 10\n", []App{{12345, 80123, ""}, {12346, 80000, ""}, {12345, 10, ""}}},
+		{"n/a memory", "4242, [N/A]\n4243, [Not Supported]\n", []App{{4242, -1, ""}, {4243, -1, ""}}},
+		{"header units blanks", "pid, used_gpu_memory [MiB]\n\n 7 , 5 MiB \n", []App{{7, 5, ""}}},
+		{"gpu uuid", "7, 5, GPU-aa\n8, 6, MIG-bb\n", []App{{7, 5, "GPU-aa"}, {8, 6, "MIG-bb"}}},
 	} {
 		got, err := ParseApps([]byte(tc.in))
 		if err != nil || !reflect.DeepEqual(got, tc.want) {

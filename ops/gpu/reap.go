@@ -277,6 +277,7 @@ func waitGone(ctx context.Context, r Runner, pids []int, d, poll time.Duration) 
 type HeldError struct {
 	GPUs     []GPU // the last readings of the GPUs waited for
 	ClearMiB int
+	Allow    map[int]int // MiB allowed on top of ClearMiB, by GPU index (what others keep)
 	Err      error
 }
 
@@ -286,7 +287,7 @@ func (e *HeldError) Error() string {
 		switch {
 		case !g.Known:
 			held = append(held, fmt.Sprintf("GPU %d [N/A]", g.Index))
-		case g.UsedMiB >= e.ClearMiB:
+		case g.UsedMiB >= e.ClearMiB+e.Allow[g.Index]:
 			held = append(held, fmt.Sprintf("GPU %d %d MiB", g.Index, g.UsedMiB))
 		}
 	}
@@ -297,14 +298,14 @@ func (e *HeldError) Unwrap() error { return e.Err }
 
 // clear reports whether every GPU of want (nil = all) in gs reads below
 // clearMiB; missing lists the wanted indexes gs lacks.
-func clearOf(gs []GPU, want []int, clearMiB int) (sel []GPU, ok bool, missing []int) {
+func clearOf(gs []GPU, want []int, clearMiB int, allow map[int]int) (sel []GPU, ok bool, missing []int) {
 	ok = true
 	for _, g := range gs {
 		if want != nil && !slices.Contains(want, g.Index) {
 			continue
 		}
 		sel = append(sel, g)
-		if !g.Known || g.UsedMiB >= clearMiB {
+		if !g.Known || g.UsedMiB >= clearMiB+allow[g.Index] {
 			ok = false
 		}
 	}
@@ -322,6 +323,13 @@ func clearOf(gs []GPU, want []int, clearMiB int) (sel []GPU, ok bool, missing []
 // as is a failing query; on ctx end it returns the last readings and a
 // *HeldError.
 func WaitClear(ctx context.Context, r Runner, gpus []int, clearMiB int, poll time.Duration) ([]GPU, error) {
+	return WaitClearAllowing(ctx, r, gpus, clearMiB, nil, poll)
+}
+
+// WaitClearAllowing is WaitClear where GPU i counts as clear below clearMiB +
+// allow[i]: memory that holders deliberately left alone keep there (a
+// neighbour's process, a non-engine process) is not waited for.
+func WaitClearAllowing(ctx context.Context, r Runner, gpus []int, clearMiB int, allow map[int]int, poll time.Duration) ([]GPU, error) {
 	if clearMiB < 0 {
 		return nil, fmt.Errorf("wait for GPUs to clear: negative threshold %d MiB", clearMiB)
 	}
@@ -335,11 +343,11 @@ func WaitClear(ctx context.Context, r Runner, gpus []int, clearMiB int, poll tim
 		gs, err := Query(ctx, r)
 		if err != nil {
 			if ctx.Err() != nil && last != nil {
-				return last, &HeldError{GPUs: last, ClearMiB: clearMiB, Err: ctx.Err()}
+				return last, &HeldError{GPUs: last, ClearMiB: clearMiB, Allow: allow, Err: ctx.Err()}
 			}
 			return last, fmt.Errorf("wait for GPUs to clear: %w", err)
 		}
-		sel, ok, missing := clearOf(gs, gpus, clearMiB)
+		sel, ok, missing := clearOf(gs, gpus, clearMiB, allow)
 		if len(missing) > 0 {
 			return sel, fmt.Errorf("wait for GPUs to clear: the host has no GPU %s (it has %d)", pidList(missing), len(gs))
 		}
@@ -349,7 +357,7 @@ func WaitClear(ctx context.Context, r Runner, gpus []int, clearMiB int, poll tim
 		last = sel
 		select {
 		case <-ctx.Done():
-			return sel, &HeldError{GPUs: sel, ClearMiB: clearMiB, Err: ctx.Err()}
+			return sel, &HeldError{GPUs: sel, ClearMiB: clearMiB, Allow: allow, Err: ctx.Err()}
 		case <-tick.C:
 		}
 	}

@@ -142,10 +142,20 @@ func TestHoldersCombines(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("holders\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	var fused []string
 	for _, argv := range h.ran {
-		if argv[0] == "fuser" && !slices.Equal(argv[1:], []string{"/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"}) {
-			t.Fatalf("fuser argv %q", argv)
+		if argv[0] == "fuser" {
+			if len(argv) != 2 {
+				t.Fatalf("fuser argv %q: one device file per call, or the PIDs cannot be told apart", argv)
+			}
+			fused = append(fused, argv[1])
 		}
+	}
+	if !slices.Equal(fused, []string{"/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl"}) {
+		t.Fatalf("fuser ran on %q", fused)
+	}
+	if g := ps[2].GPUs; len(g) != 2 || g[0].Index != 0 || g[1].Index != 1 {
+		t.Fatalf("PID 4242 holds GPUs %+v, want 0 and 1 from its device files", g)
 	}
 }
 

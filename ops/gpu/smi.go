@@ -1,7 +1,9 @@
 // Package gpu reads NVIDIA GPU memory on a host (nvidia-smi), finds the
-// processes that hold it (compute apps, fuser on the device files, ps), reaps
-// engine processes that outlived their service (SIGTERM, then SIGKILL; never
-// the GPU daemons) and waits until the memory is released.
+// processes that hold it and which GPU each holds (compute apps joined on the
+// GPU's UUID, fuser on each device file, ps), tells whose a holder is (Scope:
+// a service's unit, an orphan of it, or a neighbour's), reaps engine processes
+// that outlived their service (SIGTERM, then SIGKILL; never the GPU daemons)
+// and waits until the memory is released.
 //
 // Everything runs through a Runner as argv lists, no shell. When the service
 // lives in a container, give these functions the Runner of the host that sees
@@ -27,21 +29,23 @@ type Runner interface {
 // GPU is one GPU's memory as nvidia-smi reports it.
 type GPU struct {
 	Index    int
-	UsedMiB  int  // -1 when not Known
-	TotalMiB int  // -1 when nvidia-smi did not report it
-	Known    bool // false when memory.used read [N/A] / [Not Supported]
+	UsedMiB  int    // -1 when not Known
+	TotalMiB int    // -1 when nvidia-smi did not report it
+	Known    bool   // false when memory.used read [N/A] / [Not Supported]
+	UUID     string // stable across hosts (indexes are per host); "" when not queried
 }
 
 // App is one compute process nvidia-smi lists (a host PID).
 type App struct {
 	PID     int
-	UsedMiB int // -1 when [N/A]
+	UsedMiB int    // -1 when [N/A]
+	GPUUUID string // the GPU it holds memory on; "" when not queried
 }
 
 // Argv of the nvidia-smi queries.
 var (
-	QueryGPUArgv  = []string{"nvidia-smi", "--query-gpu=index,memory.used,memory.total", "--format=csv,noheader,nounits"}
-	QueryAppsArgv = []string{"nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"}
+	QueryGPUArgv  = []string{"nvidia-smi", "--query-gpu=index,memory.used,memory.total,uuid", "--format=csv,noheader,nounits"}
+	QueryAppsArgv = []string{"nvidia-smi", "--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv,noheader,nounits"}
 )
 
 // ParseError is nvidia-smi or ps output that does not parse.
@@ -140,6 +144,17 @@ func mib(v string) (n int, ok bool, err error) {
 	return n, true, nil
 }
 
+// uuidField reads a GPU UUID ("GPU-...", "MIG-..."); an unknown value ([N/A]) is "".
+func uuidField(v string) (string, error) {
+	switch {
+	case unknownValue(v):
+		return "", nil
+	case strings.HasPrefix(v, "GPU-") || strings.HasPrefix(v, "MIG-"):
+		return v, nil
+	}
+	return "", fmt.Errorf("%q is not a GPU UUID", truncate(v))
+}
+
 func fields(line string) []string {
 	fs := strings.Split(line, ",")
 	for i := range fs {
@@ -148,11 +163,12 @@ func fields(line string) []string {
 	return fs
 }
 
-// ParseGPUs parses `nvidia-smi --query-gpu=index,memory.used,memory.total
-// --format=csv,noheader,nounits`: "0, 81234, 81559" per GPU. Blank lines and a
+// ParseGPUs parses `nvidia-smi --query-gpu=index,memory.used,memory.total,uuid
+// --format=csv,noheader,nounits`: "0, 81234, 81559, GPU-..." per GPU. Blank lines and a
 // header line are skipped, units ("MiB") tolerated, [N/A]-like values read as
 // unknown (Known false, -1). A line that is not a GPU row is a *ParseError.
-// Two fields (no memory.total) are accepted, with TotalMiB -1.
+// Two fields (no memory.total) or three (no uuid) are accepted, with TotalMiB
+// -1 and UUID "".
 func ParseGPUs(out []byte) ([]GPU, error) {
 	const what = "nvidia-smi --query-gpu"
 	var gs []GPU
@@ -162,8 +178,8 @@ func ParseGPUs(out []byte) ([]GPU, error) {
 		if strings.EqualFold(f[0], "index") {
 			return nil
 		}
-		if len(f) < 2 || len(f) > 3 {
-			return &ParseError{What: what, Line: n, Text: line, Msg: "want index, memory.used[, memory.total]"}
+		if len(f) < 2 || len(f) > 4 {
+			return &ParseError{What: what, Line: n, Text: line, Msg: "want index, memory.used[, memory.total[, uuid]]"}
 		}
 		idx, err := strconv.Atoi(f[0])
 		if err != nil || idx < 0 {
@@ -179,7 +195,14 @@ func ParseGPUs(out []byte) ([]GPU, error) {
 			return &ParseError{What: what, Line: n, Text: line, Msg: err.Error()}
 		}
 		g.UsedMiB, g.Known = used, ok
-		if len(f) == 3 {
+		if len(f) == 4 {
+			if u, err := uuidField(f[3]); err != nil {
+				return &ParseError{What: what, Line: n, Text: line, Msg: err.Error()}
+			} else {
+				g.UUID = u
+			}
+		}
+		if len(f) >= 3 {
 			total, _, err := mib(f[2])
 			if err != nil {
 				return &ParseError{What: what, Line: n, Text: line, Msg: err.Error()}
@@ -195,9 +218,9 @@ func ParseGPUs(out []byte) ([]GPU, error) {
 	return gs, nil
 }
 
-// ParseApps parses `nvidia-smi --query-compute-apps=pid,used_memory
-// --format=csv,noheader,nounits`: "12345, 80123" per process and GPU (a PID on
-// several GPUs appears once per GPU). Empty output, blank lines, a header and
+// ParseApps parses `nvidia-smi --query-compute-apps=pid,used_memory,gpu_uuid
+// --format=csv,noheader,nounits`: "12345, 80123, GPU-..." per process and GPU (a PID on
+// several GPUs appears once per GPU); without gpu_uuid ("12345, 80123") GPUUUID is "". Empty output, blank lines, a header and
 // "No running processes found" are no rows; [N/A] memory is -1.
 func ParseApps(out []byte) ([]App, error) {
 	const what = "nvidia-smi --query-compute-apps"
@@ -211,8 +234,8 @@ func ParseApps(out []byte) ([]App, error) {
 		if strings.EqualFold(f[0], "pid") {
 			return nil
 		}
-		if len(f) != 2 {
-			return &ParseError{What: what, Line: n, Text: line, Msg: "want pid, used_memory"}
+		if len(f) != 2 && len(f) != 3 {
+			return &ParseError{What: what, Line: n, Text: line, Msg: "want pid, used_memory[, gpu_uuid]"}
 		}
 		pid, err := strconv.Atoi(f[0])
 		if err != nil || pid <= 0 {
@@ -222,7 +245,13 @@ func ParseApps(out []byte) ([]App, error) {
 		if err != nil {
 			return &ParseError{What: what, Line: n, Text: line, Msg: err.Error()}
 		}
-		as = append(as, App{PID: pid, UsedMiB: used})
+		a := App{PID: pid, UsedMiB: used}
+		if len(f) == 3 {
+			if a.GPUUUID, err = uuidField(f[2]); err != nil {
+				return &ParseError{What: what, Line: n, Text: line, Msg: err.Error()}
+			}
+		}
+		as = append(as, a)
 		return nil
 	})
 	if err != nil {
