@@ -94,6 +94,10 @@ type Store struct {
 	stmts      map[string]*sql.Stmt
 	unprepared []string
 
+	// The owner RegisterOwner registered: CreateJob stamps it on new jobs.
+	ownerMu sync.Mutex
+	ownerID string
+
 	closing   chan struct{}
 	closeOnce sync.Once
 	writerWG  sync.WaitGroup
