@@ -80,13 +80,10 @@ func (s *Store) CreateJob(ctx context.Context, j Job) (Job, error) {
 	if j.Status == "" {
 		j.Status = Queued
 	}
-	if j.Owner == "" && !j.Status.Final() {
-		j.Owner = s.currentOwner()
-	}
 	if err := checkJob(j); err != nil {
 		return Job{}, fmt.Errorf("create job: %w", err)
 	}
-	j = jobDefaults(j)
+	j = s.jobDefaults(j)
 	err := s.write1(ctx, func(tx *wtx) error {
 		var err error
 		j.ID, err = insertJob(tx, j)
@@ -98,8 +95,12 @@ func (s *Store) CreateJob(ctx context.Context, j Job) (Job, error) {
 	return j, nil
 }
 
-// jobDefaults fills in the times a new job gets.
-func jobDefaults(j Job) Job {
+// jobDefaults fills in the times a new job gets, and its owner: the one
+// registered with RegisterOwner, for a job that is not final.
+func (s *Store) jobDefaults(j Job) Job {
+	if j.Owner == "" && !j.Status.Final() {
+		j.Owner = s.currentOwner()
+	}
 	j.CreatedAt = orNow(j.CreatedAt)
 	j.StartedAt = j.StartedAt.UTC().Round(0)
 	j.EndedAt = j.EndedAt.UTC().Round(0)
