@@ -151,8 +151,8 @@ type Submission struct {
 	UserName string // for display only
 }
 
-// Submit starts a queued job and returns at once. The job waits for its host
-// lock (mutating commands), then runs. Submit fails only when the engine is closed.
+// Submit starts a queued job and returns at once. The job waits for its
+// service's lock (mutating commands), then runs. Submit fails only when the engine is closed.
 func (e *Engine) Submit(s Submission) error {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r := &jobRun{job: s.Job, cmd: s.Cmd, room: s.Job.Room, replyTo: s.ReplyTo, ctx: ctx, cancel: cancel,
