@@ -119,10 +119,10 @@ func TestDryRunRule(t *testing.T) {
 
 func TestCommandPolicy(t *testing.T) {
 	tests := []struct {
-		in         string
-		role       Role
-		mutates    bool
-		confirm    bool
+		in            string
+		role          Role
+		mutates       bool
+		confirm       bool
 		lockedService string
 	}{
 		{"mtp steps 10", Operator, true, false, "qwen"},

@@ -54,12 +54,13 @@ type Job struct {
 	Error      string          // why it failed, was refused, cancelled or interrupted
 	Result     json.RawMessage // the pipeline's result, JSON; nil when none
 	ScheduleID int64           // the schedule that started it; 0 when none
-	// Owner is the opsbot process (store.Owner ID) that runs the job; ""
-	// for a job recorded before any owner was registered.
-	Owner     string
 	CreatedAt  time.Time
 	StartedAt  time.Time // zero until running
 	EndedAt    time.Time // zero until final
+
+	// Owner is the opsbot process (Owner.ID) that runs the job; "" for a
+	// job recorded before any owner was registered.
+	Owner string
 }
 
 // InterruptedMessage is the Error that InterruptUnfinished gives the jobs it
