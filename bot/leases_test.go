@@ -89,7 +89,18 @@ func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
+			ls, err = h.store.Leases(ctx)
+			if err != nil {
+				return nil, err
+			}
+			nodeHeld := false
+			for _, l := range ls {
+				nodeHeld = nodeHeld || (l.Key == "node:pve" && l.JobID == jobIDFrom(ctx))
+			}
 			unlock()
+			if !nodeHeld {
+				return nil, fmt.Errorf("node lease not held by this job: %+v", ls)
+			}
 			running <- cmd.Text
 			if cmd.Spec.Path == "mtp steps" && cmd.Service == "qwen" {
 				select {

@@ -232,6 +232,15 @@ func TestInterruptUnfinishedSparesLiveOwners(t *testing.T) {
 	if live.Owner != "live" || dead.Owner != "dying" {
 		t.Fatalf("owners = %q, %q", live.Owner, dead.Owner)
 	}
+	// The dispatcher's path (job and audit entry together) stamps it too;
+	// a job recorded final (refused) has no owner to wait for.
+	audited, err := s1.CreateJobAudited(ctx, Job{Command: "bench qwen"}, AuditEntry{Decision: DecisionAccepted})
+	if err != nil || audited.Owner != "live" {
+		t.Fatalf("CreateJobAudited owner = %q, %v", audited.Owner, err)
+	}
+	if refused := mustCreate(t, s1, Job{Command: "gpu recover", Status: Refused}); refused.Owner != "" {
+		t.Fatalf("a refused job got owner %q", refused.Owner)
+	}
 	if got, err := s1.InterruptUnfinished(ctx); err != nil || len(got) != 0 {
 		t.Fatalf("InterruptUnfinished with both owners live = %+v, %v", got, err)
 	}
@@ -245,6 +254,9 @@ func TestInterruptUnfinishedSparesLiveOwners(t *testing.T) {
 	if j, _ := s1.Job(ctx, live.ID); j.Status != Queued {
 		t.Fatalf("the live owner's job became %s", j.Status)
 	}
+	if j, _ := s1.Job(ctx, audited.ID); j.Status != Queued || j.Owner != "live" {
+		t.Fatalf("the live owner's audited job became %s (owner %q)", j.Status, j.Owner)
+	}
 	if o, ok, err := s1.JobOwner(ctx, live.ID); err != nil || !ok || o.Host != "host-live" {
 		t.Fatalf("JobOwner = %+v, %v, %v", o, ok, err)
 	}
@@ -254,7 +266,7 @@ func TestInterruptUnfinishedSparesLiveOwners(t *testing.T) {
 	if err := s1.UnregisterOwner(ctx, "live"); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s1.InterruptUnfinished(ctx); len(got) != 1 || got[0].ID != live.ID {
+	if got, _ := s1.InterruptUnfinished(ctx); len(got) != 2 || got[0].ID != live.ID || got[1].ID != audited.ID {
 		t.Fatalf("after unregistering, InterruptUnfinished = %+v", got)
 	}
 }
