@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
@@ -63,10 +64,12 @@ type jobRun struct {
 	cmd      *commands.Command
 	room     string
 	replyTo  string
-	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	done     chan struct{}
 	userName string
+
+	// cancelSeen is set once a cancel request from another process was acted on.
+	cancelSeen atomic.Bool
 }
 
 // ErrCancelled is the cause of a job cancelled by a user.
@@ -131,7 +134,7 @@ func (e *Engine) tick(ctx context.Context, renewed bool) {
 		e.mu.Lock()
 		r, ok := e.jobs[id]
 		e.mu.Unlock()
-		if ok && context.Cause(r.ctx) == nil {
+		if ok && r.cancelSeen.CompareAndSwap(false, true) {
 			e.log.Info("job cancelled from another opsbot process", "job", id)
 			r.cancel(ErrCancelled)
 		}
@@ -155,7 +158,7 @@ type Submission struct {
 // service's lock (mutating commands), then runs. Submit fails only when the engine is closed.
 func (e *Engine) Submit(s Submission) error {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	r := &jobRun{job: s.Job, cmd: s.Cmd, room: s.Job.Room, replyTo: s.ReplyTo, ctx: ctx, cancel: cancel,
+	r := &jobRun{job: s.Job, cmd: s.Cmd, room: s.Job.Room, replyTo: s.ReplyTo, cancel: cancel,
 		done: make(chan struct{}), userName: s.UserName}
 	e.mu.Lock()
 	if e.closed {

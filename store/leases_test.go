@@ -302,3 +302,42 @@ func TestCancelRequests(t *testing.T) {
 		t.Fatalf("cancel of a missing job = %v, want ErrNotFound", err)
 	}
 }
+
+// BenchmarkLeaseAcquireRelease measures one acquire and one release of a
+// free lease (two write transactions), the cost a mutating job pays per
+// lock.
+func BenchmarkLeaseAcquireRelease(b *testing.B) {
+	ctx := context.Background()
+	s := openTemp(b)
+	if _, err := s.RegisterOwner(ctx, Owner{ID: "bench"}, time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; b.Loop(); i++ {
+		a, err := s.AcquireLease(ctx, "service:qwen", "bench", int64(i), time.Minute)
+		if err != nil || !a.Acquired {
+			b.Fatal(a, err)
+		}
+		if err := s.ReleaseLease(ctx, "service:qwen", "bench", int64(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHeartbeat measures one heartbeat of an owner holding two leases.
+func BenchmarkHeartbeat(b *testing.B) {
+	ctx := context.Background()
+	s := openTemp(b)
+	if _, err := s.RegisterOwner(ctx, Owner{ID: "bench"}, time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	for _, k := range []string{"service:qwen", "node:pve"} {
+		if _, err := s.AcquireLease(ctx, k, "bench", 1, time.Minute); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		if keys, err := s.Heartbeat(ctx, "bench", time.Minute); err != nil || len(keys) != 2 {
+			b.Fatal(keys, err)
+		}
+	}
+}
