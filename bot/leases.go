@@ -169,8 +169,14 @@ func (l *Leases) renew(ctx context.Context) bool {
 			return false
 		}
 		// Past the expiry (or unregistered): another process may own our
-		// leases by now. Stop every job that holds one.
+		// leases by now. Stop every job that holds one, and register again
+		// so that new jobs hold what they take.
 		keys = nil
+		if errors.Is(err, store.ErrNotFound) {
+			if _, rerr := l.st.RegisterOwner(ctx, l.owner, l.ttl); rerr != nil {
+				l.log.Error("register this opsbot process again", "owner", l.owner.ID, "err", rerr)
+			}
+		}
 	} else {
 		l.mu.Lock()
 		l.lastRenew = began

@@ -243,3 +243,32 @@ func rawDBFor(t *testing.T, path string) *sql.DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// An owner whose record vanished (its heartbeat cannot renew anything) stops
+// its jobs rather than go on unprotected, and registers again.
+func TestVanishedOwnerStopsItsJobs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "opsbot.db")
+	started := make(chan struct{}, 1)
+	a, leases := newLeaseHarness(t, path, 600*time.Millisecond, func(*harness) Backend {
+		return pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, fmt.Errorf("wait until ready: %w", ctx.Err())
+		})
+	})
+	job := a.handle("olga", "mtp steps 4 qwen")
+	<-started
+	db := rawDBFor(t, path)
+	if _, err := db.Exec(`DELETE FROM owners WHERE id = ?`, leases.Owner().ID); err != nil {
+		t.Fatal(err)
+	}
+	j := a.wait(job.JobID)
+	if j.Status != store.Failed || !strings.Contains(j.Error, "lost its hold on service qwen") {
+		t.Fatalf("job after its owner vanished: %s %q", j.Status, j.Error)
+	}
+	waitFor(t, "the process registers again", func() bool {
+		var n int
+		_ = db.QueryRow(`SELECT COUNT(*) FROM owners WHERE id = ?`, leases.Owner().ID).Scan(&n)
+		return n == 1
+	})
+}
