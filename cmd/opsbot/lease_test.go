@@ -255,3 +255,33 @@ func TestKilledHolderIsTakenOverAndReportedInterrupted(t *testing.T) {
 	}
 	t.Logf("takeover %.0f ms after kill -9 (lease ttl %s)", j2.StartedAt.Sub(killed).Seconds()*1000, leaseTTL)
 }
+
+// `cancel N` from a second process reaches the job the first runs: the
+// answer says where it runs, and the first process cancels it.
+func TestCancelFromSecondProcessReachesTheJob(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, cfg, st := leaseLab(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}})
+	p1 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 6 qwen")
+	var job store.Job
+	poll(t, time.Minute, "the job waits until ready", func() bool {
+		var ok bool
+		job, ok = jobByCommand(t, st, "mtp steps 6 qwen")
+		return ok && reachedStep(st, job.ID, "wait until ready")
+	}, p1)
+	p2 := startOpsbot(t, ctx, "run", "--config", cfg, fmt.Sprintf("cancel %d", job.ID))
+	if code := p2.wait(t, time.Minute); code != 0 {
+		t.Fatalf("cancel: exit %d\n%s", code, p2.out.String())
+	}
+	if want := "(running in another opsbot process on "; !strings.Contains(p2.out.String(), want) {
+		t.Fatalf("cancel from the second process does not say %q:\n%s", want, p2.out.String())
+	}
+	start := time.Now()
+	if code := p1.wait(t, time.Minute); code != 1 {
+		t.Fatalf("mtp steps 6 after a cancel from another process: exit %d, want 1\n%s", code, p1.out.String())
+	}
+	if j, _ := st.Job(ctx, job.ID); j.Status != store.Cancelled {
+		t.Fatalf("job #%d: %s %q, want cancelled", job.ID, j.Status, j.Error)
+	}
+	t.Logf("the first process ended %.0f ms after the cancel was answered", time.Since(start).Seconds()*1000)
+}
