@@ -94,6 +94,10 @@ func NewEngine(opts EngineOptions) *Engine {
 	return e
 }
 
+// deadOwnerKept is how long the record of a dead opsbot process (host, pid)
+// stays in the store to name it as a former holder.
+const deadOwnerKept = time.Hour
+
 // LeaseLostError is the cause of a job stopped because a lease it held (its
 // service or its node) was taken over by another opsbot process: this one
 // stalled past the lease's expiry.
@@ -275,6 +279,13 @@ func (e *Engine) RecoverInterrupted(ctx context.Context) ([]store.Job, error) {
 	jobs, err := e.opts.Store.InterruptUnfinished(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("recover interrupted jobs: %w", err)
+	}
+	if l := e.opts.Leases; l != nil {
+		// Forget processes dead for a while (the owners table would grow
+		// by one row per crash otherwise).
+		if _, err := e.opts.Store.PruneOwners(ctx, time.Now().Add(-deadOwnerKept)); err != nil {
+			e.log.Warn("prune stopped opsbot processes", "err", err)
+		}
 	}
 	for _, j := range jobs {
 		e.log.Warn("job interrupted by a restart", "job", j.ID, "command", j.Command)

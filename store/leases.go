@@ -201,6 +201,34 @@ func (s *Store) UnregisterOwner(ctx context.Context, owner string) error {
 	return nil
 }
 
+// PruneOwners removes the owners dead since before (their expiry passed
+// before it) that have no queued or running job left, with their leases:
+// the record of processes that crashed long ago. It returns how many owners
+// it removed. A process removed while it was only stalled finds out at its
+// next heartbeat (ErrNotFound).
+func (s *Store) PruneOwners(ctx context.Context, before time.Time) (int, error) {
+	var n int64
+	err := s.write(ctx, func(tx *wtx) error {
+		b := before.UnixNano()
+		if _, err := tx.ExecContext(context.Background(), `DELETE FROM leases WHERE owner IN
+			(SELECT id FROM owners WHERE expires_at < ?
+			  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner = owners.id AND j.status IN ('queued', 'running')))`, b); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(context.Background(), `DELETE FROM owners WHERE expires_at < ?
+			AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner = owners.id AND j.status IN ('queued', 'running'))`, b)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune dead owners: %w", err)
+	}
+	return int(n), nil
+}
+
 // Owners returns the registered owners, live or not, oldest first.
 func (s *Store) Owners(ctx context.Context) ([]Owner, error) {
 	rows, err := s.rdb.QueryContext(ctx, `SELECT id, host, pid, machine, started_at, heartbeat_at, expires_at

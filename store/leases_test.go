@@ -341,3 +341,48 @@ func BenchmarkHeartbeat(b *testing.B) {
 		}
 	}
 }
+
+// Owners dead for long, with no unfinished job, are removed with their
+// leases; live ones and dead ones with unfinished jobs stay.
+func TestPruneOwners(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	register(t, s, "live", time.Minute)
+	register(t, s, "dead-idle", time.Minute)
+	register(t, s, "dead-busy", time.Minute)
+	if _, err := s.AcquireLease(ctx, "node:pve", "dead-idle", 0, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := s.CreateJob(ctx, Job{Command: "mtp steps 6 qwen", Owner: "dead-busy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"dead-idle", "dead-busy"} {
+		if ok, err := s.ExpireOwner(ctx, id, 100, "m1"); err != nil || !ok {
+			t.Fatalf("ExpireOwner(%s) = %v, %v", id, ok, err)
+		}
+	}
+	if n, err := s.PruneOwners(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("prune of owners dead for less than an hour = %d, %v", n, err)
+	}
+	n, err := s.PruneOwners(ctx, time.Now().Add(time.Second))
+	if err != nil || n != 1 {
+		t.Fatalf("PruneOwners = %d, %v; want 1", n, err)
+	}
+	owners, _ := s.Owners(ctx)
+	if len(owners) != 2 || owners[0].ID != "live" || owners[1].ID != "dead-busy" {
+		t.Fatalf("owners after prune = %+v", owners)
+	}
+	if ls, _ := s.Leases(ctx); len(ls) != 0 {
+		t.Fatalf("leases of a pruned owner remain: %+v", ls)
+	}
+	if _, err := s.InterruptUnfinished(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := s.Job(ctx, busy.ID); j.Status != Interrupted {
+		t.Fatalf("dead owner's job = %s", j.Status)
+	}
+	if n, _ := s.PruneOwners(ctx, time.Now().Add(time.Second)); n != 1 {
+		t.Fatalf("after its job was interrupted, the dead owner was not pruned (%d)", n)
+	}
+}
