@@ -81,10 +81,10 @@ func TestLeaseTakeoverAfterExpiry(t *testing.T) {
 	const ttl = 200 * time.Millisecond
 	register(t, s, "a", time.Minute) // a's process lives on, but stalls on this lease
 	register(t, s, "b", time.Minute)
+	start := time.Now()
 	if a, err := s.AcquireLease(ctx, "service:qwen", "a", 1, ttl); err != nil || !a.Acquired {
 		t.Fatalf("acquire = %+v, %v", a, err)
 	}
-	start := time.Now()
 	var got Acquisition
 	waitUntil(t, 10*time.Second, "b takes the expired lease over", func() bool {
 		var err error
@@ -94,8 +94,8 @@ func TestLeaseTakeoverAfterExpiry(t *testing.T) {
 		}
 		return got.Acquired
 	})
-	if time.Since(start) < ttl {
-		t.Fatalf("taken over after %s, before the ttl %s", time.Since(start), ttl)
+	if took := time.Since(start); took < ttl || time.Now().Before(got.Holder.ExpiresAt) {
+		t.Fatalf("taken over after %s, before the ttl %s (expiry %s)", took, ttl, got.Holder.ExpiresAt)
 	}
 	if !got.TookOver() || got.Holder.Owner != "a" || got.Holder.JobID != 1 {
 		t.Fatalf("takeover = %+v, want from a's job 1", got)
