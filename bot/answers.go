@@ -76,8 +76,12 @@ func (d *Dispatcher) answer(ctx context.Context, req Request, cmd *commands.Comm
 			return Reply{Outcome: Invalid, Text: fmt.Sprintf("job #%d already %s", j.ID, j.Status), Command: cmd,
 				Err: errors.New("job already final")}, true
 		}
-		if err := d.opts.Engine.Cancel(j.ID); err != nil {
+		elsewhere, err := d.opts.Engine.Cancel(ctx, j.ID)
+		if err != nil {
 			return fail(err, "could not cancel #%d: %v", j.ID, err)
+		}
+		if elsewhere != "" {
+			return say("cancelling #%d `%s` (running in another opsbot process on %s): it stops at the next safe point", j.ID, j.Command, elsewhere)
 		}
 		return say("cancelling #%d `%s`: it stops at the next safe point", j.ID, j.Command)
 	case "schedule add":

@@ -7,6 +7,7 @@ import (
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -16,6 +17,9 @@ type App struct {
 	Store      *store.Store
 	Engine     *Engine
 	Dispatcher *Dispatcher
+	// Leases holds services and nodes across the opsbot processes that
+	// share the store; it is also the runbook's ops.NodeLocker.
+	Leases *Leases
 	// Interrupted lists the jobs a previous process left unfinished.
 	Interrupted []store.Job
 }
@@ -23,12 +27,17 @@ type App struct {
 // AppOptions are what NewApp needs beyond the config.
 type AppOptions struct {
 	Backend Backend
-	Chats   map[string]Chat
-	Logger  *slog.Logger
+	// NewBackend, used when Backend is nil, builds the backend once the
+	// store is open, with the node locker its pipelines must use.
+	NewBackend func(nodes ops.NodeLocker) (Backend, error)
+	Chats      map[string]Chat
+	Logger     *slog.Logger
 }
 
-// NewApp opens the store, marks jobs left running by a previous process as
-// interrupted (telling their rooms), and returns a bot ready to take requests.
+// NewApp opens the store, registers this process in it (with a heartbeat,
+// limits.lease_ttl), marks the jobs of opsbot processes that died as
+// interrupted (telling their rooms; a live process's jobs are left alone),
+// and returns a bot ready to take requests.
 func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error) {
 	auth, err := NewAuth(cfg.Auth.DefaultRole, cfg.Auth.Users)
 	if err != nil {
@@ -38,9 +47,24 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	eng := NewEngine(EngineOptions{Store: st, Backend: o.Backend, Chats: o.Chats, JobTimeout: cfg.Limits.JobTimeout.D(), Logger: o.Logger})
+	leases, err := NewLeases(ctx, st, LeaseOptions{TTL: cfg.Limits.LeaseTTL.D(), Logger: o.Logger})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	backend := o.Backend
+	if backend == nil && o.NewBackend != nil {
+		if backend, err = o.NewBackend(leases); err != nil {
+			leases.close()
+			st.Close()
+			return nil, err
+		}
+	}
+	eng := NewEngine(EngineOptions{Store: st, Backend: backend, Chats: o.Chats, JobTimeout: cfg.Limits.JobTimeout.D(),
+		Leases: leases, Logger: o.Logger})
 	interrupted, err := eng.RecoverInterrupted(ctx)
 	if err != nil {
+		eng.Close()
 		st.Close()
 		return nil, err
 	}
@@ -50,10 +74,11 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 	}
 	d := NewDispatcher(DispatcherOptions{Store: st, Engine: eng, Auth: auth, Commands: opts,
 		ConfirmTTL: cfg.Limits.ConfirmTTL.D(), Logger: o.Logger})
-	return &App{Config: cfg, Store: st, Engine: eng, Dispatcher: d, Interrupted: interrupted}, nil
+	return &App{Config: cfg, Store: st, Engine: eng, Dispatcher: d, Leases: leases, Interrupted: interrupted}, nil
 }
 
-// Close stops every job (they end cancelled) and closes the store.
+// Close stops every job (they end cancelled), gives up this process's
+// leases and closes the store.
 func (a *App) Close() error {
 	a.Engine.Close()
 	return a.Store.Close()

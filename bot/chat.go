@@ -1,7 +1,8 @@
 // Package bot is the application: the dispatcher that turns chat text into
-// authorised jobs, confirmations, the job engine (queue, per-host locks, cancel,
-// timeouts, crash recovery) and the rendering of a job as one live status
-// message with a thread of steps.
+// authorised jobs, confirmations, the job engine (queue, per-service locks held
+// as leases in the store across opsbot processes, cancel, timeouts, crash
+// recovery) and the rendering of a job as one live status message with a
+// thread of steps.
 //
 // Chat adapters (bot/slack, bot/matrix, bot/console) only translate between a
 // platform and this package: every decision is made here, once, so all

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
@@ -33,12 +35,19 @@ type EngineOptions struct {
 	Chats map[string]Chat
 	// JobTimeout bounds how long one job may run (not wait for its lock).
 	JobTimeout time.Duration
-	Logger     *slog.Logger
+	// Leases, when set, holds each mutating job's service as a lease in the
+	// store, so the lock holds across opsbot processes on the same store;
+	// the engine runs its heartbeat, and Close unregisters it. Without it,
+	// services are held within this process only.
+	Leases *Leases
+	Logger *slog.Logger
 }
 
-// Engine runs jobs: one mutating job per host at a time, read-only jobs at
-// once; every job has a timeout and a cancel handle, persists its events and
-// final state, and renders its status thread. Safe for concurrent use.
+// Engine runs jobs: one mutating job per service at a time (across every
+// opsbot process on the store, with Leases), read-only jobs at once; every
+// job has a timeout and a cancel handle (also reachable from another process
+// through the store), persists its events and final state, and renders its
+// status thread. Safe for concurrent use.
 type Engine struct {
 	opts EngineOptions
 	log  *slog.Logger
@@ -58,6 +67,9 @@ type jobRun struct {
 	cancel   context.CancelCauseFunc
 	done     chan struct{}
 	userName string
+
+	// cancelSeen is set once a cancel request from another process was acted on.
+	cancelSeen atomic.Bool
 }
 
 // ErrCancelled is the cause of a job cancelled by a user.
@@ -75,7 +87,67 @@ func NewEngine(opts EngineOptions) *Engine {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Engine{opts: opts, log: log, jobs: map[int64]*jobRun{}, locks: map[string]chan struct{}{}}
+	e := &Engine{opts: opts, log: log, jobs: map[int64]*jobRun{}, locks: map[string]chan struct{}{}}
+	if opts.Leases != nil {
+		opts.Leases.start(e.leaseLost, e.tick)
+	}
+	return e
+}
+
+// deadOwnerKept is how long the record of a dead opsbot process (host, pid)
+// stays in the store to name it as a former holder.
+const deadOwnerKept = time.Hour
+
+// LeaseLostError is the cause of a job stopped because a lease it held (its
+// service or its node) was taken over by another opsbot process: this one
+// stalled past the lease's expiry.
+type LeaseLostError struct {
+	Key string // "service:qwen", "node:pve"
+}
+
+func (e *LeaseLostError) Error() string {
+	what, name, _ := strings.Cut(e.Key, ":")
+	next := "`gpu status`"
+	if what == "service" {
+		next = "`svc status " + name + "`"
+	}
+	return fmt.Sprintf("stopped: this opsbot process lost its hold on %s %s (it stalled past the lease expiry, "+
+		"and another opsbot process may be changing it now); check it with %s", what, name, next)
+}
+
+// leaseLost stops the job that held a lost lease.
+func (e *Engine) leaseLost(key string, jobID int64, _ error) {
+	e.mu.Lock()
+	r, ok := e.jobs[jobID]
+	e.mu.Unlock()
+	if ok {
+		r.cancel(&LeaseLostError{Key: key})
+	}
+}
+
+// tick runs with the lease heartbeat, about once a second: it cancels the
+// jobs another process asked to cancel through the store and, after each
+// renewal, reports the jobs of opsbot processes that died as interrupted.
+func (e *Engine) tick(ctx context.Context, renewed bool) {
+	l := e.opts.Leases
+	ids, err := e.opts.Store.CancelRequests(ctx, l.Owner().ID)
+	if err != nil && ctx.Err() == nil {
+		e.log.Warn("read cancel requests", "err", err)
+	}
+	for _, id := range ids {
+		e.mu.Lock()
+		r, ok := e.jobs[id]
+		e.mu.Unlock()
+		if ok && r.cancelSeen.CompareAndSwap(false, true) {
+			e.log.Info("job cancelled from another opsbot process", "job", id)
+			r.cancel(ErrCancelled)
+		}
+	}
+	if renewed {
+		if _, err := e.RecoverInterrupted(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("look for interrupted jobs", "err", err)
+		}
+	}
 }
 
 // Submission is a job row already created (queued) with the command it runs.
@@ -86,8 +158,8 @@ type Submission struct {
 	UserName string // for display only
 }
 
-// Submit starts a queued job and returns at once. The job waits for its host
-// lock (mutating commands), then runs. Submit fails only when the engine is closed.
+// Submit starts a queued job and returns at once. The job waits for its
+// service's lock (mutating commands), then runs. Submit fails only when the engine is closed.
 func (e *Engine) Submit(s Submission) error {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r := &jobRun{job: s.Job, cmd: s.Cmd, room: s.Job.Room, replyTo: s.ReplyTo, cancel: cancel,
@@ -105,17 +177,50 @@ func (e *Engine) Submit(s Submission) error {
 	return nil
 }
 
-// Cancel asks job id to stop. It returns an error when the job is not running
-// or queued in this process.
-func (e *Engine) Cancel(id int64) error {
+// Cancel asks job id to stop. A job of this process is cancelled at once
+// and elsewhere is "". A job run by another live opsbot process is asked to
+// stop through the store (that process notices within about a second) and
+// elsewhere describes that process ("host1 (pid 4242)"). A job whose process
+// died is reported interrupted, and the error says so; so is a job that is
+// not queued or running.
+func (e *Engine) Cancel(ctx context.Context, id int64) (elsewhere string, err error) {
 	e.mu.Lock()
 	r, ok := e.jobs[id]
 	e.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("job #%d is not queued or running", id)
+	if ok {
+		r.cancel(ErrCancelled)
+		return "", nil
 	}
-	r.cancel(ErrCancelled)
-	return nil
+	j, err := e.opts.Store.Job(ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("cancel job #%d: %w", id, err)
+	}
+	if j.Status.Final() {
+		return "", fmt.Errorf("job #%d is not queued or running: it %s", id, j.Status)
+	}
+	owner, live, err := e.opts.Store.JobOwner(ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("cancel job #%d: %w", id, err)
+	}
+	mine := e.opts.Leases != nil && owner.ID == e.opts.Leases.Owner().ID
+	if !live || mine {
+		// Its process is gone (or this process lost it): say so instead.
+		if _, err := e.RecoverInterrupted(ctx); err != nil {
+			return "", fmt.Errorf("cancel job #%d: %w", id, err)
+		}
+		return "", fmt.Errorf("job #%d is not running: the opsbot process that ran it stopped, so it is reported interrupted", id)
+	}
+	if err := e.opts.Store.RequestCancel(ctx, id, "cancel"); err != nil {
+		return "", fmt.Errorf("cancel job #%d in another opsbot process: %w", id, err)
+	}
+	where := owner.Host
+	if where == "" {
+		where = "another host"
+	}
+	if owner.PID != 0 {
+		where += fmt.Sprintf(" (pid %d)", owner.PID)
+	}
+	return where, nil
 }
 
 // Wait blocks until job id has finished (or ctx ends) and returns its final row.
@@ -145,7 +250,8 @@ func (e *Engine) Active() []int64 {
 	return ids
 }
 
-// Close cancels every job and waits for them to record their final state.
+// Close cancels every job and waits for them to record their final state,
+// then stops the lease heartbeat and gives up this process's leases.
 func (e *Engine) Close() {
 	e.mu.Lock()
 	e.closed = true
@@ -154,14 +260,32 @@ func (e *Engine) Close() {
 	}
 	e.mu.Unlock()
 	e.wg.Wait()
+	if e.opts.Leases != nil {
+		e.opts.Leases.close()
+	}
 }
 
-// RecoverInterrupted marks jobs left queued or running by a previous process as
-// interrupted and tells their rooms. Call it once at start-up, before Submit.
+// RecoverInterrupted marks as interrupted the jobs left queued or running by
+// opsbot processes that died (no live heartbeat; this process's own earlier
+// runs included) and tells their rooms; a live process's jobs are left
+// alone. Call it at start-up, before Submit; the engine also calls it after
+// each lease renewal and when it takes a lease over, so a job whose process
+// died is reported once its lease expires. Each job is reported once, by
+// whichever process marks it.
 func (e *Engine) RecoverInterrupted(ctx context.Context) ([]store.Job, error) {
+	if e.opts.Leases != nil {
+		e.opts.Leases.reapDead(ctx)
+	}
 	jobs, err := e.opts.Store.InterruptUnfinished(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("recover interrupted jobs: %w", err)
+	}
+	if l := e.opts.Leases; l != nil {
+		// Forget processes dead for a while (the owners table would grow
+		// by one row per crash otherwise).
+		if _, err := e.opts.Store.PruneOwners(ctx, time.Now().Add(-deadOwnerKept)); err != nil {
+			e.log.Warn("prune stopped opsbot processes", "err", err)
+		}
 	}
 	for _, j := range jobs {
 		e.log.Warn("job interrupted by a restart", "job", j.ID, "command", j.Command)
@@ -169,7 +293,7 @@ func (e *Engine) RecoverInterrupted(ctx context.Context) ([]store.Job, error) {
 		if chat == nil || j.Room == "" {
 			continue
 		}
-		text := fmt.Sprintf("%s #%d `%s` was interrupted: opsbot stopped while it ran. "+
+		text := fmt.Sprintf("%s #%d `%s` was interrupted: the opsbot process running it stopped. "+
 			"The host may be mid-change; check it with `svc status`%s.",
 			statusIcon[store.Interrupted], j.ID, j.Command, forService(j.Service))
 		m := Message{Kind: KindNotice, Text: text}
@@ -192,15 +316,45 @@ func forService(s string) string {
 	return " " + s
 }
 
-func (e *Engine) lockFor(host string) chan struct{} {
+// lockService holds svc for job r until release: as a store lease with
+// Leases, else within this process. It waits (telling the thread once who
+// holds it) until the service is free or ctx ends.
+func (e *Engine) lockService(ctx, bg context.Context, r *jobRun, th *thread, svc string) (release func(), err error) {
+	waiting := func(holder string) {
+		th.queued(bg, fmt.Sprintf("waiting for %s: %s is changing it", svc, holder))
+	}
+	if l := e.opts.Leases; l != nil {
+		release, a, err := l.Acquire(ctx, "service:"+svc, r.job.ID, waiting)
+		if err != nil {
+			return nil, err
+		}
+		if a.TookOver() {
+			// The holder died: report its job before this one changes anything.
+			if _, err := e.RecoverInterrupted(bg); err != nil {
+				e.log.Warn("report the previous holder's job", "job", r.job.ID, "err", err)
+			}
+		}
+		return release, nil
+	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	l, ok := e.locks[host]
+	l, ok := e.locks[svc]
 	if !ok {
 		l = make(chan struct{}, 1)
-		e.locks[host] = l
+		e.locks[svc] = l
 	}
-	return l
+	e.mu.Unlock()
+	select {
+	case l <- struct{}{}:
+	default:
+		waiting("another job of this opsbot process")
+		select {
+		case l <- struct{}{}:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-l }) }, nil
 }
 
 func (e *Engine) run(ctx context.Context, r *jobRun) {
@@ -218,21 +372,19 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 	defer th.close()
 	th.post(bg)
 
-	// Wait for the host lock.
-	if r.cmd.Spec.Lock == commands.LockHost && !r.cmd.DryRun && r.job.Host != "" {
-		l := e.lockFor(r.job.Host)
-		select {
-		case l <- struct{}{}:
-		default:
-			th.queued(bg, fmt.Sprintf("waiting for %s: another job is changing it", r.job.Host))
-			select {
-			case l <- struct{}{}:
-			case <-ctx.Done():
-				e.finish(bg, r, th, nil, context.Cause(ctx))
-				return
+	// The pipeline's node locks find the job in its context.
+	ctx = withJobID(ctx, r.job.ID)
+	// Hold the service for the whole run (released even on panic or cancel).
+	if svc := r.cmd.LockedService(); svc != "" {
+		release, err := e.lockService(ctx, bg, r, th, svc)
+		if err != nil {
+			if ctx.Err() == nil {
+				err = fmt.Errorf("hold %s for job #%d: %w", svc, r.job.ID, err)
 			}
+			e.finish(bg, r, th, nil, err)
+			return
 		}
-		defer func() { <-l }()
+		defer release()
 	}
 	if err := e.opts.Store.StartJob(bg, r.job.ID); err != nil {
 		e.log.Error("start job", "job", r.job.ID, "err", err)

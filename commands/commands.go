@@ -59,17 +59,17 @@ func ParseRole(s string) (Role, error) {
 type Lock int
 
 const (
-	LockNone Lock = iota // never waits for anything (read-only commands)
-	LockHost             // one such job per host at a time (Command.Host)
+	LockNone    Lock = iota // never waits for anything (read-only commands)
+	LockService             // one such job per service at a time (Command.Service)
 )
 
-// String returns "none" or "host".
+// String returns "none" or "service".
 func (l Lock) String() string {
 	switch l {
 	case LockNone:
 		return "none"
-	case LockHost:
-		return "host"
+	case LockService:
+		return "service"
 	}
 	return fmt.Sprintf("Lock(%d)", int(l))
 }
@@ -256,11 +256,13 @@ func (c *Command) NeedsConfirm() bool { return c.Spec.Confirm && !c.DryRun }
 // and not a dry run.
 func (c *Command) Mutates() bool { return c.Spec.Mutating && !c.DryRun }
 
-// LockedHost returns the host the command's job must hold exclusively, or "" when
-// it locks nothing (read-only commands and dry runs).
-func (c *Command) LockedHost() string {
-	if c.Spec.Lock == LockHost && !c.DryRun {
-		return c.Host
+// LockedService returns the service the command's job must hold exclusively for
+// its whole run, or "" when it locks nothing (read-only commands and dry runs).
+// The job's pipeline also holds the service's physical node during its mutating
+// windows; that lock is the pipeline's, not the command's.
+func (c *Command) LockedService() string {
+	if c.Spec.Lock == LockService && !c.DryRun {
+		return c.Service
 	}
 	return ""
 }

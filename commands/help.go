@@ -111,8 +111,8 @@ func detail(b *strings.Builder, s *Spec) {
 	} else {
 		b.WriteString(" · asks for confirmation: no")
 	}
-	if s.Lock == LockHost {
-		b.WriteString(" · locks: the host")
+	if s.Lock == LockService {
+		b.WriteString(" · locks: the service")
 	} else {
 		b.WriteString(" · locks: nothing")
 	}

@@ -191,7 +191,7 @@ var registry = []*Spec{
 			"num_speculative_tokens), stops the service, clears GPU memory left by dead processes, starts it, " +
 			"waits until it serves, verifies the engine reports the new value and benchmarks it. " +
 			"A restart loop is recovered once; if it persists the previous unit is restored.",
-		Role: Operator, Mutating: true, Lock: LockHost, Schedulable: true,
+		Role: Operator, Mutating: true, Lock: LockService, Schedulable: true,
 		params:   []param{{kind: pSteps}, {kind: pService}},
 		Examples: []string{"mtp steps 10", "mtp steps 4 qwen --dry-run"},
 	},
@@ -217,24 +217,24 @@ var registry = []*Spec{
 			"holding its GPUs (its unit's, or orphaned from it; never a neighbour's, which are named instead; from " +
 			"the Proxmox node when the service runs in a container), waits until its GPUs are clear, then starts " +
 			"the service and waits until it serves. HOST is resolved to the service on it.",
-		Role: Operator, Mutating: true, Confirm: true, Lock: LockHost, Schedulable: true,
+		Role: Operator, Mutating: true, Confirm: true, Lock: LockService, Schedulable: true,
 		params:   []param{{kind: pTarget}},
 		flags:    fNoStart | fForce,
 		Examples: []string{"gpu recover", "gpu recover gpu1 --no-start", "gpu recover qwen --dry-run"},
 	},
 	{
 		Path: "svc start", Summary: "start a service and wait until it serves",
-		Role: Operator, Mutating: true, Lock: LockHost, Schedulable: true,
+		Role: Operator, Mutating: true, Lock: LockService, Schedulable: true,
 		params: []param{{kind: pService}}, Examples: []string{"svc start", "svc start qwen"},
 	},
 	{
 		Path: "svc stop", Summary: "stop a service (it stops serving)",
-		Role: Operator, Mutating: true, Confirm: true, Lock: LockHost, Schedulable: true,
+		Role: Operator, Mutating: true, Confirm: true, Lock: LockService, Schedulable: true,
 		params: []param{{kind: pService}}, Examples: []string{"svc stop qwen", "svc stop --dry-run"},
 	},
 	{
 		Path: "svc restart", Summary: "restart a service and wait until it serves",
-		Role: Operator, Mutating: true, Lock: LockHost, Schedulable: true,
+		Role: Operator, Mutating: true, Lock: LockService, Schedulable: true,
 		params: []param{{kind: pService}}, Examples: []string{"svc restart", "svc restart qwen"},
 	},
 	{
@@ -250,8 +250,8 @@ var registry = []*Spec{
 		Path:    "bench",
 		Summary: "benchmark a service (tok/s, latency, acceptance)",
 		Details: "Streams random prompts of a fixed length at the given concurrency, like sglang's bench_serving. " +
-			"Unset knobs use the configured defaults. Locks the host: it never runs while the service is being changed.",
-		Role: Operator, Mutating: true, Lock: LockHost, Schedulable: true,
+			"Unset knobs use the configured defaults. Locks the service: it never runs while the service is being changed.",
+		Role: Operator, Mutating: true, Lock: LockService, Schedulable: true,
 		params:   []param{{kind: pService}},
 		keys:     []key{keyPrompts, keyConcurrency, keyIn, keyOut},
 		Examples: []string{"bench", "bench qwen prompts=200 concurrency=16", "bench in=1024 out=256"},
@@ -261,7 +261,7 @@ var registry = []*Spec{
 		Summary: "run mtp steps for each value in a list, benchmark each, report the best",
 		Details: "LIST is values separated by commas and ranges: 1,2,3 or 1..5 or 1..5,10 (at most 32 values, " +
 			"each a valid steps value, no value twice). Afterwards the service is left on its configured value.",
-		Role: Operator, Mutating: true, Lock: LockHost, Schedulable: true,
+		Role: Operator, Mutating: true, Lock: LockService, Schedulable: true,
 		params:   []param{{kind: pService}, {kind: pLiteral, word: "steps"}, {kind: pStepList}},
 		Examples: []string{"sweep steps 1..5,10", "sweep qwen steps 1,2,4,8 --dry-run"},
 	},

@@ -17,17 +17,17 @@ func TestSpecs(t *testing.T) {
 		lock                     Lock
 	}
 	wantSpecs := map[string]policy{
-		"mtp steps":       {"mtp steps N [SERVICE] [--dry-run]", Operator, true, false, true, LockHost},
+		"mtp steps":       {"mtp steps N [SERVICE] [--dry-run]", Operator, true, false, true, LockService},
 		"mtp show":        {"mtp show [SERVICE]", Viewer, false, false, false, LockNone},
 		"gpu status":      {"gpu status [HOST]", Viewer, false, false, false, LockNone},
-		"gpu recover":     {"gpu recover [HOST|SERVICE] [--no-start] [--force] [--dry-run]", Operator, true, true, true, LockHost},
-		"svc start":       {"svc start [SERVICE] [--dry-run]", Operator, true, false, true, LockHost},
-		"svc stop":        {"svc stop [SERVICE] [--dry-run]", Operator, true, true, true, LockHost},
-		"svc restart":     {"svc restart [SERVICE] [--dry-run]", Operator, true, false, true, LockHost},
+		"gpu recover":     {"gpu recover [HOST|SERVICE] [--no-start] [--force] [--dry-run]", Operator, true, true, true, LockService},
+		"svc start":       {"svc start [SERVICE] [--dry-run]", Operator, true, false, true, LockService},
+		"svc stop":        {"svc stop [SERVICE] [--dry-run]", Operator, true, true, true, LockService},
+		"svc restart":     {"svc restart [SERVICE] [--dry-run]", Operator, true, false, true, LockService},
 		"svc status":      {"svc status [SERVICE]", Viewer, false, false, false, LockNone},
 		"svc logs":        {"svc logs [SERVICE] [lines=N]", Viewer, false, false, false, LockNone},
-		"bench":           {"bench [SERVICE] [prompts=N] [concurrency=N] [in=N] [out=N] [--dry-run]", Operator, true, false, true, LockHost},
-		"sweep":           {"sweep [SERVICE] steps LIST [--dry-run]", Operator, true, false, true, LockHost},
+		"bench":           {"bench [SERVICE] [prompts=N] [concurrency=N] [in=N] [out=N] [--dry-run]", Operator, true, false, true, LockService},
+		"sweep":           {"sweep [SERVICE] steps LIST [--dry-run]", Operator, true, false, true, LockService},
 		"schedule add":    {`schedule add [--dry-run] "CRON" COMMAND...`, Admin, true, false, false, LockNone},
 		"schedule list":   {"schedule list", Viewer, false, false, false, LockNone},
 		"schedule rm":     {"schedule rm ID [--dry-run]", Admin, true, false, false, LockNone},
@@ -108,8 +108,8 @@ func TestDryRunRule(t *testing.T) {
 			t.Errorf("%q: %v", ex, err)
 			continue
 		}
-		if !c.DryRun || c.Mutates() || c.NeedsConfirm() || c.LockedHost() != "" {
-			t.Errorf("%q: DryRun=%v Mutates=%v NeedsConfirm=%v LockedHost=%q", ex, c.DryRun, c.Mutates(), c.NeedsConfirm(), c.LockedHost())
+		if !c.DryRun || c.Mutates() || c.NeedsConfirm() || c.LockedService() != "" {
+			t.Errorf("%q: DryRun=%v Mutates=%v NeedsConfirm=%v LockedService=%q", ex, c.DryRun, c.Mutates(), c.NeedsConfirm(), c.LockedService())
 		}
 		if c.Role() != s.Role {
 			t.Errorf("%q: a dry run needs role %s, want %s (the spec's)", ex, c.Role(), s.Role)
@@ -119,25 +119,25 @@ func TestDryRunRule(t *testing.T) {
 
 func TestCommandPolicy(t *testing.T) {
 	tests := []struct {
-		in         string
-		role       Role
-		mutates    bool
-		confirm    bool
-		lockedHost string
+		in            string
+		role          Role
+		mutates       bool
+		confirm       bool
+		lockedService string
 	}{
-		{"mtp steps 10", Operator, true, false, "gpu1"},
+		{"mtp steps 10", Operator, true, false, "qwen"},
 		{"mtp show", Viewer, false, false, ""},
 		{"gpu status", Viewer, false, false, ""},
-		{"gpu recover", Operator, true, true, "gpu1"},
-		{"gpu recover --force", Admin, true, true, "gpu1"},
+		{"gpu recover", Operator, true, true, "qwen"},
+		{"gpu recover --force", Admin, true, true, "qwen"},
 		{"gpu recover --force --dry-run", Admin, false, false, ""},
-		{"svc start", Operator, true, false, "gpu1"},
-		{"svc stop", Operator, true, true, "gpu1"},
-		{"svc restart", Operator, true, false, "gpu1"},
+		{"svc start", Operator, true, false, "qwen"},
+		{"svc stop", Operator, true, true, "qwen"},
+		{"svc restart", Operator, true, false, "qwen"},
 		{"svc status", Viewer, false, false, ""},
 		{"svc logs", Viewer, false, false, ""},
-		{"bench", Operator, true, false, "gpu1"},
-		{"sweep steps 1..3", Operator, true, false, "gpu1"},
+		{"bench", Operator, true, false, "qwen"},
+		{"sweep steps 1..3", Operator, true, false, "qwen"},
 		{`schedule add "@daily" gpu recover --force`, Admin, true, false, ""},
 		{"schedule list", Viewer, false, false, ""},
 		{"schedule rm 1", Admin, true, false, ""},
@@ -151,9 +151,9 @@ func TestCommandPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", tt.in, err)
 		}
-		if c.Role() != tt.role || c.Mutates() != tt.mutates || c.NeedsConfirm() != tt.confirm || c.LockedHost() != tt.lockedHost {
+		if c.Role() != tt.role || c.Mutates() != tt.mutates || c.NeedsConfirm() != tt.confirm || c.LockedService() != tt.lockedService {
 			t.Errorf("%q: role %s mutates %v confirm %v lock %q; want %s %v %v %q", tt.in,
-				c.Role(), c.Mutates(), c.NeedsConfirm(), c.LockedHost(), tt.role, tt.mutates, tt.confirm, tt.lockedHost)
+				c.Role(), c.Mutates(), c.NeedsConfirm(), c.LockedService(), tt.role, tt.mutates, tt.confirm, tt.lockedService)
 		}
 	}
 	// A scheduled command's role can raise the schedule's (never lower it).
@@ -173,7 +173,7 @@ func TestRole(t *testing.T) {
 	if _, err := ParseRole("root"); err == nil {
 		t.Error("ParseRole(root) accepted")
 	}
-	if Role(0).String() != "Role(0)" || LockHost.String() != "host" || LockNone.String() != "none" {
+	if Role(0).String() != "Role(0)" || LockService.String() != "service" || LockNone.String() != "none" {
 		t.Error("String of zero role or locks")
 	}
 	if !(Viewer < Operator && Operator < Admin) {

@@ -105,6 +105,10 @@ type Limits struct {
 	JobTimeout Duration `yaml:"job_timeout,omitempty"`
 	// ConfirmTTL is how long a confirmation prompt stays valid.
 	ConfirmTTL Duration `yaml:"confirm_ttl,omitempty"`
+	// LeaseTTL is how long a service or node lease outlives the last
+	// heartbeat of the opsbot process holding it: a holder that died is taken
+	// over after at most this long. Heartbeats run every LeaseTTL/3.
+	LeaseTTL Duration `yaml:"lease_ttl,omitempty"`
 }
 
 // Bench holds the benchmark defaults used when a command does not say.
@@ -179,6 +183,7 @@ const (
 	DefaultMaxSteps     = 16
 	DefaultJobTimeout   = 30 * time.Minute
 	DefaultConfirmTTL   = 2 * time.Minute
+	DefaultLeaseTTL     = 30 * time.Second
 	DefaultReadyTimeout = 15 * time.Minute
 	DefaultClearMiB     = 1024
 )
@@ -271,6 +276,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Limits.ConfirmTTL == 0 {
 		c.Limits.ConfirmTTL = Duration(DefaultConfirmTTL)
+	}
+	if c.Limits.LeaseTTL == 0 {
+		c.Limits.LeaseTTL = Duration(DefaultLeaseTTL)
 	}
 	if c.Auth.DefaultRole == "" {
 		c.Auth.DefaultRole = "none"
@@ -428,6 +436,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.MaxSteps < 1 || c.Limits.MaxSteps > 64 {
 		bad("limits.max_steps must be within 1..64, got %d", c.Limits.MaxSteps)
+	}
+	if c.Limits.LeaseTTL < Duration(time.Second) {
+		bad("limits.lease_ttl must be at least 1s, got %s", c.Limits.LeaseTTL.D())
 	}
 	if s := c.Slack; s != nil && s.Enabled {
 		if s.BotToken == "" {

@@ -91,7 +91,7 @@ func (s *Store) CreateJobAudited(ctx context.Context, j Job, e AuditEntry) (Job,
 	if err := checkAudit(e); err != nil {
 		return Job{}, fmt.Errorf("create job: audit entry: %w", err)
 	}
-	j = jobDefaults(j)
+	j = s.jobDefaults(j)
 	if e.At.IsZero() {
 		e.At = j.CreatedAt
 	}

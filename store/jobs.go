@@ -57,20 +57,26 @@ type Job struct {
 	CreatedAt  time.Time
 	StartedAt  time.Time // zero until running
 	EndedAt    time.Time // zero until final
+
+	// Owner is the opsbot process (Owner.ID) that runs the job; "" for a
+	// job recorded before any owner was registered.
+	Owner string
 }
 
 // InterruptedMessage is the Error that InterruptUnfinished gives the jobs it
 // ends.
 const InterruptedMessage = "interrupted: opsbot stopped before the job finished"
 
-const jobColumns = `id, command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at`
+const jobColumns = `id, command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner`
 
 // CreateJob records a new job and returns it with ID set (and CreatedAt, when
 // it was zero). Status defaults to Queued; a job may also be recorded in a
 // final state (a refused request), which sets EndedAt to CreatedAt when
 // zero, or as Running, which sets StartedAt. Command is required and Result,
 // when set, must be valid JSON; otherwise the error wraps ErrInvalid and
-// nothing is written. Safe for concurrent use; see write for what ctx does.
+// nothing is written. A job without an Owner that is not final gets the
+// owner registered with RegisterOwner, if any. Safe for concurrent use; see
+// write for what ctx does.
 func (s *Store) CreateJob(ctx context.Context, j Job) (Job, error) {
 	if j.Status == "" {
 		j.Status = Queued
@@ -78,7 +84,7 @@ func (s *Store) CreateJob(ctx context.Context, j Job) (Job, error) {
 	if err := checkJob(j); err != nil {
 		return Job{}, fmt.Errorf("create job: %w", err)
 	}
-	j = jobDefaults(j)
+	j = s.jobDefaults(j)
 	err := s.write1(ctx, func(tx *wtx) error {
 		var err error
 		j.ID, err = insertJob(tx, j)
@@ -90,8 +96,12 @@ func (s *Store) CreateJob(ctx context.Context, j Job) (Job, error) {
 	return j, nil
 }
 
-// jobDefaults fills in the times a new job gets.
-func jobDefaults(j Job) Job {
+// jobDefaults fills in the times a new job gets, and its owner: the one
+// registered with RegisterOwner, for a job that is not final.
+func (s *Store) jobDefaults(j Job) Job {
+	if j.Owner == "" && !j.Status.Final() {
+		j.Owner = s.currentOwner()
+	}
 	j.CreatedAt = orNow(j.CreatedAt)
 	j.StartedAt = j.StartedAt.UTC().Round(0)
 	j.EndedAt = j.EndedAt.UTC().Round(0)
@@ -106,10 +116,10 @@ func jobDefaults(j Job) Job {
 
 func insertJob(tx *wtx, j Job) (int64, error) {
 	res, err := tx.ExecContext(context.Background(), `INSERT INTO jobs
-		(command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		j.Command, j.Platform, j.User, j.Room, j.Thread, j.Service, j.Host, string(j.Status), j.Error,
-		nullJSON(j.Result), nullID(j.ScheduleID), j.CreatedAt.UnixNano(), nanos(j.StartedAt), nanos(j.EndedAt))
+		nullJSON(j.Result), nullID(j.ScheduleID), j.CreatedAt.UnixNano(), nanos(j.StartedAt), nanos(j.EndedAt), j.Owner)
 	if err != nil {
 		return 0, err
 	}
@@ -310,18 +320,23 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	return jobs, nil
 }
 
-// InterruptUnfinished ends every queued or running job as Interrupted, with
-// Error set to InterruptedMessage, and returns those jobs as they are now,
-// oldest first. The bot calls it once at start-up, before it runs anything:
-// jobs left unfinished by a crash or restart are then reported instead of
-// staying "running" forever. It must not be called while another live
-// process runs jobs from the same file: their jobs would be ended too.
+// InterruptUnfinished ends as Interrupted, with Error set to
+// InterruptedMessage, every queued or running job whose owner is dead: not
+// registered, or past its expiry (see RegisterOwner and Heartbeat); a job
+// without an owner counts as a dead owner's. It returns those jobs as they
+// are now, oldest first. Jobs of live owners (other processes on the same
+// file, and this one) are left alone, so the bot calls it at start-up and
+// again from time to time: jobs left unfinished by a crash or restart are
+// then reported instead of staying "running" forever.
 func (s *Store) InterruptUnfinished(ctx context.Context) ([]Job, error) {
 	var jobs []Job
 	err := s.write(ctx, func(tx *wtx) error {
 		var err error
-		jobs, err = queryJobs(context.Background(), tx, `UPDATE jobs SET status = 'interrupted', error = ?, ended_at = ?
-			WHERE status IN ('queued', 'running') RETURNING `+jobColumns, InterruptedMessage, now().UnixNano())
+		t := now().UnixNano()
+		jobs, err = queryJobs(context.Background(), tx, `UPDATE jobs SET status = 'interrupted', error = ?, ended_at = ?2
+			WHERE status IN ('queued', 'running')
+			  AND NOT EXISTS (SELECT 1 FROM owners o WHERE o.id = jobs.owner AND o.expires_at > ?2)
+			RETURNING `+jobColumns, InterruptedMessage, t)
 		return err
 	})
 	if err != nil {
@@ -362,7 +377,7 @@ func scanJob(sc scanner) (Job, error) {
 	var result sql.NullString
 	var sched, created, started, ended sql.NullInt64
 	if err := sc.Scan(&j.ID, &j.Command, &j.Platform, &j.User, &j.Room, &j.Thread, &j.Service, &j.Host,
-		&status, &j.Error, &result, &sched, &created, &started, &ended); err != nil {
+		&status, &j.Error, &result, &sched, &created, &started, &ended, &j.Owner); err != nil {
 		return Job{}, err
 	}
 	j.Status = Status(status)

@@ -1,6 +1,8 @@
 // Package store is opsbot's persistence: jobs and their events, benchmark
-// results, schedules, an append-only audit log and a small key-value table,
-// kept in one SQLite file (modernc.org/sqlite, pure Go, no cgo).
+// results, schedules, an append-only audit log, a small key-value table, and
+// the leases that keep several opsbot processes on one file from changing
+// the same service or node at once (see AcquireLease), kept in one SQLite
+// file (modernc.org/sqlite, pure Go, no cgo).
 //
 // The file is opened in WAL mode with a busy timeout, foreign keys on and
 // write transactions that take the write lock up front (BEGIN IMMEDIATE), so
@@ -93,6 +95,10 @@ type Store struct {
 	// Used only by the writer goroutine.
 	stmts      map[string]*sql.Stmt
 	unprepared []string
+
+	// The owner RegisterOwner registered: CreateJob stamps it on new jobs.
+	ownerMu sync.Mutex
+	ownerID string
 
 	closing   chan struct{}
 	closeOnce sync.Once

@@ -95,12 +95,17 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 		return nil, err
 	}
 	e.cfg = cfg
-	rb, err := newRunbook(cfg, o.Logger)
-	if err != nil {
-		return nil, err
+	// The runbook's pipelines hold nodes through the store's leases, so it
+	// is built once the app has opened the store.
+	newBackend := func(nodes ops.NodeLocker) (bot.Backend, error) {
+		rb, err := newRunbook(cfg, nodes, o.Logger)
+		if err != nil {
+			return nil, err
+		}
+		e.runbook = rb
+		return rb, nil
 	}
-	e.runbook = rb
-	app, err := bot.NewApp(ctx, cfg, bot.AppOptions{Backend: rb, Chats: o.Chats, Logger: o.Logger})
+	app, err := bot.NewApp(ctx, cfg, bot.AppOptions{NewBackend: newBackend, Chats: o.Chats, Logger: o.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +134,9 @@ func startLab(ctx context.Context, faults, unitFile, engine, dir string, log *sl
 	return l, nil
 }
 
-// newRunbook builds the ops layer from the config.
-func newRunbook(cfg *config.Config, log *slog.Logger) (*ops.Runbook, error) {
+// newRunbook builds the ops layer from the config; its mutating windows hold
+// nodes with nodes.
+func newRunbook(cfg *config.Config, nodes ops.NodeLocker, log *slog.Logger) (*ops.Runbook, error) {
 	oc := ops.Config{
 		KeyFile:        cfg.SSH.KeyFile,
 		KnownHosts:     cfg.SSH.KnownHosts,
@@ -140,8 +146,9 @@ func newRunbook(cfg *config.Config, log *slog.Logger) (*ops.Runbook, error) {
 		Services:       map[string]ops.ServiceConfig{},
 		Bench: ops.BenchDefaults{Prompts: cfg.Bench.Prompts, Concurrency: cfg.Bench.Concurrency,
 			InputLen: cfg.Bench.InputLen, OutputLen: cfg.Bench.OutputLen},
-		MaxSteps: cfg.Limits.MaxSteps,
-		Logger:   log,
+		MaxSteps:  cfg.Limits.MaxSteps,
+		NodeLocks: nodes,
+		Logger:    log,
 	}
 	for name, h := range cfg.Hosts {
 		oc.Hosts[name] = ops.HostConfig{Addr: h.Addr, User: h.User, Jump: h.Jump, Prefix: h.Prefix}

@@ -1,0 +1,374 @@
+package bot
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/store"
+)
+
+// Leases holds services and nodes for this process's jobs as leases in the
+// store, so that they hold across every opsbot process on the same store.
+// The process registers as an owner (hostname:pid:random) and a heartbeat
+// goroutine renews the owner and its leases every TTL/3; a process that
+// dies stops renewing, and its leases are taken over once they expire (at
+// once, when a process on the same machine sees its pid gone).
+//
+// A lease lost while held (this process stalled past the expiry and
+// another took it over) is noticed at the next heartbeat and reported to the
+// engine, which stops the job that held it. Leases is safe for concurrent
+// use; it implements ops.NodeLocker, taking the job from the context the
+// engine gives the pipeline.
+type Leases struct {
+	st    *store.Store
+	owner store.Owner
+	ttl   time.Duration
+	poll  time.Duration // how often a waiting acquire tries again
+	log   *slog.Logger
+
+	mu        sync.Mutex
+	held      map[string]heldLease
+	seq       uint64        // counts acquisitions; see renew
+	changed   chan struct{} // closed (and replaced) when this process releases a lease
+	lastRenew time.Time
+
+	unreleased []heldKey // releases that failed, retried by renew
+
+	onLost func(key string, jobID int64, err error)
+	onTick func(ctx context.Context, renewed bool)
+	stop   chan struct{}
+	done   chan struct{}
+	closed sync.Once
+}
+
+type heldKey struct {
+	key   string
+	jobID int64
+}
+
+type heldLease struct {
+	jobID int64
+	seq   uint64
+}
+
+var _ ops.NodeLocker = (*Leases)(nil)
+
+// LeaseOptions configure Leases.
+type LeaseOptions struct {
+	TTL    time.Duration // config.DefaultLeaseTTL when zero
+	Logger *slog.Logger
+}
+
+// NewLeases registers this process as an owner in st. Start the heartbeat
+// with an Engine (NewEngine does) and stop it with the engine's Close.
+func NewLeases(ctx context.Context, st *store.Store, o LeaseOptions) (*Leases, error) {
+	if o.TTL <= 0 {
+		o.TTL = config.DefaultLeaseTTL
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	host, _ := os.Hostname()
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	owner := store.Owner{ID: fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(rnd[:])),
+		Host: host, PID: os.Getpid(), Machine: machineID(host)}
+	owner, err := st.RegisterOwner(ctx, owner, o.TTL)
+	if err != nil {
+		return nil, fmt.Errorf("register this opsbot process in the store: %w", err)
+	}
+	return &Leases{st: st, owner: owner, ttl: o.TTL, poll: min(200*time.Millisecond, o.TTL/10), log: log,
+		held: map[string]heldLease{}, changed: make(chan struct{}), lastRenew: time.Now()}, nil
+}
+
+// Owner is this process as the store knows it.
+func (l *Leases) Owner() store.Owner { return l.owner }
+
+// TTL is how long a lease outlives the last heartbeat.
+func (l *Leases) TTL() time.Duration { return l.ttl }
+
+// start runs the heartbeat goroutine: it calls onTick about every second
+// (renewed says whether this tick renewed the leases), and onLost for each
+// lease found lost.
+func (l *Leases) start(onLost func(key string, jobID int64, err error), onTick func(ctx context.Context, renewed bool)) {
+	l.onLost, l.onTick = onLost, onTick
+	l.stop, l.done = make(chan struct{}), make(chan struct{})
+	go l.loop()
+}
+
+func (l *Leases) loop() {
+	defer close(l.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-l.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	renewEvery := l.ttl / 3
+	tick := time.NewTicker(min(time.Second, renewEvery))
+	defer tick.Stop()
+	lastTry := time.Now()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-tick.C:
+		}
+		renewed := false
+		if time.Since(lastTry) >= renewEvery-renewEvery/10 {
+			lastTry = time.Now()
+			renewed = l.renew(ctx)
+		}
+		if l.onTick != nil {
+			l.onTick(ctx, renewed)
+		}
+	}
+}
+
+// renew heartbeats and reports every lease that is held here but was not
+// renewed. Leases acquired after the heartbeat began are not judged by it.
+func (l *Leases) renew(ctx context.Context) bool {
+	l.mu.Lock()
+	seq := l.seq
+	retry := l.unreleased
+	l.unreleased = nil
+	l.mu.Unlock()
+	for _, k := range retry {
+		if err := l.st.ReleaseLease(ctx, k.key, l.owner.ID, k.jobID); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+			l.log.Error("release lease", "lease", k.key, "job", k.jobID, "err", err)
+			l.mu.Lock()
+			l.unreleased = append(l.unreleased, k)
+			l.mu.Unlock()
+		}
+	}
+	began := time.Now()
+	keys, err := l.st.Heartbeat(ctx, l.owner.ID, l.ttl)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		l.mu.Lock()
+		since := time.Since(l.lastRenew)
+		l.mu.Unlock()
+		l.log.Error("lease heartbeat failed", "owner", l.owner.ID, "since_last_renewal", since.Round(time.Millisecond), "err", err)
+		if since <= l.ttl && !errors.Is(err, store.ErrNotFound) {
+			return false
+		}
+		// Past the expiry (or unregistered): another process may own our
+		// leases by now. Stop every job that holds one, and register again
+		// so that new jobs hold what they take.
+		keys = nil
+		if errors.Is(err, store.ErrNotFound) {
+			if _, rerr := l.st.RegisterOwner(ctx, l.owner, l.ttl); rerr != nil {
+				l.log.Error("register this opsbot process again", "owner", l.owner.ID, "err", rerr)
+			}
+		}
+	} else {
+		l.mu.Lock()
+		l.lastRenew = began
+		l.mu.Unlock()
+	}
+	got := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		got[k] = true
+	}
+	type lost struct {
+		key string
+		h   heldLease
+	}
+	var gone []lost
+	l.mu.Lock()
+	for k, h := range l.held {
+		if h.seq <= seq && !got[k] {
+			gone = append(gone, lost{k, h})
+			delete(l.held, k)
+		}
+	}
+	l.mu.Unlock()
+	for _, g := range gone {
+		l.log.Error("lease lost: it expired and another opsbot process may have taken it over",
+			"lease", g.key, "job", g.h.jobID, "owner", l.owner.ID)
+		if l.onLost != nil {
+			l.onLost(g.key, g.h.jobID, fmt.Errorf("%w: %s", store.ErrLeaseLost, g.key))
+		}
+	}
+	return err == nil
+}
+
+// close stops the heartbeat and unregisters this process, releasing every
+// lease it still holds. Call it after the jobs have ended.
+func (l *Leases) close() {
+	l.closed.Do(func() {
+		if l.stop != nil {
+			close(l.stop)
+			<-l.done
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), store.BusyTimeout)
+		defer cancel()
+		if err := l.st.UnregisterOwner(ctx, l.owner.ID); err != nil {
+			l.log.Warn("unregister this opsbot process", "owner", l.owner.ID, "err", err)
+		}
+	})
+}
+
+// Acquire holds key for job: it blocks until the lease is this job's or ctx
+// ends (then it returns ctx's cause and holds nothing). While it waits it
+// calls waiting once with who holds the lease. The Acquisition says whether
+// the lease was taken over from a dead or expired holder. release gives the
+// lease up; it is safe to call more than once, and a lease that was lost
+// meanwhile is only logged.
+func (l *Leases) Acquire(ctx context.Context, key string, jobID int64, waiting func(holder string)) (release func(), _ store.Acquisition, _ error) {
+	told := false
+	for {
+		l.mu.Lock()
+		changed := l.changed
+		l.mu.Unlock()
+		a, err := l.st.AcquireLease(ctx, key, l.owner.ID, jobID, l.ttl)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, store.Acquisition{}, context.Cause(ctx)
+			}
+			return nil, store.Acquisition{}, err
+		}
+		if a.Acquired {
+			l.mu.Lock()
+			l.seq++
+			l.held[key] = heldLease{jobID: jobID, seq: l.seq}
+			l.mu.Unlock()
+			if a.TookOver() {
+				l.log.Warn("lease taken over from a holder that stopped renewing it", "lease", key, "job", jobID,
+					"from", a.Holder.Holder(), "from_owner", a.Holder.Owner)
+			}
+			var once sync.Once
+			return func() { once.Do(func() { l.release(key, jobID) }) }, a, nil
+		}
+		if !told && waiting != nil {
+			told = true
+			waiting(l.describe(a.Holder))
+		}
+		t := time.NewTimer(l.poll)
+		select {
+		case <-t.C:
+		case <-changed:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return nil, store.Acquisition{}, context.Cause(ctx)
+		}
+	}
+}
+
+func (l *Leases) release(key string, jobID int64) {
+	l.mu.Lock()
+	h, ok := l.held[key]
+	if ok && h.jobID == jobID {
+		delete(l.held, key)
+	}
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), store.BusyTimeout)
+	defer cancel()
+	err := l.st.ReleaseLease(ctx, key, l.owner.ID, jobID)
+	switch {
+	case errors.Is(err, store.ErrLeaseLost):
+		l.log.Warn("release lease: it had already been taken over", "lease", key, "job", jobID)
+	case err != nil:
+		// The heartbeat renews every lease of this owner: retry the
+		// release there rather than hold the service until exit.
+		l.log.Error("release lease (retried at the next heartbeat)", "lease", key, "job", jobID, "err", err)
+		l.mu.Lock()
+		l.unreleased = append(l.unreleased, heldKey{key, jobID})
+		l.mu.Unlock()
+	}
+	l.mu.Lock()
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+}
+
+// describe says who holds a lease, for a person.
+func (l *Leases) describe(h store.Lease) string {
+	if h.Owner == l.owner.ID {
+		if h.JobID != 0 {
+			return fmt.Sprintf("job #%d of this opsbot process", h.JobID)
+		}
+		return "this opsbot process"
+	}
+	return h.Holder()
+}
+
+// LockNode implements ops.NodeLocker with the lease "node:NODE", held by the
+// job whose context this is.
+func (l *Leases) LockNode(ctx context.Context, node string, waiting func(holder string)) (func(), error) {
+	release, _, err := l.Acquire(ctx, "node:"+node, jobIDFrom(ctx), waiting)
+	if err != nil {
+		return nil, err
+	}
+	return release, nil
+}
+
+// reapDead ends at once the owners on this machine whose process is gone,
+// so their leases and jobs need not wait for the expiry.
+func (l *Leases) reapDead(ctx context.Context) {
+	if l.owner.Machine == "" {
+		return
+	}
+	owners, err := l.st.Owners(ctx)
+	if err != nil {
+		l.log.Warn("look for stopped opsbot processes", "err", err)
+		return
+	}
+	now := time.Now()
+	for _, o := range owners {
+		if o.ID == l.owner.ID || o.Machine != l.owner.Machine || !o.ExpiresAt.After(now) || o.PID <= 0 || pidAlive(o.PID) {
+			continue
+		}
+		if ok, err := l.st.ExpireOwner(ctx, o.ID, o.PID, o.Machine); err != nil {
+			l.log.Warn("expire a stopped opsbot process", "owner", o.ID, "err", err)
+		} else if ok {
+			l.log.Warn("an opsbot process on this machine stopped without releasing its leases; they are free now",
+				"owner", o.ID, "pid", o.PID)
+		}
+	}
+}
+
+// machineID names this machine and PID namespace, so that a pid is only
+// checked where it means the same process: hostname, boot id and the PID
+// namespace. "" when any part is unknown (then only expiry frees leases).
+func machineID(host string) string {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil || host == "" {
+		return ""
+	}
+	return host + "/" + strings.TrimSpace(string(boot)) + "/" + ns
+}
+
+// jobKey is the context key of the job a pipeline runs for.
+type jobKey struct{}
+
+func withJobID(ctx context.Context, id int64) context.Context {
+	return context.WithValue(ctx, jobKey{}, id)
+}
+
+// jobIDFrom returns the job the context belongs to, or 0.
+func jobIDFrom(ctx context.Context) int64 {
+	id, _ := ctx.Value(jobKey{}).(int64)
+	return id
+}

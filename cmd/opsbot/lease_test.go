@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/lab"
+	"github.com/opsbot/opsbot/store"
+)
+
+// Two `opsbot run` processes (this test binary run as opsbot, see TestMain)
+// on one store and one lab: the leases in the store keep them apart.
+
+// opsbotProc is a running opsbot child process.
+type opsbotProc struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+func startOpsbot(t *testing.T, ctx context.Context, args ...string) *opsbotProc {
+	t.Helper()
+	p := &opsbotProc{out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
+	p.cmd.Env = append(os.Environ(), "OPSBOT_TEST_MAIN=1")
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *opsbotProc) wait(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		t.Fatalf("opsbot %v still running after %s:\n%s", p.cmd.Args[3:], d, p.out.String())
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// leaseLab starts the lab and writes a config for it with a short lease ttl.
+func leaseLab(t *testing.T, ctx context.Context, faults []lab.Fault) (l *lab.Lab, cfg string, st *store.Store) {
+	t.Helper()
+	l, err := lab.Start(ctx, lab.Options{Faults: faults})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	dir := t.TempDir()
+	cfg, err = l.WriteConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(f, "limits: {lease_ttl: %s}\n", leaseTTL); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	st, err = store.Open(ctx, filepath.Join(dir, "opsbot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return l, cfg, st
+}
+
+const leaseTTL = 3 * time.Second
+
+// poll polls cond until it holds or d has passed.
+func poll(t *testing.T, d time.Duration, what string, cond func() bool, procs ...*opsbotProc) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			var b strings.Builder
+			for _, p := range procs {
+				fmt.Fprintf(&b, "--- opsbot %v:\n%s\n", p.cmd.Args[3:], p.out.String())
+			}
+			t.Fatalf("timed out waiting until %s\n%s", what, b.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the store for a condition
+	}
+}
+
+func jobByCommand(t *testing.T, st *store.Store, prefix string) (store.Job, bool) {
+	t.Helper()
+	jobs, err := st.ListJobs(context.Background(), store.JobFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if strings.HasPrefix(j.Command, prefix) {
+			return j, true
+		}
+	}
+	return store.Job{}, false
+}
+
+func reachedStep(st *store.Store, id int64, step string) bool {
+	evs, _ := st.Events(context.Background(), id)
+	for _, e := range evs {
+		if strings.HasPrefix(e.Step, step) {
+			return true
+		}
+	}
+	return false
+}
+
+// Two processes change the same service at the same time: one waits for the
+// other, so their jobs' running times never overlap, and both succeed.
+func TestTwoProcessesNeverOverlapOnOneService(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, cfg, st := leaseLab(t, ctx, nil)
+	p1 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 6 qwen")
+	p2 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 7 qwen")
+	for _, p := range []*opsbotProc{p1, p2} {
+		if code := p.wait(t, 2*time.Minute); code != 0 {
+			t.Fatalf("opsbot %v: exit %d\n%s", p.cmd.Args[3:], code, p.out.String())
+		}
+	}
+	a, okA := jobByCommand(t, st, "mtp steps 6 qwen")
+	b, okB := jobByCommand(t, st, "mtp steps 7 qwen")
+	if !okA || !okB || a.Status != store.Succeeded || b.Status != store.Succeeded {
+		t.Fatalf("jobs: %+v / %+v", a, b)
+	}
+	if a.Owner == "" || a.Owner == b.Owner {
+		t.Fatalf("owners %q and %q: want two processes", a.Owner, b.Owner)
+	}
+	first, second := a, b
+	if b.StartedAt.Before(a.StartedAt) {
+		first, second = b, a
+	}
+	if !second.StartedAt.After(first.EndedAt) {
+		t.Fatalf("jobs overlapped: #%d ran %s..%s, #%d started %s", first.ID, first.StartedAt.Format(time.StampMicro),
+			first.EndedAt.Format(time.StampMicro), second.ID, second.StartedAt.Format(time.StampMicro))
+	}
+	t.Logf("#%d ran %.2fs; #%d waited for it and started %.0f ms after it ended",
+		first.ID, first.EndedAt.Sub(first.StartedAt).Seconds(), second.ID, second.StartedAt.Sub(first.EndedAt).Seconds()*1000)
+	if ls, _ := st.Leases(ctx); len(ls) != 0 {
+		t.Fatalf("leases left after both processes exited: %+v", ls)
+	}
+}
+
+// `jobs` from a second process while the first runs `mtp steps 6` with a slow
+// load leaves the first's job running, and it succeeds.
+func TestReadOnlyCommandFromSecondProcessLeavesJobRunning(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// 150 s of lab time: about 6 s of wall-clock time in "wait until ready".
+	_, cfg, st := leaseLab(t, ctx, []lab.Fault{{Name: "slow-load", Duration: 150 * time.Second}})
+	p1 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 6 qwen")
+	var job store.Job
+	poll(t, time.Minute, "the job waits until ready", func() bool {
+		var ok bool
+		job, ok = jobByCommand(t, st, "mtp steps 6 qwen")
+		return ok && reachedStep(st, job.ID, "wait until ready")
+	}, p1)
+
+	p2 := startOpsbot(t, ctx, "run", "--config", cfg, "jobs")
+	if code := p2.wait(t, time.Minute); code != 0 {
+		t.Fatalf("jobs: exit %d\n%s", code, p2.out.String())
+	}
+	if want := fmt.Sprintf("#%d `mtp steps 6 qwen` running", job.ID); !strings.Contains(p2.out.String(), want) {
+		t.Fatalf("jobs from the second process does not list %q:\n%s", want, p2.out.String())
+	}
+	if j, _ := st.Job(ctx, job.ID); j.Status != store.Running {
+		t.Fatalf("after `jobs` from another process the job is %s (%s), want running", j.Status, j.Error)
+	}
+	select {
+	case <-p1.done:
+		t.Fatalf("the first process ended while its job should still load:\n%s", p1.out.String())
+	default:
+	}
+	if code := p1.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("mtp steps 6: exit %d\n%s", code, p1.out.String())
+	}
+	if j, _ := st.Job(ctx, job.ID); j.Status != store.Succeeded {
+		t.Fatalf("job #%d: %s %s", job.ID, j.Status, j.Error)
+	}
+}
+
+// kill -9 of the process holding qwen: the second process, waiting for qwen,
+// takes the lease over once the holder is known dead (its pid gone on this
+// machine, or its lease expired), reports the killed job interrupted and
+// runs its own job.
+func TestKilledHolderIsTakenOverAndReportedInterrupted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// A load that takes an hour of lab time: the job waits in "wait until ready".
+	_, cfg, st := leaseLab(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}})
+	p1 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 6 qwen")
+	var job store.Job
+	poll(t, time.Minute, "the first job waits until ready", func() bool {
+		var ok bool
+		job, ok = jobByCommand(t, st, "mtp steps 6 qwen")
+		return ok && reachedStep(st, job.ID, "wait until ready")
+	}, p1)
+
+	p2 := startOpsbot(t, ctx, "run", "--config", cfg, "--yes", "svc stop qwen")
+	var second store.Job
+	poll(t, time.Minute, "the second job waits for qwen", func() bool {
+		var ok bool
+		second, ok = jobByCommand(t, st, "svc stop qwen")
+		return ok && second.Status == store.Queued
+	}, p1, p2)
+	ls, err := st.Leases(ctx)
+	if err != nil || len(ls) == 0 || ls[0].Key != "service:qwen" || ls[0].JobID != job.ID || ls[0].OwnerPID != p1.cmd.Process.Pid {
+		t.Fatalf("leases while the first job runs: %+v, %v; want service:qwen held by job #%d of pid %d", ls, err, job.ID, p1.cmd.Process.Pid)
+	}
+	if j, _ := st.Job(ctx, job.ID); j.Status != store.Running {
+		t.Fatalf("the second process's start interrupted the live first job: %s", j.Status)
+	}
+
+	killed := time.Now()
+	if err := p1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p1.done
+	if code := p2.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("svc stop: exit %d\n%s", code, p2.out.String())
+	}
+	j1, _ := st.Job(ctx, job.ID)
+	j2, _ := st.Job(ctx, second.ID)
+	if j1.Status != store.Interrupted {
+		t.Fatalf("killed job is %s, want interrupted", j1.Status)
+	}
+	if j2.Status != store.Succeeded || j2.StartedAt.Before(killed) {
+		t.Fatalf("second job %s, started %s (kill at %s)", j2.Status, j2.StartedAt, killed)
+	}
+	if want := fmt.Sprintf("#%d `mtp steps 6 qwen` was interrupted", job.ID); !strings.Contains(p2.out.String(), want) {
+		t.Fatalf("the second process did not report %q:\n%s", want, p2.out.String())
+	}
+	t.Logf("takeover %.0f ms after kill -9 (lease ttl %s)", j2.StartedAt.Sub(killed).Seconds()*1000, leaseTTL)
+}
+
+// `cancel N` from a second process reaches the job the first runs: the
+// answer says where it runs, and the first process cancels it.
+func TestCancelFromSecondProcessReachesTheJob(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, cfg, st := leaseLab(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}})
+	p1 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 6 qwen")
+	var job store.Job
+	poll(t, time.Minute, "the job waits until ready", func() bool {
+		var ok bool
+		job, ok = jobByCommand(t, st, "mtp steps 6 qwen")
+		return ok && reachedStep(st, job.ID, "wait until ready")
+	}, p1)
+	p2 := startOpsbot(t, ctx, "run", "--config", cfg, fmt.Sprintf("cancel %d", job.ID))
+	if code := p2.wait(t, time.Minute); code != 0 {
+		t.Fatalf("cancel: exit %d\n%s", code, p2.out.String())
+	}
+	if want := "(running in another opsbot process on "; !strings.Contains(p2.out.String(), want) {
+		t.Fatalf("cancel from the second process does not say %q:\n%s", want, p2.out.String())
+	}
+	start := time.Now()
+	if code := p1.wait(t, time.Minute); code != 1 {
+		t.Fatalf("mtp steps 6 after a cancel from another process: exit %d, want 1\n%s", code, p1.out.String())
+	}
+	if j, _ := st.Job(ctx, job.ID); j.Status != store.Cancelled {
+		t.Fatalf("job #%d: %s %q, want cancelled", job.ID, j.Status, j.Error)
+	}
+	t.Logf("the first process ended %.0f ms after the cancel was answered", time.Since(start).Seconds()*1000)
+}
