@@ -240,9 +240,15 @@ func (c *Command) Role() Role {
 	return r
 }
 
-// NeedsConfirm reports whether the command asks for confirmation: its Spec says so
-// and it is not a dry run.
-func (c *Command) NeedsConfirm() bool { return c.Spec.Confirm && !c.DryRun }
+// NeedsConfirm reports whether the command asks for confirmation: its Spec says so,
+// or it schedules a command whose Spec says so (the creator confirms once, when
+// adding the schedule), and it is not a dry run.
+func (c *Command) NeedsConfirm() bool {
+	if c.DryRun {
+		return false
+	}
+	return c.Spec.Confirm || (c.Sub != nil && c.Sub.NeedsConfirm())
+}
 
 // Mutates reports whether running the command changes anything: a mutating Spec
 // and not a dry run.

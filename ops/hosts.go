@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -10,7 +9,6 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops/engine"
 	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/ops/systemd"
@@ -134,33 +132,4 @@ func (r *Runbook) target(name string) (*target, error) {
 		t.nodeName = sc.ProxmoxNode
 	}
 	return t, nil
-}
-
-// Run runs the pipeline of cmd, reporting progress to rep. The returned Result
-// is non-nil whenever anything was learned or changed, also on error.
-func (r *Runbook) Run(ctx context.Context, cmd *commands.Command, rep Reporter) (*Result, error) {
-	if rep == nil {
-		rep = Discard
-	}
-	switch cmd.Spec.Path {
-	case "mtp steps":
-		return r.MTPSteps(ctx, cmd.Service, cmd.Steps, cmd.DryRun, rep)
-	case "mtp show":
-		return r.MTPShow(ctx, cmd.Service, rep)
-	case "gpu status":
-		return r.GPUStatus(ctx, cmd.Host, rep)
-	case "gpu recover":
-		return r.GPURecover(ctx, cmd.Service, RecoverOptions{NoStart: cmd.NoStart, Force: cmd.Force, DryRun: cmd.DryRun}, rep)
-	case "svc start", "svc stop", "svc restart":
-		return r.ServiceAction(ctx, cmd.Service, cmd.Spec.Path[len("svc "):], cmd.DryRun, rep)
-	case "svc status":
-		return r.ServiceStatus(ctx, cmd.Service, rep)
-	case "svc logs":
-		return r.ServiceLogs(ctx, cmd.Service, cmd.Lines, rep)
-	case "bench":
-		return r.Bench(ctx, cmd.Service, cmd.Bench, cmd.DryRun, rep)
-	case "sweep":
-		return r.Sweep(ctx, cmd.Service, cmd.SweepSteps, cmd.DryRun, rep)
-	}
-	return nil, fmt.Errorf("%q is not a host command", cmd.Spec.Path)
 }

@@ -84,3 +84,18 @@ func (c *Console) Notice(text string) {
 	defer c.mu.Unlock()
 	fmt.Fprintln(c.w, text)
 }
+
+// Show prints a reply: its text, whoever it is for (a terminal has one
+// reader). A queued job's reply is not printed: its status thread follows.
+func (c *Console) Show(r bot.Reply) {
+	if r.Outcome == bot.Queued {
+		return
+	}
+	c.Notice(r.Text)
+}
+
+func (c *Console) prompt(p string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Fprint(c.w, p)
+}
