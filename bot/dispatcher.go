@@ -376,7 +376,8 @@ func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, t
 	if !p.proposed && (p.req.Platform != req.Platform || p.req.User != req.User) {
 		first := d.wrongAttempt(key, now)
 		d.mu.Unlock()
-		msg := fmt.Sprintf("only %s, who asked for `%s`, may %s it.", userLabel(p.req), p.cmd.Text, kind)
+		msg := fmt.Sprintf("only %s, who asked for `%s`, may %s it; nothing was changed. To do it yourself, run `%s`.",
+			userLabel(p.req), p.cmd.Text, kind, p.cmd.Text)
 		if first {
 			d.audit(ctx, req, p.cmd.Text, store.DecisionRefused, msg, 0)
 		}

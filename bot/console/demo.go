@@ -112,7 +112,7 @@ func readLines(ctx context.Context, r io.Reader, max int, out chan<- inputLine) 
 			chunk, err = br.ReadSlice('\n')
 			n += len(chunk)
 			nl = trailingNewline(chunk)
-			if n <= max+1 { // +1: the newline
+			if n <= max+2 { // +2: a CRLF
 				buf = append(buf, chunk...)
 			}
 			if !errors.Is(err, bufio.ErrBufferFull) {
@@ -122,7 +122,7 @@ func readLines(ctx context.Context, r io.Reader, max int, out chan<- inputLine) 
 		text := strings.TrimRight(string(buf), "\r\n")
 		switch {
 		case n == 0 && err != nil:
-		case n > max+1 || len(text) > max:
+		case n > max+2 || len(text) > max:
 			if !send(inputLine{tooLong: n - nl}) {
 				return
 			}
