@@ -130,8 +130,16 @@ type Options struct {
 	Hosts    []string     // every configured host (service hosts are added implicitly)
 }
 
-// DefaultMaxSteps is the steps limit when Options.MaxSteps is 0.
+// DefaultMaxSteps is the steps limit when Options.MaxSteps is 0, and the one
+// home of that limit: the config and the ops layer default to it.
 const DefaultMaxSteps = 16
+
+// DefaultBench returns the benchmark knobs of a job when neither the command
+// nor the config sets them: 16 prompts, one at a time, 256 tokens in, 256 out.
+// It is their one home: the config and the ops layer default to them.
+func DefaultBench() BenchParams {
+	return BenchParams{Prompts: 16, Concurrency: 1, InputLen: 256, OutputLen: 256}
+}
 
 // Limits of the language.
 const (

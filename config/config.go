@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/opsbot/opsbot/commands"
 )
 
 // Config is the whole configuration file.
@@ -172,7 +174,7 @@ func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(),
 
 // Defaults applied by Load when a field is unset.
 const (
-	DefaultMaxSteps     = 16
+	DefaultMaxSteps     = commands.DefaultMaxSteps
 	DefaultJobTimeout   = 30 * time.Minute
 	DefaultConfirmTTL   = 2 * time.Minute
 	DefaultReadyTimeout = 15 * time.Minute
@@ -278,16 +280,16 @@ func (c *Config) applyDefaults() {
 		c.SSH.KeepAlive = Duration(30 * time.Second)
 	}
 	if c.Bench.Prompts == 0 {
-		c.Bench.Prompts = 16
+		c.Bench.Prompts = commands.DefaultBench().Prompts
 	}
 	if c.Bench.Concurrency == 0 {
-		c.Bench.Concurrency = 1
+		c.Bench.Concurrency = commands.DefaultBench().Concurrency
 	}
 	if c.Bench.InputLen == 0 {
-		c.Bench.InputLen = 256
+		c.Bench.InputLen = commands.DefaultBench().InputLen
 	}
 	if c.Bench.OutputLen == 0 {
-		c.Bench.OutputLen = 256
+		c.Bench.OutputLen = commands.DefaultBench().OutputLen
 	}
 	for name, s := range c.Services {
 		if s.Engine == "" {

@@ -1,5 +1,8 @@
-// Package console is the terminal chat adapter: it prints job status threads as
-// text. `opsbot run` and `opsbot demo` use it; it makes no decisions of its own.
+// Package console is the terminal chat adapter: `opsbot run` (Run) and the
+// prompt of `opsbot demo` (Demo). Like any chat it talks to the bot through
+// its inbound door (bot.Inbound) and renders the replies and the job status
+// threads as text; it reads job outcomes from the bot (never the store) and
+// makes no decisions of its own.
 package console
 
 import (
