@@ -69,7 +69,7 @@ func (f pipelineFunc) Run(ctx context.Context, cmd *commands.Command, rep ops.Re
 }
 
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	store *store.Store
 	eng   *Engine
 	disp  *Dispatcher
@@ -77,7 +77,7 @@ type harness struct {
 	now   atomic.Pointer[time.Time]
 }
 
-func newHarness(t *testing.T, backend Backend, users map[string]string) *harness {
+func newHarness(t testing.TB, backend Backend, users map[string]string) *harness {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "opsbot.db"))

@@ -495,3 +495,18 @@ func TestScheduleAddAsksConfirmation(t *testing.T) {
 		t.Fatalf("schedules %+v", l)
 	}
 }
+
+// BenchmarkGuessConfirm measures how fast wrong `confirm TOKEN` guesses are
+// answered once the guesser is locked out, and reports how many guesses per
+// burst got an answer at all (the rest are refused unseen).
+func BenchmarkGuessConfirm(b *testing.B) {
+	h := newHarness(b, okBackend(), roles)
+	answered := 0
+	b.ResetTimer()
+	for i := range b.N {
+		if r := h.handle("mallory", fmt.Sprintf("confirm %032x", i)); r.Outcome == Invalid {
+			answered++
+		}
+	}
+	b.ReportMetric(float64(answered), "answered-guesses")
+}
