@@ -46,7 +46,7 @@ func labConfigWithAuth(t *testing.T, ctx context.Context, auth string) string {
 func TestRunAsNeedsAdmin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	me := osUser()
+	me := defaultUser()
 	cfg := labConfigWithAuth(t, ctx, fmt.Sprintf("auth: {users: {%q: operator, \"console:alice\": admin}}", "console:"+me))
 	var out, errb bytes.Buffer
 	code := run(ctx, []string{"run", "--config", cfg, "--json", "--as", "alice", "svc status"}, strings.NewReader(""), &out, &errb)

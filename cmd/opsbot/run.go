@@ -38,7 +38,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 1, err
 	}
 	defer e.Close()
-	return console.Run(ctx, console.RunOptions{Bot: e.app, OSUser: osUser(), As: *as, JSON: *asJSON, Yes: *yes,
+	return console.Run(ctx, console.RunOptions{Bot: e.app, OSUser: defaultUser(), As: *as, JSON: *asJSON, Yes: *yes,
 		Ask: console.TerminalAsk(stdin, stderr), Out: stdout, Err: stderr}, cmds), nil
 }
 
@@ -62,7 +62,7 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return err
 	}
 	defer e.Close()
-	return console.Demo(ctx, console.DemoOptions{Bot: e.app, Console: con, User: osUser(), In: stdin,
+	return console.Demo(ctx, console.DemoOptions{Bot: e.app, Console: con, User: defaultUser(), In: stdin,
 		Intro: fmt.Sprintf("opsbot demo on the lab (simulated GPU host).\n%s\nType commands (help, mtp steps 10, gpu status, gpu recover, ...); confirm with `confirm TOKEN`; Ctrl-D quits.",
 			e.lab.Describe())})
 }

@@ -152,9 +152,7 @@ func newRunbook(cfg *config.Config, log *slog.Logger) (*ops.Runbook, error) {
 	return ops.New(oc)
 }
 
-// osUser is the OS user running opsbot: the console user id (auth key
-// console:NAME) of its terminal requests.
-func osUser() string {
+func defaultUser() string {
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		return u.Username
 	}
