@@ -201,11 +201,13 @@ func (r *engineRun) boot() {
 			r.logf("%s Load weight begin. avail mem=%.2f GB", r.stamp(fmt.Sprintf("TP%d", i)), float64(free[i])/1024)
 		}
 	}
-	load := l.opts.LoadTime
-	if l.faults.slowLoad > 0 {
-		load = l.faults.slowLoad
-	}
-	r.timer = w.after(load, r.loaded)
+	r.timer = w.after(l.loadTime(), r.loaded)
+}
+
+// loadTime is the simulated model load: the configured load time, plus what
+// the slow-load fault adds.
+func (l *Lab) loadTime() time.Duration {
+	return l.opts.LoadTime + l.faults.slowLoad
 }
 
 // gpuHolders are the processes that hold memory, one per GPU of r.gpus.

@@ -11,7 +11,8 @@ import (
 //	orphans         on stop, the engine's scheduler workers survive, reparented to pid 1 and out of
 //	                the unit's cgroup, keeping their GPU memory (the incident's restart loop)
 //	dstate          on stop, scheduler_TP0 enters D state: no signal kills it, it keeps its memory
-//	slow-load=DUR   the engine's model load takes DUR (simulated time, scaled like all lab time)
+//	slow-load=DUR   the engine's model load takes DUR longer than Options.LoadTime (simulated
+//	                time, scaled like all lab time: slow-load=5m adds 12 s at the default x25)
 //	crash-on-start  the engine crashes at start with a Python traceback whenever its ExecStart argv
 //	                differs from the one the lab was seeded with (a rollback starts fine)
 //	ssh-drop        the next systemctl start/stop/restart drops the SSH connection after the

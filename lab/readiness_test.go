@@ -95,3 +95,26 @@ func TestVLLMUnit(t *testing.T) {
 		t.Fatalf("journal %q", j)
 	}
 }
+
+// TestSlowLoadAddsToLoadTime: slow-load=DUR makes the load DUR longer than usual, so no
+// slow-load value ever makes the engine load faster than without the fault.
+func TestSlowLoadAddsToLoadTime(t *testing.T) {
+	for _, tt := range []struct {
+		faults string
+		want   time.Duration
+	}{
+		{"", 60 * time.Second},
+		{"slow-load=5s", 65 * time.Second},
+		{"orphans,slow-load=3m", 240 * time.Second},
+	} {
+		fl, err := ParseFaults(tt.faults)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs := newFaultSet(fl)
+		l := &Lab{opts: Options{LoadTime: 60 * time.Second}, faults: &fs}
+		if got := l.loadTime(); got != tt.want {
+			t.Errorf("faults %q: load time %s, want %s", tt.faults, got, tt.want)
+		}
+	}
+}

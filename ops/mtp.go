@@ -281,8 +281,21 @@ func (r *Runbook) verify(ctx context.Context, t *target, res *Result, rep Report
 		return st.fail(fmt.Errorf("the engine reports steps %d, topk %d, draft tokens %d; the unit says %d, %d, %d: something else sets them (a drop-in, an environment file?)",
 			info.Steps, info.TopK, info.DraftTokens, sp.Steps, sp.TopK, sp.DraftTokens))
 	}
-	st.done("engine runs %s steps %d, topk %d, draft tokens %d", info.Algorithm, info.Steps, info.TopK, info.DraftTokens)
+	st.done("engine runs %s steps %d, topk %d, draft tokens %d", algorithmLabel(sp.Algorithm, info.Algorithm), info.Steps, info.TopK, info.DraftTokens)
 	return nil
+}
+
+// algorithmLabel names the algorithm as the unit does, adding what the engine
+// reports when it differs: SGLang runs NEXTN (MTP) as EAGLE and reports EAGLE,
+// so the unit's NEXTN reads "NEXTN (engine: EAGLE)" wherever both are shown.
+func algorithmLabel(unitAlgo, engineAlgo string) string {
+	switch {
+	case unitAlgo == "":
+		return engineAlgo
+	case engineAlgo == "" || strings.EqualFold(unitAlgo, engineAlgo):
+		return unitAlgo
+	}
+	return unitAlgo + " (engine: " + engineAlgo + ")"
 }
 
 // readSpec is the step that reads the unit's speculative settings into res.Spec.
@@ -315,7 +328,8 @@ func (r *Runbook) MTPShow(ctx context.Context, service string, rep Reporter) (*R
 	if t.cfg.Engine == "sglang" {
 		if info, err := t.eng.ServerInfo(ctx); err == nil {
 			res.Spec.LiveSteps, res.Spec.LiveTopK, res.Spec.LiveDraftTokens = info.Steps, info.TopK, info.DraftTokens
-			line += fmt.Sprintf("; engine steps %d, topk %d, draft tokens %d", info.Steps, info.TopK, info.DraftTokens)
+			line += fmt.Sprintf("; engine %s steps %d, topk %d, draft tokens %d", algorithmLabel(res.Spec.Algorithm, info.Algorithm),
+				info.Steps, info.TopK, info.DraftTokens)
 			if info.AvgAcceptLen > 0 {
 				line += fmt.Sprintf(", lifetime accept len %.2f", info.AvgAcceptLen)
 			}

@@ -55,6 +55,9 @@ type Config struct {
 	MaxSteps       int
 	// Poll is the interval of every wait loop (default 50 ms).
 	Poll time.Duration
+	// ProgressEvery is the longest a long wait (model load, warm-up) goes
+	// without a progress line in the job's thread (default 10 s).
+	ProgressEvery time.Duration
 	// StopTimeout bounds waiting for a service to stop (default 2 minutes).
 	StopTimeout time.Duration
 	// ReapGrace is how long SIGTERM gets before SIGKILL (default 5 s).
@@ -91,6 +94,9 @@ func (c *Config) withDefaults() Config {
 	cc := *c
 	if cc.Poll <= 0 {
 		cc.Poll = 50 * time.Millisecond
+	}
+	if cc.ProgressEvery <= 0 {
+		cc.ProgressEvery = 10 * time.Second
 	}
 	if cc.StopTimeout <= 0 {
 		cc.StopTimeout = 2 * time.Minute

@@ -221,16 +221,22 @@ func (r *Runbook) waitServing(ctx context.Context, t *target, res *Result, rep R
 	defer cancel()
 	t0 := time.Now()
 	last := engine.Phase(-1)
-	lastShow := time.Time{}
+	lastShow, lastSaid := time.Time{}, time.Now()
 	for {
 		ph, _ := t.eng.Probe(ctx)
-		if ph != last {
+		switch {
+		case ph != last:
 			if ph == engine.PhaseReady {
 				st.done("serving after %s", time.Since(t0).Round(10*time.Millisecond))
 				return nil
 			}
 			st.progress("%s after %s", phaseText(ph), time.Since(t0).Round(10*time.Millisecond))
-			last = ph
+			last, lastSaid = ph, time.Now()
+		case time.Since(lastSaid) >= r.cfg.ProgressEvery:
+			// A model load takes minutes: say every so often that the wait goes on.
+			st.progress("still %s after %s: waiting for %s (gives up after %s)", phaseText(ph),
+				time.Since(t0).Round(time.Second), awaited(ph), t.cfg.ReadyTimeout)
+			lastSaid = time.Now()
 		}
 		if time.Since(lastShow) >= 10*r.cfg.Poll {
 			lastShow = time.Now()
@@ -248,6 +254,17 @@ func (r *Runbook) waitServing(ctx context.Context, t *target, res *Result, rep R
 				time.Since(t0).Round(time.Second), phaseText(last), err))
 		}
 	}
+}
+
+// awaited says what the wait for readiness waits for in phase p.
+func awaited(p engine.Phase) string {
+	switch p {
+	case engine.PhaseRefused:
+		return "the engine to open its port"
+	case engine.PhaseLoading:
+		return "/health to answer 200"
+	}
+	return "the engine to answer /health"
 }
 
 func phaseText(p engine.Phase) string {

@@ -158,13 +158,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if err != nil {
 			res.Errors = append(res.Errors, "acceptance: "+err.Error())
 		} else {
-			res.AcceptLen, res.EngineAcceptRate, res.AcceptSource, res.LifetimeAcceptLen = st.AcceptLen, st.EngineRate, st.Source, st.Lifetime
+			res.AcceptLen, res.EngineAcceptRate, res.AcceptSource, res.LifetimeAcceptLen = round(st.AcceptLen), round(st.EngineRate), st.Source, round(st.Lifetime)
 			k := float64(o.DraftsPerStep)
 			if k == 0 {
 				k = st.K
 			}
 			if k > 0 {
-				res.AcceptRate = (st.AcceptLen - 1) / k
+				res.AcceptRate = round((res.AcceptLen - 1) / k) // from the rounded L: the two figures agree
 			} else {
 				res.Errors = append(res.Errors, "accept_rate not computed: drafts per step unknown")
 			}

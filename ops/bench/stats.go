@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -26,7 +27,22 @@ func statOf(v []float64) Stat {
 	for _, x := range v {
 		sum += x
 	}
-	return Stat{Mean: sum / float64(len(v)), P50: percentile(v, 50), P99: percentile(v, 99)}
+	return Stat{Mean: round(sum / float64(len(v))), P50: round(percentile(v, 50)), P99: round(percentile(v, 99))}
+}
+
+// figureDigits is how many significant digits a figure keeps: far more than
+// any measurement here carries, far fewer than float noise needs.
+const figureDigits = 6
+
+// round rounds x to figureDigits significant digits. Figures are rounded where
+// they are made, so that every reader, JSON included, sees the same number
+// and no float noise (0.6679999999999999 reads 0.668).
+func round(x float64) float64 {
+	v, err := strconv.ParseFloat(strconv.FormatFloat(x, 'g', figureDigits, 64), 64)
+	if err != nil {
+		return x
+	}
+	return v
 }
 
 // percentile of sorted v, linear interpolation.
@@ -101,13 +117,13 @@ func (r *Result) compute(rows []RequestRow, wall time.Duration) {
 			itl = append(itl, ms(g))
 		}
 	}
-	r.DurationS = wall.Seconds()
+	r.DurationS = round(wall.Seconds())
 	if wall > 0 {
-		r.OutputTokS = float64(r.OutputTokens) / wall.Seconds()
+		r.OutputTokS = round(float64(r.OutputTokens) / wall.Seconds())
 	}
 	r.TTFT, r.TPOT, r.ITL, r.E2E = statOf(ttft), statOf(tpot), statOf(itl), statOf(e2e)
 	if r.TPOT.Mean > 0 {
-		r.PerStreamTokS = 1000 / r.TPOT.Mean
+		r.PerStreamTokS = round(1000 / r.TPOT.Mean)
 	}
 }
 

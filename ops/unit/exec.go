@@ -247,10 +247,22 @@ func checkPath(path string, off int) error {
 	if strings.HasSuffix(path, "/") {
 		return bad("executable path specifies a directory")
 	}
-	if path[0] != '/' && (strings.Contains(path, "/") || path == "." || path == ".." || len(path) > 255) {
+	if path[0] != '/' && !absSpecifierPrefix(path) && (strings.Contains(path, "/") || path == "." || path == ".." || len(path) > 255) {
 		return bad("neither a valid executable name nor an absolute path")
 	}
 	return nil
+}
+
+// absSpecifiers are the unit specifiers that systemd resolves to an absolute
+// directory or file (systemd.unit(5)): home, runtime, state, cache, logs,
+// configuration, temporary and credentials directories, the unit file and
+// its directory. A path that starts with one is absolute once resolved, so
+// systemd accepts it as an executable path (`%h/venv/bin/python3`).
+const absSpecifiers = "hdtSCLETVyY"
+
+func absSpecifierPrefix(path string) bool {
+	return len(path) >= 2 && path[0] == '%' && strings.IndexByte(absSpecifiers, path[1]) >= 0 &&
+		(len(path) == 2 || path[2] == '/')
 }
 
 // rawWord is a word after unquoting/unescaping, before specifiers and env.

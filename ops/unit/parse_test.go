@@ -121,6 +121,14 @@ func TestParseCommandLine(t *testing.T) {
 			}},
 		{name: "semicolon separates", in: `/bin/a x ; /bin/b \; ";" y;`, argv: [][]string{{"/bin/a", "x"}, {"/bin/b", ";", ";", "y;"}}},
 		{name: "relative name", in: `python3 -V`, argv: [][]string{{"python3", "-V"}}},
+		// systemd resolves specifiers before it checks the path: %h/... is absolute.
+		{name: "home specifier path", in: `%h/venv/bin/python3 -m sglang.launch_server`, argv: [][]string{{"%h/venv/bin/python3", "-m", "sglang.launch_server"}},
+			check: func(t *testing.T, c []Command) {
+				if c[0].Path != "%h/venv/bin/python3" || !slices.Equal(c[0].Args[0].Specifiers, []string{"%h"}) {
+					t.Errorf("command %+v", c[0])
+				}
+			}},
+		{name: "state dir specifier path", in: `%S/engine/run --x`, argv: [][]string{{"%S/engine/run", "--x"}}},
 		{name: "empty", in: "   ", argv: nil},
 	}
 	for _, tt := range tests {
@@ -146,7 +154,7 @@ func TestParseCommandLine(t *testing.T) {
 func TestParseCommandLineErrors(t *testing.T) {
 	for _, in := range []string{
 		`/bin/x "unterminated`, `/bin/x 'a`, `/bin/x \q`, `/bin/x \x4`, `/bin/x \x00`, `/bin/x \000`,
-		`/bin/x 100%`, `/bin/x %Z`, `bin/x`, `/bin/`, `@/bin/x`, `- `, `"/bin/x\ty"`, `/bin/x a\`,
+		`/bin/x 100%`, `/bin/x %Z`, `bin/x`, `%n/bin/x`, `%hx/bin/x`, `/bin/`, `@/bin/x`, `- `, `"/bin/x\ty"`, `/bin/x a\`,
 	} {
 		_, err := ParseCommandLine(in)
 		var se *SyntaxError
