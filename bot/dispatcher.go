@@ -116,11 +116,12 @@ func (d *Dispatcher) Handle(ctx context.Context, req Request) Reply {
 	if r, bad := d.checkRequest(ctx, req, text); bad {
 		return r
 	}
-	if tok, ok := confirmToken(text); ok {
+	if tok, ok := confirmToken(text); ok && len(req.Text) <= commands.MaxInputLen {
 		return d.Act(ctx, ActionRequest{ID: string(ActConfirm) + ":" + tok, Platform: req.Platform, User: req.User,
 			UserName: req.UserName, Room: req.Room, Via: req.Via})
 	}
-	cmd, err := commands.Parse(text, d.opts.Commands)
+	// The length limit applies to the text as typed: Parse trims it itself.
+	cmd, err := commands.Parse(req.Text, d.opts.Commands)
 	if err != nil {
 		d.audit(ctx, req, text, store.DecisionInvalid, err.Error(), 0)
 		return Reply{Outcome: Invalid, Text: err.Error(), Err: err}
@@ -550,8 +551,8 @@ func (d *Dispatcher) audit(ctx context.Context, req Request, command, decision, 
 // Parse parses text as Handle would, without acting: for callers that validate
 // a batch of commands before running any.
 func (d *Dispatcher) Parse(text string) (*commands.Command, error) {
-	if _, ok := confirmToken(strings.TrimSpace(text)); ok {
+	if _, ok := confirmToken(strings.TrimSpace(text)); ok && len(text) <= commands.MaxInputLen {
 		return nil, errors.New("confirm only answers a question the bot asked")
 	}
-	return commands.Parse(strings.TrimSpace(text), d.opts.Commands)
+	return commands.Parse(text, d.opts.Commands)
 }
