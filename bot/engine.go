@@ -135,23 +135,6 @@ func (e *Engine) Wait(ctx context.Context, id int64) (store.Job, error) {
 	return e.opts.Store.Job(ctx, id)
 }
 
-// result waits until job id ends when it runs in this process and returns
-// its result; ok is false for a job this engine does not run.
-func (e *Engine) result(ctx context.Context, id int64) (res *ops.Result, ok bool, err error) {
-	e.mu.Lock()
-	r, ok := e.jobs[id]
-	e.mu.Unlock()
-	if !ok {
-		return nil, false, nil
-	}
-	select {
-	case <-r.done:
-		return r.res, true, nil
-	case <-ctx.Done():
-		return nil, true, ctx.Err()
-	}
-}
-
 // Active returns the ids of jobs queued or running in this process.
 func (e *Engine) Active() []int64 {
 	e.mu.Lock()

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops/engine"
 	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/ops/systemd"
@@ -132,4 +134,17 @@ func (r *Runbook) target(name string) (*target, error) {
 		t.nodeName = sc.ProxmoxNode
 	}
 	return t, nil
+}
+
+// Run runs the pipeline of cmd, reporting progress to rep. The returned Result
+// is non-nil whenever anything was learned or changed, also on error.
+func (r *Runbook) Run(ctx context.Context, cmd *commands.Command, rep Reporter) (*Result, error) {
+	if rep == nil {
+		rep = Discard
+	}
+	p := pipelines[cmd.Spec]
+	if p == nil {
+		return nil, fmt.Errorf("%q is not a host command", cmd.Spec.Path)
+	}
+	return p(ctx, r, cmd, rep)
 }

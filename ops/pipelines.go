@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/opsbot/opsbot/commands"
 )
@@ -61,16 +60,3 @@ func spec(path string) *commands.Spec {
 // PipelineFor returns the pipeline bound to s, or nil when s is not a job
 // command run on hosts (help, jobs, schedules, ...).
 func PipelineFor(s *commands.Spec) Pipeline { return pipelines[s] }
-
-// Run runs the pipeline of cmd, reporting progress to rep. The returned Result
-// is non-nil whenever anything was learned or changed, also on error.
-func (r *Runbook) Run(ctx context.Context, cmd *commands.Command, rep Reporter) (*Result, error) {
-	if rep == nil {
-		rep = Discard
-	}
-	p := pipelines[cmd.Spec]
-	if p == nil {
-		return nil, fmt.Errorf("%q is not a host command", cmd.Spec.Path)
-	}
-	return p(ctx, r, cmd, rep)
-}
