@@ -85,4 +85,3 @@ func (e *Engine) result(ctx context.Context, id int64) (res *ops.Result, ok bool
 		return nil, true, ctx.Err()
 	}
 }
-
