@@ -284,7 +284,7 @@ func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd *commands.
 		d.mu.Unlock()
 		msg := fmt.Sprintf("not asked: too many confirmations are waiting (%d of yours, %d in all); confirm or let them expire (%s), then run `%s` again.",
 			mine, len(d.pending), d.opts.ConfirmTTL, cmd.Text)
-		d.audit(ctx, req, cmd.Text, store.DecisionRefused, "confirmation cap reached", 0)
+		d.audit(ctx, req, cmd.Text, "confirm_cap", "not asked: the confirmation cap was reached", 0)
 		return Reply{Outcome: Failed, Text: msg, Command: cmd, Err: errors.New("confirmation cap reached")}
 	}
 	tok := newToken()
