@@ -18,7 +18,8 @@ type Auth struct {
 }
 
 // NewAuth builds an Auth from role names ("none", "viewer", "operator",
-// "admin"). users maps "platform:id" to a role name.
+// "admin"). users maps "platform:id" to a role name; a key without both parts
+// ("console:", ":alice", "alice") is an error, never a user.
 func NewAuth(defaultRole string, users map[string]string) (*Auth, error) {
 	dr, err := parseRole(defaultRole)
 	if err != nil {
@@ -26,6 +27,9 @@ func NewAuth(defaultRole string, users map[string]string) (*Auth, error) {
 	}
 	a := &Auth{defaultRole: dr, users: make(map[string]commands.Role, len(users))}
 	for id, name := range users {
+		if !validKey(id) {
+			return nil, fmt.Errorf("auth user %q: want platform:id, e.g. console:alice or slack:U123", id)
+		}
 		r, err := parseRole(name)
 		if err != nil {
 			return nil, fmt.Errorf("auth user %s: %w", id, err)

@@ -69,7 +69,7 @@ func (f pipelineFunc) Run(ctx context.Context, cmd *commands.Command, rep ops.Re
 }
 
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	store *store.Store
 	eng   *Engine
 	disp  *Dispatcher
@@ -77,7 +77,7 @@ type harness struct {
 	now   atomic.Pointer[time.Time]
 }
 
-func newHarness(t *testing.T, backend Backend, users map[string]string) *harness {
+func newHarness(t testing.TB, backend Backend, users map[string]string) *harness {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "opsbot.db"))
@@ -343,51 +343,6 @@ func TestTimeoutAndPanicFailOnlyThatJob(t *testing.T) {
 	}
 }
 
-func TestConfirmation(t *testing.T) {
-	var ran atomic.Int32
-	h := newHarness(t, pipelineFunc(func(context.Context, *commands.Command, ops.Reporter) (*ops.Result, error) {
-		ran.Add(1)
-		return &ops.Result{}, nil
-	}), roles)
-	r := h.handle("olga", "gpu recover qwen")
-	if r.Outcome != NeedsConfirm || r.Token == "" || !strings.Contains(r.Text, "confirm "+r.Token) {
-		t.Fatalf("gpu recover: %s %q", r.Outcome, r.Text)
-	}
-	// A viewer cannot confirm an operator's command.
-	if c := h.handle("vic", "confirm "+r.Token); c.Outcome != Refused {
-		t.Fatalf("viewer confirming: %s", c.Outcome)
-	}
-	// The token was used up by that attempt? No: a refusal consumes it, so ask again.
-	r = h.handle("olga", "gpu recover qwen")
-	other := h.disp.Handle(context.Background(), Request{Platform: "test", User: "olga", Room: "elsewhere", Text: "confirm " + r.Token})
-	if other.Outcome != Invalid {
-		t.Fatalf("confirm from another room: %s", other.Outcome)
-	}
-	c := h.handle("alice", "confirm "+r.Token)
-	if c.Outcome != Queued {
-		t.Fatalf("confirm: %s %q", c.Outcome, c.Text)
-	}
-	h.wait(c.JobID)
-	if again := h.handle("alice", "confirm "+r.Token); again.Outcome != Invalid {
-		t.Fatalf("token reused: %s", again.Outcome)
-	}
-	// Expiry.
-	r = h.handle("olga", "svc stop qwen")
-	later := time.Now().Add(2 * time.Minute)
-	h.now.Store(&later)
-	if c := h.handle("olga", "confirm "+r.Token); c.Outcome != Invalid || !strings.Contains(c.Text, "expired") {
-		t.Fatalf("expired confirm: %s %q", c.Outcome, c.Text)
-	}
-	if ran.Load() != 1 {
-		t.Fatalf("ran %d pipelines, want exactly the confirmed one", ran.Load())
-	}
-	// Dry runs need no confirmation.
-	h.now.Store(nil)
-	if d := h.handle("olga", "gpu recover qwen --dry-run"); d.Outcome != Queued {
-		t.Fatalf("dry run: %s %q", d.Outcome, d.Text)
-	}
-}
-
 func TestInterruptedJobsReported(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
@@ -429,7 +384,7 @@ func TestBenchResultComparedWithPrevious(t *testing.T) {
 	tok := 200.0
 	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
 		tok += 50
-		b, _ := json.Marshal(map[string]any{"output_tok_s": tok, "accept_len": 3.1, "requests_ok": 8})
+		b := &ops.BenchResult{OutputTokS: tok, AcceptLen: 3.1, RequestsOK: 8}
 		return &ops.Result{Bench: b, Spec: &ops.Spec{Engine: "sglang", Steps: 3, TopK: 1, DraftTokens: 4}}, nil
 	}), roles)
 	first := h.wait(h.handle("olga", "bench qwen").JobID)
@@ -463,10 +418,10 @@ func TestExplainNamesCause(t *testing.T) {
 func TestBenchResultComparedWithOtherSettings(t *testing.T) {
 	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
 		steps, tok := 3, 200.0
-		if cmd.Spec.Path == "mtp steps" {
+		if cmd.Spec == commands.Lookup("mtp steps") {
 			steps, tok = cmd.Steps, 280.0
 		}
-		b, _ := json.Marshal(map[string]any{"output_tok_s": tok, "accept_len": 3.1, "requests_ok": 8})
+		b := &ops.BenchResult{OutputTokS: tok, AcceptLen: 3.1, RequestsOK: 8}
 		return &ops.Result{Bench: b, Spec: &ops.Spec{Engine: "sglang", Steps: steps, TopK: 1, DraftTokens: steps + 1}}, nil
 	}), roles)
 	first := h.wait(h.handle("olga", "bench qwen").JobID)
@@ -487,7 +442,7 @@ func TestSweepPointsJoinHistory(t *testing.T) {
 	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
 		res := &ops.Result{}
 		for _, n := range cmd.SweepSteps {
-			b, _ := json.Marshal(map[string]any{"output_tok_s": 100.0 * float64(n), "accept_len": 2.0, "requests_ok": 4})
+			b := &ops.BenchResult{OutputTokS: 100.0 * float64(n), AcceptLen: 2.0, RequestsOK: 4}
 			res.Points = append(res.Points, ops.SweepPoint{Steps: n, OK: true, Bench: b,
 				Spec: &ops.Spec{Engine: "sglang", Steps: n, TopK: 1, DraftTokens: n + 1}})
 		}

@@ -5,8 +5,17 @@
 // thread of steps.
 //
 // Chat adapters (bot/slack, bot/matrix, bot/console) only translate between a
-// platform and this package: every decision is made here, once, so all
-// platforms behave the same.
+// platform and this package, through one small contract, Inbound: a Request
+// in, a typed Reply out that says what to show, to whom (ToUser or ToRoom) and
+// which actions it offers (Confirm / Abort on a preview, Cancel on a job);
+// the adapter sends a clicked action back to Act with the clicking user, who
+// is authorised again. Every decision is made here, once, so all platforms
+// behave the same. Scheduled runs come through the same door as platform
+// "schedule", with their creator's role and their target rooms.
+//
+// Each command of the registry is bound to its handler by its Spec (the
+// handlers table; job commands run the pipeline ops binds to the same Spec),
+// and results cross layers as Go types (ops.Result).
 package bot
 
 import (

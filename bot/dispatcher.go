@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,44 +16,21 @@ import (
 	"github.com/opsbot/opsbot/store"
 )
 
-// Request is one chat command as an adapter received it, already verified
-// (signature, room, sender) and deduplicated by the adapter.
-type Request struct {
-	Platform string // "slack", "matrix", "console", "schedule"
-	User     string // the platform's stable user id
-	UserName string // display name, for rendering only; never for auth
-	Room     string // channel / room id where the answer goes
-	Text     string // the command text, e.g. "/mtp steps 10"
-	ReplyTo  string // platform message to answer, if any
-	// Confirmed pre-answers a confirmation (the console's --yes, a scheduled
-	// run of a command its creator confirmed).
-	Confirmed  bool
-	ScheduleID int64
-}
-
-// Outcome is what became of a request.
-type Outcome string
-
-// Outcomes of Handle.
+// Confirmation limits.
 const (
-	Queued       Outcome = "queued"        // a job was created; Reply.JobID names it
-	Answered     Outcome = "answered"      // answered at once (help, jobs, history, ...)
-	NeedsConfirm Outcome = "needs_confirm" // Reply.Token must be confirmed
-	Invalid      Outcome = "invalid"       // usage error; nothing started
-	Refused      Outcome = "refused"       // not allowed; nothing started
-	Failed       Outcome = "failed"        // could not be started (store down, ...)
+	// TokenBytes is the size of a confirmation token: 128 random bits,
+	// written as 32 hex digits.
+	TokenBytes = 16
+	// DefaultMaxPending is how many confirmations may wait at once.
+	DefaultMaxPending = 256
+	// DefaultMaxPendingPerUser is how many of them one user may have asked.
+	DefaultMaxPendingPerUser = 8
+	// DefaultWrongLimit is how many wrong confirmation attempts a user may
+	// make per DefaultWrongWindow before every attempt is refused until the
+	// window ends.
+	DefaultWrongLimit  = 5
+	DefaultWrongWindow = time.Minute
 )
-
-// Reply is the immediate answer to a request (the ack). The job's progress
-// follows in its status thread.
-type Reply struct {
-	Outcome Outcome
-	Text    string
-	JobID   int64
-	Command *commands.Command
-	Token   string // confirmation token for NeedsConfirm
-	Err     error
-}
 
 // DispatcherOptions configure a Dispatcher.
 type DispatcherOptions struct {
@@ -62,10 +40,16 @@ type DispatcherOptions struct {
 	Commands commands.Options
 	// ConfirmTTL is how long a confirmation stays valid (default 2 minutes).
 	ConfirmTTL time.Duration
-	Logger     *slog.Logger
-	// Answer handles commands answered at once (help, jobs, history, cancel,
-	// schedule ...). Nil uses the built-in answers.
-	Now func() time.Time
+	// MaxPending and MaxPendingPerUser cap the confirmations waiting at once
+	// (defaults DefaultMaxPending, DefaultMaxPendingPerUser).
+	MaxPending, MaxPendingPerUser int
+	// WrongLimit wrong confirmation attempts per WrongWindow and user are
+	// answered; later ones are refused until the window ends (defaults
+	// DefaultWrongLimit, DefaultWrongWindow).
+	WrongLimit  int
+	WrongWindow time.Duration
+	Logger      *slog.Logger
+	Now         func() time.Time
 }
 
 // Dispatcher turns requests into jobs: parse, authorise, confirm, record,
@@ -76,18 +60,41 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	pending map[string]*pendingConfirm
+	wrong   map[string]*wrongBurst // "platform:user" -> wrong confirmation attempts
 }
 
+// pendingConfirm is a command waiting for its confirmation. It belongs to
+// the request that asked, or, when proposed, to the room: then anyone there
+// with the role the command needs may confirm it.
 type pendingConfirm struct {
-	req     Request
-	cmd     *commands.Command
-	expires time.Time
+	req      Request
+	cmd      *commands.Command
+	expires  time.Time
+	proposed bool
+}
+
+// wrongBurst counts one user's wrong confirmation attempts since start.
+type wrongBurst struct {
+	start time.Time
+	n     int
 }
 
 // NewDispatcher returns a dispatcher.
 func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 	if opts.ConfirmTTL <= 0 {
 		opts.ConfirmTTL = 2 * time.Minute
+	}
+	if opts.MaxPending <= 0 {
+		opts.MaxPending = DefaultMaxPending
+	}
+	if opts.MaxPendingPerUser <= 0 {
+		opts.MaxPendingPerUser = DefaultMaxPendingPerUser
+	}
+	if opts.WrongLimit <= 0 {
+		opts.WrongLimit = DefaultWrongLimit
+	}
+	if opts.WrongWindow <= 0 {
+		opts.WrongWindow = DefaultWrongWindow
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -96,29 +103,78 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Dispatcher{opts: opts, log: log, pending: map[string]*pendingConfirm{}}
+	return &Dispatcher{opts: opts, log: log, pending: map[string]*pendingConfirm{}, wrong: map[string]*wrongBurst{}}
 }
 
 // Handle answers one request within milliseconds: a job is queued and runs in
 // the background, or the request is answered, refused or rejected at once.
 // Nothing is started unless the whole command parsed and was authorised.
+// Typing `confirm TOKEN` is the Confirm action of text-only chats, under the
+// same rules as a click.
 func (d *Dispatcher) Handle(ctx context.Context, req Request) Reply {
 	text := strings.TrimSpace(req.Text)
-	if tok, ok := confirmToken(text); ok {
-		return d.Confirm(ctx, req, tok)
+	if r, bad := d.checkRequest(ctx, req, text); bad {
+		return r
 	}
-	cmd, err := commands.Parse(text, d.opts.Commands)
+	if tok, ok := confirmToken(text); ok && len(req.Text) <= commands.MaxInputLen {
+		return d.Act(ctx, ActionRequest{ID: string(ActConfirm) + ":" + tok, Platform: req.Platform, User: req.User,
+			UserName: req.UserName, Room: req.Room, Via: req.Via})
+	}
+	// The length limit applies to the text as typed: Parse trims it itself.
+	cmd, err := commands.Parse(req.Text, d.opts.Commands)
 	if err != nil {
-		d.audit(ctx, req, text, "invalid", err.Error())
+		d.audit(ctx, req, text, store.DecisionInvalid, err.Error(), 0)
 		return Reply{Outcome: Invalid, Text: err.Error(), Err: err}
 	}
+	if req.Platform == PlatformSchedule {
+		return d.scheduled(ctx, req, cmd)
+	}
+	if r, bad := d.checkVia(ctx, req, cmd); bad {
+		return r
+	}
 	if !d.opts.Auth.Allowed(req.Platform, req.User, cmd.Role()) {
-		return d.refuse(ctx, req, cmd)
+		return d.refuseRole(ctx, req, cmd)
 	}
-	if cmd.Spec.Confirm && !cmd.DryRun && !req.Confirmed {
-		return d.askConfirm(ctx, req, cmd)
+	if cmd.NeedsConfirm() && !req.Confirmed {
+		return d.askConfirm(ctx, req, cmd, false)
 	}
-	return d.start(ctx, req, cmd, "accepted")
+	return d.start(ctx, req, cmd, store.DecisionAccepted)
+}
+
+// checkRequest rejects requests an adapter should never send: no user, a
+// schedule on another platform or a scheduled run without its schedule.
+func (d *Dispatcher) checkRequest(ctx context.Context, req Request, text string) (Reply, bool) {
+	var problem string
+	switch {
+	case req.Platform == "" || (req.User == "" && req.Platform != PlatformSchedule):
+		problem = "a request needs a platform and a user id"
+	case (req.Platform == PlatformSchedule) != (req.Schedule != nil):
+		problem = "only scheduled runs come from platform schedule, and each carries its schedule"
+	case req.Schedule != nil && !validKey(req.Schedule.Creator):
+		problem = fmt.Sprintf("schedule #%d: creator %q is not a platform:id key", req.Schedule.ID, req.Schedule.Creator)
+	default:
+		return Reply{}, false
+	}
+	err := errors.New(problem)
+	d.log.Error("bad request from an adapter", "platform", req.Platform, "err", err)
+	if req.Platform != "" {
+		d.audit(ctx, req, text, store.DecisionInvalid, problem, 0)
+	}
+	return Reply{Outcome: Invalid, Text: "request not accepted: " + problem, Err: err}, true
+}
+
+// checkVia refuses a request made as another user unless the one acting is
+// an admin.
+func (d *Dispatcher) checkVia(ctx context.Context, req Request, cmd *commands.Command) (Reply, bool) {
+	if req.Via == "" || req.Via == req.User {
+		return Reply{}, false
+	}
+	if d.opts.Auth.Role(req.Platform, req.Via) == commands.Admin {
+		return Reply{}, false
+	}
+	msg := fmt.Sprintf("acting as %s:%s needs the admin role; %s:%s has %s. Run it as yourself (without --as).",
+		req.Platform, req.User, req.Platform, req.Via, roleName(d.opts.Auth.Role(req.Platform, req.Via)))
+	return d.refuse(ctx, req, cmd, msg, &RefusedError{Need: commands.Admin, Have: d.opts.Auth.Role(req.Platform, req.Via)}), true
 }
 
 func confirmToken(text string) (string, bool) {
@@ -130,17 +186,31 @@ func confirmToken(text string) (string, bool) {
 	return "", false
 }
 
-func (d *Dispatcher) refuse(ctx context.Context, req Request, cmd *commands.Command) Reply {
+func (d *Dispatcher) refuseRole(ctx context.Context, req Request, cmd *commands.Command) Reply {
 	have := d.opts.Auth.Role(req.Platform, req.User)
 	msg := fmt.Sprintf("`%s` needs the %s role; you have %s. Ask an admin to grant it in the config (auth.users[\"%s:%s\"]).",
 		cmd.Text, cmd.Role(), roleName(have), req.Platform, req.User)
-	d.audit(ctx, req, cmd.Text, "refused", msg)
-	job, err := d.opts.Store.CreateJob(ctx, store.Job{Command: cmd.Text, Platform: req.Platform, User: req.User,
-		Room: req.Room, Service: cmd.Service, Host: cmd.Host, Status: store.Refused, Error: msg, ScheduleID: req.ScheduleID})
-	if err != nil {
-		d.log.Error("record refused job", "err", err)
+	return d.refuse(ctx, req, cmd, msg, &RefusedError{Need: cmd.Role(), Have: have})
+}
+
+// refuse records a refused job and its audit entry together, so the audit
+// row names the job.
+func (d *Dispatcher) refuse(ctx context.Context, req Request, cmd *commands.Command, msg string, err error) Reply {
+	job, cErr := d.opts.Store.CreateJobAudited(context.WithoutCancel(ctx), store.Job{Command: cmd.Text, Platform: req.Platform,
+		User: req.User, Room: req.Room, Service: cmd.Service, Host: cmd.Host, Status: store.Refused, Error: msg, ScheduleID: scheduleID(req)},
+		store.AuditEntry{At: d.opts.Now(), Platform: req.Platform, User: req.User, Room: req.Room, Command: cmd.Text,
+			Decision: store.DecisionRefused, Detail: d.detail(req, msg)})
+	if cErr != nil {
+		d.log.Error("record refused job", "command", cmd.Text, "err", cErr)
 	}
-	return Reply{Outcome: Refused, Text: msg, JobID: job.ID, Command: cmd, Err: &RefusedError{Need: cmd.Role(), Have: have}}
+	return Reply{Outcome: Refused, Text: msg, JobID: job.ID, Command: cmd, Err: err}
+}
+
+func scheduleID(req Request) int64 {
+	if req.Schedule != nil {
+		return req.Schedule.ID
+	}
+	return 0
 }
 
 // RefusedError says a user lacks the role a command needs.
@@ -150,90 +220,299 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("needs role %s, have %s", e.Need, roleName(e.Have))
 }
 
-func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd *commands.Command) Reply {
-	tok := newToken()
-	d.mu.Lock()
-	now := d.opts.Now()
-	for k, p := range d.pending {
-		if now.After(p.expires) {
-			delete(d.pending, k)
-		}
+// scheduled runs a command that came through the door of platform schedule:
+// with the role its creator holds now, without asking (the creator confirmed
+// it when adding the schedule), reporting to the schedule's first room.
+func (d *Dispatcher) scheduled(ctx context.Context, req Request, cmd *commands.Command) Reply {
+	run := req.Schedule
+	platform, user, _ := strings.Cut(run.Creator, ":")
+	// The job is the creator's; its thread goes to the first target room, on
+	// that room's platform.
+	job := Request{Platform: PlatformSchedule, User: run.Creator, UserName: run.Creator, Schedule: run, Confirmed: true}
+	if len(run.To) > 0 {
+		job.Platform, job.Room = run.To[0].Platform, run.To[0].Room
 	}
-	d.pending[tok] = &pendingConfirm{req: req, cmd: cmd, expires: now.Add(d.opts.ConfirmTTL)}
-	d.mu.Unlock()
-	text := fmt.Sprintf("%s\nReply `confirm %s` within %s to go ahead, or run it with --dry-run to see the plan.",
-		Preview(cmd), tok, d.opts.ConfirmTTL)
-	d.audit(ctx, req, cmd.Text, "confirm_asked", tok)
-	return Reply{Outcome: NeedsConfirm, Text: text, Command: cmd, Token: tok}
-}
-
-// Confirm runs the command waiting under token. The confirmer is authorised
-// again, for the command's role, at this moment; the token works once, in the
-// room it was asked in, until it expires.
-func (d *Dispatcher) Confirm(ctx context.Context, req Request, token string) Reply {
-	d.mu.Lock()
-	p, ok := d.pending[token]
-	if ok && p.req.Room == req.Room && p.req.Platform == req.Platform {
-		delete(d.pending, token)
-	} else {
-		ok = false
+	if !cmd.Spec.Schedulable {
+		msg := fmt.Sprintf("schedule #%d: `%s` cannot run on a schedule", run.ID, cmd.Text)
+		d.audit(ctx, job, cmd.Text, store.DecisionInvalid, msg, 0)
+		return Reply{Outcome: Invalid, Text: msg, Command: cmd, Audience: ToRoom, Rooms: run.To, Err: errors.New(msg)}
 	}
-	d.mu.Unlock()
-	if !ok {
-		d.audit(ctx, req, "confirm "+token, "invalid", "unknown token")
-		return Reply{Outcome: Invalid, Text: fmt.Sprintf("nothing waits for confirmation %q here: it was used, expired or never asked. Run the command again.", token),
-			Err: errors.New("unknown confirmation")}
+	if !d.opts.Auth.Allowed(platform, user, cmd.Role()) {
+		have := d.opts.Auth.Role(platform, user)
+		msg := fmt.Sprintf("schedule #%d did not run `%s`: its creator %s has the %s role now and it needs %s. "+
+			"An admin can re-add it (`schedule rm %d`, then `schedule add`).", run.ID, cmd.Text, run.Creator, roleName(have), cmd.Role(), run.ID)
+		r := d.refuse(ctx, job, cmd, msg, &RefusedError{Need: cmd.Role(), Have: have})
+		r.Audience, r.Rooms = ToRoom, run.To
+		return r
 	}
-	if d.opts.Now().After(p.expires) {
-		d.audit(ctx, req, p.cmd.Text, "invalid", "confirmation expired")
-		return Reply{Outcome: Invalid, Text: fmt.Sprintf("confirmation %s expired; run `%s` again.", token, p.cmd.Text),
-			Err: errors.New("confirmation expired")}
-	}
-	if !d.opts.Auth.Allowed(req.Platform, req.User, p.cmd.Role()) {
-		return d.refuse(ctx, req, p.cmd)
-	}
-	orig := p.req
-	orig.Confirmed = true
-	r := d.start(ctx, orig, p.cmd, "confirmed by "+req.Platform+":"+req.User)
+	r := d.start(ctx, job, cmd, fmt.Sprintf("scheduled #%d by %s", run.ID, run.Creator))
+	r.Audience, r.Rooms = ToRoom, run.To
 	return r
 }
 
+// Propose asks a room to confirm a command the bot itself suggests (a
+// watchdog's `gpu recover`). The proposal belongs to the room: anyone there
+// who holds the role the command needs may confirm or abort it.
+func (d *Dispatcher) Propose(ctx context.Context, platform, room, text, reason string) Reply {
+	req := Request{Platform: platform, User: "opsbot", Room: room, Text: text}
+	cmd, err := commands.Parse(strings.TrimSpace(text), d.opts.Commands)
+	if err != nil {
+		d.audit(ctx, req, text, store.DecisionInvalid, "proposal: "+err.Error(), 0)
+		return Reply{Outcome: Invalid, Text: err.Error(), Err: err}
+	}
+	r := d.askConfirm(ctx, req, cmd, true)
+	if reason != "" && r.Outcome == NeedsConfirm {
+		r.Text = reason + "\n" + r.Text
+	}
+	return r
+}
+
+func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd *commands.Command, proposed bool) Reply {
+	d.mu.Lock()
+	now := d.opts.Now()
+	mine := 0
+	for k, p := range d.pending {
+		if now.After(p.expires) {
+			delete(d.pending, k)
+			continue
+		}
+		if !p.proposed && p.req.Platform == req.Platform && p.req.User == req.User {
+			mine++
+		}
+	}
+	if len(d.pending) >= d.opts.MaxPending || (!proposed && mine >= d.opts.MaxPendingPerUser) {
+		d.mu.Unlock()
+		msg := fmt.Sprintf("not asked: too many confirmations are waiting (%d of yours, %d in all); confirm or let them expire (%s), then run `%s` again.",
+			mine, len(d.pending), d.opts.ConfirmTTL, cmd.Text)
+		d.audit(ctx, req, cmd.Text, "confirm_cap", "not asked: the confirmation cap was reached", 0)
+		return Reply{Outcome: Failed, Text: msg, Command: cmd, Err: errors.New("confirmation cap reached")}
+	}
+	tok := newToken()
+	for d.pending[tok] != nil { // a new confirmation never replaces another
+		tok = newToken()
+	}
+	expires := now.Add(d.opts.ConfirmTTL)
+	d.pending[tok] = &pendingConfirm{req: req, cmd: cmd, expires: expires, proposed: proposed}
+	d.mu.Unlock()
+
+	who := "Reply"
+	aud := ToUser
+	if proposed {
+		who = fmt.Sprintf("Anyone with the %s role may reply", cmd.Role())
+		aud = ToRoom
+	}
+	text := fmt.Sprintf("%s\n%s `confirm %s` within %s to go ahead, or run it with --dry-run to see the plan.",
+		Preview(cmd), who, tok, d.opts.ConfirmTTL)
+	d.audit(ctx, req, cmd.Text, "confirm_asked", "until "+expires.UTC().Format(time.TimeOnly), 0)
+	return Reply{Outcome: NeedsConfirm, Text: text, Audience: aud, Command: cmd, Token: tok, Actions: []Action{
+		{ID: string(ActConfirm) + ":" + tok, Kind: ActConfirm, Label: "Confirm", Expires: expires},
+		{ID: string(ActAbort) + ":" + tok, Kind: ActAbort, Label: "Abort", Expires: expires},
+	}}
+}
+
+// Act performs an action a Reply offered, for the user who clicked it:
+//   - Confirm runs the previewed command. Only the user who asked may confirm
+//     it (a proposal of the bot: anyone with the role), in the room it was
+//     asked in, once, before it expires, and only while they hold the role.
+//   - Abort drops it, under the same rules.
+//   - Cancel stops a queued or running job: its user's or an admin's.
+//
+// A refused or wrong attempt leaves every pending confirmation as it was.
+// Wrong attempts (unknown tokens, someone else's confirmation) are limited per
+// user and audited once per burst.
+func (d *Dispatcher) Act(ctx context.Context, a ActionRequest) Reply {
+	req := Request{Platform: a.Platform, User: a.User, UserName: a.UserName, Room: a.Room, Via: a.Via}
+	kind, arg, _ := strings.Cut(a.ID, ":")
+	if r, bad := d.checkRequest(ctx, req, kind); bad {
+		return r
+	}
+	if a.Via != "" && a.Via != a.User && d.opts.Auth.Role(a.Platform, a.Via) != commands.Admin {
+		msg := fmt.Sprintf("acting as %s:%s needs the admin role; %s:%s has %s.", a.Platform, a.User, a.Platform, a.Via,
+			roleName(d.opts.Auth.Role(a.Platform, a.Via)))
+		d.audit(ctx, req, kind, store.DecisionRefused, msg, 0)
+		return Reply{Outcome: Refused, Text: msg, Err: errors.New(msg)}
+	}
+	switch ActionKind(kind) {
+	case ActConfirm, ActAbort:
+		return d.settle(ctx, req, ActionKind(kind), arg)
+	case ActCancel:
+		id, err := strconv.ParseInt(arg, 10, 64)
+		if err == nil && id > 0 {
+			return d.cancelJob(ctx, req, "cancel "+arg, id)
+		}
+	}
+	d.audit(ctx, req, a.ID, store.DecisionInvalid, "unknown action", 0)
+	return Reply{Outcome: Invalid, Text: "unknown action: the message it came from is out of date", Err: errors.New("unknown action")}
+}
+
+// settle confirms or aborts the confirmation waiting under token.
+func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, token string) Reply {
+	key := req.Platform + ":" + req.User
+	d.mu.Lock()
+	now := d.opts.Now()
+	if until, limited := d.limited(key, now); limited {
+		d.mu.Unlock()
+		return Reply{Outcome: Refused, Text: fmt.Sprintf("too many wrong confirmations: wait until %s UTC, then try again.",
+			until.UTC().Format(time.TimeOnly)), Err: errors.New("confirmations rate-limited")}
+	}
+	p, ok := d.pending[token]
+	if !ok || p.req.Room != req.Room || p.req.Platform != req.Platform {
+		first := d.wrongAttempt(key, now)
+		d.mu.Unlock()
+		if first {
+			d.audit(ctx, req, string(kind)+" (token withheld)", store.DecisionInvalid, fmt.Sprintf(
+				"no confirmation waits under that token here; further wrong attempts within %s are counted, not audited, and %d lock them out until then",
+				d.opts.WrongWindow, d.opts.WrongLimit), 0)
+		}
+		return Reply{Outcome: Invalid, Text: "nothing waits for that confirmation here: it was used, expired or never asked. Run the command again.",
+			Err: errors.New("unknown confirmation")}
+	}
+	if now.After(p.expires) {
+		delete(d.pending, token)
+		d.mu.Unlock()
+		d.audit(ctx, req, p.cmd.Text, store.DecisionExpired, "confirmation expired", 0)
+		return Reply{Outcome: Invalid, Text: fmt.Sprintf("that confirmation expired; run `%s` again.", p.cmd.Text),
+			Command: p.cmd, Err: errors.New("confirmation expired")}
+	}
+	if !p.proposed && (p.req.Platform != req.Platform || p.req.User != req.User) {
+		first := d.wrongAttempt(key, now)
+		d.mu.Unlock()
+		msg := fmt.Sprintf("only %s, who asked for `%s`, may %s it; nothing was changed. To do it yourself, run `%s`.",
+			userLabel(p.req), p.cmd.Text, kind, p.cmd.Text)
+		if first {
+			d.audit(ctx, req, p.cmd.Text, store.DecisionRefused, msg, 0)
+		}
+		return Reply{Outcome: Refused, Text: msg, Command: p.cmd, Err: errors.New(msg)}
+	}
+	if !d.opts.Auth.Allowed(req.Platform, req.User, p.cmd.Role()) {
+		d.mu.Unlock()
+		return d.refuseRole(ctx, req, p.cmd)
+	}
+	delete(d.pending, token)
+	d.mu.Unlock()
+	if kind == ActAbort {
+		d.audit(ctx, req, p.cmd.Text, "aborted", "", 0)
+		aud := ToUser
+		if p.proposed {
+			aud = ToRoom
+		}
+		return Reply{Outcome: Answered, Text: fmt.Sprintf("`%s` aborted: nothing was changed.", p.cmd.Text), Audience: aud, Command: p.cmd}
+	}
+	run := p.req
+	if p.proposed {
+		run = req // the job is the confirmer's
+	}
+	run.Confirmed = true
+	return d.start(ctx, run, p.cmd, "confirmed by "+key)
+}
+
+// wrongAttempt counts a wrong confirmation attempt of key and reports whether
+// it is the first of its burst (the one that is audited). d.mu is held.
+func (d *Dispatcher) wrongAttempt(key string, now time.Time) bool {
+	if len(d.wrong) > 4*d.opts.MaxPending {
+		for k, b := range d.wrong {
+			if now.Sub(b.start) >= d.opts.WrongWindow {
+				delete(d.wrong, k)
+			}
+		}
+	}
+	b := d.wrong[key]
+	if b == nil || now.Sub(b.start) >= d.opts.WrongWindow {
+		b = &wrongBurst{start: now}
+		d.wrong[key] = b
+	}
+	b.n++
+	if b.n == d.opts.WrongLimit {
+		d.log.Warn("confirmations locked out after wrong attempts", "user", key, "attempts", b.n, "until", b.start.Add(d.opts.WrongWindow))
+	}
+	return b.n == 1
+}
+
+// limited reports whether key made too many wrong attempts in its burst, and
+// until when it is refused. d.mu is held.
+func (d *Dispatcher) limited(key string, now time.Time) (time.Time, bool) {
+	b := d.wrong[key]
+	if b == nil || now.Sub(b.start) >= d.opts.WrongWindow || b.n < d.opts.WrongLimit {
+		return time.Time{}, false
+	}
+	return b.start.Add(d.opts.WrongWindow), true
+}
+
 func newToken() string {
-	var b [3]byte
+	var b [TokenBytes]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
 
 // Preview says in one line what a command that needs confirmation will do.
 func Preview(cmd *commands.Command) string {
-	switch cmd.Spec.Path {
-	case "gpu recover":
-		s := fmt.Sprintf("`%s` will stop %s on %s, SIGTERM then SIGKILL the engine processes holding its GPU memory", cmd.Text, cmd.Service, cmd.Host)
-		if cmd.Force {
-			s += " (with --force: also non-engine holders, never the NVIDIA daemons)"
-		}
-		if cmd.NoStart {
-			return s + ", and leave it stopped."
-		}
-		return s + ", then start it fresh and wait until it serves."
-	case "svc stop":
-		return fmt.Sprintf("`%s` will stop %s on %s: it stops serving until started again.", cmd.Text, cmd.Service, cmd.Host)
-	default:
-		return fmt.Sprintf("`%s` changes %s.", cmd.Text, cmd.Host)
+	if h := handlers[cmd.Spec]; h.preview != nil {
+		return h.preview(cmd)
 	}
+	return fmt.Sprintf("`%s` changes %s.", cmd.Text, cmd.Host)
+}
+
+// cancelJob stops job id for req: the job's own user or an admin only.
+func (d *Dispatcher) cancelJob(ctx context.Context, req Request, text string, id int64) Reply {
+	j, err := d.opts.Store.Job(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return Reply{Outcome: Invalid, Text: fmt.Sprintf("there is no job #%d (`jobs` lists them)", id), Err: err}
+	}
+	if err != nil {
+		return Reply{Outcome: Failed, Text: fmt.Sprintf("could not read job #%d: %v", id, err), Err: err}
+	}
+	if j.Status.Final() {
+		return Reply{Outcome: Invalid, Text: fmt.Sprintf("job #%d already %s", j.ID, j.Status), Err: errors.New("job already final")}
+	}
+	need := commands.Lookup("cancel").Role
+	isOwner := jobOwner(j) == req.Platform+":"+req.User
+	isAdmin := d.opts.Auth.Role(req.Platform, req.User) == commands.Admin
+	if !d.opts.Auth.Allowed(req.Platform, req.User, need) || (!isOwner && !isAdmin) {
+		msg := fmt.Sprintf("only %s, who started #%d, or an admin may cancel it.", jobOwner(j), j.ID)
+		d.audit(ctx, req, text, store.DecisionRefused, msg, j.ID)
+		return Reply{Outcome: Refused, Text: msg, JobID: j.ID, Err: errors.New(msg)}
+	}
+	elsewhere, err := d.opts.Engine.Cancel(ctx, j.ID)
+	if err != nil {
+		return Reply{Outcome: Failed, Text: fmt.Sprintf("could not cancel #%d: %v", j.ID, err), JobID: j.ID, Err: err}
+	}
+	d.audit(ctx, req, text, store.DecisionCancelled, j.Command, j.ID)
+	where := ""
+	if elsewhere != "" {
+		where = " (running in another opsbot process on " + elsewhere + ")"
+	}
+	return Reply{Outcome: Answered, Text: fmt.Sprintf("cancelling #%d `%s`%s: it stops at the next safe point", j.ID, j.Command, where),
+		Audience: ToRoom, JobID: j.ID}
+}
+
+// jobOwner is the auth key of who started j: its platform user, or the
+// creator of the schedule that ran it (scheduled jobs record the key).
+func jobOwner(j store.Job) string {
+	if j.ScheduleID != 0 {
+		return j.User
+	}
+	return j.Platform + ":" + j.User
+}
+
+// validKey reports whether k is an auth key "platform:id" with both parts.
+func validKey(k string) bool {
+	platform, id, ok := strings.Cut(k, ":")
+	return ok && platform != "" && strings.TrimSpace(id) != "" && !strings.ContainsAny(k, " \t\n")
 }
 
 func (d *Dispatcher) start(ctx context.Context, req Request, cmd *commands.Command, decision string) Reply {
-	if ans, ok := d.answer(ctx, req, cmd); ok {
-		d.audit(ctx, req, cmd.Text, decision, "answered")
-		return ans
+	if h := handlers[cmd.Spec]; h.answer != nil {
+		r := h.answer(ctx, d, req, cmd)
+		r.Command = cmd
+		d.audit(ctx, req, cmd.Text, decision, "answered", r.JobID)
+		return r
 	}
 	// The job row and the audit entry that accepted it commit together, in one
 	// write batched with the other requests of the moment.
 	job, err := d.opts.Store.CreateJobAudited(ctx, store.Job{Command: cmd.Text, Platform: req.Platform, User: req.User,
-		Room: req.Room, Service: cmd.Service, Host: cmd.Host, Status: store.Queued, ScheduleID: req.ScheduleID},
+		Room: req.Room, Service: cmd.Service, Host: cmd.Host, Status: store.Queued, ScheduleID: scheduleID(req)},
 		store.AuditEntry{At: d.opts.Now(), Platform: req.Platform, User: req.User, Room: req.Room,
-			Command: cmd.Text, Decision: decision, Detail: "job queued"})
+			Command: cmd.Text, Decision: decision, Detail: d.detail(req, "job queued")})
 	if err != nil {
 		d.log.Error("create job", "command", cmd.Text, "err", err)
 		return Reply{Outcome: Failed, Text: "could not record the job, nothing was started: " + err.Error(), Command: cmd, Err: err}
@@ -242,7 +521,8 @@ func (d *Dispatcher) start(ctx context.Context, req Request, cmd *commands.Comma
 		_ = d.opts.Store.FinishJob(context.WithoutCancel(ctx), job.ID, store.Cancelled, err.Error(), nil)
 		return Reply{Outcome: Failed, Text: "not started: " + err.Error(), JobID: job.ID, Command: cmd, Err: err}
 	}
-	return Reply{Outcome: Queued, Text: fmt.Sprintf("#%d queued: `%s`", job.ID, cmd.Text), JobID: job.ID, Command: cmd}
+	return Reply{Outcome: Queued, Text: fmt.Sprintf("#%d queued: `%s`", job.ID, cmd.Text), JobID: job.ID, Command: cmd,
+		Actions: []Action{{ID: fmt.Sprintf("%s:%d", ActCancel, job.ID), Kind: ActCancel, Label: "Cancel"}}}
 }
 
 func userLabel(req Request) string {
@@ -252,9 +532,22 @@ func userLabel(req Request) string {
 	return req.User
 }
 
-func (d *Dispatcher) audit(ctx context.Context, req Request, command, decision, detail string) {
+// detail prefixes an audit detail with who acted for whom, when someone acts
+// as another user ("console:root as console:alice").
+func (d *Dispatcher) detail(req Request, detail string) string {
+	if req.Via == "" || req.Via == req.User {
+		return detail
+	}
+	who := fmt.Sprintf("%s:%s as %s:%s", req.Platform, req.Via, req.Platform, req.User)
+	if detail == "" {
+		return who
+	}
+	return who + "; " + detail
+}
+
+func (d *Dispatcher) audit(ctx context.Context, req Request, command, decision, detail string, jobID int64) {
 	err := d.opts.Store.AppendAudit(context.WithoutCancel(ctx), store.AuditEntry{At: d.opts.Now(), Platform: req.Platform,
-		User: req.User, Room: req.Room, Command: command, Decision: decision, Detail: detail})
+		User: req.User, Room: req.Room, Command: command, Decision: decision, Detail: d.detail(req, detail), JobID: jobID})
 	if err != nil {
 		d.log.Error("append audit", "err", err)
 	}
@@ -263,8 +556,8 @@ func (d *Dispatcher) audit(ctx context.Context, req Request, command, decision, 
 // Parse parses text as Handle would, without acting: for callers that validate
 // a batch of commands before running any.
 func (d *Dispatcher) Parse(text string) (*commands.Command, error) {
-	if _, ok := confirmToken(strings.TrimSpace(text)); ok {
+	if _, ok := confirmToken(strings.TrimSpace(text)); ok && len(text) <= commands.MaxInputLen {
 		return nil, errors.New("confirm only answers a question the bot asked")
 	}
-	return commands.Parse(strings.TrimSpace(text), d.opts.Commands)
+	return commands.Parse(text, d.opts.Commands)
 }

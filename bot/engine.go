@@ -67,6 +67,7 @@ type jobRun struct {
 	cancel   context.CancelCauseFunc
 	done     chan struct{}
 	userName string
+	res      *ops.Result // set before done closes
 
 	// cancelSeen is set once a cancel request from another process was acted on.
 	cancelSeen atomic.Bool
@@ -452,7 +453,7 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 	if res != nil {
 		// Every benchmarked point of a sweep joins the service's history.
 		for _, p := range res.Points {
-			if len(p.Bench) > 0 && p.Spec != nil {
+			if p.Bench != nil && p.Spec != nil {
 				e.storeBench(ctx, r, p.Bench, p.Spec)
 			}
 		}
@@ -470,20 +471,9 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 	if fErr := e.opts.Store.FinishJob(ctx, r.job.ID, status, errText, raw); fErr != nil {
 		e.log.Error("finish job", "job", r.job.ID, "err", fErr)
 	}
+	r.res = res
 	th.finished(ctx, status, errText, res)
 	e.log.Info("job finished", "job", r.job.ID, "command", r.job.Command, "status", status, "err", errText)
-}
-
-// benchFigures are the fields of a bench result the store indexes.
-type benchFigures struct {
-	OutputTokS     float64        `json:"output_tok_s"`
-	PerStreamTokS  float64        `json:"per_stream_tok_s"`
-	AcceptLen      float64        `json:"accept_len"`
-	AcceptRate     float64        `json:"accept_rate"`
-	RequestsOK     int            `json:"requests_ok"`
-	RequestsFailed int            `json:"requests_failed"`
-	Concurrency    int            `json:"concurrency"`
-	Settings       map[string]any `json:"settings"`
 }
 
 // SettingsKey renders a result's settings as the canonical key results are
@@ -499,10 +489,11 @@ func SettingsKey(s *ops.Spec) string {
 // result at the same settings and, after a change of settings, beside the
 // service's result just before it, in res.Details.
 func (e *Engine) recordBench(ctx context.Context, r *jobRun, res *ops.Result) {
-	row, f, ok := e.storeBench(ctx, r, res.Bench, res.Spec)
+	row, ok := e.storeBench(ctx, r, res.Bench, res.Spec)
 	if !ok {
 		return
 	}
+	f := res.Bench
 	if same, err := e.opts.Store.PreviousBenchResult(ctx, r.job.Service, row.Settings, row.ID); err == nil {
 		res.Details = append(res.Details, compareLine("same settings last time", same, f))
 	}
@@ -512,25 +503,25 @@ func (e *Engine) recordBench(ctx context.Context, r *jobRun, res *ops.Result) {
 }
 
 // storeBench adds one benchmark result of the job to the history.
-func (e *Engine) storeBench(ctx context.Context, r *jobRun, bench json.RawMessage, spec *ops.Spec) (store.BenchResult, benchFigures, bool) {
-	var f benchFigures
-	if err := json.Unmarshal(bench, &f); err != nil {
-		e.log.Error("decode bench result", "job", r.job.ID, "err", err)
-		return store.BenchResult{}, f, false
+func (e *Engine) storeBench(ctx context.Context, r *jobRun, f *ops.BenchResult, spec *ops.Spec) (store.BenchResult, bool) {
+	raw, err := json.Marshal(f)
+	if err != nil {
+		e.log.Error("encode bench result", "job", r.job.ID, "err", err)
+		return store.BenchResult{}, false
 	}
 	row, err := e.opts.Store.AddBenchResult(ctx, store.BenchResult{
 		JobID: r.job.ID, Service: r.job.Service, Settings: SettingsKey(spec), At: time.Now(),
 		OutputTokS: f.OutputTokS, PerStreamTokS: f.PerStreamTokS, AcceptLen: f.AcceptLen, AcceptRate: f.AcceptRate,
-		RequestsOK: f.RequestsOK, RequestsFailed: f.RequestsFailed, Concurrency: f.Concurrency, Raw: bench,
+		RequestsOK: f.RequestsOK, RequestsFailed: f.RequestsFailed, Concurrency: f.Concurrency, Raw: raw,
 	})
 	if err != nil {
 		e.log.Error("store bench result", "job", r.job.ID, "err", err)
-		return store.BenchResult{}, f, false
+		return store.BenchResult{}, false
 	}
-	return row, f, true
+	return row, true
 }
 
-func compareLine(label string, prev store.BenchResult, cur benchFigures) string {
+func compareLine(label string, prev store.BenchResult, cur *ops.BenchResult) string {
 	pct := func(a, b float64) string {
 		if a == 0 {
 			return "n/a"

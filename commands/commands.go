@@ -134,8 +134,16 @@ type Options struct {
 	DefaultService string
 }
 
-// DefaultMaxSteps is the steps limit when Options.MaxSteps is 0.
+// DefaultMaxSteps is the steps limit when Options.MaxSteps is 0, and the one
+// home of that limit: the config and the ops layer default to it.
 const DefaultMaxSteps = 16
+
+// DefaultBench returns the benchmark knobs of a job when neither the command
+// nor the config sets them: 16 prompts, one at a time, 256 tokens in, 256 out.
+// It is their one home: the config and the ops layer default to them.
+func DefaultBench() BenchParams {
+	return BenchParams{Prompts: 16, Concurrency: 1, InputLen: 256, OutputLen: 256}
+}
 
 // Limits of the language.
 const (
@@ -248,9 +256,15 @@ func (c *Command) Role() Role {
 	return r
 }
 
-// NeedsConfirm reports whether the command asks for confirmation: its Spec says so
-// and it is not a dry run.
-func (c *Command) NeedsConfirm() bool { return c.Spec.Confirm && !c.DryRun }
+// NeedsConfirm reports whether the command asks for confirmation: its Spec says so,
+// or it schedules a command whose Spec says so (the creator confirms once, when
+// adding the schedule), and it is not a dry run.
+func (c *Command) NeedsConfirm() bool {
+	if c.DryRun {
+		return false
+	}
+	return c.Spec.Confirm || (c.Sub != nil && c.Sub.NeedsConfirm())
+}
 
 // Mutates reports whether running the command changes anything: a mutating Spec
 // and not a dry run.

@@ -108,6 +108,8 @@ func detail(b *strings.Builder, s *Spec) {
 	}
 	if s.Confirm {
 		b.WriteString(" · asks for confirmation: yes")
+	} else if len(s.params) > 0 && s.params[len(s.params)-1].kind == pSub {
+		b.WriteString(" · asks for confirmation: when COMMAND does")
 	} else {
 		b.WriteString(" · asks for confirmation: no")
 	}

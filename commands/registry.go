@@ -271,6 +271,7 @@ var registry = []*Spec{
 		Details: "CRON is a standard 5-field spec (minute hour day-of-month month day-of-week), a descriptor " +
 			"(@hourly, @daily, @weekly, @monthly, @every 6h; @every at least 1m), optionally prefixed by " +
 			"CRON_TZ=Zone/Name. COMMAND is mtp steps, gpu recover, svc start/stop/restart, bench or sweep. " +
+			"A command that asks for confirmation (gpu recover, svc stop) asks once, here: the schedule then runs it without asking. " +
 			"Put --dry-run before CRON to preview the schedule.",
 		Role: Admin, Mutating: true,
 		params:   []param{{kind: pCron}, {kind: pSub}},
@@ -298,7 +299,8 @@ var registry = []*Spec{
 	},
 	{
 		Path: "cancel", Summary: "cancel a queued or running job", Role: Operator,
-		params: []param{{kind: pJobID}}, Examples: []string{"cancel 42", "cancel #42"},
+		Details: "Only the user who started the job, or an admin, may cancel it.",
+		params:  []param{{kind: pJobID}}, Examples: []string{"cancel 42", "cancel #42"},
 	},
 	{
 		Path: "history", Summary: "show a service's recent benchmark results", Role: Viewer,

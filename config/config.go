@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/opsbot/opsbot/commands"
 )
 
 // Config is the whole configuration file.
@@ -180,7 +182,7 @@ func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(),
 
 // Defaults applied by Load when a field is unset.
 const (
-	DefaultMaxSteps     = 16
+	DefaultMaxSteps     = commands.DefaultMaxSteps
 	DefaultJobTimeout   = 30 * time.Minute
 	DefaultConfirmTTL   = 2 * time.Minute
 	DefaultLeaseTTL     = 30 * time.Second
@@ -290,16 +292,16 @@ func (c *Config) applyDefaults() {
 		c.SSH.KeepAlive = Duration(30 * time.Second)
 	}
 	if c.Bench.Prompts == 0 {
-		c.Bench.Prompts = 16
+		c.Bench.Prompts = commands.DefaultBench().Prompts
 	}
 	if c.Bench.Concurrency == 0 {
-		c.Bench.Concurrency = 1
+		c.Bench.Concurrency = commands.DefaultBench().Concurrency
 	}
 	if c.Bench.InputLen == 0 {
-		c.Bench.InputLen = 256
+		c.Bench.InputLen = commands.DefaultBench().InputLen
 	}
 	if c.Bench.OutputLen == 0 {
-		c.Bench.OutputLen = 256
+		c.Bench.OutputLen = commands.DefaultBench().OutputLen
 	}
 	for name, s := range c.Services {
 		if s.Engine == "" {

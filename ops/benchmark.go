@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -25,7 +24,7 @@ func (r *Runbook) withBenchDefaults(p commands.BenchParams) commands.BenchParams
 		InputLen: pick(p.InputLen, d.InputLen), OutputLen: pick(p.OutputLen, d.OutputLen)}
 }
 
-// benchmark runs the load generator against the service and stores its JSON in
+// benchmark runs the load generator against the service and stores its result in
 // res.Bench (with the settings it ran under). It returns the one-line figure
 // for summaries. Acceptance is measured over the benchmark window: vLLM from
 // /metrics counter deltas, SGLang from the decode log lines the journal got
@@ -62,16 +61,9 @@ func (r *Runbook) benchmark(ctx context.Context, t *target, p commands.BenchPara
 		},
 	})
 	if out != nil {
-		raw, merr := json.Marshal(out)
-		if merr == nil {
-			var m map[string]any
-			if json.Unmarshal(raw, &m) == nil {
-				delete(m, "requests") // per-request rows stay out of the job result
-				m["concurrency"] = p.Concurrency
-				raw, _ = json.Marshal(m)
-			}
-			res.Bench = raw
-		}
+		out.Requests = nil // per-request rows stay out of the job result
+		out.Concurrency = p.Concurrency
+		res.Bench = out
 	}
 	if err != nil {
 		res.AddIncident(IncidentBenchFailed)
@@ -159,14 +151,8 @@ func (r *Runbook) Sweep(ctx context.Context, service string, steps []int, dryRun
 			}
 			res.Killed = append(res.Killed, sub.Killed...)
 			pt.Bench, pt.Spec = sub.Bench, sub.Spec
-			var f struct {
-				OutputTokS    float64 `json:"output_tok_s"`
-				PerStreamTokS float64 `json:"per_stream_tok_s"`
-				AcceptLen     float64 `json:"accept_len"`
-				AcceptRate    float64 `json:"accept_rate"`
-			}
-			if len(sub.Bench) > 0 && json.Unmarshal(sub.Bench, &f) == nil {
-				pt.OutputTokS, pt.PerStreamTokS, pt.AcceptLen, pt.AcceptRate = f.OutputTokS, f.PerStreamTokS, f.AcceptLen, f.AcceptRate
+			if b := sub.Bench; b != nil {
+				pt.OutputTokS, pt.PerStreamTokS, pt.AcceptLen, pt.AcceptRate = b.OutputTokS, b.PerStreamTokS, b.AcceptLen, b.AcceptRate
 			}
 		}
 		if err != nil {

@@ -122,25 +122,9 @@ func (r *Runbook) Run(ctx context.Context, cmd *commands.Command, rep Reporter) 
 	if rep == nil {
 		rep = Discard
 	}
-	switch cmd.Spec.Path {
-	case "mtp steps":
-		return r.MTPSteps(ctx, cmd.Service, cmd.Steps, cmd.DryRun, rep)
-	case "mtp show":
-		return r.MTPShow(ctx, cmd.Service, rep)
-	case "gpu status":
-		return r.GPUStatus(ctx, cmd.Host, rep)
-	case "gpu recover":
-		return r.GPURecover(ctx, cmd.Service, RecoverOptions{NoStart: cmd.NoStart, Force: cmd.Force, DryRun: cmd.DryRun}, rep)
-	case "svc start", "svc stop", "svc restart":
-		return r.ServiceAction(ctx, cmd.Service, cmd.Spec.Path[len("svc "):], cmd.DryRun, rep)
-	case "svc status":
-		return r.ServiceStatus(ctx, cmd.Service, rep)
-	case "svc logs":
-		return r.ServiceLogs(ctx, cmd.Service, cmd.Lines, rep)
-	case "bench":
-		return r.Bench(ctx, cmd.Service, cmd.Bench, cmd.DryRun, rep)
-	case "sweep":
-		return r.Sweep(ctx, cmd.Service, cmd.SweepSteps, cmd.DryRun, rep)
+	p := pipelines[cmd.Spec]
+	if p == nil {
+		return nil, fmt.Errorf("%q is not a host command", cmd.Spec.Path)
 	}
-	return nil, fmt.Errorf("%q is not a host command", cmd.Spec.Path)
+	return p(ctx, r, cmd, rep)
 }

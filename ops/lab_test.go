@@ -2,7 +2,6 @@ package ops_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -167,8 +166,8 @@ func TestIncidentMTPSteps10(t *testing.T) {
 	if info.Steps != 10 || info.DraftTokens != 11 || info.TopK != 1 {
 		t.Fatalf("engine runs %+v, want steps 10 topk 1 draft 11", info)
 	}
-	if len(res.Bench) == 0 || !strings.Contains(string(res.Bench), "output_tok_s") {
-		t.Fatalf("no benchmark in result: %s", res.Bench)
+	if res.Bench == nil || res.Bench.OutputTokS <= 0 || res.Bench.Requests != nil {
+		t.Fatalf("benchmark in result: %+v; want figures without per-request rows", res.Bench)
 	}
 }
 
@@ -418,7 +417,7 @@ func TestSweepLeavesServiceWhereItWas(t *testing.T) {
 		t.Fatalf("points %+v best %+v", res.Points, res.Best)
 	}
 	for _, p := range res.Points {
-		if !p.OK || p.OutputTokS <= 0 || len(p.Bench) == 0 {
+		if !p.OK || p.OutputTokS <= 0 || p.Bench == nil || p.Bench.OutputTokS != p.OutputTokS {
 			t.Errorf("point %+v", p)
 		}
 		if p.OutputTokS > res.Best.OutputTokS {
@@ -452,14 +451,10 @@ func TestVLLMStepsAndAcceptance(t *testing.T) {
 	if got := r.unitText(t); got != want || got == before {
 		t.Fatalf("unit after:\n%s", got)
 	}
-	var b struct {
-		AcceptLen    float64 `json:"accept_len"`
-		AcceptRate   float64 `json:"accept_rate"`
-		AcceptSource string  `json:"accept_source"`
+	if res.Bench == nil {
+		t.Fatal("no benchmark in result")
 	}
-	if err := json.Unmarshal(res.Bench, &b); err != nil {
-		t.Fatal(err)
-	}
+	b := res.Bench
 	if b.AcceptLen <= 1 || b.AcceptLen > 6 || !strings.Contains(b.AcceptSource, "vllm") {
 		t.Fatalf("acceptance %+v: want 1 < L <= k+1 from vLLM's counters", b)
 	}

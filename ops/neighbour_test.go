@@ -2,7 +2,6 @@ package ops_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -87,13 +86,10 @@ func waitBoth(t *testing.T, r *rig) {
 
 func tokS(t *testing.T, res *ops.Result) float64 {
 	t.Helper()
-	var b struct {
-		OutputTokS float64 `json:"output_tok_s"`
-	}
-	if res == nil || json.Unmarshal(res.Bench, &b) != nil || b.OutputTokS <= 0 {
+	if res == nil || res.Bench == nil || res.Bench.OutputTokS <= 0 {
 		t.Fatalf("no benchmark figure in %+v", res)
 	}
-	return b.OutputTokS
+	return res.Bench.OutputTokS
 }
 
 // With orphans, `mtp steps 10 qwen` reaps only qwen's orphans; coder, on the

@@ -15,8 +15,9 @@
 package ops
 
 import (
-	"encoding/json"
 	"time"
+
+	"github.com/opsbot/opsbot/ops/bench"
 )
 
 // StepStatus is the state of one pipeline step as reported in an Event.
@@ -68,6 +69,10 @@ const (
 	IncidentBenchFailed    = "bench_failed"
 )
 
+// BenchResult is a benchmark's figures as ops/bench measures them; its JSON
+// is the "bench" object of `opsbot run --json`.
+type BenchResult = bench.Result
+
 // UnitChange is the unit before and after an edit, as full texts and as argv.
 type UnitChange struct {
 	Path       string   `json:"path,omitempty"`
@@ -97,14 +102,14 @@ type Killed struct {
 
 // SweepPoint is one value of a sweep and what the benchmark measured for it.
 type SweepPoint struct {
-	Steps         int             `json:"steps"`
-	OK            bool            `json:"ok"`
-	Error         string          `json:"error,omitempty"`
-	OutputTokS    float64         `json:"output_tok_s,omitempty"`
-	PerStreamTokS float64         `json:"per_stream_tok_s,omitempty"`
-	AcceptLen     float64         `json:"accept_len,omitempty"`
-	AcceptRate    float64         `json:"accept_rate,omitempty"`
-	Bench         json.RawMessage `json:"bench,omitempty"`
+	Steps         int           `json:"steps"`
+	OK            bool          `json:"ok"`
+	Error         string        `json:"error,omitempty"`
+	OutputTokS    float64       `json:"output_tok_s,omitempty"`
+	PerStreamTokS float64       `json:"per_stream_tok_s,omitempty"`
+	AcceptLen     float64       `json:"accept_len,omitempty"`
+	AcceptRate    float64       `json:"accept_rate,omitempty"`
+	Bench         *bench.Result `json:"bench,omitempty"`
 	// Spec is the setting the point ran with, as deployed and verified.
 	Spec *Spec `json:"spec,omitempty"`
 }
@@ -139,17 +144,18 @@ type Spec struct {
 // the contract of `opsbot run --json`.
 type Result struct {
 	// Summary is one line for the job's status message ("steps 3 -> 10, 281 tok/s").
-	Summary   string          `json:"summary,omitempty"`
-	Unit      *UnitChange     `json:"unit,omitempty"`
-	GPUs      []GPUMemory     `json:"gpus,omitempty"`
-	Killed    []Killed        `json:"killed,omitempty"`
-	Bench     json.RawMessage `json:"bench,omitempty"`
-	Points    []SweepPoint    `json:"points,omitempty"`
-	Best      *SweepPoint     `json:"best,omitempty"`
-	Service   *ServiceState   `json:"service,omitempty"`
-	Spec      *Spec           `json:"spec,omitempty"`
-	Logs      []string        `json:"logs,omitempty"`
-	Incidents []string        `json:"incidents"`
+	Summary string      `json:"summary,omitempty"`
+	Unit    *UnitChange `json:"unit,omitempty"`
+	GPUs    []GPUMemory `json:"gpus,omitempty"`
+	Killed  []Killed    `json:"killed,omitempty"`
+	// Bench is the benchmark's result without its per-request rows.
+	Bench     *bench.Result `json:"bench,omitempty"`
+	Points    []SweepPoint  `json:"points,omitempty"`
+	Best      *SweepPoint   `json:"best,omitempty"`
+	Service   *ServiceState `json:"service,omitempty"`
+	Spec      *Spec         `json:"spec,omitempty"`
+	Logs      []string      `json:"logs,omitempty"`
+	Incidents []string      `json:"incidents"`
 	// Details are extra lines for the final result block (tables, previews).
 	Details []string `json:"details,omitempty"`
 	// Chart is an optional PNG image for the result (sweeps).

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sort"
 	"time"
+
+	"github.com/opsbot/opsbot/commands"
 )
 
 // HostConfig is one SSH-reachable host.
@@ -109,17 +111,18 @@ func (c *Config) withDefaults() Config {
 		cc.ClearTimeout = 2 * time.Minute
 	}
 	// Benchmark defaults for a Config built without the config package (which
-	// applies the same ones): 16 prompts, one at a time, 256 tokens in, 256 out.
+	// applies the same ones): commands.DefaultBench().
+	d := commands.DefaultBench()
 	for _, f := range []struct {
 		v   *int
 		def int
-	}{{&cc.Bench.Prompts, 16}, {&cc.Bench.Concurrency, 1}, {&cc.Bench.InputLen, 256}, {&cc.Bench.OutputLen, 256}} {
+	}{{&cc.Bench.Prompts, d.Prompts}, {&cc.Bench.Concurrency, d.Concurrency}, {&cc.Bench.InputLen, d.InputLen}, {&cc.Bench.OutputLen, d.OutputLen}} {
 		if *f.v <= 0 {
 			*f.v = f.def
 		}
 	}
 	if cc.MaxSteps <= 0 {
-		cc.MaxSteps = 16
+		cc.MaxSteps = commands.DefaultMaxSteps
 	}
 	if cc.Logger == nil {
 		cc.Logger = slog.Default()

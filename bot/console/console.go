@@ -1,5 +1,8 @@
-// Package console is the terminal chat adapter: it prints job status threads as
-// text. `opsbot run` and `opsbot demo` use it; it makes no decisions of its own.
+// Package console is the terminal chat adapter: `opsbot run` (Run) and the
+// prompt of `opsbot demo` (Demo). Like any chat it talks to the bot through
+// its inbound door (bot.Inbound) and renders the replies and the job status
+// threads as text; it reads job outcomes from the bot (never the store) and
+// makes no decisions of its own.
 package console
 
 import (
@@ -83,4 +86,19 @@ func (c *Console) Notice(text string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	fmt.Fprintln(c.w, text)
+}
+
+// Show prints a reply: its text, whoever it is for (a terminal has one
+// reader). A queued job's reply is not printed: its status thread follows.
+func (c *Console) Show(r bot.Reply) {
+	if r.Outcome == bot.Queued {
+		return
+	}
+	c.Notice(r.Text)
+}
+
+func (c *Console) prompt(p string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Fprint(c.w, p)
 }

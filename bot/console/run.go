@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/bot"
-	"github.com/opsbot/opsbot/store"
+	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/ops"
 )
 
 // Exit codes of `opsbot run`.
@@ -24,22 +25,44 @@ const Platform = "console"
 // Room is the room of terminal requests.
 const Room = "terminal"
 
+// Bot is what the console needs from the bot: the inbound door, the outcome
+// of a job it started, the jobs still running, and parsing without acting.
+type Bot interface {
+	bot.Inbound
+	Parse(text string) (*commands.Command, error)
+	Wait(ctx context.Context, id int64) (bot.JobOutcome, error)
+	Active() []int64
+}
+
+// Ask asks the one at the terminal whether to go ahead with what question
+// previews; token is the confirmation token the question names.
+type Ask func(question, token string) (bool, error)
+
 // RunOptions configure Run.
 type RunOptions struct {
-	Dispatcher *bot.Dispatcher
-	Engine     *bot.Engine
-	Store      *store.Store
-	// User is the console user id (auth key "console:USER").
-	User string
+	Bot Bot
+	// OSUser is who runs the terminal (auth key "console:OSUSER").
+	OSUser string
+	// As is the console user to act as (auth key "console:AS"); "" is OSUser.
+	// The bot allows it only when OSUser is an admin.
+	As string
 	// JSON prints one JSON object per command per line instead of the thread.
 	JSON bool
 	// Yes answers confirmations.
 	Yes bool
-	// Ask asks a yes/no question on a terminal; nil when there is none, in
-	// which case a command that needs confirmation is refused.
-	Ask func(question string) (bool, error)
+	// Ask asks on a terminal; nil when there is none, in which case a
+	// command that needs confirmation is not run.
+	Ask Ask
 	Out io.Writer
 	Err io.Writer
+}
+
+func (o RunOptions) request(text string) bot.Request {
+	r := bot.Request{Platform: Platform, User: o.OSUser, Room: Room, Text: text, Confirmed: o.Yes}
+	if o.As != "" && o.As != o.OSUser {
+		r.User, r.Via = o.As, o.OSUser
+	}
+	return r
 }
 
 // JSONEvent is one event in the JSON output.
@@ -58,20 +81,20 @@ type JSONJob struct {
 
 // JSONLine is the JSON object printed for each command with --json.
 type JSONLine struct {
-	Command string          `json:"command"`
-	Job     *JSONJob        `json:"job"`
-	Events  []JSONEvent     `json:"events"`
-	Result  json.RawMessage `json:"result"`
-	Reply   string          `json:"reply,omitempty"`
-	Error   *string         `json:"error"`
+	Command string      `json:"command"`
+	Job     *JSONJob    `json:"job"`
+	Events  []JSONEvent `json:"events"`
+	Result  *ops.Result `json:"result"`
+	Reply   string      `json:"reply,omitempty"`
+	Error   *string     `json:"error"`
 }
 
-// Run sends each command through the dispatcher in order, waits for its job and
+// Run sends each command through the bot in order, waits for its job and
 // prints the thread (or JSON). Every command is parsed before any runs: one
 // usage error runs nothing and returns ExitUsage.
 func Run(ctx context.Context, o RunOptions, cmds []string) int {
 	for _, text := range cmds {
-		if _, err := o.Dispatcher.Parse(text); err != nil {
+		if _, err := o.Bot.Parse(text); err != nil {
 			if o.JSON {
 				writeJSON(o.Out, JSONLine{Command: text, Events: []JSONEvent{}, Error: ptr(err.Error())})
 			} else {
@@ -91,26 +114,18 @@ func Run(ctx context.Context, o RunOptions, cmds []string) int {
 }
 
 func runOne(ctx context.Context, o RunOptions, text string) int {
-	req := bot.Request{Platform: Platform, User: o.User, Room: Room, Text: text, Confirmed: o.Yes}
-	reply := o.Dispatcher.Handle(ctx, req)
+	req := o.request(text)
+	reply := o.Bot.Handle(ctx, req)
 	if reply.Outcome == bot.NeedsConfirm {
-		ok := false
-		if o.Ask != nil {
-			var err error
-			ok, err = o.Ask(reply.Text)
-			if err != nil {
-				ok = false
-			}
-		}
-		if !ok {
-			msg := "not confirmed: " + reply.Text
+		reply = confirm(ctx, o, req, reply)
+		if reply.Outcome == bot.NeedsConfirm {
+			msg := "not confirmed, nothing was changed: " + reply.Text
 			if o.Ask == nil {
 				msg = "refused: this command needs confirmation and there is no terminal to ask; rerun with --yes"
 			}
 			report(o, text, nil, msg)
 			return ExitFail
 		}
-		reply = o.Dispatcher.Confirm(ctx, req, reply.Token)
 	}
 	switch reply.Outcome {
 	case bot.Invalid:
@@ -119,7 +134,7 @@ func runOne(ctx context.Context, o RunOptions, text string) int {
 	case bot.Refused:
 		var job *JSONJob
 		if reply.JobID != 0 {
-			job = &JSONJob{ID: reply.JobID, Status: string(store.Refused)}
+			job = &JSONJob{ID: reply.JobID, Status: "refused"}
 		}
 		report(o, text, job, reply.Text)
 		return ExitFail
@@ -134,31 +149,56 @@ func runOne(ctx context.Context, o RunOptions, text string) int {
 		}
 		return ExitOK
 	}
-	job, err := o.Engine.Wait(ctx, reply.JobID)
+	job, err := o.Bot.Wait(ctx, reply.JobID)
 	if err != nil {
 		report(o, text, &JSONJob{ID: reply.JobID, Status: "unknown"}, "waiting for the job: "+err.Error())
 		return ExitFail
 	}
 	if o.JSON {
-		evs, err := o.Store.Events(ctx, job.ID)
-		if err != nil {
-			report(o, text, &JSONJob{ID: job.ID, Status: string(job.Status)}, "reading the job's events: "+err.Error())
-			return ExitFail
-		}
-		line := JSONLine{Command: text, Job: &JSONJob{ID: job.ID, Status: string(job.Status)}, Events: make([]JSONEvent, 0, len(evs)),
+		line := JSONLine{Command: text, Job: &JSONJob{ID: job.ID, Status: string(job.Status)}, Events: make([]JSONEvent, 0, len(job.Events)),
 			Result: job.Result}
-		for _, e := range evs {
-			line.Events = append(line.Events, JSONEvent{At: e.At, Step: e.Step, Status: e.Status, Message: e.Message})
+		for _, e := range job.Events {
+			line.Events = append(line.Events, JSONEvent{At: e.At, Step: e.Step, Status: string(e.Status), Message: e.Message})
 		}
 		if job.Error != "" {
 			line.Error = ptr(job.Error)
 		}
 		writeJSON(o.Out, line)
 	}
-	if job.Status != store.Succeeded {
+	if !job.Succeeded() {
 		return ExitFail
 	}
 	return ExitOK
+}
+
+// confirm asks the terminal about a reply that needs confirmation and acts
+// on the answer: Confirm on a yes, Abort otherwise. It returns the reply
+// unchanged when there is no one to ask.
+func confirm(ctx context.Context, o RunOptions, req bot.Request, reply bot.Reply) bot.Reply {
+	if o.Ask == nil {
+		if a, ok := reply.Action(bot.ActAbort); ok {
+			o.Bot.Act(ctx, action(req, a))
+		}
+		return reply
+	}
+	yes, err := o.Ask(reply.Text, reply.Token)
+	kind := bot.ActConfirm
+	if err != nil || !yes {
+		kind = bot.ActAbort
+	}
+	a, ok := reply.Action(kind)
+	if !ok {
+		return reply
+	}
+	r := o.Bot.Act(ctx, action(req, a))
+	if kind == bot.ActAbort {
+		return reply
+	}
+	return r
+}
+
+func action(req bot.Request, a bot.Action) bot.ActionRequest {
+	return bot.ActionRequest{ID: a.ID, Platform: req.Platform, User: req.User, Room: req.Room, Via: req.Via}
 }
 
 func report(o RunOptions, text string, job *JSONJob, msg string) {

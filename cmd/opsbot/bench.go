@@ -12,7 +12,9 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/ops/engine"
 	"github.com/opsbot/opsbot/store"
@@ -140,7 +142,7 @@ func acceptanceFor(ctx context.Context, base, engineName string) (bench.Acceptan
 		if info.TopK > 1 && info.DraftTokens > 0 {
 			k = info.DraftTokens - 1
 		}
-		return bench.SGLangAcceptance(c, nil), k, fmt.Sprintf("steps=%d,topk=%d,draft=%d", info.Steps, info.TopK, info.DraftTokens)
+		return bench.SGLangAcceptance(c, nil), k, bot.SettingsKey(&ops.Spec{Steps: info.Steps, TopK: info.TopK, DraftTokens: info.DraftTokens})
 	}
 	return bench.VLLMAcceptance(c), 0, "engine=vllm"
 }

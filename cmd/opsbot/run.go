@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 
 	"github.com/opsbot/opsbot/bot"
@@ -20,7 +18,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	labFaults := fs.String("lab-faults", "", "lab faults, e.g. orphans,slow-load=5s")
 	labUnit := fs.String("lab-unit", "", "seed the lab service's unit with this `FILE`")
 	asJSON := fs.Bool("json", false, "print one JSON object per command per line")
-	as := fs.String("as", defaultUser(), "console user `ID` (auth key console:ID)")
+	as := fs.String("as", "", "act as console user `ID` (auth key console:ID); needs the admin role for your OS user")
 	yes := fs.Bool("yes", false, "answer confirmations with yes")
 	verbose := fs.Bool("v", false, "verbose logging to stderr")
 	if err := parseFlags(fs, args); err != nil {
@@ -40,8 +38,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 1, err
 	}
 	defer e.Close()
-	return console.Run(ctx, console.RunOptions{Dispatcher: e.app.Dispatcher, Engine: e.app.Engine, Store: e.app.Store,
-		User: *as, JSON: *asJSON, Yes: *yes, Ask: terminalAsk(stdin, stderr), Out: stdout, Err: stderr}, cmds), nil
+	return console.Run(ctx, console.RunOptions{Bot: e.app, OSUser: defaultUser(), As: *as, JSON: *asJSON, Yes: *yes,
+		Ask: console.TerminalAsk(stdin, stderr), Out: stdout, Err: stderr}, cmds), nil
 }
 
 func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -64,47 +62,9 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return err
 	}
 	defer e.Close()
-	fmt.Fprintf(stdout, "opsbot demo on the lab (simulated GPU host).\n%s\nType commands (help, mtp steps 10, gpu status, gpu recover, ...); confirm with `confirm TOKEN`; Ctrl-D quits.\n",
-		e.lab.Describe())
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdin)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	for {
-		fmt.Fprint(stdout, "> ")
-		var line string
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return nil
-		case line, ok = <-lines:
-			if !ok {
-				// End of input: let the jobs already started finish (Ctrl-C stops them).
-				fmt.Fprintln(stdout)
-				for _, id := range e.app.Engine.Active() {
-					if _, err := e.app.Engine.Wait(ctx, id); err != nil {
-						return nil
-					}
-				}
-				return nil
-			}
-		}
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
-		}
-		if line == "quit" || line == "exit" {
-			return nil
-		}
-		r := e.app.Dispatcher.Handle(ctx, bot.Request{Platform: console.Platform, User: defaultUser(), Room: console.Room, Text: line})
-		if r.Outcome != bot.Queued {
-			con.Notice(r.Text)
-		}
-	}
+	return console.Demo(ctx, console.DemoOptions{Bot: e.app, Console: con, User: defaultUser(), In: stdin,
+		Intro: fmt.Sprintf("opsbot demo on the lab (simulated GPU host).\n%s\nType commands (help, mtp steps 10, gpu status, gpu recover, ...); confirm with `confirm TOKEN`; Ctrl-D quits.",
+			e.lab.Describe())})
 }
 
 // lockedWriter serialises writes from several goroutines to one writer.

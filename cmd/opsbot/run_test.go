@@ -251,3 +251,63 @@ func TestRunBenchThenHistory(t *testing.T) {
 		t.Fatalf("jobs all: %q", lines[2].Reply)
 	}
 }
+
+// The JSON of a sweep: each point keeps its benchmark under
+// result.points[].bench, with the same field names as result.bench and
+// without the per-request rows.
+func TestRunSweepJSON(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"run", "--lab", "--json", "sweep steps 2,4", "bench"}, strings.NewReader(""), &out, &errb)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if code != 0 || len(lines) != 2 {
+		t.Fatalf("exit %d, %d lines\n%s\n%s", code, len(lines), out.String(), errb.String())
+	}
+	var sweep struct {
+		Result struct {
+			Points []struct {
+				Steps int            `json:"steps"`
+				OK    bool           `json:"ok"`
+				Tok   float64        `json:"output_tok_s"`
+				Bench map[string]any `json:"bench"`
+			} `json:"points"`
+			Best *struct {
+				Steps int `json:"steps"`
+			} `json:"best"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &sweep); err != nil {
+		t.Fatal(err)
+	}
+	var bench struct {
+		Result struct {
+			Bench map[string]any `json:"bench"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &bench); err != nil {
+		t.Fatal(err)
+	}
+	if len(sweep.Result.Points) != 2 || sweep.Result.Best == nil {
+		t.Fatalf("sweep result %+v", sweep.Result)
+	}
+	for _, p := range sweep.Result.Points {
+		if v, _ := p.Bench["output_tok_s"].(float64); !p.OK || v <= 0 || v != p.Tok {
+			t.Errorf("point %d: ok %v, output_tok_s %v in bench, %v on the point", p.Steps, p.OK, p.Bench["output_tok_s"], p.Tok)
+		}
+		for _, k := range []string{"per_stream_tok_s", "accept_len", "accept_rate", "requests_ok", "settings", "ttft_ms", "concurrency"} {
+			if _, ok := p.Bench[k]; !ok {
+				t.Errorf("point %d: bench lacks %q", p.Steps, k)
+			}
+		}
+		if _, ok := p.Bench["requests"]; ok {
+			t.Errorf("point %d: bench carries the per-request rows", p.Steps)
+		}
+		if len(p.Bench) != len(bench.Result.Bench) {
+			t.Errorf("point %d: bench has %d fields, result.bench of a bench job %d", p.Steps, len(p.Bench), len(bench.Result.Bench))
+		}
+	}
+	if _, ok := bench.Result.Bench["requests"]; ok {
+		t.Error("result.bench carries the per-request rows")
+	}
+}

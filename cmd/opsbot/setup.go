@@ -1,17 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/user"
-	"strings"
 	"time"
-
-	"golang.org/x/term"
 
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/config"
@@ -169,22 +164,4 @@ func defaultUser() string {
 		return u.Username
 	}
 	return "operator"
-}
-
-// terminalAsk returns a yes/no prompt on the terminal, or nil when stdin is not one.
-func terminalAsk(stdin io.Reader, stderr io.Writer) func(string) (bool, error) {
-	f, ok := stdin.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
-		return nil
-	}
-	r := bufio.NewReader(stdin)
-	return func(q string) (bool, error) {
-		fmt.Fprintf(stderr, "%s\nGo ahead? [y/N] ", q)
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return false, err
-		}
-		a := strings.ToLower(strings.TrimSpace(line))
-		return a == "y" || a == "yes", nil
-	}
 }

@@ -6,10 +6,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/opsbot/opsbot/commands"
 )
 
-// DefaultMaxSteps is the largest step count accepted when Options.MaxSteps is 0.
-const DefaultMaxSteps = 16
+// DefaultMaxSteps is the largest step count accepted when Options.MaxSteps is 0:
+// the command language's limit.
+const DefaultMaxSteps = commands.DefaultMaxSteps
 
 // Options tunes SetSteps.
 type Options struct {

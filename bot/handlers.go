@@ -1,0 +1,222 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/store"
+)
+
+// handler is what the bot does with one command of the registry.
+type handler struct {
+	// answer answers the command at once, without a job; nil for job
+	// commands, which run their ops pipeline (ops.PipelineFor) in the engine.
+	answer func(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Command) Reply
+	// preview says in one line what the command will do, for its
+	// confirmation; nil for the generic line.
+	preview func(cmd *commands.Command) string
+}
+
+// handlers binds every command of the registry to its handler, by its Spec:
+// adding a command is one registry entry, one entry here and one function
+// (and an ops pipeline for a job command). A test checks that every Spec has
+// exactly one.
+var handlers map[*commands.Spec]handler
+
+func init() {
+	job := handler{}
+	handlers = map[*commands.Spec]handler{
+		spec("mtp steps"):       job,
+		spec("mtp show"):        job,
+		spec("gpu status"):      job,
+		spec("gpu recover"):     {preview: previewRecover},
+		spec("svc start"):       job,
+		spec("svc stop"):        {preview: previewStop},
+		spec("svc restart"):     job,
+		spec("svc status"):      job,
+		spec("svc logs"):        job,
+		spec("bench"):           job,
+		spec("sweep"):           job,
+		spec("schedule add"):    {answer: answerScheduleAdd, preview: previewScheduleAdd},
+		spec("schedule list"):   {answer: answerScheduleList},
+		spec("schedule rm"):     {answer: answerScheduleRm},
+		spec("schedule pause"):  {answer: answerSchedulePause(true)},
+		spec("schedule resume"): {answer: answerSchedulePause(false)},
+		spec("jobs"):            {answer: answerJobs},
+		spec("cancel"):          {answer: answerCancel},
+		spec("history"):         {answer: answerHistory},
+		spec("help"):            {answer: answerHelp},
+	}
+}
+
+// spec returns the registry's Spec at path; a path the registry lacks is a
+// programming error caught when the package loads.
+func spec(path string) *commands.Spec {
+	s := commands.Lookup(path)
+	if s == nil {
+		panic("bot: no command " + path + " in the registry")
+	}
+	return s
+}
+
+func say(format string, a ...any) Reply {
+	return Reply{Outcome: Answered, Text: fmt.Sprintf(format, a...), Audience: ToRoom}
+}
+
+func failed(err error, format string, a ...any) Reply {
+	return Reply{Outcome: Failed, Text: fmt.Sprintf(format, a...), Err: err}
+}
+
+func previewRecover(cmd *commands.Command) string {
+	s := fmt.Sprintf("`%s` will stop %s on %s, SIGTERM then SIGKILL the engine processes holding its GPU memory", cmd.Text, cmd.Service, cmd.Host)
+	if cmd.Force {
+		s += " (with --force: also non-engine holders, never the NVIDIA daemons)"
+	}
+	if cmd.NoStart {
+		return s + ", and leave it stopped."
+	}
+	return s + ", then start it fresh and wait until it serves."
+}
+
+func previewStop(cmd *commands.Command) string {
+	return fmt.Sprintf("`%s` will stop %s on %s: it stops serving until started again.", cmd.Text, cmd.Service, cmd.Host)
+}
+
+func previewScheduleAdd(cmd *commands.Command) string {
+	return fmt.Sprintf("`%s` will run `%s` at `%s` without asking again, each time: %s",
+		cmd.Text, cmd.Sub.Text, cmd.Cron, strings.TrimSuffix(Preview(cmd.Sub), "."))
+}
+
+func answerHelp(_ context.Context, _ *Dispatcher, _ Request, cmd *commands.Command) Reply {
+	text, err := commands.Help(cmd.Topic)
+	if err != nil {
+		return Reply{Outcome: Invalid, Text: err.Error(), Err: err}
+	}
+	return say("%s", text)
+}
+
+func answerJobs(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Command) Reply {
+	jobs, err := d.opts.Store.ListJobs(ctx, store.JobFilter{Active: !cmd.All, Limit: 20})
+	if err != nil {
+		return failed(err, "could not list jobs: %v", err)
+	}
+	if len(jobs) == 0 {
+		if cmd.All {
+			return say("no jobs yet")
+		}
+		return say("no job is queued or running (`jobs all` lists the recent ones)")
+	}
+	var b strings.Builder
+	for _, j := range jobs {
+		fmt.Fprintf(&b, "%s #%d `%s` %s · %s · by %s\n", statusIcon[j.Status], j.ID, j.Command, j.Status,
+			j.CreatedAt.UTC().Format("2006-01-02 15:04:05"), j.User)
+	}
+	return say("%s", strings.TrimRight(b.String(), "\n"))
+}
+
+func answerHistory(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Command) Reply {
+	n := cmd.N
+	if n == 0 {
+		n = 10
+	}
+	rows, err := d.opts.Store.BenchHistory(ctx, cmd.Service, n)
+	if err != nil {
+		return failed(err, "could not read history: %v", err)
+	}
+	if len(rows) == 0 {
+		return say("no benchmark results for %s yet", cmd.Service)
+	}
+	return say("```\n%s```", renderHistory(cmd.Service, rows))
+}
+
+func renderHistory(service string, rows []store.BenchResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "benchmark history of %s (newest first):\n", service)
+	fmt.Fprintf(&b, "%-16s  %-5s  %-26s  %9s  %10s  %10s  %11s\n", "when", "job", "settings", "tok/s", "stream t/s", "accept len", "accept rate")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%-16s  #%-4d  %-26s  %9.1f  %10.1f  %10.2f  %11.2f\n", r.At.UTC().Format("2006-01-02 15:04"), r.JobID,
+			r.Settings, r.OutputTokS, r.PerStreamTokS, r.AcceptLen, r.AcceptRate)
+	}
+	return b.String()
+}
+
+func answerCancel(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Command) Reply {
+	return d.cancelJob(ctx, req, cmd.Text, cmd.JobID)
+}
+
+func answerScheduleAdd(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Command) Reply {
+	if cmd.DryRun {
+		return say("dry run: would add a schedule running `%s` at `%s`, reporting here; nothing was changed", cmd.Sub.Text, cmd.Cron)
+	}
+	s, err := d.opts.Store.AddSchedule(ctx, store.Schedule{Spec: cmd.Cron, Command: cmd.Sub.Text,
+		Platform: req.Platform, Room: req.Room, CreatedBy: req.User})
+	if err != nil {
+		return failed(err, "could not add the schedule: %v", err)
+	}
+	return say("schedule #%d added: `%s` at `%s`", s.ID, s.Command, s.Spec)
+}
+
+func answerScheduleList(ctx context.Context, d *Dispatcher, _ Request, _ *commands.Command) Reply {
+	list, err := d.opts.Store.Schedules(ctx)
+	if err != nil {
+		return failed(err, "could not list schedules: %v", err)
+	}
+	if len(list) == 0 {
+		return say("no schedules (add one with `schedule add \"0 3 * * *\" sweep steps 1..5`)")
+	}
+	var b strings.Builder
+	for _, s := range list {
+		state := "active"
+		if s.Paused {
+			state = "paused"
+		}
+		last := "never run"
+		if !s.LastRunAt.IsZero() {
+			last = "last run " + s.LastRunAt.UTC().Format(time.DateTime) + fmt.Sprintf(" (#%d)", s.LastJobID)
+		}
+		fmt.Fprintf(&b, "#%d `%s` at `%s` · %s · %s · by %s\n", s.ID, s.Command, s.Spec, state, last, s.CreatedBy)
+	}
+	return say("%s", strings.TrimRight(b.String(), "\n"))
+}
+
+func answerScheduleRm(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Command) Reply {
+	if cmd.DryRun {
+		s, err := d.opts.Store.Schedule(ctx, cmd.ScheduleID)
+		if err != nil {
+			return scheduleErr(cmd, err)
+		}
+		return say("dry run: would remove schedule #%d (`%s` at `%s`); nothing was changed", s.ID, s.Command, s.Spec)
+	}
+	if err := d.opts.Store.RemoveSchedule(ctx, cmd.ScheduleID); err != nil {
+		return scheduleErr(cmd, err)
+	}
+	return say("schedule #%d removed", cmd.ScheduleID)
+}
+
+func answerSchedulePause(paused bool) func(context.Context, *Dispatcher, Request, *commands.Command) Reply {
+	verb := map[bool]string{true: "pause", false: "resume"}[paused]
+	return func(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Command) Reply {
+		if cmd.DryRun {
+			s, err := d.opts.Store.Schedule(ctx, cmd.ScheduleID)
+			if err != nil {
+				return scheduleErr(cmd, err)
+			}
+			return say("dry run: would %s schedule #%d (`%s` at `%s`); nothing was changed", verb, s.ID, s.Command, s.Spec)
+		}
+		if err := d.opts.Store.SetSchedulePaused(ctx, cmd.ScheduleID, paused); err != nil {
+			return scheduleErr(cmd, err)
+		}
+		return say("schedule #%d %sd", cmd.ScheduleID, verb)
+	}
+}
+
+func scheduleErr(cmd *commands.Command, err error) Reply {
+	if errors.Is(err, store.ErrNotFound) {
+		return Reply{Outcome: Invalid, Text: fmt.Sprintf("there is no schedule #%d (`schedule list` lists them)", cmd.ScheduleID), Err: err}
+	}
+	return failed(err, "schedule #%d: %v", cmd.ScheduleID, err)
+}

@@ -1,0 +1,145 @@
+package bot
+
+import (
+	"context"
+	"time"
+
+	"github.com/opsbot/opsbot/commands"
+)
+
+// Inbound is the one door every chat comes in through: adapters (Slack,
+// Matrix, the console, the scheduler) depend on this contract only. A request
+// goes in, a typed Reply comes out; a Reply may offer actions whose ids the
+// adapter sends back through Act with the user who clicked them, who is
+// authorised again then. The Dispatcher implements it.
+type Inbound interface {
+	// Handle answers one request at once: a job queued, an answer, a
+	// confirmation asked, a refusal or a usage error. It never blocks on a job.
+	Handle(ctx context.Context, req Request) Reply
+	// Act performs an action a Reply offered (Confirm, Abort, Cancel) for the
+	// user who clicked it, under the rules of that action.
+	Act(ctx context.Context, a ActionRequest) Reply
+}
+
+var _ Inbound = (*Dispatcher)(nil)
+
+// Request is one chat command as an adapter received it, already verified
+// (signature, room, sender) and deduplicated by the adapter.
+type Request struct {
+	Platform string // "slack", "matrix", "console", "schedule"
+	User     string // the platform's stable user id
+	UserName string // display name, for rendering only; never for auth
+	Room     string // channel / room id where the answer goes
+	Text     string // the command text, e.g. "/mtp steps 10"
+	ReplyTo  string // platform message to answer, if any
+	// Via is the user who acts as User when they differ (a terminal's OS
+	// user running `opsbot run --as ID`): the request is refused unless Via
+	// holds the admin role on Platform, and the audit names both.
+	Via string
+	// Confirmed pre-answers a confirmation: a terminal's --yes, where the one
+	// who types the command is the one who confirms it.
+	Confirmed bool
+	// Schedule is set on requests of platform "schedule" and only there.
+	Schedule *ScheduleRun
+}
+
+// PlatformSchedule is the platform of scheduled runs.
+const PlatformSchedule = "schedule"
+
+// ScheduleRun is what a scheduled run carries through the door. The command
+// runs with the role its creator holds at run time, without asking again (the
+// creator confirmed it when adding the schedule), and reports to the target
+// rooms.
+type ScheduleRun struct {
+	ID int64
+	// Creator is the auth key of who added the schedule: "slack:U123".
+	Creator string
+	// To are the rooms the run reports to, first one first: its job's status
+	// thread is posted there.
+	To []Target
+}
+
+// Target is one room on one platform.
+type Target struct{ Platform, Room string }
+
+// Outcome is what became of a request.
+type Outcome string
+
+// Outcomes of Handle and Act.
+const (
+	Queued       Outcome = "queued"        // a job was created; Reply.JobID names it
+	Answered     Outcome = "answered"      // answered at once (help, jobs, history, ...)
+	NeedsConfirm Outcome = "needs_confirm" // Reply.Actions offer Confirm and Abort
+	Invalid      Outcome = "invalid"       // usage error; nothing started
+	Refused      Outcome = "refused"       // not allowed; nothing started
+	Failed       Outcome = "failed"        // could not be started (store down, ...)
+)
+
+// Audience says who a Reply is for.
+type Audience int
+
+const (
+	// ToUser is for the requester only (an ephemeral message where the
+	// platform has them): usage errors, refusals, previews, acknowledgements.
+	ToUser Audience = iota
+	// ToRoom is for everyone in the room: answers and the bot's own proposals.
+	ToRoom
+)
+
+// ActionKind is what an action does.
+type ActionKind string
+
+// Action kinds.
+const (
+	ActConfirm ActionKind = "confirm" // run the previewed command
+	ActAbort   ActionKind = "abort"   // drop the previewed command
+	ActCancel  ActionKind = "cancel"  // stop a queued or running job
+)
+
+// Action is a button a Reply offers. The adapter shows Label and sends ID
+// back in an ActionRequest; the action is gone after Expires (zero: until the
+// job ends).
+type Action struct {
+	ID      string
+	Kind    ActionKind
+	Label   string
+	Expires time.Time
+}
+
+// ActionRequest is a click on an Action, with who clicked it and where.
+type ActionRequest struct {
+	ID       string
+	Platform string
+	User     string
+	UserName string
+	Room     string
+	Via      string // as in Request
+}
+
+// Reply is the immediate answer to a request or an action. The job's
+// progress follows in its status thread.
+type Reply struct {
+	Outcome Outcome
+	// Text is what to show, rendered once here for every platform.
+	Text     string
+	Audience Audience
+	Actions  []Action
+	JobID    int64
+	Command  *commands.Command
+	// Token is the confirmation token of NeedsConfirm, for text-only chats
+	// where the user types `confirm TOKEN` (the Confirm action's id carries it too).
+	Token string
+	// Rooms are where a scheduled run's reply goes (its ScheduleRun.To).
+	Rooms []Target
+	Err   error
+}
+
+// Action returns the reply's action of kind k, if it offers one.
+func (r Reply) Action(k ActionKind) (Action, bool) {
+	for _, a := range r.Actions {
+		if a.Kind == k {
+			return a, true
+		}
+	}
+	return Action{}, false
+}

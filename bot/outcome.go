@@ -1,0 +1,87 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/store"
+)
+
+var _ Inbound = (*App)(nil)
+
+// Handle is the Dispatcher's Handle.
+func (a *App) Handle(ctx context.Context, req Request) Reply { return a.Dispatcher.Handle(ctx, req) }
+
+// Act is the Dispatcher's Act.
+func (a *App) Act(ctx context.Context, act ActionRequest) Reply { return a.Dispatcher.Act(ctx, act) }
+
+// Parse parses text as Handle would, without acting.
+func (a *App) Parse(text string) (*commands.Command, error) { return a.Dispatcher.Parse(text) }
+
+// Active returns the ids of jobs queued or running in this process.
+func (a *App) Active() []int64 { return a.Engine.Active() }
+
+// JobOutcome is how a job ended, as Go values.
+type JobOutcome struct {
+	ID      int64
+	Command string
+	Status  store.Status
+	Error   string // why it failed, was refused or cancelled; "" when it succeeded
+	Events  []ops.Event
+	Result  *ops.Result // nil when the pipeline returned none
+}
+
+// Succeeded reports whether the job succeeded.
+func (o JobOutcome) Succeeded() bool { return o.Status == store.Succeeded }
+
+// Wait blocks until job id has ended (or ctx ends) and returns its outcome:
+// the final state, every event and the pipeline's result. A job another
+// process runs is returned as it stands.
+func (a *App) Wait(ctx context.Context, id int64) (JobOutcome, error) {
+	res, ran, err := a.Engine.result(ctx, id)
+	if err != nil {
+		return JobOutcome{ID: id}, fmt.Errorf("wait for job #%d: %w", id, err)
+	}
+	j, err := a.Store.Job(ctx, id)
+	if err != nil {
+		return JobOutcome{ID: id}, fmt.Errorf("read job #%d: %w", id, err)
+	}
+	o := JobOutcome{ID: j.ID, Command: j.Command, Status: j.Status, Error: j.Error, Result: res}
+	if !ran && len(j.Result) > 0 {
+		// A job of an earlier process: its result as the store keeps it.
+		var r ops.Result
+		if err := json.Unmarshal(j.Result, &r); err != nil {
+			return o, fmt.Errorf("read the result of job #%d: %w", id, err)
+		}
+		o.Result = &r
+	}
+	evs, err := a.Store.Events(ctx, id)
+	if err != nil {
+		return o, fmt.Errorf("read the events of job #%d: %w", id, err)
+	}
+	o.Events = make([]ops.Event, 0, len(evs))
+	for _, e := range evs {
+		o.Events = append(o.Events, ops.Event{At: e.At, Step: e.Step, Status: ops.StepStatus(e.Status), Message: e.Message})
+	}
+	return o, nil
+}
+
+// result waits until job id ends when it runs in this process and returns
+// its result; ok is false for a job this engine does not run.
+func (e *Engine) result(ctx context.Context, id int64) (res *ops.Result, ok bool, err error) {
+	e.mu.Lock()
+	r, ok := e.jobs[id]
+	e.mu.Unlock()
+	if !ok {
+		return nil, false, nil
+	}
+	select {
+	case <-r.done:
+		return r.res, true, nil
+	case <-ctx.Done():
+		return nil, true, ctx.Err()
+	}
+}
