@@ -467,13 +467,16 @@ func (r *engineRun) mainDied() {
 			continue
 		}
 		if r.h.lab.faults.orphans && p.heldMiB() > 0 {
-			p.cgroup = "/"
+			p.leftover = true // stays in the unit's cgroup, as under systemd
 			continue
 		}
 		if (r.u.cfg.KillMode == "process" || r.u.cfg.KillMode == "none") && p.heldMiB() > 0 {
 			continue // nobody reaps the workers: they keep their memory (DOMAIN section 6)
 		}
 		w.exit(p, 0, 0)
+	}
+	if r.u.stopping {
+		r.u.checkStopDone()
 	}
 }
 

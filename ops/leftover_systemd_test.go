@@ -211,4 +211,3 @@ func TestRealStatusAndLogsOfALoop(t *testing.T) {
 		t.Fatalf("after svc stop: %v %v", st, err)
 	}
 }
-

@@ -127,8 +127,9 @@ func TestLabStartSettles(t *testing.T) {
 }
 
 // TestLabFailedAndStartLimit: a unit that exits at once without Restart ends
-// in *FailedError; one that keeps failing hits the start limit, after which
-// Start is refused with ErrStartLimit until ResetFailed.
+// in *FailedError; one that keeps failing hits the start limit and stays failed
+// with its failure's result (exit-code, as systemd 252 reports it), after which
+// Start is refused (ErrJobFailed) until ResetFailed.
 func TestLabFailedAndStartLimit(t *testing.T) {
 	l, pool := labPool(t, lab.Options{TimeScale: 1000})
 	gpu1 := host(t, pool, "gpu1")
@@ -158,16 +159,16 @@ func TestLabFailedAndStartLimit(t *testing.T) {
 	if err := flappy.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := flappy.WaitFor(ctx, "start-limit-hit", systemd.State.StartLimitHit)
+	st, err := flappy.WaitFor(ctx, "failed", func(s systemd.State) bool { return s.ActiveState == "failed" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.NRestarts != 3 {
-		t.Fatalf("NRestarts %d at the start limit, want 3", st.NRestarts)
+	if st.NRestarts != 3 || st.Result != "exit-code" {
+		t.Fatalf("at the start limit: %v, want NRestarts 3, result exit-code", st)
 	}
 	err = flappy.Start(ctx)
-	if !errors.Is(err, systemd.ErrStartLimit) {
-		t.Fatalf("start after the limit: %v, want ErrStartLimit", err)
+	if !errors.Is(err, systemd.ErrJobFailed) {
+		t.Fatalf("start after the limit: %v, want ErrJobFailed", err)
 	}
 	if err := flappy.ResetFailed(ctx); err != nil {
 		t.Fatal(err)
