@@ -453,7 +453,7 @@ func (r *engineRun) shutdown() {
 }
 
 // mainDied reacts to the end of the main process (mu held): workers exit with it, except the
-// ones a fault keeps alive (orphans leave the cgroup keeping their memory; D state stays).
+// ones a fault keeps alive (orphans stay in the unit's cgroup keeping their memory; D state stays).
 func (r *engineRun) mainDied() {
 	w := r.h.w
 	r.alive = false

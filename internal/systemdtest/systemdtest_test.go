@@ -160,11 +160,12 @@ func TestBootIsolated(t *testing.T) {
 	}
 }
 
-// BenchmarkBoot measures a boot of the namespace until its sshd answers SSH, and its end.
+// BenchmarkBoot measures a boot of the namespace until its sshd accepts an SSH login
+// (ms-to-sshd/op); the hosts end with the benchmark.
 func BenchmarkBoot(b *testing.B) {
-	var boot time.Duration
+	var total time.Duration
 	for i := 0; i < b.N; i++ {
-		b.Run("host", func(b *testing.B) { boot += Start(b).Boot })
+		total += Start(b).Boot
 	}
-	b.ReportMetric(float64(boot.Milliseconds())/float64(b.N), "ms-to-sshd/op")
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-to-sshd/op")
 }

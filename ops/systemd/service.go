@@ -113,8 +113,9 @@ func (s Service) control(ctx context.Context, verb string) error {
 func (s Service) Start(ctx context.Context) error { return s.control(ctx, "start") }
 
 // Stop runs `systemctl stop UNIT`: it returns once systemd stopped the unit
-// (the main process and, per KillMode, the rest of its cgroup). Processes that
-// left the cgroup may survive it: see ops/gpu.
+// (the main process and, per KillMode, the rest of its cgroup). With
+// KillMode=process the rest of the cgroup survives it and stays in the unit's
+// cgroup (PPID 1); processes that left the cgroup survive any KillMode: see ops/gpu.
 func (s Service) Stop(ctx context.Context) error { return s.control(ctx, "stop") }
 
 // Restart runs `systemctl restart UNIT`.
