@@ -57,6 +57,7 @@ func Run(t *testing.T, h Host) {
 	t.Run("RestartLoop", s.restartLoop)
 	t.Run("StartLimit", s.startLimit)
 	t.Run("OneShotFailure", s.oneShotFailure)
+	t.Run("JournalQueries", s.journalQueries)
 	if h.Leftover != nil {
 		t.Run("KillModeProcessLeftover", s.leftover)
 	}
@@ -442,4 +443,32 @@ func (s *suite) leftover(t *testing.T) {
 	for _, pid := range procs() {
 		s.run(t, "kill", "-KILL", pid)
 	}
+}
+
+// journalQueries checks the journalctl forms ops uses: -n N, --since "YYYY-MM-DD HH:MM:SS UTC",
+// -o cat, --no-pager.
+func (s *suite) journalQueries(t *testing.T) {
+	const u = "suite-journal.service"
+	s.write(t, u, "[Service]\nExecStart=/bin/false\n")
+	s.must(t, "systemctl", "daemon-reload")
+	s.must(t, "systemctl", "start", u)
+	all := s.waitJournal(t, u, regexp.QuoteMeta(u)+`: Failed with result 'exit-code'\.`)
+	last := s.must(t, "journalctl", "-u", u, "-n", "1", "-o", "cat", "--no-pager")
+	if want := all[len(all)-1] + "\n"; last != want {
+		t.Errorf("journalctl -n 1: %q, want the last line %q", last, want)
+	}
+	past := time.Now().UTC().Add(-time.Hour).Format("2006-01-02 15:04:05") + " UTC"
+	if got := s.must(t, "journalctl", "-u", u, "--since", past, "-o", "cat", "--no-pager"); got != strings.Join(all, "\n")+"\n" {
+		t.Errorf("journalctl --since an hour ago: %q, want every line", got)
+	}
+	future := time.Now().UTC().Add(time.Hour).Format("2006-01-02 15:04:05") + " UTC"
+	r := s.run(t, "journalctl", "-u", u, "--since", future, "-o", "cat", "--no-pager")
+	if r.code != 0 || (r.out != "" && r.out != "-- No entries --\n") {
+		t.Errorf("journalctl --since the future: exit %d, %q, want 0 and no entry", r.code, r.out)
+	}
+	r = s.run(t, "journalctl", "-u", "suite-never.service", "-o", "cat", "--no-pager")
+	if r.code != 0 || (r.out != "" && r.out != "-- No entries --\n") {
+		t.Errorf("journalctl of a unit without entries: exit %d, %q, want 0 and no entry", r.code, r.out)
+	}
+	s.must(t, "systemctl", "reset-failed", u)
 }

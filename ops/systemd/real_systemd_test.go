@@ -147,6 +147,16 @@ func TestRealUnitEditDropInRollback(t *testing.T) {
 		t.Fatalf("after removing the drop-in: %q %v", st.DropInPaths, err)
 	}
 	start("engine up steps=4")
+
+	// Rollback of the in-place edit: the previous text back, atomically, and reloaded.
+	write(t, ctx, h, p, engineUnit("3"))
+	if st, err := svc.Show(ctx); err != nil || !st.NeedDaemonReload {
+		t.Fatalf("after restoring the unit: NeedDaemonReload %v (%v), want true", st.NeedDaemonReload, err)
+	}
+	if err := systemd.DaemonReload(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	start("engine up steps=3")
 	if err := svc.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
