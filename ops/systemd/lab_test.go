@@ -155,38 +155,9 @@ func TestLabFailedAndStartLimit(t *testing.T) {
 		t.Fatalf("once: %v, want *FailedError with exit status 1", err)
 	}
 
-	flappy := systemd.Service{R: gpu1, Unit: "flappy.service", Poll: 10 * time.Millisecond}
-	if err := flappy.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	st, err := flappy.WaitFor(ctx, "failed", func(s systemd.State) bool { return s.ActiveState == "failed" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.NRestarts != 3 || st.Result != "exit-code" {
-		t.Fatalf("at the start limit: %v, want NRestarts 3, result exit-code", st)
-	}
-	err = flappy.Start(ctx)
-	if !errors.Is(err, systemd.ErrJobFailed) {
-		t.Fatalf("start after the limit: %v, want ErrJobFailed", err)
-	}
-	if err := flappy.ResetFailed(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := flappy.Start(ctx); err != nil {
-		t.Fatalf("start after reset-failed: %v", err)
-	}
-	if err := flappy.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
+	checkStartLimit(t, ctx, gpu1)
 	missing := systemd.Service{R: gpu1, Unit: "nope.service"}
 	if st, err := missing.Show(ctx); err != nil || st.Found() {
 		t.Fatalf("show of a missing unit: %v %v", st, err)
-	}
-	if _, err := missing.Cat(ctx); !errors.Is(err, systemd.ErrUnitNotFound) {
-		t.Fatalf("cat of a missing unit: %v", err)
-	}
-	if err := missing.Start(ctx); !errors.Is(err, systemd.ErrUnitNotFound) {
-		t.Fatalf("start of a missing unit: %v", err)
 	}
 }

@@ -224,13 +224,21 @@ func TestRealRestartLoop(t *testing.T) {
 		t.Fatalf("after stop the loop went on: %v %v", st, err)
 	}
 
-	flappy := systemd.Service{R: h, Unit: "flappy.service", Poll: 10 * time.Millisecond}
+	checkStartLimit(t, ctx, h)
+}
+
+// checkStartLimit starts flappy.service, a unit that keeps failing with StartLimitBurst=3 (its
+// file is written and loaded by the caller), and checks what systemd 252 does at the limit: the
+// unit is failed with its failure's result (exit-code; start-limit-hit only replaces a success),
+// the journal says "Start request repeated too quickly.", a start is refused (ErrJobFailed: "the
+// control process exited with error code") until reset-failed. Unknown units are
+// ErrUnitNotFound.
+func checkStartLimit(t *testing.T, ctx context.Context, r systemd.Runner) {
+	t.Helper()
+	flappy := systemd.Service{R: r, Unit: "flappy.service", Poll: 10 * time.Millisecond}
 	if err := flappy.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// systemd 252 keeps the first failure's result: a unit whose restarts hit the start limit
-	// reads failed with Result=exit-code (start-limit-hit only when the result was success), and
-	// a start refused by the limit says "control process exited with error code".
 	st, err := flappy.WaitFor(ctx, "failed", func(s systemd.State) bool { return s.ActiveState == "failed" })
 	if err != nil || st.NRestarts != 3 || st.Result != "exit-code" || st.SubState != "failed" {
 		t.Fatalf("at the start limit: %v %v, want failed (failed), NRestarts 3, result exit-code", st, err)
@@ -251,7 +259,7 @@ func TestRealRestartLoop(t *testing.T) {
 	if err := flappy.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	missing := systemd.Service{R: h, Unit: "nope.service"}
+	missing := systemd.Service{R: r, Unit: "nope.service"}
 	if _, err := missing.Cat(ctx); !errors.Is(err, systemd.ErrUnitNotFound) {
 		t.Fatalf("cat of a missing unit: %v", err)
 	}
