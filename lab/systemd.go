@@ -372,8 +372,8 @@ func (u *unit) mainExited(p *proc, code int, sig syscall.Signal) {
 	u.restartTimer = w.after(u.cfg.RestartSec, func() {
 		u.nRestarts++
 		u.log("%s: Scheduled restart job, restart counter is at %d.", u.name, u.nRestarts)
-		u.log("Stopped %s.", u.desc())
 		if u.active == "activating" && u.sub == "auto-restart" {
+			u.log("Stopped %s.", u.desc())
 			u.active = "inactive" // let start run
 			if err := u.start(false); err != nil {
 				return
