@@ -425,7 +425,7 @@ func (h *Host) stop() error {
 	for populated(h.Cgroup) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if left := Procs(h.Cgroup); len(left) > 0 {
+	if left := procs(h.Cgroup); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("processes left in %s: %v", h.Cgroup, left))
 	}
 	if h.pidNS != "" {
@@ -455,8 +455,8 @@ func populated(cg string) bool {
 	return err == nil && bytes.Contains(b, []byte("populated 1"))
 }
 
-// Procs lists the PIDs (as the machine sees them) in cgroup cg and below.
-func Procs(cg string) []int {
+// procs lists the PIDs (as the machine sees them) in cgroup cg and below.
+func procs(cg string) []int {
 	var pids []int
 	filepath.WalkDir(cg, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
