@@ -455,7 +455,7 @@ func (r *engineRun) shutdown() {
 }
 
 // mainDied reacts to the end of the main process (mu held): workers exit with it, except the
-// ones a fault keeps alive (orphans leave the cgroup keeping their memory; D state stays).
+// ones a fault keeps alive (orphans stay in the unit's cgroup keeping their memory; D state stays).
 func (r *engineRun) mainDied() {
 	w := r.h.w
 	r.alive = false
@@ -469,13 +469,16 @@ func (r *engineRun) mainDied() {
 			continue
 		}
 		if r.h.lab.faults.orphans && p.heldMiB() > 0 {
-			p.cgroup = "/"
+			p.leftover = true // stays in the unit's cgroup, as under systemd
 			continue
 		}
 		if (r.u.cfg.KillMode == "process" || r.u.cfg.KillMode == "none") && p.heldMiB() > 0 {
 			continue // nobody reaps the workers: they keep their memory (DOMAIN section 6)
 		}
 		w.exit(p, 0, 0)
+	}
+	if r.u.stopping {
+		r.u.checkStopDone()
 	}
 }
 

@@ -8,8 +8,10 @@ import (
 
 // Fault is a failure the lab injects, chosen by name.
 //
-//	orphans         on stop, the engine's scheduler workers survive, reparented to pid 1 and out of
-//	                the unit's cgroup, keeping their GPU memory (the incident's restart loop)
+//	orphans         on stop, the engine's scheduler workers survive, reparented to pid 1, keeping
+//	                their GPU memory (the incident's restart loop); like the left-over processes
+//	                of a KillMode=process unit they stay in the unit's cgroup, and the stop ends
+//	                without them
 //	dstate          on stop, scheduler_TP0 enters D state: no signal kills it, it keeps its memory
 //	slow-load=DUR   the engine's model load takes DUR longer than Options.LoadTime (simulated
 //	                time, scaled like all lab time: slow-load=5m adds 12 s at the default x25)

@@ -196,12 +196,12 @@ func (h *SimHost) Unit(name string) UnitStatus {
 }
 
 func (h *SimHost) unitStatus(d diskUnit) UnitStatus {
-	u := h.sd.units[d.name]
+	u := h.sd.refresh(h.sd.units[d.name], d)
 	if u == nil {
 		return UnitStatus{LoadState: "not-found", ActiveState: "inactive", SubState: "dead"}
 	}
 	s := UnitStatus{LoadState: u.loadState(), ActiveState: u.active, SubState: u.sub, Result: u.result, NRestarts: u.nRestarts, Port: u.port,
-		NeedDaemonReload: u.isLoaded && d.key() != u.loaded.key()}
+		NeedDaemonReload: u.needReload(d)}
 	if u.main != nil {
 		s.MainPID = u.main.nsPID(h.ct)
 	}

@@ -100,6 +100,18 @@ func TestIncidentReplay(t *testing.T) {
 			t.Fatalf("orphan not reparented to pid 1: %q", ln)
 		}
 	}
+	// As under systemd, the orphans stay in the unit's cgroup (seen from the node with the
+	// container's prefix), and the stop's journal names them.
+	if got := strings.Fields(pve.must(t, "ps", "-o", "cgroup=", "-p", strings.Join(hostPIDs, ","))); len(got) != 4 ||
+		got[0] != "0::/lxc/129/ns/system.slice/"+svc.Unit {
+		t.Fatalf("cgroups of the orphans seen from the node: %q, want the unit's", got)
+	}
+	if procs := strings.Fields(gpu1.must(t, "cat", "/sys/fs/cgroup/system.slice/"+svc.Unit+"/cgroup.procs")); len(procs) != 4 {
+		t.Fatalf("the unit's cgroup.procs after the stop: %v, want the 4 orphans", procs)
+	}
+	if j := gpu1.must(t, "journalctl", "-u", svc.Unit, "-o", "cat"); strings.Count(j, "remains running after unit stopped.") != 4 {
+		t.Fatalf("journal after the stop lacks the 4 left-over processes:\n%s", j)
+	}
 	// Host pids are not valid inside the container.
 	if _, errs, code := gpu1.run(t, "kill", "-9", hostPIDs[0]); code != 1 || !strings.Contains(errs, "No such process") {
 		t.Fatalf("kill host pid inside container: code %d stderr %q", code, errs)

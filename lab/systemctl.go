@@ -210,8 +210,8 @@ func (e *cmdEnv) systemctl(ctx context.Context, args []string) int {
 				fmt.Fprintln(e.stdout)
 			}
 			w.lock()
-			u := h.sd.units[un]
-			stale := u != nil && u.isLoaded && u.loaded.key() != d.key()
+			u := h.sd.refresh(h.sd.units[un], d)
+			stale := u != nil && u.needReload(d)
 			w.unlock()
 			if stale {
 				fmt.Fprintf(e.stderr, "Warning: %s changed on disk, the version systemd has loaded is outdated.\nThis output shows the current version of the unit's original fragment and drop-in files.\nIf fragments or drop-ins were added or removed, they are not properly reflected in this output.\nRun 'systemctl daemon-reload' to reload units.\n", un)
@@ -284,7 +284,7 @@ func (e *cmdEnv) control(ctx context.Context, verb, name string) int {
 	d := h.readDiskUnit(name)
 	w.lock()
 	u := h.sd.get(d)
-	stale := u.isLoaded && u.loaded.key() != d.key()
+	stale := u.needReload(d)
 	w.unlock()
 	if stale {
 		fmt.Fprintf(e.stderr, "Warning: The unit file, source configuration file or drop-ins of %s changed on disk. Run 'systemctl daemon-reload' to reload units.\n", name)
@@ -319,6 +319,9 @@ func (e *cmdEnv) control(ctx context.Context, verb, name string) int {
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &sl) && sl.result != "start-limit-hit":
+		fmt.Fprintf(e.stderr, "Job for %s failed because the control process exited with error code.\nSee \"systemctl status %s\" and \"journalctl -xeu %s\" for details.\n", name, name, name)
+		return 1
 	case errors.As(err, &sl):
 		fmt.Fprintf(e.stderr, "Job for %s failed because start of the service was attempted too often.\nSee \"systemctl status %s\" and \"journalctl -xeu %s\" for details.\nTo force a start use \"systemctl reset-failed %s\" followed by \"systemctl start %s\" again.\n", name, name, name, name, name)
 		return 1
@@ -364,7 +367,10 @@ func fmtTS(t time.Time) string {
 
 // showProps renders the requested properties (mu held).
 func (h *SimHost) showProps(d diskUnit, props []string) [][2]string {
-	u := h.sd.units[d.name]
+	u := h.sd.refresh(h.sd.units[d.name], d)
+	if u == nil && d.exists {
+		u = h.sd.load(d) // systemd loads a unit when it is referenced
+	}
 	var out [][2]string
 	for _, p := range props {
 		p = strings.TrimSpace(p)
@@ -440,7 +446,7 @@ func (h *SimHost) prop(u *unit, d diskUnit, p string) (string, bool) {
 	case "ExecMainCode":
 		return strconv.Itoa(u.execMainCode), true
 	case "NeedDaemonReload":
-		if u.isLoaded && u.loaded.key() != d.key() {
+		if u.needReload(d) {
 			return "yes", true
 		}
 		return "no", true
@@ -547,7 +553,7 @@ func (e *cmdEnv) status(name string) int {
 		}
 	}
 	active := u.active
-	stale := u.loaded.key() != d.key()
+	stale := u.needReload(d)
 	w.unlock()
 	if stale {
 		fmt.Fprintf(e.stdout, "\nWarning: The unit file, source configuration file or drop-ins of %s changed on disk. Run 'systemctl daemon-reload' to reload units.\n", name)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -84,6 +85,10 @@ type unit struct {
 	argv                []string
 	port                int // lab port for an engine run by this unit (0 until needed)
 	run                 *engineRun
+	// collected is an inactive unit systemd has garbage-collected: it forgot the unit's
+	// state (NRestarts, Result, ExecMain*) and loads it from disk again when next referenced,
+	// so an edit needs no daemon-reload before it is shown or started.
+	collected bool
 }
 
 // systemd is the service manager of one host.
@@ -93,7 +98,7 @@ type systemd struct {
 }
 
 // StartLimitError is returned by start when the unit hit its start rate limit.
-type startLimitError struct{ unit string }
+type startLimitError struct{ unit, result string }
 
 func (e *startLimitError) Error() string { return e.unit + ": start limit hit" }
 
@@ -132,12 +137,55 @@ func (sd *systemd) load(d diskUnit) *unit {
 	return u
 }
 
-// get returns the loaded unit, loading it from d if systemd has not seen it yet (mu held).
+// get returns the loaded unit, loading it from d if systemd has not seen it yet or has
+// collected it (mu held).
 func (sd *systemd) get(d diskUnit) *unit {
 	if u := sd.units[d.name]; u != nil && (u.isLoaded || !d.exists) {
-		return u
+		return sd.refresh(u, d)
 	}
 	return sd.load(d)
+}
+
+// refresh loads a collected unit from d again when its files changed, as systemd does when a
+// unit it garbage-collected is referenced (mu held). It returns the unit.
+func (sd *systemd) refresh(u *unit, d diskUnit) *unit {
+	if u != nil && u.collected && u.loaded.key() != d.key() {
+		return sd.load(d)
+	}
+	return u
+}
+
+// collect forgets the state of a unit that became inactive (dead) with nothing left in its
+// cgroup, as systemd 252 garbage-collects such a unit at once: shown again, it reads as freshly
+// loaded (NRestarts 0, Result success, ExecMain* 0) (mu held). A failed unit is kept until
+// reset-failed; a unit whose cgroup still holds processes (KillMode=process) is kept too.
+func (u *unit) collect() {
+	if u.active != "inactive" || u.stopping || u.main != nil || len(u.cgroupProcs()) > 0 {
+		return
+	}
+	u.collected = true
+	u.nRestarts, u.result = 0, "success"
+	u.execMainPID, u.execMainStatus, u.execMainCode = 0, 0, 0
+	u.execMainStart, u.activeEnter = time.Time{}, time.Time{}
+}
+
+// needReload reports NeedDaemonReload: the loaded unit's fragment, or one of its loaded
+// drop-ins, changed or went away on disk (d). Like systemd 252, a drop-in added since the last
+// reload is not noticed.
+func (u *unit) needReload(d diskUnit) bool {
+	if !u.isLoaded {
+		return false
+	}
+	if u.loaded.fragPath != d.fragPath || u.loaded.fragText != d.fragText {
+		return true
+	}
+	for _, l := range u.loaded.dropIns {
+		i := slices.IndexFunc(d.dropIns, func(x [2]string) bool { return x[0] == l[0] })
+		if i < 0 || d.dropIns[i][1] != l[1] {
+			return true
+		}
+	}
+	return false
 }
 
 func (u *unit) loadState() string {
@@ -211,14 +259,22 @@ func (u *unit) start(manual bool) error {
 	}
 	u.starts = keep
 	if u.cfg.StartLimitBurst > 0 && u.cfg.StartLimitInterval > 0 && len(u.starts) >= u.cfg.StartLimitBurst {
+		// systemd 252 keeps an earlier failure's result: start-limit-hit replaces only success.
 		u.log("%s: Start request repeated too quickly.", u.name)
-		u.log("%s: Failed with result 'start-limit-hit'.", u.name)
+		if u.result == "success" {
+			u.result = "start-limit-hit"
+		}
+		u.log("%s: Failed with result '%s'.", u.name, u.result)
 		u.log("Failed to start %s.", u.desc())
-		u.result = "start-limit-hit"
 		u.setState("failed", "failed")
-		return &startLimitError{unit: u.name}
+		return &startLimitError{unit: u.name, result: u.result}
+	}
+	for _, p := range u.cgroupProcs() {
+		u.log("%s: Found left-over process %d (%s) in control group while starting unit. Ignoring.", u.name, p.nsPID(u.h.ct), p.comm())
+		u.log("This usually indicates unclean termination of a previous run, or service implementation deficiencies.")
 	}
 	u.starts = append(u.starts, now)
+	u.collected = false
 	if manual {
 		u.nRestarts = 0
 	}
@@ -306,6 +362,7 @@ func (u *unit) mainExited(p *proc, code int, sig syscall.Signal) {
 		if clean {
 			u.log("%s: Deactivated successfully.", u.name)
 			u.setState("inactive", "dead")
+			u.collect()
 		} else {
 			u.setState("failed", "failed")
 		}
@@ -316,6 +373,7 @@ func (u *unit) mainExited(p *proc, code int, sig syscall.Signal) {
 		u.nRestarts++
 		u.log("%s: Scheduled restart job, restart counter is at %d.", u.name, u.nRestarts)
 		if u.active == "activating" && u.sub == "auto-restart" {
+			u.log("Stopped %s.", u.desc())
 			u.active = "inactive" // let start run
 			if err := u.start(false); err != nil {
 				return
@@ -331,8 +389,11 @@ func (u *unit) stop() {
 	case u.active == "inactive" || u.active == "failed":
 		return
 	case u.active == "activating" && u.sub == "auto-restart":
+		// systemd 252 goes straight to dead: a stop ends the loop as a clean stop.
 		w.stopTimer(u.restartTimer)
-		u.finishStop()
+		u.setState("inactive", "dead")
+		u.log("Stopped %s.", u.desc())
+		u.collect()
 		return
 	case u.stopping:
 		return
@@ -398,9 +459,18 @@ func (u *unit) checkStopDone() {
 	if !u.stopping || u.main != nil {
 		return
 	}
-	rest := u.cgroupProcs()
+	var rest, left []*proc
+	for _, p := range u.cgroupProcs() {
+		if p.leftover {
+			left = append(left, p)
+		} else {
+			rest = append(rest, p)
+		}
+	}
 	switch u.cfg.KillMode {
 	case "process", "none":
+		rest = append(rest, left...)
+		left = nil
 		for _, p := range rest {
 			u.log("%s: Unit process %d (%s) remains running after unit stopped.", u.name, p.nsPID(u.h.ct), p.comm())
 		}
@@ -418,6 +488,9 @@ func (u *unit) checkStopDone() {
 			return
 		}
 	}
+	for _, p := range left {
+		u.log("%s: Unit process %d (%s) remains running after unit stopped.", u.name, p.nsPID(u.h.ct), p.comm())
+	}
 	u.finishStop()
 }
 
@@ -434,13 +507,18 @@ func (u *unit) finishStop() {
 		u.setState("inactive", "dead")
 	}
 	u.log("Stopped %s.", u.desc())
+	u.collect()
 }
 
 // onProcExit is told about every process that ended on this host (mu held).
 func (sd *systemd) onProcExit(p *proc) {
 	for _, u := range sd.units {
-		if u.stopping && p.cgroup == u.cgroup() {
+		switch {
+		case p.cgroup != u.cgroup():
+		case u.stopping:
 			u.checkStopDone()
+		default:
+			u.collect() // the last left-over process gone: systemd collects the unit
 		}
 	}
 }
@@ -455,4 +533,5 @@ func (u *unit) resetFailed() {
 	}
 	u.result = "success"
 	u.nRestarts = 0
+	u.collect()
 }

@@ -70,6 +70,9 @@ type proc struct {
 	mem      map[int]int // gpu index -> MiB
 	gpuFDs   bool        // holds /dev/nvidia* open (fuser sees it) even without memory
 	daemon   bool        // a GPU daemon a careful operator never kills
+	// leftover is a worker the orphans fault keeps alive through its unit's stop: it stays in
+	// the unit's cgroup (as systemd leaves such a process) and the stop does not wait for it.
+	leftover bool
 	started  time.Time
 	// onSignal handles a delivered signal; nil means the default action (TERM, KILL, INT, HUP,
 	// QUIT end the process). Called with w.mu held.

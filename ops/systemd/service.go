@@ -104,14 +104,18 @@ func (s Service) control(ctx context.Context, verb string) error {
 	return err
 }
 
-// Start runs `systemctl start UNIT`. A non-zero exit is a *CommandError
-// (errors.Is ErrStartLimit when the start limit refused it: ResetFailed first).
+// Start runs `systemctl start UNIT`. A non-zero exit is a *CommandError. A start
+// the start limit refused is errors.Is ErrStartLimit only when the unit's last
+// result was success; a unit that failed and then hit the limit keeps its
+// failure's result (systemd 252), and the refusal is ErrJobFailed. Either way
+// ResetFailed before starting again.
 // On ctx end the remote command is cancelled; the job may still run on the host.
 func (s Service) Start(ctx context.Context) error { return s.control(ctx, "start") }
 
 // Stop runs `systemctl stop UNIT`: it returns once systemd stopped the unit
-// (the main process and, per KillMode, the rest of its cgroup). Processes that
-// left the cgroup may survive it: see ops/gpu.
+// (the main process and, per KillMode, the rest of its cgroup). With
+// KillMode=process the rest of the cgroup survives it and stays in the unit's
+// cgroup (PPID 1); processes that left the cgroup survive any KillMode: see ops/gpu.
 func (s Service) Stop(ctx context.Context) error { return s.control(ctx, "stop") }
 
 // Restart runs `systemctl restart UNIT`.
