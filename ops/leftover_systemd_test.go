@@ -26,13 +26,14 @@ const fakeSMI = `#!/bin/sh
 # Stand-in for nvidia-smi on a machine without a GPU: each live process whose command line
 # starts with "sglang::" holds 1000 MiB of GPU 0.
 pids=$(pgrep -f '^sglang::')
+uuid=GPU-3f2a7c10-5c1e-4b7a-9d3f-a1b2c3d40000
 case "$1" in
 --query-gpu=*)
 	used=0
 	for p in $pids; do used=$((used + 1000)); done
-	echo "0, $used, 81559" ;;
+	echo "0, $used, 81559, $uuid" ;;
 --query-compute-apps=*)
-	for p in $pids; do echo "$p, 1000"; done ;;
+	for p in $pids; do echo "$p, 1000, $uuid"; done ;;
 *)
 	echo "nvidia-smi stand-in: unsupported $*" >&2; exit 2 ;;
 esac
