@@ -1,0 +1,41 @@
+package bot
+
+import (
+	"context"
+	"net/http"
+)
+
+// Adapter is a chat platform as `opsbot serve` hosts it: the Chat the bot
+// posts status threads through, and the source of the requests it passes to
+// an Inbound. Slack, Matrix and the console each implement it in their own
+// package under bot/; nothing but cmd imports an adapter.
+//
+// Life cycle: serve builds every enabled adapter from the config, hands them
+// (as Chats, by Platform) to the App, then calls Run on each with the App's
+// Inbound. Ready reports whether it can take requests now (for /readyz).
+// Cancelling Run's ctx stops it; Chat calls made after that may fail.
+type Adapter interface {
+	Chat
+	// Platform is the adapter's name and its users' auth key prefix:
+	// "slack", "matrix", "console".
+	Platform() string
+	// Run connects to the platform and passes every verified, deduplicated
+	// request to in until ctx ends, reconnecting with backoff when the
+	// connection drops. It returns nil after ctx ends, and an error only when
+	// it cannot serve at all (bad credentials, a bad homeserver URL).
+	Run(ctx context.Context, in Inbound) error
+	// Ready returns nil while the adapter is connected and takes requests,
+	// else an error that says why not ("connecting to Slack", "sync failing:
+	// ..."). Safe for concurrent use.
+	Ready() error
+}
+
+// HTTPAdapter is an Adapter that also receives deliveries on opsbot's own HTTP
+// listener (`http.listen`), such as Slack's HTTP mode on POST /slack/events.
+type HTTPAdapter interface {
+	Adapter
+	// Routes are the handlers serve mounts, by net/http ServeMux pattern
+	// ("POST /slack/events"). They may be called before Run starts: until
+	// then they answer 503.
+	Routes() map[string]http.Handler
+}
