@@ -104,10 +104,11 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 // Nothing is started unless the whole command parsed and was authorised.
 func (d *Dispatcher) Handle(ctx context.Context, req Request) Reply {
 	text := strings.TrimSpace(req.Text)
-	if tok, ok := confirmToken(text); ok {
+	if tok, ok := confirmToken(text); ok && len(req.Text) <= commands.MaxInputLen {
 		return d.Confirm(ctx, req, tok)
 	}
-	cmd, err := commands.Parse(text, d.opts.Commands)
+	// The length limit applies to the text as typed: Parse trims it itself.
+	cmd, err := commands.Parse(req.Text, d.opts.Commands)
 	if err != nil {
 		d.audit(ctx, req, text, "invalid", err.Error())
 		return Reply{Outcome: Invalid, Text: err.Error(), Err: err}
@@ -263,8 +264,8 @@ func (d *Dispatcher) audit(ctx context.Context, req Request, command, decision, 
 // Parse parses text as Handle would, without acting: for callers that validate
 // a batch of commands before running any.
 func (d *Dispatcher) Parse(text string) (*commands.Command, error) {
-	if _, ok := confirmToken(strings.TrimSpace(text)); ok {
+	if _, ok := confirmToken(strings.TrimSpace(text)); ok && len(text) <= commands.MaxInputLen {
 		return nil, errors.New("confirm only answers a question the bot asked")
 	}
-	return commands.Parse(strings.TrimSpace(text), d.opts.Commands)
+	return commands.Parse(text, d.opts.Commands)
 }
