@@ -40,7 +40,6 @@ import (
 	"fmt"
 	"math"
 	"net/url"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -102,9 +101,15 @@ type Store struct {
 
 // Open opens (creating it and its directory when missing) the SQLite
 // database at path and migrates its schema to the newest version this binary
-// knows. path must be a file path, not empty. A database whose schema is
-// newer than this binary's is refused with a *SchemaVersionError and left
-// untouched. Open waits up to BusyTimeout for another process that holds the
+// knows. path must be a file path, not empty. A new file, its directory and
+// SQLite's -wal and -shm files are private to the owner (0600, 0700 for the
+// directory) whatever the umask. An existing empty file is refused with
+// ErrEmptyFile (it is not a store; opening it would silently start a fresh
+// one), a file that is not a database with an error that says so, and a
+// database up to QuickCheckMaxBytes with a *CorruptError when SQLite's
+// quick_check finds damage; nothing is written to a refused file. A database
+// whose schema is newer than this binary's is refused with a
+// *SchemaVersionError and left untouched. Open waits up to BusyTimeout for another process that holds the
 // write lock, and gives up early when ctx is done.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" {
@@ -114,11 +119,8 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("open store %s: %w: the path is a directory", path, ErrInvalid)
-	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
-		return nil, fmt.Errorf("open store %s: create directory: %w", path, err)
+	if err := prepareFile(abs); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 
 	wdb, err := sql.Open("sqlite", dsn(abs, false))
@@ -133,6 +135,14 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// answers SQLITE_BUSY at once, without waiting, when two connections
 	// try it together; hence the retry around the first connection.
 	if err := retryBusy(ctx, func() error { return wdb.PingContext(ctx) }); err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, notStore(abs, err))
+	}
+	if err := privateSideFiles(abs); err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if err := quickCheckAtOpen(ctx, wdb, abs); err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
