@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"sort"
-
-	"golang.org/x/crypto/ssh"
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops/engine"
@@ -32,13 +29,9 @@ func New(cfg Config) (*Runbook, error) {
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("ops config: %w", err)
 	}
-	pem, err := os.ReadFile(c.KeyFile)
+	signer, err := remote.LoadSigner(c.KeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("ops config: read ssh key: %w", err)
-	}
-	signer, err := ssh.ParsePrivateKey(pem)
-	if err != nil {
-		return nil, fmt.Errorf("ops config: parse ssh key %s: %w", c.KeyFile, err)
+		return nil, fmt.Errorf("ops config: %w", err)
 	}
 	hosts := make(map[string]remote.HostConfig, len(c.Hosts))
 	for name, h := range c.Hosts {
