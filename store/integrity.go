@@ -195,17 +195,55 @@ func integrity(ctx context.Context, db *sql.DB, abs, pragma string) error {
 // *CorruptError naming what is damaged, or another error when the check
 // could not run. It reads the whole file: `opsbot config check` calls it.
 func (s *Store) Check(ctx context.Context) error {
-	db := s.rdb
-	if err := integrity(ctx, db, s.path, "integrity_check"); err != nil {
-		return fmt.Errorf("check store %s: %w", s.path, err)
+	return checkDB(ctx, s.rdb, s.path)
+}
+
+// CheckFile checks the store at path without changing it (no migration, no
+// write; a reader may create SQLite's -shm file): an empty file is refused
+// with ErrEmptyFile, a file that is not a database or is damaged with a
+// *CorruptError (SQLite's full integrity_check and a foreign key check),
+// and a missing file is fine, since Open creates it. It reads the whole
+// file; `opsbot config check` calls it while the bot may be running.
+func CheckFile(ctx context.Context, path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("check store %s: %w", path, err)
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("check store %s: %w", path, err)
+	case fi.IsDir():
+		return fmt.Errorf("check store %s: %w: the path is a directory", path, ErrInvalid)
+	case fi.Size() == 0:
+		return fmt.Errorf("check store %s: %w", path, ErrEmptyFile)
+	}
+	db, err := sql.Open("sqlite", dsn(abs, true))
+	if err != nil {
+		return fmt.Errorf("check store %s: %w", path, err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if err := retryBusy(ctx, func() error { return db.PingContext(ctx) }); err != nil {
+		return fmt.Errorf("check store %s: %w", path, notStore(abs, err))
+	}
+	return checkDB(ctx, db, abs)
+}
+
+// checkDB runs integrity_check and the foreign key check on db.
+func checkDB(ctx context.Context, db *sql.DB, abs string) error {
+	if err := integrity(ctx, db, abs, "integrity_check"); err != nil {
+		return fmt.Errorf("check store %s: %w", abs, err)
 	}
 	var fk int
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_foreign_key_check`).Scan(&fk); err != nil {
-		return fmt.Errorf("check store %s: foreign keys: %w", s.path, err)
+		return fmt.Errorf("check store %s: foreign keys: %w", abs, notStore(abs, err))
 	}
 	if fk > 0 {
-		return fmt.Errorf("check store %s: %w", s.path,
-			&CorruptError{Path: s.path, Problems: []string{fmt.Sprintf("%d rows refer to missing rows", fk)}})
+		return fmt.Errorf("check store %s: %w", abs,
+			&CorruptError{Path: abs, Problems: []string{fmt.Sprintf("%d rows refer to missing rows", fk)}})
 	}
 	return nil
 }

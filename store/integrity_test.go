@@ -103,6 +103,9 @@ func TestDamagedStoreRefusedAtOpen(t *testing.T) {
 	if err := s.Close(); err != nil { // checkpoints the WAL into the file
 		t.Fatal(err)
 	}
+	if err := CheckFile(ctx, path); err != nil {
+		t.Fatalf("CheckFile of a sound store: %v", err)
+	}
 	if _, err := os.Stat(path + "-wal"); err == nil {
 		t.Fatalf("the WAL outlived Close; the damage below would not reach the tables")
 	}
@@ -134,6 +137,38 @@ func TestDamagedStoreRefusedAtOpen(t *testing.T) {
 		t.Fatalf("Open = %v, want a *CorruptError naming the file and the fix", err)
 	}
 	t.Logf("Open said: %v", err)
+	if err := CheckFile(ctx, path); !errors.As(err, &ce) {
+		t.Fatalf("CheckFile = %v, want a *CorruptError", err)
+	}
+}
+
+// TestCheckFileChangesNothing: the check `opsbot config check` runs reads a
+// store without creating or migrating it, and refuses an empty file.
+func TestCheckFileChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.db")
+	if err := CheckFile(ctx, missing); err != nil {
+		t.Fatalf("CheckFile of a missing store: %v", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("CheckFile created the store: %v", err)
+	}
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckFile(ctx, empty); !errors.Is(err, ErrEmptyFile) {
+		t.Fatalf("CheckFile of an empty file = %v, want ErrEmptyFile", err)
+	}
+	junk := filepath.Join(dir, "junk.db")
+	if err := os.WriteFile(junk, []byte(strings.Repeat("not sqlite\n", 100)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var ce *CorruptError
+	if err := CheckFile(ctx, junk); !errors.As(err, &ce) {
+		t.Fatalf("CheckFile of a text file = %v, want a *CorruptError", err)
+	}
 }
 
 // BenchmarkQuickCheck10kJobs measures what quick_check adds to Open on a
