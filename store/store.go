@@ -26,6 +26,12 @@
 // newer binary is refused with a *SchemaVersionError instead of being
 // damaged.
 //
+// The file, its directory and SQLite's -wal and -shm files are private to
+// the owner (0600, 0700). Open refuses an empty file (it is not a store) and
+// a file that is not a database, and runs SQLite's quick_check on files small
+// enough for it to be cheap, so a damaged store is named before any job
+// starts; Check and CheckFile run the full integrity check.
+//
 // All times are stored as UTC nanoseconds since the Unix epoch and come back
 // in UTC with nanosecond precision (compare them with time.Time.Equal).
 // Commits use synchronous=NORMAL: a crash of the process loses nothing that
