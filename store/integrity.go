@@ -90,10 +90,19 @@ func createFile(abs string) error {
 	if err := errors.Join(db.Ping(), db.Close()); err != nil {
 		return err
 	}
-	if err := os.Link(tmp, abs); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
+	err = os.Link(tmp, abs)
+	switch {
+	case err == nil, errors.Is(err, fs.ErrExist):
+		return nil
+	case errors.Is(err, errors.ErrUnsupported), errors.Is(err, fs.ErrPermission):
+		// A file system without hard links: rename, unless the file
+		// appeared meanwhile (a narrower window, for a rarer case).
+		if _, serr := os.Lstat(abs); serr == nil {
+			return nil
+		}
+		return os.Rename(tmp, abs)
 	}
-	return nil
+	return err
 }
 
 // privateSideFiles gives SQLite's -wal and -shm files no more access than the
