@@ -39,7 +39,6 @@ var (
 // a short scalar given for a number, a boolean or a duration, outside the
 // adapters' sections and not under a secret's key.
 func checkShape(root *yaml.Node) []error {
-	var errs []error
 	if root == nil || root.Kind == 0 {
 		return nil
 	}
@@ -49,9 +48,20 @@ func checkShape(root *yaml.Node) []error {
 		}
 		root = root.Content[0]
 	}
-	walkShape(root, reflect.TypeFor[Config](), "", false, &errs)
-	return errs
+	w := &shapeWalk{}
+	walkShape(root, reflect.TypeFor[Config](), "", false, w)
+	return w.errs
 }
+
+// shapeWalk is the state of one checkShape.
+type shapeWalk struct {
+	errs   []error
+	visits int // nodes visited, aliases expanded
+}
+
+// maxVisits bounds the nodes checkShape visits, aliases expanded, so that
+// aliases of aliases cannot make it run for ever.
+const maxVisits = 1 << 20
 
 func join(path, key string) string {
 	if !plainKeyRE.MatchString(key) {
@@ -106,7 +116,13 @@ func typeWord(t reflect.Type) string {
 
 // walkShape reports whether n fits t, after removing the entries of n's
 // mappings and lists that do not.
-func walkShape(n *yaml.Node, t reflect.Type, path string, secret bool, errs *[]error) bool {
+func walkShape(n *yaml.Node, t reflect.Type, path string, secret bool, w *shapeWalk) bool {
+	if w.visits++; w.visits > maxVisits {
+		if w.visits == maxVisits+1 {
+			w.errs = append(w.errs, fmt.Errorf("config: too many nodes once aliases are expanded (more than %d): write the config out", maxVisits))
+		}
+		return false
+	}
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
@@ -118,10 +134,10 @@ func walkShape(n *yaml.Node, t reflect.Type, path string, secret bool, errs *[]e
 		if showValue && n.Kind == yaml.ScalarNode && !secret && len(n.Value) <= maxShownValue {
 			got = strconv.Quote(n.Value)
 		}
-		*errs = append(*errs, fmt.Errorf("%s: expected %s, got %s (line %d)", path, typeWord(t), got, n.Line))
+		w.errs = append(w.errs, fmt.Errorf("%s: expected %s, got %s (line %d)", path, typeWord(t), got, n.Line))
 	}
 	if path == "" && n.Kind != yaml.MappingNode {
-		*errs = append(*errs, fmt.Errorf("config: expected a mapping of keys (store, ssh, hosts, ...), got %s (line %d)", kindWord(n), n.Line))
+		w.errs = append(w.errs, fmt.Errorf("config: expected a mapping of keys (store, ssh, hosts, ...), got %s (line %d)", kindWord(n), n.Line))
 		return false
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
@@ -158,16 +174,16 @@ func walkShape(n *yaml.Node, t reflect.Type, path string, secret bool, errs *[]e
 			k, v := n.Content[i], n.Content[i+1]
 			p := join(path, k.Value)
 			if line, dup := seen[k.Value]; dup {
-				*errs = append(*errs, fmt.Errorf("%s: given twice (lines %d and %d)", p, line, k.Line))
+				w.errs = append(w.errs, fmt.Errorf("%s: given twice (lines %d and %d)", p, line, k.Line))
 				continue
 			}
 			seen[k.Value] = k.Line
 			f, ok := fields[k.Value]
 			if !ok {
-				*errs = append(*errs, fmt.Errorf("%s: unknown key (line %d)", p, k.Line))
+				w.errs = append(w.errs, fmt.Errorf("%s: unknown key (line %d)", p, k.Line))
 				continue
 			}
-			if walkShape(v, f.Type, p, secret || secretKeys[k.Value] || secretSections[p], errs) {
+			if walkShape(v, f.Type, p, secret || secretKeys[k.Value] || secretSections[p], w) {
 				kept = append(kept, k, v)
 			}
 		}
@@ -183,15 +199,15 @@ func walkShape(n *yaml.Node, t reflect.Type, path string, secret bool, errs *[]e
 			k, v := n.Content[i], n.Content[i+1]
 			p := join(path, k.Value)
 			if line, dup := seen[k.Value]; dup {
-				*errs = append(*errs, fmt.Errorf("%s: given twice (lines %d and %d)", p, line, k.Line))
+				w.errs = append(w.errs, fmt.Errorf("%s: given twice (lines %d and %d)", p, line, k.Line))
 				continue
 			}
 			seen[k.Value] = k.Line
 			if k.Kind != yaml.ScalarNode {
-				*errs = append(*errs, fmt.Errorf("%s: keys are strings, got %s (line %d)", path, kindWord(k), k.Line))
+				w.errs = append(w.errs, fmt.Errorf("%s: keys are strings, got %s (line %d)", path, kindWord(k), k.Line))
 				continue
 			}
-			if walkShape(v, t.Elem(), p, secret, errs) {
+			if walkShape(v, t.Elem(), p, secret, w) {
 				kept = append(kept, k, v)
 			}
 		}
@@ -203,7 +219,7 @@ func walkShape(n *yaml.Node, t reflect.Type, path string, secret bool, errs *[]e
 		}
 		kept := n.Content[:0]
 		for i, v := range n.Content {
-			if walkShape(v, t.Elem(), fmt.Sprintf("%s[%d]", path, i), secret, errs) {
+			if walkShape(v, t.Elem(), fmt.Sprintf("%s[%d]", path, i), secret, w) {
 				kept = append(kept, v)
 			}
 		}
