@@ -228,7 +228,7 @@ func (r *Runbook) write(ctx context.Context, t *target, p, text string, mkdir, r
 			return st.fail(err)
 		}
 	} else if err := t.host.WriteFileAtomic(ctx, p, []byte(text), 0o644); err != nil && !landed(ctx, t, p, text, err, res, st) {
-		return st.fail(hostErr("write "+p, t.cfg.Host, err))
+		return st.fail(err) // it names the file and the host
 	}
 	if err := daemonReload(ctx, t); err != nil {
 		if !isUnknownOutcome(ctx, err) {
