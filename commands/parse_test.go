@@ -305,6 +305,8 @@ func TestParseBad(t *testing.T) {
 		{optsOne, "mtp steps 10 ../etc", `"../etc" is not a service name (letters, digits, . _ -)`, u("mtp steps"), ""},
 		{optsOne, "gpu recover gpu1;reboot", `";"` + shell, u("gpu recover"), ""},
 		{optsOne, "x " + strings.Repeat("a", MaxInputLen), "the command is too long (1026 bytes, at most 1024)", general, ""},
+		{optsOne, strings.Repeat(" ", 1020) + "jobs all", "the command is too long (1028 bytes, at most 1024)", general, ""},
+		{optsOne, strings.Repeat("\u00a0", 511) + "jobs", "the command is too long (1026 bytes, at most 1024)", general, ""},
 		{optsOne, strings.Repeat("jobs ", 49), "too many words (at most 48)", u("jobs"), ""},
 	}
 	seen := map[string]bool{}

@@ -5,12 +5,16 @@
 //
 // Load validates everything before returning; a config that loads is one the
 // bot can run with (hosts that services name exist, roles are known, ...).
+// Every problem is reported at once, each naming its key path
+// (services.qwen.url); errors never quote the value of a secret. An adapter
+// that is not enabled is not checked and needs no secrets.
 package config
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -137,7 +141,8 @@ type Matrix struct {
 	Enabled     bool     `yaml:"enabled"`
 	Homeserver  string   `yaml:"homeserver"`
 	UserID      string   `yaml:"user_id"`
-	AccessToken Secret   `yaml:"access_token"`
+	AccessToken Secret   `yaml:"access_token,omitempty"`
+	Password    Secret   `yaml:"password,omitempty"`
 	Rooms       []string `yaml:"rooms"`
 }
 
@@ -190,8 +195,23 @@ const (
 	DefaultClearMiB     = 1024
 )
 
-// Load reads, expands and validates the config file at path.
+// Load reads, expands and validates the config file at path. A file that
+// every user may write is refused: opsbot acts as root on the hosts it names.
+// Invalid configs return a *Error listing every problem.
 func Load(path string) (*Config, error) {
+	c, err := Inspect(path)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Inspect reads the config file at path as Load does, and returns what it
+// could read together with every problem found (a *Error, or another error
+// when the file cannot be read at all). It is for tools that report more
+// problems of their own (`opsbot config check`); a config that came with a
+// *Error must not be run.
+func Inspect(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
@@ -200,27 +220,67 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return Parse(data, filepath.Dir(abs), os.LookupEnv)
+	c, problems := parse(data, filepath.Dir(abs), os.LookupEnv)
+	if fi, err := os.Stat(path); err != nil {
+		problems = append([]error{fmt.Errorf("read config: %w", err)}, problems...)
+	} else if fi.Mode().Perm()&0o002 != 0 {
+		problems = append([]error{fmt.Errorf("%s is writable by every user (mode %04o): anyone on this machine could change what opsbot does as root on your hosts; run: chmod o-w %s",
+			path, uint32(fi.Mode().Perm()), path)}, problems...)
+	}
+	if len(problems) > 0 {
+		return c, &Error{Problems: problems}
+	}
+	return c, nil
 }
 
 // Parse decodes config text. dir resolves relative paths; lookup resolves ${ENV}.
+// Invalid text returns a *Error listing every problem.
 func Parse(data []byte, dir string, lookup func(string) (string, bool)) (*Config, error) {
-	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+	c, problems := parse(data, dir, lookup)
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
+	}
+	return c, nil
+}
+
+// parse decodes, resolves, defaults and validates, collecting every problem.
+// The Config is never nil.
+func parse(data []byte, dir string, lookup func(string) (string, bool)) (*Config, []error) {
+	c := &Config{}
+	var root yaml.Node
+	var problems []error
+	err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root)
+	switch {
+	case errors.Is(err, io.EOF): // an empty file: every required key is reported below
+	case err != nil:
+		// Syntax errors name a line and a construct, never a value.
+		return c, []error{fmt.Errorf("config: %w", err)}
+	default:
+		problems = checkShape(&root)
+		if len(problems) == 0 || root.Content[0].Kind == yaml.MappingNode {
+			if err := root.Decode(c); err != nil {
+				// checkShape accepts only what decodes; should yaml disagree,
+				// its message still must not show a value.
+				problems = append(problems, fmt.Errorf("config: %s", quotedValue.ReplaceAllString(err.Error(), "(value hidden)")))
+			}
+		}
 	}
 	c.Dir = dir
-	if err := c.resolveSecrets(lookup); err != nil {
-		return nil, err
-	}
+	problems = append(problems, c.resolveSecrets(lookup)...)
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {
-		return nil, err
+		var ce *Error
+		if errors.As(err, &ce) {
+			problems = append(problems, ce.Problems...)
+		} else {
+			problems = append(problems, err)
+		}
 	}
-	return &c, nil
+	return c, problems
 }
+
+// quotedValue is how yaml quotes a value in its errors.
+var quotedValue = regexp.MustCompile("`[^`]*`")
 
 var envRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
 
@@ -233,7 +293,7 @@ func resolveSecret(name string, s *Secret, dir string, lookup func(string) (stri
 		key := envRef.FindStringSubmatch(v)[1]
 		val, ok := lookup(key)
 		if !ok || val == "" {
-			return fmt.Errorf("config: %s refers to ${%s}, which is not set in the environment", name, key)
+			return fmt.Errorf("%s refers to ${%s}, which is not set in the environment", name, key)
 		}
 		*s = Secret(val)
 	case strings.HasPrefix(v, "file:"):
@@ -243,30 +303,48 @@ func resolveSecret(name string, s *Secret, dir string, lookup func(string) (stri
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return fmt.Errorf("config: %s: read secret file: %w", name, err)
+			return fmt.Errorf("%s: read secret file: %w", name, err)
 		}
 		*s = Secret(strings.TrimSpace(string(b)))
 	}
 	return nil
 }
 
-func (c *Config) resolveSecrets(lookup func(string) (string, bool)) error {
-	if c.Slack != nil {
-		for name, s := range map[string]*Secret{
-			"slack.bot_token": &c.Slack.BotToken, "slack.app_token": &c.Slack.AppToken,
-			"slack.signing_secret": &c.Slack.SigningSecret,
-		} {
-			if err := resolveSecret(name, s, c.Dir, lookup); err != nil {
-				return err
-			}
+// resolveSecrets resolves the secrets of the enabled adapters; a disabled
+// adapter needs none, so its references are left as written.
+func (c *Config) resolveSecrets(lookup func(string) (string, bool)) []error {
+	type ref struct {
+		name string
+		s    *Secret
+	}
+	var refs []ref
+	if c.Slack != nil && c.Slack.Enabled {
+		refs = append(refs, ref{"slack.bot_token", &c.Slack.BotToken}, ref{"slack.app_token", &c.Slack.AppToken},
+			ref{"slack.signing_secret", &c.Slack.SigningSecret})
+	}
+	if c.Matrix != nil && c.Matrix.Enabled {
+		refs = append(refs, ref{"matrix.access_token", &c.Matrix.AccessToken}, ref{"matrix.password", &c.Matrix.Password})
+	}
+	var errs []error
+	for _, r := range refs {
+		if err := resolveSecret(r.name, r.s, c.Dir, lookup); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	if c.Matrix != nil {
-		if err := resolveSecret("matrix.access_token", &c.Matrix.AccessToken, c.Dir, lookup); err != nil {
-			return err
-		}
+	return errs
+}
+
+// EnabledAdapters names the chat adapters the config enables, sorted:
+// "matrix", "slack".
+func (c *Config) EnabledAdapters() []string {
+	var on []string
+	if c.Matrix != nil && c.Matrix.Enabled {
+		on = append(on, "matrix")
 	}
-	return nil
+	if c.Slack != nil && c.Slack.Enabled {
+		on = append(on, "slack")
+	}
+	return on
 }
 
 func (c *Config) applyDefaults() {
@@ -447,12 +525,18 @@ func (c *Config) Validate() error {
 			bad("slack.bot_token is required when slack is enabled")
 		}
 		if s.AppToken == "" && s.SigningSecret == "" {
-			bad("slack needs app_token (Socket Mode) or signing_secret (HTTP slash commands)")
+			bad("slack.app_token (Socket Mode) or slack.signing_secret (HTTP slash commands) is required when slack is enabled")
 		}
 	}
 	if m := c.Matrix; m != nil && m.Enabled {
-		if m.Homeserver == "" || m.UserID == "" || m.AccessToken == "" {
-			bad("matrix needs homeserver, user_id and access_token when enabled")
+		if m.Homeserver == "" {
+			bad("matrix.homeserver is required when matrix is enabled")
+		}
+		if m.UserID == "" {
+			bad("matrix.user_id is required when matrix is enabled")
+		}
+		if m.AccessToken == "" && m.Password == "" {
+			bad("matrix.access_token or matrix.password is required when matrix is enabled")
 		}
 		if len(m.Rooms) == 0 {
 			bad("matrix.rooms must list the rooms the bot obeys")
@@ -490,7 +574,7 @@ func (c *Config) Redacted() ([]byte, error) {
 	}
 	if c.Matrix != nil {
 		m := *c.Matrix
-		m.AccessToken = redact(m.AccessToken)
+		m.AccessToken, m.Password = redact(m.AccessToken), redact(m.Password)
 		cp.Matrix = &m
 	}
 	var buf bytes.Buffer

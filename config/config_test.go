@@ -1,6 +1,8 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +35,9 @@ func TestExampleConfigLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := strings.ReplaceAll(string(data), "file:/etc/opsbot/matrix-token", "file:matrix-token")
+	// Enabled, the adapters' secrets are resolved (disabled, they need none:
+	// TestDisabledAdaptersNeedNoSecrets).
+	text = strings.ReplaceAll(text, "enabled: false", "enabled: true")
 	c, err := Parse([]byte(text), dir, env(map[string]string{"SLACK_BOT_TOKEN": "xoxb-secret-bot", "SLACK_APP_TOKEN": "xapp-secret-app"}))
 	if err != nil {
 		t.Fatalf("example config: %v", err)
@@ -97,6 +102,120 @@ func TestInvalidConfigsSayWhatIsWrong(t *testing.T) {
 		_, err := Parse([]byte(c.edit), "/etc/opsbot", env(nil))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err %v, want it to mention %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestDisabledAdaptersNeedNoSecrets(t *testing.T) {
+	text := minimal + `
+slack: {enabled: false, bot_token: "${UNSET_SLACK_TOKEN}", app_token: "file:/nonexistent/app-token"}
+matrix: {enabled: false, access_token: "file:/nonexistent/matrix-token"}
+`
+	if _, err := Parse([]byte(text), "/etc/opsbot", env(nil)); err != nil {
+		t.Fatalf("disabled adapters: %v", err)
+	}
+	on := strings.ReplaceAll(text, "enabled: false", "enabled: true")
+	_, err := Parse([]byte(on), "/etc/opsbot", env(nil))
+	for _, want := range []string{"slack.bot_token refers to ${UNSET_SLACK_TOKEN}", "slack.app_token: read secret file", "matrix.access_token: read secret file",
+		"matrix.homeserver is required", "matrix.rooms"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("enabled adapters: err %v, want it to say %q", err, want)
+		}
+	}
+}
+
+// A token-like value where another type belongs is reported by its key
+// and the type expected, never by the value (not even its first characters).
+func TestTypeErrorsNeverShowSecrets(t *testing.T) {
+	const tok = "xoxb-1234567890-SECRETVALUE"
+	cases := []struct{ name, yaml, key string }{
+		{"token as the slack section", "slack: " + tok + "\n", "slack: expected a mapping, got a string"},
+		{"token as a list", "slack: {enabled: true, bot_token: [" + tok + "]}\n", "slack.bot_token: expected a string, got a list"},
+		{"token as a mapping", "slack:\n  bot_token:\n    value: " + tok + "\n", "slack.bot_token: expected a string, got a mapping"},
+		{"token in a boolean", "slack: {enabled: " + tok + "}\n", "slack.enabled: expected true or false"},
+		{"password as a mapping", "matrix: {password: {p: " + tok + "}}\n", "matrix.password: expected a string, got a mapping"},
+		{"access token as a number", "matrix: {access_token: [12345678901234567890]}\n", "matrix.access_token: expected a string, got a list"},
+		{"token as the matrix section", "matrix: [" + tok + "]\n", "matrix: expected a mapping, got a list"},
+		{"token as a key", "slack: {" + tok + ": 1}\n", "unknown key"},
+	}
+	for _, c := range cases {
+		_, err := Parse([]byte(minimal+c.yaml), "/etc/opsbot", env(nil))
+		if err == nil || !strings.Contains(err.Error(), c.key) {
+			t.Errorf("%s: err %v, want it to say %q", c.name, err, c.key)
+			continue
+		}
+		for _, leak := range []string{"xoxb", "SECRET", "1234567"} {
+			if strings.Contains(err.Error(), leak) && c.name != "token as a key" {
+				t.Errorf("%s: error shows the secret (%q): %v", c.name, leak, err)
+			}
+		}
+	}
+}
+
+// Every problem is listed at once, one per line, each naming its key path.
+func TestEveryProblemListedByKey(t *testing.T) {
+	text := `
+store: {path: opsbot.db}
+ssh: {key_file: id_ed25519, known_hosts: known_hosts, connect_timeout: soon}
+hosts:
+  gpu1: {addr: "127.0.0.1:2222", user: [root]}
+services:
+  qwen: {host: gpu9, unit: sglang-qwen.service, url: "gpu1:30000", gpus: [0, one]}
+limits: {max_steps: ten}
+bogus: 1
+auth:
+  users: {"console:alice": wizard}
+`
+	_, err := Parse([]byte(text), "/etc/opsbot", env(nil))
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("err %v, want a *Error", err)
+	}
+	want := []string{
+		`ssh.connect_timeout: expected a duration like 30s or 5m, got "soon"`,
+		"hosts.gpu1.user: expected a string, got a list",
+		`services.qwen.gpus[1]: expected a whole number, got "one"`,
+		`limits.max_steps: expected a whole number, got "ten"`,
+		"bogus: unknown key",
+		`services.qwen.host names unknown host "gpu9"`,
+		"services.qwen.url must be",
+		`auth.users["console:alice"]: unknown role "wizard"`,
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("missing %q in:\n%v", w, err)
+		}
+	}
+	if len(ce.Problems) < len(want) {
+		t.Errorf("%d problems, want at least %d", len(ce.Problems), len(want))
+	}
+	for _, p := range ce.Problems {
+		if strings.Contains(p.Error(), "config.") || strings.Contains(p.Error(), "!!") {
+			t.Errorf("problem speaks Go or YAML types: %v", p)
+		}
+	}
+}
+
+func TestWorldWritableConfigRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "opsbot.yaml")
+	if err := os.WriteFile(path, []byte(minimal), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []os.FileMode{0o600, 0o644, 0o664} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(path); err != nil {
+			t.Errorf("mode %04o: %v", mode, err)
+		}
+	}
+	for _, mode := range []os.FileMode{0o666, 0o602} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(path)
+		if err == nil || !strings.Contains(err.Error(), "chmod o-w "+path) || !strings.Contains(err.Error(), fmt.Sprintf("mode %04o", uint32(mode))) {
+			t.Errorf("mode %04o: err %v, want a refusal naming the file, its mode and chmod o-w", mode, err)
 		}
 	}
 }

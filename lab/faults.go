@@ -2,7 +2,10 @@ package lab
 
 import (
 	"fmt"
+	"path"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -19,17 +22,32 @@ import (
 //	                differs from the one the lab was seeded with (a rollback starts fine)
 //	ssh-drop        the next systemctl start/stop/restart drops the SSH connection after the
 //	                action took effect (once)
+//	ssh-drop=upload the next file written over sftp into a unit directory drops the connection
+//	                once the file is created, before its content is written (once)
+//	ssh-drop=write  the next rename over sftp into a unit directory (the atomic replace of a
+//	                unit) drops the connection after the rename took effect (once)
+//	ssh-drop=reload the next systemctl daemon-reload drops the connection after systemd
+//	                reloaded (once)
 type Fault struct {
 	Name     string
 	Duration time.Duration // slow-load only
+	// Stage is where ssh-drop drops the connection: "" (systemctl start/stop/restart),
+	// "upload", "write" or "reload".
+	Stage string
 }
 
 func (f Fault) String() string {
-	if f.Name == "slow-load" {
+	switch {
+	case f.Name == "slow-load":
 		return "slow-load=" + f.Duration.String()
+	case f.Stage != "":
+		return f.Name + "=" + f.Stage
 	}
 	return f.Name
 }
+
+// sshDropStages are the values ssh-drop takes.
+var sshDropStages = []string{"upload", "write", "reload"}
 
 // FaultError reports a fault list that cannot be parsed.
 type FaultError struct {
@@ -38,7 +56,7 @@ type FaultError struct {
 }
 
 func (e *FaultError) Error() string {
-	return fmt.Sprintf("fault %q: %s (known: orphans, dstate, slow-load=DUR, crash-on-start, ssh-drop)", e.Item, e.Problem)
+	return fmt.Sprintf("fault %q: %s (known: orphans, dstate, slow-load=DUR, crash-on-start, ssh-drop[=upload|write|reload])", e.Item, e.Problem)
 }
 
 // ParseFaults parses a comma separated fault list such as "orphans,slow-load=3m". Blank input is
@@ -56,9 +74,16 @@ func ParseFaults(s string) ([]Fault, error) {
 		name = strings.ToLower(strings.TrimSpace(name))
 		f := Fault{Name: name}
 		switch name {
-		case "orphans", "dstate", "crash-on-start", "ssh-drop":
+		case "orphans", "dstate", "crash-on-start":
 			if hasVal {
 				return nil, &FaultError{Item: item, Problem: "takes no value"}
+			}
+		case "ssh-drop":
+			if hasVal {
+				f.Stage = strings.ToLower(strings.TrimSpace(val))
+				if !slices.Contains(sshDropStages, f.Stage) {
+					return nil, &FaultError{Item: item, Problem: "drops at upload, write or reload (or, without a value, at systemctl start/stop)"}
+				}
 			}
 		case "slow-load":
 			if !hasVal {
@@ -84,7 +109,66 @@ func ParseFaults(s string) ([]Fault, error) {
 type faultSet struct {
 	orphans, dstate, crashOnStart bool
 	slowLoad                      time.Duration
-	sshDropArmed                  bool // guarded by world.mu
+	sshDropArmed                  bool       // guarded by world.mu
+	sshDropStage                  string     // guarded by world.mu; "" once fired
+	hold                          *WriteHold // guarded by world.mu; nil once reached
+}
+
+// takeDrop reports whether the ssh-drop fault armed for stage fires now, and
+// disarms it when it does. Callers hold world.mu.
+func (s *faultSet) takeDrop(stage string) bool {
+	if s.sshDropStage != stage {
+		return false
+	}
+	s.sshDropStage = ""
+	return true
+}
+
+// unitDirs are where systemd reads units from; faults on file writes apply there.
+var unitDirs = []string{"/etc/systemd/system/", "/run/systemd/system/", "/lib/systemd/system/", "/usr/lib/systemd/system/"}
+
+func inUnitDir(p string) bool {
+	p = path.Clean("/" + p)
+	for _, d := range unitDirs {
+		if strings.HasPrefix(p, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// WriteHold stalls the next rename over sftp into a unit directory (the
+// atomic replace of a unit: the temporary file is written, the unit is not
+// yet replaced) until Release, so that a test can act inside that window
+// deterministically, e.g. kill the process that writes.
+type WriteHold struct {
+	reached chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+// HoldUnitWrite arms a WriteHold for the next rename into a unit directory on
+// any of the lab's hosts. Release it (a test's cleanup, at the latest) or that
+// host's SSH server cannot finish closing.
+func (l *Lab) HoldUnitWrite() *WriteHold {
+	h := &WriteHold{reached: make(chan struct{}), release: make(chan struct{})}
+	l.w.lock()
+	l.faults.hold = h
+	l.w.unlock()
+	return h
+}
+
+// Reached is closed when a rename is held.
+func (h *WriteHold) Reached() <-chan struct{} { return h.reached }
+
+// Release lets the held rename go ahead. It is safe to call more than once.
+func (h *WriteHold) Release() { h.once.Do(func() { close(h.release) }) }
+
+// takeHold returns the armed hold, disarmed, or nil. Callers hold world.mu.
+func (s *faultSet) takeHold() *WriteHold {
+	h := s.hold
+	s.hold = nil
+	return h
 }
 
 func newFaultSet(fs []Fault) faultSet {
@@ -100,7 +184,11 @@ func newFaultSet(fs []Fault) faultSet {
 		case "slow-load":
 			s.slowLoad = f.Duration
 		case "ssh-drop":
-			s.sshDropArmed = true
+			if f.Stage == "" {
+				s.sshDropArmed = true
+			} else {
+				s.sshDropStage = f.Stage
+			}
 		}
 	}
 	return s

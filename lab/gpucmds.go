@@ -62,7 +62,6 @@ func (e *cmdEnv) nvidiaSMI(args []string) int {
 		return 2
 	}
 	w := e.h.w
-	type row struct{ vals []string }
 	w.lock()
 	type gsnap struct {
 		g    gpu

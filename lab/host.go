@@ -57,6 +57,19 @@ func (h *SimHost) ReadFile(p string) ([]byte, error) {
 	return b, nil
 }
 
+// ReadDir lists the names in a directory of the host's file system, sorted.
+func (h *SimHost) ReadDir(p string) ([]string, error) {
+	ents, err := os.ReadDir(h.realPath(p))
+	if err != nil {
+		return nil, fmt.Errorf("read directory %s on %s: %w", p, h.name, unwrapPath(err))
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name()
+	}
+	return names, nil
+}
+
 // WriteFile writes a file of the host's file system (creating parent directories) atomically.
 func (h *SimHost) WriteFile(p string, data []byte) error {
 	rp := h.realPath(p)

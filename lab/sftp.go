@@ -11,11 +11,61 @@ import (
 
 // sftpFS serves a host's file system over sftp, rooted at its root directory. Writes land on
 // the same files systemd reads, so a unit written over sftp shows NeedDaemonReload=yes.
-type sftpFS struct{ h *SimHost }
+type sftpFS struct {
+	h    *SimHost
+	drop func() // drops the SSH connection (ssh-drop=upload|write)
+}
 
-func (h *SimHost) sftpHandlers() sftp.Handlers {
-	f := &sftpFS{h: h}
+func (h *SimHost) sftpHandlers(drop func()) sftp.Handlers {
+	f := &sftpFS{h: h, drop: drop}
 	return sftp.Handlers{FileGet: f, FilePut: f, FileCmd: f, FileList: f}
+}
+
+// fault runs the ssh-drop fault armed for stage, if any: it reports whether
+// the connection was dropped.
+func (f *sftpFS) fault(stage string) bool {
+	w := f.h.w
+	w.lock()
+	fire := f.h.lab.faults.takeDrop(stage)
+	w.unlock()
+	if fire && f.drop != nil {
+		f.drop()
+	}
+	return fire
+}
+
+// holdRename waits while a WriteHold is armed for this rename into a unit directory.
+func (f *sftpFS) holdRename(target string) {
+	if !inUnitDir(target) {
+		return
+	}
+	w := f.h.w
+	w.lock()
+	h := f.h.lab.faults.takeHold()
+	w.unlock()
+	if h != nil {
+		close(h.reached)
+		<-h.release
+	}
+}
+
+// rename replaces target with the file at p (posix: overwrite), with the
+// unit-write faults.
+func (f *sftpFS) rename(p, target string, overwrite bool) error {
+	f.holdRename(target)
+	if !overwrite {
+		// SSH_FXP_RENAME must not overwrite (draft-ietf-secsh-filexfer-02).
+		if _, serr := os.Lstat(f.real(target)); serr == nil {
+			return sftp.ErrSSHFxFailure
+		}
+	}
+	if err := os.Rename(f.real(p), f.real(target)); err != nil {
+		return unwrapPath(err)
+	}
+	if inUnitDir(target) && f.fault("write") {
+		return sftp.ErrSSHFxConnectionLost
+	}
+	return nil
 }
 
 func (f *sftpFS) real(p string) string { return f.h.realPath(p) }
@@ -64,6 +114,10 @@ func (f *sftpFS) OpenFile(r *sftp.Request) (sftp.WriterAtReaderAt, error) {
 	if err != nil {
 		return nil, unwrapPath(err)
 	}
+	if fl.Write && inUnitDir(r.Filepath) && f.fault("upload") {
+		fh.Close()
+		return nil, sftp.ErrSSHFxConnectionLost
+	}
 	return fh, nil
 }
 
@@ -79,11 +133,7 @@ func (f *sftpFS) Filecmd(r *sftp.Request) error {
 			err = os.Truncate(p, int64(r.Attributes().Size))
 		}
 	case "Rename":
-		// SSH_FXP_RENAME must not overwrite (draft-ietf-secsh-filexfer-02).
-		if _, serr := os.Lstat(f.real(r.Target)); serr == nil {
-			return sftp.ErrSSHFxFailure
-		}
-		err = os.Rename(p, f.real(r.Target))
+		return f.rename(r.Filepath, r.Target, false)
 	case "Rmdir":
 		err = os.Remove(p)
 	case "Remove":
@@ -108,7 +158,7 @@ func (f *sftpFS) Filecmd(r *sftp.Request) error {
 
 // PosixRename implements sftp.PosixRenameFileCmder: an atomic replace.
 func (f *sftpFS) PosixRename(r *sftp.Request) error {
-	return unwrapPath(os.Rename(f.real(r.Filepath), f.real(r.Target)))
+	return f.rename(r.Filepath, r.Target, true)
 }
 
 type listerAt []os.FileInfo

@@ -190,7 +190,7 @@ func (s *sshServer) session(conn net.Conn, ch ssh.Channel, reqs <-chan *ssh.Requ
 			r.Reply(true, nil)
 			go func() {
 				defer close(done)
-				srv := sftp.NewRequestServer(ch, s.h.sftpHandlers())
+				srv := sftp.NewRequestServer(ch, s.h.sftpHandlers(func() { conn.Close() }))
 				go func() { <-ctx.Done(); srv.Close() }()
 				err := srv.Serve()
 				code := uint32(0)

@@ -143,7 +143,13 @@ func (e *cmdEnv) systemctl(ctx context.Context, args []string) int {
 		for _, d := range ds {
 			h.sd.load(d)
 		}
+		drop := e.drop != nil && h.lab.faults.takeDrop("reload")
 		w.unlock()
+		if drop {
+			e.dropped = true
+			e.drop()
+			return exitSignalled
+		}
 		return 0
 	case "reset-failed":
 		w.lock()

@@ -81,7 +81,6 @@ type unit struct {
 	restartTimer        *simTimer
 	stopTimer           *simTimer
 	stopping            bool
-	stopPhase           string
 	argv                []string
 	port                int // lab port for an engine run by this unit (0 until needed)
 	run                 *engineRun
@@ -235,9 +234,11 @@ func (u *unit) cgroupProcs() []*proc {
 func (u *unit) start(manual bool) error {
 	w := u.w()
 	if !u.isLoaded {
+		//lint:ignore ST1005 systemctl's own words, as operators see them
 		return fmt.Errorf("Unit %s not found.", u.name)
 	}
 	if u.loadErr != nil {
+		//lint:ignore ST1005 systemctl's own words, as operators see them
 		return fmt.Errorf("Unit %s has a bad unit file setting.", u.name)
 	}
 	switch u.active {
@@ -283,6 +284,7 @@ func (u *unit) start(manual bool) error {
 		u.log("%s: %v", u.name, err)
 		u.result = "resources"
 		u.setState("failed", "failed")
+		//lint:ignore ST1005 systemctl's own words, as operators see them
 		return fmt.Errorf("Job for %s failed because of unavailable resources or another system error.", u.name)
 	}
 	u.result = "success"

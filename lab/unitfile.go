@@ -64,9 +64,9 @@ type unitConfig struct {
 	ExecStart          []string // raw values; an empty assignment resets the list
 	Environment        []string // KEY=VALUE in order
 	Restart            string
-	RestartSec         time.Duration
+	RestartSec         time.Duration //lint:ignore ST1011 named as in the unit file
 	KillMode           string
-	TimeoutStopSec     time.Duration
+	TimeoutStopSec     time.Duration //lint:ignore ST1011 named as in the unit file
 	StartLimitBurst    int
 	StartLimitInterval time.Duration
 	Type               string

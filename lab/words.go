@@ -87,21 +87,3 @@ func SplitShell(s string) ([]string, error) {
 	}
 	return words, nil
 }
-
-// quoteWord quotes one word for sh if it needs it (used for display only).
-func quoteWord(s string) string {
-	if s == "" {
-		return "''"
-	}
-	safe := true
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r)) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}

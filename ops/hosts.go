@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-
-	"golang.org/x/crypto/ssh"
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops/engine"
@@ -39,13 +36,9 @@ func New(cfg Config) (*Runbook, error) {
 	if c.KnownHosts == "" {
 		return nil, errors.New("ops config: ssh known_hosts is not set: host keys are always checked")
 	}
-	pem, err := os.ReadFile(c.KeyFile)
+	signer, err := remote.LoadSigner(c.KeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("ops config: read ssh key: %w", err)
-	}
-	signer, err := ssh.ParsePrivateKey(pem)
-	if err != nil {
-		return nil, fmt.Errorf("ops config: parse ssh key %s: %w", c.KeyFile, err)
+		return nil, fmt.Errorf("ops config: %w", err)
 	}
 	hosts := make(map[string]remote.HostConfig, len(c.Hosts))
 	for name, h := range c.Hosts {

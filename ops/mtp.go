@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"sort"
 	"strings"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/ops/unit"
 )
 
@@ -181,12 +183,14 @@ func (r *Runbook) deploy(ctx context.Context, t *target, p *planned, res *Result
 		return err
 	}
 	if err := r.write(ctx, t, p.path, p.after, p.created, false, res, rep); err != nil {
-		// The write is atomic: the previous unit is still in place. Start it again.
+		// The write is atomic: the previous unit is still in place (a write that
+		// landed all the same went on). Say what is on disk, and start it again.
 		if ctx.Err() == nil {
+			disk := onDisk(ctx, t, p)
 			if serr := r.startAndServe(ctx, t, res, rep, true); serr != nil {
-				return fmt.Errorf("%w; starting the unchanged unit again also failed: %v", err, serr)
+				return fmt.Errorf("%w; %s; starting it again also failed: %v", err, disk, serr)
 			}
-			return fmt.Errorf("%w; the unit is unchanged and serves again", err)
+			return fmt.Errorf("%w; %s, and serves again", err, disk)
 		}
 		return err
 	}
@@ -229,14 +233,55 @@ func (r *Runbook) write(ctx context.Context, t *target, p, text string, mkdir, r
 		if err := runOK(ctx, t, "rm", "-f", p); err != nil {
 			return st.fail(err)
 		}
-	} else if err := t.host.WriteFileAtomic(ctx, p, []byte(text), 0o644); err != nil {
-		return st.fail(hostErr("write "+p, t.cfg.Host, err))
+	} else if err := t.host.WriteFileAtomic(ctx, p, []byte(text), 0o644); err != nil && !landed(ctx, t, p, text, err, res, st) {
+		return st.fail(err) // it names the file and the host
 	}
 	if err := daemonReload(ctx, t); err != nil {
-		return st.fail(err)
+		if !isUnknownOutcome(ctx, err) {
+			return st.fail(err)
+		}
+		// daemon-reload is idempotent: run it again on a new connection.
+		res.AddIncident(IncidentConnectionLost)
+		st.warn("connection to %s lost during systemctl daemon-reload (%v): reconnecting to run it again", t.cfg.Host, err)
+		if err := daemonReload(ctx, t); err != nil {
+			return st.fail(err)
+		}
 	}
 	st.done("written, daemon reloaded")
 	return nil
+}
+
+// landed reports, after a write of path failed with err, whether text is in
+// place all the same: the connection dropped after the replace took effect.
+// A write whose connection dropped records connection_lost either way.
+func landed(ctx context.Context, t *target, path, text string, err error, res *Result, st *step) bool {
+	if ctx.Err() != nil || !errors.Is(err, remote.ErrOutcomeUnknown) {
+		return false
+	}
+	res.AddIncident(IncidentConnectionLost)
+	b, rerr := t.host.ReadFile(ctx, path)
+	if rerr != nil || string(b) != text {
+		return false
+	}
+	st.warn("connection to %s lost while writing %s (%v): read it back: the new text is in place", t.cfg.Host, path, err)
+	return true
+}
+
+// onDisk says which text a unit file has after a failed write: the previous
+// one, the new one, or neither that could be read.
+func onDisk(ctx context.Context, t *target, p *planned) string {
+	b, err := t.host.ReadFile(ctx, p.path)
+	switch {
+	case err != nil && p.created && errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("there is no %s on disk, as before (steps %d)", path.Base(p.path), p.edit.SpecBefore.DraftSteps())
+	case err != nil:
+		return fmt.Sprintf("reading %s back failed (%v): it holds the previous or the new text, never a mix; `mtp show` says which", p.path, err)
+	case string(b) == p.before:
+		return fmt.Sprintf("the unit on disk is the previous text (steps %d)", p.edit.SpecBefore.DraftSteps())
+	case string(b) == p.after:
+		return fmt.Sprintf("the unit on disk is the new text (steps %d), but systemd may not have loaded it", p.edit.SpecAfter.DraftSteps())
+	}
+	return fmt.Sprintf("%s on disk is neither the previous nor the new text: someone else changed it", p.path)
 }
 
 // runOK runs argv on the service's host; a non-zero exit is an error quoting stderr.

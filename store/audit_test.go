@@ -33,7 +33,7 @@ func TestAudit(t *testing.T) {
 	if all[1].At.IsZero() || all[0].ID <= all[1].ID {
 		t.Errorf("At/ID not set: %+v", all)
 	}
-	u1, _ := s.Audit(ctx, AuditFilter{User: "U1", Limit: 1})
+	u1 := must(s.Audit(ctx, AuditFilter{User: "U1", Limit: 1}))(t)
 	if len(u1) != 1 || u1[0].Platform != "matrix" {
 		t.Errorf("U1 limit 1 = %+v", u1)
 	}
@@ -63,7 +63,7 @@ func TestAuditAppendOnly(t *testing.T) {
 			t.Errorf("%s: err = %v, want the append-only refusal", q, err)
 		}
 	}
-	got, _ := s.Audit(ctx, AuditFilter{})
+	got := must(s.Audit(ctx, AuditFilter{}))(t)
 	if len(got) != 1 || got[0].Decision != DecisionRefused {
 		t.Errorf("audit log changed: %+v", got)
 	}
@@ -77,7 +77,7 @@ func TestCreateJobAudited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, _ := s.Audit(ctx, AuditFilter{})
+	a := must(s.Audit(ctx, AuditFilter{}))(t)
 	if len(a) != 1 || a[0].JobID != j.ID || !a[0].At.Equal(j.CreatedAt) {
 		t.Fatalf("audit = %+v, want one entry for job %d at %v", a, j.ID, j.CreatedAt)
 	}

@@ -25,9 +25,9 @@ func TestBenchResults(t *testing.T) {
 	if r1.ID <= 0 {
 		t.Fatalf("no ID: %+v", r1)
 	}
-	r2, _ := s.AddBenchResult(ctx, BenchResult{Service: "qwen", Settings: "steps=10,topk=1,draft=11", OutputTokS: 280})
-	r3, _ := s.AddBenchResult(ctx, BenchResult{Service: "qwen", Settings: "steps=3,topk=1,draft=4", OutputTokS: 215})
-	r4, _ := s.AddBenchResult(ctx, BenchResult{Service: "llama", Settings: "steps=3,topk=1,draft=4", OutputTokS: 99})
+	r2 := must(s.AddBenchResult(ctx, BenchResult{Service: "qwen", Settings: "steps=10,topk=1,draft=11", OutputTokS: 280}))(t)
+	r3 := must(s.AddBenchResult(ctx, BenchResult{Service: "qwen", Settings: "steps=3,topk=1,draft=4", OutputTokS: 215}))(t)
+	r4 := must(s.AddBenchResult(ctx, BenchResult{Service: "llama", Settings: "steps=3,topk=1,draft=4", OutputTokS: 99}))(t)
 
 	prev, err := s.PreviousBenchResult(ctx, "qwen", "steps=3,topk=1,draft=4", r3.ID)
 	if err != nil {
@@ -59,10 +59,10 @@ func TestBenchResults(t *testing.T) {
 	if len(hist) != 3 || hist[0].ID != r3.ID || hist[2].ID != r1.ID {
 		t.Errorf("history = %+v, want r3, r2, r1", hist)
 	}
-	if h, _ := s.BenchHistory(ctx, "", 2); len(h) != 2 || h[0].ID != r4.ID {
+	if h := must(s.BenchHistory(ctx, "", 2))(t); len(h) != 2 || h[0].ID != r4.ID {
 		t.Errorf("history of all, limit 2 = %+v", h)
 	}
-	if h, _ := s.BenchHistory(ctx, "qwen", 0); h[1].Raw != nil || h[1].JobID != 0 || h[1].AcceptLen != 0 {
+	if h := must(s.BenchHistory(ctx, "qwen", 0))(t); h[1].Raw != nil || h[1].JobID != 0 || h[1].AcceptLen != 0 {
 		t.Errorf("unset fields read back wrong: %+v", h[1])
 	}
 }

@@ -68,7 +68,11 @@ func TestHelperProcess(t *testing.T) {
 		wg.Wait()
 	case "write":
 		// Write a fixed amount of jobs and events, concurrently with the parent.
-		n, _ := strconv.Atoi(os.Getenv("OPSBOT_STORE_N"))
+		n, err := strconv.Atoi(os.Getenv("OPSBOT_STORE_N"))
+		if err != nil || n < 10 {
+			fmt.Println("error", "OPSBOT_STORE_N must be a number >= 10:", err)
+			os.Exit(3)
+		}
 		fmt.Println("started")
 		var wg sync.WaitGroup
 		for g := range 10 {
@@ -154,8 +158,15 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatalf("child ended with %v, want killed by SIGKILL (an error it printed would show above)", err)
 	}
 	var seen int
-	watch.QueryRow(`SELECT COUNT(*) FROM job_events`).Scan(&seen)
-	watch.Close()
+	if err := watch.QueryRow(`SELECT COUNT(*) FROM job_events`).Scan(&seen); err != nil {
+		t.Fatalf("count events after the kill: %v", err)
+	}
+	if seen < 500 {
+		t.Fatalf("%d events after the kill, fewer than the 500 seen before it", seen)
+	}
+	if err := watch.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	s := openAt(t, path)
 	var check string
@@ -193,8 +204,8 @@ func TestCrashRecovery(t *testing.T) {
 	if !found {
 		t.Fatalf("InterruptUnfinished = %d jobs, the killed job %d not among them as interrupted", len(jobs), jobID)
 	}
-	if j, _ := s.Job(ctx, jobID); j.Status != Interrupted || j.Error != InterruptedMessage {
-		t.Errorf("stored job = %+v", j)
+	if j, err := s.Job(ctx, jobID); err != nil || j.Status != Interrupted || j.Error != InterruptedMessage {
+		t.Errorf("stored job = %+v, %v", j, err)
 	}
 	t.Logf("killed after %d events; %d survived; %d jobs interrupted", seen, len(evs), len(jobs))
 }
@@ -241,7 +252,9 @@ func TestTwoProcesses(t *testing.T) {
 		t.Fatalf("child ended with %v, last line %q", err, last)
 	}
 	var jobs, evs int
-	s.rdb.QueryRow(`SELECT COUNT(*), (SELECT COUNT(*) FROM job_events) FROM jobs`).Scan(&jobs, &evs)
+	if err := s.rdb.QueryRow(`SELECT COUNT(*), (SELECT COUNT(*) FROM job_events) FROM jobs`).Scan(&jobs, &evs); err != nil {
+		t.Fatalf("count rows: %v", err)
+	}
 	if jobs != 2*n || evs != 2*n {
 		t.Errorf("jobs %d, events %d; want %d each", jobs, evs, 2*n)
 	}
@@ -286,8 +299,8 @@ func TestTwoStoresOneFile(t *testing.T) {
 	for err := range errs {
 		t.Errorf("%v", err)
 	}
-	if got, _ := a.ListJobs(ctx, JobFilter{Active: true}); len(got) != 0 {
-		t.Errorf("%d jobs still active", len(got))
+	if got, err := a.ListJobs(ctx, JobFilter{Active: true}); err != nil || len(got) != 0 {
+		t.Errorf("%d jobs still active (%v)", len(got), err)
 	}
 	if n := count(t, a.rdb, "jobs"); n != 20*each {
 		t.Errorf("jobs = %d, want %d", n, 20*each)
@@ -302,14 +315,23 @@ func TestReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, _ := s.CreateJob(ctx, Job{Command: "mtp steps 10", User: "U1"})
-	s.StartJob(ctx, j.ID)
-	s.AppendEvent(ctx, Event{JobID: j.ID, Step: "stop", Status: "done"})
-	s.FinishJob(ctx, j.ID, Succeeded, "", json.RawMessage(`{"ok":true}`))
-	br, _ := s.AddBenchResult(ctx, BenchResult{JobID: j.ID, Service: "qwen", Settings: "steps=10", OutputTokS: 280})
-	sc, _ := s.AddSchedule(ctx, Schedule{Spec: "@daily", Command: "bench"})
-	s.AppendAudit(ctx, AuditEntry{User: "U1", Decision: DecisionAccepted})
-	s.SetSyncToken(ctx, "k", "v")
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	j, err := s.CreateJob(ctx, Job{Command: "mtp steps 10", User: "U1"})
+	must("CreateJob", err)
+	must("StartJob", s.StartJob(ctx, j.ID))
+	must("AppendEvent", s.AppendEvent(ctx, Event{JobID: j.ID, Step: "stop", Status: "done"}))
+	must("FinishJob", s.FinishJob(ctx, j.ID, Succeeded, "", json.RawMessage(`{"ok":true}`)))
+	br, err := s.AddBenchResult(ctx, BenchResult{JobID: j.ID, Service: "qwen", Settings: "steps=10", OutputTokS: 280})
+	must("AddBenchResult", err)
+	sc, err := s.AddSchedule(ctx, Schedule{Spec: "@daily", Command: "bench"})
+	must("AddSchedule", err)
+	must("AppendAudit", s.AppendAudit(ctx, AuditEntry{User: "U1", Decision: DecisionAccepted}))
+	must("SetSyncToken", s.SetSyncToken(ctx, "k", "v"))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -319,8 +341,8 @@ func TestReopen(t *testing.T) {
 	if err != nil || got.Status != Succeeded || string(got.Result) != `{"ok":true}` {
 		t.Errorf("job after reopen: %+v, %v", got, err)
 	}
-	if evs, _ := s.Events(ctx, j.ID); len(evs) != 1 || evs[0].Step != "stop" {
-		t.Errorf("events after reopen: %+v", evs)
+	if evs, err := s.Events(ctx, j.ID); err != nil || len(evs) != 1 || evs[0].Step != "stop" {
+		t.Errorf("events after reopen: %+v, %v", evs, err)
 	}
 	if p, err := s.PreviousBenchResult(ctx, "qwen", "steps=10", 0); err != nil || p.ID != br.ID {
 		t.Errorf("bench after reopen: %+v, %v", p, err)
@@ -328,13 +350,13 @@ func TestReopen(t *testing.T) {
 	if got, err := s.Schedule(ctx, sc.ID); err != nil || got.Spec != "@daily" {
 		t.Errorf("schedule after reopen: %+v, %v", got, err)
 	}
-	if a, _ := s.Audit(ctx, AuditFilter{}); len(a) != 1 {
-		t.Errorf("audit after reopen: %+v", a)
+	if a, err := s.Audit(ctx, AuditFilter{}); err != nil || len(a) != 1 {
+		t.Errorf("audit after reopen: %+v, %v", a, err)
 	}
-	if v, _ := s.SyncToken(ctx, "k"); v != "v" {
-		t.Errorf("kv after reopen: %q", v)
+	if v, err := s.SyncToken(ctx, "k"); err != nil || v != "v" {
+		t.Errorf("kv after reopen: %q, %v", v, err)
 	}
-	if unfinished, _ := s.InterruptUnfinished(ctx); len(unfinished) != 0 {
-		t.Errorf("a cleanly finished job was interrupted: %+v", unfinished)
+	if unfinished, err := s.InterruptUnfinished(ctx); err != nil || len(unfinished) != 0 {
+		t.Errorf("a cleanly finished job was interrupted: %+v, %v", unfinished, err)
 	}
 }

@@ -47,7 +47,7 @@ func TestEvents(t *testing.T) {
 	if evs[1].At.IsZero() {
 		t.Error("a zero event time was not set to now")
 	}
-	if oe, _ := s.Events(ctx, other.ID); len(oe) != 1 || oe[0].Seq != 1 {
+	if oe := must(s.Events(ctx, other.ID))(t); len(oe) != 1 || oe[0].Seq != 1 {
 		t.Errorf("other job's events = %+v, want one with seq 1", oe)
 	}
 

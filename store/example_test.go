@@ -14,7 +14,10 @@ import (
 
 func Example() {
 	ctx := context.Background()
-	dir, _ := os.MkdirTemp("", "opsbot-example")
+	dir, err := os.MkdirTemp("", "opsbot-example")
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer os.RemoveAll(dir)
 
 	s, err := store.Open(ctx, filepath.Join(dir, "opsbot.db"))
@@ -35,9 +38,15 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_ = s.StartJob(ctx, j.ID)
-	_ = s.AppendEvent(ctx, store.Event{JobID: j.ID, Step: "stop", Status: "done"})
-	_ = s.FinishJob(ctx, j.ID, store.Succeeded, "", json.RawMessage(`{"incidents":[]}`))
+	if err := s.StartJob(ctx, j.ID); err != nil {
+		log.Fatal(err)
+	}
+	if err := s.AppendEvent(ctx, store.Event{JobID: j.ID, Step: "stop", Status: "done"}); err != nil {
+		log.Fatal(err)
+	}
+	if err := s.FinishJob(ctx, j.ID, store.Succeeded, "", json.RawMessage(`{"incidents":[]}`)); err != nil {
+		log.Fatal(err)
+	}
 
 	err = s.FinishJob(ctx, j.ID, store.Failed, "again", nil)
 	var te *store.TransitionError
@@ -46,8 +55,14 @@ func Example() {
 	_, err = s.Job(ctx, 999)
 	fmt.Println(errors.Is(err, store.ErrNotFound))
 
-	got, _ := s.Job(ctx, j.ID)
-	evs, _ := s.Events(ctx, j.ID)
+	got, err := s.Job(ctx, j.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	evs, err := s.Events(ctx, j.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(got.Status, len(evs), evs[0].Seq)
 	// Output:
 	// true succeeded

@@ -68,3 +68,15 @@ func sameTime(t testing.TB, what string, got, want time.Time) {
 		t.Errorf("%s is in %v, want UTC", what, got.Location())
 	}
 }
+
+// must(v, err)(t) returns v, failing the test at once when err is not nil:
+// a check on a value that could not be read must not pass on its zero value.
+func must[T any](v T, err error) func(testing.TB) T {
+	return func(t testing.TB) T {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		return v
+	}
+}

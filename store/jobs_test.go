@@ -71,7 +71,7 @@ func TestJobRoundTrip(t *testing.T) {
 	if j2.ID <= j.ID {
 		t.Errorf("IDs not increasing: %d then %d", j.ID, j2.ID)
 	}
-	if got, _ := s.Job(ctx, j2.ID); got.Result != nil || got.ScheduleID != 0 {
+	if got := must(s.Job(ctx, j2.ID))(t); got.Result != nil || got.ScheduleID != 0 {
 		t.Errorf("unset Result/ScheduleID read back as %q/%d", got.Result, got.ScheduleID)
 	}
 }
@@ -133,7 +133,10 @@ func TestJobTransitions(t *testing.T) {
 	if err := s.StartJob(ctx, j.ID); !isTransition(err, Running, Running) {
 		t.Errorf("StartJob(running) = %v, want TransitionError running->running", err)
 	}
-	got, _ := s.Job(ctx, j.ID)
+	got, err := s.Job(ctx, j.ID)
+	if err != nil {
+		t.Fatalf("Job(%d): %v", j.ID, err)
+	}
 	if got.Status != Running || got.StartedAt.IsZero() || got.StartedAt.Before(got.CreatedAt) {
 		t.Errorf("after start: %+v", got)
 	}
@@ -147,7 +150,9 @@ func TestJobTransitions(t *testing.T) {
 	if err := s.StartJob(ctx, j.ID); !isTransition(err, Succeeded, Running) {
 		t.Errorf("StartJob(finished) = %v, want TransitionError succeeded->running", err)
 	}
-	got, _ = s.Job(ctx, j.ID)
+	if got, err = s.Job(ctx, j.ID); err != nil {
+		t.Fatalf("Job(%d): %v", j.ID, err)
+	}
 	if got.Status != Succeeded || string(got.Result) != string(res) || got.Error != "" || got.EndedAt.Before(got.StartedAt) {
 		t.Errorf("finished job changed by refused transitions or wrong: %+v", got)
 	}
@@ -157,7 +162,9 @@ func TestJobTransitions(t *testing.T) {
 	if err := s.FinishJob(ctx, q.ID, Cancelled, "cancelled by U2", nil); err != nil {
 		t.Fatalf("FinishJob(queued) = %v", err)
 	}
-	got, _ = s.Job(ctx, q.ID)
+	if got, err = s.Job(ctx, q.ID); err != nil {
+		t.Fatalf("Job(%d): %v", q.ID, err)
+	}
 	if got.Status != Cancelled || got.Error != "cancelled by U2" || got.EndedAt.IsZero() || !got.StartedAt.IsZero() {
 		t.Errorf("cancelled queued job: %+v", got)
 	}
@@ -172,7 +179,7 @@ func TestJobTransitions(t *testing.T) {
 	if err := s.FinishJob(ctx, r.ID, Failed, "", json.RawMessage("nope")); !errors.Is(err, ErrInvalid) {
 		t.Errorf("FinishJob(bad JSON) = %v, want ErrInvalid", err)
 	}
-	if got, _ := s.Job(ctx, r.ID); got.Status != Queued {
+	if got := must(s.Job(ctx, r.ID))(t); got.Status != Queued {
 		t.Errorf("rejected FinishJob changed the job: %+v", got)
 	}
 }
@@ -203,7 +210,7 @@ func TestSetJobThread(t *testing.T) {
 	if err := s.SetJobThread(ctx, j.ID, "1733160000.000100"); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Job(ctx, j.ID); got.Thread != "1733160000.000100" || got.Status != Succeeded {
+	if got := must(s.Job(ctx, j.ID))(t); got.Thread != "1733160000.000100" || got.Status != Succeeded {
 		t.Errorf("thread not set: %+v", got)
 	}
 }
@@ -272,7 +279,7 @@ func TestInterruptUnfinished(t *testing.T) {
 		if j.Status != Interrupted || j.Error != InterruptedMessage || j.EndedAt.IsZero() {
 			t.Errorf("returned job not interrupted: %+v", j)
 		}
-		stored, _ := s.Job(ctx, j.ID)
+		stored := must(s.Job(ctx, j.ID))(t)
 		if stored.Status != Interrupted {
 			t.Errorf("stored job %d is %s", j.ID, stored.Status)
 		}
@@ -280,7 +287,7 @@ func TestInterruptUnfinished(t *testing.T) {
 	if got[1].StartedAt.IsZero() {
 		t.Errorf("interrupted running job lost its start time")
 	}
-	if d, _ := s.Job(ctx, done.ID); d.Status != Failed || d.Error != "boom" {
+	if d := must(s.Job(ctx, done.ID))(t); d.Status != Failed || d.Error != "boom" {
 		t.Errorf("finished job touched: %+v", d)
 	}
 	again, err := s.InterruptUnfinished(ctx)

@@ -66,7 +66,7 @@ func TestMigrationsIdempotent(t *testing.T) {
 		if rows != n || again != applied {
 			t.Fatalf("reopen re-applied migrations: %d rows (want %d), applied_at %d (want %d)", rows, n, again, applied)
 		}
-		if jobs, _ := s2.ListJobs(ctx, JobFilter{}); len(jobs) != 1 {
+		if jobs := must(s2.ListJobs(ctx, JobFilter{}))(t); len(jobs) != 1 {
 			t.Fatalf("data lost on reopen: %+v", jobs)
 		}
 		if err := migrate(ctx, s2.wdb, migrationFS); err != nil {
@@ -89,7 +89,7 @@ CREATE INDEX jobs_priority ON jobs (priority);`,
 	if err := migrate(ctx, s.wdb, newer); err != nil {
 		t.Fatalf("upgrade: %v", err)
 	}
-	if v, _ := s.SchemaVersion(ctx); v != n+1 {
+	if v := must(s.SchemaVersion(ctx))(t); v != n+1 {
 		t.Fatalf("version after upgrade = %d, want %d", v, n+1)
 	}
 	var prio int
@@ -126,7 +126,7 @@ ALTER TABLE no_such_table ADD COLUMN y INTEGER;`,
 	if err := migrate(ctx, s.wdb, bad); err == nil || !strings.Contains(err.Error(), "broken") {
 		t.Fatalf("broken migration: err = %v, want one naming it", err)
 	}
-	if v, _ := s.SchemaVersion(ctx); v != n {
+	if v := must(s.SchemaVersion(ctx))(t); v != n {
 		t.Errorf("version after a failed migration = %d, want %d", v, n)
 	}
 	var name string
@@ -217,7 +217,7 @@ func TestOpenNotADatabase(t *testing.T) {
 		s.Close()
 		t.Fatal("Open accepted a file that is not a database")
 	}
-	if got, _ := os.ReadFile(path); string(got) != string(junk) {
+	if got := must(os.ReadFile(path))(t); string(got) != string(junk) {
 		t.Error("Open changed a file that is not a database")
 	}
 }

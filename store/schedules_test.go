@@ -45,7 +45,7 @@ func TestSchedules(t *testing.T) {
 		t.Errorf("after pause and run: %+v", got)
 	}
 	sameTime(t, "LastRunAt", got.LastRunAt, run)
-	if got, _ := s.Schedule(ctx, b.ID); got.Paused || !got.LastRunAt.IsZero() {
+	if got := must(s.Schedule(ctx, b.ID))(t); got.Paused || !got.LastRunAt.IsZero() {
 		t.Errorf("b after resume: %+v", got)
 	}
 	if err := s.RecordScheduleRun(ctx, b.ID, run, 0); err != nil {
@@ -58,10 +58,10 @@ func TestSchedules(t *testing.T) {
 	if _, err := s.Schedule(ctx, a.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Schedule(removed) = %v, want ErrNotFound", err)
 	}
-	if j, _ := s.Job(ctx, job.ID); j.ScheduleID != a.ID {
+	if j := must(s.Job(ctx, job.ID))(t); j.ScheduleID != a.ID {
 		t.Errorf("job lost its schedule id: %+v", j)
 	}
-	c, _ := s.AddSchedule(ctx, Schedule{Spec: "@daily", Command: "gpu status"})
+	c := must(s.AddSchedule(ctx, Schedule{Spec: "@daily", Command: "gpu status"}))(t)
 	if c.ID <= b.ID {
 		t.Errorf("schedule id %d reused (after %d)", c.ID, b.ID)
 	}
@@ -69,7 +69,7 @@ func TestSchedules(t *testing.T) {
 	if err := s.RemoveSchedule(ctx, c.ID); err != nil {
 		t.Fatal(err)
 	}
-	if d, _ := s.AddSchedule(ctx, Schedule{Spec: "@daily", Command: "gpu status"}); d.ID <= c.ID {
+	if d := must(s.AddSchedule(ctx, Schedule{Spec: "@daily", Command: "gpu status"}))(t); d.ID <= c.ID {
 		t.Errorf("schedule id %d reused after removing %d", d.ID, c.ID)
 	}
 }
@@ -100,14 +100,14 @@ func TestSchedulesBadInputAndNotFound(t *testing.T) {
 			t.Errorf("%s(missing) = %v, want ErrNotFound", name, err)
 		}
 	}
-	sc, _ := s.AddSchedule(ctx, Schedule{Spec: "@daily", Command: "x"})
+	sc := must(s.AddSchedule(ctx, Schedule{Spec: "@daily", Command: "x"}))(t)
 	if err := s.RecordScheduleRun(ctx, sc.ID, time.Now(), 777); !errors.Is(err, ErrNotFound) {
 		t.Errorf("RecordScheduleRun(missing job) = %v, want ErrNotFound", err)
 	}
 	if err := s.RecordScheduleRun(ctx, sc.ID, time.Time{}, 0); !errors.Is(err, ErrInvalid) {
 		t.Errorf("RecordScheduleRun(zero time) = %v, want ErrInvalid", err)
 	}
-	if got, _ := s.Schedule(ctx, sc.ID); !got.LastRunAt.IsZero() {
+	if got := must(s.Schedule(ctx, sc.ID))(t); !got.LastRunAt.IsZero() {
 		t.Errorf("failed RecordScheduleRun changed the schedule: %+v", got)
 	}
 }

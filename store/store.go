@@ -28,6 +28,12 @@
 // newer binary is refused with a *SchemaVersionError instead of being
 // damaged.
 //
+// The file, its directory and SQLite's -wal and -shm files are private to
+// the owner (0600, 0700). Open refuses an empty file (it is not a store) and
+// a file that is not a database, and runs SQLite's quick_check on files small
+// enough for it to be cheap, so a damaged store is named before any job
+// starts; Check and CheckFile run the full integrity check.
+//
 // All times are stored as UTC nanoseconds since the Unix epoch and come back
 // in UTC with nanosecond precision (compare them with time.Time.Equal).
 // Commits use synchronous=NORMAL: a crash of the process loses nothing that
@@ -42,7 +48,6 @@ import (
 	"fmt"
 	"math"
 	"net/url"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -108,9 +113,15 @@ type Store struct {
 
 // Open opens (creating it and its directory when missing) the SQLite
 // database at path and migrates its schema to the newest version this binary
-// knows. path must be a file path, not empty. A database whose schema is
-// newer than this binary's is refused with a *SchemaVersionError and left
-// untouched. Open waits up to BusyTimeout for another process that holds the
+// knows. path must be a file path, not empty. A new file, its directory and
+// SQLite's -wal and -shm files are private to the owner (0600, 0700 for the
+// directory) whatever the umask. An existing empty file is refused with
+// ErrEmptyFile (it is not a store; opening it would silently start a fresh
+// one), a file that is not a database with an error that says so, and a
+// database up to QuickCheckMaxBytes with a *CorruptError when SQLite's
+// quick_check finds damage; nothing is written to a refused file. A database
+// whose schema is newer than this binary's is refused with a
+// *SchemaVersionError and left untouched. Open waits up to BusyTimeout for another process that holds the
 // write lock, and gives up early when ctx is done.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" {
@@ -120,11 +131,8 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("open store %s: %w: the path is a directory", path, ErrInvalid)
-	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
-		return nil, fmt.Errorf("open store %s: create directory: %w", path, err)
+	if err := prepareFile(abs); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 
 	wdb, err := sql.Open("sqlite", dsn(abs, false))
@@ -139,6 +147,14 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// answers SQLITE_BUSY at once, without waiting, when two connections
 	// try it together; hence the retry around the first connection.
 	if err := retryBusy(ctx, func() error { return wdb.PingContext(ctx) }); err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, notStore(abs, err))
+	}
+	if err := privateSideFiles(abs); err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if err := quickCheckAtOpen(ctx, wdb, abs); err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}

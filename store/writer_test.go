@@ -117,8 +117,13 @@ func TestBatchIsolation(t *testing.T) {
 	var got []string
 	for rows.Next() {
 		var c string
-		rows.Scan(&c)
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
 		got = append(got, c)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	if fmt.Sprint(got) != "[good 1 good 2]" {
 		t.Errorf("committed rows = %q, want [good 1 good 2]", got)

@@ -1,13 +1,28 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/ops/remote"
+	"github.com/opsbot/opsbot/store"
 )
 
-func cmdConfig(args []string, stdout io.Writer) error {
+// adapters are the chat adapters this build has, by config section. The
+// terminal (opsbot run, opsbot demo) needs no section.
+var adapters = map[string]bool{}
+
+// adapterNames are the platforms' names as operators write them.
+var adapterNames = map[string]string{"slack": "Slack", "matrix": "Matrix"}
+
+// cmdConfig is `opsbot config check --config FILE`: every problem the bot
+// would meet at start-up or at its first job, listed at once, one per line
+// with its key; or the effective config with secrets redacted.
+func cmdConfig(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "check" {
 		return usagef("usage: opsbot config check --config FILE")
 	}
@@ -19,9 +34,18 @@ func cmdConfig(args []string, stdout io.Writer) error {
 	if *path == "" || fs.NArg() > 0 {
 		return usagef("usage: opsbot config check --config FILE")
 	}
-	cfg, err := config.Load(*path)
-	if err != nil {
+	cfg, err := config.Inspect(*path)
+	var problems []error
+	var ce *config.Error
+	switch {
+	case errors.As(err, &ce):
+		problems = append(problems, ce.Problems...)
+	case err != nil:
 		return err
+	}
+	problems = append(problems, checkResources(ctx, cfg)...)
+	if len(problems) > 0 {
+		return &config.Error{Problems: problems}
 	}
 	out, err := cfg.Redacted()
 	if err != nil {
@@ -29,4 +53,37 @@ func cmdConfig(args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "# %s: valid (secrets redacted)\n%s", *path, out)
 	return nil
+}
+
+// checkResources checks what the config names outside itself: adapters this
+// build lacks, the SSH key and known_hosts files, and the store.
+func checkResources(ctx context.Context, cfg *config.Config) []error {
+	var problems []error
+	for _, a := range cfg.EnabledAdapters() {
+		if !adapters[a] {
+			problems = append(problems, fmt.Errorf("%s.enabled: this build of opsbot has no %s adapter yet", a, adapterNames[a]))
+		}
+	}
+	if cfg.SSH.KeyFile != "" {
+		if _, err := remote.LoadSigner(cfg.SSH.KeyFile); errors.Is(err, fs.ErrNotExist) {
+			problems = append(problems, fmt.Errorf("ssh.key_file: %s does not exist: create the bot's key with ssh-keygen -t ed25519 -N '' -f %s and authorise its .pub on every host (%w)",
+				cfg.SSH.KeyFile, cfg.SSH.KeyFile, err))
+		} else if err != nil {
+			problems = append(problems, fmt.Errorf("ssh.key_file: %w", err))
+		}
+	}
+	if cfg.SSH.KnownHosts != "" {
+		if err := remote.CheckKnownHosts(cfg.SSH.KnownHosts); errors.Is(err, fs.ErrNotExist) {
+			problems = append(problems, fmt.Errorf("ssh.known_hosts: %s does not exist: add each host's key with ssh-keyscan -H HOST >> %s, after checking it (%w)",
+				cfg.SSH.KnownHosts, cfg.SSH.KnownHosts, err))
+		} else if err != nil {
+			problems = append(problems, fmt.Errorf("ssh.known_hosts: %w", err))
+		}
+	}
+	if cfg.Store.Path != "" {
+		if err := store.CheckFile(ctx, cfg.Store.Path); err != nil {
+			problems = append(problems, fmt.Errorf("store.path: %w", err))
+		}
+	}
+	return problems
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,8 +33,49 @@ func TestMain(m *testing.M) {
 }
 
 // Killed mid-job with SIGKILL, opsbot finds the job interrupted at its next
-// start and says so; the unit on the host is the old text or the new one.
+// start and says so; the unit on the host is the old text or the new one,
+// never a mix, and no temporary file is left where systemd reads units. The
+// kill lands while the job waits for the engine to serve, and, held there by
+// the lab, inside the unit's write (the new text uploaded, not yet renamed
+// over the unit).
 func TestKilledMidJobIsInterruptedAtNextStart(t *testing.T) {
+	t.Run("waiting until ready", func(t *testing.T) {
+		killedMidJob(t, func(t *testing.T, l *lab.Lab) (func(ctx context.Context, st *store.Store) bool, func()) {
+			return func(ctx context.Context, st *store.Store) bool {
+				evs, err := st.Events(ctx, 1)
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					t.Fatalf("read the job's events: %v", err)
+				}
+				for _, e := range evs {
+					if strings.HasPrefix(e.Step, "wait until ready") {
+						return true
+					}
+				}
+				return false
+			}, func() {}
+		})
+	})
+	t.Run("during the unit write", func(t *testing.T) {
+		killedMidJob(t, func(t *testing.T, l *lab.Lab) (func(ctx context.Context, st *store.Store) bool, func()) {
+			hold := l.HoldUnitWrite()
+			t.Cleanup(hold.Release)
+			return func(context.Context, *store.Store) bool {
+				select {
+				case <-hold.Reached():
+					return true
+				default:
+					return false
+				}
+			}, hold.Release // the rename the dead process had sent goes ahead, or not, as it may on a real host
+		})
+	})
+}
+
+// killedMidJob runs `opsbot run 'mtp steps 10'` in a child process against
+// a lab whose engine loads for an hour, kills it with SIGKILL as soon as
+// armed's first result holds, runs its second, and checks what the next
+// start finds.
+func killedMidJob(t *testing.T, armed func(*testing.T, *lab.Lab) (func(context.Context, *store.Store) bool, func())) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// A load that takes an hour of lab time: the job waits in "wait until ready".
@@ -47,11 +89,13 @@ func TestKilledMidJobIsInterruptedAtNextStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unitPath := "/etc/systemd/system/" + l.Topology().Services[0].Unit
+	unitDir := "/etc/systemd/system/"
+	unitPath := unitDir + l.Topology().Services[0].Unit
 	before, err := l.Host("gpu1").ReadFile(unitPath)
 	if err != nil {
 		t.Fatal(err)
 	}
+	reached, afterKill := armed(t, l)
 	child := exec.Command(os.Args[0], "-test.run=^$", "--", "run", "--config", cfg, "--json", "mtp steps 10")
 	child.Env = append(os.Environ(), "OPSBOT_TEST_MAIN=1")
 	var childOut bytes.Buffer
@@ -64,26 +108,25 @@ func TestKilledMidJobIsInterruptedAtNextStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(time.Minute)
-	for {
-		evs, _ := st.Events(ctx, 1)
-		waiting := false
-		for _, e := range evs {
-			waiting = waiting || strings.HasPrefix(e.Step, "wait until ready")
-		}
-		if waiting {
-			break
-		}
+	for !reached(ctx, st) {
 		if time.Now().After(deadline) {
 			child.Process.Kill()
-			t.Fatalf("the job never got to wait until ready:\n%s", childOut.String())
+			t.Fatalf("the job never got to the point of the kill:\n%s", childOut.String())
 		}
-		time.Sleep(20 * time.Millisecond) // polling the store for a condition
+		time.Sleep(20 * time.Millisecond) // polling for a condition
 	}
-	st.Close()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	child.Wait()
+	err = child.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v, want killed by SIGKILL:\n%s", err, childOut.String())
+	}
+	afterKill()
 
 	var out, errb bytes.Buffer
 	if code := run(ctx, []string{"run", "--config", cfg, "--json", "jobs all"}, strings.NewReader(""), &out, &errb); code != 0 {
@@ -101,4 +144,14 @@ func TestKilledMidJobIsInterruptedAtNextStart(t *testing.T) {
 	if string(after) != string(before) && string(after) != want {
 		t.Fatalf("unit is neither the old nor the new text:\n%s", after)
 	}
+	names, err := l.Host("gpu1").ReadDir(unitDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if strings.Contains(n, ".opsbot-tmp-") {
+			t.Logf("left by the killed process beside the unit: %s (not a unit: systemd ignores it)", n)
+		}
+	}
+	t.Logf("after the kill the unit is the %s text", map[bool]string{true: "new", false: "old"}[string(after) == want])
 }

@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "bench":
 		code, err = cmdBench(ctx, args[1:], stdout, stderr)
 	case "config":
-		err = cmdConfig(args[1:], stdout)
+		err = cmdConfig(ctx, args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -265,7 +265,7 @@ func TestDecodeLogAndGauges(t *testing.T) {
 	}
 	_, body := getBody(t, te.url+"/metrics")
 	m := string(body)
-	if !strings.Contains(m, fmt.Sprintf(`sglang:spec_accept_length{model_name="qwen",engine_type="unified",tp_rank="0",pp_rank="0"} `)) {
+	if !strings.Contains(m, `sglang:spec_accept_length{model_name="qwen",engine_type="unified",tp_rank="0",pp_rank="0"} `) {
 		t.Fatalf("metrics:\n%s", m)
 	}
 	gauge := promValue(t, m, "sglang:spec_accept_length")

@@ -34,7 +34,6 @@ type gauges struct {
 type stats struct {
 	truth       Truth
 	acceptedPos []int64 // cumulative drafts accepted per position (vLLM per-pos counter)
-	finished    int64
 	sgl, vllm   window
 	g           gauges
 	logged      bool // a decode log line was written (avg_spec_accept_length exists)

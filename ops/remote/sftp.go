@@ -96,7 +96,7 @@ func (h *Host) withSFTP(ctx context.Context, f func(*sftp.Client) error) error {
 	go func() { done <- f(sc) }()
 	select {
 	case err := <-done:
-		if errors.Is(err, sftp.ErrSSHFxConnectionLost) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if lostConnection(err) {
 			h.dropSFTP(sc)
 		}
 		return err
@@ -134,7 +134,10 @@ func (h *Host) ReadFile(ctx context.Context, name string) ([]byte, error) {
 // applied). It writes NAME.opsbot-tmp-RAND in the same directory with mode perm, syncs it where
 // the server supports fsync, and renames it over name with posix-rename (plain rename where that
 // is unsupported), so readers see the old or the new content, never a mix. On any error the
-// temporary file is removed and name is left as it was.
+// temporary file is removed (on a new connection when the connection was lost or ctx ended)
+// and name is left as it was, except when the connection was lost after the rename was sent:
+// then the error wraps ErrOutcomeUnknown, and name holds the old or the new content (read it
+// back to know which).
 func (h *Host) WriteFileAtomic(ctx context.Context, name string, data []byte, perm os.FileMode) error {
 	if name == "" || path.Base(name) == "/" || path.Base(name) == "." {
 		return fmt.Errorf("write file on %s: bad path %q", h.cfg.Name, name)
@@ -177,17 +180,29 @@ func (h *Host) WriteFileAtomic(ctx context.Context, name string, data []byte, pe
 		}
 		return nil
 	})
-	if err != nil && ctx.Err() != nil {
-		// Cancelled mid-write: the client was closed under the write, so remove the temporary
-		// file on a fresh one (best effort).
+	if err != nil && (ctx.Err() != nil || lostConnection(err)) {
+		// Cancelled mid-write or the connection dropped: the client is gone, so remove the
+		// temporary file on a fresh one (best effort; after a rename it no longer exists).
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		h.withSFTP(rctx, func(sc *sftp.Client) error { return sc.Remove(tmp) })
+	}
+	if err != nil && ctx.Err() == nil && lostConnection(err) {
+		return fmt.Errorf("write %s on %s: %w: %w", name, h.cfg.Name, ErrOutcomeUnknown, err)
 	}
 	if err != nil {
 		return fmt.Errorf("write %s on %s: %w", name, h.cfg.Name, err)
 	}
 	return nil
+}
+
+// lostConnection reports an sftp error that means the connection is gone.
+func lostConnection(err error) bool {
+	if errors.Is(err, sftp.ErrSSHFxConnectionLost) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return true
+	}
+	var se *sftp.StatusError
+	return errors.As(err, &se) && se.FxCode() == sftp.ErrSSHFxConnectionLost
 }
 
 func unsupported(err error) bool {

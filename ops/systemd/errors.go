@@ -136,18 +136,6 @@ func classify(status int, signal, stderr string) Reason {
 	return ReasonUnknown
 }
 
-// warnings picks the "Warning:" lines out of a successful command's stderr.
-func warnings(stderr []byte) []string {
-	var ws []string
-	for _, line := range strings.Split(string(stderr), "\n") {
-		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "Warning:") {
-			ws = append(ws, line)
-		}
-	}
-	return ws
-}
-
 func firstLine(s string) string {
 	s = strings.TrimSpace(s)
 	line, _, _ := strings.Cut(s, "\n")

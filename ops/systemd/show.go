@@ -57,7 +57,7 @@ type State struct {
 	ControlGroup     string
 	KillMode         string
 	Restart          string
-	RestartSec       time.Duration // RestartUSec; -1 for "infinity"
+	RestartSec       time.Duration //lint:ignore ST1011 named as in the unit file (RestartUSec; -1 for "infinity")
 	StartLimitBurst  int
 
 	ExecMainStartTimestamp time.Time // zero when empty or n/a

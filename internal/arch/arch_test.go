@@ -1,0 +1,198 @@
+// Package arch holds no code: its test keeps the arrows between opsbot's
+// packages pointing the way DESIGN.md section 1 draws them.
+package arch
+
+import (
+	"errors"
+	"go/build"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/opsbot/opsbot"
+
+// pkg is one of our packages and the packages of ours it imports.
+type pkg struct {
+	path  string          // relative to the module: "ops/remote", "" for the root
+	code  map[string]bool // by its non-test files
+	tests map[string]bool // by its test files only
+}
+
+// loadPackages reads the imports of every package of the module, as the go
+// tool sees them for this platform, without building anything.
+func loadPackages(t *testing.T, root string) []pkg {
+	t.Helper()
+	var out []pkg
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		name := d.Name()
+		if p != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata") {
+			return filepath.SkipDir
+		}
+		bp, err := build.Default.ImportDir(p, build.ImportComment)
+		var noGo *build.NoGoError
+		if errors.As(err, &noGo) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		if rel == "." {
+			rel = ""
+		}
+		ours := func(imps []string) map[string]bool {
+			m := map[string]bool{}
+			for _, imp := range imps {
+				if imp == module || strings.HasPrefix(imp, module+"/") {
+					m[strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")] = true
+				}
+			}
+			return m
+		}
+		q := pkg{path: filepath.ToSlash(rel), code: ours(bp.Imports), tests: ours(append(bp.TestImports, bp.XTestImports...))}
+		for imp := range q.code {
+			delete(q.tests, imp)
+		}
+		out = append(out, q)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// under reports whether p is the package dir or one below it.
+func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+
+// adapter reports whether p is a chat adapter: a package below bot/.
+func adapter(p string) bool { return strings.HasPrefix(p, "bot/") }
+
+// rules are DESIGN.md section 1's arrows, each a check of one import.
+// test is true for an import by test files only.
+var rules = []struct {
+	name  string
+	allow func(from, to string, test bool) bool
+}{
+	{"commands imports nothing of ours", func(from, to string, _ bool) bool {
+		return !under(from, "commands") || under(to, "commands")
+	}},
+	{"config imports nothing of ours", func(from, to string, _ bool) bool {
+		return !under(from, "config") || under(to, "config")
+	}},
+	{"commands, ops, store and config never import bot", func(from, to string, _ bool) bool {
+		low := under(from, "commands") || under(from, "ops") || under(from, "store") || under(from, "config")
+		return !low || !under(to, "bot")
+	}},
+	{"nothing imports an adapter except cmd", func(from, to string, _ bool) bool {
+		return !adapter(to) || under(from, "cmd") || under(from, to)
+	}},
+	{"lab imports nothing of ours except lab's own packages", func(from, to string, test bool) bool {
+		return test || !under(from, "lab") || under(to, "lab")
+	}},
+	{"store knows neither bot nor ops's parts (only ops's result types)", func(from, to string, _ bool) bool {
+		return !under(from, "store") || !(under(to, "bot") || strings.HasPrefix(to, "ops/"))
+	}},
+	{"only internal/labtest, cmd and tests wire the lab to the rest", func(from, to string, test bool) bool {
+		return test || !under(to, "lab") || under(from, "lab") || under(from, "internal/labtest") || under(from, "cmd")
+	}},
+	{"ops/bench imports of ops only ops/engine", func(from, to string, _ bool) bool {
+		return !under(from, "ops/bench") || !under(to, "ops") || under(to, "ops/bench") || under(to, "ops/engine")
+	}},
+}
+
+// violations lists every import of pkgs that a rule forbids.
+func violations(pkgs []pkg) []string {
+	var out []string
+	for _, p := range pkgs {
+		check := func(imps map[string]bool, test bool) {
+			for to := range imps {
+				for _, r := range rules {
+					if !r.allow(p.path, to, test) {
+						kind := "imports"
+						if test {
+							kind = "imports in tests"
+						}
+						out = append(out, p.path+" "+kind+" "+to+": "+r.name)
+					}
+				}
+			}
+		}
+		check(p.code, false)
+		check(p.tests, true)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestImportDirections(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found: %v", err)
+	}
+	pkgs := loadPackages(t, root)
+	if len(pkgs) < 10 {
+		t.Fatalf("found %d packages: the walk is broken", len(pkgs))
+	}
+	for _, v := range violations(pkgs) {
+		t.Error(v)
+	}
+}
+
+// TestRulesCatchViolations feeds the rules the imports DESIGN.md forbids,
+// so that a rule that stopped matching fails here.
+func TestRulesCatchViolations(t *testing.T) {
+	bad := []pkg{
+		{path: "commands", code: map[string]bool{"config": true}},
+		{path: "config", code: map[string]bool{"ops/unit": true}},
+		{path: "ops", code: map[string]bool{"bot": true}},
+		{path: "ops/gpu", code: map[string]bool{"lab": true}},
+		{path: "store", code: map[string]bool{"bot": true, "ops/remote": true}},
+		{path: "bot", code: map[string]bool{"bot/console": true}},
+		{path: "lab", code: map[string]bool{"ops/unit": true}},
+		{path: "ops/bench", code: map[string]bool{"ops/remote": true}},
+	}
+	got := violations(bad)
+	want := []string{
+		"bot imports bot/console: nothing imports an adapter except cmd",
+		"commands imports config: commands imports nothing of ours",
+		"config imports ops/unit: config imports nothing of ours",
+		"lab imports ops/unit: lab imports nothing of ours except lab's own packages",
+		"ops imports bot: commands, ops, store and config never import bot",
+		"ops/bench imports ops/remote: ops/bench imports of ops only ops/engine",
+		"ops/gpu imports lab: only internal/labtest, cmd and tests wire the lab to the rest",
+		"store imports bot: commands, ops, store and config never import bot",
+		"store imports bot: store knows neither bot nor ops's parts (only ops's result types)",
+		"store imports ops/remote: store knows neither bot nor ops's parts (only ops's result types)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	good := []pkg{
+		{path: "cmd/opsbot", code: map[string]bool{"bot/console": true, "lab": true, "ops": true}},
+		{path: "ops", code: map[string]bool{"commands": true, "config": true, "ops/remote": true}},
+		{path: "ops/bench", code: map[string]bool{"ops/engine": true}},
+		{path: "lab", code: map[string]bool{"lab/engine": true}},
+		{path: "ops", tests: map[string]bool{"lab": true, "internal/labtest": true}},
+		{path: "internal/labtest", code: map[string]bool{"lab": true, "ops/remote": true}},
+	}
+	if v := violations(good); len(v) > 0 {
+		t.Errorf("allowed imports refused:\n%s", strings.Join(v, "\n"))
+	}
+}
