@@ -90,8 +90,11 @@ var rules = []struct {
 	{"commands imports nothing of ours", func(from, to string, _ bool) bool {
 		return !under(from, "commands") || under(to, "commands")
 	}},
-	{"config imports nothing of ours", func(from, to string, _ bool) bool {
-		return !under(from, "config") || under(to, "config")
+	// config takes the command language's limits and defaults (the steps limit,
+	// the benchmark defaults, name rules) from their one home in commands,
+	// which is pure: that is config's only arrow.
+	{"config imports nothing of ours but commands", func(from, to string, _ bool) bool {
+		return !under(from, "config") || under(to, "config") || under(to, "commands")
 	}},
 	{"commands, ops, store and config never import bot", func(from, to string, _ bool) bool {
 		low := under(from, "commands") || under(from, "ops") || under(from, "store") || under(from, "config")
@@ -172,7 +175,7 @@ func TestRulesCatchViolations(t *testing.T) {
 	want := []string{
 		"bot imports bot/console: nothing imports an adapter except cmd",
 		"commands imports config: commands imports nothing of ours",
-		"config imports ops/unit: config imports nothing of ours",
+		"config imports ops/unit: config imports nothing of ours but commands",
 		"lab imports ops/unit: lab imports nothing of ours except lab's own packages",
 		"ops imports bot: commands, ops, store and config never import bot",
 		"ops/bench imports ops/remote: ops/bench imports of ops only ops/engine",
