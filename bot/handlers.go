@@ -130,7 +130,7 @@ func answerHistory(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.
 	if len(rows) == 0 {
 		return say("no benchmark results for %s yet", cmd.Service)
 	}
-	return say("```\n%s```", renderHistory(cmd.Service, rows))
+	return say("%s", Pre(renderHistory(cmd.Service, rows)))
 }
 
 func renderHistory(service string, rows []store.BenchResult) string {

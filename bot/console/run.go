@@ -145,7 +145,7 @@ func runOne(ctx context.Context, o RunOptions, text string) int {
 		if o.JSON {
 			writeJSON(o.Out, JSONLine{Command: text, Events: []JSONEvent{}, Reply: reply.Text})
 		} else {
-			fmt.Fprintln(o.Out, reply.Text)
+			fmt.Fprintln(o.Out, bot.Plain(reply.Text))
 		}
 		return ExitOK
 	}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"sync"
+
+	"golang.org/x/term"
 
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/bot/console"
@@ -43,6 +46,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 }
 
 func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	tty := isTerminal(stdout)
 	stdout = &lockedWriter{w: stdout} // jobs render from their own goroutines
 	fs := newFlagSet("demo", stderr)
 	labFaults := fs.String("lab-faults", "", "lab faults, e.g. orphans,slow-load=5s")
@@ -56,6 +60,7 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	con := console.New(stdout)
 	con.Live = true
+	con.TTY = tty
 	e, err := setup(ctx, setupOptions{Lab: true, LabFaults: *labFaults, LabUnit: *labUnit,
 		Chats: map[string]bot.Chat{console.Platform: con}, Logger: newLogger(stderr, *verbose)})
 	if err != nil {
@@ -77,4 +82,10 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
