@@ -8,6 +8,11 @@ import (
 )
 
 func cmdConfig(args []string, stdout io.Writer) error {
+	if wantsHelp(args) {
+		fs := newFlagSet("config", io.Discard)
+		fs.String("config", "", "config `FILE` to check")
+		return &helpRequest{text: helpText(fs)}
+	}
 	if len(args) == 0 || args[0] != "check" {
 		return usagef("usage: opsbot config check --config FILE")
 	}

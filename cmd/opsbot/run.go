@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"flag"
 	"os"
+	"strings"
 	"sync"
 
 	"golang.org/x/term"
 
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/bot/console"
+	"github.com/opsbot/opsbot/commands"
 )
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
@@ -24,12 +27,19 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	as := fs.String("as", "", "act as console user `ID` (auth key console:ID); needs the admin role for your OS user")
 	yes := fs.Bool("yes", false, "answer confirmations with yes")
 	verbose := fs.Bool("v", false, "verbose logging to stderr")
-	if err := parseFlags(fs, args); err != nil {
+	cmds, err := parseInterleaved(fs, args)
+	if err != nil {
 		return 2, err
 	}
-	cmds := fs.Args()
 	if len(cmds) == 0 {
 		return 2, usagef("no command given, e.g. opsbot run --lab 'mtp steps 10'")
+	}
+	if *configPath == "" && !*useLab {
+		// help needs no hosts: answer it without a config or the lab.
+		if text, ok := helpOnly(cmds); ok {
+			fmt.Fprint(stdout, text)
+			return 0, nil
+		}
 	}
 	chats := map[string]bot.Chat{}
 	if !*asJSON {
@@ -42,7 +52,39 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	defer e.Close()
 	return console.Run(ctx, console.RunOptions{Bot: e.app, OSUser: defaultUser(), As: *as, JSON: *asJSON, Yes: *yes,
-		Ask: console.TerminalAsk(stdin, stderr), Out: stdout, Err: stderr}, cmds), nil
+		Ask: console.TerminalAsk(stdin, stderr), Out: stdout, Err: stderr, Invocation: invocation(fs)}, cmds), nil
+}
+
+// helpOnly answers cmds when every one is a `help` chat command, as the bot
+// would (help depends on no config), and reports whether it did.
+func helpOnly(cmds []string) (string, bool) {
+	var b strings.Builder
+	for _, text := range cmds {
+		c, err := commands.Parse(text, commands.Options{})
+		if err != nil || c.Spec != commands.Lookup("help") {
+			return "", false
+		}
+		h, err := commands.Help(c.Topic)
+		if err != nil {
+			return "", false
+		}
+		b.WriteString(strings.TrimRight(h, "\n") + "\n")
+	}
+	return b.String(), true
+}
+
+// invocation is `opsbot run` with the flags given, quoted for a shell, for
+// hints that show how to type a command.
+func invocation(fs *flag.FlagSet) string {
+	parts := []string{fs.Name()}
+	fs.Visit(func(f *flag.Flag) {
+		if isBoolFlag(f) {
+			parts = append(parts, "--"+f.Name)
+			return
+		}
+		parts = append(parts, "--"+f.Name, console.ShellQuote(f.Value.String()))
+	})
+	return strings.Join(parts, " ")
 }
 
 func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
