@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
-	"flag"
 	"os"
 	"strings"
 	"sync"
