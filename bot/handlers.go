@@ -32,6 +32,7 @@ func init() {
 	handlers = map[*commands.Spec]handler{
 		spec("mtp steps"):       job,
 		spec("mtp show"):        job,
+		spec("mtp undo"):        {preview: previewUndo},
 		spec("gpu status"):      job,
 		spec("gpu recover"):     {preview: previewRecover},
 		spec("svc start"):       job,
@@ -47,6 +48,7 @@ func init() {
 		spec("schedule pause"):  {answer: answerSchedulePause(true)},
 		spec("schedule resume"): {answer: answerSchedulePause(false)},
 		spec("jobs"):            {answer: answerJobs},
+		spec("job"):             {answer: answerJob},
 		spec("cancel"):          {answer: answerCancel},
 		spec("history"):         {answer: answerHistory},
 		spec("help"):            {answer: answerHelp},

@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -92,5 +93,53 @@ func TestComparisonsLikeForLikeGolden(t *testing.T) {
 	golden(t, "compare", b.String())
 	if strings.Contains(hist.Text, "#0") {
 		t.Errorf("history shows a result of opsbot bench as job #0:\n%s", hist.Text)
+	}
+}
+
+// stable replaces what changes from run to run in a rendered job (dates,
+// times of day, durations) so it can be compared with a golden file.
+func stable(s string) string {
+	s = regexp.MustCompile(`\d{4}-\d\d-\d\d`).ReplaceAllString(s, "DATE")
+	s = regexp.MustCompile(`\d\d:\d\d:\d\d`).ReplaceAllString(s, "TIME")
+	return regexp.MustCompile(` in [0-9.]+(µs|ms|s)`).ReplaceAllString(s, " in DUR")
+}
+
+// `job N` shows one job in full: who asked and who confirmed it, its steps
+// with their times, its result and the unit diff it applied. `mtp undo`
+// needs the operator role and a confirmation whose preview says what it does.
+func TestJobAndUndoGolden(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 3, 4, 5, 0, time.UTC)
+	diff := "--- a/etc/systemd/system/sglang-qwen.service\n+++ b/etc/systemd/system/sglang-qwen.service\n@@ -3,2 +3,2 @@\n" +
+		"-    --speculative-num-steps 3 \\\n+    --speculative-num-steps 10 \\\n"
+	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		rep.Report(ops.Event{At: t0, Step: "stop", Status: ops.StepStarted, Message: "stopping sglang-qwen.service on gpu1"})
+		rep.Report(ops.Event{At: t0.Add(2 * time.Second), Step: "stop", Status: ops.StepDone, Message: "inactive"})
+		rep.Report(ops.Event{At: t0.Add(40 * time.Second), Step: "benchmark", Status: ops.StepDone, Message: "281.3 tok/s"})
+		return &ops.Result{Summary: "undid #1 on qwen: steps 10 -> 3: 281.3 tok/s", Incidents: []string{},
+			Unit: &ops.UnitChange{Path: "/etc/systemd/system/sglang-qwen.service", Before: "b", After: "a", Diff: diff}}, nil
+	}), roles)
+	var b strings.Builder
+	add := func(title string, r Reply) { b.WriteString("## " + title + "\n" + stable(renderReply(r)) + "\n") }
+	add("mtp undo by a viewer", h.handle("vic", "mtp undo qwen"))
+	ask := h.handle("olga", "mtp undo qwen")
+	add("mtp undo asks for confirmation", ask)
+	a, ok := ask.Action(ActConfirm)
+	if !ok {
+		t.Fatalf("mtp undo offers no Confirm: %+v", ask)
+	}
+	q := h.act("olga", a.ID)
+	if q.Outcome != Queued {
+		t.Fatalf("confirm: %+v", q)
+	}
+	h.wait(q.JobID)
+	add("job N", h.handle("vic", fmt.Sprintf("job %d", q.JobID)))
+	add("job N that does not exist", h.handle("vic", "job 999"))
+	golden(t, "job", b.String())
+
+	full := h.handle("vic", fmt.Sprintf("job #%d", q.JobID)).Text
+	for _, want := range []string{"asked by test:olga", "confirmed by test:olga", "TIME ▶ stop", "the unit diff it applied", "+    --speculative-num-steps 10"} {
+		if !strings.Contains(stable(full), want) {
+			t.Errorf("job view lacks %q:\n%s", want, full)
+		}
 	}
 }

@@ -97,3 +97,36 @@ func TestRunFlagAfterCommandAndLogsShown(t *testing.T) {
 		t.Errorf("Markdown fences in a terminal:\n%s", out)
 	}
 }
+
+// `mtp undo` on the lab, through the store's job history: with nothing to
+// undo it fails saying so; after `mtp steps 4` it puts back the text that
+// change replaced (verified and benchmarked); `job 2` shows that change in
+// full, with its diff.
+func TestRunUndoAndJobView(t *testing.T) {
+	code, lines, errs := runJSON(t, "mtp undo", "mtp steps 4", "mtp undo", "job 2")
+	if len(lines) != 4 {
+		t.Fatalf("exit %d, %d lines, want 4\n%s", code, len(lines), errs)
+	}
+	if code != 1 {
+		t.Errorf("exit %d, want 1 (the first undo fails)", code)
+	}
+	if l := lines[0]; l.Job == nil || l.Job.Status != "failed" || l.Error == nil || !strings.Contains(*l.Error, "nothing to undo on qwen") {
+		t.Errorf("undo with nothing to undo: %+v", l)
+	}
+	steps, undo := lines[1], lines[2]
+	if steps.Job == nil || steps.Job.Status != "succeeded" || undo.Job == nil || undo.Job.Status != "succeeded" {
+		t.Fatalf("mtp steps 4 then mtp undo: %+v / %+v", steps.Job, undo.Job)
+	}
+	if undo.Result.Unit == nil || undo.Result.Unit.After != steps.Result.Unit.Before || undo.Result.Unit.Before != steps.Result.Unit.After {
+		t.Errorf("undo did not put back the text mtp steps 4 replaced: %+v", undo.Result.Unit)
+	}
+	if undo.Result.Bench == nil {
+		t.Error("undo ran no benchmark")
+	}
+	view := lines[3].Reply
+	for _, want := range []string{"#2 `mtp steps 4 qwen` — succeeded", "asked by console:", "▶ stop:", "the unit diff it applied", "+    --speculative-num-steps 4"} {
+		if !strings.Contains(view, want) {
+			t.Errorf("job 2 lacks %q:\n%s", want, view)
+		}
+	}
+}
