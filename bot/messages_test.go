@@ -143,3 +143,21 @@ func TestJobAndUndoGolden(t *testing.T) {
 		}
 	}
 }
+
+// A detail of several lines (gpu status's tables, a dry run's diff, a
+// sweep's table) is one preformatted block: fenced for chats, where
+// proportional fonts would break its columns; plain in a terminal.
+func TestTableDetailsGolden(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 3, 4, 5, 0, time.UTC)
+	v := JobView{ID: 9, Command: "gpu status", Status: store.Succeeded, Started: t0, Ended: t0.Add(11 * time.Millisecond), Summary: "GPU memory on pve"}
+	table := "pve: services qwen (sglang-qwen.service on gpu1)\n" +
+		"GPU  USED MiB  TOTAL MiB  SERVICE  HELD BY (PID)\n" +
+		"0    74371     81559      qwen     1029\n" +
+		"1    0         81559      qwen     -\n\n" +
+		"PID   GPU  MiB    KIND    STATE  WHOSE                             COMMAND\n" +
+		"1005  -    -      daemon  S      GPU daemon (never touched)        nvidia-persistenced\n" +
+		"1029  0    74371  engine  R      qwen's: unit sglang-qwen.service  sglang::scheduler_TP0"
+	res := &ops.Result{Summary: v.Summary, Incidents: []string{ops.IncidentGPUMemoryHeld},
+		Details: []string{table, "sglang-qwen.service is stopped but its GPUs hold memory: `gpu recover qwen` clears it"}}
+	golden(t, "gpu_status", "## chat\n"+RenderResult(v, res)+"\n## terminal\n"+Plain(RenderResult(v, res))+"\n")
+}

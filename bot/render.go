@@ -115,6 +115,9 @@ func RenderResult(v JobView, r *ops.Result) string {
 		fmt.Fprintf(&b, "\nincidents: %s", strings.Join(r.Incidents, ", "))
 	}
 	for _, d := range r.Details {
+		if strings.Contains(strings.TrimRight(d, "\n"), "\n") {
+			d = Pre(d) // a table or a diff: preformatted
+		}
 		fmt.Fprintf(&b, "\n%s", d)
 	}
 	if len(r.Logs) > 0 {
