@@ -2,7 +2,9 @@
 // prompt of `opsbot demo` (Demo). Like any chat it talks to the bot through
 // its inbound door (bot.Inbound) and renders the replies and the job status
 // threads as text; it reads job outcomes from the bot (never the store) and
-// makes no decisions of its own.
+// makes no decisions of its own. It prints text plain (preformatted blocks
+// without their Markdown fences), and in the demo keeps one status line per
+// job state and its prompt below the output.
 package console
 
 import (
