@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -48,5 +49,27 @@ func TestPreviousAtLoadIsLikeForLike(t *testing.T) {
 	}
 	if _, err := s.AddBenchResult(ctx, BenchResult{Service: "qwen", Settings: "x", Prompts: -1}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("negative prompts: %v, want ErrInvalid", err)
+	}
+}
+
+// BenchmarkPreviousAtLoad reads the like-for-like result a new benchmark is
+// compared with, among 10,000 results of one service at four loads and
+// five settings (the bench_by_load index).
+func BenchmarkPreviousAtLoad(b *testing.B) {
+	s := openTemp(b)
+	ctx := context.Background()
+	loads := []Load{{16, 1, 256, 256}, {100, 8, 512, 256}, {200, 16, 1024, 256}, {16, 4, 256, 128}}
+	for i := 0; i < 10000; i++ {
+		l := loads[i%len(loads)]
+		if _, err := s.AddBenchResult(ctx, BenchResult{Service: "qwen", Settings: fmt.Sprintf("steps=%d", i%5+1), OutputTokS: 1,
+			Prompts: l.Prompts, Concurrency: l.Concurrency, InputLen: l.InputLen, OutputLen: l.OutputLen}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.PreviousAtLoad(ctx, "qwen", "steps=3", loads[1], 0); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
