@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/ops/engine"
 )
 
 // history is the job history mtp undo reads, as data: the store's query and
@@ -97,5 +98,37 @@ func TestMTPUndo(t *testing.T) {
 	after := r.lab.Host(r.svc.Host).Unit(r.svc.Unit)
 	if r.unitText(t) != original || after.MainPID != before.MainPID || after.NRestarts != before.NRestarts {
 		t.Fatalf("a refused undo changed the host: %+v -> %+v", before, after)
+	}
+}
+
+// With edit: drop-in, the change mtp steps made is a new drop-in; mtp undo
+// puts back what it replaced (nothing: the drop-in is emptied) and the
+// engine runs the main unit's settings again.
+func TestMTPUndoDropIn(t *testing.T) {
+	h := &history{}
+	r := newRig(t, labOpts(), func(c *ops.Config) {
+		s := c.Services["qwen"]
+		s.DropIn = true
+		c.Services["qwen"] = s
+		c.Changes = h
+	})
+	main := r.unitText(t)
+	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 7, false, ops.Discard)
+	if err != nil {
+		t.Fatalf("mtp steps 7: %v", err)
+	}
+	h.add(ops.AppliedChange{JobID: 1, Command: "mtp steps 7 qwen", Status: "succeeded", Unit: *res.Unit})
+	ev := &events{}
+	undo, err := r.rb.MTPUndo(testCtx(t), "qwen", false, ev)
+	if err != nil {
+		t.Fatalf("mtp undo: %v\n%s", err, ev.text())
+	}
+	b, err := r.lab.Host("gpu1").ReadFile(res.Unit.Path)
+	if err != nil || strings.TrimSpace(string(b)) != "" || r.unitText(t) != main {
+		t.Fatalf("after undo: drop-in %q (%v); main unit unchanged: %v", b, err, r.unitText(t) == main)
+	}
+	info, err := engine.New(r.svc.URL).ServerInfo(testCtx(t))
+	if err != nil || info.Steps != 3 || undo.Spec.LiveSteps != 3 {
+		t.Fatalf("engine runs %+v (%v), want steps 3", info, err)
 	}
 }
