@@ -74,7 +74,7 @@ func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep 
 	}
 	st := begin(rep, "find change", "looking for the last change of %s that succeeded", t.cfg.Unit)
 	if r.cfg.Changes == nil {
-		return res, st.fail(errors.New("mtp undo reads the job history, and this opsbot runs without one (ops.Config.Changes is unset)"))
+		return res, st.fail(errors.New("mtp undo needs the job history, and this opsbot was started without one; nothing was changed"))
 	}
 	changes, err := r.cfg.Changes.UnitChanges(ctx, service, undoLookback)
 	if err != nil {
