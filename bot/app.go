@@ -28,10 +28,18 @@ type App struct {
 type AppOptions struct {
 	Backend Backend
 	// NewBackend, used when Backend is nil, builds the backend once the
-	// store is open, with the node locker its pipelines must use.
-	NewBackend func(nodes ops.NodeLocker) (Backend, error)
+	// store is open, with what its pipelines must use from the store.
+	NewBackend func(deps BackendDeps) (Backend, error)
 	Chats      map[string]Chat
 	Logger     *slog.Logger
+}
+
+// BackendDeps are what a runbook built by AppOptions.NewBackend takes from
+// the bot: the node locker (the store's leases) and the job history `mtp
+// undo` reads.
+type BackendDeps struct {
+	Nodes   ops.NodeLocker
+	Changes ops.ChangeLog
 }
 
 // NewApp opens the store, registers this process in it (with a heartbeat,
@@ -54,7 +62,7 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 	}
 	backend := o.Backend
 	if backend == nil && o.NewBackend != nil {
-		if backend, err = o.NewBackend(leases); err != nil {
+		if backend, err = o.NewBackend(BackendDeps{Nodes: leases, Changes: ChangeLog{Store: st}}); err != nil {
 			leases.close()
 			st.Close()
 			return nil, err

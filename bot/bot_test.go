@@ -384,7 +384,7 @@ func TestBenchResultComparedWithPrevious(t *testing.T) {
 	tok := 200.0
 	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
 		tok += 50
-		b := &ops.BenchResult{OutputTokS: tok, AcceptLen: 3.1, RequestsOK: 8}
+		b := &ops.BenchResult{OutputTokS: tok, AcceptLen: 3.1, RequestsOK: 8, Settings: benchLoad(16, 1, 256, 256)}
 		return &ops.Result{Bench: b, Spec: &ops.Spec{Engine: "sglang", Steps: 3, TopK: 1, DraftTokens: 4}}, nil
 	}), roles)
 	first := h.wait(h.handle("olga", "bench qwen").JobID)
@@ -421,7 +421,7 @@ func TestBenchResultComparedWithOtherSettings(t *testing.T) {
 		if cmd.Spec == commands.Lookup("mtp steps") {
 			steps, tok = cmd.Steps, 280.0
 		}
-		b := &ops.BenchResult{OutputTokS: tok, AcceptLen: 3.1, RequestsOK: 8}
+		b := &ops.BenchResult{OutputTokS: tok, AcceptLen: 3.1, RequestsOK: 8, Settings: benchLoad(16, 1, 256, 256)}
 		return &ops.Result{Bench: b, Spec: &ops.Spec{Engine: "sglang", Steps: steps, TopK: 1, DraftTokens: steps + 1}}, nil
 	}), roles)
 	first := h.wait(h.handle("olga", "bench qwen").JobID)

@@ -46,8 +46,10 @@ type Image struct {
 	PNG  []byte
 }
 
-// Message is adapter-neutral: plain text with light markup (`code`, *bold*) that
-// every platform renders acceptably, plus an optional image.
+// Message is adapter-neutral: plain text with light markup (`code`, *bold*,
+// and preformatted blocks made by Pre: journal lines, tables, diffs) that
+// every platform renders acceptably, plus an optional image. A chat shows a
+// block as a code block; a terminal prints it without its fences (Plain).
 type Message struct {
 	Kind  Kind
 	Text  string

@@ -485,21 +485,46 @@ func SettingsKey(s *ops.Spec) string {
 	return fmt.Sprintf("steps=%d,topk=%d,draft=%d", s.Steps, s.TopK, s.DraftTokens)
 }
 
-// recordBench stores the job's benchmark result and puts it beside the last
-// result at the same settings and, after a change of settings, beside the
-// service's result just before it, in res.Details.
+// recordBench stores the job's benchmark result and puts it beside earlier
+// results of the service at the same load (prompts, concurrency, in, out),
+// in res.Details: the last one at the same settings and, after a change of
+// settings, the one just before at other settings. A result at another load
+// is never compared: with none at this load, it says so.
 func (e *Engine) recordBench(ctx context.Context, r *jobRun, res *ops.Result) {
 	row, ok := e.storeBench(ctx, r, res.Bench, res.Spec)
 	if !ok {
 		return
 	}
-	f := res.Bench
-	if same, err := e.opts.Store.PreviousBenchResult(ctx, r.job.Service, row.Settings, row.ID); err == nil {
-		res.Details = append(res.Details, compareLine("same settings last time", same, f))
+	f, load := res.Bench, row.Load()
+	prev, err := e.opts.Store.PreviousAtLoad(ctx, r.job.Service, "", load, row.ID)
+	if err != nil {
+		res.Details = append(res.Details, fmt.Sprintf("no earlier result at this load (%s) to compare with", load))
+		return
 	}
-	if hist, err := e.opts.Store.BenchHistory(ctx, r.job.Service, 2); err == nil && len(hist) == 2 && hist[1].Settings != row.Settings {
-		res.Details = append(res.Details, compareLine("before, at "+hist[1].Settings, hist[1], f))
+	if same, err := e.opts.Store.PreviousAtLoad(ctx, r.job.Service, row.Settings, load, row.ID); err == nil {
+		res.Details = append(res.Details, compareLine("same settings and load last time", same, f))
 	}
+	if prev.Settings != row.Settings {
+		res.Details = append(res.Details, compareLine("before, at "+prev.Settings, prev, f))
+	}
+}
+
+// loadOf returns the load a benchmark ran under, from its settings.
+func loadOf(f *ops.BenchResult) store.Load {
+	get := func(k string) int {
+		switch v := f.Settings[k].(type) {
+		case int:
+			return v
+		case float64:
+			return int(v)
+		}
+		return 0
+	}
+	l := store.Load{Prompts: get("prompts"), Concurrency: get("concurrency"), InputLen: get("input_len"), OutputLen: get("output_len")}
+	if l.Concurrency == 0 {
+		l.Concurrency = f.Concurrency
+	}
+	return l
 }
 
 // storeBench adds one benchmark result of the job to the history.
@@ -509,10 +534,12 @@ func (e *Engine) storeBench(ctx context.Context, r *jobRun, f *ops.BenchResult, 
 		e.log.Error("encode bench result", "job", r.job.ID, "err", err)
 		return store.BenchResult{}, false
 	}
+	load := loadOf(f)
 	row, err := e.opts.Store.AddBenchResult(ctx, store.BenchResult{
 		JobID: r.job.ID, Service: r.job.Service, Settings: SettingsKey(spec), At: time.Now(),
 		OutputTokS: f.OutputTokS, PerStreamTokS: f.PerStreamTokS, AcceptLen: f.AcceptLen, AcceptRate: f.AcceptRate,
-		RequestsOK: f.RequestsOK, RequestsFailed: f.RequestsFailed, Concurrency: f.Concurrency, Raw: raw,
+		RequestsOK: f.RequestsOK, RequestsFailed: f.RequestsFailed, Raw: raw,
+		Concurrency: load.Concurrency, Prompts: load.Prompts, InputLen: load.InputLen, OutputLen: load.OutputLen,
 	})
 	if err != nil {
 		e.log.Error("store bench result", "job", r.job.ID, "err", err)
@@ -528,7 +555,17 @@ func compareLine(label string, prev store.BenchResult, cur *ops.BenchResult) str
 		}
 		return fmt.Sprintf("%+.1f%%", (b-a)/a*100)
 	}
-	return fmt.Sprintf("%s (#%d, %s): %.1f → %.1f tok/s (%s), accept len %.2f → %.2f",
-		label, prev.JobID, prev.At.UTC().Format("2006-01-02 15:04"), prev.OutputTokS, cur.OutputTokS,
+	return fmt.Sprintf("%s (%s, %s): %.1f → %.1f tok/s (%s), accept len %.2f → %.2f",
+		label, resultSource(prev), prev.At.UTC().Format("2006-01-02 15:04"), prev.OutputTokS, cur.OutputTokS,
 		pct(prev.OutputTokS, cur.OutputTokS), prev.AcceptLen, cur.AcceptLen)
+}
+
+// resultSource names what produced a stored benchmark result: its job
+// ("#12"), or "opsbot bench" for a result of the command line tool, which
+// runs no job.
+func resultSource(r store.BenchResult) string {
+	if r.JobID == 0 {
+		return "opsbot bench"
+	}
+	return fmt.Sprintf("#%d", r.JobID)
 }

@@ -32,6 +32,7 @@ func init() {
 	handlers = map[*commands.Spec]handler{
 		spec("mtp steps"):       job,
 		spec("mtp show"):        job,
+		spec("mtp undo"):        {preview: previewUndo},
 		spec("gpu status"):      job,
 		spec("gpu recover"):     {preview: previewRecover},
 		spec("svc start"):       job,
@@ -47,6 +48,7 @@ func init() {
 		spec("schedule pause"):  {answer: answerSchedulePause(true)},
 		spec("schedule resume"): {answer: answerSchedulePause(false)},
 		spec("jobs"):            {answer: answerJobs},
+		spec("job"):             {answer: answerJob},
 		spec("cancel"):          {answer: answerCancel},
 		spec("history"):         {answer: answerHistory},
 		spec("help"):            {answer: answerHelp},
@@ -130,16 +132,21 @@ func answerHistory(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.
 	if len(rows) == 0 {
 		return say("no benchmark results for %s yet", cmd.Service)
 	}
-	return say("```\n%s```", renderHistory(cmd.Service, rows))
+	return say("%s", Pre(renderHistory(cmd.Service, rows)))
 }
 
 func renderHistory(service string, rows []store.BenchResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "benchmark history of %s (newest first):\n", service)
-	fmt.Fprintf(&b, "%-16s  %-5s  %-26s  %9s  %10s  %10s  %11s\n", "when", "job", "settings", "tok/s", "stream t/s", "accept len", "accept rate")
+	fmt.Fprintf(&b, "%-16s  %-12s  %-26s  %-22s  %9s  %10s  %10s  %11s\n", "when (UTC)", "job", "settings", "load (n/conc/in/out)",
+		"tok/s", "stream t/s", "accept len", "accept rate")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "%-16s  #%-4d  %-26s  %9.1f  %10.1f  %10.2f  %11.2f\n", r.At.UTC().Format("2006-01-02 15:04"), r.JobID,
-			r.Settings, r.OutputTokS, r.PerStreamTokS, r.AcceptLen, r.AcceptRate)
+		load := "unknown"
+		if l := r.Load(); l.Known() {
+			load = fmt.Sprintf("%d/%d/%d/%d", l.Prompts, l.Concurrency, l.InputLen, l.OutputLen)
+		}
+		fmt.Fprintf(&b, "%-16s  %-12s  %-26s  %-22s  %9.1f  %10.1f  %10.2f  %11.2f\n", r.At.UTC().Format("2006-01-02 15:04"), resultSource(r),
+			r.Settings, load, r.OutputTokS, r.PerStreamTokS, r.AcceptLen, r.AcceptRate)
 	}
 	return b.String()
 }

@@ -115,9 +115,43 @@ func RenderResult(v JobView, r *ops.Result) string {
 		fmt.Fprintf(&b, "\nincidents: %s", strings.Join(r.Incidents, ", "))
 	}
 	for _, d := range r.Details {
+		if strings.Contains(strings.TrimRight(d, "\n"), "\n") {
+			d = Pre(d) // a table or a diff: preformatted
+		}
 		fmt.Fprintf(&b, "\n%s", d)
 	}
+	if len(r.Logs) > 0 {
+		fmt.Fprintf(&b, "\n%s", Pre(strings.Join(r.Logs, "\n")))
+	}
 	return b.String()
+}
+
+// fence opens and closes a preformatted block in a message's light markup.
+const fence = "```"
+
+// Pre marks text as one preformatted block (journal lines, a table) in a
+// message's light markup: a fenced code block, which chats that have them
+// show as one; a terminal prints it as it is (Plain). A fence inside text is
+// broken up so the block cannot end early.
+func Pre(text string) string {
+	text = strings.ReplaceAll(strings.TrimRight(text, "\n"), fence, "`\u200b``")
+	return fence + "\n" + text + "\n" + fence
+}
+
+// Plain returns a message's text for a terminal: every block Pre made
+// without its fence lines; the rest unchanged.
+func Plain(text string) string {
+	if !strings.Contains(text, fence) {
+		return text
+	}
+	lines := strings.Split(text, "\n")
+	out := lines[:0]
+	for _, l := range lines {
+		if l != fence {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func roundDuration(d time.Duration) time.Duration {

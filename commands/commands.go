@@ -236,7 +236,7 @@ type Command struct {
 	Cron       string      // schedule add: the canonical cron spec (whitespace collapsed)
 	Sub        *Command    // schedule add: the scheduled job command
 	ScheduleID int64       // schedule rm/pause/resume ID
-	JobID      int64       // cancel JOB
+	JobID      int64       // cancel JOB, job JOB
 	N          int         // history n=N (default 10)
 	Topic      string      // help: "" for the overview, else a group or path ("mtp", "mtp steps")
 }

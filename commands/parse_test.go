@@ -155,7 +155,7 @@ func seq(a, b int) []int {
 
 func TestParseBad(t *testing.T) {
 	const (
-		general = "usage: COMMAND [ARGS] - one of mtp, gpu, svc, bench, sweep, schedule, jobs, cancel, history, help (`help` lists them)"
+		general = "usage: COMMAND [ARGS] - one of mtp, gpu, svc, bench, sweep, schedule, jobs, job, cancel, history, help (`help` lists them)"
 		shell   = " is not allowed: opsbot commands are not shell commands (; | & $ ( ) < > \\ and backticks are refused)"
 	)
 	u := func(path string) string { return "usage: " + Lookup(path).Usage }
@@ -171,7 +171,7 @@ func TestParseBad(t *testing.T) {
 		{optsOne, "mpt steps 3", `unknown command "mpt"`, general, "did you mean `mtp steps 3`?"},
 		{optsOne, "bnech", `unknown command "bnech"`, general, "did you mean `bench`?"},
 		{optsOne, `"mtp" steps 3`, "a command starts with a command word, not quoted text", general, "`help` lists the commands"},
-		{optsOne, "mtp", "mtp needs a subcommand: steps or show", groupUsage("mtp"), ""},
+		{optsOne, "mtp", "mtp needs a subcommand: steps, show or undo", groupUsage("mtp"), ""},
 		{optsOne, "mtp stpes 10", `unknown command "mtp stpes"`, groupUsage("mtp"), "did you mean `mtp steps 10`?"},
 		{optsOne, "mtp 10", `unknown command "mtp 10"`, groupUsage("mtp"), "did you mean `mtp steps 10`?"},
 		{optsOne, "mtp steps=10", `unknown command "mtp steps=10"`, groupUsage("mtp"), "did you mean `mtp steps 10`?"},

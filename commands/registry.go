@@ -203,6 +203,17 @@ var registry = []*Spec{
 		Examples: []string{"mtp show", "mtp show qwen"},
 	},
 	{
+		Path:    "mtp undo",
+		Summary: "put back the unit text the service's last successful change replaced, redeploy it and benchmark it",
+		Details: "Finds the last job that changed the service's unit and succeeded (mtp steps, or an earlier mtp undo), " +
+			"and deploys the text that job replaced through the same steps as mtp steps: preview, confirm, stop, clear " +
+			"GPU memory, write, start, wait until it serves, verify, benchmark. Refused when there is nothing to undo, or " +
+			"when the unit changed since that job (by another job or by hand): undo only what the unit still holds.",
+		Role: Operator, Mutating: true, Confirm: true, Lock: LockService,
+		params:   []param{{kind: pService}},
+		Examples: []string{"mtp undo", "mtp undo qwen --dry-run"},
+	},
+	{
 		Path:     "gpu status",
 		Summary:  "show GPU memory and the processes holding it",
 		Details:  "Without HOST: the only GPU host, or all of them when there are several.",
@@ -296,6 +307,10 @@ var registry = []*Spec{
 	{
 		Path: "jobs", Summary: "list queued and running jobs (all: recent ones too)", Role: Viewer,
 		params: []param{{kind: pAll}}, Examples: []string{"jobs", "jobs all"},
+	},
+	{
+		Path: "job", Summary: "show one job in full: its steps with times, result, who asked and confirmed, the unit diff",
+		Role: Viewer, params: []param{{kind: pJobID}}, Examples: []string{"job 42", "job #42"},
 	},
 	{
 		Path: "cancel", Summary: "cancel a queued or running job", Role: Operator,

@@ -19,6 +19,7 @@ func TestSpecs(t *testing.T) {
 	wantSpecs := map[string]policy{
 		"mtp steps":       {"mtp steps N [SERVICE] [--dry-run]", Operator, true, false, true, LockService},
 		"mtp show":        {"mtp show [SERVICE]", Viewer, false, false, false, LockNone},
+		"mtp undo":        {"mtp undo [SERVICE] [--dry-run]", Operator, true, true, false, LockService},
 		"gpu status":      {"gpu status [HOST]", Viewer, false, false, false, LockNone},
 		"gpu recover":     {"gpu recover [HOST|SERVICE] [--no-start] [--force] [--dry-run]", Operator, true, true, true, LockService},
 		"svc start":       {"svc start [SERVICE] [--dry-run]", Operator, true, false, true, LockService},
@@ -34,6 +35,7 @@ func TestSpecs(t *testing.T) {
 		"schedule pause":  {"schedule pause ID [--dry-run]", Admin, true, false, false, LockNone},
 		"schedule resume": {"schedule resume ID [--dry-run]", Admin, true, false, false, LockNone},
 		"jobs":            {"jobs [all]", Viewer, false, false, false, LockNone},
+		"job":             {"job JOB", Viewer, false, false, false, LockNone},
 		"cancel":          {"cancel JOB", Operator, false, false, false, LockNone},
 		"history":         {"history [SERVICE] [n=N]", Viewer, false, false, false, LockNone},
 		"help":            {"help [COMMAND]", Viewer, false, false, false, LockNone},
@@ -145,6 +147,9 @@ func TestCommandPolicy(t *testing.T) {
 		{"schedule rm 1", Admin, true, false, ""},
 		{"jobs", Viewer, false, false, ""},
 		{"cancel 1", Operator, false, false, ""},
+		{"job 1", Viewer, false, false, ""},
+		{"mtp undo", Operator, true, true, "qwen"},
+		{"mtp undo --dry-run", Operator, false, false, ""},
 		{"history", Viewer, false, false, ""},
 		{"help", Viewer, false, false, ""},
 	}

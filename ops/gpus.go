@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/opsbot/opsbot/ops/gpu"
 )
@@ -165,45 +167,85 @@ func (r *Runbook) nodeStatus(ctx context.Context, node string, ts []*target, res
 		}
 		if s, err := t.unit.Show(ctx); err == nil && s.Stopped() && len(heldGPUs(sg, t.cfg.GPUs, t.cfg.ClearMiB)) > 0 {
 			res.AddIncident(IncidentGPUMemoryHeld)
-			notes = append(notes, fmt.Sprintf("  %s is stopped but its GPUs hold memory: `gpu recover %s` clears it", t.cfg.Unit, t.name))
+			notes = append(notes, fmt.Sprintf("%s is stopped but its GPUs hold memory: `gpu recover %s` clears it", t.cfg.Unit, t.name))
 		}
 	}
-	lines := []string{fmt.Sprintf("%s: services %s", node, strings.Join(svcs, ", "))}
-	listed := map[int]bool{}
+	return append([]string{gpuTables(node, svcs, ngpus, holders, owner)}, notes...), nil
+}
+
+// gpuTables renders one node's GPUs and their holders as two tables with
+// column headers, in one block: a GPU row per GPU (its memory, the service
+// it is configured for, the PIDs holding it), then a row per holder (the
+// GPUs it holds, its memory, what it is and whose). Processes that hold no
+// GPU of their own (/dev/nvidiactl only, daemons) are listed with GPU "-".
+func gpuTables(node string, svcs []string, ngpus []gpu.GPU, holders []gpu.Process, owner map[int]*target) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: services %s\n", node, strings.Join(svcs, ", "))
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GPU\tUSED MiB\tTOTAL MiB\tSERVICE\tHELD BY (PID)")
+	held := map[int][]int{} // holder PID -> node GPU indexes
 	for _, g := range ngpus {
-		used := fmt.Sprintf("%6d / %d MiB", g.UsedMiB, g.TotalMiB)
+		used := strconv.Itoa(g.UsedMiB)
 		if !g.Known {
 			used = "[N/A]"
 		}
-		whose := "no service"
+		whose := "-"
 		if t := owner[g.Index]; t != nil {
 			whose = t.name
 		}
-		lines = append(lines, fmt.Sprintf("  GPU %d  %s  %s", g.Index, used, whose))
+		var pids []string
 		for _, p := range holders {
 			if p.Daemon || !p.OnGPU(g.UUID, g.Index) {
 				continue
 			}
-			listed[p.PID] = true
-			mem := ""
-			for _, h := range p.GPUs {
-				if h.Index == g.Index && h.UsedMiB > 0 {
-					mem = fmt.Sprintf(", %d MiB", h.UsedMiB)
-				}
-			}
-			lines = append(lines, fmt.Sprintf("      PID %d %s (%s, %s, %s%s)", p.PID, shortCommand(p.Cmdline), kindOf(p), p.State, whoseOn(p, owner[g.Index]), mem))
+			held[p.PID] = append(held[p.PID], g.Index)
+			pids = append(pids, strconv.Itoa(p.PID))
 		}
+		by := strings.Join(pids, ",")
+		if by == "" {
+			by = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\n", g.Index, used, g.TotalMiB, whose, by)
 	}
-	var other []string
+	tw.Flush()
+	if len(holders) == 0 {
+		b.WriteString("no process holds a GPU")
+		return b.String()
+	}
+	b.WriteString("\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PID\tGPU\tMiB\tKIND\tSTATE\tWHOSE\tCOMMAND")
 	for _, p := range holders {
-		if !listed[p.PID] {
-			other = append(other, fmt.Sprintf("PID %d %s (%s)", p.PID, shortCommand(p.Cmdline), kindOf(p)))
+		gs := held[p.PID]
+		idx := make([]string, len(gs))
+		for i, g := range gs {
+			idx[i] = strconv.Itoa(g)
 		}
+		on, mib, whose := "-", "-", p.Cgroup
+		if whose == "" {
+			whose = "cgroup unknown"
+		}
+		if len(gs) > 0 {
+			on = strings.Join(idx, ",")
+			whose = whoseOn(p, owner[gs[0]])
+		}
+		if p.UsedMiB > 0 {
+			mib = strconv.Itoa(p.UsedMiB)
+		}
+		if p.Daemon {
+			whose = "GPU daemon (never touched)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.PID, on, mib, kindOf(p), orDash(p.State), whose, shortCommand(p.Cmdline))
 	}
-	if len(other) > 0 {
-		lines = append(lines, "  holding no GPU of their own (/dev/nvidiactl, daemons): "+strings.Join(other, ", "))
+	tw.Flush()
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
 	}
-	return append(lines, notes...), nil
+	return s
 }
 
 func kindOf(p gpu.Process) string {

@@ -18,6 +18,9 @@ var pipelines = map[*commands.Spec]Pipeline{
 	spec("mtp show"): func(ctx context.Context, r *Runbook, c *commands.Command, rep Reporter) (*Result, error) {
 		return r.MTPShow(ctx, c.Service, rep)
 	},
+	spec("mtp undo"): func(ctx context.Context, r *Runbook, c *commands.Command, rep Reporter) (*Result, error) {
+		return r.MTPUndo(ctx, c.Service, c.DryRun, rep)
+	},
 	spec("gpu status"): func(ctx context.Context, r *Runbook, c *commands.Command, rep Reporter) (*Result, error) {
 		return r.GPUStatus(ctx, c.Host, rep)
 	},

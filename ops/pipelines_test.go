@@ -11,10 +11,11 @@ import (
 	"github.com/opsbot/opsbot/commands"
 )
 
-// Every schedulable command (the job commands a schedule runs) and every
-// read-only host command has a pipeline; nothing else does.
+// Every schedulable command (the job commands a schedule runs), every
+// read-only host command and mtp undo (a host job no schedule runs) has a
+// pipeline; nothing else does.
 func TestPipelinesCoverJobCommands(t *testing.T) {
-	hostOnly := map[string]bool{"mtp show": true, "gpu status": true, "svc status": true, "svc logs": true}
+	hostOnly := map[string]bool{"mtp show": true, "gpu status": true, "svc status": true, "svc logs": true, "mtp undo": true}
 	n := 0
 	for _, s := range commands.Specs() {
 		want := s.Schedulable || hostOnly[s.Path]

@@ -71,7 +71,10 @@ type Config struct {
 	// (nil: within this process only). Set it to a store-backed lease so
 	// that it holds across opsbot processes.
 	NodeLocks NodeLocker
-	Logger    *slog.Logger
+	// Changes is the job history `mtp undo` reads (nil: mtp undo fails
+	// saying it has none).
+	Changes ChangeLog
+	Logger  *slog.Logger
 }
 
 // ErrUnknownService is returned for a service the config does not name.

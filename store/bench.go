@@ -27,11 +27,37 @@ type BenchResult struct {
 
 	RequestsOK     int
 	RequestsFailed int
-	Concurrency    int
-	Raw            json.RawMessage // the full benchmark report, JSON; nil when none
+	// The load it ran under: Concurrency, Prompts, InputLen and OutputLen
+	// (tokens); 0 is unknown.
+	Concurrency int
+	Prompts     int
+	InputLen    int
+	OutputLen   int
+	Raw         json.RawMessage // the full benchmark report, JSON; nil when none
 }
 
-const benchColumns = `id, job_id, service, settings, at, output_tok_s, per_stream_tok_s, accept_len, accept_rate, requests_ok, requests_failed, concurrency, raw`
+// Load is the load a benchmark ran under. Results are compared only at the
+// same load; a load with any field 0 is unknown and matches nothing.
+type Load struct {
+	Prompts, Concurrency, InputLen, OutputLen int
+}
+
+// Known reports whether every field of l is set.
+func (l Load) Known() bool {
+	return l.Prompts > 0 && l.Concurrency > 0 && l.InputLen > 0 && l.OutputLen > 0
+}
+
+// String renders l as people type it: "prompts=16 concurrency=1 in=256 out=256".
+func (l Load) String() string {
+	return fmt.Sprintf("prompts=%d concurrency=%d in=%d out=%d", l.Prompts, l.Concurrency, l.InputLen, l.OutputLen)
+}
+
+// Load returns the load r ran under.
+func (r BenchResult) Load() Load {
+	return Load{Prompts: r.Prompts, Concurrency: r.Concurrency, InputLen: r.InputLen, OutputLen: r.OutputLen}
+}
+
+const benchColumns = `id, job_id, service, settings, at, output_tok_s, per_stream_tok_s, accept_len, accept_rate, requests_ok, requests_failed, concurrency, raw, prompts, input_len, output_len`
 
 // AddBenchResult records r and returns it with ID set (and At, when it was
 // zero). Service and Settings are required, counts must not be negative,
@@ -50,11 +76,12 @@ func (s *Store) AddBenchResult(ctx context.Context, r BenchResult) (BenchResult,
 			}
 		}
 		res, err := tx.ExecContext(context.Background(), `INSERT INTO bench_results
-			(job_id, service, settings, at, output_tok_s, per_stream_tok_s, accept_len, accept_rate, requests_ok, requests_failed, concurrency, raw)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			(job_id, service, settings, at, output_tok_s, per_stream_tok_s, accept_len, accept_rate, requests_ok, requests_failed, concurrency, raw,
+			 prompts, input_len, output_len)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			nullID(r.JobID), r.Service, r.Settings, r.At.UnixNano(),
 			nullFloat(r.OutputTokS), nullFloat(r.PerStreamTokS), nullFloat(r.AcceptLen), nullFloat(r.AcceptRate),
-			r.RequestsOK, r.RequestsFailed, r.Concurrency, nullJSON(r.Raw))
+			r.RequestsOK, r.RequestsFailed, r.Concurrency, nullJSON(r.Raw), r.Prompts, r.InputLen, r.OutputLen)
 		if err != nil {
 			return err
 		}
@@ -79,6 +106,8 @@ func checkBench(r BenchResult) error {
 		return fmt.Errorf("%w: negative job id %d", ErrInvalid, r.JobID)
 	case r.RequestsOK < 0 || r.RequestsFailed < 0 || r.Concurrency < 0:
 		return fmt.Errorf("%w: negative count (ok %d, failed %d, concurrency %d)", ErrInvalid, r.RequestsOK, r.RequestsFailed, r.Concurrency)
+	case r.Prompts < 0 || r.InputLen < 0 || r.OutputLen < 0:
+		return fmt.Errorf("%w: negative load (prompts %d, in %d, out %d)", ErrInvalid, r.Prompts, r.InputLen, r.OutputLen)
 	}
 	for _, f := range []struct {
 		name string
@@ -135,6 +164,38 @@ func (s *Store) PreviousBenchResult(ctx context.Context, service, settings strin
 	return r, nil
 }
 
+// PreviousAtLoad returns the service's newest result at load whose ID is
+// below beforeID (beforeID <= 0: the newest of all), at settings when
+// settings is not "" (else at any settings): the like-for-like result a new
+// one is compared with. An unknown load (Load.Known false) matches nothing.
+// No such result gives ErrNotFound.
+func (s *Store) PreviousAtLoad(ctx context.Context, service, settings string, load Load, beforeID int64) (BenchResult, error) {
+	what := fmt.Sprintf("previous bench result for %s %s at %s", service, settings, load)
+	if !load.Known() {
+		return BenchResult{}, fmt.Errorf("%s: the load is unknown: %w", what, ErrNotFound)
+	}
+	q := `SELECT ` + benchColumns + ` FROM bench_results
+		WHERE service = ? AND prompts = ? AND concurrency = ? AND input_len = ? AND output_len = ?`
+	args := []any{service, load.Prompts, load.Concurrency, load.InputLen, load.OutputLen}
+	if settings != "" {
+		q += ` AND settings = ?`
+		args = append(args, settings)
+	}
+	if beforeID > 0 {
+		q += ` AND id < ?`
+		args = append(args, beforeID)
+	}
+	q += ` ORDER BY id DESC LIMIT 1`
+	r, err := scanBench(s.rdb.QueryRowContext(ctx, q, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return BenchResult{}, fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	if err != nil {
+		return BenchResult{}, fmt.Errorf("read %s: %w", what, err)
+	}
+	return r, nil
+}
+
 // BenchHistory returns the service's results, newest first, at most limit
 // (<= 0: 50). service "" returns every service's.
 func (s *Store) BenchHistory(ctx context.Context, service string, limit int) ([]BenchResult, error) {
@@ -172,7 +233,7 @@ func scanBench(sc scanner) (BenchResult, error) {
 	var out, per, alen, arate sql.NullFloat64
 	var raw sql.NullString
 	if err := sc.Scan(&r.ID, &job, &r.Service, &r.Settings, &at, &out, &per, &alen, &arate,
-		&r.RequestsOK, &r.RequestsFailed, &r.Concurrency, &raw); err != nil {
+		&r.RequestsOK, &r.RequestsFailed, &r.Concurrency, &raw, &r.Prompts, &r.InputLen, &r.OutputLen); err != nil {
 		return BenchResult{}, err
 	}
 	r.JobID = job.Int64

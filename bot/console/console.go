@@ -2,7 +2,9 @@
 // prompt of `opsbot demo` (Demo). Like any chat it talks to the bot through
 // its inbound door (bot.Inbound) and renders the replies and the job status
 // threads as text; it reads job outcomes from the bot (never the store) and
-// makes no decisions of its own.
+// makes no decisions of its own. It prints text plain (preformatted blocks
+// without their Markdown fences), and in the demo keeps one status line per
+// job state and its prompt below the output.
 package console
 
 import (
@@ -18,20 +20,48 @@ import (
 
 // Console writes status threads to a terminal. The root status message is
 // printed when posted and when final (intermediate edits would only scroll);
-// step lines and results are printed indented under it. Safe for concurrent use.
+// step lines and results are printed indented under it. Text is printed
+// plain: preformatted blocks (bot.Pre) without their fences. Safe for
+// concurrent use.
 type Console struct {
 	mu   sync.Mutex
 	w    io.Writer
 	next int
-	// Live prints every status edit, for interactive use.
+	// Live also prints the status edits that say what the step lines do not
+	// (queued, waiting for a lock, running), for interactive use: once a
+	// job's step lines print, its status is printed again only when final.
 	Live bool
-	last map[string]string
+	// TTY says w is a terminal: a prompt is redrawn in place (erased before
+	// output, printed again after it) instead of after a line break.
+	TTY    bool
+	last   map[string]string
+	steps  map[string]bool // roots whose step lines have been printed
+	prompt string          // the prompt on screen now ("" when none)
 }
 
 // New returns a console writing to w.
-func New(w io.Writer) *Console { return &Console{w: w, last: map[string]string{}} }
+func New(w io.Writer) *Console {
+	return &Console{w: w, last: map[string]string{}, steps: map[string]bool{}}
+}
 
 var _ bot.Chat = (*Console)(nil)
+
+// write prints text (plain) and a newline, moving a prompt on screen out of
+// the way first and drawing it again after; c.mu is held.
+func (c *Console) write(text string) error {
+	if c.prompt != "" {
+		if c.TTY {
+			io.WriteString(c.w, "\r\x1b[K")
+		} else {
+			io.WriteString(c.w, "\n")
+		}
+	}
+	_, err := fmt.Fprintln(c.w, bot.Plain(text))
+	if c.prompt != "" {
+		io.WriteString(c.w, c.prompt)
+	}
+	return err
+}
 
 // Post prints a root message.
 func (c *Console) Post(_ context.Context, room string, m bot.Message) (bot.Ref, error) {
@@ -40,15 +70,15 @@ func (c *Console) Post(_ context.Context, room string, m bot.Message) (bot.Ref, 
 	c.next++
 	ref := bot.Ref{Room: room, ID: strconv.Itoa(c.next)}
 	c.last[ref.ID] = m.Text
-	_, err := fmt.Fprintln(c.w, m.Text)
-	return ref, err
+	return ref, c.write(m.Text)
 }
 
-// Edit prints the new status when it is final (or always, when Live).
+// Edit prints the new status when it is final (or, when Live, until the
+// job's step lines print).
 func (c *Console) Edit(_ context.Context, ref bot.Ref, m bot.Message) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !m.Final && !c.Live {
+	if !m.Final && (!c.Live || c.steps[ref.ID]) {
 		return nil
 	}
 	if c.last[ref.ID] == m.Text {
@@ -57,9 +87,9 @@ func (c *Console) Edit(_ context.Context, ref bot.Ref, m bot.Message) error {
 	c.last[ref.ID] = m.Text
 	if m.Final {
 		delete(c.last, ref.ID)
+		delete(c.steps, ref.ID)
 	}
-	_, err := fmt.Fprintln(c.w, m.Text)
-	return err
+	return c.write(m.Text)
 }
 
 // Reply prints m indented under its root.
@@ -67,25 +97,29 @@ func (c *Console) Reply(_ context.Context, ref bot.Ref, m bot.Message) (bot.Ref,
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.next++
-	text := m.Text
+	if m.Kind == bot.KindStep {
+		c.steps[ref.ID] = true
+	}
+	text := bot.Plain(m.Text)
 	if m.Image != nil {
 		text += fmt.Sprintf("\n[image %s, %d bytes]", m.Image.Name, len(m.Image.PNG))
 	}
 	var b strings.Builder
-	for _, line := range strings.Split(text, "\n") {
+	for i, line := range strings.Split(text, "\n") {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
 		b.WriteString("    ")
 		b.WriteString(line)
-		b.WriteByte('\n')
 	}
-	_, err := io.WriteString(c.w, b.String())
-	return bot.Ref{Room: ref.Room, ID: strconv.Itoa(c.next)}, err
+	return bot.Ref{Room: ref.Room, ID: strconv.Itoa(c.next)}, c.write(b.String())
 }
 
 // Notice prints a one-off line (usage errors, answers).
 func (c *Console) Notice(text string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	fmt.Fprintln(c.w, text)
+	c.write(text)
 }
 
 // Show prints a reply: its text, whoever it is for (a terminal has one
@@ -97,8 +131,18 @@ func (c *Console) Show(r bot.Reply) {
 	c.Notice(r.Text)
 }
 
-func (c *Console) prompt(p string) {
+// showPrompt prints the prompt p and keeps it on screen: output printed while
+// it shows moves it down (see write). inputRead says the line it asked for
+// was entered: the prompt is gone from the screen's last line.
+func (c *Console) showPrompt(p string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.prompt = p
 	fmt.Fprint(c.w, p)
+}
+
+func (c *Console) inputRead() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.prompt = ""
 }

@@ -44,7 +44,7 @@ func Demo(ctx context.Context, o DemoOptions) error {
 	defer stopReading()
 	go readLines(readCtx, o.In, MaxLine, lines)
 	for {
-		c.prompt("> ")
+		c.showPrompt("> ")
 		var in inputLine
 		var ok bool
 		select {
@@ -52,6 +52,7 @@ func Demo(ctx context.Context, o DemoOptions) error {
 			return nil
 		case in, ok = <-lines:
 		}
+		c.inputRead()
 		if !ok {
 			// End of input: let the jobs already started finish (Ctrl-C stops them).
 			c.Notice("")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/opsbot/opsbot/bot"
@@ -55,6 +56,9 @@ type RunOptions struct {
 	Ask Ask
 	Out io.Writer
 	Err io.Writer
+	// Invocation is how the commands were run, flags included ("opsbot run
+	// --lab"), for the hint on quoting them.
+	Invocation string
 }
 
 func (o RunOptions) request(text string) bot.Request {
@@ -95,10 +99,24 @@ type JSONLine struct {
 func Run(ctx context.Context, o RunOptions, cmds []string) int {
 	for _, text := range cmds {
 		if _, err := o.Bot.Parse(text); err != nil {
+			msg := err.Error()
+			if q, ok := regroup(o.Bot, cmds); ok {
+				// The shell split a command into words: say how to quote it.
+				parts := make([]string, len(q))
+				for i, c := range q {
+					parts[i] = ShellQuote(c)
+				}
+				inv := o.Invocation
+				if inv == "" {
+					inv = "opsbot run"
+				}
+				msg = "quote each command: " + inv + " " + strings.Join(parts, " ")
+				text = strings.Join(cmds, " ")
+			}
 			if o.JSON {
-				writeJSON(o.Out, JSONLine{Command: text, Events: []JSONEvent{}, Error: ptr(err.Error())})
+				writeJSON(o.Out, JSONLine{Command: text, Events: []JSONEvent{}, Error: ptr(msg)})
 			} else {
-				fmt.Fprintf(o.Err, "opsbot: %s\n", err)
+				fmt.Fprintf(o.Err, "opsbot: %s\n", msg)
 			}
 			return ExitUsage
 		}
@@ -145,7 +163,7 @@ func runOne(ctx context.Context, o RunOptions, text string) int {
 		if o.JSON {
 			writeJSON(o.Out, JSONLine{Command: text, Events: []JSONEvent{}, Reply: reply.Text})
 		} else {
-			fmt.Fprintln(o.Out, reply.Text)
+			fmt.Fprintln(o.Out, bot.Plain(reply.Text))
 		}
 		return ExitOK
 	}
@@ -207,6 +225,46 @@ func report(o RunOptions, text string, job *JSONJob, msg string) {
 		return
 	}
 	fmt.Fprintf(o.Err, "opsbot: %s\n", msg)
+}
+
+// maxRegroup is the most words regroup tries to join into commands.
+const maxRegroup = 64
+
+// regroup finds how words the shell split apart (`opsbot run --lab mtp steps
+// 10`) join into commands that parse: from the first word, the longest run
+// of words that parses is one command, and so on. It reports false when some
+// word belongs to no command that parses, or when the words are already the
+// commands.
+func regroup(b Bot, words []string) ([]string, bool) {
+	if len(words) < 2 || len(words) > maxRegroup {
+		return nil, false
+	}
+	var out []string
+	for i := 0; i < len(words); {
+		j := len(words)
+		for ; j > i; j-- {
+			if _, err := b.Parse(strings.Join(words[i:j], " ")); err == nil {
+				break
+			}
+		}
+		if j == i {
+			return nil, false
+		}
+		out = append(out, strings.Join(words[i:j], " "))
+		i = j
+	}
+	return out, len(out) < len(words)
+}
+
+// ShellQuote quotes s for a POSIX shell: as it is when it needs no quotes,
+// else in single quotes.
+func ShellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,@%+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func writeJSON(w io.Writer, v any) {

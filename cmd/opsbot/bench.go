@@ -115,7 +115,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		}
 	}
 	if res != nil && *service != "" {
-		if serr := storeResult(ctx, cfg, *service, settingsKey, *conc, res); serr != nil {
+		load := store.Load{Prompts: *prompts, Concurrency: *conc, InputLen: *in, OutputLen: *out}
+		if serr := storeResult(ctx, cfg, *service, settingsKey, load, res); serr != nil {
 			fmt.Fprintf(stderr, "opsbot bench: result not stored: %v\n", serr)
 		} else {
 			fmt.Fprintf(stderr, "stored as a %s result of %s (%s)\n", settingsKey, *service, cfg.Store.Path)
@@ -147,7 +148,9 @@ func acceptanceFor(ctx context.Context, base, engineName string) (bench.Acceptan
 	return bench.VLLMAcceptance(c), 0, "engine=vllm"
 }
 
-func storeResult(ctx context.Context, cfg *config.Config, service, settings string, conc int, res *bench.Result) error {
+// storeResult adds res to service's history, with no job: history shows it
+// as "opsbot bench".
+func storeResult(ctx context.Context, cfg *config.Config, service, settings string, load store.Load, res *bench.Result) error {
 	st, err := store.Open(ctx, cfg.Store.Path)
 	if err != nil {
 		return err
@@ -159,7 +162,8 @@ func storeResult(ctx context.Context, cfg *config.Config, service, settings stri
 	}
 	_, err = st.AddBenchResult(ctx, store.BenchResult{Service: service, Settings: settings, OutputTokS: res.OutputTokS,
 		PerStreamTokS: res.PerStreamTokS, AcceptLen: res.AcceptLen, AcceptRate: res.AcceptRate,
-		RequestsOK: res.RequestsOK, RequestsFailed: res.RequestsFailed, Concurrency: conc, Raw: raw})
+		RequestsOK: res.RequestsOK, RequestsFailed: res.RequestsFailed, Raw: raw,
+		Concurrency: load.Concurrency, Prompts: load.Prompts, InputLen: load.InputLen, OutputLen: load.OutputLen})
 	return err
 }
 

@@ -23,6 +23,11 @@ var adapterNames = map[string]string{"slack": "Slack", "matrix": "Matrix"}
 // would meet at start-up or at its first job, listed at once, one per line
 // with its key; or the effective config with secrets redacted.
 func cmdConfig(ctx context.Context, args []string, stdout io.Writer) error {
+	if wantsHelp(args) {
+		flags := newFlagSet("config", io.Discard)
+		flags.String("config", "", "config `FILE` to check")
+		return &helpRequest{text: helpText(flags)}
+	}
 	if len(args) == 0 || args[0] != "check" {
 		return usagef("usage: opsbot config check --config FILE")
 	}

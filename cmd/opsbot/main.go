@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -31,7 +32,10 @@ usage:
   opsbot config check --config FILE
 
 Commands (the same in Slack, Matrix and here): run 'help' to list them:
-  opsbot run --lab help
+  opsbot run help
+  opsbot run 'help mtp steps'
+
+Each subcommand explains itself: opsbot run --help (or opsbot help run).
 `
 
 func main() {
@@ -67,11 +71,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "config":
 		err = cmdConfig(ctx, args[1:], stdout)
 	case "help", "-h", "--help":
+		if len(args) > 1 && args[0] == "help" && args[1] != "help" {
+			return run(ctx, []string{args[1], "--help"}, stdin, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
 		fmt.Fprintf(stderr, "opsbot: unknown command %q\n\n%s", args[0], usage)
 		return 2
+	}
+	if text, ok := isHelp(err); ok {
+		fmt.Fprint(stdout, text)
+		return 0
 	}
 	if err != nil {
 		var ue *usageError
@@ -95,9 +106,13 @@ func newLogger(w io.Writer, verbose bool) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
-// parseFlags parses args into fs. A bad flag is a usage error (exit 2) whose
-// message the flag package has already printed with the flags' help.
+// parseFlags parses args into fs. -h or --help is a *helpRequest (exit 0,
+// the help on stdout); a bad flag is a usage error (exit 2) whose message the
+// flag package has already printed with the subcommand's help.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	if wantsHelp(args) {
+		return &helpRequest{text: helpText(fs)}
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -110,5 +125,51 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("opsbot "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	printUsageTo(fs, stderr)
 	return fs
+}
+
+// parseInterleaved is parseFlags for a subcommand whose positional arguments
+// may have flags of fs after them (`opsbot run 'mtp steps 4' --lab`): the
+// flag package stops at the first non-flag, so the flags are picked out here
+// wherever they stand and the positional arguments are returned in order.
+// "--" ends the flags. A word that looks like a flag fs lacks, after a
+// positional argument, is returned as a positional argument (it belongs to
+// the chat command before it, unquoted), so the caller can say how to quote it.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	if wantsHelp(args) {
+		return nil, &helpRequest{text: helpText(fs)}
+	}
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f := fs.Lookup(name)
+		if f == nil && len(pos) > 0 {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		if f != nil && !hasValue && !isBoolFlag(f) && i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	if err := parseFlags(fs, flags); err != nil {
+		return nil, err
+	}
+	return pos, nil
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }

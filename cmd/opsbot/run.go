@@ -2,12 +2,18 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"sync"
+
+	"golang.org/x/term"
 
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/bot/console"
+	"github.com/opsbot/opsbot/commands"
 )
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
@@ -21,12 +27,19 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	as := fs.String("as", "", "act as console user `ID` (auth key console:ID); needs the admin role for your OS user")
 	yes := fs.Bool("yes", false, "answer confirmations with yes")
 	verbose := fs.Bool("v", false, "verbose logging to stderr")
-	if err := parseFlags(fs, args); err != nil {
+	cmds, err := parseInterleaved(fs, args)
+	if err != nil {
 		return 2, err
 	}
-	cmds := fs.Args()
 	if len(cmds) == 0 {
 		return 2, usagef("no command given, e.g. opsbot run --lab 'mtp steps 10'")
+	}
+	if *configPath == "" && !*useLab {
+		// help needs no hosts: answer it without a config or the lab.
+		if text, ok := helpOnly(cmds); ok {
+			fmt.Fprint(stdout, text)
+			return 0, nil
+		}
 	}
 	chats := map[string]bot.Chat{}
 	if !*asJSON {
@@ -39,10 +52,43 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	defer e.Close()
 	return console.Run(ctx, console.RunOptions{Bot: e.app, OSUser: defaultUser(), As: *as, JSON: *asJSON, Yes: *yes,
-		Ask: console.TerminalAsk(stdin, stderr), Out: stdout, Err: stderr}, cmds), nil
+		Ask: console.TerminalAsk(stdin, stderr), Out: stdout, Err: stderr, Invocation: invocation(fs)}, cmds), nil
+}
+
+// helpOnly answers cmds when every one is a `help` chat command, as the bot
+// would (help depends on no config), and reports whether it did.
+func helpOnly(cmds []string) (string, bool) {
+	var b strings.Builder
+	for _, text := range cmds {
+		c, err := commands.Parse(text, commands.Options{})
+		if err != nil || c.Spec != commands.Lookup("help") {
+			return "", false
+		}
+		h, err := commands.Help(c.Topic)
+		if err != nil {
+			return "", false
+		}
+		b.WriteString(strings.TrimRight(h, "\n") + "\n")
+	}
+	return b.String(), true
+}
+
+// invocation is `opsbot run` with the flags given, quoted for a shell, for
+// hints that show how to type a command.
+func invocation(fs *flag.FlagSet) string {
+	parts := []string{fs.Name()}
+	fs.Visit(func(f *flag.Flag) {
+		if isBoolFlag(f) {
+			parts = append(parts, "--"+f.Name)
+			return
+		}
+		parts = append(parts, "--"+f.Name, console.ShellQuote(f.Value.String()))
+	})
+	return strings.Join(parts, " ")
 }
 
 func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	tty := isTerminal(stdout)
 	stdout = &lockedWriter{w: stdout} // jobs render from their own goroutines
 	fs := newFlagSet("demo", stderr)
 	labFaults := fs.String("lab-faults", "", "lab faults, e.g. orphans,slow-load=5s")
@@ -56,6 +102,7 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	con := console.New(stdout)
 	con.Live = true
+	con.TTY = tty
 	e, err := setup(ctx, setupOptions{Lab: true, LabFaults: *labFaults, LabUnit: *labUnit,
 		Chats: map[string]bot.Chat{console.Platform: con}, Logger: newLogger(stderr, *verbose)})
 	if err != nil {
@@ -77,4 +124,10 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -92,8 +92,8 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 	e.cfg = cfg
 	// The runbook's pipelines hold nodes through the store's leases, so it
 	// is built once the app has opened the store.
-	newBackend := func(nodes ops.NodeLocker) (bot.Backend, error) {
-		rb, err := newRunbook(cfg, nodes, o.Logger)
+	newBackend := func(deps bot.BackendDeps) (bot.Backend, error) {
+		rb, err := newRunbook(cfg, deps, o.Logger)
 		if err != nil {
 			return nil, err
 		}
@@ -130,8 +130,8 @@ func startLab(ctx context.Context, faults, unitFile, engine, dir string, log *sl
 }
 
 // newRunbook builds the ops layer from the config; its mutating windows hold
-// nodes with nodes.
-func newRunbook(cfg *config.Config, nodes ops.NodeLocker, log *slog.Logger) (*ops.Runbook, error) {
+// nodes with deps.Nodes, and mtp undo reads the job history deps.Changes.
+func newRunbook(cfg *config.Config, deps bot.BackendDeps, log *slog.Logger) (*ops.Runbook, error) {
 	oc := ops.Config{
 		KeyFile:        cfg.SSH.KeyFile,
 		KnownHosts:     cfg.SSH.KnownHosts,
@@ -142,7 +142,8 @@ func newRunbook(cfg *config.Config, nodes ops.NodeLocker, log *slog.Logger) (*op
 		Bench: ops.BenchDefaults{Prompts: cfg.Bench.Prompts, Concurrency: cfg.Bench.Concurrency,
 			InputLen: cfg.Bench.InputLen, OutputLen: cfg.Bench.OutputLen},
 		MaxSteps:  cfg.Limits.MaxSteps,
-		NodeLocks: nodes,
+		NodeLocks: deps.Nodes,
+		Changes:   deps.Changes,
 		Logger:    log,
 	}
 	for name, h := range cfg.Hosts {

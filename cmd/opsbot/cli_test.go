@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func runArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code = run(ctx, args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// `opsbot SUBCOMMAND --help` (and -h, and `opsbot help SUBCOMMAND`) exits 0
+// and says on stdout what the subcommand does, with examples; run's help
+// adds how to quote a chat command.
+func TestSubcommandHelpExitsZero(t *testing.T) {
+	for _, sub := range []string{"run", "demo", "lab", "bench", "config"} {
+		for _, args := range [][]string{{sub, "--help"}, {sub, "-h"}, {"help", sub}} {
+			code, out, errs := runArgs(t, args...)
+			if code != 0 {
+				t.Errorf("%q: exit %d, want 0; stderr %s", args, code, errs)
+			}
+			for _, want := range []string{"usage: opsbot " + sub, "examples:\n  opsbot " + sub} {
+				if !strings.Contains(out, want) {
+					t.Errorf("%q: help lacks %q:\n%s", args, want, out)
+				}
+			}
+		}
+	}
+	_, out, _ := runArgs(t, "run", "--help")
+	if !strings.Contains(out, "Quote each chat command as one argument: opsbot run --lab 'mtp steps 10'") {
+		t.Errorf("run --help says nothing about quoting:\n%s", out)
+	}
+	if code, _, errs := runArgs(t, "run", "--no-such-flag", "help"); code != 2 || !strings.Contains(errs, "usage: opsbot run") {
+		t.Errorf("a bad flag: exit %d, want 2 with the usage on stderr:\n%s", code, errs)
+	}
+}
+
+// `opsbot run 'help'` and `help COMMAND` need no hosts: no --lab, no --config.
+func TestRunHelpNeedsNoHosts(t *testing.T) {
+	code, out, errs := runArgs(t, "run", "help", "help svc logs")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0; stderr %s", code, errs)
+	}
+	for _, want := range []string{"mtp steps N [SERVICE] [--dry-run]", "svc logs [SERVICE] [lines=N]", "Show the last journal lines"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, errs := runArgs(t, "run", "help", "gpu status"); code != 2 || !strings.Contains(errs, "--config FILE, or --lab") {
+		t.Errorf("a command that needs hosts without --lab: exit %d, stderr %s", code, errs)
+	}
+}
+
+// A command split into words by the shell is answered with how to quote it,
+// exit 2, and nothing runs; so is a chat command's flag left outside its quotes.
+func TestRunUnquotedCommandHint(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--lab", "mtp", "steps", "10"}, "quote each command: opsbot run --lab 'mtp steps 10'"},
+		{[]string{"run", "--lab", "mtp steps 4", "--dry-run", "gpu", "status"}, "quote each command: opsbot run --lab 'mtp steps 4 --dry-run' 'gpu status'"},
+	} {
+		code, out, errs := runArgs(t, tc.args...)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errs, tc.want)
+		}
+		if strings.Contains(out, "#1") {
+			t.Errorf("%q: a job ran:\n%s", tc.args, out)
+		}
+	}
+}
+
+// A flag after the command text is understood; `svc logs` prints the
+// journal's lines in the terminal, not only its header.
+func TestRunFlagAfterCommandAndLogsShown(t *testing.T) {
+	code, out, errs := runArgs(t, "run", "svc logs lines=5", "--lab")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\n%s\n%s", code, out, errs)
+	}
+	if !strings.Contains(out, "last 5 journal lines of sglang-qwen.service") {
+		t.Fatalf("no svc logs result:\n%s", out)
+	}
+	// The lab's engine logs this line when it serves: it is in the last five.
+	if !strings.Contains(out, "    [") || !strings.Contains(out, "The server is fired up and ready to roll!") {
+		t.Errorf("the journal lines are not printed:\n%s", out)
+	}
+	if strings.Contains(out, "```") {
+		t.Errorf("Markdown fences in a terminal:\n%s", out)
+	}
+}
+
+// `mtp undo` on the lab, through the store's job history: with nothing to
+// undo it fails saying so; after `mtp steps 4` it puts back the text that
+// change replaced (verified and benchmarked); `job 2` shows that change in
+// full, with its diff.
+func TestRunUndoAndJobView(t *testing.T) {
+	code, lines, errs := runJSON(t, "mtp undo", "mtp steps 4", "mtp undo", "job 2")
+	if len(lines) != 4 {
+		t.Fatalf("exit %d, %d lines, want 4\n%s", code, len(lines), errs)
+	}
+	if code != 1 {
+		t.Errorf("exit %d, want 1 (the first undo fails)", code)
+	}
+	if l := lines[0]; l.Job == nil || l.Job.Status != "failed" || l.Error == nil || !strings.Contains(*l.Error, "nothing to undo on qwen") {
+		t.Errorf("undo with nothing to undo: %+v", l)
+	}
+	steps, undo := lines[1], lines[2]
+	if steps.Job == nil || steps.Job.Status != "succeeded" || undo.Job == nil || undo.Job.Status != "succeeded" {
+		t.Fatalf("mtp steps 4 then mtp undo: %+v / %+v", steps.Job, undo.Job)
+	}
+	if undo.Result.Unit == nil || undo.Result.Unit.After != steps.Result.Unit.Before || undo.Result.Unit.Before != steps.Result.Unit.After {
+		t.Errorf("undo did not put back the text mtp steps 4 replaced: %+v", undo.Result.Unit)
+	}
+	if undo.Result.Bench == nil {
+		t.Error("undo ran no benchmark")
+	}
+	view := lines[3].Reply
+	for _, want := range []string{"#2 `mtp steps 4 qwen` — succeeded", "asked by console:", "▶ stop:", "the unit diff it applied", "+    --speculative-num-steps 4"} {
+		if !strings.Contains(view, want) {
+			t.Errorf("job 2 lacks %q:\n%s", want, view)
+		}
+	}
+}

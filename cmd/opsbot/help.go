@@ -1,0 +1,134 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// subcommandDoc is what `opsbot SUBCOMMAND --help` says about a subcommand.
+type subcommandDoc struct {
+	usage    string
+	what     string
+	examples []string
+}
+
+// quoteNote is the note every help of a subcommand that takes chat commands ends with.
+const quoteNote = `Quote each chat command as one argument: opsbot run --lab 'mtp steps 10' 'gpu status'
+(unquoted, the shell splits it into words: mtp, steps, 10). Its own flags, such as --dry-run,
+go inside the quotes: 'mtp steps 4 --dry-run'. 'help' lists the chat commands, 'help COMMAND'
+explains one; neither needs --lab or --config.`
+
+// subcommands documents each subcommand, by the name its flag set carries
+// ("opsbot run"), for --help and for the usage printed after a bad flag.
+var subcommands = map[string]subcommandDoc{
+	"opsbot run": {
+		usage: "opsbot run [--config FILE | --lab [--lab-faults LIST] [--lab-unit FILE]] [--json] [--as ID] [--yes] 'CMD' ['CMD' ...]",
+		what: "Runs chat commands through the same dispatcher as Slack and Matrix, one after the other, and prints\n" +
+			"each job's status thread (or, with --json, one JSON object per command). Flags may come before or\n" +
+			"after the commands. Exit 0 when every job succeeded, 1 when one failed, was refused or cancelled,\n" +
+			"2 for a usage error (then nothing runs).",
+		examples: []string{
+			"opsbot run 'help'",
+			"opsbot run 'help mtp steps'",
+			"opsbot run --lab 'gpu status' 'mtp show'",
+			"opsbot run --lab 'mtp steps 4 --dry-run'",
+			"opsbot run --lab --yes 'gpu recover'",
+			"opsbot run --config /etc/opsbot/opsbot.yaml --json 'mtp steps 10 qwen'",
+		},
+	},
+	"opsbot demo": {
+		usage: "opsbot demo [--lab-faults LIST] [--lab-unit FILE]",
+		what: "Starts the lab (a simulated GPU node with services qwen and coder) and a prompt: type chat\n" +
+			"commands one a line and watch their status threads. Ctrl-D (or quit) ends it after the jobs\n" +
+			"already started; Ctrl-C stops them.",
+		examples: []string{"opsbot demo", "opsbot demo --lab-faults orphans"},
+	},
+	"opsbot lab": {
+		usage: "opsbot lab [--faults LIST] [--unit FILE] [--engine sglang|vllm] [--config-out FILE]",
+		what: "Runs the simulated GPU node standalone until Ctrl-C, and writes an opsbot config that reaches it,\n" +
+			"for `opsbot run --config` from another terminal.",
+		examples: []string{"opsbot lab --config-out lab/opsbot.yaml", "opsbot lab --faults orphans,slow-load=5s --engine vllm"},
+	},
+	"opsbot bench": {
+		usage: "opsbot bench --url URL | --config FILE --service NAME [--model M] [--prompts N] [--concurrency C] [--in I] [--out O] [--rate R] [--json]",
+		what: "Benchmarks any OpenAI-compatible server (sglang bench_serving definitions): tok/s, latency and\n" +
+			"acceptance. With --config and --service, the result joins the service's history (shown as\n" +
+			"\"opsbot bench\" there).",
+		examples: []string{
+			"opsbot bench --url http://127.0.0.1:30000 --prompts 100 --concurrency 8 --in 512 --out 256",
+			"opsbot bench --config opsbot.yaml --service qwen",
+		},
+	},
+	"opsbot config": {
+		usage:    "opsbot config check --config FILE",
+		what:     "Validates a config file and prints the effective config with secrets redacted.",
+		examples: []string{"opsbot config check --config deploy/opsbot.example.yaml"},
+	},
+}
+
+// helpRequest is returned when the arguments ask for help (-h, --help): the
+// help is printed on stdout and opsbot exits 0.
+type helpRequest struct{ text string }
+
+func (h *helpRequest) Error() string { return "help requested" }
+
+// wantsHelp reports whether args ask for help: -h, -help or --help before any "--".
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// helpText renders the help of the subcommand fs parses: what it does, its
+// usage, its flags, examples and, for those that take chat commands, the note
+// on quoting them.
+func helpText(fs *flag.FlagSet) string {
+	var b strings.Builder
+	doc, ok := subcommands[fs.Name()]
+	if ok {
+		fmt.Fprintf(&b, "usage: %s\n\n%s\n", doc.usage, doc.what)
+	} else {
+		fmt.Fprintf(&b, "usage: %s [flags]\n", fs.Name())
+	}
+	var flags strings.Builder
+	out := fs.Output()
+	fs.SetOutput(&flags)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+	if flags.Len() > 0 {
+		fmt.Fprintf(&b, "\nflags:\n%s", flags.String())
+	}
+	if ok && len(doc.examples) > 0 {
+		b.WriteString("\nexamples:\n")
+		for _, e := range doc.examples {
+			fmt.Fprintf(&b, "  %s\n", e)
+		}
+	}
+	if fs.Name() == "opsbot run" {
+		fmt.Fprintf(&b, "\n%s\n", quoteNote)
+	}
+	return b.String()
+}
+
+// isHelp reports whether err asks for help, and its text.
+func isHelp(err error) (string, bool) {
+	var h *helpRequest
+	if errors.As(err, &h) {
+		return h.text, true
+	}
+	return "", false
+}
+
+// printUsageTo makes fs print its help to w after a bad flag.
+func printUsageTo(fs *flag.FlagSet, w io.Writer) {
+	fs.Usage = func() { fmt.Fprint(w, helpText(fs)) }
+}

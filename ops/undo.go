@@ -1,0 +1,191 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/ops/unit"
+)
+
+// ChangeLog is where `mtp undo` finds what to undo: the unit changes jobs
+// wrote, from the job history. Implementations must be safe for concurrent use.
+type ChangeLog interface {
+	// UnitChanges returns the changes jobs wrote to service's unit, newest
+	// first, at most limit: every job whose result records a unit change it
+	// made (succeeded, or failed or cancelled after writing), leaving out dry
+	// runs and jobs that found nothing to change.
+	UnitChanges(ctx context.Context, service string, limit int) ([]AppliedChange, error)
+}
+
+// AppliedChange is one job's change of a service's unit, as its result recorded it.
+type AppliedChange struct {
+	JobID   int64
+	Command string // the job's canonical command ("mtp steps 10 qwen")
+	Status  string // the job's final status: "succeeded", "failed", "cancelled", ...
+	Unit    UnitChange
+}
+
+func (c AppliedChange) label() string { return fmt.Sprintf("#%d `%s`", c.JobID, c.Command) }
+
+// undoLookback is how many recent unit changes mtp undo reads.
+const undoLookback = 50
+
+// NothingToUndoError is returned by MTPUndo when no job changed the
+// service's unit and succeeded. Nothing was changed.
+type NothingToUndoError struct{ Service string }
+
+func (e *NothingToUndoError) Error() string {
+	return fmt.Sprintf("nothing to undo on %s: no job has changed its unit and succeeded (`jobs all` lists the recent jobs); nothing was changed", e.Service)
+}
+
+// UnitChangedError is returned by MTPUndo when the unit no longer holds what
+// the change to undo wrote: undoing it would throw away a later change.
+// Nothing was changed.
+type UnitChangedError struct {
+	Service string
+	Path    string
+	Undo    AppliedChange  // the change that would have been undone
+	By      *AppliedChange // the later job whose change the unit holds now; nil when unknown
+}
+
+func (e *UnitChangedError) Error() string {
+	by := "not by an opsbot job (by hand, or another tool); `mtp show " + e.Service + "` shows what it runs now"
+	if e.By != nil {
+		by = fmt.Sprintf("by job %s (%s), whose change it holds now; `job %d` shows it", e.By.label(), e.By.Status, e.By.JobID)
+	}
+	return fmt.Sprintf("cannot undo %s: %s changed since, %s. Nothing was changed; set the value you want with `mtp steps N %s`",
+		e.Undo.label(), e.Path, by, e.Service)
+}
+
+// MTPUndo is `mtp undo`: it puts back the unit text that the service's last
+// successful change (an `mtp steps` or an earlier `mtp undo`) replaced, through
+// the change pipeline of `mtp steps`: stop, clear the GPUs, write, reload,
+// start (rolling back when it cannot be made to serve), wait until ready,
+// verify and benchmark. It refuses, changing nothing, when there is nothing to
+// undo (*NothingToUndoError) or when the unit changed since that change
+// (*UnitChangedError).
+func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep Reporter) (*Result, error) {
+	res := &Result{Incidents: []string{}}
+	t, err := r.target(service)
+	if err != nil {
+		return nil, err
+	}
+	st := begin(rep, "find change", "looking for the last change of %s that succeeded", t.cfg.Unit)
+	if r.cfg.Changes == nil {
+		return res, st.fail(errors.New("mtp undo needs the job history, and this opsbot was started without one; nothing was changed"))
+	}
+	changes, err := r.cfg.Changes.UnitChanges(ctx, service, undoLookback)
+	if err != nil {
+		return res, st.fail(fmt.Errorf("read the unit changes of %s: %w", service, err))
+	}
+	last := -1
+	for i, c := range changes {
+		if c.Status == "succeeded" {
+			last = i
+			break
+		}
+	}
+	if last < 0 {
+		return res, st.fail(&NothingToUndoError{Service: service})
+	}
+	undo := changes[last]
+	st.done("%s changed %s", undo.label(), undo.Unit.Path)
+
+	st = begin(rep, "read unit", "reading %s on %s", t.cfg.Unit, t.cfg.Host)
+	d, err := r.readUnit(ctx, t)
+	if err != nil {
+		return res, st.fail(err)
+	}
+	path := undo.Unit.Path
+	current, exists := d.files[path]
+	if !exists || current != undo.Unit.After {
+		ce := &UnitChangedError{Service: service, Path: path, Undo: undo}
+		for i := range changes[:last] {
+			if changes[i].Unit.Path == path && changes[i].Unit.After == current {
+				ce.By = &changes[i]
+				break
+			}
+		}
+		return res, st.fail(ce)
+	}
+	p, before, after, err := planUndo(d, path, undo.Unit.Before)
+	if err != nil {
+		return res, st.fail(fmt.Errorf("the text %s replaced: %w", undo.label(), err))
+	}
+	res.Unit = &UnitChange{Path: path, Before: current, After: p.after, ArgvBefore: before.argv, ArgvAfter: after.argv,
+		Diff: unit.UnifiedDiff(path, current, p.after)}
+	res.Spec = specOf(after.engine, after.spec)
+	from, to := before.spec.DraftSteps(), after.spec.DraftSteps()
+	st.done("undo %s: steps %d -> %d", undo.label(), from, to)
+	if dryRun {
+		res.Summary = fmt.Sprintf("dry run: mtp undo would put back what %s replaced on %s (steps %d -> %d); nothing changed", undo.label(), service, from, to)
+		res.Details = append(res.Details, "would: stop "+t.cfg.Unit+", clear GPU memory held by dead engine processes, write "+
+			path+", daemon-reload, start, wait until ready, verify /server_info, benchmark")
+		if res.Unit.Diff != "" {
+			res.Details = append(res.Details, res.Unit.Diff)
+		}
+		return res, nil
+	}
+	if err := r.deploy(ctx, t, p, res, rep); err != nil {
+		return res, err
+	}
+	if err := r.verify(ctx, t, res, rep); err != nil {
+		return res, err
+	}
+	b, err := r.benchmark(ctx, t, commands.BenchParams{}, res, rep)
+	if err != nil {
+		return res, err
+	}
+	res.Summary = fmt.Sprintf("undid %s on %s: steps %d -> %d: %s", undo.label(), service, from, to, b)
+	return res, nil
+}
+
+// engineSide is the engine command of one version of a unit.
+type engineSide struct {
+	engine string
+	spec   unit.Spec
+	argv   []string
+}
+
+func sideOf(eff *unit.Effective) (engineSide, error) {
+	sp, err := eff.Spec()
+	if err != nil {
+		return engineSide{}, err
+	}
+	return engineSide{engine: eff.Detection.Engine, spec: sp, argv: eff.Argv()}, nil
+}
+
+// planUndo plans writing text to path (a file of d): the deploy of mtp steps
+// with the current text as what a rollback restores. It checks that the unit
+// with text in place still runs an engine whose settings can be read.
+func planUndo(d *deployed, path, text string) (*planned, engineSide, engineSide, error) {
+	var before, after engineSide
+	before, err := sideOf(d.eff)
+	if err != nil {
+		return nil, before, after, err
+	}
+	var units []*unit.Unit
+	for _, p := range d.order {
+		body := d.files[p]
+		if p == path {
+			body = text
+		}
+		u, err := unit.Parse(p, body)
+		if err != nil {
+			return nil, before, after, fmt.Errorf("parse %s: %w", p, err)
+		}
+		units = append(units, u)
+	}
+	eff, err := unit.Merge(units[0], units[1:]...)
+	if err != nil {
+		return nil, before, after, err
+	}
+	if after, err = sideOf(eff); err != nil {
+		return nil, before, after, err
+	}
+	e := &unit.Edit{File: path, Engine: after.engine, Before: d.files[path], After: text,
+		ArgvBefore: before.argv, ArgvAfter: after.argv, SpecBefore: before.spec, SpecAfter: after.spec}
+	return &planned{edit: e, path: path, before: d.files[path], after: text}, before, after, nil
+}

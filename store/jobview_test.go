@@ -1,0 +1,62 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+)
+
+// UnitChangeJobs lists the finished jobs of a service that changed its unit,
+// newest first: not dry runs, not jobs that found nothing to change, not
+// another service's, not jobs still running.
+func TestUnitChangeJobs(t *testing.T) {
+	s := openTemp(t)
+	ctx := context.Background()
+	add := func(cmd, service string, st Status, result string) int64 {
+		t.Helper()
+		j := mustCreate(t, s, Job{Command: cmd, Service: service, Status: Queued})
+		if st == Queued {
+			return j.ID
+		}
+		if err := s.StartJob(ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		if st == Running {
+			return j.ID
+		}
+		if err := s.FinishJob(ctx, j.ID, st, "", json.RawMessage(result)); err != nil {
+			t.Fatal(err)
+		}
+		return j.ID
+	}
+	changed := `{"unit":{"before":"a","after":"b"},"incidents":[]}`
+	first := add("mtp steps 4 qwen", "qwen", Succeeded, changed)
+	add("mtp steps 4 qwen --dry-run", "qwen", Succeeded, changed)
+	add("mtp steps 4 qwen", "qwen", Succeeded, `{"unit":{"before":"b","after":"b"},"incidents":[]}`)
+	add("mtp steps 4 coder", "coder", Succeeded, changed)
+	add("gpu status", "qwen", Succeeded, `{"incidents":[]}`)
+	cancelled := add("mtp steps 6 qwen", "qwen", Cancelled, `{"unit":{"before":"b","after":"c"},"incidents":[]}`)
+	add("mtp steps 8 qwen", "qwen", Running, "")
+	jobs, err := s.UnitChangeJobs(ctx, "qwen", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 || jobs[0].ID != cancelled || jobs[1].ID != first {
+		t.Fatalf("got %+v, want jobs #%d then #%d", jobs, cancelled, first)
+	}
+	audit, err := s.JobAudit(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(audit) != 0 {
+		t.Errorf("audit of a job created without one: %+v", audit)
+	}
+	j, err := s.CreateJobAudited(ctx, Job{Command: "svc stop qwen", Service: "qwen", Status: Queued},
+		AuditEntry{Platform: "test", User: "olga", Decision: "confirmed by test:olga"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if audit, err = s.JobAudit(ctx, j.ID); err != nil || len(audit) != 1 || audit[0].Decision != "confirmed by test:olga" {
+		t.Errorf("JobAudit = %+v, %v", audit, err)
+	}
+}
