@@ -132,7 +132,7 @@ func TestSGLangAcceptanceFromLines(t *testing.T) {
 	if math.Abs(st.AcceptLen-2.25) > 1e-9 || math.Abs(st.EngineRate-0.66) > 1e-9 || st.Lifetime != 1.9 {
 		t.Fatalf("got %+v", st)
 	}
-	if !strings.Contains(st.Source, "decode log (2 lines") {
+	if !strings.Contains(st.Source, "decode log lines of the window (2,") || !st.Window {
 		t.Fatalf("source %q", st.Source)
 	}
 	if since.IsZero() || time.Since(since) > time.Minute {
