@@ -7,9 +7,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -217,5 +220,72 @@ func BenchmarkAgainstLab512Streams(b *testing.B) {
 		if res.OutputTokens != 512*200 || float64(res.OutputTokens) != float64(t1.OutputTokens-t0.OutputTokens) {
 			b.Fatalf("client counted %d tokens, engine emitted %d", res.OutputTokens, t1.OutputTokens-t0.OutputTokens)
 		}
+	}
+}
+
+// TestAcceptanceFromDecodeLog: when the engine refuses to flush (a neighbour's request is
+// running), acceptance comes from the decode log lines of the window, as a job reads them
+// from the journal, and is still within 1% of the engine's truth over the window (the
+// neighbour's tokens included: they are in the engine's figures too).
+func TestAcceptanceFromDecodeLog(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	eng, url := startLab(t, func(l string) { mu.Lock(); lines = append(lines, l); mu.Unlock() })
+	logs := func(ctx context.Context, since time.Time) ([]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), lines...), nil
+	}
+	nctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	req, _ := http.NewRequestWithContext(nctx, http.MethodPost, url+"/v1/completions",
+		strings.NewReader(`{"prompt":"neighbour","max_tokens":30000,"ignore_eos":true,"stream":true}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	go io.Copy(io.Discard, resp.Body)
+	deadline := time.Now().Add(10 * time.Second)
+	for eng.Truth().BatchSteps == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the neighbour's request never ran")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := eng.Truth()
+	res, err := Run(context.Background(), Options{URL: url, Prompts: 48, Concurrency: 8, InputLen: 64, OutputLen: 256,
+		Timeout: time.Minute, DraftsPerStep: 3, Acceptance: SGLangAcceptance(engine.New(url), logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := eng.Truth()
+	stop()
+	truthL := float64(after.OutputTokens-before.OutputTokens) / float64(after.VerifySteps-before.VerifySteps)
+	if !strings.HasPrefix(res.AcceptSource, SourceSGLangLog) || !res.AcceptOverWindow {
+		t.Fatalf("accept source %q, want the decode log (errors %q)", res.AcceptSource, res.Errors)
+	}
+	if e := relErr(res.AcceptLen, truthL); e > 0.01 {
+		t.Errorf("accept len %.4f, truth %.4f: off by %.2f%%", res.AcceptLen, truthL, 100*e)
+	}
+	t.Logf("accept len %.4f (truth %.4f, %+.3f%%) from %s; engine's printed rate %.4f", res.AcceptLen, truthL, 100*(res.AcceptLen/truthL-1), res.AcceptSource, res.EngineAcceptRate)
+}
+
+// TestAcceptanceNotMeasured: an engine that gives nothing over the window (no flush, no
+// metrics, no decode line yet) leaves accept_len 0 and says why, naming the window.
+func TestAcceptanceNotMeasured(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/server_info" {
+			io.WriteString(w, `{"speculative_num_steps":3,"internal_states":[{}]}`)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	a := SGLangAcceptance(engine.New(srv.URL), nil)
+	a.Begin(context.Background())
+	_, err := a.End(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "not measured over the window") || !strings.Contains(err.Error(), "flush") {
+		t.Fatalf("err %v", err)
 	}
 }
