@@ -111,9 +111,9 @@ type sglangAcceptance struct {
 // Accept sources of SGLang, best first. Only the first two measure the
 // benchmark window; the others say so in AcceptStats.Source.
 const (
-	SourceSGLangFlush   = "sglang /server_info avg_spec_accept_length since /flush_cache at the start (the run's whole decode-log windows)"
-	SourceSGLangLog     = "sglang decode log lines of the window"
-	SourceSGLangGauge   = "sglang:spec_accept_length gauge: the last decode-log window only, not measured over the window"
+	SourceSGLangFlush    = "sglang /server_info avg_spec_accept_length since /flush_cache at the start (the run's whole decode-log windows)"
+	SourceSGLangLog      = "sglang decode log lines of the window"
+	SourceSGLangGauge    = "sglang:spec_accept_length gauge: the last decode-log window only, not measured over the window"
 	SourceSGLangLifetime = "sglang /server_info lifetime average (warm-up included), not measured over the window"
 )
 
