@@ -90,4 +90,3 @@ func TestBenchAcceptanceOverWindow(t *testing.T) {
 		})
 	}
 }
-
