@@ -122,7 +122,8 @@ const (
 //
 //  1. Begin asks the engine to flush its cache (POST /flush_cache; SGLang does
 //     it only when no request runs or waits). A flush restarts the cumulative
-//     accept length of /server_info and the count of decode iterations, so at
+//     accept length of /server_info (Begin checks that it did: the figure is
+//     absent right after) and the count of decode iterations, so at
 //     End avg_spec_accept_length is tokens over verify steps of exactly the
 //     run's decode-log windows (every --decode-log-interval iterations from
 //     the flush; the iterations after the last window, fewer than one window,
@@ -154,6 +155,16 @@ func (s *sglangAcceptance) Begin(ctx context.Context) error {
 		s.gauge0, s.ok0 = m.Value("sglang:spec_accept_length")
 	}
 	s.flushErr = s.c.FlushCache(ctx)
+	if s.flushErr == nil {
+		// A flush restarts the cumulative figure: it is absent until the next decode
+		// log line. Still there, it was not restarted (an SGLang that answers 200 without
+		// flushing, or one that keeps it), and would be the lifetime's.
+		if info, err := s.c.ServerInfo(ctx); err != nil {
+			s.flushErr = fmt.Errorf("after the flush: %w", err)
+		} else if info.AvgAcceptLen > 0 {
+			s.flushErr = errors.New("the engine answered /flush_cache but its avg_spec_accept_length did not restart")
+		}
+	}
 	s.flushed = s.flushErr == nil
 	s.begin = time.Now()
 	return nil

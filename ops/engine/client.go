@@ -254,9 +254,20 @@ var ErrFlushRefused = errors.New("the engine did not flush its cache: requests w
 // acceptance /server_info reports (avg_spec_accept_length) and its count of
 // decode iterations, so decode log windows start at the flush. An answer of
 // 400 is ErrFlushRefused (wrapped; retry when idle); other answers are a
-// *StatusError; vLLM has no such endpoint (404).
+// *StatusError; vLLM has no such endpoint (404). A 405 to the POST is tried
+// again as a GET (early SGLang). Early SGLang also answered 200 when it did
+// not flush: a caller that relies on the restart checks /server_info after.
 func (c *Client) FlushCache(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+"/flush_cache", nil)
+	err := c.flush(ctx, http.MethodPost)
+	var se *StatusError
+	if errors.As(err, &se) && se.Code == http.StatusMethodNotAllowed {
+		err = c.flush(ctx, http.MethodGet) // early SGLang served GET only
+	}
+	return err
+}
+
+func (c *Client) flush(ctx context.Context, method string) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+"/flush_cache", nil)
 	if err != nil {
 		return fmt.Errorf("flush cache of %s: %w", c.BaseURL, err)
 	}
@@ -272,5 +283,5 @@ func (c *Client) FlushCache(ctx context.Context) error {
 	case http.StatusBadRequest:
 		return fmt.Errorf("flush cache of %s: %w", c.BaseURL, ErrFlushRefused)
 	}
-	return fmt.Errorf("flush cache: %w", &StatusError{Method: http.MethodPost, URL: c.BaseURL + "/flush_cache", Code: resp.StatusCode, Body: body})
+	return fmt.Errorf("flush cache: %w", &StatusError{Method: method, URL: c.BaseURL + "/flush_cache", Code: resp.StatusCode, Body: body})
 }

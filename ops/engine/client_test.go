@@ -218,12 +218,17 @@ func TestModels(t *testing.T) {
 }
 
 // TestFlushCache: 200 is a flush, 400 (SGLang busy) is ErrFlushRefused, anything else a
-// *StatusError naming POST; the request is a POST to /flush_cache.
+// *StatusError naming POST; the request is a POST to /flush_cache, or a GET where the POST
+// is not allowed.
 func TestFlushCache(t *testing.T) {
-	code := http.StatusOK
+	code, getOnly := http.StatusOK, false
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/flush_cache" {
-			http.Error(w, "want POST /flush_cache", http.StatusTeapot)
+		if r.URL.Path != "/flush_cache" {
+			http.Error(w, "want /flush_cache", http.StatusTeapot)
+			return
+		}
+		if getOnly && r.Method != http.MethodGet || !getOnly && r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
 			return
 		}
 		w.WriteHeader(code)
@@ -243,5 +248,9 @@ func TestFlushCache(t *testing.T) {
 	var se *StatusError
 	if err := c.FlushCache(ctx); !errors.As(err, &se) || se.Code != 404 || !strings.Contains(err.Error(), "POST "+srv.URL+"/flush_cache: HTTP 404") {
 		t.Fatalf("no endpoint: %v", err)
+	}
+	code, getOnly = http.StatusOK, true
+	if err := c.FlushCache(ctx); err != nil {
+		t.Fatalf("GET only: %v", err)
 	}
 }
