@@ -268,6 +268,9 @@ func TestAcceptanceFromDecodeLog(t *testing.T) {
 	if e := relErr(res.AcceptLen, truthL); e > 0.01 {
 		t.Errorf("accept len %.4f, truth %.4f: off by %.2f%%", res.AcceptLen, truthL, 100*e)
 	}
+	if e := relErr(res.AcceptRate, (truthL-1)/3); e > 0.01 {
+		t.Errorf("accept rate %.4f, truth %.4f", res.AcceptRate, (truthL-1)/3)
+	}
 	t.Logf("accept len %.4f (truth %.4f, %+.3f%%) from %s; engine's printed rate %.4f", res.AcceptLen, truthL, 100*(res.AcceptLen/truthL-1), res.AcceptSource, res.EngineAcceptRate)
 }
 
