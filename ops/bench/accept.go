@@ -199,7 +199,11 @@ func (s *sglangAcceptance) End(ctx context.Context) (AcceptStats, error) {
 		if ierr != nil {
 			why = append(why, "after the flush: "+ierr.Error())
 		} else {
-			why = append(why, "no avg_spec_accept_length in server_info after the flush (the run was shorter than one decode-log window?)")
+			iv := "decode_log_interval"
+			if n, ok := info.Raw["decode_log_interval"]; ok && n != nil {
+				iv = fmt.Sprintf("%v", n)
+			}
+			why = append(why, fmt.Sprintf("no avg_spec_accept_length in server_info after the flush: the run was shorter than one decode-log window (%s decode iterations); benchmark more prompts or longer outputs", iv))
 		}
 	} else {
 		why = append(why, s.flushErr.Error())

@@ -292,3 +292,20 @@ func TestAcceptanceNotMeasured(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// TestAcceptanceRunShorterThanAWindow: a run shorter than one decode-log window leaves
+// nothing over the window after the flush: accept_len stays 0 and the error says why and
+// what to do.
+func TestAcceptanceRunShorterThanAWindow(t *testing.T) {
+	_, url := startLab(t, nil)
+	res, err := Run(context.Background(), Options{URL: url, Prompts: 1, Concurrency: 1, InputLen: 16, OutputLen: 20,
+		Timeout: time.Minute, DraftsPerStep: 3, Acceptance: SGLangAcceptance(engine.New(url), nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := strings.Join(res.Errors, "\n")
+	if res.AcceptLen != 0 || res.AcceptOverWindow || !strings.Contains(msg, "not measured over the window") ||
+		!strings.Contains(msg, "shorter than one decode-log window (40 decode iterations); benchmark more prompts or longer outputs") {
+		t.Fatalf("accept len %v (%s), errors:\n%s", res.AcceptLen, res.AcceptSource, msg)
+	}
+}
