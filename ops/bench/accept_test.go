@@ -3,9 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
-	"io"
 	"net/http/httptest"
 	"strings"
 	"sync"
