@@ -11,8 +11,10 @@ import (
 type Options struct {
 	// Physics is the speed model; the zero value means DefaultPhysics().
 	Physics Physics
-	// Log receives each log line the engine writes (SGLang decode/prefill lines, vLLM stats
-	// lines). It is called from the scheduler goroutine without engine locks held; nil = none.
+	// Log receives each log line the engine writes (SGLang decode/prefill lines and cache
+	// flushes, vLLM stats lines). It is called from the scheduler goroutine, and from the
+	// /flush_cache handler, without engine locks held: it must be safe for concurrent use;
+	// nil = none.
 	Log func(line string)
 	// StatsInterval is vLLM's stats log interval (0 = 10s). SGLang logs every
 	// Settings.DecodeLogInterval decode iterations instead.
