@@ -83,7 +83,7 @@ func (r *Runbook) benchmark(ctx context.Context, t *target, p commands.BenchPara
 	line := fmt.Sprintf("%.1f tok/s (%.1f per stream), accept len %.2f, acceptance %.0f%%",
 		out.OutputTokS, out.PerStreamTokS, out.AcceptLen, out.AcceptRate*100)
 	if out.AcceptLen > 0 && !out.AcceptOverWindow {
-		line += " (not measured over the window: " + out.AcceptSource + ")"
+		line += " (" + out.AcceptSource + ")" // a fallback's source says it is not over the window
 	}
 	if out.AcceptLen == 0 {
 		line = fmt.Sprintf("%.1f tok/s (%.1f per stream), acceptance not measured", out.OutputTokS, out.PerStreamTokS)
