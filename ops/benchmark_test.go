@@ -90,3 +90,21 @@ func TestBenchAcceptanceOverWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchTooShortForAWindow: a benchmark shorter than one decode-log window measures no
+// acceptance over it: the summary says acceptance was not measured, and the thread says
+// why and what to run instead.
+func TestBenchTooShortForAWindow(t *testing.T) {
+	r := newRig(t, labOpts(), nil)
+	ev := &events{}
+	res, err := r.rb.Bench(testCtx(t), "qwen", commands.BenchParams{Prompts: 1, Concurrency: 1, InputLen: 16, OutputLen: 20}, false, ev)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, ev.text())
+	}
+	if !strings.Contains(res.Summary, "acceptance not measured") || strings.Contains(res.Summary, "accept len") {
+		t.Errorf("summary %q", res.Summary)
+	}
+	if !strings.Contains(ev.text(), "shorter than one decode-log window (40 decode iterations); benchmark more prompts or longer outputs") {
+		t.Errorf("thread does not say why:\n%s", ev.text())
+	}
+}
