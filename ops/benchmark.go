@@ -27,8 +27,11 @@ func (r *Runbook) withBenchDefaults(p commands.BenchParams) commands.BenchParams
 // benchmark runs the load generator against the service and stores its result in
 // res.Bench (with the settings it ran under). It returns the one-line figure
 // for summaries. Acceptance is measured over the benchmark window: vLLM from
-// /metrics counter deltas, SGLang from the decode log lines the journal got
-// during the run.
+// /metrics counter deltas; SGLang from /server_info after a /flush_cache at
+// the window's start, or, when the engine cannot flush (another client's
+// requests are running), from the decode log lines the unit's journal got
+// during the run, read over SSH (bench.SGLangAcceptance). A fallback that is
+// not over the window is named as such in the line.
 func (r *Runbook) benchmark(ctx context.Context, t *target, p commands.BenchParams, res *Result, rep Reporter) (string, error) {
 	p = r.withBenchDefaults(p)
 	st := begin(rep, "benchmark", "%d prompts at concurrency %d, %d tokens in, %d out", p.Prompts, p.Concurrency, p.InputLen, p.OutputLen)
@@ -71,6 +74,9 @@ func (r *Runbook) benchmark(ctx context.Context, t *target, p commands.BenchPara
 	}
 	line := fmt.Sprintf("%.1f tok/s (%.1f per stream), accept len %.2f, acceptance %.0f%%",
 		out.OutputTokS, out.PerStreamTokS, out.AcceptLen, out.AcceptRate*100)
+	if out.AcceptLen > 0 && !out.AcceptOverWindow {
+		line += " (" + out.AcceptSource + ")" // a fallback's source says it is not over the window
+	}
 	if out.AcceptLen == 0 {
 		line = fmt.Sprintf("%.1f tok/s (%.1f per stream), acceptance not measured", out.OutputTokS, out.PerStreamTokS)
 	}

@@ -129,8 +129,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 }
 
 // acceptanceFor picks how acceptance is measured over plain HTTP: SGLang from
-// its metrics gauge or /server_info (the decode log needs the host, which only
-// jobs have), vLLM from /metrics counter deltas. It also returns k (drafts per
+// /server_info after a /flush_cache at the window's start, falling back to
+// figures that are not over the window, named as such (the decode log needs
+// the host, which only jobs have); vLLM from /metrics counter deltas. It also returns k (drafts per
 // step, 0 when the engine says) and the settings key results are stored under.
 func acceptanceFor(ctx context.Context, base, engineName string) (bench.Acceptance, int, string) {
 	c := engine.New(base)

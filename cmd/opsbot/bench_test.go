@@ -12,6 +12,7 @@ import (
 	"time"
 
 	labengine "github.com/opsbot/opsbot/lab/engine"
+	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -59,12 +60,15 @@ services: {qwen: {host: gpu1, unit: sglang-qwen.service, url: "` + url + `"}}
 		OutputTokens int     `json:"output_tokens"`
 		OutputTokS   float64 `json:"output_tok_s"`
 		AcceptLen    float64 `json:"accept_len"`
+		AcceptSource string  `json:"accept_source"`
+		OverWindow   bool    `json:"accept_over_window"`
 		RequestsOK   int     `json:"requests_ok"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if res.OutputTokens != 800 || res.RequestsOK != 4 || res.OutputTokS <= 0 || res.AcceptLen < 1 {
+	if res.OutputTokens != 800 || res.RequestsOK != 4 || res.OutputTokS <= 0 || res.AcceptLen < 1 ||
+		res.AcceptSource != bench.SourceSGLangFlush || !res.OverWindow {
 		t.Fatalf("result %+v\nstderr %s", res, errb.String())
 	}
 	st, err := store.Open(ctx, filepath.Join(dir, "opsbot.db"))

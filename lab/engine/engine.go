@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,8 +11,10 @@ import (
 type Options struct {
 	// Physics is the speed model; the zero value means DefaultPhysics().
 	Physics Physics
-	// Log receives each log line the engine writes (SGLang decode/prefill lines, vLLM stats
-	// lines). It is called from the scheduler goroutine without engine locks held; nil = none.
+	// Log receives each log line the engine writes (SGLang decode/prefill lines and cache
+	// flushes, vLLM stats lines). It is called from the scheduler goroutine, and from the
+	// /flush_cache handler, without engine locks held: it must be safe for concurrent use;
+	// nil = none.
 	Log func(line string)
 	// StatsInterval is vLLM's stats log interval (0 = 10s). SGLang logs every
 	// Settings.DecodeLogInterval decode iterations instead.
@@ -113,4 +116,49 @@ func (e *Engine) submit(r *request) {
 	case e.wake <- struct{}{}:
 	default:
 	}
+}
+
+// RequestTruth is one finished request as the engine saw it: when it arrived, when the
+// scheduler admitted it, when it emitted its first and its last token (at the end of
+// those verify steps), its tokens and the verify steps it took part in.
+type RequestTruth struct {
+	ID           string    `json:"id"`
+	Received     time.Time `json:"received"`
+	Admitted     time.Time `json:"admitted"`
+	FirstToken   time.Time `json:"first_token"`
+	LastToken    time.Time `json:"last_token"`
+	PromptTokens int       `json:"prompt_tokens"`
+	OutputTokens int       `json:"output_tokens"`
+	VerifySteps  int       `json:"verify_steps"`
+}
+
+// Requests returns the truth of the finished requests, oldest first (the most recent
+// 50,000 to 100,000 are kept). Aborted requests are not in it.
+func (e *Engine) Requests() []RequestTruth {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]RequestTruth(nil), e.st.done...)
+}
+
+// FlushCache is SGLang's flush_cache: when no request is running or waiting it restarts
+// the cumulative acceptance (/server_info's avg_spec_accept_length is then absent until
+// the next decode log line), the open decode-log window and the count of decode
+// iterations, logs "Cache flushed successfully!" and returns true; otherwise it logs why
+// not, changes nothing and returns false. Truth is never reset.
+func (e *Engine) FlushCache() bool {
+	now := time.Now()
+	e.mu.Lock()
+	queued, active := len(e.waiting), e.st.active
+	ok := queued == 0 && active == 0
+	if ok {
+		e.st.cumTokens, e.st.cumSteps, e.st.decodeIters = 0, 0, 0
+		e.st.sgl.reset(now)
+	}
+	e.mu.Unlock()
+	if ok {
+		e.emit(rankStamp(now) + " Cache flushed successfully!")
+	} else {
+		e.emit(fmt.Sprintf("%s Cache not flushed because there are pending requests. #queue-req: %d, #running-req: %d", rankStamp(now), queued, active))
+	}
+	return ok
 }

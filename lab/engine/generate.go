@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"time"
 )
 
 type genRequest struct {
@@ -165,7 +166,7 @@ func (e *Engine) generate(w http.ResponseWriter, hr *http.Request, chat bool) {
 func (e *Engine) newRequest(chat bool, prompt, maxTok int, ignoreEOS bool) *request {
 	n := e.seq.Add(1)
 	r := &request{chat: chat, model: e.s.ServedModelName, prompt: prompt, maxTokens: maxTok,
-		created: unixNow(), notify: make(chan struct{}, 1)}
+		created: unixNow(), notify: make(chan struct{}, 1), received: time.Now()}
 	r.draws = rng(e.phys.Seed ^ (n * 0x9e3779b97f4a7c15))
 	r.text = rng(r.draws.next())
 	r.id = fmt.Sprintf("%016x%016x", r.draws.next(), n)

@@ -12,11 +12,17 @@ const engineVersion = "0.5.4"
 // Handler serves the engine's HTTP API:
 //
 //	GET  /health, /health_generate   503 until SetReady(true), then 200 (/health_generate SGLang only)
-//	GET  /server_info, /get_server_info, /get_model_info   SGLang server args (404 for vLLM)
+//	GET  /server_info, /get_server_info, /get_model_info   SGLang server args (404 for vLLM);
+//	     internal_states[0].avg_spec_accept_length moves only at decode log lines
+//	GET|POST /flush_cache   SGLang: 200 and the cumulative acceptance and decode-log count
+//	     restart when no request is running or waiting, else 400 (404 for vLLM)
 //	GET  /v1/models
 //	POST /v1/completions, /v1/chat/completions   OpenAI-compatible, SSE with stream
+//	POST /generate   SGLang's native API: text or input_ids, sampling_params, stream;
+//	     meta_info with completion_tokens and, at the end, spec_verify_ct (404 for vLLM)
 //	GET  /metrics   Prometheus text (SGLang only with --enable-metrics)
 //	GET  /lab/truth   ground truth (Truth as JSON)
+//	GET  /lab/requests   per-request ground truth ([]RequestTruth as JSON)
 func (e *Engine) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", e.health)
@@ -30,8 +36,11 @@ func (e *Engine) Handler() http.Handler {
 	mux.HandleFunc("/v1/models", e.models)
 	mux.HandleFunc("/v1/completions", e.post(func(w http.ResponseWriter, r *http.Request) { e.generate(w, r, false) }))
 	mux.HandleFunc("/v1/chat/completions", e.post(func(w http.ResponseWriter, r *http.Request) { e.generate(w, r, true) }))
+	mux.HandleFunc("/generate", e.sglangOnly(e.post(e.native)))
+	mux.HandleFunc("/flush_cache", e.sglangOnly(e.flushCache))
 	mux.HandleFunc("/metrics", e.metrics)
 	mux.HandleFunc("/lab/truth", e.truth)
+	mux.HandleFunc("/lab/requests", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, e.Requests()) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
 	})
@@ -90,8 +99,8 @@ func (e *Engine) serverInfo(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	state := map[string]any{"last_gen_throughput": e.st.g.genTput,
 		"memory_usage": map[string]any{"weight": 58.91, "kvcache": 21.72, "token_capacity": kvTokens}}
-	if e.st.logged && e.s.Speculative() && e.st.truth.VerifySteps > 0 {
-		state["avg_spec_accept_length"] = float64(e.st.truth.OutputTokens) / float64(e.st.truth.VerifySteps)
+	if e.s.Speculative() && e.st.cumSteps > 0 {
+		state["avg_spec_accept_length"] = float64(e.st.cumTokens) / float64(e.st.cumSteps)
 	}
 	e.mu.Unlock()
 	info["internal_states"] = []any{state}
@@ -143,4 +152,22 @@ func (e *Engine) truth(w http.ResponseWriter, r *http.Request) {
 		"engine": s.Flavor, "algorithm": s.Algorithm, "steps": s.Steps, "topk": s.TopK,
 		"draft_tokens": s.DraftTokens, "tp": s.TP, "max_running_requests": s.MaxRunningRequests,
 	}})
+}
+
+// flushCache answers like SGLang's /flush_cache: the same text either way, 200 when the
+// flush was done, 400 when requests were running or waiting (then nothing changed).
+func (e *Engine) flushCache(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, POST")
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed"})
+		return
+	}
+	code := http.StatusOK
+	if !e.FlushCache() {
+		code = http.StatusBadRequest
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	w.Write([]byte("Cache flushed.\nPlease check backend logs for more details. " +
+		"(When there are running or waiting requests, the operation will not be performed.)\n"))
 }

@@ -29,10 +29,10 @@ func (e *Engine) logPrefill(newSeqs, newTokens, running, queued int) {
 		rankStamp(time.Now()), newSeqs, newTokens, float64(newTokens)/kvTokens, running, queued))
 }
 
-// logDecode closes the SGLang log window: writes the decode line and sets the gauges.
-func (e *Engine) logDecode(running, queued, tokens int) {
-	now := time.Now()
-	e.mu.Lock()
+// logDecode closes the SGLang log window (Engine.mu held): it sets the gauges, adds the
+// window to the cumulative acceptance /server_info reports, and returns the decode line.
+// Like SGLang, the cumulative figures move only here, at decode log lines.
+func (e *Engine) logDecode(now time.Time, running, queued, tokens int) string {
 	w := &e.st.sgl
 	secs := now.Sub(w.start).Seconds()
 	g := gauges{running: running, queued: queued, tokenUsage: float64(tokens) / kvTokens}
@@ -46,15 +46,15 @@ func (e *Engine) logDecode(running, queued, tokens int) {
 		g.acceptRate = (g.acceptLen - 1) / float64(e.k)
 	}
 	e.st.g = g
-	e.st.logged = true
+	e.st.cumTokens += w.tokens
+	e.st.cumSteps += w.streamSteps
 	w.reset(now)
-	e.mu.Unlock()
 	spec := ""
 	if e.s.Speculative() {
 		spec = fmt.Sprintf("accept len: %.2f, accept rate: %.2f, ", g.acceptLen, g.acceptRate)
 	}
-	e.emit(fmt.Sprintf("%s Decode batch, #running-req: %d, #token: %d, token usage: %.2f, %scuda graph: %s, gen throughput (token/s): %.2f, #queue-req: %d",
-		rankStamp(now), running, tokens, g.tokenUsage, spec, pyBool(running <= e.s.CudaGraphMaxBS), g.genTput, queued))
+	return fmt.Sprintf("%s Decode batch, #running-req: %d, #token: %d, token usage: %.2f, %scuda graph: %s, gen throughput (token/s): %.2f, #queue-req: %d",
+		rankStamp(now), running, tokens, g.tokenUsage, spec, pyBool(running <= e.s.CudaGraphMaxBS), g.genTput, queued)
 }
 
 func pyBool(b bool) string {

@@ -20,6 +20,9 @@ type request struct {
 	text      rng // output words (handler)
 
 	generated int // scheduler only
+	steps     int // verify steps that gave it tokens (scheduler only)
+
+	received, admitted, first, last time.Time // truth: admitted under Engine.mu, first/last by the scheduler
 
 	mu       sync.Mutex
 	pending  []int // tokens of each verify step not yet written
@@ -71,7 +74,6 @@ func (e *Engine) loop() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var next time.Time
-	decodeIters := 0
 	defer func() { e.endAll(running) }()
 	for {
 		e.mu.Lock()
@@ -121,13 +123,10 @@ func (e *Engine) loop() {
 			e.logPrefill(len(admitted), newTok, len(running)-len(admitted), queued)
 			continue
 		}
-		running = e.step(running)
-		decodeIters++
-		e.mu.Lock()
-		queued = len(e.waiting)
-		e.mu.Unlock()
-		if e.s.Flavor == "sglang" && decodeIters%e.s.DecodeLogInterval == 0 {
-			e.logDecode(len(running), queued, tokensInUse(running))
+		var line string
+		running, queued, line = e.step(running)
+		if line != "" {
+			e.emit(line)
 		}
 		e.flushStats(len(running), queued, false)
 	}
@@ -149,6 +148,7 @@ func (e *Engine) admit(nRunning int) ([]*request, int) {
 			break
 		}
 		out = append(out, r)
+		r.admitted = time.Now()
 		tokens += r.prompt
 		e.st.truth.PromptTokens += int64(r.prompt)
 		e.st.addPrompt(r.prompt)
@@ -156,16 +156,21 @@ func (e *Engine) admit(nRunning int) ([]*request, int) {
 	n := copy(e.waiting, e.waiting[i:])
 	clear(e.waiting[n:])
 	e.waiting = e.waiting[:n]
+	e.st.active = nRunning + len(out)
 	return out, tokens
 }
 
-// step runs one verify step over running and returns the streams still running. Counters
-// are updated before the tokens are handed over, so a client that sees its request end also
-// sees it in Truth.
-func (e *Engine) step(running []*request) []*request {
+// step runs one verify step over running and returns the streams still running, the
+// requests queued, and SGLang's decode log line when this decode iteration closes a log
+// window (else ""). Counters, the log window and the cumulative acceptance are updated
+// together under Engine.mu, before the tokens are handed over, so a client that sees its
+// request end also sees it in Truth, and a flush of the cache never splits an iteration.
+func (e *Engine) step(running []*request) ([]*request, int, string) {
 	var s stepStats
 	s.acceptedPos = e.st.scratch(e.k)
 	out := e.outs[:0]
+	now := time.Now()
+	inUse := 0
 	for _, r := range running {
 		if r.aborted.Load() {
 			s.aborted++
@@ -173,6 +178,13 @@ func (e *Engine) step(running []*request) []*request {
 		}
 		n := min(r.draws.emitted(e.k, e.phys.Accept), r.limit()-r.generated)
 		r.generated += n
+		r.steps++
+		if n > 0 {
+			if r.first.IsZero() {
+				r.first = now
+			}
+			r.last = now
+		}
 		s.streams++
 		s.tokens += n
 		for p := 0; p < n-1; p++ {
@@ -185,11 +197,25 @@ func (e *Engine) step(running []*request) []*request {
 				o.reason = "stop"
 			}
 			s.finished++
+		} else {
+			inUse += r.prompt + r.generated
 		}
 		out = append(out, o)
 	}
 	e.mu.Lock()
 	e.st.addStep(s, e.k)
+	for _, o := range out {
+		if o.fin {
+			e.st.record(o.r)
+		}
+	}
+	e.st.active = s.streams - s.finished
+	queued := len(e.waiting)
+	e.st.decodeIters++
+	line := ""
+	if e.s.Flavor == "sglang" && e.st.decodeIters%e.s.DecodeLogInterval == 0 {
+		line = e.logDecode(now, s.streams-s.finished, queued, inUse)
+	}
 	e.mu.Unlock()
 	kept := running[:0]
 	for _, o := range out {
@@ -201,7 +227,7 @@ func (e *Engine) step(running []*request) []*request {
 	clear(running[len(kept):])
 	clear(out)
 	e.outs = out[:0]
-	return kept
+	return kept, queued, line
 }
 
 // outcome is one stream's share of a verify step.
@@ -221,12 +247,4 @@ func (e *Engine) endAll(running []*request) {
 	for _, r := range append(running, waiting...) {
 		r.deliver(0, false, "")
 	}
-}
-
-func tokensInUse(running []*request) int {
-	n := 0
-	for _, r := range running {
-		n += r.prompt + r.generated
-	}
-	return n
 }

@@ -1,9 +1,12 @@
 // Package engine is the lab's SGLang-like (and vLLM-like) inference server: it parses a unit's
 // ExecStart command line the way the real engines do (rejecting what they reject), checks and
 // adjusts the speculative-decoding settings like SGLang, and serves an OpenAI-compatible HTTP
-// API whose token speed follows a small physics model of speculative decoding. It writes the
-// engines' log lines and metrics, and keeps ground truth (tokens emitted, verify steps) so a
-// benchmark can be checked against it.
+// API (and SGLang's native /generate and /flush_cache) whose token speed follows a small
+// physics model of speculative decoding. It writes the engines' log lines and metrics, and is
+// no easier to measure than the real engine: SGLang's cumulative accept length on
+// /server_info moves only at decode log lines. It keeps ground truth (tokens emitted, verify
+// steps, and per request its arrival, admission, first and last token) so a benchmark can
+// be checked against it.
 package engine
 
 import (

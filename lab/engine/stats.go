@@ -36,11 +36,16 @@ type stats struct {
 	acceptedPos []int64 // cumulative drafts accepted per position (vLLM per-pos counter)
 	sgl, vllm   window
 	g           gauges
-	logged      bool // a decode log line was written (avg_spec_accept_length exists)
-	running     int
-	queued      int
-	lastVLLM    time.Time
-	buf         []int64
+	// cumTokens and cumSteps are SGLang's cum_spec_accept_length and cum_spec_accept_count:
+	// the windows closed by decode log lines since start or the last cache flush.
+	cumTokens, cumSteps int64
+	decodeIters         int // decode iterations since start or the last cache flush
+	active              int // requests admitted and not finished (the scheduler's batch)
+	done                []RequestTruth
+	running             int
+	queued              int
+	lastVLLM            time.Time
+	buf                 []int64
 }
 
 func (s *stats) init(k int, now time.Time) {
@@ -55,6 +60,19 @@ func (s *stats) init(k int, now time.Time) {
 func (s *stats) scratch(k int) []int64 {
 	clear(s.buf)
 	return s.buf[:k]
+}
+
+// maxRequestTruths bounds the per-request truth the engine keeps (the most recent ones).
+const maxRequestTruths = 100000
+
+// record keeps a finished request's truth.
+func (s *stats) record(r *request) {
+	if len(s.done) >= maxRequestTruths {
+		n := copy(s.done, s.done[len(s.done)-maxRequestTruths/2:])
+		s.done = s.done[:n]
+	}
+	s.done = append(s.done, RequestTruth{ID: r.id, Received: r.received, Admitted: r.admitted, FirstToken: r.first,
+		LastToken: r.last, PromptTokens: r.prompt, OutputTokens: r.generated, VerifySteps: r.steps})
 }
 
 func (s *stats) addPrompt(n int) {

@@ -22,13 +22,19 @@ type Acceptance interface {
 // AcceptStats is acceptance over a window. AcceptLen is tokens per verify step
 // (bonus included); EngineRate is the engine's own rate when it gives one;
 // K is drafts per step when the measure knows it (vLLM), else 0; Lifetime is
-// server_info's lifetime average when read (a cross-check).
+// server_info's lifetime average when read (a cross-check). Source says how
+// it was measured; Window is false when it is not a measure of the window
+// (a fallback: Source then says so).
 type AcceptStats struct {
 	AcceptLen, EngineRate float64
 	Source                string
+	Window                bool
 	K                     float64
 	Lifetime              float64
 }
+
+// SourceVLLMDeltas is vLLM's accept source: counter deltas over the window.
+const SourceVLLMDeltas = "vllm /metrics counter deltas"
 
 // vLLM counter names (DOMAIN.md section 2).
 const (
@@ -83,13 +89,18 @@ func (v *vllmAcceptance) End(ctx context.Context) (AcceptStats, error) {
 	if dd <= 0 || dt <= 0 || da < 0 {
 		return AcceptStats{}, fmt.Errorf("vLLM acceptance: counters moved by %v drafts, %v draft tokens, %v accepted during the run: nothing to measure (engine restarted?)", dd, dt, da)
 	}
-	return AcceptStats{AcceptLen: 1 + da/dd, EngineRate: da / dt, K: dt / dd, Source: "vllm /metrics counter deltas"}, nil
+	return AcceptStats{AcceptLen: 1 + da/dd, EngineRate: da / dt, K: dt / dd, Source: SourceVLLMDeltas, Window: true}, nil
 }
 
 type sglangAcceptance struct {
 	c     *engine.Client
 	logs  func(ctx context.Context, since time.Time) ([]string, error)
 	begin time.Time
+	// flushed: /flush_cache succeeded at Begin, so /server_info's cumulative
+	// accept length covers only what ran since; flushErr says why not.
+	flushed  bool
+	flushErr error
+	lifetime float64 // server_info's average before the flush
 	// gauge0 is sglang:spec_accept_length at Begin (ok0 when present): a gauge
 	// that has not changed by End was not updated in the window and describes
 	// an earlier one.
@@ -97,26 +108,65 @@ type sglangAcceptance struct {
 	ok0    bool
 }
 
-// SGLangAcceptance measures from the decode log lines the engine wrote during
-// the window (logs returns lines since a time; nil = no logs): AcceptLen is
-// the mean of the lines' accept len weighted by #running-req, since a line
-// covers decode-log-interval iterations of that many requests, each one
-// verify step per iteration; this is tokens over verify steps. A line counts
-// when its timestamp (in the local zone: host and bot must share it) is in
-// the window's seconds, or when it has none. EngineRate is the likewise
-// weighted printed accept rate. Without such lines it falls back to the
-// sglang:spec_accept_length gauge (last log window only; not when it still
-// holds the value it had at Begin: then that window was before the run), then to
-// /server_info's lifetime average (warm-up included); Source says which.
+// Accept sources of SGLang, best first. Only the first two measure the
+// benchmark window; the others say so in AcceptStats.Source.
+const (
+	SourceSGLangFlush    = "sglang /server_info avg_spec_accept_length since /flush_cache at the start (the run's whole decode-log windows)"
+	SourceSGLangLog      = "sglang decode log lines of the window"
+	SourceSGLangGauge    = "sglang:spec_accept_length gauge: the last decode-log window only, not measured over the window"
+	SourceSGLangLifetime = "sglang /server_info lifetime average (warm-up included), not measured over the window"
+)
+
+// SGLangAcceptance measures acceptance over the benchmark window from what a
+// real SGLang exposes, best method first:
+//
+//  1. Begin asks the engine to flush its cache (POST /flush_cache; SGLang does
+//     it only when no request runs or waits). A flush restarts the cumulative
+//     accept length of /server_info (Begin checks that it did: the figure is
+//     absent right after) and the count of decode iterations, so at
+//     End avg_spec_accept_length is tokens over verify steps of exactly the
+//     run's decode-log windows (every --decode-log-interval iterations from
+//     the flush; the iterations after the last window, fewer than one window,
+//     are not in it). A flush also empties the prefix cache: the run's
+//     requests share no prefix, so their figures do not change.
+//  2. Without a flush, the decode log lines the engine wrote during the window
+//     (logs returns lines since a time; nil = no logs, as over plain HTTP):
+//     the mean of their accept len weighted by #running-req, since a line
+//     covers decode-log-interval iterations of that many requests. A line
+//     counts when its timestamp (host local time) is in the window's seconds,
+//     or when it has none. The lines' printed accept rate, likewise weighted,
+//     is EngineRate (with a flush too, when there are lines).
+//  3. The sglang:spec_accept_length gauge when it changed during the run: the
+//     last decode-log window only.
+//  4. /server_info's lifetime average.
+//
+// Only 1 and 2 set Window; Source names the method, and 3 and 4 say they are
+// not measured over the window. Lifetime is server_info's average before the
+// run.
 func SGLangAcceptance(c *engine.Client, logs func(ctx context.Context, since time.Time) ([]string, error)) Acceptance {
 	return &sglangAcceptance{c: c, logs: logs}
 }
 
 func (s *sglangAcceptance) Begin(ctx context.Context) error {
-	s.begin = time.Now()
+	if info, err := s.c.ServerInfo(ctx); err == nil {
+		s.lifetime = info.AvgAcceptLen
+	}
 	if m, err := s.c.Metrics(ctx); err == nil {
 		s.gauge0, s.ok0 = m.Value("sglang:spec_accept_length")
 	}
+	s.flushErr = s.c.FlushCache(ctx)
+	if s.flushErr == nil {
+		// A flush restarts the cumulative figure: it is absent until the next decode
+		// log line. Still there, it was not restarted (an SGLang that answers 200 without
+		// flushing, or one that keeps it), and would be the lifetime's.
+		if info, err := s.c.ServerInfo(ctx); err != nil {
+			s.flushErr = fmt.Errorf("after the flush: %w", err)
+		} else if info.AvgAcceptLen > 0 {
+			s.flushErr = errors.New("the engine answered /flush_cache but its avg_spec_accept_length did not restart")
+		}
+	}
+	s.flushed = s.flushErr == nil
+	s.begin = time.Now()
 	return nil
 }
 
@@ -126,52 +176,80 @@ func (s *sglangAcceptance) End(ctx context.Context) (AcceptStats, error) {
 	}
 	end := time.Now()
 	var why []string
-	var st AcceptStats
-	info, ierr := s.c.ServerInfo(ctx)
-	if ierr == nil {
-		st.Lifetime = info.AvgAcceptLen
-	}
+	var lines []string
+	var logsRead bool
 	if s.logs != nil {
-		lines, err := s.logs(ctx, s.begin)
-		if err != nil {
+		var err error
+		if lines, err = s.logs(ctx, s.begin); err != nil {
 			why = append(why, "reading the decode log: "+err.Error())
-		} else if got, n := fromLines(lines, s.begin, end); n > 0 {
-			got.Lifetime = st.Lifetime
-			return got, nil
-		} else if got, n := fromLines(lines, time.Time{}, time.Time{}); n > 0 {
-			// The journal was read from the window's start on the host's own clock, but
-			// the lines' stamps (host local time) do not fall in it: another time zone.
-			got.Lifetime = st.Lifetime
-			got.Source += "; line stamps outside the window (host time zone differs), all lines since the start used"
-			return got, nil
 		} else {
-			why = append(why, fmt.Sprintf("no decode line with accept len in the window among %d log lines", len(lines)))
+			logsRead = true
 		}
 	}
+	fromLog, nLines := fromLines(lines, s.begin, end)
+	info, ierr := s.c.ServerInfo(ctx)
+	if s.flushed {
+		if ierr == nil && info.AvgAcceptLen >= 1 {
+			st := AcceptStats{AcceptLen: info.AvgAcceptLen, Source: SourceSGLangFlush, Window: true, Lifetime: s.lifetime}
+			if nLines > 0 {
+				st.EngineRate = fromLog.EngineRate
+			}
+			return st, nil
+		}
+		if ierr != nil {
+			why = append(why, "after the flush: "+ierr.Error())
+		} else {
+			iv := "decode_log_interval"
+			if n, ok := info.Raw["decode_log_interval"]; ok && n != nil {
+				iv = fmt.Sprintf("%v", n)
+			}
+			why = append(why, fmt.Sprintf("no avg_spec_accept_length in server_info after the flush: the run was shorter than one decode-log window (%s decode iterations); benchmark more prompts or longer outputs", iv))
+		}
+	} else {
+		why = append(why, s.flushErr.Error())
+	}
+	if nLines > 0 {
+		fromLog.Lifetime = s.lifetime
+		return fromLog, nil
+	}
+	if logsRead {
+		if got, n := fromLines(lines, time.Time{}, time.Time{}); n > 0 {
+			// The journal was read from the window's start on the host's own clock, but
+			// the lines' stamps (host local time) do not fall in it: another time zone.
+			got.Lifetime = s.lifetime
+			got.Source += "; line stamps outside the window (host time zone differs), all lines since the start used"
+			return got, nil
+		}
+		why = append(why, fmt.Sprintf("no decode line with accept len in the window among %d log lines", len(lines)))
+	}
+	st := AcceptStats{Lifetime: s.lifetime}
 	m, err := s.c.Metrics(ctx)
 	if err == nil {
 		if l, ok := m.Value("sglang:spec_accept_length"); ok && s.ok0 && l == s.gauge0 {
 			why = append(why, "sglang:spec_accept_length did not change during the run (it describes an earlier log window)")
 		} else if ok && l >= 1 {
-			st.AcceptLen, st.Source = l, "sglang:spec_accept_length gauge (last log window)"
+			st.AcceptLen, st.Source = l, SourceSGLangGauge
 			if r, ok := m.Value("sglang:spec_accept_rate"); ok {
 				st.EngineRate = r
 			}
 			return st, nil
+		} else {
+			why = append(why, "no sglang:spec_accept_length at /metrics")
 		}
-		why = append(why, "no sglang:spec_accept_length at /metrics")
 	} else {
 		why = append(why, err.Error())
 	}
-	if ierr != nil {
+	switch {
+	case s.flushed: // after a flush the figure is the window's, and was read above
+	case ierr != nil:
 		why = append(why, ierr.Error())
-	} else if info.AvgAcceptLen >= 1 {
-		st.AcceptLen, st.Source = info.AvgAcceptLen, "server_info lifetime average (warm-up included)"
+	case info.AvgAcceptLen >= 1:
+		st.AcceptLen, st.Source = info.AvgAcceptLen, SourceSGLangLifetime
 		return st, nil
-	} else {
+	default:
 		why = append(why, "no avg_spec_accept_length in server_info")
 	}
-	return AcceptStats{}, fmt.Errorf("SGLang acceptance: %s", strings.Join(why, "; "))
+	return AcceptStats{}, fmt.Errorf("SGLang acceptance not measured over the window: %s", strings.Join(why, "; "))
 }
 
 // fromLines aggregates the decode lines in [begin, end] (to the second); a zero
@@ -200,7 +278,7 @@ func fromLines(lines []string, begin, end time.Time) (AcceptStats, int) {
 	if n == 0 {
 		return AcceptStats{}, 0
 	}
-	st := AcceptStats{AcceptLen: wl / w, Source: fmt.Sprintf("sglang decode log (%d lines in the window, weighted by #running-req)", n)}
+	st := AcceptStats{AcceptLen: wl / w, Window: true, Source: fmt.Sprintf("%s (%d, weighted by #running-req)", SourceSGLangLog, n)}
 	if rw > 0 {
 		st.EngineRate = wr / rw
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -88,6 +89,8 @@ func sglangServerGauge(t *testing.T, gauge, lifetime float64) (*httptest.Server,
 		switch r.URL.Path {
 		case "/server_info":
 			fmt.Fprintf(w, `{"speculative_num_steps":3,"internal_states":[{"avg_spec_accept_length":%g}]}`, lifetime)
+		case "/flush_cache": // answers 200 and restarts nothing, like early SGLang
+			io.WriteString(w, "Cache flushed.\n")
 		case "/metrics":
 			if gauge == 0 {
 				http.NotFound(w, r)
@@ -132,7 +135,7 @@ func TestSGLangAcceptanceFromLines(t *testing.T) {
 	if math.Abs(st.AcceptLen-2.25) > 1e-9 || math.Abs(st.EngineRate-0.66) > 1e-9 || st.Lifetime != 1.9 {
 		t.Fatalf("got %+v", st)
 	}
-	if !strings.Contains(st.Source, "decode log (2 lines") {
+	if !strings.Contains(st.Source, "decode log lines of the window (2,") || !st.Window {
 		t.Fatalf("source %q", st.Source)
 	}
 	if since.IsZero() || time.Since(since) > time.Minute {
@@ -171,6 +174,13 @@ func TestSGLangAcceptanceFallbacks(t *testing.T) {
 	a.Begin(ctx)
 	if _, err = a.End(ctx); err == nil || !strings.Contains(err.Error(), "no decode line") || !strings.Contains(err.Error(), "no avg_spec_accept_length") {
 		t.Fatalf("nothing: %v", err)
+	}
+	// a flush answered 200 that left the lifetime average in place is not trusted
+	a = SGLangAcceptance(engine.New(sglangServer(t, 0, 1.9).URL), noLines)
+	a.Begin(ctx)
+	st, err = a.End(ctx)
+	if err != nil || st.Window || st.Source != SourceSGLangLifetime {
+		t.Fatalf("flush that restarted nothing: %+v %v", st, err)
 	}
 }
 

@@ -159,6 +159,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			res.Errors = append(res.Errors, "acceptance: "+err.Error())
 		} else {
 			res.AcceptLen, res.EngineAcceptRate, res.AcceptSource, res.LifetimeAcceptLen = round(st.AcceptLen), round(st.EngineRate), st.Source, round(st.Lifetime)
+			res.AcceptOverWindow = st.Window
 			k := float64(o.DraftsPerStep)
 			if k == 0 {
 				k = st.K

@@ -21,22 +21,30 @@ const helperEnv = "OPSBOT_BENCH_SSE_SERVER"
 
 // TestHelperSSEServer is not a test: run with OPSBOT_BENCH_SSE_SERVER=INTERVAL
 // it is the fast SSE server of BenchmarkClient512Streams, in its own process
-// so that the client's CPU can be measured alone. It prints its address and
-// serves until stdin closes.
+// so that the client's CPU can be measured alone; with OPSBOT_BENCH_SSE_SERVER=lab
+// it serves the lab's engine (labPhysics, speculation on) instead. It prints its
+// address and serves until stdin closes.
 func TestHelperSSEServer(t *testing.T) {
 	iv := os.Getenv(helperEnv)
 	if iv == "" {
 		t.Skip("helper process for BenchmarkClient512Streams")
 	}
-	interval, err := time.ParseDuration(iv)
-	if err != nil {
-		t.Fatal(err)
+	var h http.Handler
+	if iv == "lab" {
+		eng, _ := startLab(t, nil, "--max-running-requests", "512")
+		h = eng.Handler()
+	} else {
+		interval, err := time.ParseDuration(iv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sseChunks(w, r, interval) })
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sseChunks(w, r, interval) })}
+	srv := &http.Server{Handler: h}
 	go srv.Serve(ln)
 	fmt.Println(ln.Addr().String())
 	io.Copy(io.Discard, os.Stdin)
@@ -104,9 +112,12 @@ func cpuOf(pid int) time.Duration {
 }
 
 // startHelper starts the SSE server process and returns its base URL.
-func startHelper(b *testing.B, iv time.Duration) string {
+func startHelper(b *testing.B, iv time.Duration) string { return startHelperMode(b, iv.String()) }
+
+// startHelperMode starts the helper server process in mode (an interval or "lab").
+func startHelperMode(b *testing.B, mode string) string {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperSSEServer$", "-test.count=1")
-	cmd.Env = append(os.Environ(), helperEnv+"="+iv.String())
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -136,7 +147,7 @@ func BenchmarkClient512Streams(b *testing.B) {
 			url := startHelper(b, iv)
 			pid := helperPID
 			const streams, chunks = 512, 200
-			o := Options{URL: url, Model: "m", Prompts: streams, Concurrency: streams, InputLen: 16, OutputLen: chunks, Timeout: time.Minute}
+			o := Options{URL: url, Model: "", Prompts: streams, Concurrency: streams, InputLen: 16, OutputLen: chunks, Timeout: time.Minute}
 			o.HTTP = NewHTTPClient(streams)
 			if _, err := Run(context.Background(), o); err != nil { // connections up
 				b.Fatal(err)
@@ -216,4 +227,106 @@ func BenchmarkRawTCPFloor512Streams(b *testing.B) {
 	b.ReportMetric((c1-c0).Seconds()/m, "client-cpu-s/Mchunk")
 	b.ReportMetric((s1-s0).Seconds()/m, "server-cpu-s/Mchunk")
 	b.ReportMetric(float64(b.N*streams*chunks)/wall.Seconds(), "chunks/s")
+}
+
+// bareRead streams one response like a client that does nothing but read: a new
+// connection, the request written by hand, conn.Read until [DONE] (no HTTP parsing, no
+// SSE parsing, no timing).
+func bareRead(addr, body string) error {
+	req := fmt.Sprintf("POST /v1/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, req); err != nil {
+		return err
+	}
+	buf := make([]byte, 16<<10)
+	var tail []byte
+	for {
+		n, err := c.Read(buf)
+		tail = append(tail[:0], buf[max(0, n-32):n]...)
+		if strings.Contains(string(tail), "[DONE]") {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// BenchmarkClientVsBareRead measures, in the same run and side by side, the client's CPU
+// and a bare streaming read's CPU (bareRead: the floor any client pays for the same bytes)
+// for the same responses: paced streams of one token per chunk from a server in another
+// process, at concurrency 1, 8 and 64: "paced" sends one token per chunk every 5 ms,
+// "lab" is the lab's engine (one chunk of about 3.5 tokens per verify step). It reports both
+// per 1,000 output tokens and their ratio (the goal is at most 2). Each iteration runs the
+// client and then the bare read, so that both see the same machine.
+func BenchmarkClientVsBareRead(b *testing.B) {
+	for _, server := range []string{"paced", "lab"} {
+		b.Run(server, func(b *testing.B) { benchClientVsBare(b, server) })
+	}
+}
+
+func benchClientVsBare(b *testing.B, server string) {
+	const chunks = 64
+	mode := "5ms"
+	if server == "lab" {
+		mode = "lab"
+	}
+	url := startHelperMode(b, mode)
+	addr := strings.TrimPrefix(url, "http://")
+	body := fmt.Sprintf(`{"model":"m","prompt":[1001,1002,1003,1004,1005,1006,1007,1008,1009,1010,1011,1012,1013,1014,1015,1016],"max_tokens":%d,"temperature":0,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`, chunks)
+	for _, conc := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("concurrency-%d", conc), func(b *testing.B) {
+			prompts := max(8, 2*conc)
+			o := Options{URL: url, Model: "m", Prompts: prompts, Concurrency: conc, InputLen: 16, OutputLen: chunks, Timeout: time.Minute,
+				HTTP: NewHTTPClient(conc)}
+			if _, err := Run(context.Background(), o); err != nil { // connections up
+				b.Fatal(err)
+			}
+			var client, bare time.Duration
+			tokens := 0
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c0 := cpuSelf()
+				res, err := Run(context.Background(), o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				client += cpuSelf() - c0
+				tokens += res.OutputTokens
+				c0 = cpuSelf()
+				jobs := make(chan int, prompts)
+				for k := range prompts {
+					jobs <- k
+				}
+				close(jobs)
+				errs := make(chan error, conc)
+				for range conc {
+					go func() {
+						for range jobs {
+							if err := bareRead(addr, body); err != nil {
+								errs <- err
+								return
+							}
+						}
+						errs <- nil
+					}()
+				}
+				for range conc {
+					if err := <-errs; err != nil {
+						b.Fatal(err)
+					}
+				}
+				bare += cpuSelf() - c0
+			}
+			b.StopTimer()
+			k := float64(tokens) / 1000
+			b.ReportMetric(ms(client)/k, "client-cpu-ms/1ktok")
+			b.ReportMetric(ms(bare)/k, "bare-cpu-ms/1ktok")
+			b.ReportMetric(float64(client)/float64(bare), "client/bare")
+		})
+	}
 }

@@ -94,6 +94,9 @@ type Result struct {
 	InputTokens       int     `json:"input_tokens"`
 	PromptFormat      string  `json:"prompt_format,omitempty"` // "token_ids", "text" or "chat"
 	LifetimeAcceptLen float64 `json:"lifetime_accept_len,omitempty"`
+	// AcceptOverWindow: AcceptLen was measured over the benchmark window
+	// (false for a fallback, which AcceptSource names).
+	AcceptOverWindow bool `json:"accept_over_window"`
 }
 
 // compute fills the figures from the rows and the wall time.

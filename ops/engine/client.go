@@ -231,11 +231,57 @@ func (c *Client) get(ctx context.Context, path string, max int64) ([]byte, error
 
 // StatusError is a non-200 answer.
 type StatusError struct {
-	URL  string
-	Code int
-	Body string // start of the body
+	Method string // "" = GET
+	URL    string
+	Code   int
+	Body   string // start of the body
 }
 
 func (e *StatusError) Error() string {
-	return fmt.Sprintf("GET %s: HTTP %d: %s", e.URL, e.Code, e.Body)
+	m := e.Method
+	if m == "" {
+		m = http.MethodGet
+	}
+	return fmt.Sprintf("%s %s: HTTP %d: %s", m, e.URL, e.Code, e.Body)
+}
+
+// ErrFlushRefused is FlushCache's error when the engine answered but did not
+// flush: SGLang flushes only when no request is running or waiting.
+var ErrFlushRefused = errors.New("the engine did not flush its cache: requests were running or waiting")
+
+// FlushCache asks SGLang to flush its cache (POST /flush_cache). SGLang does
+// it only when idle; besides the prefix cache it then restarts the cumulative
+// acceptance /server_info reports (avg_spec_accept_length) and its count of
+// decode iterations, so decode log windows start at the flush. An answer of
+// 400 is ErrFlushRefused (wrapped; retry when idle); other answers are a
+// *StatusError; vLLM has no such endpoint (404). A 405 to the POST is tried
+// again as a GET (early SGLang). Early SGLang also answered 200 when it did
+// not flush: a caller that relies on the restart checks /server_info after.
+func (c *Client) FlushCache(ctx context.Context) error {
+	err := c.flush(ctx, http.MethodPost)
+	var se *StatusError
+	if errors.As(err, &se) && se.Code == http.StatusMethodNotAllowed {
+		err = c.flush(ctx, http.MethodGet) // early SGLang served GET only
+	}
+	return err
+}
+
+func (c *Client) flush(ctx context.Context, method string) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+"/flush_cache", nil)
+	if err != nil {
+		return fmt.Errorf("flush cache of %s: %w", c.BaseURL, err)
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return fmt.Errorf("flush cache: %w", err)
+	}
+	defer resp.Body.Close()
+	body := readSnippet(resp.Body)
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return nil
+	case http.StatusBadRequest:
+		return fmt.Errorf("flush cache of %s: %w", c.BaseURL, ErrFlushRefused)
+	}
+	return fmt.Errorf("flush cache: %w", &StatusError{Method: method, URL: c.BaseURL + "/flush_cache", Code: resp.StatusCode, Body: body})
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -213,5 +214,43 @@ func TestModels(t *testing.T) {
 	ids, err := New(srv.URL).Models(context.Background())
 	if err != nil || len(ids) != 2 || ids[0] != "Qwen/Qwen3-8B" || ids[1] != "draft" {
 		t.Fatalf("got %v, %v", ids, err)
+	}
+}
+
+// TestFlushCache: 200 is a flush, 400 (SGLang busy) is ErrFlushRefused, anything else a
+// *StatusError naming POST; the request is a POST to /flush_cache, or a GET where the POST
+// is not allowed.
+func TestFlushCache(t *testing.T) {
+	code, getOnly := http.StatusOK, false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/flush_cache" {
+			http.Error(w, "want /flush_cache", http.StatusTeapot)
+			return
+		}
+		if getOnly && r.Method != http.MethodGet || !getOnly && r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		w.WriteHeader(code)
+		io.WriteString(w, "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n")
+	}))
+	defer srv.Close()
+	c := New(srv.URL)
+	ctx := context.Background()
+	if err := c.FlushCache(ctx); err != nil {
+		t.Fatalf("flushed: %v", err)
+	}
+	code = http.StatusBadRequest
+	if err := c.FlushCache(ctx); !errors.Is(err, ErrFlushRefused) {
+		t.Fatalf("busy: %v", err)
+	}
+	code = http.StatusNotFound
+	var se *StatusError
+	if err := c.FlushCache(ctx); !errors.As(err, &se) || se.Code != 404 || !strings.Contains(err.Error(), "POST "+srv.URL+"/flush_cache: HTTP 404") {
+		t.Fatalf("no endpoint: %v", err)
+	}
+	code, getOnly = http.StatusOK, true
+	if err := c.FlushCache(ctx); err != nil {
+		t.Fatalf("GET only: %v", err)
 	}
 }

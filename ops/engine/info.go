@@ -12,9 +12,10 @@ import (
 )
 
 // ServerInfo is what SGLang's /server_info says about speculative decoding.
-// Missing or null fields are zero. AvgAcceptLen is the lifetime average of the
-// first internal state (warm-up included; 0 until the first decode log): a
-// cross-check, not a window measure. Raw is the whole decoded answer (numbers
+// Missing or null fields are zero. AvgAcceptLen is the first internal
+// state's average accept length since start or the last /flush_cache
+// (warm-up included), as of the last decode log line: 0 until the first line
+// after either, and not a window measure unless a flush began the window. Raw is the whole decoded answer (numbers
 // as json.Number).
 type ServerInfo struct {
 	Algorithm                string
