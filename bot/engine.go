@@ -529,6 +529,6 @@ func compareLine(label string, prev store.BenchResult, cur *ops.BenchResult) str
 		return fmt.Sprintf("%+.1f%%", (b-a)/a*100)
 	}
 	return fmt.Sprintf("%s (#%d, %s): %.1f → %.1f tok/s (%s), accept len %.2f → %.2f",
-		label, prev.JobID, prev.At.UTC().Format("2006-01-02 15:04"), prev.OutputTokS, cur.OutputTokS,
+		label, prev.JobID, Stamp(prev.At), prev.OutputTokS, cur.OutputTokS,
 		pct(prev.OutputTokS, cur.OutputTokS), prev.AcceptLen, cur.AcceptLen)
 }

@@ -160,6 +160,13 @@ type Result struct {
 	Details []string `json:"details,omitempty"`
 	// Chart is an optional PNG image for the result (sweeps).
 	Chart []byte `json:"-"`
+	// Left is the state the job left its service in, set on every return of
+	// the pipelines that act on a service (mtp steps, sweep, gpu recover,
+	// svc start|stop|restart), failures, cancels and timeouts included.
+	Left *ServiceLeft `json:"left,omitempty"`
+
+	// did is what the pipeline has done to the service so far.
+	did did
 }
 
 // AddIncident records code once.
