@@ -137,38 +137,43 @@ func (l *ServiceLeft) Sentence() string {
 	if l == nil {
 		return ""
 	}
-	var b strings.Builder
-	b.WriteString(l.Service)
+	on := ""
+	switch {
+	case l.Unit == UnitNew:
+		on = fmt.Sprintf(" on the new unit (steps %d)", l.Steps)
+	case l.Unit == UnitOld && l.RolledBack:
+		on = fmt.Sprintf(" on the previous unit (steps %d), restored", l.Steps)
+	case l.Unit == UnitOld:
+		on = fmt.Sprintf(" on its unchanged unit (steps %d)", l.Steps)
+	}
+	var s string
 	switch l.State {
 	case LeftServing:
-		b.WriteString(" serves")
+		s = l.Service + " serves" + on
 	case LeftStarting:
 		if l.Started {
-			b.WriteString(" was started and is still loading (a start once begun is not stopped)")
+			s = l.Service + " was started" + on + " and is still loading (the job does not stop a start it began)"
 		} else {
-			b.WriteString(" is starting, not serving yet")
+			s = l.Service + " is starting" + on + ", not serving yet"
 		}
 	case LeftStopped:
-		b.WriteString(" is stopped")
+		switch {
+		case l.Unit == UnitNew:
+			s = fmt.Sprintf("%s is stopped; its unit has the new text (steps %d), not started", l.Service, l.Steps)
+		case l.Unit == UnitOld && l.RolledBack:
+			s = fmt.Sprintf("%s is stopped; the previous unit (steps %d) is restored, not started", l.Service, l.Steps)
+		case l.Unit == UnitOld:
+			s = fmt.Sprintf("%s is stopped; its unit is unchanged (steps %d)", l.Service, l.Steps)
+		default:
+			s = l.Service + " is stopped"
+		}
 	default:
-		b.WriteString(" is in an unknown state (its host did not answer)")
-	}
-	switch {
-	case l.Unit == UnitNew && l.State == LeftStopped:
-		fmt.Fprintf(&b, "; its unit has the new text (steps %d), not started", l.Steps)
-	case l.Unit == UnitNew:
-		fmt.Fprintf(&b, " on the new unit (steps %d)", l.Steps)
-	case l.Unit == UnitOld && l.RolledBack && l.State == LeftStopped:
-		fmt.Fprintf(&b, "; the previous unit (steps %d) is restored, not started", l.Steps)
-	case l.Unit == UnitOld && l.RolledBack:
-		fmt.Fprintf(&b, " on the previous unit (steps %d), restored", l.Steps)
-	case l.Unit == UnitOld:
-		fmt.Fprintf(&b, " on its unchanged unit (steps %d)", l.Steps)
+		s = l.Service + " is in an unknown state (its host did not answer)"
 	}
 	if !l.Changed {
-		b.WriteString("; the job changed nothing")
+		s += "; the job changed nothing"
 	}
-	return b.String()
+	return s
 }
 
 // stuckAdvice says what helps a service whose GPUs a D-state process holds:
