@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/opsbot/opsbot/bot"
@@ -38,8 +39,27 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 1, err
 	}
 	defer e.Close()
-	return console.Run(ctx, console.RunOptions{Bot: e.app, OSUser: defaultUser(), As: *as, JSON: *asJSON, Yes: *yes,
+	// Ctrl-C or SIGTERM (ctx ends) stops the jobs, as opsbot shutting down,
+	// and waits for each to report its final message: what it did and the
+	// state it left its service in. Commands not yet begun are refused.
+	stopJobs := context.AfterFunc(ctx, func() {
+		if ids := e.app.Active(); len(ids) > 0 {
+			fmt.Fprintf(stderr, "opsbot: stopping: job %s is stopped; it reports the state it leaves its service in (a second Ctrl-C quits at once)\n", jobList(ids))
+		}
+		e.app.Engine.Shutdown()
+	})
+	defer stopJobs()
+	return console.Run(context.WithoutCancel(ctx), console.RunOptions{Bot: e.app, OSUser: defaultUser(), As: *as, JSON: *asJSON, Yes: *yes,
 		Ask: console.TerminalAsk(stdin, stderr), Out: stdout, Err: stderr}, cmds), nil
+}
+
+// jobList renders job ids as "#3" or "#3, #4".
+func jobList(ids []int64) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprintf("#%d", id)
+	}
+	return strings.Join(s, ", ")
 }
 
 func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
