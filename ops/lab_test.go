@@ -225,7 +225,7 @@ func TestCrashOnStartRollsBack(t *testing.T) {
 	if !res.HasIncident(ops.IncidentRolledBack) {
 		t.Fatalf("incidents %v lack rolled_back", res.Incidents)
 	}
-	if !strings.Contains(err.Error(), "the previous unit (steps 3) is restored and serves again") || !strings.Contains(err.Error(), `"`) {
+	if !strings.Contains(err.Error(), "restored the previous unit") || !strings.Contains(err.Error(), `"`) {
 		t.Fatalf("error does not say why and what was done: %v", err)
 	}
 	if got := r.unitText(t); got != before {

@@ -142,7 +142,7 @@ func (l *ServiceLeft) Sentence() string {
 	case l.Unit == UnitNew:
 		on = fmt.Sprintf(" on the new unit (steps %d)", l.Steps)
 	case l.Unit == UnitOld && l.RolledBack:
-		on = fmt.Sprintf(" on the previous unit (steps %d), restored", l.Steps)
+		on = fmt.Sprintf(" on the restored previous unit (steps %d)", l.Steps)
 	case l.Unit == UnitOld:
 		on = fmt.Sprintf(" on its unchanged unit (steps %d)", l.Steps)
 	}

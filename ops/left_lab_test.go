@@ -180,7 +180,7 @@ func TestVerifyMismatchRollsBack(t *testing.T) {
 	if err == nil {
 		t.Fatalf("succeeded although the engine runs steps 3\n%s", ev.text())
 	}
-	if !strings.Contains(err.Error(), "does not run the new settings") || !strings.Contains(err.Error(), "previous unit (steps 3) is restored and serves again") {
+	if !strings.Contains(err.Error(), "does not run the new settings") || !strings.Contains(err.Error(), "restored the previous unit (steps 3) and it serves again") {
 		t.Fatalf("error does not say why and what runs: %v", err)
 	}
 	if got := r.unitText(t); got != before {

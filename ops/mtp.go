@@ -279,7 +279,7 @@ func (r *Runbook) rollback(ctx context.Context, t *target, p *planned, res *Resu
 	if err != nil {
 		return fmt.Errorf("%w; rolling back to the previous unit (steps %d) also failed: %v", cause, prev, err)
 	}
-	return fmt.Errorf("%w; rolled back: the previous unit (steps %d) is restored and serves again", cause, prev)
+	return fmt.Errorf("%w; restored the previous unit (steps %d) and it serves again", cause, prev)
 }
 
 // writeTimeout bounds a unit write and its daemon-reload, which run to the

@@ -11,7 +11,10 @@
 // stop of the service until it serves again.
 //
 // Pipelines report progress as Events through a Reporter and return a typed
-// Result whose JSON form is the "result" object of `opsbot run --json`.
+// Result whose JSON form is the "result" object of `opsbot run --json`. The
+// pipelines that act on a service set Result.Left on every return, failures
+// and cancels included: the state they left it in (serving, starting,
+// stopped), which unit text is in place, and the command that helps next.
 package ops
 
 import (
