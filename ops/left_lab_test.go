@@ -282,3 +282,31 @@ func TestDStateSaysNodeGPUsAndReset(t *testing.T) {
 }
 
 func asNotServing(err error, target **ops.NotServingError) bool { return errors.As(err, target) }
+
+// The driver releasing the stopped engine's memory is progress, not an
+// alarm; only a release that lasts beyond ops.ReleaseWarnAfter is a warning.
+func TestSlowReleaseWarnsOnlyAfterAWhile(t *testing.T) {
+	for _, c := range []struct {
+		lag  time.Duration // simulated, at x1000
+		warn bool
+	}{
+		{lag: 10 * time.Minute, warn: false},                                                     // 0.6 s
+		{lag: time.Duration(ops.ReleaseWarnAfter.Seconds()*1000+1800) * time.Second, warn: true}, // ReleaseWarnAfter + 1.8 s
+	} {
+		opts := labOpts()
+		opts.ReleaseLag = c.lag
+		r := newRig(t, opts, nil)
+		ev := &events{}
+		if _, err := r.rb.GPURecover(testCtx(t), "qwen", ops.RecoverOptions{}, ev); err != nil {
+			t.Fatalf("gpu recover: %v\n%s", err, ev.text())
+		}
+		thread := ev.text()
+		if !strings.Contains(thread, "waiting for the driver to release") {
+			t.Fatalf("lag %s: no progress line for the release:\n%s", c.lag, thread)
+		}
+		warned := strings.Contains(thread, "clear GPUs warning: GPU memory still in use after")
+		if warned != c.warn {
+			t.Fatalf("lag %s: warned %v, want %v:\n%s", c.lag, warned, c.warn, thread)
+		}
+	}
+}

@@ -78,6 +78,43 @@ func TestSIGTERMDuringJobPrintsTheStateLeft(t *testing.T) {
 	}
 }
 
+// With --json, SIGTERM still prints the stopped job's line, its "left"
+// object included.
+func TestSIGTERMDuringJobJSON(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, cfg, st := leaseLab(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}})
+	p := startOpsbot(t, ctx, "run", "--config", cfg, "--json", "mtp steps 6 qwen")
+	poll(t, time.Minute, "the job waits until ready", func() bool {
+		job, ok := jobByCommand(t, st, "mtp steps 6 qwen")
+		return ok && reachedStep(st, job.ID, "wait until ready")
+	}, p)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, time.Minute); code != 1 {
+		t.Fatalf("exit %d after SIGTERM, want 1\n%s", code, p.out.String())
+	}
+	var line struct {
+		Job    struct{ Status string } `json:"job"`
+		Result struct {
+			Left map[string]any `json:"left"`
+		} `json:"result"`
+	}
+	found := false
+	for _, l := range strings.Split(p.out.String(), "\n") {
+		if strings.HasPrefix(l, "{") && json.Unmarshal([]byte(l), &line) == nil {
+			found = true
+		}
+	}
+	if !found || line.Job.Status != "cancelled" {
+		t.Fatalf("no JSON line of the cancelled job:\n%s", p.out.String())
+	}
+	if l := line.Result.Left; l["state"] != "starting" || l["unit"] != "new" || l["next"] != "svc status qwen" || l["undo"] != "mtp steps 3 qwen" {
+		t.Fatalf("left %v", l)
+	}
+}
+
 // `cancel N` from another `opsbot run` during `mtp steps 6` (slow load): the
 // cancelled job's final message says where it left the service.
 func TestCancelDuringLoadSaysTheStateLeft(t *testing.T) {
