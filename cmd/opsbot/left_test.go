@@ -64,7 +64,7 @@ func TestSIGTERMDuringJobPrintsTheStateLeft(t *testing.T) {
 	}
 	out := p.out.String()
 	mustContain(t, out,
-		"stopping: job #1 is stopped",
+		"interrupted: stopping job #1;",
 		"*#1 cancelled* `mtp steps 6 qwen`",
 		"stopped because opsbot is shutting down",
 		"now: qwen was started on the new unit (steps 6) and is still loading",

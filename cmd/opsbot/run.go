@@ -44,7 +44,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	// state it left its service in. Commands not yet begun are refused.
 	stopJobs := context.AfterFunc(ctx, func() {
 		if ids := e.app.Active(); len(ids) > 0 {
-			fmt.Fprintf(stderr, "opsbot: stopping: job %s is stopped; it reports the state it leaves its service in (a second Ctrl-C quits at once)\n", jobList(ids))
+			fmt.Fprintf(stderr, "opsbot: interrupted: stopping job %s; it reports the state it leaves its service in (Ctrl-C again quits at once)\n", jobList(ids))
 		}
 		e.app.Engine.Shutdown()
 	})
