@@ -181,6 +181,8 @@ func nextDoes(cmd string) string {
 		return "shows whether it serves"
 	case len(f) >= 2 && f[0] == "gpu" && f[1] == "recover":
 		return "clears its GPUs and starts it"
+	case len(f) >= 2 && f[0] == "gpu" && f[1] == "status":
+		return "shows who holds its GPUs"
 	}
 	return "helps next"
 }

@@ -36,7 +36,13 @@ func (r *Runbook) GPURecover(ctx context.Context, service string, o RecoverOptio
 	if o.DryRun {
 		return r.recoverPreview(ctx, t, o, res, rep)
 	}
-	defer func() { r.leave(ctx, t, res, err == nil && !o.NoStart) }()
+	defer func() {
+		r.leave(ctx, t, res, err == nil && !o.NoStart)
+		if res.Left != nil && res.Left.Next == "gpu recover "+t.name {
+			// It just failed to clear them: show who holds them instead.
+			res.Left.Next = "gpu status " + t.cfg.Host
+		}
+	}()
 	unlock, err := r.holdNode(ctx, t, rep)
 	if err != nil {
 		return res, err
