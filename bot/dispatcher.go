@@ -303,7 +303,7 @@ func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd *commands.
 	}
 	text := fmt.Sprintf("%s\n%s `confirm %s` within %s to go ahead, or run it with --dry-run to see the plan.",
 		Preview(cmd), who, tok, d.opts.ConfirmTTL)
-	d.audit(ctx, req, cmd.Text, "confirm_asked", "until "+expires.UTC().Format(time.TimeOnly), 0)
+	d.audit(ctx, req, cmd.Text, "confirm_asked", "until "+Clock(expires), 0)
 	return Reply{Outcome: NeedsConfirm, Text: text, Audience: aud, Command: cmd, Token: tok, Actions: []Action{
 		{ID: string(ActConfirm) + ":" + tok, Kind: ActConfirm, Label: "Confirm", Expires: expires},
 		{ID: string(ActAbort) + ":" + tok, Kind: ActAbort, Label: "Abort", Expires: expires},
@@ -352,8 +352,8 @@ func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, t
 	now := d.opts.Now()
 	if until, limited := d.limited(key, now); limited {
 		d.mu.Unlock()
-		return Reply{Outcome: Refused, Text: fmt.Sprintf("too many wrong confirmations: wait until %s UTC, then try again.",
-			until.UTC().Format(time.TimeOnly)), Err: errors.New("confirmations rate-limited")}
+		return Reply{Outcome: Refused, Text: fmt.Sprintf("too many wrong confirmations: wait until %s, then try again.",
+			Clock(until)), Err: errors.New("confirmations rate-limited")}
 	}
 	p, ok := d.pending[token]
 	if !ok || p.req.Room != req.Room || p.req.Platform != req.Platform {

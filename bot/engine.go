@@ -251,15 +251,22 @@ func (e *Engine) Active() []int64 {
 	return ids
 }
 
-// Close cancels every job and waits for them to record their final state,
-// then stops the lease heartbeat and gives up this process's leases.
-func (e *Engine) Close() {
+// Shutdown stops every queued or running job with ErrShutdown and refuses new
+// ones, without waiting: each job still records and reports its final state,
+// and Wait returns it. Close must still be called.
+func (e *Engine) Shutdown() {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.closed = true
 	for _, r := range e.jobs {
 		r.cancel(ErrShutdown)
 	}
-	e.mu.Unlock()
+}
+
+// Close cancels every job and waits for them to record their final state,
+// then stops the lease heartbeat and gives up this process's leases.
+func (e *Engine) Close() {
+	e.Shutdown()
 	e.wg.Wait()
 	if e.opts.Leases != nil {
 		e.opts.Leases.close()
@@ -556,7 +563,7 @@ func compareLine(label string, prev store.BenchResult, cur *ops.BenchResult) str
 		return fmt.Sprintf("%+.1f%%", (b-a)/a*100)
 	}
 	return fmt.Sprintf("%s (%s, %s): %.1f → %.1f tok/s (%s), accept len %.2f → %.2f",
-		label, resultSource(prev), prev.At.UTC().Format("2006-01-02 15:04"), prev.OutputTokS, cur.OutputTokS,
+		label, resultSource(prev), Stamp(prev.At), prev.OutputTokS, cur.OutputTokS,
 		pct(prev.OutputTokS, cur.OutputTokS), prev.AcceptLen, cur.AcceptLen)
 }
 

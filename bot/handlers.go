@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/store"
@@ -115,7 +114,7 @@ func answerJobs(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Com
 	var b strings.Builder
 	for _, j := range jobs {
 		fmt.Fprintf(&b, "%s #%d `%s` %s · %s · by %s\n", statusIcon[j.Status], j.ID, j.Command, j.Status,
-			j.CreatedAt.UTC().Format("2006-01-02 15:04:05"), j.User)
+			j.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), j.User)
 	}
 	return say("%s", strings.TrimRight(b.String(), "\n"))
 }
@@ -138,14 +137,14 @@ func answerHistory(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.
 func renderHistory(service string, rows []store.BenchResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "benchmark history of %s (newest first):\n", service)
-	fmt.Fprintf(&b, "%-16s  %-12s  %-26s  %-22s  %9s  %10s  %10s  %11s\n", "when (UTC)", "job", "settings", "load (n/conc/in/out)",
+	fmt.Fprintf(&b, "%-20s  %-12s  %-26s  %-22s  %9s  %10s  %10s  %11s\n", "when", "job", "settings", "load (n/conc/in/out)",
 		"tok/s", "stream t/s", "accept len", "accept rate")
 	for _, r := range rows {
 		load := "unknown"
 		if l := r.Load(); l.Known() {
 			load = fmt.Sprintf("%d/%d/%d/%d", l.Prompts, l.Concurrency, l.InputLen, l.OutputLen)
 		}
-		fmt.Fprintf(&b, "%-16s  %-12s  %-26s  %-22s  %9.1f  %10.1f  %10.2f  %11.2f\n", r.At.UTC().Format("2006-01-02 15:04"), resultSource(r),
+		fmt.Fprintf(&b, "%-20s  %-12s  %-26s  %-22s  %9.1f  %10.1f  %10.2f  %11.2f\n", Stamp(r.At), resultSource(r),
 			r.Settings, load, r.OutputTokS, r.PerStreamTokS, r.AcceptLen, r.AcceptRate)
 	}
 	return b.String()
@@ -183,7 +182,7 @@ func answerScheduleList(ctx context.Context, d *Dispatcher, _ Request, _ *comman
 		}
 		last := "never run"
 		if !s.LastRunAt.IsZero() {
-			last = "last run " + s.LastRunAt.UTC().Format(time.DateTime) + fmt.Sprintf(" (#%d)", s.LastJobID)
+			last = "last run " + Stamp(s.LastRunAt) + fmt.Sprintf(" (#%d)", s.LastJobID)
 		}
 		fmt.Fprintf(&b, "#%d `%s` at `%s` · %s · %s · by %s\n", s.ID, s.Command, s.Spec, state, last, s.CreatedBy)
 	}

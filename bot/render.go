@@ -79,7 +79,14 @@ var stepIcon = map[ops.StepStatus]string{
 	ops.StepWarning:  "⚠",
 }
 
-// RenderEvent draws one thread line for a pipeline event. Times are shown in UTC.
+// Times in messages are UTC and say so: Clock for the time of day of a step,
+// Stamp for a date and time (job lists, history, comparisons).
+func Clock(t time.Time) string { return t.UTC().Format("15:04:05") + " UTC" }
+
+// Stamp renders t as "2026-12-03 10:04 UTC".
+func Stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") + " UTC" }
+
+// RenderEvent draws one thread line for a pipeline event, its time in UTC.
 func RenderEvent(e ops.Event) string {
 	icon := stepIcon[e.Status]
 	if icon == "" {
@@ -89,7 +96,7 @@ func RenderEvent(e ops.Event) string {
 	if msg == "" {
 		msg = string(e.Status)
 	}
-	return fmt.Sprintf("%s %s %s: %s", e.At.UTC().Format("15:04:05"), icon, e.Step, msg)
+	return fmt.Sprintf("%s %s %s: %s", Clock(e.At), icon, e.Step, msg)
 }
 
 // RenderResult draws the final result block of a job: the summary, the incidents
@@ -107,6 +114,9 @@ func RenderResult(v JobView, r *ops.Result) string {
 	}
 	if r == nil {
 		return b.String()
+	}
+	if v.Status != store.Succeeded && r.Left != nil {
+		b.WriteString(RenderLeft(r.Left))
 	}
 	if r.Summary != "" {
 		fmt.Fprintf(&b, "\n%s", r.Summary)
@@ -163,4 +173,58 @@ func roundDuration(d time.Duration) time.Duration {
 	default:
 		return d.Round(time.Second)
 	}
+}
+
+// RenderLeft draws the state a job left its service in and what helps next,
+// for the final message of a job that did not succeed:
+//
+//	now: qwen is stopped; its unit has the new text (steps 6), not started
+//	next: `svc start qwen` starts it (`mtp steps 3 qwen` puts steps 3 back)
+//
+// Each line starts with a newline.
+func RenderLeft(l *ops.ServiceLeft) string {
+	if l == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nnow: %s", l.Sentence())
+	undo := ""
+	if l.Undo != "" {
+		undo = fmt.Sprintf("`%s` puts steps %d back", l.Undo, undoSteps(l.Undo))
+	}
+	switch {
+	case l.Advice != "":
+		fmt.Fprintf(&b, "\nwhat helps: %s", l.Advice)
+	case l.Next != "":
+		fmt.Fprintf(&b, "\nnext: `%s` %s", l.Next, nextDoes(l.Next))
+		if undo != "" {
+			fmt.Fprintf(&b, " (%s)", undo)
+		}
+	case undo != "":
+		fmt.Fprintf(&b, "\nnext: %s", undo)
+	}
+	return b.String()
+}
+
+// nextDoes says what the command l.Next does, by its verb.
+func nextDoes(cmd string) string {
+	switch f := strings.Fields(cmd); {
+	case len(f) >= 2 && f[0] == "svc" && f[1] == "start":
+		return "starts it and waits until it serves"
+	case len(f) >= 2 && f[0] == "svc" && f[1] == "status":
+		return "shows whether it serves"
+	case len(f) >= 2 && f[0] == "gpu" && f[1] == "recover":
+		return "clears its GPUs and starts it"
+	case len(f) >= 2 && f[0] == "gpu" && f[1] == "status":
+		return "shows who holds its GPUs"
+	}
+	return "helps next"
+}
+
+// undoSteps is N of "mtp steps N SERVICE".
+func undoSteps(cmd string) int {
+	var n int
+	var svc string
+	fmt.Sscanf(cmd, "mtp steps %d %s", &n, &svc)
+	return n
 }

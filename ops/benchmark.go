@@ -9,6 +9,7 @@ import (
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/ops/systemd"
+	"github.com/opsbot/opsbot/ops/unit"
 )
 
 // withBenchDefaults fills the knobs a command left at 0 from the configured defaults.
@@ -43,7 +44,7 @@ func (r *Runbook) benchmark(ctx context.Context, t *target, p commands.BenchPara
 		k = res.Spec.DraftTokens - 1
 	}
 	var acc bench.Acceptance
-	if t.cfg.Engine == "vllm" {
+	if engineOf(t, res) == unit.VLLM {
 		acc = bench.VLLMAcceptance(t.eng)
 	} else {
 		acc = bench.SGLangAcceptance(t.eng, func(ctx context.Context, since time.Time) ([]string, error) {
@@ -161,6 +162,9 @@ func (r *Runbook) Sweep(ctx context.Context, service string, steps []int, dryRun
 				pt.OutputTokS, pt.PerStreamTokS, pt.AcceptLen, pt.AcceptRate = b.OutputTokS, b.PerStreamTokS, b.AcceptLen, b.AcceptRate
 			}
 		}
+		if sub != nil {
+			res.Left = sub.Left
+		}
 		if err != nil {
 			pt.Error = err.Error()
 			if ctx.Err() != nil {
@@ -178,7 +182,11 @@ func (r *Runbook) Sweep(ctx context.Context, service string, steps []int, dryRun
 		}
 	}
 	res.Details = append(res.Details, sweepTable(res.Points, res.Best))
-	if _, err := r.mtpSteps(ctx, service, home, false, false, prefixed(rep, fmt.Sprintf("back to steps %d: ", home))); err != nil {
+	back, err := r.mtpSteps(ctx, service, home, false, false, prefixed(rep, fmt.Sprintf("back to steps %d: ", home)))
+	if back != nil {
+		res.Left = back.Left
+	}
+	if err != nil {
 		return res, fmt.Errorf("sweep done, but returning %s to steps %d failed: %w", service, home, err)
 	}
 	res.Spec = &Spec{Engine: t.cfg.Engine, Steps: home}
@@ -211,4 +219,13 @@ func prefixed(rep Reporter, prefix string) Reporter {
 		e.Step = prefix + e.Step
 		rep.Report(e)
 	})
+}
+
+// engineOf is the engine the service runs: as its unit's command line says
+// when the pipeline read it, else as the config says.
+func engineOf(t *target, res *Result) string {
+	if res.Spec != nil && res.Spec.Engine != "" {
+		return res.Spec.Engine
+	}
+	return t.cfg.Engine
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/opsbot/opsbot/ops/gpu"
 )
@@ -54,6 +55,11 @@ func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Rep
 			var stuck *gpu.StuckError
 			if errors.As(err, &stuck) {
 				res.AddIncident(IncidentStuckProcess)
+				msg, advice := stuckAdvice(t, kill, stuck)
+				res.did.advice = advice
+				err = &StuckProcessError{Service: t.name, Node: t.nodeName, Msg: msg, Advice: advice, Err: stuck}
+			} else {
+				res.did.gpuHeld = true
 			}
 			return st.fail(err)
 		}
@@ -66,21 +72,61 @@ func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Rep
 		st.done("%s", heldSummary(gpus, t.cfg.GPUs))
 		return nil
 	} else {
-		st.progress("GPU memory still in use with no process holding it: waiting for the driver to release it")
+		// The engine stopped a moment ago: the driver frees its memory
+		// asynchronously. Only a release that takes long is worth a warning.
+		st.progress("waiting for the driver to release %d MiB the stopped engine held on %s (no process holds it)",
+			usedMiB(gpus, t.cfg.GPUs), gpuList(heldGPUs(gpus, t.cfg.GPUs, t.cfg.ClearMiB)))
 	}
 	// What the holders left alone keep is not waited for: it would never go.
 	wctx, cancel := context.WithTimeout(ctx, r.cfg.ClearTimeout)
 	defer cancel()
-	gpus, err = gpu.WaitClearAllowing(wctx, t.host, t.cfg.GPUs, t.cfg.ClearMiB, s.kept, r.cfg.Poll)
+	gpus, err = r.waitReleased(wctx, t, s.kept, len(kill) == 0, st)
 	if gpus != nil {
 		recordGPUs(res, t.cfg.Host, gpus, t.cfg.GPUs)
 	}
 	if err != nil {
-		res.AddIncident(IncidentGPUMemoryHeld)
+		if ctx.Err() == nil {
+			res.AddIncident(IncidentGPUMemoryHeld)
+			res.did.gpuHeld = true
+		}
 		return st.fail(err)
 	}
 	st.done("%s", clearSummary(gpus, t.cfg.GPUs, t.cfg.ClearMiB))
 	return nil
+}
+
+// ReleaseWarnAfter is how long the driver may take to release the memory of
+// an engine that was just stopped before clearGPUs warns that memory is held
+// with no process holding it.
+const ReleaseWarnAfter = 5 * time.Second
+
+// waitReleased waits until the service's GPUs are clear (allowing what
+// left-alone holders keep). With warn, a wait that lasts beyond
+// ReleaseWarnAfter is reported as a warning: memory held with no process
+// holding it, longer than a driver release takes.
+func (r *Runbook) waitReleased(ctx context.Context, t *target, kept map[int]int, warn bool, st *step) ([]gpu.GPU, error) {
+	if warn && r.cfg.ClearTimeout > ReleaseWarnAfter {
+		sctx, cancel := context.WithTimeout(ctx, ReleaseWarnAfter)
+		gpus, err := gpu.WaitClearAllowing(sctx, t.host, t.cfg.GPUs, t.cfg.ClearMiB, kept, r.cfg.Poll)
+		cancel()
+		if err == nil || ctx.Err() != nil || sctx.Err() == nil {
+			return gpus, err
+		}
+		st.warn("GPU memory still in use after %s with no process holding it (%d MiB): still waiting for the driver (gives up after %s)",
+			ReleaseWarnAfter, usedMiB(gpus, t.cfg.GPUs), r.cfg.ClearTimeout)
+	}
+	return gpu.WaitClearAllowing(ctx, t.host, t.cfg.GPUs, t.cfg.ClearMiB, kept, r.cfg.Poll)
+}
+
+// usedMiB sums the memory used on the GPUs of want (nil = all).
+func usedMiB(gpus []gpu.GPU, want []int) int {
+	n := 0
+	for _, g := range gpus {
+		if wanted(g.Index, want) && g.UsedMiB > 0 {
+			n += g.UsedMiB
+		}
+	}
+	return n
 }
 
 // sorted is what clearGPUs (and the previews) make of the holders of a
@@ -278,4 +324,16 @@ func shortCommand(cmdline string) string {
 		return w + " " + f[1]
 	}
 	return w
+}
+
+// gpuList renders "GPU 0" or "GPUs 0,1,2".
+func gpuList(gpus []gpu.GPU) string {
+	idx := make([]string, len(gpus))
+	for i, g := range gpus {
+		idx[i] = fmt.Sprint(g.Index)
+	}
+	if len(idx) == 1 {
+		return "GPU " + idx[0]
+	}
+	return "GPUs " + strings.Join(idx, ",")
 }

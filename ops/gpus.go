@@ -29,7 +29,7 @@ type RecoverOptions struct {
 // GPURecover is `gpu recover`: stop the service (and its restart loop), kill
 // what still holds its GPU memory and belongs to it (never a neighbour's),
 // wait until clear, start it fresh. It holds the service's node throughout.
-func (r *Runbook) GPURecover(ctx context.Context, service string, o RecoverOptions, rep Reporter) (*Result, error) {
+func (r *Runbook) GPURecover(ctx context.Context, service string, o RecoverOptions, rep Reporter) (_ *Result, err error) {
 	res := &Result{Incidents: []string{}}
 	t, err := r.target(service)
 	if err != nil {
@@ -38,6 +38,13 @@ func (r *Runbook) GPURecover(ctx context.Context, service string, o RecoverOptio
 	if o.DryRun {
 		return r.recoverPreview(ctx, t, o, res, rep)
 	}
+	defer func() {
+		r.leave(ctx, t, res, err == nil && !o.NoStart)
+		if res.Left != nil && res.Left.Next == "gpu recover "+t.name {
+			// It just failed to clear them: show who holds them instead.
+			res.Left.Next = "gpu status " + t.cfg.Host
+		}
+	}()
 	unlock, err := r.holdNode(ctx, t, rep)
 	if err != nil {
 		return res, err
@@ -167,7 +174,14 @@ func (r *Runbook) nodeStatus(ctx context.Context, node string, ts []*target, res
 		}
 		if s, err := t.unit.Show(ctx); err == nil && s.Stopped() && len(heldGPUs(sg, t.cfg.GPUs, t.cfg.ClearMiB)) > 0 {
 			res.AddIncident(IncidentGPUMemoryHeld)
-			notes = append(notes, fmt.Sprintf("%s is stopped but its GPUs hold memory: `gpu recover %s` clears it", t.cfg.Unit, t.name))
+			if stuck := stuckOn(t, sg, holders); len(stuck) > 0 {
+				// No signal ends these: `gpu recover` would only fail again.
+				res.AddIncident(IncidentStuckProcess)
+				msg, advice := stuckAdvice(t, stuck, &gpu.StuckError{PIDs: pids(stuck), Commands: cmdlines(stuck)})
+				notes = append(notes, fmt.Sprintf("%s is stopped and its GPUs hold memory: %s. %s", t.cfg.Unit, msg, upperFirst(advice)))
+			} else {
+				notes = append(notes, fmt.Sprintf("%s is stopped but its GPUs hold memory: `gpu recover %s` clears it", t.cfg.Unit, t.name))
+			}
 		}
 	}
 	return append([]string{gpuTables(node, svcs, ngpus, holders, owner)}, notes...), nil
@@ -271,4 +285,38 @@ func whoseOn(p gpu.Process, t *target) string {
 		return t.name + "'s: " + o.Whose
 	}
 	return "not " + t.name + "'s: " + o.Whose
+}
+
+// stuckOn returns the holders in D state on the GPUs of t (gpus is the
+// service host's reading).
+func stuckOn(t *target, gpus []gpu.GPU, holders []gpu.Process) []gpu.Process {
+	var out []gpu.Process
+	for _, p := range holders {
+		if p.Daemon || p.State != "D" {
+			continue
+		}
+		for _, g := range gpus {
+			if wanted(g.Index, t.cfg.GPUs) && p.OnGPU(g.UUID, g.Index) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func pids(ps []gpu.Process) []int {
+	out := make([]int, len(ps))
+	for i, p := range ps {
+		out[i] = p.PID
+	}
+	return out
+}
+
+func cmdlines(ps []gpu.Process) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Cmdline
+	}
+	return out
 }

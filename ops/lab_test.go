@@ -234,6 +234,9 @@ func TestCrashOnStartRollsBack(t *testing.T) {
 	if st := r.lab.Host("gpu1").Unit(r.svc.Unit); !st.Ready {
 		t.Fatalf("previous unit not serving after rollback: %+v", st)
 	}
+	if l := res.Left; l == nil || l.State != ops.LeftServing || l.Unit != ops.UnitOld || !l.RolledBack || l.Steps != 3 {
+		t.Fatalf("left %+v, want serving on the restored unit (steps 3)", l)
+	}
 }
 
 func TestDStateFailsNamingThePID(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops/remote"
@@ -90,19 +91,33 @@ func specOf(engineName string, s unit.Spec) *Spec {
 // MTPSteps is `mtp steps N`: edit the unit, stop, clear the GPUs, write,
 // daemon-reload, start (recovering a restart loop once), wait until ready,
 // verify the engine's settings and benchmark. When the new unit cannot be made
-// to serve, the previous text is restored and started and the job fails
-// saying why (rolled_back).
+// to serve (the start fails or loops, the engine is not ready in time, or it
+// does not run the new settings), the previous text is restored and started
+// and the job fails saying why (rolled_back). When it serves the new settings
+// and only the benchmark fails, the new unit stays and the error says so.
+//
+// A cancel (or timeout, or shutdown) never leaves a half-written unit: a write
+// once begun finishes with its daemon-reload, and the job then stops before
+// the start; a start once issued is not undone (the engine goes on loading).
+// Result.Left says, on every return, what the service runs and the command
+// that helps next.
 func (r *Runbook) MTPSteps(ctx context.Context, service string, steps int, dryRun bool, rep Reporter) (*Result, error) {
 	return r.mtpSteps(ctx, service, steps, dryRun, true, rep)
 }
 
 // mtpSteps is MTPSteps; without benchmark it stops once the engine is verified.
-func (r *Runbook) mtpSteps(ctx context.Context, service string, steps int, dryRun, benchmark bool, rep Reporter) (*Result, error) {
+func (r *Runbook) mtpSteps(ctx context.Context, service string, steps int, dryRun, benchmark bool, rep Reporter) (_ *Result, err error) {
 	res := &Result{Incidents: []string{}}
 	t, err := r.target(service)
 	if err != nil {
 		return nil, err
 	}
+	serving := false
+	defer func() {
+		if !dryRun {
+			r.leave(ctx, t, res, err == nil && serving)
+		}
+	}()
 	st := begin(rep, "read unit", "reading %s on %s", t.cfg.Unit, t.cfg.Host)
 	d, err := r.readUnit(ctx, t)
 	if err != nil {
@@ -119,6 +134,7 @@ func (r *Runbook) mtpSteps(ctx context.Context, service string, steps int, dryRu
 	}
 	res.Spec = specOf(e.Engine, e.SpecAfter)
 	from := e.SpecBefore.DraftSteps()
+	res.did.unit, res.did.steps, res.did.oldSteps = UnitOld, from, from
 	if len(e.Changed) == 0 {
 		st.done("%s already runs steps %d", t.cfg.Unit, steps)
 	} else {
@@ -127,7 +143,7 @@ func (r *Runbook) mtpSteps(ctx context.Context, service string, steps int, dryRu
 	if dryRun {
 		res.Summary = fmt.Sprintf("dry run: steps %d -> %d on %s, nothing changed", from, steps, service)
 		res.Details = append(res.Details, "would: stop "+t.cfg.Unit+", clear GPU memory held by dead engine processes, write "+
-			p.path+", daemon-reload, start, wait until ready, verify /server_info, benchmark")
+			p.path+", daemon-reload, start, wait until ready, verify the engine's settings, benchmark")
 		if res.Unit.Diff != "" {
 			res.Details = append(res.Details, res.Unit.Diff)
 		}
@@ -141,15 +157,28 @@ func (r *Runbook) mtpSteps(ctx context.Context, service string, steps int, dryRu
 		return res, err
 	}
 	if err := r.verify(ctx, t, res, rep); err != nil {
-		return res, err
+		if len(e.Changed) == 0 || ctx.Err() != nil {
+			return res, err
+		}
+		// It serves, but not the new settings: the change did not take.
+		return res, r.rollbackAfter(ctx, t, p, res, rep, err)
 	}
+	serving = true
 	if !benchmark {
 		res.Summary = fmt.Sprintf("steps %d -> %d on %s, serving", from, steps, service)
 		return res, nil
 	}
 	b, err := r.benchmark(ctx, t, commands.BenchParams{}, res, rep)
 	if err != nil {
-		return res, err
+		if ctx.Err() != nil {
+			serving = false
+			return res, err
+		}
+		if len(e.Changed) == 0 {
+			return res, fmt.Errorf("%w; %s serves steps %d as before", err, service, steps)
+		}
+		return res, fmt.Errorf("%w; the new unit (steps %d) stays: the engine serves it and runs the new settings (`mtp steps %d %s` puts steps %d back)",
+			err, steps, from, service, from)
 	}
 	res.Summary = fmt.Sprintf("steps %d -> %d on %s: %s", from, steps, service, b)
 	return res, nil
@@ -168,8 +197,11 @@ func changeList(cs []unit.Change) string {
 }
 
 // deploy stops the service, clears the GPUs, writes the change, reloads and
-// starts; on a start that cannot be recovered it rolls back. It holds the
-// service's node from the stop until the service serves (or the rollback ends).
+// starts; when the new unit does not serve (the start fails or loops, or the
+// engine is not ready within the ready timeout) it rolls back. It holds the
+// service's node from the stop until the service serves (or the rollback
+// ends). On a cancel it returns at the next step boundary: after a write, the
+// new unit is in place and not started.
 func (r *Runbook) deploy(ctx context.Context, t *target, p *planned, res *Result, rep Reporter) error {
 	unlock, err := r.holdNode(ctx, t, rep)
 	if err != nil {
@@ -182,68 +214,121 @@ func (r *Runbook) deploy(ctx context.Context, t *target, p *planned, res *Result
 	if err := r.clearGPUs(ctx, t, res, rep, false); err != nil {
 		return err
 	}
-	if err := r.write(ctx, t, p.path, p.after, p.created, false, res, rep); err != nil {
-		// The write is atomic: the previous unit is still in place (a write that
-		// landed all the same went on). Say what is on disk, and start it again.
-		if ctx.Err() == nil {
-			disk := onDisk(ctx, t, p)
-			if serr := r.startAndServe(ctx, t, res, rep, true); serr != nil {
-				return fmt.Errorf("%w; %s; starting it again also failed: %v", err, disk, serr)
-			}
-			return fmt.Errorf("%w; %s, and serves again", err, disk)
+	if err := r.writeUnit(ctx, t, p, UnitNew, res, rep); err != nil {
+		if ctx.Err() != nil {
+			return err
 		}
-		return err
+		if res.did.unit == UnitNew {
+			// Written, but systemd did not reload it: put the previous text back.
+			if rerr := r.writeUnit(ctx, t, p, UnitOld, res, rep); rerr != nil {
+				return fmt.Errorf("%w; restoring the previous unit also failed: %v", err, rerr)
+			}
+		}
+		// The write is atomic and a write that landed all the same went on: the
+		// previous unit is in place. Say what is on disk, and start it again.
+		disk := onDisk(ctx, t, p)
+		if serr := r.startAndServe(ctx, t, res, rep, true); serr != nil {
+			return fmt.Errorf("%w; %s; starting it again also failed: %v", err, disk, serr)
+		}
+		return fmt.Errorf("%w; %s, and serves again", err, disk)
+	}
+	if ctx.Err() != nil {
+		// The write finished; the start is not begun.
+		return fmt.Errorf("before the start (the new unit is written): %w", ctx.Err())
 	}
 	err = r.startAndServe(ctx, t, res, rep, true)
-	var se *StartError
-	if err == nil || !errors.As(err, &se) || ctx.Err() != nil {
+	if err == nil || !doesNotServe(err) || ctx.Err() != nil {
 		return err
 	}
 	// The new unit does not serve: put the previous one back.
-	if rerr := r.rollback(ctx, t, p, res, rep); rerr != nil {
-		return fmt.Errorf("%w; rolling back also failed: %v", err, rerr)
-	}
-	return fmt.Errorf("%w; restored the previous unit (steps %d) and it serves again", err, p.edit.SpecBefore.DraftSteps())
+	return r.rollback(ctx, t, p, res, rep, err)
 }
 
-func (r *Runbook) rollback(ctx context.Context, t *target, p *planned, res *Result, rep Reporter) error {
+// doesNotServe reports a start that did not lead to a serving engine: it
+// failed or looped (*StartError), or the engine was not ready in time
+// (*NotServingError).
+func doesNotServe(err error) bool {
+	var se *StartError
+	var ns *NotServingError
+	return errors.As(err, &se) || errors.As(err, &ns)
+}
+
+// rollbackAfter rolls back a deployed change whose engine serves but failed
+// verification (cause), holding the node as deploy does.
+func (r *Runbook) rollbackAfter(ctx context.Context, t *target, p *planned, res *Result, rep Reporter, cause error) error {
+	unlock, err := r.holdNode(ctx, t, rep)
+	if err != nil {
+		return fmt.Errorf("%w; rolling back: %v", cause, err)
+	}
+	defer unlock()
+	return r.rollback(ctx, t, p, res, rep, cause)
+}
+
+// rollback restores the previous unit text, starts it and waits until it
+// serves. It returns cause, saying whether the previous unit serves again.
+func (r *Runbook) rollback(ctx context.Context, t *target, p *planned, res *Result, rep Reporter, cause error) error {
 	res.AddIncident(IncidentRolledBack)
-	if err := r.stop(ctx, t, res, rep); err != nil {
-		return err
+	res.did.rolledBack = true
+	prev := p.edit.SpecBefore.DraftSteps()
+	err := r.stop(ctx, t, res, rep)
+	if err == nil {
+		err = r.writeUnit(ctx, t, p, UnitOld, res, rep)
 	}
-	if err := r.write(ctx, t, p.path, p.before, false, p.created, res, rep); err != nil {
-		return err
+	if err == nil {
+		err = r.clearGPUs(ctx, t, res, rep, false)
 	}
-	if err := r.clearGPUs(ctx, t, res, rep, false); err != nil {
-		return err
+	if err == nil {
+		err = r.startAndServe(ctx, t, res, rep, true)
 	}
-	return r.startAndServe(ctx, t, res, rep, true)
+	if err != nil {
+		return fmt.Errorf("%w; rolling back to the previous unit (steps %d) also failed: %v", cause, prev, err)
+	}
+	return fmt.Errorf("%w; restored the previous unit (steps %d) and it serves again", cause, prev)
 }
 
-// write replaces path with text atomically (remove deletes it instead), then
-// runs daemon-reload.
-func (r *Runbook) write(ctx context.Context, t *target, p, text string, mkdir, remove bool, res *Result, rep Reporter) error {
-	st := begin(rep, "write unit", "writing %s", p)
+// writeTimeout bounds a unit write and its daemon-reload, which run to the
+// end even when the job is cancelled (a unit is never left half-changed).
+const writeTimeout = time.Minute
+
+// writeUnit puts the new (UnitNew) or the previous (UnitOld) text of p in
+// place atomically (a drop-in the change created is removed again for
+// UnitOld), then runs daemon-reload. Once begun, it is not cancelled: it ends
+// with the file and systemd's view of it both old or both new. res.did.unit
+// names the text on disk as soon as it is there.
+func (r *Runbook) writeUnit(ctx context.Context, t *target, p *planned, which string, res *Result, rep Reporter) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	text, mkdir, remove := p.after, p.created, false
+	steps := p.edit.SpecAfter.DraftSteps()
+	if which == UnitOld {
+		text, remove, steps = p.before, p.created, p.edit.SpecBefore.DraftSteps()
+	}
+	st := begin(rep, "write unit", "writing %s", p.path)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	res.did.changed = true
 	if mkdir {
-		if err := runOK(ctx, t, "mkdir", "-p", path.Dir(p)); err != nil {
+		if err := runOK(wctx, t, "mkdir", "-p", path.Dir(p.path)); err != nil {
 			return st.fail(err)
 		}
 	}
 	if remove {
-		if err := runOK(ctx, t, "rm", "-f", p); err != nil {
+		if err := runOK(wctx, t, "rm", "-f", p.path); err != nil {
 			return st.fail(err)
 		}
-	} else if err := t.host.WriteFileAtomic(ctx, p, []byte(text), 0o644); err != nil && !landed(ctx, t, p, text, err, res, st) {
+	} else if err := t.host.WriteFileAtomic(wctx, p.path, []byte(text), 0o644); err != nil && !landed(wctx, t, p.path, text, err, res, st) {
 		return st.fail(err) // it names the file and the host
 	}
-	if err := daemonReload(ctx, t); err != nil {
-		if !isUnknownOutcome(ctx, err) {
+	res.did.unit, res.did.steps = which, steps
+	if err := daemonReload(wctx, t); err != nil {
+		if !isUnknownOutcome(wctx, err) {
 			return st.fail(err)
 		}
 		// daemon-reload is idempotent: run it again on a new connection.
 		res.AddIncident(IncidentConnectionLost)
 		st.warn("connection to %s lost during systemctl daemon-reload (%v): reconnecting to run it again", t.cfg.Host, err)
-		if err := daemonReload(ctx, t); err != nil {
+		if err := daemonReload(wctx, t); err != nil {
 			return st.fail(err)
 		}
 	}
@@ -319,27 +404,79 @@ func (r *Runbook) ensureServing(ctx context.Context, t *target, res *Result, rep
 	return r.startAndServe(ctx, t, res, rep, true)
 }
 
-// verify checks that the running engine reports the unit's settings.
+// verify checks that the running engine reports the unit's settings: SGLang
+// from /server_info; vLLM, which has no such endpoint, from the draft
+// positions of its speculative-decoding counters on /metrics (one per
+// speculative token). When the engine reports no such thing the step is
+// skipped and says so. A mismatch is a *VerifyError (settings_mismatch).
 func (r *Runbook) verify(ctx context.Context, t *target, res *Result, rep Reporter) error {
-	st := begin(rep, "verify", "reading the engine's settings from %s", t.cfg.URL)
-	if t.cfg.Engine != "sglang" {
-		st.skip("vLLM has no /server_info: the unit's settings are taken as deployed")
-		return nil
+	sp := res.Spec
+	if sp.Engine == unit.VLLM {
+		return r.verifyVLLM(ctx, t, res, rep)
 	}
+	st := begin(rep, "verify", "reading the engine's settings from %s/server_info", t.cfg.URL)
 	info, err := t.eng.ServerInfo(ctx)
 	if err != nil {
-		return st.fail(err)
+		return st.fail(&VerifyError{Service: t.name, Err: err})
 	}
-	sp := res.Spec
 	sp.LiveSteps, sp.LiveTopK, sp.LiveDraftTokens = info.Steps, info.TopK, info.DraftTokens
 	if info.Steps != sp.Steps || (sp.TopK != 0 && info.TopK != sp.TopK) || (sp.DraftTokens != 0 && info.DraftTokens != sp.DraftTokens) {
 		res.AddIncident(IncidentSettingsDiffer)
-		return st.fail(fmt.Errorf("the engine reports steps %d, topk %d, draft tokens %d; the unit says %d, %d, %d: something else sets them (a drop-in, an environment file?)",
-			info.Steps, info.TopK, info.DraftTokens, sp.Steps, sp.TopK, sp.DraftTokens))
+		return st.fail(&VerifyError{Service: t.name, Mismatch: true, Err: fmt.Errorf("the engine reports steps %d, topk %d, draft tokens %d; the unit says %d, %d, %d: something else sets them (a drop-in, an environment file?)",
+			info.Steps, info.TopK, info.DraftTokens, sp.Steps, sp.TopK, sp.DraftTokens)})
 	}
 	st.done("engine runs %s steps %d, topk %d, draft tokens %d", algorithmLabel(sp.Algorithm, info.Algorithm), info.Steps, info.TopK, info.DraftTokens)
 	return nil
 }
+
+// vllmPerPos is vLLM's counter of accepted draft tokens per draft position:
+// it has one series per speculative token from the engine's start.
+const vllmPerPos = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+
+func (r *Runbook) verifyVLLM(ctx context.Context, t *target, res *Result, rep Reporter) error {
+	sp := res.Spec
+	st := begin(rep, "verify", "reading the engine's speculative counters from %s/metrics", t.cfg.URL)
+	m, err := t.eng.Metrics(ctx)
+	if err != nil {
+		return st.fail(&VerifyError{Service: t.name, Err: err})
+	}
+	positions := map[string]bool{}
+	for _, s := range m {
+		if s.Name == vllmPerPos {
+			positions[s.Labels["position"]] = true
+		}
+	}
+	if len(positions) == 0 {
+		st.skip("vLLM reports no speculative counters on /metrics: the unit's num_speculative_tokens %d is taken as deployed", sp.Steps)
+		return nil
+	}
+	sp.LiveSteps = len(positions)
+	if sp.LiveSteps != sp.Steps {
+		res.AddIncident(IncidentSettingsDiffer)
+		return st.fail(&VerifyError{Service: t.name, Mismatch: true, Err: fmt.Errorf("the engine counts %d draft positions; the unit says num_speculative_tokens %d: something else sets it (a drop-in, an environment file?)",
+			sp.LiveSteps, sp.Steps)})
+	}
+	st.done("engine runs vLLM num_speculative_tokens %d (%d draft positions on /metrics)", sp.LiveSteps, len(positions))
+	return nil
+}
+
+// VerifyError is an engine that serves but could not be shown to run the
+// unit's settings: it did not answer the settings request, or it reports
+// other settings.
+type VerifyError struct {
+	Service  string
+	Mismatch bool // it reports other settings (else it did not answer)
+	Err      error
+}
+
+func (e *VerifyError) Error() string {
+	if e.Mismatch {
+		return "the engine does not run the new settings: " + e.Err.Error()
+	}
+	return "the engine serves but could not be asked its settings: " + e.Err.Error()
+}
+
+func (e *VerifyError) Unwrap() error { return e.Err }
 
 // algorithmLabel names the algorithm as the unit does, adding what the engine
 // reports when it differs: SGLang runs NEXTN (MTP) as EAGLE and reports EAGLE,

@@ -11,7 +11,10 @@
 // stop of the service until it serves again.
 //
 // Pipelines report progress as Events through a Reporter and return a typed
-// Result whose JSON form is the "result" object of `opsbot run --json`.
+// Result whose JSON form is the "result" object of `opsbot run --json`. The
+// pipelines that act on a service set Result.Left on every return, failures
+// and cancels included: the state they left it in (serving, starting,
+// stopped), which unit text is in place, and the command that helps next.
 package ops
 
 import (
@@ -160,6 +163,13 @@ type Result struct {
 	Details []string `json:"details,omitempty"`
 	// Chart is an optional PNG image for the result (sweeps).
 	Chart []byte `json:"-"`
+	// Left is the state the job left its service in, set on every return of
+	// the pipelines that act on a service (mtp steps, sweep, gpu recover,
+	// svc start|stop|restart), failures, cancels and timeouts included.
+	Left *ServiceLeft `json:"left,omitempty"`
+
+	// did is what the pipeline has done to the service so far.
+	did did
 }
 
 // AddIncident records code once.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
@@ -181,8 +182,21 @@ func (s *step) done(format string, a ...any) {
 }
 
 // fail reports the step failed and returns err wrapped with the step's name.
+// A step ended by the job's end (cancel, timeout, shutdown) says "stopped"
+// rather than Go's "context canceled".
 func (s *step) fail(err error) error {
-	s.rep.Report(Event{At: time.Now(), Step: s.name, Status: StepFailed, Message: err.Error()})
+	msg := err.Error()
+	for _, c := range []error{context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, c) {
+			if m := strings.TrimSuffix(strings.TrimSuffix(msg, c.Error()), ": "); m != msg {
+				msg = m + " (stopped)"
+				if m == "" {
+					msg = "stopped"
+				}
+			}
+		}
+	}
+	s.rep.Report(Event{At: time.Now(), Step: s.name, Status: StepFailed, Message: msg})
 	return fmt.Errorf("%s: %w", s.name, err)
 }
 

@@ -17,11 +17,14 @@ func daemonReload(ctx context.Context, t *target) error {
 // ServiceAction is `svc start|stop|restart`. Start and restart wait until the
 // engine serves and recover a restart loop on held GPU memory once; stop
 // reports GPU memory that its stop left behind.
-func (r *Runbook) ServiceAction(ctx context.Context, service, verb string, dryRun bool, rep Reporter) (*Result, error) {
+func (r *Runbook) ServiceAction(ctx context.Context, service, verb string, dryRun bool, rep Reporter) (_ *Result, err error) {
 	res := &Result{Incidents: []string{}}
 	t, err := r.target(service)
 	if err != nil {
 		return nil, err
+	}
+	if !dryRun {
+		defer func() { r.leave(ctx, t, res, err == nil && verb != "stop") }()
 	}
 	if dryRun {
 		s, err := t.unit.Show(ctx)

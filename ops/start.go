@@ -115,6 +115,7 @@ func (r *Runbook) stop(ctx context.Context, t *target, res *Result, rep Reporter
 		st.done("already %s", s.ActiveState)
 		return nil
 	}
+	res.did.changed, res.did.started = true, false
 	if err := r.systemctl(ctx, t, res, st, "stop"); err != nil {
 		return st.fail(err)
 	}
@@ -171,6 +172,7 @@ func (r *Runbook) startOnce(ctx context.Context, t *target, res *Result, rep Rep
 		}
 	}
 	since := time.Now()
+	res.did.changed, res.did.started = true, true
 	if err := r.systemctl(ctx, t, res, st, "start"); err != nil {
 		var ce *systemd.CommandError
 		if errors.As(err, &ce) {
@@ -217,6 +219,7 @@ func (r *Runbook) startError(ctx context.Context, t *target, res *Result, since 
 // *StartError instead of waiting out the ready timeout.
 func (r *Runbook) waitServing(ctx context.Context, t *target, res *Result, rep Reporter, since time.Time, restarts int) error {
 	st := begin(rep, "wait until ready", "waiting for %s to serve (up to %s)", t.cfg.URL, t.cfg.ReadyTimeout)
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.ReadyTimeout)
 	defer cancel()
 	t0 := time.Now()
@@ -250,11 +253,30 @@ func (r *Runbook) waitServing(ctx context.Context, t *target, res *Result, rep R
 			}
 		}
 		if err := sleepCtx(ctx, r.cfg.Poll); err != nil {
+			if parent.Err() == nil {
+				// The ready timeout, not the job's end.
+				return st.fail(&NotServingError{URL: t.cfg.URL, After: time.Since(t0).Round(time.Second), Last: phaseText(last), Err: err})
+			}
 			return st.fail(fmt.Errorf("%s not serving after %s (last: %s): %w", t.cfg.URL,
 				time.Since(t0).Round(time.Second), phaseText(last), err))
 		}
 	}
 }
+
+// NotServingError is an engine that did not serve within the service's ready
+// timeout while its unit stayed active.
+type NotServingError struct {
+	URL   string
+	After time.Duration
+	Last  string // the last phase seen
+	Err   error
+}
+
+func (e *NotServingError) Error() string {
+	return fmt.Sprintf("%s not serving after %s (the ready timeout; last: %s)", e.URL, e.After, e.Last)
+}
+
+func (e *NotServingError) Unwrap() error { return e.Err }
 
 // awaited says what the wait for readiness waits for in phase p.
 func awaited(p engine.Phase) string {

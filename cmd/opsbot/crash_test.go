@@ -17,7 +17,8 @@ import (
 )
 
 // TestMain lets a test run this binary as opsbot itself: with OPSBOT_TEST_MAIN
-// set, the process is `opsbot` with the arguments after "--".
+// set, the process is `opsbot` with the arguments after "--", signals handled
+// as main handles them.
 func TestMain(m *testing.M) {
 	if os.Getenv("OPSBOT_TEST_MAIN") == "1" {
 		args := os.Args[1:]
@@ -27,7 +28,10 @@ func TestMain(m *testing.M) {
 				break
 			}
 		}
-		os.Exit(run(context.Background(), args, os.Stdin, os.Stdout, os.Stderr))
+		ctx, stop := signalContext()
+		code := run(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

@@ -39,10 +39,19 @@ Each subcommand explains itself: opsbot run --help (or opsbot help run).
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// signalContext is cancelled by the first SIGINT or SIGTERM: `opsbot run`
+// then stops its jobs and prints how each left its service. After that first
+// signal the default action is back, so a second one ends the process at once.
+func signalContext() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
 }
 
 // usageError marks errors that exit 2.

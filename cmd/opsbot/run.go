@@ -51,7 +51,17 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return 1, err
 	}
 	defer e.Close()
-	return console.Run(ctx, console.RunOptions{Bot: e.app, OSUser: defaultUser(), As: *as, JSON: *asJSON, Yes: *yes,
+	// Ctrl-C or SIGTERM (ctx ends) stops the jobs, as opsbot shutting down,
+	// and waits for each to report its final message: what it did and the
+	// state it left its service in. Commands not yet begun are refused.
+	stopJobs := context.AfterFunc(ctx, func() {
+		if ids := e.app.Active(); len(ids) > 0 {
+			fmt.Fprintf(stderr, "opsbot: interrupted: stopping job %s; it reports the state it leaves its service in (Ctrl-C again quits at once)\n", jobList(ids))
+		}
+		e.app.Engine.Shutdown()
+	})
+	defer stopJobs()
+	return console.Run(context.WithoutCancel(ctx), console.RunOptions{Bot: e.app, OSUser: defaultUser(), As: *as, JSON: *asJSON, Yes: *yes,
 		Ask: console.TerminalAsk(stdin, stderr), Out: stdout, Err: stderr, Invocation: invocation(fs)}, cmds), nil
 }
 
@@ -85,6 +95,15 @@ func invocation(fs *flag.FlagSet) string {
 		parts = append(parts, "--"+f.Name, console.ShellQuote(f.Value.String()))
 	})
 	return strings.Join(parts, " ")
+}
+
+// jobList renders job ids as "#3" or "#3, #4".
+func jobList(ids []int64) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprintf("#%d", id)
+	}
+	return strings.Join(s, ", ")
 }
 
 func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {

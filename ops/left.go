@@ -1,0 +1,247 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/opsbot/opsbot/ops/engine"
+	"github.com/opsbot/opsbot/ops/gpu"
+)
+
+// LeftState is what a service is doing when its job returns.
+type LeftState string
+
+// The states a job leaves a service in.
+const (
+	LeftServing  LeftState = "serving"  // active, and the engine answers /health
+	LeftStarting LeftState = "starting" // started (or restarting): the engine does not serve yet
+	LeftStopped  LeftState = "stopped"  // inactive or failed: not serving
+	LeftUnknown  LeftState = "unknown"  // the host did not answer when asked
+)
+
+// Which unit text is in place when a job that edits the unit returns.
+const (
+	UnitOld = "old" // the text the job found (never changed, or restored)
+	UnitNew = "new" // the job's edit
+)
+
+// ServiceLeft is the state a job left its service in, and what helps next.
+// Its JSON is the "left" object of `opsbot run --json`:
+//
+//	{"service": "qwen", "state": "stopped", "unit": "new", "steps": 6, "changed": true,
+//	 "next": "svc start qwen", "undo": "mtp steps 3 qwen"}
+type ServiceLeft struct {
+	Service string    `json:"service"`
+	State   LeftState `json:"state"`
+	// Unit is which unit text is in place, UnitOld or UnitNew; "" for a job
+	// that does not edit the unit.
+	Unit string `json:"unit,omitempty"`
+	// Steps are the draft steps of the unit in place (jobs that edit it).
+	Steps int `json:"steps,omitempty"`
+	// Changed is false when the job did nothing to the service (no stop, no
+	// write, no start): it is as the job found it.
+	Changed bool `json:"changed"`
+	// RolledBack: the job put the previous unit text back.
+	RolledBack bool `json:"rolled_back,omitempty"`
+	// Started: the job issued a start on the unit in place that the service
+	// has not finished (a cancel or shutdown does not stop a start once
+	// systemctl start has run; the engine goes on loading).
+	Started bool `json:"started,omitempty"`
+	// Next is the one chat command that gets the service serving again (or
+	// shows when it does); "" when it serves, or when no command of opsbot
+	// helps (then Advice says what does).
+	Next string `json:"next,omitempty"`
+	// Undo is the chat command that puts the previous steps back, when the
+	// new unit is in place.
+	Undo string `json:"undo,omitempty"`
+	// Advice is what helps when no command of opsbot does, such as a GPU
+	// reset or a reboot for a process in D state.
+	Advice string `json:"advice,omitempty"`
+}
+
+// did is what a pipeline has done to its service so far; leave turns it into
+// Result.Left.
+type did struct {
+	changed    bool   // stopped, wrote or started something
+	started    bool   // the last action was a start
+	unit       string // UnitOld, UnitNew or "" (no unit edit in this job)
+	steps      int    // steps of the unit text in place
+	oldSteps   int    // steps of the text the job found
+	rolledBack bool
+	advice     string // set when no command of opsbot helps (D state)
+	gpuHeld    bool   // the GPUs could not be cleared
+}
+
+// leftReadTimeout bounds the reading of a service's state for Result.Left,
+// which runs even when the job's context has ended.
+const leftReadTimeout = 10 * time.Second
+
+// leave sets res.Left from what the pipeline did (res.did) and the state
+// systemd and the engine report now. It runs on every return of a pipeline
+// that acts on a service, with a context of its own when ctx has ended
+// (cancel, timeout, shutdown), bounded by leftReadTimeout. serving is true
+// when the pipeline has just seen the engine serve (no need to read it).
+func (r *Runbook) leave(ctx context.Context, t *target, res *Result, serving bool) {
+	if res == nil || t == nil {
+		return
+	}
+	d := res.did
+	l := &ServiceLeft{Service: t.name, Unit: d.unit, Changed: d.changed, RolledBack: d.rolledBack, Advice: d.advice}
+	if d.unit != "" {
+		l.Steps = d.steps
+	}
+	if serving {
+		l.State = LeftServing
+	} else {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leftReadTimeout)
+		defer cancel()
+		l.State = LeftUnknown
+		if s, err := t.unit.Show(rctx); err == nil {
+			switch {
+			case s.Stopped():
+				l.State = LeftStopped
+			case s.ActiveState == "active":
+				l.State = LeftStarting
+				if ph, _ := t.eng.Probe(rctx); ph == engine.PhaseReady {
+					l.State = LeftServing
+				}
+			default: // activating, deactivating, reloading
+				l.State = LeftStarting
+			}
+		}
+	}
+	l.Started = d.started && l.State == LeftStarting
+	switch {
+	case l.State == LeftServing:
+	case d.advice != "":
+		// Nothing opsbot runs helps until the GPU is reset or the node rebooted.
+	case l.State == LeftUnknown, l.State == LeftStarting:
+		l.Next = "svc status " + t.name
+	case d.gpuHeld:
+		l.Next = "gpu recover " + t.name
+	default:
+		l.Next = "svc start " + t.name
+	}
+	if d.unit == UnitNew && d.oldSteps > 0 && d.oldSteps != d.steps {
+		l.Undo = fmt.Sprintf("mtp steps %d %s", d.oldSteps, t.name)
+	}
+	res.Left = l
+}
+
+// Sentence says in one line what state l is, for the final message of a job:
+// "qwen is stopped; its unit has the new text (steps 6), not started".
+func (l *ServiceLeft) Sentence() string {
+	if l == nil {
+		return ""
+	}
+	on := ""
+	switch {
+	case l.Unit == UnitNew:
+		on = fmt.Sprintf(" on the new unit (steps %d)", l.Steps)
+	case l.Unit == UnitOld && l.RolledBack:
+		on = fmt.Sprintf(" on the restored previous unit (steps %d)", l.Steps)
+	case l.Unit == UnitOld:
+		on = fmt.Sprintf(" on its unchanged unit (steps %d)", l.Steps)
+	}
+	var s string
+	switch l.State {
+	case LeftServing:
+		s = l.Service + " serves" + on
+	case LeftStarting:
+		if l.Started {
+			s = l.Service + " was started" + on + " and is still loading (the job does not stop a start it began)"
+		} else {
+			s = l.Service + " is starting" + on + ", not serving yet"
+		}
+	case LeftStopped:
+		switch {
+		case l.Unit == UnitNew:
+			s = fmt.Sprintf("%s is stopped; its unit has the new text (steps %d), not started", l.Service, l.Steps)
+		case l.Unit == UnitOld && l.RolledBack:
+			s = fmt.Sprintf("%s is stopped; the previous unit (steps %d) is restored, not started", l.Service, l.Steps)
+		case l.Unit == UnitOld:
+			s = fmt.Sprintf("%s is stopped; its unit is unchanged (steps %d)", l.Service, l.Steps)
+		default:
+			s = l.Service + " is stopped"
+		}
+	default:
+		s = l.Service + " is in an unknown state (its host did not answer)"
+	}
+	if !l.Changed {
+		s += "; the job changed nothing"
+	}
+	return s
+}
+
+// stuckAdvice says what helps a service whose GPUs a D-state process holds:
+// the node it lives on, the GPUs it holds, and a GPU reset or a reboot.
+func stuckAdvice(t *target, kill []gpu.Process, err *gpu.StuckError) (msg, advice string) {
+	var who, idx []string
+	seen := map[int]bool{}
+	for _, pid := range err.PIDs {
+		for _, p := range kill {
+			if p.PID != pid {
+				continue
+			}
+			var on []string
+			for _, g := range p.GPUs {
+				on = append(on, fmt.Sprint(g.Index))
+				if !seen[g.Index] {
+					seen[g.Index] = true
+					idx = append(idx, fmt.Sprint(g.Index))
+				}
+			}
+			where := ""
+			if len(on) > 0 {
+				where = " holding GPU " + strings.Join(on, ",")
+			}
+			who = append(who, fmt.Sprintf("PID %d (%s)%s", p.PID, shortCommand(p.Cmdline), where))
+		}
+	}
+	if len(who) == 0 {
+		for _, pid := range err.PIDs {
+			who = append(who, fmt.Sprintf("PID %d", pid))
+		}
+	}
+	reset := "reset its GPUs"
+	if len(idx) > 0 {
+		reset = fmt.Sprintf("reset GPU %s (`nvidia-smi --gpu-reset -i %s` on %s, once nothing else uses it)",
+			strings.Join(idx, ","), strings.Join(idx, ","), t.nodeName)
+	}
+	advice = fmt.Sprintf("%s, or reboot %s; `gpu recover` cannot help: no signal ends a process in D state", reset, t.nodeName)
+	msg = fmt.Sprintf("on %s, %s in D state (uninterruptible, inside the GPU driver): no signal can kill it, so %s's GPUs cannot be cleared",
+		t.nodeName, strings.Join(who, ", "), t.name)
+	return msg, advice
+}
+
+// StuckProcessError is a D-state process that holds a service's GPUs: only a
+// GPU reset or a reboot of the node ends it. It wraps the *gpu.StuckError.
+type StuckProcessError struct {
+	Service string
+	Node    string
+	Msg     string // the processes, where they live, the GPUs they hold
+	Advice  string
+	Err     *gpu.StuckError
+}
+
+func (e *StuckProcessError) Error() string {
+	return e.Msg + "; " + e.Service + " is down (stopped). " + upperFirst(e.Advice)
+}
+
+func (e *StuckProcessError) Unwrap() error { return e.Err }
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// isStuck reports whether err is a D-state process holding GPUs.
+func isStuck(err error) bool {
+	var se *gpu.StuckError
+	return errors.As(err, &se)
+}
