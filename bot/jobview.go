@@ -122,7 +122,7 @@ func RenderJob(j store.Job, evs []store.Event, audit []store.AuditEntry, res *op
 		for i, e := range evs {
 			lines[i] = RenderEvent(ops.Event{At: e.At, Step: e.Step, Status: ops.StepStatus(e.Status), Message: e.Message})
 		}
-		fmt.Fprintf(&b, "\nsteps (UTC):\n%s", Pre(strings.Join(lines, "\n")))
+		fmt.Fprintf(&b, "\nsteps:\n%s", Pre(strings.Join(lines, "\n")))
 	} else {
 		b.WriteString("\nno steps recorded")
 	}

@@ -137,7 +137,7 @@ func TestJobAndUndoGolden(t *testing.T) {
 	golden(t, "job", b.String())
 
 	full := h.handle("vic", fmt.Sprintf("job #%d", q.JobID)).Text
-	for _, want := range []string{"asked by test:olga", "confirmed by test:olga", "TIME ▶ stop", "the unit diff it applied", "+    --speculative-num-steps 10"} {
+	for _, want := range []string{"asked by test:olga", "confirmed by test:olga", "TIME UTC ▶ stop", "the unit diff it applied", "+    --speculative-num-steps 10"} {
 		if !strings.Contains(stable(full), want) {
 			t.Errorf("job view lacks %q:\n%s", want, full)
 		}
