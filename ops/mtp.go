@@ -524,7 +524,7 @@ func (r *Runbook) MTPShow(ctx context.Context, service string, rep Reporter) (*R
 			line += fmt.Sprintf("; engine %s steps %d, topk %d, draft tokens %d", algorithmLabel(res.Spec.Algorithm, info.Algorithm),
 				info.Steps, info.TopK, info.DraftTokens)
 			if info.AvgAcceptLen > 0 {
-				line += fmt.Sprintf(", lifetime accept len %.2f", info.AvgAcceptLen)
+				line += fmt.Sprintf(", accept len %.2f since the engine started or its cache was last flushed", info.AvgAcceptLen)
 			}
 		} else {
 			line += "; engine not answering (" + err.Error() + ")"
