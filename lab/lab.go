@@ -523,7 +523,9 @@ func (l *Lab) Describe() string {
 	if len(fs) == 0 {
 		fs = []string{"none"}
 	}
-	fmt.Fprintf(&b, "  faults: %s; time scale x%g\n", strings.Join(fs, ","), l.opts.TimeScale)
+	fmt.Fprintf(&b, "  faults: %s\n", strings.Join(fs, ","))
+	fmt.Fprintf(&b, "  lab time runs x%g: a %s model load takes %s here, and so do restarts, stops and GPU memory release\n",
+		l.opts.TimeScale, l.loadTime(), (time.Duration(float64(l.loadTime()) / l.opts.TimeScale)).Round(100*time.Millisecond))
 	return b.String()
 }
 

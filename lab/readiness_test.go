@@ -119,3 +119,18 @@ func TestSlowLoadAddsToLoadTime(t *testing.T) {
 		}
 	}
 }
+
+// The lab's banner explains its time scale in terms a person can use: how long a model
+// load takes in lab time and in real time.
+func TestDescribeExplainsTheTimeScale(t *testing.T) {
+	fl, err := ParseFaults("slow-load=60s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := newFaultSet(fl)
+	l := &Lab{opts: Options{LoadTime: 60 * time.Second, TimeScale: 25, Faults: fl}, faults: &fs}
+	got := l.Describe()
+	if want := "lab time runs x25: a 2m0s model load takes 4.8s here"; !strings.Contains(got, want) {
+		t.Errorf("banner %q lacks %q", got, want)
+	}
+}
