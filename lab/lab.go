@@ -524,7 +524,7 @@ func (l *Lab) Describe() string {
 		fs = []string{"none"}
 	}
 	fmt.Fprintf(&b, "  faults: %s\n", strings.Join(fs, ","))
-	fmt.Fprintf(&b, "  lab time runs x%g: a %s model load takes %s here, and so do restarts, stops and GPU memory release\n",
+	fmt.Fprintf(&b, "  lab time runs %gx faster than real time: a %s model load takes %s here; restarts, stops and GPU memory release are sped up alike\n",
 		l.opts.TimeScale, l.loadTime(), (time.Duration(float64(l.loadTime()) / l.opts.TimeScale)).Round(100*time.Millisecond))
 	return b.String()
 }

@@ -130,7 +130,7 @@ func TestDescribeExplainsTheTimeScale(t *testing.T) {
 	fs := newFaultSet(fl)
 	l := &Lab{opts: Options{LoadTime: 60 * time.Second, TimeScale: 25, Faults: fl}, faults: &fs}
 	got := l.Describe()
-	if want := "lab time runs x25: a 2m0s model load takes 4.8s here"; !strings.Contains(got, want) {
+	if want := "lab time runs 25x faster than real time: a 2m0s model load takes 4.8s here"; !strings.Contains(got, want) {
 		t.Errorf("banner %q lacks %q", got, want)
 	}
 }
