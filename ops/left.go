@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -238,10 +237,4 @@ func upperFirst(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
-}
-
-// isStuck reports whether err is a D-state process holding GPUs.
-func isStuck(err error) bool {
-	var se *gpu.StuckError
-	return errors.As(err, &se)
 }

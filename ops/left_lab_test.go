@@ -157,8 +157,7 @@ func engineProxy(t *testing.T, target string, rewrite func(path string, body []b
 // An engine that serves but ignores the new steps (it reports steps 3) fails
 // verify: the previous unit is restored and started, and the error says so.
 func TestVerifyMismatchRollsBack(t *testing.T) {
-	var r *rig
-	r = newRig(t, labOpts(), func(c *ops.Config) {
+	r := newRig(t, labOpts(), func(c *ops.Config) {
 		s := c.Services["qwen"]
 		s.URL = engineProxy(t, s.URL, func(path string, b []byte) (int, []byte, bool) {
 			if path != "/server_info" && path != "/get_server_info" {
