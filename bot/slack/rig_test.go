@@ -282,6 +282,7 @@ func (r *rig) click(actionID, user, channel, responseName string) {
 	r.t.Helper()
 	payload := map[string]any{
 		"type":         "block_actions",
+		"trigger_id":   strconv.FormatInt(time.Now().UnixNano(), 10), // each click is a delivery of its own
 		"user":         map[string]string{"id": user, "name": strings.ToLower(user)},
 		"channel":      map[string]string{"id": channel},
 		"response_url": r.responseURL(responseName),
