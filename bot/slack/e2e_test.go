@@ -1,11 +1,15 @@
 package slack
 
 import (
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/slack-go/slack"
+
+	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -147,4 +151,35 @@ func checkJobThread(t *testing.T, jt jobThread) {
 	if len(jt.reacted) != 1 || jt.reacted[0] != "white_check_mark" {
 		t.Errorf("reactions on the root: %v; want white_check_mark", jt.reacted)
 	}
+}
+
+// TestMtpStepsOverSocketMode: the same job through Socket Mode: the slash
+// command's envelope is acked with the answer, the job runs on the lab and
+// Slack shows the same thread; the envelope delivered again is acked and
+// runs nothing.
+func TestMtpStepsOverSocketMode(t *testing.T) {
+	r := newRig(t, rigOptions{lab: true, mode: config.SlackModeSocket})
+	before := len(r.slack.state().calls)
+	cmd := map[string]string{"command": "/mtp", "text": "steps 10", "user_id": operatorID, "user_name": "olga",
+		"channel_id": opsChannel, "team_id": "T0TEAM", "response_url": r.responseURL("socket")}
+	r.slack.send("env-1", "slash_commands", cmd)
+	var ack slack.WebhookMessage
+	r.waitFor("the slash command's ack", 10*time.Second, func() bool { return len(r.slack.ack("env-1")) == 1 })
+	if err := json.Unmarshal(r.slack.ack("env-1")[0].Payload, &ack); err != nil || !strings.Contains(ack.Text, "#1 queued") ||
+		ack.ResponseType != "ephemeral" {
+		t.Fatalf("ack %s (%v); want the job's id, ephemeral", r.slack.ack("env-1")[0].Payload, err)
+	}
+	r.slack.send("env-1", "slash_commands", cmd) // Slack's retry of the same envelope
+	r.waitFor("the retry's ack", 10*time.Second, func() bool { return len(r.slack.ack("env-1")) == 2 })
+	j := r.waitJob(1, 3*time.Minute)
+	if j.Status != store.Succeeded {
+		t.Fatalf("job #1 %s: %s", j.Status, j.Error)
+	}
+	jt := readJob(r, opsChannel, before, 30*time.Second)
+	checkJobThread(t, jt)
+	if n := len(r.jobs()); n != 1 || r.in.handled.Load() != 1 {
+		t.Fatalf("%d jobs, %d requests; the retried envelope must run nothing", n, r.in.handled.Load())
+	}
+	t.Logf("mtp steps 10 over Socket Mode: %d Slack calls (%d edits, %d thread messages); worst step shown %s after it happened",
+		jt.calls, len(jt.edits), len(jt.thread), stepLag(t, jt.thread))
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slacktest"
 )
@@ -47,7 +48,15 @@ type fakeSlack struct {
 	calls     []fakeCall
 	groups    []slack.UserGroup
 	limit     map[string]int // method -> 429s still to answer
-	seen      []string       // what a Socket Mode client sent (acks)
+	fail      map[string]int // method -> failures (HTTP 500) still to answer
+	authErr   string         // auth.test's error, if any
+	acks      []socketAck    // what Socket Mode clients sent back
+	envelopes chan string    // what to send to the Socket Mode client
+}
+
+type socketAck struct {
+	EnvelopeID string          `json:"envelope_id"`
+	Payload    json.RawMessage `json:"payload"`
 }
 
 type fakeMsg struct {
@@ -76,7 +85,8 @@ type fakeCall struct {
 }
 
 func newFakeSlack(t testing.TB) *fakeSlack {
-	f := &fakeSlack{t: t, edits: map[string][]fakeMsg{}, uploads: map[string][]byte{}, limit: map[string]int{}}
+	f := &fakeSlack{t: t, edits: map[string][]fakeMsg{}, uploads: map[string][]byte{}, limit: map[string]int{}, fail: map[string]int{},
+		envelopes: make(chan string, 64)}
 	bind := func(c slacktest.Customize) {
 		c.Handle("/chat.postMessage", f.record("chat.postMessage", f.postMessage))
 		c.Handle("/chat.update", f.record("chat.update", f.update))
@@ -87,7 +97,15 @@ func newFakeSlack(t testing.TB) *fakeSlack {
 		c.Handle("/files.completeUploadExternal", f.record("files.completeUploadExternal", f.completeUpload))
 		c.Handle("/upload/", f.record("upload", f.upload))
 		c.Handle("/response/", f.record("response_url", f.response))
+		c.Handle("/ws", f.socket)
 		c.Handle("/auth.test", f.record("auth.test", func(w http.ResponseWriter, _ *http.Request, _ url.Values) {
+			f.mu.Lock()
+			bad := f.authErr
+			f.mu.Unlock()
+			if bad != "" {
+				writeErr(w, bad)
+				return
+			}
 			writeOK(w, map[string]any{"user_id": "U0BOT", "bot_id": "B0BOT", "team_id": "T0TEAM", "user": "opsbot"})
 		}))
 	}
@@ -106,11 +124,18 @@ func (f *fakeSlack) record(method string, h func(http.ResponseWriter, *http.Requ
 	return func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.calls = append(f.calls, fakeCall{Method: method, At: time.Now()})
-		limited := f.limit[method] > 0
+		limited, failed := f.limit[method] > 0, f.fail[method] > 0 && f.limit[method] == 0
 		if limited {
 			f.limit[method]--
 		}
+		if failed {
+			f.fail[method]--
+		}
 		f.mu.Unlock()
+		if failed {
+			http.Error(w, "internal error", http.StatusInternalServerError)
+			return
+		}
 		if limited {
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusTooManyRequests)
@@ -135,6 +160,18 @@ func writeOK(w http.ResponseWriter, fields map[string]any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
+}
+
+// inject makes the next n calls of method answer 429 (Retry-After: 1 s)
+// when limited, else fail with HTTP 500.
+func (f *fakeSlack) inject(method string, n int, limited bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if limited {
+		f.limit[method] += n
+	} else {
+		f.fail[method] += n
+	}
 }
 
 // ts hands out unique, increasing message timestamps.
@@ -377,4 +414,85 @@ func blocksOf(t testing.TB, m slack.WebhookMessage) string {
 		t.Fatal(err)
 	}
 	return blocksText(t, raw)
+}
+
+// socket is the Socket Mode WebSocket (apps.connections.open hands out its
+// URL). It replaces slacktest's RTM socket, which spins on a read error after
+// the client goes and needs its unbuffered feeds drained: this one says
+// hello, sends the queued envelopes, pings as Slack does, and records every
+// ack until the client goes.
+func (f *fakeSlack) socket(w http.ResponseWriter, r *http.Request) {
+	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+	c, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	done := make(chan struct{})
+	defer close(done)
+	var wmu sync.Mutex
+	write := func(s string) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		return c.WriteMessage(websocket.TextMessage, []byte(s))
+	}
+	if write(`{"type":"hello","num_connections":1}`) != nil {
+		return
+	}
+	go func() {
+		ping := time.NewTicker(5 * time.Second)
+		defer ping.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case e := <-f.envelopes:
+				if write(e) != nil {
+					return
+				}
+			case <-ping.C:
+				wmu.Lock()
+				err := c.WriteControl(websocket.PingMessage, nil, time.Now().Add(time.Second))
+				wmu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}
+	}()
+	for {
+		_, b, err := c.ReadMessage()
+		if err != nil {
+			return
+		}
+		var a socketAck
+		if json.Unmarshal(b, &a) == nil && a.EnvelopeID != "" {
+			f.mu.Lock()
+			f.acks = append(f.acks, a)
+			f.mu.Unlock()
+		}
+	}
+}
+
+// send queues a Socket Mode envelope for the connected client.
+func (f *fakeSlack) send(envelopeID, typ string, payload any) {
+	b, err := json.Marshal(map[string]any{"envelope_id": envelopeID, "type": typ, "payload": payload,
+		"accepts_response_payload": typ == "slash_commands"})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.envelopes <- string(b)
+}
+
+// ack returns the acks of envelopeID so far.
+func (f *fakeSlack) ack(envelopeID string) []socketAck {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []socketAck
+	for _, a := range f.acks {
+		if a.EnvelopeID == envelopeID {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -49,7 +49,7 @@ var testUsers = map[string]string{
 // rig is an opsbot with the Slack adapter against fakeSlack: the real App
 // (store, dispatcher, job engine) and, with lab, the lab's hosts over SSH.
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	slack  *fakeSlack
 	ad     *Adapter
 	app    *bot.App
@@ -101,7 +101,7 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-func newRig(t *testing.T, o rigOptions) *rig {
+func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
 	if o.mode == "" {
 		o.mode = config.SlackModeHTTP
@@ -174,7 +174,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 
 // labRunbook is the ops layer on the lab's hosts, as cmd/opsbot builds it
 // from a config, with short benchmarks.
-func labRunbook(t *testing.T, l *lab.Lab, nodes ops.NodeLocker) (*ops.Runbook, error) {
+func labRunbook(t testing.TB, l *lab.Lab, nodes ops.NodeLocker) (*ops.Runbook, error) {
 	key, kh := labtest.Files(t, l)
 	topo := l.Topology()
 	cfg := ops.Config{KeyFile: key, KnownHosts: kh, Hosts: map[string]ops.HostConfig{}, Services: map[string]ops.ServiceConfig{},
