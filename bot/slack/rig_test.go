@@ -245,16 +245,22 @@ func (r *rig) sign(d delivery) delivery {
 // post sends d and returns the status and body of the answer.
 func (r *rig) post(d delivery) (int, string) {
 	r.t.Helper()
+	return r.postT(r.t, d)
+}
+
+// postT is post failing t (a fuzz target's own).
+func (r *rig) postT(t testing.TB, d delivery) (int, string) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, r.events.URL+EventsPath, strings.NewReader(d.body))
 	if err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", d.contentType)
 	req.Header.Set("X-Slack-Request-Timestamp", d.ts)
 	req.Header.Set("X-Slack-Signature", d.sig)
 	resp, err := r.events.Client().Do(req)
 	if err != nil {
-		r.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
