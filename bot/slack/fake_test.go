@@ -356,14 +356,6 @@ func (s fakeState) thread(ts string) []fakeMsg {
 	return out
 }
 
-// latest is the text a message shows now: its last edit, or as posted.
-func (s fakeState) latest(m fakeMsg) string {
-	if e := s.edits[m.TS]; len(e) > 0 {
-		return e[len(e)-1].Text
-	}
-	return m.Text
-}
-
 // blocksText joins the text of a message's blocks.
 func blocksText(t testing.TB, raw json.RawMessage) string {
 	t.Helper()

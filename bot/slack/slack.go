@@ -246,8 +246,28 @@ func (a *Adapter) call(ctx context.Context, what string, f func(context.Context)
 			}
 			err = errors.Join(err, ctx.Err())
 		}
+		if hint := errorHint(err); hint != "" {
+			return fmt.Errorf("slack %s: %w (%s)", what, err, hint)
+		}
 		return fmt.Errorf("slack %s: %w", what, err)
 	}
+}
+
+// errorHint names the fix for the Web API errors an operator can fix.
+func errorHint(err error) string {
+	var se slack.SlackErrorResponse
+	if !errors.As(err, &se) {
+		return ""
+	}
+	switch se.Err {
+	case "not_in_channel", "channel_not_found":
+		return "invite the bot to the channel: /invite @opsbot"
+	case "missing_scope":
+		return "the app lacks a scope: reinstall it from deploy/slack-manifest.yaml"
+	case "invalid_auth", "not_authed", "token_revoked", "account_inactive":
+		return "check slack.bot_token"
+	}
+	return ""
 }
 
 // Post sends a new root message to channel room.

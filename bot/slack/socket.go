@@ -68,9 +68,7 @@ func (a *Adapter) socketOnce(ctx context.Context) (connected bool, err error) {
 		case evt := <-client.Events:
 			switch evt.Type {
 			case socketmode.EventTypeConnecting:
-				if !connected {
-					a.setStatus("connecting to Slack (Socket Mode)")
-				}
+				a.setStatus("connecting to Slack (Socket Mode)")
 			case socketmode.EventTypeConnectionError:
 				a.setStatus(fmt.Sprintf("connecting to Slack (Socket Mode): %v", errorOf(evt.Data)))
 			case socketmode.EventTypeInvalidAuth:
