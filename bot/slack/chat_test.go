@@ -97,3 +97,56 @@ func TestMentionRunsCommand(t *testing.T) {
 		t.Errorf("%d requests reached the bot; want 1 (the retry and the other channel run nothing)", n)
 	}
 }
+
+// TestEditsPaced: edits of one message within EditInterval are held and
+// the latest sent once the interval is up; a final edit goes at once,
+// replaces any held one, and nothing sent later covers it.
+func TestEditsPaced(t *testing.T) {
+	f := newFakeSlack(t)
+	ad := chatAdapter(t, f)
+	ctx := context.Background()
+	root, err := ad.Post(ctx, opsChannel, bot.Message{Kind: bot.KindStatus, Text: "⏳ #9 queued"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"🔄 #9 running · a", "🔄 #9 running · b", "🔄 #9 running · c"} {
+		if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for f.state().count("chat.update") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the held edit was never sent")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s := f.state()
+	if e := s.edits[root.ID]; len(e) != 1 || e[0].Text != "🔄 #9 running · c" {
+		t.Fatalf("edits %+v; want one, the latest", e)
+	}
+	if gap := e0(s, root.ID).At.Sub(s.msgs[0].At); gap < EditInterval-50*time.Millisecond {
+		t.Errorf("held edit sent %s after the post; want about %s", gap, EditInterval)
+	}
+	// Held again (within the interval of the last update), then the final edit.
+	if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Text: "🔄 #9 running · d"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Final: true, Text: "✅ #9 succeeded"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Text: "🔄 #9 late"}); err != nil {
+		t.Fatal(err)
+	}
+	ad.tasks.wait() // every held edit sent or dropped
+	s = f.state()
+	e := s.edits[root.ID]
+	if len(e) != 2 || e[1].Text != "✅ #9 succeeded" {
+		t.Fatalf("edits %+v; want the held one dropped and the final one last", e)
+	}
+	if len(s.reactions) != 1 || s.reactions[0].Name != "white_check_mark" {
+		t.Errorf("reactions %+v", s.reactions)
+	}
+}
+
+func e0(s fakeState, ts string) fakeMsg { return s.edits[ts][0] }

@@ -128,7 +128,7 @@ func (a *Adapter) click(ctx context.Context, in bot.Inbound, cb slack.Interactio
 // delivery's response_url when it has one (and it is Slack's), else as an
 // ephemeral message (chat.postEphemeral) or a channel message.
 func (a *Adapter) answer(responseURL, channel, user string, m *slack.WebhookMessage) {
-	a.wg.Go(func() {
+	a.tasks.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), answerTimeout)
 		defer cancel()
 		var err error

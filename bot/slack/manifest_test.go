@@ -19,7 +19,9 @@ func TestManifestMatchesAdapter(t *testing.T) {
 	}
 	var m struct {
 		Features struct {
-			BotUser       struct{ DisplayName string `yaml:"display_name"` } `yaml:"bot_user"`
+			BotUser struct {
+				DisplayName string `yaml:"display_name"`
+			} `yaml:"bot_user"`
 			SlashCommands []struct {
 				Command, Description string
 				UsageHint            string `yaml:"usage_hint"`

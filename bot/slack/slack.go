@@ -25,7 +25,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,8 +69,9 @@ type Adapter struct {
 	seen   *dedupe
 	groups groupCache
 	calls  atomic.Int64 // Web API calls made, for figures
+	edits  editPacer
 
-	wg sync.WaitGroup // deliveries answered after their ack (response_url, ephemeral posts)
+	tasks tasks // answers sent after their ack, held edits
 }
 
 type inboundRef struct{ in bot.Inbound }
@@ -169,7 +169,7 @@ func (a *Adapter) GroupsOf(user string) []string { return a.groups.of(user) }
 // only when Slack refuses the token; it returns nil after ctx ends, once
 // every delivery in flight is answered.
 func (a *Adapter) Run(ctx context.Context, in bot.Inbound) error {
-	defer a.wg.Wait()
+	defer a.tasks.wait()
 	defer a.setStatus("stopped")
 	a.setStatus("connecting to Slack (auth.test)")
 	if err := a.authTest(ctx); err != nil {
@@ -181,7 +181,7 @@ func (a *Adapter) Run(ctx context.Context, in bot.Inbound) error {
 	a.in.Store(&inboundRef{in})
 	defer a.in.Store(nil)
 	a.refreshGroups(ctx)
-	a.wg.Go(func() { a.groupLoop(ctx) })
+	a.tasks.Go(func() { a.groupLoop(ctx) })
 	if a.cfg.Mode == config.SlackModeHTTP {
 		a.setStatus("")
 		<-ctx.Done()
@@ -286,6 +286,7 @@ func (a *Adapter) Post(ctx context.Context, room string, m bot.Message) (bot.Ref
 		return bot.Ref{}, err
 	}
 	ref := bot.Ref{Room: room, ID: ts}
+	a.posted(ref)
 	if m.Image != nil {
 		if err := a.upload(ctx, room, ts, m.Image.Name, m.Image.PNG, ""); err != nil {
 			return ref, err
@@ -294,9 +295,9 @@ func (a *Adapter) Post(ctx context.Context, room string, m bot.Message) (bot.Ref
 	return ref, nil
 }
 
-// Edit replaces a message's text with chat.update. A final status edit also
-// gets the outcome's reaction.
-func (a *Adapter) Edit(ctx context.Context, ref bot.Ref, m bot.Message) error {
+// update sends one chat.update; a final status edit also gets the
+// outcome's reaction.
+func (a *Adapter) update(ctx context.Context, ref bot.Ref, m bot.Message) error {
 	blocks, text := renderMessage(m)
 	err := a.call(ctx, "chat.update of "+ref.Room+"/"+ref.ID, func(ctx context.Context) error {
 		_, _, _, err := a.api.UpdateMessageContext(ctx, ref.Room, ref.ID, slack.MsgOptionText(text, false), slack.MsgOptionBlocks(blocks...))

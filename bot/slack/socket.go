@@ -87,7 +87,7 @@ func (a *Adapter) socketOnce(ctx context.Context) (connected bool, err error) {
 					a.ack(client, evt.Request, nil) // a retry: acked again, run once
 					continue
 				}
-				a.wg.Go(func() { a.socketEvent(runCtx, client, in, evt) })
+				a.tasks.Go(func() { a.socketEvent(runCtx, client, in, evt) })
 			}
 		}
 	}
