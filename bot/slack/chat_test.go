@@ -150,3 +150,25 @@ func TestEditsPaced(t *testing.T) {
 }
 
 func e0(s fakeState, ts string) fakeMsg { return s.edits[ts][0] }
+
+// TestServerErrorRetried: a root message Slack fails with a 5xx is sent
+// again, so the job still gets its thread; Slack's own refusal is not.
+func TestServerErrorRetried(t *testing.T) {
+	f := newFakeSlack(t)
+	ad := chatAdapter(t, f)
+	f.inject("chat.postMessage", 1, false)
+	ref, err := ad.Post(context.Background(), opsChannel, bot.Message{Kind: bot.KindStatus, Text: "⏳ #3 queued"})
+	if err != nil || ref.ID == "" {
+		t.Fatalf("post through one 500: %v", err)
+	}
+	if n := f.state().count("chat.postMessage"); n != 2 {
+		t.Errorf("%d chat.postMessage calls; want the failed one and its retry", n)
+	}
+	err = ad.Edit(context.Background(), bot.Ref{Room: opsChannel, ID: "1.000001"}, bot.Message{Kind: bot.KindStatus, Final: true, Text: "✅"})
+	if err == nil || !strings.Contains(err.Error(), "message_not_found") {
+		t.Fatalf("edit of an unknown message: %v", err)
+	}
+	if n := f.state().count("chat.update"); n != 1 {
+		t.Errorf("Slack's refusal was sent %d times; want once", n)
+	}
+}

@@ -183,3 +183,30 @@ func TestMtpStepsOverSocketMode(t *testing.T) {
 	t.Logf("mtp steps 10 over Socket Mode: %d Slack calls (%d edits, %d thread messages); worst step shown %s after it happened",
 		jt.calls, len(jt.edits), len(jt.thread), stepLag(t, jt.thread))
 }
+
+// TestButtonsOverSocketMode: a preview asked through Socket Mode is
+// confirmed by a click delivered through Socket Mode; the answer goes to
+// the click's response_url.
+func TestButtonsOverSocketMode(t *testing.T) {
+	r := newRig(t, rigOptions{backend: quickBackend(nil), mode: config.SlackModeSocket})
+	r.slack.send("env-a", "slash_commands", map[string]string{"command": "/gpu", "text": "recover", "user_id": operatorID,
+		"channel_id": opsChannel, "response_url": r.responseURL("socket-preview")})
+	r.waitFor("the preview", 10*time.Second, func() bool { return len(r.slack.ack("env-a")) == 1 })
+	var preview slack.WebhookMessage
+	if err := json.Unmarshal(r.slack.ack("env-a")[0].Payload, &preview); err != nil {
+		t.Fatal(err)
+	}
+	confirm := buttons(t, preview)["Confirm"]
+	if confirm == "" {
+		t.Fatalf("preview without Confirm: %s", r.slack.ack("env-a")[0].Payload)
+	}
+	r.slack.send("env-b", "interactive", map[string]any{"type": "block_actions", "user": map[string]string{"id": operatorID},
+		"channel": map[string]string{"id": opsChannel}, "response_url": r.responseURL("socket-click"),
+		"actions": []map[string]string{{"action_id": confirm, "block_id": "opsbot_actions", "type": "button"}}})
+	if resp := r.response("socket-click", 1); !resp.Msg.ReplaceOriginal || !strings.Contains(resp.Msg.Text, "#1 queued") {
+		t.Fatalf("confirm through Socket Mode: %s", resp.Raw)
+	}
+	if j := r.waitJob(1, 10*time.Second); j.Status != store.Succeeded {
+		t.Fatalf("job %s", j.Status)
+	}
+}

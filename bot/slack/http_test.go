@@ -119,3 +119,14 @@ func TestUserGroupGrantsRole(t *testing.T) {
 		t.Fatalf("a stranger named like the member: %s", body)
 	}
 }
+
+// TestDirectMessagesWhenAllowed: with slack.allow_dms a command in a DM runs.
+func TestDirectMessagesWhenAllowed(t *testing.T) {
+	r := newRig(t, rigOptions{backend: quickBackend(nil), allowDM: true})
+	if m := r.slash("/mtp", "steps 10", operatorID, "D0DM"); !strings.Contains(m.Text, "#1 queued") {
+		t.Fatalf("DM with allow_dms: %q", m.Text)
+	}
+	if m := r.slash("/mtp", "steps 10", operatorID, otherChan); !strings.Contains(blocksOf(t, m), "no commands in this channel") {
+		t.Fatalf("a channel outside the list, DMs allowed: %q", blocksOf(t, m))
+	}
+}

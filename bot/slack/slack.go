@@ -229,8 +229,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // maxRetries bounds the retries of one call Slack rate-limits.
 const maxRetries = 3
 
-// call runs one Web API call, waiting out Retry-After on 429 (a few times),
-// and wraps a failure with what was being done.
+// call runs one Web API call, waiting out Retry-After on 429 (a few times)
+// and sending it again after a network failure or a 5xx (twice, after 0.5 s
+// and 1 s), and wraps a failure with what was being done.
 func (a *Adapter) call(ctx context.Context, what string, f func(context.Context) error) error {
 	for attempt := 0; ; attempt++ {
 		err := f(ctx)
@@ -245,12 +246,31 @@ func (a *Adapter) call(ctx context.Context, what string, f func(context.Context)
 				continue
 			}
 			err = errors.Join(err, ctx.Err())
+		} else if transient(err) && attempt < maxRetries-1 {
+			wait := time.Duration(attempt+1) * 500 * time.Millisecond
+			a.log.Info("Slack call failed, retrying", "call", what, "in", wait, "err", err)
+			if sleep(ctx, wait) {
+				continue
+			}
+			err = errors.Join(err, ctx.Err())
 		}
 		if hint := errorHint(err); hint != "" {
 			return fmt.Errorf("slack %s: %w (%s)", what, err, hint)
 		}
 		return fmt.Errorf("slack %s: %w", what, err)
 	}
+}
+
+// transient reports whether a failed call may succeed when sent again: the
+// network failed or Slack answered 5xx. An answer of Slack's ({"ok":false})
+// is not retried.
+func transient(err error) bool {
+	var sc slack.StatusCodeError
+	if errors.As(err, &sc) {
+		return sc.Code >= 500
+	}
+	var se slack.SlackErrorResponse
+	return !errors.As(err, &se) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // errorHint names the fix for the Web API errors an operator can fix.
