@@ -10,12 +10,20 @@
 // a usage error or refusal goes back to the user only (ephemeral), an
 // accepted job is acknowledged with its id and a Cancel button.
 //
+// Who may do what is bot's decision, by Slack user id ("slack:U024BE7LH")
+// and user group ("slack-group:S0123": the adapter is the bot.Membership
+// that lists the groups' members); commands are taken only in the channels
+// slack.channels lists, and in DMs only with slack.allow_dms.
+//
 // As a bot.Chat it posts one root message per job, edits it in place with
-// chat.update, threads step lines under it, uploads long output and charts
-// as files, and reacts to the final status with the outcome. Calls that
-// Slack rate-limits (429) are retried after Retry-After; a call that fails
-// anyway is logged by the bot and the job goes on: the next update carries
-// the whole state.
+// chat.update (at most one update a second per message; the final edit at
+// once), threads step lines under it, uploads long output and charts as
+// files into the thread (files.getUploadURLExternal, then
+// files.completeUploadExternal), and reacts to the final status with the
+// outcome. A call Slack rate-limits (429) is sent again after Retry-After,
+// one that fails on the network or with a 5xx after a short backoff; a call
+// that fails anyway is logged by the bot and the job goes on: its state is
+// in the store and the next update carries all of it.
 package slack
 
 import (
