@@ -30,8 +30,10 @@ type AppOptions struct {
 	// NewBackend, used when Backend is nil, builds the backend once the
 	// store is open, with what its pipelines must use from the store.
 	NewBackend func(deps BackendDeps) (Backend, error)
-	Chats      map[string]Chat
-	Logger     *slog.Logger
+	// Chats are the platforms' chats by platform name. A Chat that is also
+	// a Membership supplies its platform's user groups to auth.
+	Chats  map[string]Chat
+	Logger *slog.Logger
 }
 
 // BackendDeps are what a runbook built by AppOptions.NewBackend takes from
@@ -50,6 +52,11 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 	auth, err := NewAuth(cfg.Auth.DefaultRole, cfg.Auth.Users)
 	if err != nil {
 		return nil, err
+	}
+	for platform, c := range o.Chats {
+		if m, ok := c.(Membership); ok {
+			auth = auth.WithMembership(platform, m)
+		}
 	}
 	st, err := store.Open(ctx, cfg.Store.Path)
 	if err != nil {

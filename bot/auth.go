@@ -15,6 +15,17 @@ const RoleNone commands.Role = 0
 type Auth struct {
 	defaultRole commands.Role
 	users       map[string]commands.Role // "platform:id" -> role
+	groups      map[string]Membership    // platform -> its user groups
+}
+
+// Membership tells which groups of a platform a user belongs to (Slack's
+// user groups), so that roles granted to a group ("slack-group:S0123") apply
+// to its members. An adapter implements it from a cache it keeps fresh: it
+// answers at once, without I/O, and is safe for concurrent use. The role
+// decision stays in Auth.
+type Membership interface {
+	// GroupsOf returns the ids of the groups user is a member of.
+	GroupsOf(user string) []string
 }
 
 // NewAuth builds an Auth from role names ("none", "viewer", "operator",
@@ -46,10 +57,32 @@ func parseRole(name string) (commands.Role, error) {
 	return commands.ParseRole(name)
 }
 
+// WithMembership returns a copy of a in which the roles granted to groups of
+// platform ("PLATFORM-group:ID" keys) apply to the members m reports.
+func (a *Auth) WithMembership(platform string, m Membership) *Auth {
+	c := *a
+	c.groups = make(map[string]Membership, len(a.groups)+1)
+	for p, g := range a.groups {
+		c.groups[p] = g
+	}
+	c.groups[platform] = m
+	return &c
+}
+
 // Role returns the role of user on platform. Identity is the platform's stable
-// user id (never a display name).
+// user id (never a display name). A user listed by id and a member of listed
+// groups holds the highest of those roles; a user listed nowhere holds the
+// default role.
 func (a *Auth) Role(platform, user string) commands.Role {
-	if r, ok := a.users[platform+":"+user]; ok {
+	r, ok := a.users[platform+":"+user]
+	if m := a.groups[platform]; m != nil && user != "" {
+		for _, g := range m.GroupsOf(user) {
+			if gr, found := a.users[platform+"-group:"+g]; found && (!ok || gr > r) {
+				r, ok = gr, true
+			}
+		}
+	}
+	if ok {
 		return r
 	}
 	return a.defaultRole

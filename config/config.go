@@ -125,16 +125,36 @@ type Bench struct {
 	OutputLen   int `yaml:"output_len,omitempty"`
 }
 
-// Slack configures the Slack adapter.
+// Slack configures the Slack adapter. In Socket Mode (the default) the bot
+// dials Slack with AppToken and needs no public URL; in HTTP mode Slack posts
+// to POST /slack/events on http.listen, signed with SigningSecret.
 type Slack struct {
-	Enabled       bool   `yaml:"enabled"`
+	Enabled bool `yaml:"enabled"`
+	// Mode is SlackModeSocket (default) or SlackModeHTTP.
+	Mode          string `yaml:"mode,omitempty"`
 	BotToken      Secret `yaml:"bot_token"`
-	AppToken      Secret `yaml:"app_token,omitempty"`
-	SigningSecret Secret `yaml:"signing_secret,omitempty"`
-	// Listen is the HTTP address for slash commands when not in Socket Mode.
-	Listen  string `yaml:"listen,omitempty"`
+	AppToken      Secret `yaml:"app_token,omitempty"`      // socket mode: xapp-...
+	SigningSecret Secret `yaml:"signing_secret,omitempty"` // http mode
+	// APIURL is the Slack Web API base, ending in "/"; unset, Slack's own
+	// (https://slack.com/api/).
+	APIURL string `yaml:"api_url,omitempty"`
+	// Channel is the channel id scheduled reports and alerts go to.
 	Channel string `yaml:"channel,omitempty"`
+	// Channels are the channel ids commands are taken from; a command
+	// anywhere else is refused.
+	Channels []string `yaml:"channels,omitempty"`
+	// AllowDMs lets users run commands in a direct message with the bot.
+	AllowDMs bool `yaml:"allow_dms,omitempty"`
 }
+
+// Slack modes.
+const (
+	SlackModeSocket = "socket"
+	SlackModeHTTP   = "http"
+)
+
+// slackIDRE matches Slack's ids of channels, users and user groups.
+var slackIDRE = regexp.MustCompile(`^[A-Z0-9]{2,32}$`)
 
 // Matrix configures the Matrix adapter.
 type Matrix struct {
@@ -348,6 +368,9 @@ func (c *Config) EnabledAdapters() []string {
 }
 
 func (c *Config) applyDefaults() {
+	if c.Slack != nil && c.Slack.Mode == "" {
+		c.Slack.Mode = SlackModeSocket
+	}
 	if c.Limits.MaxSteps == 0 {
 		c.Limits.MaxSteps = DefaultMaxSteps
 	}
@@ -510,8 +533,8 @@ func (c *Config) Validate() error {
 		if !knownRole(role) {
 			bad("auth.users[%q]: unknown role %q (one of %s)", id, role, strings.Join(Roles, ", "))
 		}
-		if p, _, ok := strings.Cut(id, ":"); !ok || (p != "slack" && p != "matrix" && p != "console") {
-			bad("auth.users[%q]: keys are platform:id with platform slack, matrix or console", id)
+		if p, _, ok := strings.Cut(id, ":"); !ok || (p != "slack" && p != "slack-group" && p != "matrix" && p != "console") {
+			bad("auth.users[%q]: keys are platform:id with platform slack, slack-group (a user group id), matrix or console", id)
 		}
 	}
 	if c.Limits.MaxSteps < 1 || c.Limits.MaxSteps > 64 {
@@ -521,12 +544,7 @@ func (c *Config) Validate() error {
 		bad("limits.lease_ttl must be at least 1s, got %s", c.Limits.LeaseTTL.D())
 	}
 	if s := c.Slack; s != nil && s.Enabled {
-		if s.BotToken == "" {
-			bad("slack.bot_token is required when slack is enabled")
-		}
-		if s.AppToken == "" && s.SigningSecret == "" {
-			bad("slack.app_token (Socket Mode) or slack.signing_secret (HTTP slash commands) is required when slack is enabled")
-		}
+		c.validateSlack(bad)
 	}
 	if m := c.Matrix; m != nil && m.Enabled {
 		if m.Homeserver == "" {
@@ -618,4 +636,53 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// validateSlack checks the enabled slack section, naming each problem by its
+// key and never quoting a secret.
+func (c *Config) validateSlack(bad func(string, ...any)) {
+	s := c.Slack
+	switch s.Mode {
+	case SlackModeSocket:
+		if s.AppToken == "" {
+			bad("slack.app_token is required in socket mode (an app-level token, xapp-..., with connections:write)")
+		} else if resolved(s.AppToken) && !strings.HasPrefix(s.AppToken.Value(), "xapp-") {
+			bad("slack.app_token must be an app-level token (xapp-...)")
+		}
+	case SlackModeHTTP:
+		if s.SigningSecret == "" {
+			bad("slack.signing_secret is required in http mode (the app's Basic Information page shows it)")
+		}
+	default:
+		bad("slack.mode must be %s or %s", SlackModeHTTP, SlackModeSocket)
+	}
+	if s.BotToken == "" {
+		bad("slack.bot_token is required when slack is enabled")
+	} else if resolved(s.BotToken) && !strings.HasPrefix(s.BotToken.Value(), "xoxb-") {
+		bad("slack.bot_token must be a bot token (xoxb-...)")
+	}
+	if s.APIURL != "" {
+		u, err := url.Parse(s.APIURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !strings.HasSuffix(u.Path, "/") {
+			bad("slack.api_url must be an http(s) URL ending in /, such as https://slack.com/api/")
+		}
+	}
+	if s.Channel != "" && !slackIDRE.MatchString(s.Channel) {
+		bad("slack.channel must be a channel id such as C0123ABCD (the channel's details show it), not a name")
+	}
+	if len(s.Channels) == 0 && !s.AllowDMs {
+		bad("slack.channels must list the channel ids commands are taken from (or set slack.allow_dms: true)")
+	}
+	for i, ch := range s.Channels {
+		if !slackIDRE.MatchString(ch) {
+			bad("slack.channels[%d] must be a channel id such as C0123ABCD, not a name", i)
+		}
+	}
+}
+
+// resolved reports whether a secret holds its value rather than a reference
+// that could not be resolved (that problem is reported on its own).
+func resolved(s Secret) bool {
+	v := s.Value()
+	return !strings.HasPrefix(v, "${") && !strings.HasPrefix(v, "file:")
 }

@@ -219,3 +219,64 @@ func TestWorldWritableConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestSlackSection: the slack section's keys as issue 15 names them, each
+// problem named by its key, no secret ever quoted.
+func TestSlackSection(t *testing.T) {
+	const bot, app, signing = "xoxb-1-SECRETBOT", "xapp-1-SECRETAPP", "SECRETSIGNING"
+	good := minimal + `slack:
+  enabled: true
+  mode: http
+  bot_token: ` + bot + `
+  signing_secret: ` + signing + `
+  api_url: http://127.0.0.1:8080/
+  channel: C0OPS
+  channels: [C0OPS, G0PRIV]
+  allow_dms: true
+`
+	c, err := Parse([]byte(strings.Replace(good, `"console:alice": admin`, `"console:alice": admin, "slack-group:S0123": operator`, 1)), "/etc/opsbot", env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Slack
+	if s.Mode != SlackModeHTTP || s.BotToken.Value() != bot || s.SigningSecret.Value() != signing || s.APIURL != "http://127.0.0.1:8080/" ||
+		s.Channel != "C0OPS" || len(s.Channels) != 2 || !s.AllowDMs || c.Auth.Users["slack-group:S0123"] != "operator" {
+		t.Fatalf("slack section: %+v", s)
+	}
+	out, err := c.Redacted()
+	if err != nil || strings.Contains(string(out), bot) || strings.Contains(string(out), signing) || !strings.Contains(string(out), "mode: http") {
+		t.Fatalf("redacted: %v\n%s", err, out)
+	}
+	c, err = Parse([]byte(minimal+"slack: {enabled: true, bot_token: "+bot+", app_token: "+app+", channels: [C0OPS]}\n"), "/etc/opsbot", env(nil))
+	if err != nil || c.Slack.Mode != SlackModeSocket {
+		t.Fatalf("mode unset: %v, %+v; want socket", err, c.Slack)
+	}
+
+	bad := []struct{ name, from, to, want string }{
+		{"mode", "mode: http", "mode: webhook", "slack.mode must be http or socket"},
+		{"http without its secret", "  signing_secret: " + signing + "\n", "", "slack.signing_secret is required in http mode"},
+		{"socket without its token", "mode: http", "mode: socket", "slack.app_token is required in socket mode"},
+		{"user token as the bot's", "bot_token: " + bot, "bot_token: xoxp-1-SECRETUSER", "slack.bot_token must be a bot token (xoxb-...)"},
+		{"api_url", "api_url: http://127.0.0.1:8080/", "api_url: 127.0.0.1:8080", "slack.api_url must be an http(s) URL ending in /"},
+		{"channel by name", "channel: C0OPS", `channel: "#ops"`, "slack.channel must be a channel id"},
+		{"channels by name", "[C0OPS, G0PRIV]", "[C0OPS, ops]", "slack.channels[1] must be a channel id"},
+		{"no channels", "  channels: [C0OPS, G0PRIV]\n  allow_dms: true\n", "", "slack.channels must list the channel ids"},
+		{"listen is serve's", "  channel: C0OPS\n", "  channel: C0OPS\n  listen: 127.0.0.1:8080\n", "unknown key"},
+	}
+	for _, b := range bad {
+		text := strings.Replace(good, b.from, b.to, 1)
+		if text == good {
+			t.Fatalf("%s: edit did not apply", b.name)
+		}
+		_, err := Parse([]byte(text), "/etc/opsbot", env(nil))
+		if err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%s: %v; want %q", b.name, err, b.want)
+			continue
+		}
+		for _, secret := range []string{bot, signing, "SECRETUSER"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("%s: the error shows a secret: %v", b.name, err)
+			}
+		}
+	}
+}

@@ -154,7 +154,8 @@ func TestConfigCheckListsEveryProblem(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := exampleIn(t, dir, func(s string) string {
-		s = strings.Replace(s, "enabled: false", "enabled: true", 1) // slack, not built
+		s = strings.Replace(s, "enabled: false", "enabled: true", 1) // slack
+		s = strings.Replace(s, "mode: socket", "mode: webhook", 1)
 		s = strings.Replace(s, "url: http://gpu1.example.internal:30000", "url: gpu1.example.internal:30000", 1)
 		s = strings.Replace(s, "max_steps: 16", "max_steps: "+token, 1)
 		return s
@@ -166,7 +167,7 @@ func TestConfigCheckListsEveryProblem(t *testing.T) {
 	want := []string{
 		"limits.max_steps: expected a whole number, got a string",
 		"services.qwen.url must be the engine's http(s) base URL",
-		"slack.enabled: this build of opsbot has no Slack adapter yet",
+		"slack.mode must be http or socket",
 		"ssh.key_file: ssh key " + key + " has mode 0644",
 		"chmod 600 " + key,
 		"ssh.known_hosts: " + filepath.Join(dir, "known_hosts") + " does not exist",

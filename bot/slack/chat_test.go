@@ -1,0 +1,174 @@
+package slack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/config"
+)
+
+func chatAdapter(t *testing.T, f *fakeSlack) *Adapter {
+	t.Helper()
+	ad, err := New(config.Slack{Enabled: true, Mode: config.SlackModeHTTP, BotToken: "xoxb-x", SigningSecret: testSecret,
+		APIURL: f.url(), Channels: []string{opsChannel}}, Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ad
+}
+
+// TestLongOutputAndChartsGoInAsFiles: thread output longer than a message
+// shows (logs, unit diffs) is uploaded into the thread as a text file with
+// its first line as the comment, a chart as a PNG, both with the two-step
+// upload; short output stays a message.
+func TestLongOutputAndChartsGoInAsFiles(t *testing.T) {
+	f := newFakeSlack(t)
+	ad := chatAdapter(t, f)
+	ctx := context.Background()
+	root, err := ad.Post(ctx, opsChannel, bot.Message{Kind: bot.KindStatus, Text: "🔄 #7 `svc logs qwen` — running"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := longLog()
+	if _, err := ad.Reply(ctx, root, bot.Message{Kind: bot.KindStep, Text: "journal of sglang-qwen.service\n" + log + log}); err != nil {
+		t.Fatal(err)
+	}
+	png := []byte("\x89PNG\r\n\x1a\n chart bytes")
+	if _, err := ad.Reply(ctx, root, bot.Message{Kind: bot.KindResult, Text: "*Result of #7*", Image: &bot.Image{Name: "sweep.png", PNG: png}}); err != nil {
+		t.Fatal(err)
+	}
+	s := f.state()
+	if len(s.files) != 2 {
+		t.Fatalf("files: %+v; want the log and the chart", s.files)
+	}
+	logFile, chart := s.files[0], s.files[1]
+	if logFile.Thread != root.ID || logFile.Channel != opsChannel || string(logFile.Data) != "journal of sglang-qwen.service\n"+log+log ||
+		!strings.HasPrefix(logFile.Comment, "journal of sglang-qwen.service") {
+		t.Errorf("log file: %s in %s/%s, %d bytes, comment %q", logFile.Title, logFile.Channel, logFile.Thread, len(logFile.Data), logFile.Comment)
+	}
+	if chart.Title != "sweep.png" || chart.Thread != root.ID || !bytes.Equal(chart.Data, png) {
+		t.Errorf("chart: %+v", chart)
+	}
+	if th := s.thread(root.ID); len(th) != 1 || !strings.Contains(blocksText(t, th[0].Blocks), "Result of #7") {
+		t.Errorf("thread messages: %+v; want only the result (the log went in as a file)", th)
+	}
+	if s.count("files.getUploadURLExternal") != 2 || s.count("files.completeUploadExternal") != 2 {
+		t.Errorf("upload calls: %d get URL, %d complete", s.count("files.getUploadURLExternal"), s.count("files.completeUploadExternal"))
+	}
+}
+
+// TestMentionRunsCommand: an Events API app_mention in an allowed channel
+// runs its text; the answer for the user goes to them alone
+// (chat.postEphemeral); a retried delivery of the same event runs nothing.
+func TestMentionRunsCommand(t *testing.T) {
+	r := newRig(t, rigOptions{backend: quickBackend(nil)})
+	event := func(id, user, channel, text string) string {
+		b, _ := json.Marshal(map[string]any{"type": "event_callback", "event_id": id, "team_id": "T0TEAM", "api_app_id": "A0APP",
+			"event": map[string]any{"type": "app_mention", "user": user, "channel": channel, "text": text,
+				"ts": "1700000000.000100", "event_ts": "1700000000.000100"}})
+		return string(b)
+	}
+	body := event("Ev1", viewerID, opsChannel, "<@U0BOT> mtp steps 10")
+	if code, text := r.post(r.sign(delivery{body: body, contentType: "application/json"})); code != 200 {
+		t.Fatalf("event: HTTP %d %s", code, text)
+	}
+	r.waitFor("the ephemeral refusal", 10*time.Second, func() bool { return len(r.slack.state().ephemeral) == 1 })
+	e := r.slack.state().ephemeral[0]
+	if e.User != viewerID || e.Channel != opsChannel || !strings.Contains(e.Text, "needs the operator role") {
+		t.Errorf("ephemeral: %+v", e)
+	}
+	// Slack's retry: a new delivery (new timestamp, so a new signature) of the same event.
+	retry := r.sign(delivery{body: body, contentType: "application/json", ts: strconv.FormatInt(time.Now().Add(time.Second).Unix(), 10)})
+	if code, _ := r.post(retry); code != 200 {
+		t.Fatalf("retry: HTTP %d", code)
+	}
+	body = event("Ev2", operatorID, otherChan, "<@U0BOT> mtp steps 10")
+	if code, _ := r.post(r.sign(delivery{body: body, contentType: "application/json"})); code != 200 {
+		t.Fatal("event in another channel not acked")
+	}
+	r.waitFor("the channel refusal", 10*time.Second, func() bool { return len(r.slack.state().ephemeral) == 2 })
+	if n := r.in.handled.Load(); n != 1 {
+		t.Errorf("%d requests reached the bot; want 1 (the retry and the other channel run nothing)", n)
+	}
+}
+
+// TestEditsPaced: edits of one message within EditInterval are held and
+// the latest sent once the interval is up; a final edit goes at once,
+// replaces any held one, and nothing sent later covers it.
+func TestEditsPaced(t *testing.T) {
+	f := newFakeSlack(t)
+	ad := chatAdapter(t, f)
+	ctx := context.Background()
+	root, err := ad.Post(ctx, opsChannel, bot.Message{Kind: bot.KindStatus, Text: "⏳ #9 queued"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"🔄 #9 running · a", "🔄 #9 running · b", "🔄 #9 running · c"} {
+		if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for f.state().count("chat.update") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the held edit was never sent")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s := f.state()
+	if e := s.edits[root.ID]; len(e) != 1 || e[0].Text != "🔄 #9 running · c" {
+		t.Fatalf("edits %+v; want one, the latest", e)
+	}
+	if gap := e0(s, root.ID).At.Sub(s.msgs[0].At); gap < EditInterval-50*time.Millisecond {
+		t.Errorf("held edit sent %s after the post; want about %s", gap, EditInterval)
+	}
+	// Held again (within the interval of the last update), then the final edit.
+	if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Text: "🔄 #9 running · d"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Final: true, Text: "✅ #9 succeeded"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Text: "🔄 #9 late"}); err != nil {
+		t.Fatal(err)
+	}
+	ad.tasks.wait() // every held edit sent or dropped
+	s = f.state()
+	e := s.edits[root.ID]
+	if len(e) != 2 || e[1].Text != "✅ #9 succeeded" {
+		t.Fatalf("edits %+v; want the held one dropped and the final one last", e)
+	}
+	if len(s.reactions) != 1 || s.reactions[0].Name != "white_check_mark" {
+		t.Errorf("reactions %+v", s.reactions)
+	}
+}
+
+func e0(s fakeState, ts string) fakeMsg { return s.edits[ts][0] }
+
+// TestServerErrorRetried: a root message Slack fails with a 5xx is sent
+// again, so the job still gets its thread; Slack's own refusal is not.
+func TestServerErrorRetried(t *testing.T) {
+	f := newFakeSlack(t)
+	ad := chatAdapter(t, f)
+	f.inject("chat.postMessage", 1, false)
+	ref, err := ad.Post(context.Background(), opsChannel, bot.Message{Kind: bot.KindStatus, Text: "⏳ #3 queued"})
+	if err != nil || ref.ID == "" {
+		t.Fatalf("post through one 500: %v", err)
+	}
+	if n := f.state().count("chat.postMessage"); n != 2 {
+		t.Errorf("%d chat.postMessage calls; want the failed one and its retry", n)
+	}
+	err = ad.Edit(context.Background(), bot.Ref{Room: opsChannel, ID: "1.000001"}, bot.Message{Kind: bot.KindStatus, Final: true, Text: "✅"})
+	if err == nil || !strings.Contains(err.Error(), "message_not_found") {
+		t.Fatalf("edit of an unknown message: %v", err)
+	}
+	if n := f.state().count("chat.update"); n != 1 {
+		t.Errorf("Slack's refusal was sent %d times; want once", n)
+	}
+}

@@ -1,0 +1,212 @@
+package slack
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/store"
+)
+
+// jobThread is what Slack shows of one job after it ended.
+type jobThread struct {
+	root    fakeMsg
+	edits   []fakeMsg
+	thread  []fakeMsg
+	final   string
+	result  string
+	calls   int
+	maxLag  time.Duration // longest wait from a step's time to its line in Slack
+	reacted []string
+}
+
+// readJob waits until the job's root message in channel shows a final state
+// and its result block is in the thread, then reads it all back.
+func readJob(r *rig, channel string, since int, within time.Duration) jobThread {
+	r.t.Helper()
+	var jt jobThread
+	r.waitFor("the job's final status and result in Slack", within, func() bool {
+		s := r.slack.state()
+		roots := s.roots(channel)
+		if len(roots) == 0 {
+			return false
+		}
+		jt.root = roots[len(roots)-1]
+		jt.edits = s.edits[jt.root.TS]
+		jt.thread = s.thread(jt.root.TS)
+		jt.final = blocksText(r.t, lastBlocks(jt))
+		jt.result = ""
+		for _, m := range jt.thread {
+			if strings.Contains(m.Text, "Result of #") || strings.Contains(blocksText(r.t, m.Blocks), "opsbot · result") {
+				jt.result = blocksText(r.t, m.Blocks)
+			}
+		}
+		jt.reacted = nil
+		for _, x := range s.reactions {
+			if x.TS == jt.root.TS {
+				jt.reacted = append(jt.reacted, x.Name)
+			}
+		}
+		jt.calls = len(s.calls) - since
+		return strings.Contains(jt.final, "final") && jt.result != "" && len(jt.reacted) > 0
+	})
+	return jt
+}
+
+func lastBlocks(jt jobThread) []byte {
+	if len(jt.edits) > 0 {
+		return jt.edits[len(jt.edits)-1].Blocks
+	}
+	return jt.root.Blocks
+}
+
+var stepTimeRE = regexp.MustCompile(`(?m)^(\d\d:\d\d:\d\d) `)
+
+// stepLag is the longest time from a step line's own time (whole seconds,
+// UTC) to its arrival in Slack, less the second the line's time rounds down.
+func stepLag(t testing.TB, thread []fakeMsg) time.Duration {
+	var worst time.Duration
+	for _, m := range thread {
+		for _, sub := range stepTimeRE.FindAllStringSubmatch(blocksText(t, m.Blocks), -1) {
+			at, err := time.Parse("15:04:05", sub[1])
+			if err != nil {
+				continue
+			}
+			u := m.At.UTC()
+			at = time.Date(u.Year(), u.Month(), u.Day(), at.Hour(), at.Minute(), at.Second(), 0, time.UTC)
+			if lag := u.Sub(at) - time.Second; lag > worst {
+				worst = lag
+			}
+		}
+	}
+	return max(worst, 0)
+}
+
+// TestMtpStepsOverHTTP: a signed HTTP slash command `/mtp steps 10` runs the
+// lab job; Slack shows one root message in the channel, edited in place as
+// the job moves, the steps in its thread, the final result block and the
+// outcome's reaction.
+func TestMtpStepsOverHTTP(t *testing.T) {
+	r := newRig(t, rigOptions{lab: true})
+	before := len(r.slack.state().calls)
+	ack := r.slash("/mtp", "steps 10", operatorID, opsChannel)
+	if ack.ResponseType != "ephemeral" || !strings.Contains(ack.Text, "#1 queued: `mtp steps 10") {
+		t.Fatalf("ack: %s %q; want ephemeral, with the job's id", ack.ResponseType, ack.Text)
+	}
+	if _, ok := buttons(t, ack)["Cancel"]; !ok {
+		t.Errorf("ack offers no Cancel: %+v", buttons(t, ack))
+	}
+	j := r.waitJob(1, 3*time.Minute)
+	if j.Status != store.Succeeded {
+		t.Fatalf("job #1 %s: %s", j.Status, j.Error)
+	}
+	jt := readJob(r, opsChannel, before, 30*time.Second)
+	checkJobThread(t, jt)
+	jt.maxLag = stepLag(t, jt.thread)
+	if testing.Verbose() {
+		for _, m := range append([]fakeMsg{jt.root}, append(jt.edits, jt.thread...)...) {
+			t.Logf("%s %s thread=%s\n%s", m.At.Format("15:04:05.000"), m.TS, m.Thread, blocksText(t, m.Blocks))
+		}
+	}
+	t.Logf("mtp steps 10 over HTTP: %d Slack calls (%d edits, %d thread messages); worst step shown %s after it happened",
+		jt.calls, len(jt.edits), len(jt.thread), jt.maxLag)
+}
+
+func checkJobThread(t *testing.T, jt jobThread) {
+	t.Helper()
+	if s := blocksText(t, jt.root.Blocks); !strings.Contains(s, "#1 `mtp steps 10") || !strings.Contains(s, "queued") {
+		t.Errorf("root message: %q; want the job queued", s)
+	}
+	running := 0
+	for _, e := range jt.edits {
+		if strings.Contains(e.Text, "running") {
+			running++
+		}
+	}
+	if running == 0 {
+		t.Errorf("no edit showed the job running: %d edits", len(jt.edits))
+	}
+	if !strings.HasPrefix(jt.final, "✅ #1 `mtp steps 10") || !strings.Contains(jt.final, "succeeded") || !strings.Contains(jt.final, "tok/s") {
+		t.Errorf("final status: %q", jt.final)
+	}
+	var steps strings.Builder
+	for _, m := range jt.thread {
+		steps.WriteString(blocksText(t, m.Blocks) + "\n")
+	}
+	for _, want := range []string{"stop", "start", "ready", "bench"} {
+		if !strings.Contains(steps.String(), want) {
+			t.Errorf("thread has no %q step:\n%s", want, steps.String())
+		}
+	}
+	for _, want := range []string{"Result of #1", "tok/s", "accept"} {
+		if !strings.Contains(jt.result, want) {
+			t.Errorf("result block lacks %q:\n%s", want, jt.result)
+		}
+	}
+	if len(jt.reacted) != 1 || jt.reacted[0] != "white_check_mark" {
+		t.Errorf("reactions on the root: %v; want white_check_mark", jt.reacted)
+	}
+}
+
+// TestMtpStepsOverSocketMode: the same job through Socket Mode: the slash
+// command's envelope is acked with the answer, the job runs on the lab and
+// Slack shows the same thread; the envelope delivered again is acked and
+// runs nothing.
+func TestMtpStepsOverSocketMode(t *testing.T) {
+	r := newRig(t, rigOptions{lab: true, mode: config.SlackModeSocket})
+	before := len(r.slack.state().calls)
+	cmd := map[string]string{"command": "/mtp", "text": "steps 10", "user_id": operatorID, "user_name": "olga",
+		"channel_id": opsChannel, "team_id": "T0TEAM", "response_url": r.responseURL("socket")}
+	r.slack.send("env-1", "slash_commands", cmd)
+	var ack slack.WebhookMessage
+	r.waitFor("the slash command's ack", 10*time.Second, func() bool { return len(r.slack.ack("env-1")) == 1 })
+	if err := json.Unmarshal(r.slack.ack("env-1")[0].Payload, &ack); err != nil || !strings.Contains(ack.Text, "#1 queued") ||
+		ack.ResponseType != "ephemeral" {
+		t.Fatalf("ack %s (%v); want the job's id, ephemeral", r.slack.ack("env-1")[0].Payload, err)
+	}
+	r.slack.send("env-1", "slash_commands", cmd) // Slack's retry of the same envelope
+	r.waitFor("the retry's ack", 10*time.Second, func() bool { return len(r.slack.ack("env-1")) == 2 })
+	j := r.waitJob(1, 3*time.Minute)
+	if j.Status != store.Succeeded {
+		t.Fatalf("job #1 %s: %s", j.Status, j.Error)
+	}
+	jt := readJob(r, opsChannel, before, 30*time.Second)
+	checkJobThread(t, jt)
+	if n := len(r.jobs()); n != 1 || r.in.handled.Load() != 1 {
+		t.Fatalf("%d jobs, %d requests; the retried envelope must run nothing", n, r.in.handled.Load())
+	}
+	t.Logf("mtp steps 10 over Socket Mode: %d Slack calls (%d edits, %d thread messages); worst step shown %s after it happened",
+		jt.calls, len(jt.edits), len(jt.thread), stepLag(t, jt.thread))
+}
+
+// TestButtonsOverSocketMode: a preview asked through Socket Mode is
+// confirmed by a click delivered through Socket Mode; the answer goes to
+// the click's response_url.
+func TestButtonsOverSocketMode(t *testing.T) {
+	r := newRig(t, rigOptions{backend: quickBackend(nil), mode: config.SlackModeSocket})
+	r.slack.send("env-a", "slash_commands", map[string]string{"command": "/gpu", "text": "recover", "user_id": operatorID,
+		"channel_id": opsChannel, "response_url": r.responseURL("socket-preview")})
+	r.waitFor("the preview", 10*time.Second, func() bool { return len(r.slack.ack("env-a")) == 1 })
+	var preview slack.WebhookMessage
+	if err := json.Unmarshal(r.slack.ack("env-a")[0].Payload, &preview); err != nil {
+		t.Fatal(err)
+	}
+	confirm := buttons(t, preview)["Confirm"]
+	if confirm == "" {
+		t.Fatalf("preview without Confirm: %s", r.slack.ack("env-a")[0].Payload)
+	}
+	r.slack.send("env-b", "interactive", map[string]any{"type": "block_actions", "user": map[string]string{"id": operatorID},
+		"channel": map[string]string{"id": opsChannel}, "response_url": r.responseURL("socket-click"),
+		"actions": []map[string]string{{"action_id": confirm, "block_id": "opsbot_actions", "type": "button"}}})
+	if resp := r.response("socket-click", 1); !resp.Msg.ReplaceOriginal || !strings.Contains(resp.Msg.Text, "#1 queued") {
+		t.Fatalf("confirm through Socket Mode: %s", resp.Raw)
+	}
+	if j := r.waitJob(1, 10*time.Second); j.Status != store.Succeeded {
+		t.Fatalf("job %s", j.Status)
+	}
+}

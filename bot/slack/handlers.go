@@ -1,0 +1,231 @@
+package slack
+
+import (
+	"context"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+
+	"github.com/opsbot/opsbot/bot"
+)
+
+// Commands are the slash commands the app defines (deploy/slack-manifest.yaml).
+// The text after one is the console's language: `/mtp steps 10` is
+// `mtp steps 10`; `/opsbot TEXT` is TEXT (help, history, cancel, confirm).
+var Commands = []string{"/mtp", "/gpu", "/svc", "/bench", "/sweep", "/schedule", "/jobs", "/opsbot"}
+
+// answerTimeout bounds an answer sent after the ack (response_url, ephemeral).
+const answerTimeout = 15 * time.Second
+
+// commandText turns a slash command into the bot's command text.
+func commandText(command, text string) (string, bool) {
+	known := false
+	for _, c := range Commands {
+		known = known || c == command
+	}
+	if !known {
+		return "", false
+	}
+	text = strings.TrimSpace(text)
+	if command == "/opsbot" {
+		if text == "" {
+			return "help", true
+		}
+		return text, true
+	}
+	return strings.TrimSpace(strings.TrimPrefix(command, "/") + " " + text), true
+}
+
+// where refuses a channel the config does not allow commands from, with a
+// message that says where to go instead.
+func (a *Adapter) where(channel string) (string, bool) {
+	if strings.HasPrefix(channel, "D") {
+		if a.cfg.AllowDMs {
+			return "", true
+		}
+		return "opsbot takes no commands in direct messages here (slack.allow_dms is off): run it in " + a.channelList() + ".", false
+	}
+	if a.channels[channel] {
+		return "", true
+	}
+	return "opsbot takes no commands in this channel: run it in " + a.channelList() + ", or ask an admin to add this channel's id to slack.channels.", false
+}
+
+func (a *Adapter) channelList() string {
+	if len(a.cfg.Channels) == 0 {
+		return "a direct message"
+	}
+	var b []string
+	for _, c := range a.cfg.Channels {
+		b = append(b, "<#"+c+">")
+	}
+	return strings.Join(b, ", ")
+}
+
+// slash answers a slash command: the returned message is the ack, ephemeral
+// unless the bot's reply is for the room.
+func (a *Adapter) slash(ctx context.Context, in bot.Inbound, sc slack.SlashCommand) *slack.WebhookMessage {
+	text, ok := commandText(sc.Command, sc.Text)
+	if !ok {
+		return a.ephemeral("opsbot does not know " + sc.Command + ": try `/opsbot help`.")
+	}
+	if msg, ok := a.where(sc.ChannelID); !ok {
+		return a.ephemeral(msg)
+	}
+	r := in.Handle(ctx, bot.Request{Platform: Platform, User: sc.UserID, UserName: sc.UserName, Room: sc.ChannelID, Text: text})
+	return a.replyMessage(r, false)
+}
+
+func (a *Adapter) ephemeral(text string) *slack.WebhookMessage {
+	return a.replyMessage(bot.Reply{Text: text, Audience: bot.ToUser}, false)
+}
+
+// replyMessage lays a bot.Reply out as a slash command's or response_url's
+// message: ephemeral for ToUser, in the channel for ToRoom.
+func (a *Adapter) replyMessage(r bot.Reply, replace bool) *slack.WebhookMessage {
+	m := &slack.WebhookMessage{Text: truncate(firstLine(r.Text), maxFallback), ResponseType: slack.ResponseTypeEphemeral,
+		ReplaceOriginal: replace}
+	if r.Audience == bot.ToRoom {
+		m.ResponseType = slack.ResponseTypeInChannel
+	}
+	if blocks := renderReply(r, a.now()); len(blocks) > 0 {
+		m.Blocks = &slack.Blocks{BlockSet: blocks}
+	}
+	return m
+}
+
+// click performs the actions of a button click for the user who clicked, and
+// answers through the click's response_url after the ack: the message with
+// the buttons is replaced by the outcome, unless the click was refused (then
+// the buttons stay for whoever may use them, and the refusal goes to the
+// clicker only).
+func (a *Adapter) click(ctx context.Context, in bot.Inbound, cb slack.InteractionCallback) {
+	if cb.Type != slack.InteractionTypeBlockActions {
+		return
+	}
+	for _, act := range cb.ActionCallback.BlockActions {
+		var r bot.Reply
+		if msg, ok := a.where(cb.Channel.ID); !ok {
+			r = bot.Reply{Outcome: bot.Refused, Text: msg}
+		} else {
+			r = in.Act(ctx, bot.ActionRequest{ID: act.ActionID, Platform: Platform, User: cb.User.ID,
+				UserName: cb.User.Name, Room: cb.Channel.ID})
+		}
+		refused := r.Outcome == bot.Refused || r.Outcome == bot.Invalid
+		m := a.replyMessage(r, !refused)
+		if refused {
+			m.ResponseType = slack.ResponseTypeEphemeral
+		}
+		a.answer(cb.ResponseURL, cb.Channel.ID, cb.User.ID, m)
+	}
+}
+
+// answer sends m after the ack, in a goroutine Run waits for: to the
+// delivery's response_url when it has one (and it is Slack's), else as an
+// ephemeral message (chat.postEphemeral) or a channel message.
+func (a *Adapter) answer(responseURL, channel, user string, m *slack.WebhookMessage) {
+	a.tasks.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), answerTimeout)
+		defer cancel()
+		var err error
+		switch {
+		case responseURL != "" && a.trustedURL(responseURL):
+			err = a.call(ctx, "answer through response_url", func(ctx context.Context) error {
+				return slack.PostWebhookCustomHTTPContext(ctx, responseURL, a.httpc, m)
+			})
+		case responseURL != "":
+			a.log.Warn("not answering to a response_url outside Slack", "url_host", hostOf(responseURL))
+			return
+		default:
+			opts := []slack.MsgOption{slack.MsgOptionText(m.Text, false)}
+			if m.Blocks != nil {
+				opts = append(opts, slack.MsgOptionBlocks(m.Blocks.BlockSet...))
+			}
+			if m.ThreadTimestamp != "" {
+				opts = append(opts, slack.MsgOptionTS(m.ThreadTimestamp))
+			}
+			if m.ResponseType == slack.ResponseTypeInChannel {
+				err = a.call(ctx, "chat.postMessage to "+channel, func(ctx context.Context) error {
+					_, _, err := a.api.PostMessageContext(ctx, channel, opts...)
+					return err
+				})
+			} else {
+				err = a.call(ctx, "chat.postEphemeral to "+user+" in "+channel, func(ctx context.Context) error {
+					_, err := a.api.PostEphemeralContext(ctx, channel, user, opts...)
+					return err
+				})
+			}
+		}
+		if err != nil {
+			a.log.Warn("answer a Slack delivery", "channel", channel, "user", user, "err", err)
+		}
+	})
+}
+
+// trustedURL reports whether a response_url may be posted to: Slack's hooks
+// host, or the host of the configured API URL (a Slack-compatible server).
+func (a *Adapter) trustedURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") {
+		return false
+	}
+	if u.Scheme == "https" && u.Host == "hooks.slack.com" {
+		return true
+	}
+	return a.cfg.APIURL != "" && hostOf(a.cfg.APIURL) == u.Host
+}
+
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}
+
+var mentionRE = regexp.MustCompile(`<@[A-Z0-9]+(\|[^>]*)?>`)
+
+// event handles an Events API event (already acked): a mention of the bot in
+// an allowed channel, or a direct message when DMs are allowed, runs its text
+// as a command; the answer goes to the user (ephemeral) or the channel's
+// thread of the mention.
+func (a *Adapter) event(ctx context.Context, in bot.Inbound, ev slackevents.EventsAPIEvent) {
+	cb, ok := ev.Data.(*slackevents.EventsAPICallbackEvent)
+	if !ok || !a.seen.first("event:"+cb.EventID, a.now()) {
+		return
+	}
+	var user, channel, text, ts string
+	switch e := ev.InnerEvent.Data.(type) {
+	case *slackevents.AppMentionEvent:
+		if e.BotID != "" {
+			return
+		}
+		user, channel, text, ts = e.User, e.Channel, e.Text, e.TimeStamp
+	case *slackevents.MessageEvent:
+		if e.ChannelType != "im" || e.BotID != "" || e.SubType != "" || !a.cfg.AllowDMs {
+			return
+		}
+		user, channel, text, ts = e.User, e.Channel, e.Text, e.TimeStamp
+	default:
+		return
+	}
+	text = strings.TrimSpace(mentionRE.ReplaceAllString(text, ""))
+	if user == "" || text == "" {
+		return
+	}
+	var m *slack.WebhookMessage
+	if msg, ok := a.where(channel); !ok {
+		m = a.ephemeral(msg)
+	} else {
+		r := in.Handle(ctx, bot.Request{Platform: Platform, User: user, Room: channel, Text: text})
+		m = a.replyMessage(r, false)
+	}
+	if m.ResponseType == slack.ResponseTypeInChannel {
+		m.ThreadTimestamp = ts
+	}
+	a.answer("", channel, user, m)
+}

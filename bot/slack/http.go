@@ -1,0 +1,156 @@
+package slack
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+
+	"github.com/opsbot/opsbot/config"
+)
+
+// EventsPath is the one HTTP endpoint of mode http, as Slack's Bolt serves it:
+// slash commands, interactivity and the Events API all post here.
+const EventsPath = "/slack/events"
+
+// MaxSkew is how far a request's X-Slack-Request-Timestamp may be from now.
+const MaxSkew = 5 * time.Minute
+
+// maxBody bounds a delivery's body; Slack's are a few KiB.
+const maxBody = 1 << 20
+
+// Verification errors, each answered 401.
+var (
+	ErrBadSignature = errors.New("bad X-Slack-Signature")
+	ErrStale        = errors.New("X-Slack-Request-Timestamp more than 5 minutes away")
+)
+
+// Verify checks a delivery's signature: X-Slack-Signature must be "v0=" and
+// the hex HMAC-SHA256, keyed with the signing secret, of
+// "v0:TIMESTAMP:BODY", compared in constant time, and the timestamp within
+// MaxSkew of now.
+func Verify(secret string, h http.Header, body []byte, now time.Time) error {
+	tsText := h.Get("X-Slack-Request-Timestamp")
+	ts, err := strconv.ParseInt(tsText, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: no valid X-Slack-Request-Timestamp", ErrBadSignature)
+	}
+	if d := now.Sub(time.Unix(ts, 0)); d > MaxSkew || d < -MaxSkew {
+		return ErrStale
+	}
+	if !hmac.Equal([]byte(Sign(secret, tsText, body)), []byte(h.Get("X-Slack-Signature"))) {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// Sign returns the X-Slack-Signature of body sent at timestamp ts (Unix
+// seconds, as written in X-Slack-Request-Timestamp).
+func Sign(secret, ts string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte("v0:" + ts + ":"))
+	mac.Write(body)
+	return "v0=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// Routes is bot.HTTPAdapter: POST /slack/events. Before Run has checked the
+// token it answers 503; in socket mode, 404.
+func (a *Adapter) Routes() map[string]http.Handler {
+	return map[string]http.Handler{"POST " + EventsPath: http.HandlerFunc(a.serveEvents)}
+}
+
+func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.Mode != config.SlackModeHTTP {
+		http.Error(w, "opsbot's Slack adapter runs in socket mode (slack.mode)", http.StatusNotFound)
+		return
+	}
+	ref := a.in.Load()
+	if ref == nil {
+		http.Error(w, "opsbot's Slack adapter is not running yet", http.StatusServiceUnavailable)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	now := a.now()
+	if err := Verify(a.cfg.SigningSecret.Value(), r.Header, body, now); err != nil {
+		a.log.Warn("refused a delivery", "remote", r.RemoteAddr, "err", err)
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
+	// Slack signs every delivery anew, retries included: the same signature
+	// twice is a replay.
+	if !a.seen.first("sig:"+r.Header.Get("X-Slack-Signature"), now) {
+		a.log.Warn("refused a replayed delivery", "remote", r.RemoteAddr)
+		http.Error(w, "replayed delivery: already handled", http.StatusConflict)
+		return
+	}
+	ctx := r.Context()
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		var env struct {
+			Type      string `json:"type"`
+			Challenge string `json:"challenge"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil {
+			http.Error(w, "bad JSON: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if env.Type == slackevents.URLVerification {
+			writeJSON(w, map[string]string{"challenge": env.Challenge})
+			return
+		}
+		ev, err := slackevents.ParseEvent(body, slackevents.OptionNoVerifyToken())
+		if err != nil {
+			http.Error(w, "bad event: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusOK) // acked; the answer follows through the Web API
+		a.event(ctx, ref.in, ev)
+		return
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		http.Error(w, "bad form: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	switch {
+	case form.Get("payload") != "":
+		var cb slack.InteractionCallback
+		if err := json.Unmarshal([]byte(form.Get("payload")), &cb); err != nil {
+			http.Error(w, "bad interaction payload: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		a.click(ctx, ref.in, cb)
+	case form.Get("command") != "":
+		sc := slack.SlashCommand{ChannelID: form.Get("channel_id"), ChannelName: form.Get("channel_name"),
+			UserID: form.Get("user_id"), UserName: form.Get("user_name"), Command: form.Get("command"),
+			Text: form.Get("text"), ResponseURL: form.Get("response_url"), TeamID: form.Get("team_id")}
+		writeJSON(w, a.slash(ctx, ref.in, sc))
+	default:
+		http.Error(w, "neither a slash command nor an interaction", http.StatusBadRequest)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "encode answer: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,370 @@
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/lab"
+	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/store"
+)
+
+const (
+	testSecret  = "8f742231b10e8888abcd99yyyzzz85a5"
+	opsChannel  = "C0OPS"
+	otherChan   = "C0RANDOM"
+	operatorID  = "U0OLGA"
+	viewerID    = "U0VIC"
+	adminID     = "U0ADA"
+	strangerID  = "U0NOBODY"
+	groupID     = "S0ONCALL"
+	groupMember = "U0GRACE"
+)
+
+var testUsers = map[string]string{
+	"slack:" + operatorID:    "operator",
+	"slack:" + viewerID:      "viewer",
+	"slack:" + adminID:       "admin",
+	"slack-group:" + groupID: "operator",
+}
+
+// rig is an opsbot with the Slack adapter against fakeSlack: the real App
+// (store, dispatcher, job engine) and, with lab, the lab's hosts over SSH.
+type rig struct {
+	t      testing.TB
+	slack  *fakeSlack
+	ad     *Adapter
+	app    *bot.App
+	events *httptest.Server // opsbot's listener with the adapter's routes
+	in     *countingInbound
+	now    atomic.Pointer[time.Time]
+}
+
+type rigOptions struct {
+	mode    string // config.SlackModeHTTP (default) or socket
+	lab     bool
+	backend bot.Backend
+	allowDM bool
+}
+
+// countingInbound passes every request to the real dispatcher and counts
+// them, so a test can say a refused delivery reached nothing.
+type countingInbound struct {
+	bot.Inbound
+	handled, acted atomic.Int64
+}
+
+func (c *countingInbound) Handle(ctx context.Context, r bot.Request) bot.Reply {
+	c.handled.Add(1)
+	return c.Inbound.Handle(ctx, r)
+}
+
+func (c *countingInbound) Act(ctx context.Context, a bot.ActionRequest) bot.Reply {
+	c.acted.Add(1)
+	return c.Inbound.Act(ctx, a)
+}
+
+const minimalConfig = `
+store: {path: opsbot.db}
+ssh: {key_file: id_ed25519, known_hosts: known_hosts}
+hosts:
+  gpu1: {addr: "127.0.0.1:2222", user: root}
+  gpu2: {addr: "127.0.0.1:2223", user: root}
+default_service: qwen
+services:
+  qwen: {host: gpu1, unit: sglang-qwen.service, url: "http://127.0.0.1:30000"}
+  coder: {host: gpu2, unit: sglang-coder.service, url: "http://127.0.0.1:30001"}
+`
+
+func testLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func newRig(t testing.TB, o rigOptions) *rig {
+	t.Helper()
+	if o.mode == "" {
+		o.mode = config.SlackModeHTTP
+	}
+	r := &rig{t: t, slack: newFakeSlack(t)}
+	r.slack.groups = []slack.UserGroup{{ID: groupID, Handle: "oncall", Users: []string{groupMember}}}
+	dir := t.TempDir()
+	var cfg *config.Config
+	var err error
+	var l *lab.Lab
+	if o.lab {
+		l = labtest.Start(t, lab.Options{})
+		path, err := l.WriteConfig(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg, err = config.Load(path); err != nil {
+			t.Fatal(err)
+		}
+	} else if cfg, err = config.Parse([]byte(minimalConfig), dir, func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Auth = config.Auth{DefaultRole: "none", Users: testUsers}
+	sc := config.Slack{Enabled: true, Mode: o.mode, BotToken: "xoxb-test-token", APIURL: r.slack.url(),
+		Channel: opsChannel, Channels: []string{opsChannel}, AllowDMs: o.allowDM}
+	if o.mode == config.SlackModeHTTP {
+		sc.SigningSecret = testSecret
+	} else {
+		sc.AppToken = "xapp-test-token"
+	}
+	log := testLogger(t)
+	r.ad, err = New(sc, Options{Logger: log, Now: func() time.Time {
+		if p := r.now.Load(); p != nil {
+			return *p
+		}
+		return time.Now()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := bot.AppOptions{Backend: o.backend, Chats: map[string]bot.Chat{Platform: r.ad}, Logger: log}
+	if o.lab {
+		opts.NewBackend = func(deps bot.BackendDeps) (bot.Backend, error) { return labRunbook(t, l, deps.Nodes) }
+	}
+	ctx := context.Background()
+	r.app, err = bot.NewApp(ctx, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.in = &countingInbound{Inbound: r.app.Dispatcher}
+	mux := http.NewServeMux()
+	for pattern, h := range r.ad.Routes() {
+		mux.Handle(pattern, h)
+	}
+	r.events = httptest.NewServer(mux)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.ad.Run(runCtx, r.in) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("adapter Run: %v", err)
+		}
+		r.events.Close()
+		r.app.Close()
+	})
+	r.waitFor("the adapter to be ready", 10*time.Second, func() bool { return r.ad.Ready() == nil })
+	return r
+}
+
+// labRunbook is the ops layer on the lab's hosts, as cmd/opsbot builds it
+// from a config, with short benchmarks.
+func labRunbook(t testing.TB, l *lab.Lab, nodes ops.NodeLocker) (*ops.Runbook, error) {
+	key, kh := labtest.Files(t, l)
+	topo := l.Topology()
+	cfg := ops.Config{KeyFile: key, KnownHosts: kh, Hosts: map[string]ops.HostConfig{}, Services: map[string]ops.ServiceConfig{},
+		Bench:    ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48},
+		MaxSteps: 16, NodeLocks: nodes}
+	for _, h := range topo.Hosts {
+		cfg.Hosts[h.Name] = ops.HostConfig{Addr: h.Addr, User: h.User}
+	}
+	for _, s := range topo.Services {
+		cfg.Services[s.Name] = ops.ServiceConfig{Host: s.Host, Unit: s.Unit, URL: s.URL, Engine: s.Engine, GPUs: s.GPUs,
+			ProxmoxNode: s.ProxmoxNode, VMID: s.VMID, ReadyTimeout: 60 * time.Second}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, s := range topo.Services {
+		if err := l.WaitReady(ctx, s.Name); err != nil {
+			return nil, fmt.Errorf("lab service %s: %w", s.Name, err)
+		}
+	}
+	rb, err := ops.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { rb.Close() })
+	return rb, nil
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func (r *rig) waitFor(what string, within time.Duration, cond func() bool) {
+	r.t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// delivery is one signed HTTP request to POST /slack/events.
+type delivery struct {
+	body        string
+	contentType string
+	ts          string // X-Slack-Request-Timestamp; "" = now
+	sig         string // X-Slack-Signature; "" = signed with testSecret
+}
+
+func slashForm(command, text, user, channel, responsePath string) url.Values {
+	return url.Values{"command": {command}, "text": {text}, "user_id": {user}, "user_name": {strings.ToLower(user)},
+		"channel_id": {channel}, "team_id": {"T0TEAM"}, "response_url": {responsePath}}
+}
+
+func (r *rig) responseURL(name string) string { return r.slack.url() + "response/" + name }
+
+func (r *rig) sign(d delivery) delivery {
+	if d.ts == "" {
+		d.ts = strconv.FormatInt(time.Now().Unix(), 10)
+	}
+	if d.sig == "" {
+		d.sig = Sign(testSecret, d.ts, []byte(d.body))
+	}
+	if d.contentType == "" {
+		d.contentType = "application/x-www-form-urlencoded"
+	}
+	return d
+}
+
+// post sends d and returns the status and body of the answer.
+func (r *rig) post(d delivery) (int, string) {
+	r.t.Helper()
+	return r.postT(r.t, d)
+}
+
+// postT is post failing t (a fuzz target's own).
+func (r *rig) postT(t testing.TB, d delivery) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, r.events.URL+EventsPath, strings.NewReader(d.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", d.contentType)
+	req.Header.Set("X-Slack-Request-Timestamp", d.ts)
+	req.Header.Set("X-Slack-Signature", d.sig)
+	resp, err := r.events.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// slash sends a signed slash command and decodes its ack.
+func (r *rig) slash(command, text, user, channel string) slack.WebhookMessage {
+	r.t.Helper()
+	form := slashForm(command, text, user, channel, r.responseURL(user))
+	code, body := r.post(r.sign(delivery{body: form.Encode()}))
+	if code != http.StatusOK {
+		r.t.Fatalf("%s %s: HTTP %d: %s", command, text, code, body)
+	}
+	var m slack.WebhookMessage
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		r.t.Fatalf("%s %s: ack %q: %v", command, text, body, err)
+	}
+	return m
+}
+
+// click sends a signed block_actions payload: user clicks the button with
+// action id on a message in channel.
+func (r *rig) click(actionID, user, channel, responseName string) {
+	r.t.Helper()
+	payload := map[string]any{
+		"type":         "block_actions",
+		"trigger_id":   strconv.FormatInt(time.Now().UnixNano(), 10), // each click is a delivery of its own
+		"user":         map[string]string{"id": user, "name": strings.ToLower(user)},
+		"channel":      map[string]string{"id": channel},
+		"response_url": r.responseURL(responseName),
+		"actions":      []map[string]string{{"action_id": actionID, "block_id": "opsbot_actions", "type": "button", "value": actionID}},
+	}
+	b, err := json.Marshal(payload)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	code, body := r.post(r.sign(delivery{body: url.Values{"payload": {string(b)}}.Encode()}))
+	if code != http.StatusOK {
+		r.t.Fatalf("click %s: HTTP %d: %s", actionID, code, body)
+	}
+}
+
+// buttons returns the action ids of a message's buttons, by label.
+func buttons(t testing.TB, m slack.WebhookMessage) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	if m.Blocks == nil {
+		return out
+	}
+	for _, b := range m.Blocks.BlockSet {
+		if ab, ok := b.(*slack.ActionBlock); ok {
+			for _, e := range ab.Elements.ElementSet {
+				if btn, ok := e.(*slack.ButtonBlockElement); ok {
+					out[btn.Text.Text] = btn.ActionID
+				}
+			}
+		}
+	}
+	return out
+}
+
+// jobs lists the store's jobs, newest first.
+func (r *rig) jobs() []store.Job {
+	r.t.Helper()
+	js, err := r.app.Store.ListJobs(context.Background(), store.JobFilter{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return js
+}
+
+// waitJob waits until job id has ended.
+func (r *rig) waitJob(id int64, within time.Duration) store.Job {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	j, err := r.app.Engine.Wait(ctx, id)
+	if err != nil {
+		r.t.Fatalf("wait for job #%d: %v", id, err)
+	}
+	return j
+}
+
+// quickBackend is a pipeline of two steps and a result, for tests about the
+// adapter rather than the ops layer; block, when set, holds the job until
+// it is closed or the job is cancelled.
+func quickBackend(block chan struct{}) bot.Backend {
+	return backendFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		rep.Report(ops.Event{Step: "work", Status: ops.StepStarted, Message: "doing " + cmd.Text})
+		if block != nil {
+			select {
+			case <-block:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		rep.Report(ops.Event{Step: "work", Status: ops.StepDone, Message: "done"})
+		return &ops.Result{Summary: "all good"}, nil
+	})
+}
+
+type backendFunc func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error)
+
+func (f backendFunc) Run(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	return f(ctx, cmd, rep)
+}
