@@ -84,10 +84,13 @@ func TestOutputSignal(t *testing.T) {
 	done := make(chan struct{})
 	var out remote.Output
 	var err error
-	go func() { out, err = h.Run(tctx(t), nil, "sleep", "32.5"); close(done) }()
+	// A duration no other test run uses: pkill must find this test's sleep
+	// only, even when other test runs share the machine and its test user.
+	secs := fmt.Sprintf("32.%09d", time.Now().UnixNano()%1e9)
+	go func() { out, err = h.Run(tctx(t), nil, "sleep", secs); close(done) }()
 	// The login shell may or may not exec the command: kill both.
-	waitFor(t, "sleep 32.5 to be killed", 10*time.Second, func() bool {
-		k, kerr := h.Run(tctx(t), nil, "pkill", "-TERM", "-u", tg.hosts["local"].User, "-f", "-x", "(sh -c )?sleep 32.5")
+	waitFor(t, "sleep "+secs+" to be killed", 10*time.Second, func() bool {
+		k, kerr := h.Run(tctx(t), nil, "pkill", "-TERM", "-u", tg.hosts["local"].User, "-f", "-x", "(sh -c )?sleep "+strings.ReplaceAll(secs, ".", "[.]"))
 		return kerr == nil && k.ExitStatus == 0
 	})
 	<-done
