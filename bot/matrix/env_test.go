@@ -29,7 +29,7 @@ import (
 // env is a real Dendrite, the lab, and the accounts and rooms of an on-call
 // team: alice (operator) and bob (no role) in the allowed room.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	hs    *dendritetest.Server
 	lab   *lab.Lab
 	cfg   *config.Config
@@ -41,7 +41,7 @@ type env struct {
 	seen  *watcher  // alice's view of both rooms
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	hs := dendritetest.Start(t)
 	e := &env{t: t, hs: hs}
@@ -136,7 +136,7 @@ func (e *env) start(now func() time.Time) *instance {
 }
 
 // waitReady waits until the instance syncs.
-func (in *instance) waitReady(t *testing.T) {
+func (in *instance) waitReady(t testing.TB) {
 	t.Helper()
 	poll(t, 30*time.Second, "the adapter to sync", func() bool { return in.adapter.Ready() == nil })
 }
@@ -163,7 +163,7 @@ func runbook(cfg *config.Config, nodes ops.NodeLocker, log *slog.Logger) (*ops.R
 }
 
 // send posts a text message as u and returns its event id.
-func send(t *testing.T, u *dendritetest.User, room id.RoomID, text string) id.EventID {
+func send(t testing.TB, u *dendritetest.User, room id.RoomID, text string) id.EventID {
 	t.Helper()
 	resp, err := u.Client.SendText(testCtx(t, 30*time.Second), room, text)
 	if err != nil {
@@ -179,6 +179,7 @@ type msg struct {
 	Sender   id.UserID
 	Type     string
 	At       time.Time // when the watcher received it
+	TS       time.Time // origin_server_ts: when the homeserver took it
 	MsgType  string
 	Body     string
 	HTML     string
@@ -198,7 +199,7 @@ type watcher struct {
 	wake chan struct{}
 }
 
-func watch(t *testing.T, cli *mautrix.Client) *watcher {
+func watch(t testing.TB, cli *mautrix.Client) *watcher {
 	w := &watcher{wake: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -233,7 +234,7 @@ func watch(t *testing.T, cli *mautrix.Client) *watcher {
 }
 
 func parse(room id.RoomID, evt *event.Event, at time.Time) msg {
-	m := msg{Room: room, ID: evt.ID, Sender: evt.Sender, Type: evt.Type.Type, At: at}
+	m := msg{Room: room, ID: evt.ID, Sender: evt.Sender, Type: evt.Type.Type, At: at, TS: time.UnixMilli(evt.Timestamp)}
 	if evt.StateKey != nil {
 		m.StateKey = *evt.StateKey
 	}
@@ -282,7 +283,7 @@ func (w *watcher) all(f func(msg) bool) []msg {
 }
 
 // wait returns the first event that matches f, waiting up to d for it.
-func (w *watcher) wait(t *testing.T, d time.Duration, what string, f func(msg) bool) msg {
+func (w *watcher) wait(t testing.TB, d time.Duration, what string, f func(msg) bool) msg {
 	t.Helper()
 	deadline := time.After(d)
 	for {
@@ -309,7 +310,7 @@ func (w *watcher) dump() string {
 	return b.String()
 }
 
-func poll(t *testing.T, d time.Duration, what string, ok func() bool) {
+func poll(t testing.TB, d time.Duration, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !ok() {

@@ -18,7 +18,7 @@ import (
 const jobWait = 90 * time.Second
 
 // rootOf waits for the bot's root status message answering the command cmd.
-func (e *env) rootOf(t *testing.T, cmd id.EventID) msg {
+func (e *env) rootOf(t testing.TB, cmd id.EventID) msg {
 	t.Helper()
 	return e.seen.wait(t, 30*time.Second, "bot message answering "+string(cmd), func(m msg) bool {
 		return m.Sender == e.botU.ID && m.Type == "m.room.message" && m.ReplyTo == cmd && m.RelType == ""
@@ -26,7 +26,7 @@ func (e *env) rootOf(t *testing.T, cmd id.EventID) msg {
 }
 
 // finalEdit waits for the edit of root that shows the job ended with state.
-func (e *env) finalEdit(t *testing.T, root msg, state string) msg {
+func (e *env) finalEdit(t testing.TB, root msg, state string) msg {
 	t.Helper()
 	return e.seen.wait(t, jobWait, "an edit of "+string(root.ID)+" to "+state, func(m msg) bool {
 		return m.Sender == e.botU.ID && m.RelType == "m.replace" && m.RelTo == root.ID && strings.Contains(m.NewBody, "— "+state)
@@ -233,4 +233,50 @@ func TestConfirmByReaction(t *testing.T) {
 		t.Errorf("status of the confirmed job: %q", root.Body)
 	}
 	_ = in
+}
+
+// TestTwoInstancesOneSyncs: two opsbot processes on one store: one syncs,
+// the other stands by and says so; when the first stops, the second takes
+// the sync over; every command is answered exactly once.
+func TestTwoInstancesOneSyncs(t *testing.T) {
+	e := newEnv(t)
+	a := e.start(nil)
+	a.waitReady(t)
+	b := e.start(nil)
+	poll(t, 30*time.Second, "the second process to stand by", func() bool {
+		err := b.adapter.Ready()
+		return err != nil && strings.Contains(err.Error(), "standing by")
+	})
+	first := send(t, e.alice, e.room, "!help")
+	e.rootOf(t, first)
+	a.stop()
+	b.waitReady(t)
+	second := send(t, e.alice, e.room, "!jobs")
+	e.rootOf(t, second)
+	marker := send(t, e.alice, e.room, "!help svc")
+	e.rootOf(t, marker)
+	for _, c := range []id.EventID{first, second} {
+		if n := len(e.seen.all(func(m msg) bool { return m.Sender == e.botU.ID && m.ReplyTo == c })); n != 1 {
+			t.Errorf("command %s answered %d times, want once", c, n)
+		}
+	}
+}
+
+// TestSessionKept: a password login happens once; restarts use the device
+// and access token kept in the store (the account gains no device).
+func TestSessionKept(t *testing.T) {
+	e := newEnv(t)
+	for range 3 {
+		in := e.start(nil)
+		in.waitReady(t)
+		in.stop()
+	}
+	devs, err := e.botU.Client.GetDevicesInfo(testCtx(t, 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One device from the account's registration, one from opsbot's login.
+	if len(devs.Devices) != 2 {
+		t.Fatalf("the bot's account has %d devices after three starts, want 2: %+v", len(devs.Devices), devs.Devices)
+	}
 }

@@ -78,10 +78,13 @@ func (s *syncer) run(ctx context.Context) {
 		return
 	}
 	first := since == ""
+	// The first request returns at once, so that Ready tells soon whether
+	// the homeserver answers; the next ones wait for events.
+	quick := true
 	backoff := time.Second
 	for ctx.Err() == nil {
 		timeout := syncTimeout
-		if first {
+		if quick {
 			timeout = 0
 		}
 		resp, err := s.cli.FullSyncRequest(ctx, mautrix.ReqSync{Timeout: int(timeout / time.Millisecond), Since: since, FilterID: timelineFilter})
@@ -116,7 +119,7 @@ func (s *syncer) run(ctx context.Context) {
 		if err := s.st.SetSyncToken(ctx, a.syncTokenKey(), resp.NextBatch); err != nil {
 			a.log.Error("store the sync token", "err", err)
 		}
-		since, first = resp.NextBatch, false
+		since, first, quick = resp.NextBatch, false, false
 	}
 }
 
