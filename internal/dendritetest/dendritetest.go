@@ -256,4 +256,3 @@ func (b *syncBuffer) tail() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
-
