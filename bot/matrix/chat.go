@@ -6,6 +6,7 @@ import (
 	"html"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -200,7 +201,11 @@ func head(text string, lines int) string {
 	}
 	out := strings.Join(ls, "\n")
 	if len(out) > maxInline {
-		out = out[:maxInline]
+		cut := maxInline
+		for cut > 0 && !utf8.RuneStart(out[cut]) {
+			cut--
+		}
+		out = out[:cut]
 	}
 	return out
 }

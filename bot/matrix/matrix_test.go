@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -278,5 +280,42 @@ func TestSessionKept(t *testing.T) {
 	// One device from the account's registration, one from opsbot's login.
 	if len(devs.Devices) != 2 {
 		t.Fatalf("the bot's account has %d devices after three starts, want 2: %+v", len(devs.Devices), devs.Devices)
+	}
+}
+
+// TestAttachmentsAndEncrypted: a chart goes into the thread as an m.image,
+// output over 16 KiB as its first lines and an m.file; an encrypted event
+// in an allowed room is answered with a notice that the bot cannot read it.
+func TestAttachmentsAndEncrypted(t *testing.T) {
+	e := newEnv(t)
+	in := e.start(nil)
+	in.waitReady(t)
+	ctx := testCtx(t, 30*time.Second)
+	root, err := in.adapter.Post(ctx, string(e.room), bot.Message{Kind: bot.KindStatus, Text: "⏳ #9 `sweep` — queued"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	png := []byte("\x89PNG\r\n\x1a\n not really a chart")
+	long := strings.Repeat("a line of the journal\n", 1000)
+	if _, err := in.adapter.Reply(ctx, root, bot.Message{Kind: bot.KindResult, Text: long, Image: &bot.Image{Name: "sweep.png", PNG: png}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"m.notice", "m.file", "m.image"} {
+		m := e.seen.wait(t, 30*time.Second, want+" in the thread", func(m msg) bool {
+			return m.RelType == "m.thread" && m.RelTo == id.EventID(root.ID) && m.MsgType == want
+		})
+		if want == "m.notice" && (len(m.Body) > 16<<10 || !strings.Contains(m.Body, "attached")) {
+			t.Errorf("the notice before the file: %d bytes: %.200q", len(m.Body), m.Body)
+		}
+	}
+
+	enc, err := e.alice.Client.SendMessageEvent(ctx, e.room, event.EventEncrypted, map[string]any{
+		"algorithm": "m.megolm.v1.aes-sha2", "ciphertext": "AwgAEnAC", "device_id": "X", "sender_key": "k", "session_id": "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.rootOf(t, enc.EventID)
+	if !strings.Contains(r.Body, "cannot read encrypted messages") {
+		t.Errorf("answer to an encrypted event: %q", r.Body)
 	}
 }
