@@ -54,10 +54,7 @@ func (a *Adapter) Edit(ctx context.Context, ref bot.Ref, m bot.Message) error {
 	} else {
 		a.shown[root] = m.Text
 	}
-	react := m.Final && !a.reacted[root]
-	if react {
-		a.reacted[root] = true
-	}
+	react := m.Final
 	a.mu.Unlock()
 	if !same {
 		c := notice(m.Text)
@@ -111,6 +108,12 @@ func (a *Adapter) Reply(ctx context.Context, ref bot.Ref, m bot.Message) (bot.Re
 			return fmt.Errorf("matrix: reply in the thread of %s in %s: %w", root, room, err)
 		}
 		a.mu.Lock()
+		if len(a.roots) > maxThreads {
+			// Forget old threads: a reply to one then falls back to
+			// answering its root, which is still in the thread.
+			clear(a.roots)
+			clear(a.last)
+		}
 		a.last[root] = resp.EventID
 		a.roots[resp.EventID] = root
 		a.mu.Unlock()
@@ -146,6 +149,9 @@ func (a *Adapter) Reply(ctx context.Context, ref bot.Ref, m bot.Message) (bot.Re
 	}
 	return last, nil
 }
+
+// maxThreads bounds the thread replies remembered.
+const maxThreads = 10000
 
 // notice is an m.notice with the text as its plain body and as HTML.
 func notice(text string) *event.MessageEventContent {

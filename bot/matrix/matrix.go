@@ -114,7 +114,6 @@ type Adapter struct {
 	roots    map[id.EventID]id.EventID // thread replies -> their root
 	last     map[id.EventID]id.EventID // thread root -> latest reply in it
 	shown    map[id.EventID]string     // status message -> the text it shows now
-	reacted  map[id.EventID]bool       // status messages given their outcome reaction
 
 	// Now is the clock the stale rule reads; tests may set it before Run.
 	Now func() time.Time
@@ -175,7 +174,7 @@ func New(cfg config.Matrix, o Options) (*Adapter, error) {
 	a := &Adapter{cfg: cfg, opts: o, log: log.With("platform", Platform), allowed: map[id.RoomID]bool{},
 		user:     id.UserID(cfg.UserID),
 		previews: map[id.EventID]preview{}, roots: map[id.EventID]id.EventID{}, last: map[id.EventID]id.EventID{},
-		shown: map[id.EventID]string{}, reacted: map[id.EventID]bool{}, Now: time.Now}
+		shown: map[id.EventID]string{}, Now: time.Now}
 	for _, r := range cfg.Rooms {
 		a.allowed[id.RoomID(r)] = true
 	}
@@ -203,23 +202,38 @@ func (a *Adapter) setNotReady(why string) { a.ready.Store(&why) }
 func (a *Adapter) setReady()              { a.ready.Store(nil) }
 
 // Run logs in, joins the allowed rooms, waits for the sync lease and syncs
-// until ctx ends, handing every command in an allowed room to in. A failing
-// sync is retried with backoff (Ready says why meanwhile). It returns nil
-// after ctx ends, and an error only when it cannot serve at all: the store
-// cannot be opened, or the homeserver refuses the credentials.
+// until ctx ends, handing every command in an allowed room to in. A
+// homeserver that does not answer and a failing sync are retried with
+// backoff (Ready says why meanwhile). It returns nil after ctx ends, and an
+// error only when it cannot serve at all: the store cannot be opened, or the
+// homeserver refuses the credentials (or they are another account's).
 func (a *Adapter) Run(ctx context.Context, in bot.Inbound) error {
 	st, err := store.Open(ctx, a.opts.StorePath)
 	if err != nil {
 		return fmt.Errorf("matrix: open store: %w", err)
 	}
 	defer st.Close()
-	cli, err := a.login(ctx, st)
-	if err != nil {
+	defer a.setNotReady("stopped")
+	var cli *mautrix.Client
+	for backoff := time.Second; ; backoff = min(2*backoff, time.Minute) {
+		cli, err = a.login(ctx, st)
 		if ctx.Err() != nil {
 			return nil
 		}
+		if err == nil {
+			break
+		}
 		a.setNotReady("login failed: " + err.Error())
-		return err
+		if refused(err) {
+			return err
+		}
+		// The homeserver is down or unreachable: try again.
+		a.log.Warn("log in to the homeserver; retrying", "in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
 	}
 	a.client.Store(cli)
 	lease, err := newSyncLease(ctx, st, a.cfg.UserID, a.opts.LeaseTTL)
@@ -250,6 +264,16 @@ func (a *Adapter) Run(ctx context.Context, in bot.Inbound) error {
 		}
 		// The lease was lost: stand by again.
 	}
+}
+
+// errWrongUser is wrapped when the credentials are another account's.
+var errWrongUser = errors.New("the credentials belong to another account")
+
+// refused reports whether the homeserver refused the credentials (trying
+// again cannot help), as opposed to not answering.
+func refused(err error) bool {
+	return errors.Is(err, errWrongUser) || errors.Is(err, mautrix.MForbidden) || errors.Is(err, mautrix.MUnknownToken) ||
+		errors.Is(err, mautrix.MUserDeactivated) || errors.Is(err, mautrix.MMissingToken) || errors.Is(err, mautrix.MInvalidParam)
 }
 
 // session is what a password login leaves in the store.
@@ -308,7 +332,7 @@ func (a *Adapter) passwordLogin(ctx context.Context, st *store.Store, cli *mautr
 		return fmt.Errorf("matrix: log in as %s on %s with matrix.password: %w", a.cfg.UserID, a.cfg.Homeserver, err)
 	}
 	if resp.UserID != a.user {
-		return fmt.Errorf("matrix: logged in as %s, but matrix.user_id is %s", resp.UserID, a.cfg.UserID)
+		return fmt.Errorf("matrix: logged in as %s, but matrix.user_id is %s: %w", resp.UserID, a.cfg.UserID, errWrongUser)
 	}
 	b, _ := json.Marshal(session{Homeserver: a.cfg.Homeserver, DeviceID: string(resp.DeviceID), AccessToken: resp.AccessToken})
 	if err := st.SetSyncToken(ctx, a.sessionKey(), string(b)); err != nil {
@@ -324,7 +348,7 @@ func (a *Adapter) whoami(ctx context.Context, cli *mautrix.Client) error {
 		return fmt.Errorf("matrix: check the access token of %s on %s: %w", a.cfg.UserID, a.cfg.Homeserver, err)
 	}
 	if who.UserID != a.user {
-		return fmt.Errorf("matrix: the access token belongs to %s, but matrix.user_id is %s", who.UserID, a.cfg.UserID)
+		return fmt.Errorf("matrix: the access token belongs to %s, but matrix.user_id is %s: %w", who.UserID, a.cfg.UserID, errWrongUser)
 	}
 	if cli.DeviceID == "" {
 		cli.DeviceID = who.DeviceID

@@ -11,6 +11,8 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/bot/matrix"
+	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -317,5 +319,34 @@ func TestAttachmentsAndEncrypted(t *testing.T) {
 	r := e.rootOf(t, enc.EventID)
 	if !strings.Contains(r.Body, "cannot read encrypted messages") {
 		t.Errorf("answer to an encrypted event: %q", r.Body)
+	}
+}
+
+// TestBadCredentials: a wrong password, or another account's access token,
+// makes Run return an error that says so, without retrying for ever.
+func TestBadCredentials(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct {
+		name string
+		edit func(m *config.Matrix)
+		want string
+	}{
+		{"wrong password", func(m *config.Matrix) { m.Password = "wrong" }, "log in as " + string(e.botU.ID)},
+		{"alice's token", func(m *config.Matrix) { m.Password, m.AccessToken = "", config.Secret(e.alice.Client.AccessToken) },
+			"belongs to " + string(e.alice.ID)},
+	} {
+		m := *e.cfg.Matrix
+		c.edit(&m)
+		a, err := matrix.New(m, matrix.Options{StorePath: e.cfg.Store.Path, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = a.Run(testCtx(t, 30*time.Second), nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Run: %v, want it to say %q", c.name, err, c.want)
+		}
+		if r := a.Ready(); r == nil {
+			t.Errorf("%s: ready after a refused login", c.name)
+		}
 	}
 }
