@@ -2,6 +2,7 @@ package matrix_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -349,4 +350,23 @@ func TestBadCredentials(t *testing.T) {
 			t.Errorf("%s: ready after a refused login", c.name)
 		}
 	}
+}
+
+// TestCancelJob: `!cancel N` from the operator who started job N stops it;
+// its status message ends cancelled with the 🚫 reaction.
+func TestCancelJob(t *testing.T) {
+	e := newEnv(t)
+	in := e.start(nil)
+	in.waitReady(t)
+	cmd := send(t, e.alice, e.room, "!mtp steps 6")
+	root := e.rootOf(t, cmd)
+	jobs, err := in.app.Store.ListJobs(context.Background(), store.JobFilter{Active: true})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("active jobs: %+v %v", jobs, err)
+	}
+	send(t, e.alice, e.room, "!cancel "+strconv.FormatInt(jobs[0].ID, 10))
+	e.finalEdit(t, root, "cancelled")
+	e.seen.wait(t, 30*time.Second, "the cancelled reaction", func(m msg) bool {
+		return m.Type == "m.reaction" && m.RelTo == root.ID && m.Key == "🚫"
+	})
 }
