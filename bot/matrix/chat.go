@@ -18,7 +18,7 @@ import (
 // set. A status message's text is remembered so that an edit to the same
 // text is not sent.
 func (a *Adapter) Post(ctx context.Context, room string, m bot.Message) (bot.Ref, error) {
-	cli, err := a.conn()
+	cli, err := a.conn(ctx)
 	if err != nil {
 		return bot.Ref{}, err
 	}
@@ -42,7 +42,7 @@ func (a *Adapter) Post(ctx context.Context, room string, m bot.Message) (bot.Ref
 // not change the text is not sent. The final edit of a status message also
 // reacts to it with the outcome's icon (✅, ❌, 🚫, ...).
 func (a *Adapter) Edit(ctx context.Context, ref bot.Ref, m bot.Message) error {
-	cli, err := a.conn()
+	cli, err := a.conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func (a *Adapter) Edit(ctx context.Context, ref bot.Ref, m bot.Message) error {
 // its thread): text as an m.notice, an image as an m.image after it, text
 // longer than 16 KiB as its first lines and an m.file with all of it.
 func (a *Adapter) Reply(ctx context.Context, ref bot.Ref, m bot.Message) (bot.Ref, error) {
-	cli, err := a.conn()
+	cli, err := a.conn(ctx)
 	if err != nil {
 		return bot.Ref{}, err
 	}

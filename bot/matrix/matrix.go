@@ -105,8 +105,10 @@ type Adapter struct {
 	allowed map[id.RoomID]bool
 	user    id.UserID
 
-	// client is set once Run has logged in; Chat calls fail before.
+	// client is set once Run has logged in, or by conn from the kept
+	// credentials before.
 	client atomic.Pointer[mautrix.Client]
+	connMu sync.Mutex
 	ready  atomic.Pointer[string] // why not ready; nil when ready
 
 	mu       sync.Mutex
@@ -298,23 +300,22 @@ func (a *Adapter) login(ctx context.Context, st *store.Store) (*mautrix.Client, 
 		cli.AccessToken = tok
 		return cli, a.whoami(ctx, cli)
 	}
-	if raw, err := st.SyncToken(ctx, a.sessionKey()); err != nil {
-		return nil, fmt.Errorf("matrix: read the kept session: %w", err)
-	} else if raw != "" {
-		var s session
-		if json.Unmarshal([]byte(raw), &s) == nil && s.Homeserver == a.cfg.Homeserver && s.AccessToken != "" {
-			cli.AccessToken, cli.DeviceID = s.AccessToken, id.DeviceID(s.DeviceID)
-			err := a.whoami(ctx, cli)
-			if err == nil {
-				a.log.Info("logged in with the kept session", "device", s.DeviceID)
-				return cli, nil
-			}
-			if !errors.Is(err, mautrix.MUnknownToken) {
-				return nil, err
-			}
-			a.log.Info("the kept session is no longer valid: logging in again", "device", s.DeviceID)
-			cli.AccessToken = ""
+	s, err := a.readSession(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	if s.AccessToken != "" {
+		cli.AccessToken, cli.DeviceID = s.AccessToken, id.DeviceID(s.DeviceID)
+		err := a.whoami(ctx, cli)
+		if err == nil {
+			a.log.Info("logged in with the kept session", "device", s.DeviceID)
+			return cli, nil
 		}
+		if !errors.Is(err, mautrix.MUnknownToken) {
+			return nil, err
+		}
+		a.log.Info("the kept session is no longer valid: logging in again", "device", s.DeviceID)
+		cli.AccessToken = ""
 	}
 	return cli, a.passwordLogin(ctx, st, cli)
 }
@@ -356,10 +357,56 @@ func (a *Adapter) whoami(ctx context.Context, cli *mautrix.Client) error {
 	return nil
 }
 
-func (a *Adapter) conn() (*mautrix.Client, error) {
-	cli := a.client.Load()
-	if cli == nil {
-		return nil, errors.New("matrix: not logged in yet")
+// conn returns the client Chat calls use. Before Run has logged in (the
+// bot reports the jobs a stopped process left as interrupted while it
+// starts, before Run) it is made from the configured access token or the
+// session kept in the store, without asking the homeserver.
+func (a *Adapter) conn(ctx context.Context) (*mautrix.Client, error) {
+	if cli := a.client.Load(); cli != nil {
+		return cli, nil
 	}
-	return cli, nil
+	a.connMu.Lock()
+	defer a.connMu.Unlock()
+	if cli := a.client.Load(); cli != nil {
+		return cli, nil
+	}
+	cli, err := mautrix.NewClient(a.cfg.Homeserver, a.user, a.cfg.AccessToken.Value())
+	if err != nil {
+		return nil, fmt.Errorf("matrix homeserver %s: %w", a.cfg.Homeserver, err)
+	}
+	if cli.AccessToken == "" {
+		s, err := a.keptSession(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if s.AccessToken == "" {
+			return nil, errors.New("matrix: not logged in yet")
+		}
+		cli.AccessToken, cli.DeviceID = s.AccessToken, id.DeviceID(s.DeviceID)
+	}
+	a.client.CompareAndSwap(nil, cli)
+	return a.client.Load(), nil
+}
+
+// keptSession reads the session a password login left in the store, if it
+// is for this homeserver.
+func (a *Adapter) keptSession(ctx context.Context) (session, error) {
+	st, err := store.Open(ctx, a.opts.StorePath)
+	if err != nil {
+		return session{}, fmt.Errorf("matrix: open store: %w", err)
+	}
+	defer st.Close()
+	return a.readSession(ctx, st)
+}
+
+func (a *Adapter) readSession(ctx context.Context, st *store.Store) (session, error) {
+	raw, err := st.SyncToken(ctx, a.sessionKey())
+	if err != nil {
+		return session{}, fmt.Errorf("matrix: read the kept session: %w", err)
+	}
+	var s session
+	if raw == "" || json.Unmarshal([]byte(raw), &s) != nil || s.Homeserver != a.cfg.Homeserver {
+		return session{}, nil
+	}
+	return s, nil
 }

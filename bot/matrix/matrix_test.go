@@ -370,3 +370,33 @@ func TestCancelJob(t *testing.T) {
 		return m.Type == "m.reaction" && m.RelTo == root.ID && m.Key == "🚫"
 	})
 }
+
+// TestInterruptedJobReported: a job that a stopped opsbot left running is
+// reported interrupted in its thread when the bot starts again, before the
+// adapter's sync runs (the kept session serves the bot's first messages).
+func TestInterruptedJobReported(t *testing.T) {
+	e := newEnv(t)
+	in := e.start(nil) // logs in once: the session is kept
+	in.waitReady(t)
+	in.stop()
+	root := send(t, e.alice, e.room, "(the status message of a job whose process died)")
+	ctx := testCtx(t, 30*time.Second)
+	st, err := store.Open(ctx, e.cfg.Store.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No owner registered on this handle: the job counts as a dead process's.
+	j, err := st.CreateJob(ctx, store.Job{Command: "mtp steps 10 qwen", Platform: matrix.Platform, User: string(e.alice.ID),
+		Room: string(e.room), Thread: string(root), Service: "qwen", Status: store.Running})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start(nil)
+	m := e.seen.wait(t, 30*time.Second, "the interrupted notice in the job's thread", func(m msg) bool {
+		return m.Sender == e.botU.ID && m.RelType == "m.thread" && m.RelTo == root
+	})
+	if want := "#" + strconv.FormatInt(j.ID, 10) + " `mtp steps 10 qwen` was interrupted"; !strings.Contains(m.Body, want) {
+		t.Errorf("notice %q, want it to say %q", m.Body, want)
+	}
+}
