@@ -12,7 +12,8 @@
 //   - Login: with matrix.access_token as given, or with matrix.password once:
 //     the device id and access token it gets are kept in the store and used
 //     again at the next start (a new login only when the homeserver no
-//     longer accepts them).
+//     longer accepts them). Chat calls made before Run has logged in (the
+//     bot reports interrupted jobs as it starts) use those credentials.
 //   - Rooms: it joins the rooms of matrix.rooms at start and when invited to
 //     them; an invite to any other room is declined, and a command typed in
 //     a room outside the list gets no answer (it is audited as ignored).
