@@ -89,7 +89,7 @@ const maxInline = 16 << 10
 // Options are what New needs besides the matrix section.
 type Options struct {
 	// StorePath is the bot's store (store.path): the adapter opens its own
-	// handle on it for its session, sync token, event claims and sync lease.
+	// handle on it for its login, sync token, event claims and sync lease.
 	StorePath string
 	// LeaseTTL is limits.lease_ttl: how long the sync lease outlives its
 	// holder's last heartbeat. config.DefaultLeaseTTL when zero.
@@ -159,7 +159,7 @@ func New(cfg config.Matrix, o Options) (*Adapter, error) {
 		problems = append(problems, "matrix.power_levels is not in this build of opsbot: grant roles with auth.users")
 	}
 	if o.StorePath == "" {
-		problems = append(problems, "the store path is required (the adapter keeps its session and sync token there)")
+		problems = append(problems, "the store path is required (the adapter keeps its login and sync token there)")
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("matrix adapter: %s", strings.Join(problems, "; "))
@@ -279,18 +279,18 @@ func refused(err error) bool {
 		errors.Is(err, mautrix.MUserDeactivated) || errors.Is(err, mautrix.MMissingToken) || errors.Is(err, mautrix.MInvalidParam)
 }
 
-// session is what a password login leaves in the store.
-type session struct {
+// savedLogin is what a password login leaves in the store.
+type savedLogin struct {
 	Homeserver  string `json:"homeserver"`
 	DeviceID    string `json:"device_id"`
 	AccessToken string `json:"access_token"`
 }
 
-func (a *Adapter) sessionKey() string   { return "matrix/session/" + a.cfg.UserID }
+func (a *Adapter) loginKey() string     { return "matrix/login/" + a.cfg.UserID }
 func (a *Adapter) syncTokenKey() string { return "matrix/sync/" + a.cfg.UserID }
 
 // login returns a client with working credentials: the configured access
-// token, else the session kept in the store, else a new password login (kept
+// token, else the login kept in the store, else a new password login (kept
 // for the next start).
 func (a *Adapter) login(ctx context.Context, st *store.Store) (*mautrix.Client, error) {
 	cli, err := mautrix.NewClient(a.cfg.Homeserver, a.user, "")
@@ -301,7 +301,7 @@ func (a *Adapter) login(ctx context.Context, st *store.Store) (*mautrix.Client, 
 		cli.AccessToken = tok
 		return cli, a.whoami(ctx, cli)
 	}
-	s, err := a.readSession(ctx, st)
+	s, err := a.readLogin(ctx, st)
 	if err != nil {
 		return nil, err
 	}
@@ -309,13 +309,13 @@ func (a *Adapter) login(ctx context.Context, st *store.Store) (*mautrix.Client, 
 		cli.AccessToken, cli.DeviceID = s.AccessToken, id.DeviceID(s.DeviceID)
 		err := a.whoami(ctx, cli)
 		if err == nil {
-			a.log.Info("logged in with the kept session", "device", s.DeviceID)
+			a.log.Info("logged in with the kept login", "device", s.DeviceID)
 			return cli, nil
 		}
 		if !errors.Is(err, mautrix.MUnknownToken) {
 			return nil, err
 		}
-		a.log.Info("the kept session is no longer valid: logging in again", "device", s.DeviceID)
+		a.log.Info("the kept login is no longer valid: logging in again", "device", s.DeviceID)
 		cli.AccessToken = ""
 	}
 	return cli, a.passwordLogin(ctx, st, cli)
@@ -336,11 +336,11 @@ func (a *Adapter) passwordLogin(ctx context.Context, st *store.Store, cli *mautr
 	if resp.UserID != a.user {
 		return fmt.Errorf("matrix: logged in as %s, but matrix.user_id is %s: %w", resp.UserID, a.cfg.UserID, errWrongUser)
 	}
-	b, _ := json.Marshal(session{Homeserver: a.cfg.Homeserver, DeviceID: string(resp.DeviceID), AccessToken: resp.AccessToken})
-	if err := st.SetSyncToken(ctx, a.sessionKey(), string(b)); err != nil {
-		return fmt.Errorf("matrix: keep the session in the store: %w", err)
+	b, _ := json.Marshal(savedLogin{Homeserver: a.cfg.Homeserver, DeviceID: string(resp.DeviceID), AccessToken: resp.AccessToken})
+	if err := st.SetSyncToken(ctx, a.loginKey(), string(b)); err != nil {
+		return fmt.Errorf("matrix: keep the login in the store: %w", err)
 	}
-	a.log.Info("logged in with the password; session kept in the store", "device", resp.DeviceID)
+	a.log.Info("logged in with the password; login kept in the store", "device", resp.DeviceID)
 	return nil
 }
 
@@ -361,7 +361,7 @@ func (a *Adapter) whoami(ctx context.Context, cli *mautrix.Client) error {
 // conn returns the client Chat calls use. Before Run has logged in (the
 // bot reports the jobs a stopped process left as interrupted while it
 // starts, before Run) it is made from the configured access token or the
-// session kept in the store, without asking the homeserver.
+// login kept in the store, without asking the homeserver.
 func (a *Adapter) conn(ctx context.Context) (*mautrix.Client, error) {
 	if cli := a.client.Load(); cli != nil {
 		return cli, nil
@@ -376,7 +376,7 @@ func (a *Adapter) conn(ctx context.Context) (*mautrix.Client, error) {
 		return nil, fmt.Errorf("matrix homeserver %s: %w", a.cfg.Homeserver, err)
 	}
 	if cli.AccessToken == "" {
-		s, err := a.keptSession(ctx)
+		s, err := a.keptLogin(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -389,25 +389,25 @@ func (a *Adapter) conn(ctx context.Context) (*mautrix.Client, error) {
 	return a.client.Load(), nil
 }
 
-// keptSession reads the session a password login left in the store, if it
+// keptLogin reads the login a password login left in the store, if it
 // is for this homeserver.
-func (a *Adapter) keptSession(ctx context.Context) (session, error) {
+func (a *Adapter) keptLogin(ctx context.Context) (savedLogin, error) {
 	st, err := store.Open(ctx, a.opts.StorePath)
 	if err != nil {
-		return session{}, fmt.Errorf("matrix: open store: %w", err)
+		return savedLogin{}, fmt.Errorf("matrix: open store: %w", err)
 	}
 	defer st.Close()
-	return a.readSession(ctx, st)
+	return a.readLogin(ctx, st)
 }
 
-func (a *Adapter) readSession(ctx context.Context, st *store.Store) (session, error) {
-	raw, err := st.SyncToken(ctx, a.sessionKey())
+func (a *Adapter) readLogin(ctx context.Context, st *store.Store) (savedLogin, error) {
+	raw, err := st.SyncToken(ctx, a.loginKey())
 	if err != nil {
-		return session{}, fmt.Errorf("matrix: read the kept session: %w", err)
+		return savedLogin{}, fmt.Errorf("matrix: read the kept login: %w", err)
 	}
-	var s session
+	var s savedLogin
 	if raw == "" || json.Unmarshal([]byte(raw), &s) != nil || s.Homeserver != a.cfg.Homeserver {
-		return session{}, nil
+		return savedLogin{}, nil
 	}
 	return s, nil
 }

@@ -267,9 +267,9 @@ func TestTwoInstancesOneSyncs(t *testing.T) {
 	}
 }
 
-// TestSessionKept: a password login happens once; restarts use the device
+// TestLoginKept: a password login happens once; restarts use the device
 // and access token kept in the store (the account gains no device).
-func TestSessionKept(t *testing.T) {
+func TestLoginKept(t *testing.T) {
 	e := newEnv(t)
 	for range 3 {
 		in := e.start(nil)
@@ -373,10 +373,10 @@ func TestCancelJob(t *testing.T) {
 
 // TestInterruptedJobReported: a job that a stopped opsbot left running is
 // reported interrupted in its thread when the bot starts again, before the
-// adapter's sync runs (the kept session serves the bot's first messages).
+// adapter's sync runs (the kept login serves the bot's first messages).
 func TestInterruptedJobReported(t *testing.T) {
 	e := newEnv(t)
-	in := e.start(nil) // logs in once: the session is kept
+	in := e.start(nil) // logs in once: the login is kept
 	in.waitReady(t)
 	in.stop()
 	root := send(t, e.alice, e.room, "(the status message of a job whose process died)")
