@@ -211,12 +211,18 @@ func (a *Adapter) setReady()              { a.ready.Store(nil) }
 // error only when it cannot serve at all: the store cannot be opened, or the
 // homeserver refuses the credentials (or they are another account's).
 func (a *Adapter) Run(ctx context.Context, in bot.Inbound) error {
+	defer a.setNotReady("stopped")
 	st, err := store.Open(ctx, a.opts.StorePath)
+	if ctx.Err() != nil {
+		if err == nil {
+			st.Close()
+		}
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("matrix: open store: %w", err)
 	}
 	defer st.Close()
-	defer a.setNotReady("stopped")
 	var cli *mautrix.Client
 	for backoff := time.Second; ; backoff = min(2*backoff, time.Minute) {
 		cli, err = a.login(ctx, st)
