@@ -158,13 +158,30 @@ var slackIDRE = regexp.MustCompile(`^[A-Z0-9]{2,32}$`)
 
 // Matrix configures the Matrix adapter.
 type Matrix struct {
-	Enabled     bool     `yaml:"enabled"`
-	Homeserver  string   `yaml:"homeserver"`
-	UserID      string   `yaml:"user_id"`
-	AccessToken Secret   `yaml:"access_token,omitempty"`
-	Password    Secret   `yaml:"password,omitempty"`
-	Rooms       []string `yaml:"rooms"`
+	Enabled bool `yaml:"enabled"`
+	// Homeserver is the client-server API's base URL, http(s)://HOST[:PORT].
+	Homeserver string `yaml:"homeserver"`
+	// UserID is the bot's account, "@opsbot:example.org".
+	UserID string `yaml:"user_id"`
+	// AccessToken, or Password: with a password the bot logs in once and
+	// keeps the device id and access token it got in the store.
+	AccessToken Secret `yaml:"access_token,omitempty"`
+	Password    Secret `yaml:"password,omitempty"`
+	// Rooms are the room ids ("!abc:example.org") the bot joins and obeys;
+	// invites to other rooms are declined, commands there ignored.
+	Rooms []string `yaml:"rooms"`
+	// StaleAfter: a command older than this when the bot first sees it (it
+	// was sent while the bot was down) is answered "stale, not run".
+	StaleAfter Duration `yaml:"stale_after,omitempty"`
+	// PowerLevels would grant roles from a sender's power level in the room
+	// ({operator: 50, admin: 100}); not in this build: refused when set.
+	PowerLevels map[string]int `yaml:"power_levels,omitempty"`
+	// Encryption (end-to-end) is not in this build: true is refused.
+	Encryption bool `yaml:"encryption,omitempty"`
 }
+
+// DefaultMatrixStaleAfter is matrix.stale_after when unset.
+const DefaultMatrixStaleAfter = 5 * time.Minute
 
 // Secret is a value that is never printed. In YAML it is either a literal, a
 // "${ENV_VAR}" reference, or a "file:/path" reference whose content (trimmed) is
@@ -299,6 +316,11 @@ func parse(data []byte, dir string, lookup func(string) (string, bool)) (*Config
 	return c, problems
 }
 
+var (
+	matrixID     = regexp.MustCompile(`^@[^:\s]+:[^\s]+$`)
+	matrixRoomID = regexp.MustCompile(`^![^:\s]+:[^\s]+$`)
+)
+
 // quotedValue is how yaml quotes a value in its errors.
 var quotedValue = regexp.MustCompile("`[^`]*`")
 
@@ -385,6 +407,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Auth.DefaultRole == "" {
 		c.Auth.DefaultRole = "none"
+	}
+	if c.Matrix != nil && c.Matrix.StaleAfter == 0 {
+		c.Matrix.StaleAfter = Duration(DefaultMatrixStaleAfter)
 	}
 	if c.SSH.ConnectTimeout == 0 {
 		c.SSH.ConnectTimeout = Duration(10 * time.Second)
@@ -558,6 +583,25 @@ func (c *Config) Validate() error {
 		}
 		if len(m.Rooms) == 0 {
 			bad("matrix.rooms must list the rooms the bot obeys")
+		}
+		if m.Homeserver != "" {
+			if u, err := url.Parse(m.Homeserver); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad("matrix.homeserver: want the homeserver's base URL, e.g. https://matrix.example.org")
+			}
+		}
+		if m.UserID != "" && !matrixID.MatchString(m.UserID) {
+			bad("matrix.user_id: want a Matrix user id, e.g. @opsbot:example.org")
+		}
+		for i, r := range m.Rooms {
+			if !matrixRoomID.MatchString(r) {
+				bad("matrix.rooms[%d]: want a room id, e.g. !abc:example.org (Element: Room settings > Advanced), not an alias or a name", i)
+			}
+		}
+		if len(m.PowerLevels) > 0 {
+			bad("matrix.power_levels: roles from room power levels are not in this build of opsbot; grant them by user id in auth.users[\"matrix:@user:server\"]")
+		}
+		if m.Encryption {
+			bad("matrix.encryption: end-to-end encryption is not in this build of opsbot; use a room without encryption and set encryption: false")
 		}
 	}
 	if len(errs) > 0 {

@@ -280,3 +280,36 @@ func TestSlackSection(t *testing.T) {
 		}
 	}
 }
+
+// TestMatrixSection: the matrix keys of the contract decode, stale_after
+// defaults to 5m, and what the adapter cannot serve is refused by key:
+// aliases or names instead of room ids, a bad user id or URL, encryption
+// and power levels (not in this build).
+func TestMatrixSection(t *testing.T) {
+	text := minimal + `
+matrix:
+  enabled: true
+  homeserver: http://127.0.0.1:8008
+  user_id: "@opsbot:example.org"
+  password: ${MATRIX_PASSWORD}
+  rooms: ["!abc:example.org"]
+`
+	c, err := Parse([]byte(text), "/etc/opsbot", env(map[string]string{"MATRIX_PASSWORD": "pw"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Matrix.StaleAfter.D() != DefaultMatrixStaleAfter || c.Matrix.Password.Value() != "pw" {
+		t.Fatalf("matrix: %+v", c.Matrix)
+	}
+	bad := strings.NewReplacer(`"!abc:example.org"`, `"#oncall:example.org", "oncall"`, `"@opsbot:example.org"`, `"opsbot"`,
+		"http://127.0.0.1:8008", "127.0.0.1:8008").Replace(text) +
+		"  stale_after: 10m\n  encryption: true\n  power_levels: {operator: 50}\n"
+	_, err = Parse([]byte(bad), "/etc/opsbot", env(map[string]string{"MATRIX_PASSWORD": "pw"}))
+	for _, want := range []string{"matrix.rooms[0]: want a room id", "matrix.rooms[1]: want a room id", "matrix.user_id: want a Matrix user id",
+		"matrix.homeserver: want the homeserver's base URL", "matrix.encryption: end-to-end encryption is not in this build",
+		"matrix.power_levels: roles from room power levels are not in this build"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err %v, want it to say %q", err, want)
+		}
+	}
+}

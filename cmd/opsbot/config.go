@@ -14,7 +14,7 @@ import (
 
 // adapters are the chat adapters this build has, by config section. The
 // terminal (opsbot run, opsbot demo) needs no section.
-var adapters = map[string]bool{"slack": true}
+var adapters = map[string]bool{"slack": true, "matrix": true}
 
 // adapterNames are the platforms' names as operators write them.
 var adapterNames = map[string]string{"slack": "Slack", "matrix": "Matrix"}

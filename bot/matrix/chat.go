@@ -1,0 +1,217 @@
+package matrix
+
+import (
+	"context"
+	"fmt"
+	"html"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/opsbot/opsbot/bot"
+)
+
+// Post sends a root message: an m.notice with HTML, answering m.ReplyTo when
+// set. A status message's text is remembered so that an edit to the same
+// text is not sent.
+func (a *Adapter) Post(ctx context.Context, room string, m bot.Message) (bot.Ref, error) {
+	cli, err := a.conn(ctx)
+	if err != nil {
+		return bot.Ref{}, err
+	}
+	c := notice(m.Text)
+	if m.ReplyTo != "" {
+		c.RelatesTo = (&event.RelatesTo{}).SetReplyTo(id.EventID(m.ReplyTo))
+	}
+	resp, err := cli.SendMessageEvent(ctx, id.RoomID(room), event.EventMessage, c)
+	if err != nil {
+		return bot.Ref{}, fmt.Errorf("matrix: post in %s: %w", room, err)
+	}
+	if m.Kind == bot.KindStatus {
+		a.mu.Lock()
+		a.shown[resp.EventID] = m.Text
+		a.mu.Unlock()
+	}
+	return bot.Ref{Room: room, ID: string(resp.EventID)}, nil
+}
+
+// Edit replaces the text of ref with an m.replace event; an edit that would
+// not change the text is not sent. The final edit of a status message also
+// reacts to it with the outcome's icon (✅, ❌, 🚫, ...).
+func (a *Adapter) Edit(ctx context.Context, ref bot.Ref, m bot.Message) error {
+	cli, err := a.conn(ctx)
+	if err != nil {
+		return err
+	}
+	root := id.EventID(ref.ID)
+	a.mu.Lock()
+	same := a.shown[root] == m.Text
+	if m.Final {
+		delete(a.shown, root)
+	} else {
+		a.shown[root] = m.Text
+	}
+	react := m.Final
+	a.mu.Unlock()
+	if !same {
+		c := notice(m.Text)
+		c.SetEdit(root)
+		if _, err := cli.SendMessageEvent(ctx, id.RoomID(ref.Room), event.EventMessage, c); err != nil {
+			return fmt.Errorf("matrix: edit %s in %s: %w", ref.ID, ref.Room, err)
+		}
+	}
+	if react {
+		if icon := outcomeIcon(m.Text); icon != "" {
+			if _, err := cli.SendReaction(ctx, id.RoomID(ref.Room), root, icon); err != nil {
+				return fmt.Errorf("matrix: react to %s in %s: %w", ref.ID, ref.Room, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Reply posts m in the thread of ref (ref may be the root or a reply in
+// its thread): text as an m.notice, an image as an m.image after it, text
+// longer than 16 KiB as its first lines and an m.file with all of it.
+func (a *Adapter) Reply(ctx context.Context, ref bot.Ref, m bot.Message) (bot.Ref, error) {
+	cli, err := a.conn(ctx)
+	if err != nil {
+		return bot.Ref{}, err
+	}
+	room := id.RoomID(ref.Room)
+	a.mu.Lock()
+	root := id.EventID(ref.ID)
+	if r, ok := a.roots[root]; ok {
+		root = r
+	}
+	a.mu.Unlock()
+	text := m.Text
+	var file []byte
+	if len(text) > maxInline {
+		file = []byte(text)
+		text = head(text, 20) + "\n… (the whole output is attached)"
+	}
+	var last bot.Ref
+	send := func(c *event.MessageEventContent) error {
+		a.mu.Lock()
+		prev := a.last[root]
+		if prev == "" {
+			prev = root
+		}
+		a.mu.Unlock()
+		c.RelatesTo = (&event.RelatesTo{}).SetThread(root, prev)
+		resp, err := cli.SendMessageEvent(ctx, room, event.EventMessage, c)
+		if err != nil {
+			return fmt.Errorf("matrix: reply in the thread of %s in %s: %w", root, room, err)
+		}
+		a.mu.Lock()
+		if len(a.roots) > maxThreads {
+			// Forget old threads: a reply to one then falls back to
+			// answering its root, which is still in the thread.
+			clear(a.roots)
+			clear(a.last)
+		}
+		a.last[root] = resp.EventID
+		a.roots[resp.EventID] = root
+		a.mu.Unlock()
+		last = bot.Ref{Room: ref.Room, ID: string(resp.EventID)}
+		return nil
+	}
+	if strings.TrimSpace(text) != "" {
+		if err := send(notice(text)); err != nil {
+			return bot.Ref{}, err
+		}
+	}
+	if file != nil {
+		up, err := cli.UploadBytesWithName(ctx, file, "text/plain; charset=utf-8", "output.txt")
+		if err != nil {
+			return bot.Ref{}, fmt.Errorf("matrix: upload output for %s: %w", root, err)
+		}
+		c := &event.MessageEventContent{MsgType: event.MsgFile, Body: "output.txt", FileName: "output.txt",
+			URL: up.ContentURI.CUString(), Info: &event.FileInfo{MimeType: "text/plain", Size: len(file)}}
+		if err := send(c); err != nil {
+			return bot.Ref{}, err
+		}
+	}
+	if m.Image != nil {
+		up, err := cli.UploadBytesWithName(ctx, m.Image.PNG, "image/png", m.Image.Name)
+		if err != nil {
+			return bot.Ref{}, fmt.Errorf("matrix: upload %s for %s: %w", m.Image.Name, root, err)
+		}
+		c := &event.MessageEventContent{MsgType: event.MsgImage, Body: m.Image.Name, FileName: m.Image.Name,
+			URL: up.ContentURI.CUString(), Info: &event.FileInfo{MimeType: "image/png", Size: len(m.Image.PNG)}}
+		if err := send(c); err != nil {
+			return bot.Ref{}, err
+		}
+	}
+	return last, nil
+}
+
+// maxThreads bounds the thread replies remembered.
+const maxThreads = 10000
+
+// notice is an m.notice with the text as its plain body and as HTML.
+func notice(text string) *event.MessageEventContent {
+	return &event.MessageEventContent{MsgType: event.MsgNotice, Body: text,
+		Format: event.FormatHTML, FormattedBody: toHTML(text)}
+}
+
+var (
+	codeSpan = regexp.MustCompile("`([^`\n]+)`")
+	boldSpan = regexp.MustCompile(`\*([^*\n]+)\*`)
+)
+
+// toHTML renders the bot's light markup (`code`, *bold*, line breaks) as
+// HTML; everything else is escaped, so text from users and hosts stays text.
+func toHTML(text string) string {
+	var b strings.Builder
+	for i, line := range strings.Split(text, "\n") {
+		if i > 0 {
+			b.WriteString("<br/>")
+		}
+		// Split on code spans first: nothing inside code is bold.
+		rest := line
+		for {
+			loc := codeSpan.FindStringSubmatchIndex(rest)
+			if loc == nil {
+				b.WriteString(bold(html.EscapeString(rest)))
+				break
+			}
+			b.WriteString(bold(html.EscapeString(rest[:loc[0]])))
+			b.WriteString("<code>" + html.EscapeString(rest[loc[2]:loc[3]]) + "</code>")
+			rest = rest[loc[1]:]
+		}
+	}
+	return b.String()
+}
+
+func bold(escaped string) string { return boldSpan.ReplaceAllString(escaped, "<strong>$1</strong>") }
+
+// outcomeIcon is the icon a final status message starts with (the bot's
+// renderer puts the job's state icon first), or "".
+func outcomeIcon(status string) string {
+	icon, _, ok := strings.Cut(status, " ")
+	if !ok || icon == "" || len(icon) > 16 || strings.ContainsAny(icon, "#`*") {
+		return ""
+	}
+	return icon
+}
+
+func head(text string, lines int) string {
+	ls := strings.SplitN(text, "\n", lines+1)
+	if len(ls) > lines {
+		ls = ls[:lines]
+	}
+	out := strings.Join(ls, "\n")
+	if len(out) > maxInline {
+		cut := maxInline
+		for cut > 0 && !utf8.RuneStart(out[cut]) {
+			cut--
+		}
+		out = out[:cut]
+	}
+	return out
+}

@@ -1,0 +1,73 @@
+package matrix
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/opsbot/opsbot/config"
+)
+
+// TestToHTML: the bot's light markup becomes HTML, and everything else,
+// text from users and hosts included, stays text.
+func TestToHTML(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"*Result of #3* `mtp steps 10`", "<strong>Result of #3</strong> <code>mtp steps 10</code>"},
+		{"a\nb", "a<br/>b"},
+		{"<script>x</script> & `<b>`", "&lt;script&gt;x&lt;/script&gt; &amp; <code>&lt;b&gt;</code>"},
+		{"`*not bold*` *bold*", "<code>*not bold*</code> <strong>bold</strong>"},
+		{"2*3 and `unclosed", "2*3 and `unclosed"},
+	} {
+		if got := toHTML(c.in); got != c.want {
+			t.Errorf("toHTML(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestOutcomeIcon: the final status's leading icon is the reaction; a text
+// that does not start with one gives none.
+func TestOutcomeIcon(t *testing.T) {
+	for in, want := range map[string]string{
+		"✅ #1 `mtp steps 10 qwen` — succeeded in 9s": "✅",
+		"❌ #2 `gpu recover` — failed":                "❌",
+		"⚠️ #3 `x` — interrupted":                    "⚠️",
+		"#4 plain":                                   "",
+		"":                                           "",
+	} {
+		if got := outcomeIcon(in); got != want {
+			t.Errorf("outcomeIcon(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestNewRefuses: New refuses what it cannot serve, naming each problem.
+func TestNewRefuses(t *testing.T) {
+	good := config.Matrix{Enabled: true, Homeserver: "http://127.0.0.1:8008", UserID: "@opsbot:example.org",
+		Password: "pw", Rooms: []string{"!abc:example.org"}}
+	if _, err := New(good, Options{StorePath: "x.db"}); err != nil {
+		t.Fatalf("a good config: %v", err)
+	}
+	bad := good
+	bad.Homeserver, bad.UserID, bad.Password, bad.Rooms, bad.Encryption = "ftp://x", "opsbot", "", nil, true
+	_, err := New(bad, Options{})
+	for _, want := range []string{"matrix.homeserver", "matrix.user_id", "matrix.access_token or matrix.password",
+		"matrix.rooms", "matrix.encryption", "store path"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err %v, want it to name %s", err, want)
+		}
+	}
+}
+
+// TestHead: long output is cut to whole lines and at most maxInline bytes of
+// valid UTF-8.
+func TestHead(t *testing.T) {
+	if got := head("a\nb\nc", 2); got != "a\nb" {
+		t.Errorf("head: %q", got)
+	}
+	long := strings.Repeat("é", maxInline)
+	if got := head(long, 20); len(got) > maxInline || !utf8Valid(got) {
+		t.Errorf("head of a long line: %d bytes, valid %v", len(got), utf8Valid(got))
+	}
+}
+
+func utf8Valid(s string) bool { return utf8.ValidString(s) }

@@ -1,0 +1,419 @@
+// Package matrix is the Matrix chat adapter (mautrix-go): an on-call room
+// types `!mtp steps 10`, the bot answers with one status message that it
+// edits in place and a thread of steps under it.
+//
+// Like every adapter it only translates: commands go to bot.Inbound as
+// Requests of platform "matrix" (User is the sender's Matrix id, never a
+// display name; Room the room id; ReplyTo the command's event id), and
+// reactions and `!confirm TOKEN` go back as the actions the bot offered.
+//
+// # What it does
+//
+//   - Login: with matrix.access_token as given, or with matrix.password once:
+//     the device id and access token it gets are kept in the store and used
+//     again at the next start (a new login only when the homeserver no
+//     longer accepts them). Chat calls made before Run has logged in (the
+//     bot reports interrupted jobs as it starts) use those credentials.
+//   - Rooms: it joins the rooms of matrix.rooms at start and when invited to
+//     them; an invite to any other room is declined, and a command typed in
+//     a room outside the list gets no answer (it is audited as ignored).
+//   - Messages: a command is an m.text message whose body starts with `!`.
+//     Its own events, edits of messages and other message types are ignored.
+//   - Status: a job's root message is an m.notice (HTML with a plain-text
+//     body) answering the command, edited in place with m.replace; step
+//     lines and the result are m.thread replies under it, the outcome a
+//     reaction on it; charts are m.image, output longer than 16 KiB an
+//     m.file.
+//   - Confirmation: reacting ✅ on the bot's preview confirms it (❌ aborts);
+//     typing `!confirm TOKEN` does the same. `!cancel JOB` cancels a job.
+//
+// # Restarts and the replay rule
+//
+// The sync token is persisted in the store after each sync response has
+// been handled, so a restart resumes where the last one stopped: nothing is
+// replayed and commands sent while no opsbot was syncing are delivered then.
+// Such a command is run only when it is at most matrix.stale_after old
+// (default 5m) when first seen; an older one is answered "stale, not run"
+// and the sender may send it again. On the very first start (no token in the
+// store) the room history is skipped: only commands sent after it count.
+// Every command's event id is claimed in the store before it is passed on,
+// so an event delivered twice (a crash between handling a response and
+// storing its token, a takeover) is acted on once.
+//
+// # Two opsbot processes on one store
+//
+// Only one process syncs an account: it holds the store lease
+// "matrix-sync:USER" (renewed every limits.lease_ttl/3). Another process
+// stands by (Ready says so, and its Chat still posts its own jobs' threads)
+// and takes the sync over when the holder stops or dies (after the lease's
+// expiry, or at once when its bot sees the holder's pid gone on the same
+// machine).
+//
+// End-to-end encryption is not in this build: config refuses
+// matrix.encryption: true, and a room event the bot cannot read
+// (m.room.encrypted) is answered with a notice that says so.
+package matrix
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/store"
+)
+
+// Platform is the adapter's name and its users' auth key prefix:
+// auth.users["matrix:@alice:example.org"].
+const Platform = "matrix"
+
+// EditInterval is the least time between two updates of a job's status
+// message: step lines and edits in between are coalesced by the bot.
+const EditInterval = time.Second
+
+// maxInline is the longest text sent as a message; longer output is
+// attached as an m.file.
+const maxInline = 16 << 10
+
+// Options are what New needs besides the matrix section.
+type Options struct {
+	// StorePath is the bot's store (store.path): the adapter opens its own
+	// handle on it for its login, sync token, event claims and sync lease.
+	StorePath string
+	// LeaseTTL is limits.lease_ttl: how long the sync lease outlives its
+	// holder's last heartbeat. config.DefaultLeaseTTL when zero.
+	LeaseTTL time.Duration
+	Logger   *slog.Logger
+}
+
+// Adapter is the Matrix chat platform. Create it with New, hand it to the
+// bot as its "matrix" Chat, then Run it. Safe for concurrent use.
+type Adapter struct {
+	cfg     config.Matrix
+	opts    Options
+	log     *slog.Logger
+	allowed map[id.RoomID]bool
+	user    id.UserID
+
+	// client is set once Run has logged in, or by conn from the kept
+	// credentials before.
+	client atomic.Pointer[mautrix.Client]
+	connMu sync.Mutex
+	ready  atomic.Pointer[string] // why not ready; nil when ready
+
+	mu       sync.Mutex
+	previews map[id.EventID]preview    // the bot's confirmation previews, by event id
+	roots    map[id.EventID]id.EventID // thread replies -> their root
+	last     map[id.EventID]id.EventID // thread root -> latest reply in it
+	shown    map[id.EventID]string     // status message -> the text it shows now
+
+	// Now is the clock the stale rule reads; tests may set it before Run.
+	Now func() time.Time
+}
+
+// preview is a confirmation the bot asked in a room.
+type preview struct {
+	room    id.RoomID
+	confirm string // the action ids to send back
+	abort   string
+	expires time.Time
+}
+
+var (
+	_ bot.Adapter = (*Adapter)(nil)
+	_ bot.Pacer   = (*Adapter)(nil)
+)
+
+// New checks cfg and returns an adapter that has not connected yet (Run
+// does). It fails on what the config check should have caught: no
+// homeserver, user id, credentials or rooms, or encryption asked for.
+func New(cfg config.Matrix, o Options) (*Adapter, error) {
+	var problems []string
+	if u, err := url.Parse(cfg.Homeserver); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		problems = append(problems, "matrix.homeserver must be the homeserver's http(s) URL")
+	}
+	if _, _, err := id.UserID(cfg.UserID).Parse(); err != nil {
+		problems = append(problems, fmt.Sprintf("matrix.user_id %q is not a Matrix user id (@name:server)", cfg.UserID))
+	}
+	if cfg.AccessToken == "" && cfg.Password == "" {
+		problems = append(problems, "matrix.access_token or matrix.password is required")
+	}
+	if len(cfg.Rooms) == 0 {
+		problems = append(problems, "matrix.rooms must list the rooms the bot obeys")
+	}
+	if cfg.Encryption {
+		problems = append(problems, "matrix.encryption is not in this build of opsbot")
+	}
+	if len(cfg.PowerLevels) > 0 {
+		problems = append(problems, "matrix.power_levels is not in this build of opsbot: grant roles with auth.users")
+	}
+	if o.StorePath == "" {
+		problems = append(problems, "the store path is required (the adapter keeps its login and sync token there)")
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("matrix adapter: %s", strings.Join(problems, "; "))
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = config.DefaultLeaseTTL
+	}
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = config.Duration(config.DefaultMatrixStaleAfter)
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	a := &Adapter{cfg: cfg, opts: o, log: log.With("platform", Platform), allowed: map[id.RoomID]bool{},
+		user:     id.UserID(cfg.UserID),
+		previews: map[id.EventID]preview{}, roots: map[id.EventID]id.EventID{}, last: map[id.EventID]id.EventID{},
+		shown: map[id.EventID]string{}, Now: time.Now}
+	for _, r := range cfg.Rooms {
+		a.allowed[id.RoomID(r)] = true
+	}
+	a.setNotReady("connecting to " + cfg.Homeserver)
+	return a, nil
+}
+
+// Platform is "matrix".
+func (a *Adapter) Platform() string { return Platform }
+
+// EditInterval implements bot.Pacer.
+func (a *Adapter) EditInterval() time.Duration { return EditInterval }
+
+// Ready returns nil while this process syncs the account and takes
+// commands; else why not: connecting, standing by for another process, or
+// the sync failing.
+func (a *Adapter) Ready() error {
+	if why := a.ready.Load(); why != nil {
+		return errors.New(*why)
+	}
+	return nil
+}
+
+func (a *Adapter) setNotReady(why string) { a.ready.Store(&why) }
+func (a *Adapter) setReady()              { a.ready.Store(nil) }
+
+// Run logs in, joins the allowed rooms, waits for the sync lease and syncs
+// until ctx ends, handing every command in an allowed room to in. A
+// homeserver that does not answer and a failing sync are retried with
+// backoff (Ready says why meanwhile). It returns nil after ctx ends, and an
+// error only when it cannot serve at all: the store cannot be opened, or the
+// homeserver refuses the credentials (or they are another account's).
+func (a *Adapter) Run(ctx context.Context, in bot.Inbound) error {
+	defer a.setNotReady("stopped")
+	st, err := store.Open(ctx, a.opts.StorePath)
+	if ctx.Err() != nil {
+		if err == nil {
+			st.Close()
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("matrix: open store: %w", err)
+	}
+	defer st.Close()
+	var cli *mautrix.Client
+	for backoff := time.Second; ; backoff = min(2*backoff, time.Minute) {
+		cli, err = a.login(ctx, st)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			break
+		}
+		a.setNotReady("login failed: " + err.Error())
+		if refused(err) {
+			return err
+		}
+		// The homeserver is down or unreachable: try again.
+		a.log.Warn("log in to the homeserver; retrying", "in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
+	a.client.Store(cli)
+	lease, err := newSyncLease(ctx, st, a.cfg.UserID, a.opts.LeaseTTL)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("matrix: %w", err)
+	}
+	defer lease.close()
+	s := &syncer{a: a, st: st, cli: cli, in: in, lease: lease}
+	for {
+		a.setNotReady("standing by: waiting for the matrix sync lease")
+		err := lease.acquire(ctx, func(holder string) {
+			a.setNotReady("standing by: " + holder + " syncs " + a.cfg.UserID)
+			a.log.Info("standing by: another opsbot process syncs this account", "holder", holder)
+		})
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("matrix: %w", err)
+		}
+		a.log.Info("syncing", "user", a.cfg.UserID)
+		s.run(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		// The lease was lost: stand by again.
+	}
+}
+
+// errWrongUser is wrapped when the credentials are another account's.
+var errWrongUser = errors.New("the credentials belong to another account")
+
+// refused reports whether the homeserver refused the credentials (trying
+// again cannot help), as opposed to not answering.
+func refused(err error) bool {
+	return errors.Is(err, errWrongUser) || errors.Is(err, mautrix.MForbidden) || errors.Is(err, mautrix.MUnknownToken) ||
+		errors.Is(err, mautrix.MUserDeactivated) || errors.Is(err, mautrix.MMissingToken) || errors.Is(err, mautrix.MInvalidParam)
+}
+
+// savedLogin is what a password login leaves in the store.
+type savedLogin struct {
+	Homeserver  string `json:"homeserver"`
+	DeviceID    string `json:"device_id"`
+	AccessToken string `json:"access_token"`
+}
+
+func (a *Adapter) loginKey() string     { return "matrix/login/" + a.cfg.UserID }
+func (a *Adapter) syncTokenKey() string { return "matrix/sync/" + a.cfg.UserID }
+
+// login returns a client with working credentials: the configured access
+// token, else the login kept in the store, else a new password login (kept
+// for the next start).
+func (a *Adapter) login(ctx context.Context, st *store.Store) (*mautrix.Client, error) {
+	cli, err := mautrix.NewClient(a.cfg.Homeserver, a.user, "")
+	if err != nil {
+		return nil, fmt.Errorf("matrix homeserver %s: %w", a.cfg.Homeserver, err)
+	}
+	if tok := a.cfg.AccessToken.Value(); tok != "" {
+		cli.AccessToken = tok
+		return cli, a.whoami(ctx, cli)
+	}
+	s, err := a.readLogin(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	if s.AccessToken != "" {
+		cli.AccessToken, cli.DeviceID = s.AccessToken, id.DeviceID(s.DeviceID)
+		err := a.whoami(ctx, cli)
+		if err == nil {
+			a.log.Info("logged in with the kept login", "device", s.DeviceID)
+			return cli, nil
+		}
+		if !errors.Is(err, mautrix.MUnknownToken) {
+			return nil, err
+		}
+		a.log.Info("the kept login is no longer valid: logging in again", "device", s.DeviceID)
+		cli.AccessToken = ""
+	}
+	return cli, a.passwordLogin(ctx, st, cli)
+}
+
+func (a *Adapter) passwordLogin(ctx context.Context, st *store.Store, cli *mautrix.Client) error {
+	resp, err := cli.Login(ctx, &mautrix.ReqLogin{
+		Type:                     mautrix.AuthTypePassword,
+		Identifier:               mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: a.cfg.UserID},
+		Password:                 a.cfg.Password.Value(),
+		DeviceID:                 cli.DeviceID,
+		InitialDeviceDisplayName: "opsbot",
+		StoreCredentials:         true,
+	})
+	if err != nil {
+		return fmt.Errorf("matrix: log in as %s on %s with matrix.password: %w", a.cfg.UserID, a.cfg.Homeserver, err)
+	}
+	if resp.UserID != a.user {
+		return fmt.Errorf("matrix: logged in as %s, but matrix.user_id is %s: %w", resp.UserID, a.cfg.UserID, errWrongUser)
+	}
+	b, _ := json.Marshal(savedLogin{Homeserver: a.cfg.Homeserver, DeviceID: string(resp.DeviceID), AccessToken: resp.AccessToken})
+	if err := st.SetSyncToken(ctx, a.loginKey(), string(b)); err != nil {
+		return fmt.Errorf("matrix: keep the login in the store: %w", err)
+	}
+	a.log.Info("logged in with the password; login kept in the store", "device", resp.DeviceID)
+	return nil
+}
+
+func (a *Adapter) whoami(ctx context.Context, cli *mautrix.Client) error {
+	who, err := cli.Whoami(ctx)
+	if err != nil {
+		return fmt.Errorf("matrix: check the access token of %s on %s: %w", a.cfg.UserID, a.cfg.Homeserver, err)
+	}
+	if who.UserID != a.user {
+		return fmt.Errorf("matrix: the access token belongs to %s, but matrix.user_id is %s: %w", who.UserID, a.cfg.UserID, errWrongUser)
+	}
+	if cli.DeviceID == "" {
+		cli.DeviceID = who.DeviceID
+	}
+	return nil
+}
+
+// conn returns the client Chat calls use. Before Run has logged in (the
+// bot reports the jobs a stopped process left as interrupted while it
+// starts, before Run) it is made from the configured access token or the
+// login kept in the store, without asking the homeserver.
+func (a *Adapter) conn(ctx context.Context) (*mautrix.Client, error) {
+	if cli := a.client.Load(); cli != nil {
+		return cli, nil
+	}
+	a.connMu.Lock()
+	defer a.connMu.Unlock()
+	if cli := a.client.Load(); cli != nil {
+		return cli, nil
+	}
+	cli, err := mautrix.NewClient(a.cfg.Homeserver, a.user, a.cfg.AccessToken.Value())
+	if err != nil {
+		return nil, fmt.Errorf("matrix homeserver %s: %w", a.cfg.Homeserver, err)
+	}
+	if cli.AccessToken == "" {
+		s, err := a.keptLogin(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if s.AccessToken == "" {
+			return nil, errors.New("matrix: not logged in yet")
+		}
+		cli.AccessToken, cli.DeviceID = s.AccessToken, id.DeviceID(s.DeviceID)
+	}
+	a.client.CompareAndSwap(nil, cli)
+	return a.client.Load(), nil
+}
+
+// keptLogin reads the login a password login left in the store, if it
+// is for this homeserver.
+func (a *Adapter) keptLogin(ctx context.Context) (savedLogin, error) {
+	st, err := store.Open(ctx, a.opts.StorePath)
+	if err != nil {
+		return savedLogin{}, fmt.Errorf("matrix: open store: %w", err)
+	}
+	defer st.Close()
+	return a.readLogin(ctx, st)
+}
+
+func (a *Adapter) readLogin(ctx context.Context, st *store.Store) (savedLogin, error) {
+	raw, err := st.SyncToken(ctx, a.loginKey())
+	if err != nil {
+		return savedLogin{}, fmt.Errorf("matrix: read the kept login: %w", err)
+	}
+	var s savedLogin
+	if raw == "" || json.Unmarshal([]byte(raw), &s) != nil || s.Homeserver != a.cfg.Homeserver {
+		return savedLogin{}, nil
+	}
+	return s, nil
+}

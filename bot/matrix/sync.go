@@ -1,0 +1,338 @@
+package matrix
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/store"
+)
+
+// syncTimeout is how long one sync request waits for new events.
+const syncTimeout = 30 * time.Second
+
+// timelineFilter asks for up to 100 events per room in one response, so that
+// the commands sent while no opsbot was syncing arrive together.
+const timelineFilter = `{"room":{"timeline":{"limit":100}}}`
+
+// claimKeep is how long event claims are kept: longer than any redelivery.
+const claimKeep = 7 * 24 * time.Hour
+
+// syncer is one holder's sync loop.
+type syncer struct {
+	a     *Adapter
+	st    *store.Store
+	cli   *mautrix.Client
+	in    bot.Inbound
+	lease *syncLease
+}
+
+// run syncs while the lease is held and ctx lasts.
+func (s *syncer) run(ctx context.Context) {
+	a := s.a
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	// The lease is renewed beside the sync: a sync waits up to 30 s.
+	lost := make(chan struct{})
+	go func() {
+		defer close(lost)
+		t := time.NewTicker(s.lease.ttl / 3)
+		defer t.Stop()
+		good := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			held, err := s.lease.renew(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err == nil && held:
+				good = time.Now()
+				continue
+			case err != nil && time.Since(good) < s.lease.ttl:
+				a.log.Warn("renew the matrix sync lease (retried)", "err", err)
+				continue
+			}
+			a.log.Error("lost the matrix sync lease: another opsbot process may sync now; standing by", "err", err)
+			stop()
+			return
+		}
+	}()
+	defer func() { stop(); <-lost }()
+
+	a.joinAllowed(ctx, s.cli)
+	since, err := s.st.SyncToken(ctx, a.syncTokenKey())
+	if err != nil {
+		a.setNotReady("sync failing: " + err.Error())
+		a.log.Error("read the sync token", "err", err)
+		return
+	}
+	first := since == ""
+	// The first request returns at once, so that Ready tells soon whether
+	// the homeserver answers; the next ones wait for events.
+	quick := true
+	backoff := time.Second
+	for ctx.Err() == nil {
+		timeout := syncTimeout
+		if quick {
+			timeout = 0
+		}
+		resp, err := s.cli.FullSyncRequest(ctx, mautrix.ReqSync{Timeout: int(timeout / time.Millisecond), Since: since, FilterID: timelineFilter})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.setNotReady("sync failing: " + err.Error())
+			a.log.Warn("sync failed; retrying", "in", backoff, "err", err)
+			if errors.Is(err, mautrix.MUnknownToken) && a.cfg.Password != "" && a.cfg.AccessToken == "" {
+				s.cli.AccessToken = ""
+				if lerr := a.passwordLogin(ctx, s.st, s.cli); lerr != nil {
+					a.log.Error("log in again", "err", lerr)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Minute)
+			continue
+		}
+		backoff = time.Second
+		a.setReady()
+		s.handle(ctx, resp, first)
+		if ctx.Err() != nil {
+			// Stopped mid-response: the token is not stored, and the
+			// events handled are claimed, so the next holder resumes here.
+			return
+		}
+		if err := s.st.SetSyncToken(ctx, a.syncTokenKey(), resp.NextBatch); err != nil {
+			a.log.Error("store the sync token", "err", err)
+		}
+		since, first, quick = resp.NextBatch, false, false
+	}
+}
+
+// joinAllowed joins every allowed room; a room the bot is not invited to yet
+// is joined when the invite comes.
+func (a *Adapter) joinAllowed(ctx context.Context, cli *mautrix.Client) {
+	for _, r := range a.cfg.Rooms {
+		if _, err := cli.JoinRoomByID(ctx, id.RoomID(r)); err != nil && ctx.Err() == nil {
+			a.log.Warn("join an allowed room (joined when invited)", "room", r, "err", err)
+		}
+	}
+}
+
+// handle acts on one sync response. On the first sync of an account (no
+// token stored) the timelines are history: only invites are acted on.
+func (s *syncer) handle(ctx context.Context, resp *mautrix.RespSync, first bool) {
+	a := s.a
+	for room := range resp.Rooms.Invite {
+		if a.allowed[room] {
+			if _, err := s.cli.JoinRoomByID(ctx, room); err != nil {
+				a.log.Warn("join an allowed room on invite", "room", room, "err", err)
+			} else {
+				a.log.Info("joined on invite", "room", room)
+			}
+			continue
+		}
+		if _, err := s.cli.LeaveRoom(ctx, room); err != nil {
+			a.log.Warn("decline an invite", "room", room, "err", err)
+		}
+		a.log.Info("declined an invite to a room outside matrix.rooms", "room", room)
+		s.audit(ctx, store.AuditEntry{Room: string(room), User: a.cfg.UserID, Command: "(invite)", Decision: "ignored",
+			Detail: "invite declined: the room is not in matrix.rooms"})
+	}
+	if first {
+		return
+	}
+	for room, jr := range resp.Rooms.Join {
+		if jr.Timeline.Limited {
+			a.log.Warn("some events of this room were not delivered (more than the timeline limit since the last sync)", "room", room)
+		}
+		for _, evt := range jr.Timeline.Events {
+			if ctx.Err() != nil {
+				return
+			}
+			evt.RoomID = room
+			s.event(ctx, evt)
+		}
+	}
+}
+
+// event acts on one timeline event.
+func (s *syncer) event(ctx context.Context, evt *event.Event) {
+	a := s.a
+	if evt.Sender == a.user {
+		return
+	}
+	evt.Type.Class = event.MessageEventType
+	switch evt.Type {
+	case event.EventMessage:
+		if err := evt.Content.ParseRaw(evt.Type); err != nil {
+			return
+		}
+		s.message(ctx, evt, evt.Content.AsMessage())
+	case event.EventReaction:
+		if err := evt.Content.ParseRaw(evt.Type); err != nil {
+			return
+		}
+		s.reaction(ctx, evt, evt.Content.AsReaction())
+	case event.EventEncrypted:
+		if a.allowed[evt.RoomID] && s.claim(ctx, evt) {
+			s.notice(ctx, evt, "I cannot read encrypted messages: end-to-end encryption is not in this build of opsbot. "+
+				"Send commands in a room without encryption.")
+		}
+	}
+}
+
+// message hands a `!command` to the bot and posts its reply.
+func (s *syncer) message(ctx context.Context, evt *event.Event, c *event.MessageEventContent) {
+	a := s.a
+	if c.MsgType != event.MsgText || (c.RelatesTo != nil && c.RelatesTo.Type == event.RelReplace) {
+		return
+	}
+	text := strings.TrimSpace(c.Body)
+	if !strings.HasPrefix(text, "!") {
+		return
+	}
+	if !a.allowed[evt.RoomID] {
+		// No answer: the room is not one the bot obeys.
+		if s.claim(ctx, evt) {
+			a.log.Info("ignored a command in a room outside matrix.rooms", "room", evt.RoomID, "sender", evt.Sender)
+			s.audit(ctx, store.AuditEntry{Room: string(evt.RoomID), User: string(evt.Sender), Command: clip(text),
+				Decision: "ignored", Detail: "the room is not in matrix.rooms"})
+		}
+		return
+	}
+	if !s.claim(ctx, evt) {
+		return
+	}
+	sent := time.UnixMilli(evt.Timestamp)
+	if age := a.Now().Sub(sent); age > a.cfg.StaleAfter.D() {
+		s.audit(ctx, store.AuditEntry{Room: string(evt.RoomID), User: string(evt.Sender), Command: clip(text),
+			Decision: "stale", Detail: fmt.Sprintf("sent %s ago, over matrix.stale_after %s", age.Round(time.Second), a.cfg.StaleAfter.D())})
+		s.notice(ctx, evt, fmt.Sprintf("stale, not run: `%s` was sent at %s UTC, %s ago, while opsbot was not listening "+
+			"(commands older than %s are not run when they arrive late). Send it again if it still applies.",
+			clip(text), sent.UTC().Format("15:04:05"), age.Round(time.Second), a.cfg.StaleAfter.D()))
+		return
+	}
+	reply := s.in.Handle(ctx, bot.Request{Platform: Platform, User: string(evt.Sender), Room: string(evt.RoomID),
+		Text: text, ReplyTo: string(evt.ID)})
+	s.show(ctx, evt, reply)
+}
+
+// reaction confirms (✅) or aborts (❌) a preview the bot asked.
+func (s *syncer) reaction(ctx context.Context, evt *event.Event, c *event.ReactionEventContent) {
+	a := s.a
+	if !a.allowed[evt.RoomID] || c.RelatesTo.Type != event.RelAnnotation {
+		return
+	}
+	key := strings.TrimRight(c.RelatesTo.Key, "\ufe0f")
+	a.mu.Lock()
+	p, ok := a.previews[c.RelatesTo.EventID]
+	a.mu.Unlock()
+	if !ok || p.room != evt.RoomID {
+		return
+	}
+	var action string
+	switch key {
+	case "✅", "✔", "👍":
+		action = p.confirm
+	case "❌", "✖", "👎":
+		action = p.abort
+	default:
+		return
+	}
+	if !s.claim(ctx, evt) {
+		return
+	}
+	reply := s.in.Act(ctx, bot.ActionRequest{ID: action, Platform: Platform, User: string(evt.Sender), Room: string(evt.RoomID)})
+	if reply.Outcome != bot.Refused && reply.Outcome != bot.Invalid {
+		a.mu.Lock()
+		delete(a.previews, c.RelatesTo.EventID)
+		a.mu.Unlock()
+	}
+	s.show(ctx, evt, reply)
+}
+
+// show posts a reply: nothing for a queued job (its status message
+// follows), else an m.notice answering the event; a preview remembers its
+// actions for the reactions to it.
+func (s *syncer) show(ctx context.Context, evt *event.Event, r bot.Reply) {
+	a := s.a
+	if r.Outcome == bot.Queued || r.Text == "" {
+		return
+	}
+	text := r.Text
+	confirm, hasConfirm := r.Action(bot.ActConfirm)
+	abort, _ := r.Action(bot.ActAbort)
+	if r.Outcome == bot.NeedsConfirm && hasConfirm {
+		text += "\nReact ✅ to confirm or ❌ to abort."
+	}
+	ev := s.notice(ctx, evt, text)
+	if ev != "" && r.Outcome == bot.NeedsConfirm && hasConfirm {
+		a.mu.Lock()
+		now := a.Now()
+		for k, p := range a.previews {
+			if now.After(p.expires) {
+				delete(a.previews, k)
+			}
+		}
+		a.previews[ev] = preview{room: evt.RoomID, confirm: confirm.ID, abort: abort.ID, expires: confirm.Expires}
+		a.mu.Unlock()
+	}
+}
+
+// notice posts text as an m.notice answering evt, and returns its event id
+// ("" when it could not be sent).
+func (s *syncer) notice(ctx context.Context, evt *event.Event, text string) id.EventID {
+	ref, err := s.a.Post(ctx, string(evt.RoomID), bot.Message{Kind: bot.KindNotice, Text: text, ReplyTo: string(evt.ID)})
+	if err != nil {
+		s.a.log.Warn("post a reply", "room", evt.RoomID, "err", err)
+		return ""
+	}
+	return id.EventID(ref.ID)
+}
+
+// claim records evt as taken on; false when it was before (do nothing).
+// When the store cannot say, the event is not acted on: a command missed is
+// safer than a command run twice.
+func (s *syncer) claim(ctx context.Context, evt *event.Event) bool {
+	first, err := s.st.ClaimEvent(ctx, Platform, string(evt.ID), claimKeep)
+	if err != nil {
+		s.a.log.Error("claim an event; it is not acted on", "event", evt.ID, "room", evt.RoomID, "err", err)
+		return false
+	}
+	return first
+}
+
+func (s *syncer) audit(ctx context.Context, e store.AuditEntry) {
+	e.Platform = Platform
+	if err := s.st.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
+		s.a.log.Error("append audit", "err", err)
+	}
+}
+
+// clip shortens user text for audit rows and notices.
+func clip(s string) string {
+	const n = 200
+	if len(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	if len(r) > n {
+		r = r[:n]
+	}
+	return string(r) + "…"
+}
