@@ -15,11 +15,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,14 +45,36 @@ type Config struct {
 	Bench          Bench   `yaml:"bench"`
 	Slack          *Slack  `yaml:"slack,omitempty"`
 	Matrix         *Matrix `yaml:"matrix,omitempty"`
+	// HTTP is `opsbot serve`'s own listener: health, readiness, metrics and
+	// the adapters' HTTP deliveries.
+	HTTP HTTP `yaml:"http,omitempty"`
+	Log  Log  `yaml:"log,omitempty"`
 
 	// Dir is the directory of the config file; relative paths are resolved against it.
 	Dir string `yaml:"-"`
 }
 
-// Store says where the database lives.
+// Store says where the database lives and how long it keeps history.
 type Store struct {
 	Path string `yaml:"path"`
+	// Retention is how long job events and audit entries are kept; older
+	// ones are pruned once a day by `opsbot serve`. Default 90d.
+	Retention Duration `yaml:"retention,omitempty"`
+}
+
+// HTTP configures `opsbot serve`'s HTTP listener.
+type HTTP struct {
+	// Listen is HOST:PORT for GET /healthz, /readyz, /metrics and the
+	// adapters' routes; empty, nothing listens.
+	Listen string `yaml:"listen,omitempty"`
+}
+
+// Log configures the log `opsbot serve` writes to stderr.
+type Log struct {
+	// Format is "text" (default) or "json".
+	Format string `yaml:"format,omitempty"`
+	// Level is "debug", "info" (default), "warn" or "error".
+	Level string `yaml:"level,omitempty"`
 }
 
 // SSH holds the client settings shared by every host.
@@ -115,6 +140,9 @@ type Limits struct {
 	// heartbeat of the opsbot process holding it: a holder that died is taken
 	// over after at most this long. Heartbeats run every LeaseTTL/3.
 	LeaseTTL Duration `yaml:"lease_ttl,omitempty"`
+	// ShutdownGrace is how long `opsbot serve` lets running jobs reach a
+	// safe point after SIGTERM before it stops them. Default 60s.
+	ShutdownGrace Duration `yaml:"shutdown_grace,omitempty"`
 }
 
 // Bench holds the benchmark defaults used when a command does not say.
@@ -174,12 +202,25 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if err := n.Decode(&s); err != nil {
 		return fmt.Errorf("line %d: duration must be a string like 30s or 5m", n.Line)
 	}
-	v, err := time.ParseDuration(s)
+	v, err := ParseDuration(s)
 	if err != nil || v < 0 {
-		return fmt.Errorf("line %d: invalid duration %q (use e.g. 30s, 5m, 1h)", n.Line, s)
+		return fmt.Errorf("line %d: invalid duration %q (use e.g. 30s, 5m, 1h, 90d)", n.Line, s)
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// ParseDuration parses a Go duration ("30s", "1h30m") or a whole number of
+// days ("90d").
+func ParseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok && days != "" && strings.Trim(days, "0123456789") == "" {
+		n, err := strconv.Atoi(days)
+		if err != nil || n > 100000 {
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
 }
 
 // MarshalYAML writes the duration as a string.
@@ -193,6 +234,10 @@ const (
 	DefaultLeaseTTL     = 30 * time.Second
 	DefaultReadyTimeout = 15 * time.Minute
 	DefaultClearMiB     = 1024
+	// DefaultShutdownGrace is limits.shutdown_grace when unset.
+	DefaultShutdownGrace = 60 * time.Second
+	// DefaultRetention is store.retention when unset.
+	DefaultRetention = 90 * 24 * time.Hour
 )
 
 // Load reads, expands and validates the config file at path. A file that
@@ -360,6 +405,18 @@ func (c *Config) applyDefaults() {
 	if c.Limits.LeaseTTL == 0 {
 		c.Limits.LeaseTTL = Duration(DefaultLeaseTTL)
 	}
+	if c.Limits.ShutdownGrace == 0 {
+		c.Limits.ShutdownGrace = Duration(DefaultShutdownGrace)
+	}
+	if c.Store.Retention == 0 {
+		c.Store.Retention = Duration(DefaultRetention)
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
 	if c.Auth.DefaultRole == "" {
 		c.Auth.DefaultRole = "none"
 	}
@@ -520,6 +577,20 @@ func (c *Config) Validate() error {
 	if c.Limits.LeaseTTL < Duration(time.Second) {
 		bad("limits.lease_ttl must be at least 1s, got %s", c.Limits.LeaseTTL.D())
 	}
+	if c.Store.Retention < Duration(time.Hour) {
+		bad("store.retention must be at least 1h (e.g. 90d), got %s", c.Store.Retention.D())
+	}
+	if l := c.HTTP.Listen; l != "" {
+		if err := checkListen(l); err != nil {
+			bad("http.listen must be HOST:PORT, like 127.0.0.1:9090: %v", err)
+		}
+	}
+	if f := c.Log.Format; f != "text" && f != "json" {
+		bad("log.format must be text or json, got %q", f)
+	}
+	if _, err := LogLevel(c.Log.Level); err != nil {
+		bad("log.level: %v", err)
+	}
 	if s := c.Slack; s != nil && s.Enabled {
 		if s.BotToken == "" {
 			bad("slack.bot_token is required when slack is enabled")
@@ -546,6 +617,33 @@ func (c *Config) Validate() error {
 		return &Error{Problems: errs}
 	}
 	return nil
+}
+
+// checkListen checks a listen address is HOST:PORT with a numeric port.
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number within 0..65535", port)
+	}
+	return nil
+}
+
+// LogLevel returns the slog level named by log.level.
+func LogLevel(name string) (slog.Level, error) {
+	switch name {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info", "":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("must be debug, info, warn or error, got %q", name)
 }
 
 // Error lists every problem found in a config.
