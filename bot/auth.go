@@ -2,6 +2,7 @@ package bot
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/opsbot/opsbot/commands"
 )
@@ -11,8 +12,9 @@ const RoleNone commands.Role = 0
 
 // Auth decides who holds which role. It denies by default: a user who is not
 // listed gets the default role, which is "none" unless the config says otherwise.
-// Auth is immutable after creation and safe for concurrent use.
+// Auth is safe for concurrent use; Replace swaps its roles on a config reload.
 type Auth struct {
+	mu          sync.RWMutex // Replace swaps the roles under it
 	defaultRole commands.Role
 	users       map[string]commands.Role // "platform:id" -> role
 }
@@ -49,6 +51,8 @@ func parseRole(name string) (commands.Role, error) {
 // Role returns the role of user on platform. Identity is the platform's stable
 // user id (never a display name).
 func (a *Auth) Role(platform, user string) commands.Role {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
 	if r, ok := a.users[platform+":"+user]; ok {
 		return r
 	}
@@ -59,6 +63,17 @@ func (a *Auth) Role(platform, user string) commands.Role {
 func (a *Auth) Allowed(platform, user string, need commands.Role) bool {
 	have := a.Role(platform, user)
 	return have != RoleNone && have >= need
+}
+
+// Replace makes a's roles those of b, at once for every later check (a
+// config reload). Safe for concurrent use with Role and Allowed.
+func (a *Auth) Replace(b *Auth) {
+	b.mu.RLock()
+	dr, users := b.defaultRole, b.users
+	b.mu.RUnlock()
+	a.mu.Lock()
+	a.defaultRole, a.users = dr, users
+	a.mu.Unlock()
 }
 
 func roleName(r commands.Role) string {

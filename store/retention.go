@@ -118,3 +118,18 @@ func Backup(ctx context.Context, path, dest string) error {
 	}
 	return nil
 }
+
+// Ping checks that the store is open and answers a read: nil, or why not
+// (ErrClosed after Close).
+func (s *Store) Ping(ctx context.Context) error {
+	select {
+	case <-s.closing:
+		return fmt.Errorf("store %s: %w", s.path, ErrClosed)
+	default:
+	}
+	var one int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return fmt.Errorf("store %s: %w", s.path, err)
+	}
+	return nil
+}
