@@ -278,6 +278,67 @@ func Inspect(path string) (*Config, error) {
 	return c, nil
 }
 
+// LabKeys are the top-level keys the lab supplies to a config given with
+// --lab: the config file must not set them.
+var LabKeys = []string{"ssh", "hosts", "services", "default_service", "bench"}
+
+// LoadOver reads the config file at path as Load does, on top of base (the
+// text of a config whose paths are absolute, such as the lab's): base
+// supplies the top-level keys in supplied, which the file must not set (a
+// problem naming the key and the file), and every other top-level key the
+// file leaves out. Relative paths in the file resolve against its directory.
+func LoadOver(path string, base []byte, supplied []string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	var problems []error
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o002 != 0 {
+		problems = append(problems, fmt.Errorf("%s is writable by every user (mode %04o): run: chmod o-w %s", path, uint32(fi.Mode().Perm()), path))
+	}
+	top, err := decodeNode(data)
+	if err != nil {
+		return nil, &Error{Problems: []error{err}}
+	}
+	under, err := decodeNode(base)
+	if err != nil {
+		return nil, fmt.Errorf("base config: %w", err)
+	}
+	if top.Kind == 0 {
+		top = &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode, Tag: "!!map"}}}
+	}
+	m := top.Content[0]
+	if m.Kind != yaml.MappingNode || under.Kind == 0 || under.Content[0].Kind != yaml.MappingNode {
+		return Load(path) // reports the shape of the file
+	}
+	has := map[string]int{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		has[m.Content[i].Value] = m.Content[i].Line
+	}
+	for _, k := range supplied {
+		if line, ok := has[k]; ok {
+			problems = append(problems, fmt.Errorf("%s: set in %s (line %d), but --lab supplies it (and %s): remove it from the file, or run without --lab",
+				k, path, line, strings.Join(supplied, ", ")))
+		}
+	}
+	b := under.Content[0]
+	for i := 0; i+1 < len(b.Content); i += 2 {
+		if _, ok := has[b.Content[i].Value]; !ok {
+			m.Content = append(m.Content, b.Content[i], b.Content[i+1])
+		}
+	}
+	c, ps := parseNode(top, filepath.Dir(abs), os.LookupEnv)
+	problems = append(problems, ps...)
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
+	}
+	return c, nil
+}
+
 // Parse decodes config text. dir resolves relative paths; lookup resolves ${ENV}.
 // Invalid text returns a *Error listing every problem.
 func Parse(data []byte, dir string, lookup func(string) (string, bool)) (*Config, error) {
@@ -291,15 +352,35 @@ func Parse(data []byte, dir string, lookup func(string) (string, bool)) (*Config
 // parse decodes, resolves, defaults and validates, collecting every problem.
 // The Config is never nil.
 func parse(data []byte, dir string, lookup func(string) (string, bool)) (*Config, []error) {
-	c := &Config{}
+	root, err := decodeNode(data)
+	if err != nil {
+		return &Config{}, []error{err}
+	}
+	return parseNode(root, dir, lookup)
+}
+
+// decodeNode reads YAML text into a node tree; an empty text gives an
+// empty node.
+func decodeNode(data []byte) (*yaml.Node, error) {
 	var root yaml.Node
-	var problems []error
 	err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root)
 	switch {
-	case errors.Is(err, io.EOF): // an empty file: every required key is reported below
+	case errors.Is(err, io.EOF):
+		return &yaml.Node{}, nil
 	case err != nil:
 		// Syntax errors name a line and a construct, never a value.
-		return c, []error{fmt.Errorf("config: %w", err)}
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return &root, nil
+}
+
+// parseNode is parse for a decoded tree.
+func parseNode(rootp *yaml.Node, dir string, lookup func(string) (string, bool)) (*Config, []error) {
+	c := &Config{}
+	root := *rootp
+	var problems []error
+	switch {
+	case root.Kind == 0: // an empty file: every required key is reported below
 	default:
 		problems = checkShape(&root)
 		if len(problems) == 0 || root.Content[0].Kind == yaml.MappingNode {
