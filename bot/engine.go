@@ -290,7 +290,10 @@ func (e *Engine) Shutdown(ctx context.Context) {
 	case <-ctx.Done():
 		e.mu.Lock()
 		for _, r := range e.jobs {
-			r.safe.stopAtSafePoint(func() { r.cancel(ErrShutdown) })
+			if steps := r.safe.stopAtSafePoint(func() { r.cancel(ErrShutdown) }); len(steps) > 0 {
+				e.log.Info("job stops once the step a stop must not cut ends", "job", r.job.ID, "command", r.job.Command,
+					"step", strings.Join(steps, ", "))
+			}
 		}
 		e.mu.Unlock()
 		<-done

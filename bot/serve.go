@@ -146,16 +146,20 @@ func (s *safePoints) Report(ev ops.Event) {
 }
 
 // stopAtSafePoint calls stop now when no critical step is open, else when
-// the last open one ends.
-func (s *safePoints) stopAtSafePoint(stop func()) {
+// the last open one ends; then it returns the steps it waits for.
+func (s *safePoints) stopAtSafePoint(stop func()) (waitFor []string) {
 	s.mu.Lock()
 	if len(s.open) > 0 {
 		s.stop = stop
+		for step := range s.open {
+			waitFor = append(waitFor, step)
+		}
 		s.mu.Unlock()
-		return
+		return waitFor
 	}
 	s.mu.Unlock()
 	stop()
+	return nil
 }
 
 // Observer is told what the job engine does, for metrics. Its methods are

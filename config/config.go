@@ -12,6 +12,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -186,6 +187,13 @@ func (s Secret) String() string {
 	}
 	return "[redacted]"
 }
+
+// LogValue keeps the secret out of logs, JSON ones included.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalJSON writes the secret redacted, so a config (or a part of one)
+// logged or encoded as JSON never shows it.
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
 
 // Value returns the secret itself.
 func (s Secret) Value() string { return string(s) }

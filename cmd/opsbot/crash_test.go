@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 				break
 			}
 		}
+		if os.Getenv("OPSBOT_TEST_ADAPTER") != "" {
+			hostTestAdapter(os.Getenv("OPSBOT_TEST_ADAPTER"))
+		}
 		os.Exit(run(context.Background(), args, os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
