@@ -323,16 +323,8 @@ func LoadOver(path string, base []byte, supplied []string) (*Config, error) {
 	if m.Kind != yaml.MappingNode || under.Kind == 0 || under.Content[0].Kind != yaml.MappingNode {
 		return Load(path) // reports the shape of the file
 	}
-	has := map[string]int{}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		has[m.Content[i].Value] = m.Content[i].Line
-	}
-	for _, k := range supplied {
-		if line, ok := has[k]; ok {
-			problems = append(problems, fmt.Errorf("%s: set in %s (line %d), but --lab supplies it (and %s): remove it from the file, or run without --lab",
-				k, path, line, strings.Join(supplied, ", ")))
-		}
-	}
+	has := topKeys(m)
+	problems = append(problems, suppliedSet(path, has, supplied)...)
 	b := under.Content[0]
 	for i := 0; i+1 < len(b.Content); i += 2 {
 		if _, ok := has[b.Content[i].Value]; !ok {
@@ -345,6 +337,46 @@ func LoadOver(path string, base []byte, supplied []string) (*Config, error) {
 		return nil, &Error{Problems: problems}
 	}
 	return c, nil
+}
+
+func topKeys(m *yaml.Node) map[string]int {
+	has := map[string]int{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		has[m.Content[i].Value] = m.Content[i].Line
+	}
+	return has
+}
+
+func suppliedSet(path string, has map[string]int, supplied []string) []error {
+	var problems []error
+	for _, k := range supplied {
+		if line, ok := has[k]; ok {
+			problems = append(problems, fmt.Errorf("%s: set in %s (line %d), but --lab supplies it (and %s): remove it from the file, or run without --lab",
+				k, path, line, strings.Join(supplied, ", ")))
+		}
+	}
+	return problems
+}
+
+// CheckNotSet reports, as a *Error, the keys of supplied that the config
+// file at path sets at its top level: a quick check before starting what
+// supplies them (LoadOver checks it again, with everything else).
+func CheckNotSet(path string, supplied []string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	top, err := decodeNode(data)
+	if err != nil {
+		return &Error{Problems: []error{err}}
+	}
+	if top.Kind == 0 || top.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	if ps := suppliedSet(path, topKeys(top.Content[0]), supplied); len(ps) > 0 {
+		return &Error{Problems: ps}
+	}
+	return nil
 }
 
 // Parse decodes config text. dir resolves relative paths; lookup resolves ${ENV}.

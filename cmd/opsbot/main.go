@@ -7,6 +7,7 @@
 //	opsbot config check --config FILE
 //	opsbot serve --config FILE [--lab [--lab-faults LIST] [--lab-unit FILE]]
 //	opsbot store backup [--config FILE] DEST
+//	opsbot health [--url URL]
 //	opsbot version
 //
 // This file only parses flags and wires packages together.
@@ -34,6 +35,7 @@ usage:
   opsbot config check --config FILE
   opsbot serve --config FILE [--lab [--lab-faults LIST] [--lab-unit FILE]]
   opsbot store backup [--config FILE] DEST
+  opsbot health [--url URL]
   opsbot version
 
 Commands (the same in Slack, Matrix and here): run 'help' to list them:
@@ -76,6 +78,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdServe(ctx, args[1:], stderr)
 	case "store":
 		err = cmdStore(ctx, args[1:], stdout, stderr)
+	case "health":
+		err = cmdHealth(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		err = cmdVersion(args[1:], stdout)
 	case "help", "-h", "--help":

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -365,6 +366,36 @@ func newServeLogger(w io.Writer, c config.Log) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// cmdHealth is `opsbot health [--url URL]`: exit 0 when URL answers 200
+// within 5 s, for container health checks (images without curl).
+func cmdHealth(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("health", stderr)
+	url := fs.String("url", "http://127.0.0.1:9090/healthz", "`URL` to check")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments: %v", fs.Args())
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
+	if err != nil {
+		return usagef("--url: %v", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("check %s: %w", *url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("check %s: %s: %s", *url, resp.Status, strings.TrimSpace(string(body)))
+	}
+	fmt.Fprintf(stdout, "%s: %s", *url, body)
+	return nil
 }
 
 // defaultConfig is where the packaged unit and the container read the config.

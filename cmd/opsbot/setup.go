@@ -125,6 +125,12 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 	case !o.Lab && (o.LabFaults != "" || o.LabUnit != ""):
 		return nil, usagef("--lab-faults and --lab-unit need --lab")
 	case o.Lab:
+		if cfgPath != "" {
+			// Refuse the lab's keys before the lab starts.
+			if err := config.CheckNotSet(cfgPath, config.LabKeys); err != nil {
+				return nil, err
+			}
+		}
 		l, err := startLab(ctx, o.LabFaults, o.LabUnit, "", "", o.Logger)
 		if err != nil {
 			return nil, err
