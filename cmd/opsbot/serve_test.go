@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/store"
@@ -64,7 +64,7 @@ func pollServe(t *testing.T, p *opsbotProc, d time.Duration, what string, cond f
 	}
 }
 
-var listenLine = regexp.MustCompile(`http listening"?\S*\s+"?addr"?[=:]"?(127\.0\.0\.1:[0-9]+)`)
+var listenLine = regexp.MustCompile(`http listening"?[,\s]+"?addr"?[=:]"?(127\.0\.0\.1:[0-9]+)`)
 
 // serveURL waits for the child to log its HTTP address (http.listen
 // 127.0.0.1:0: the kernel picks the port) and returns its base URL.
@@ -381,4 +381,83 @@ func TestServeSIGTERMMidJob(t *testing.T) {
 	})
 }
 
+// serve's log (JSON, debug) has one line per job transition with the job,
+// command, user and service, and never a secret of the config, whether
+// written as a literal, ${ENV} or file: (the test adapter, built as the
+// slack section's adapter, even logs the whole section it got). SIGHUP
+// reloads the roles without a restart; a config that does not check is
+// refused and the old one stays.
+func TestServeLogsNoSecretsAndReloads(t *testing.T) {
+	dir := t.TempDir()
+	secrets := []string{"xoxb-literal-SECRET-1111", "env-SECRET-2222", "file-SECRET-3333"}
+	writeFile(t, filepath.Join(dir, "app-token"), secrets[2]+"\n")
+	base := `store: {path: opsbot.db}
+http: {listen: "127.0.0.1:0"}
+log: {format: json, level: debug}
+slack: {enabled: true, bot_token: "` + secrets[0] + `", signing_secret: "${OPSBOT_TEST_SIGNING}", app_token: "file:app-token"}
+auth:
+  default_role: none
+  users:
+    "console:tester": operator
+`
+	cfg := writeFile(t, filepath.Join(dir, "opsbot.yaml"), base)
+	p := startServe(t, "slack", []string{"OPSBOT_TEST_SIGNING=" + secrets[1]}, "serve", "--config", cfg, "--lab")
+	url := serveURL(t, p)
+	pollServe(t, p, time.Minute, "/readyz 200", func() bool { code, _ := httpGet(t, url+"/readyz"); return code == 200 })
 
+	r := command(t, url, "tester", "gpu status")
+	if r.Outcome != "queued" {
+		t.Fatalf("gpu status: %+v", r)
+	}
+	pollServe(t, p, time.Minute, "the job logged finished", func() bool {
+		return strings.Contains(p.out.String(), `"msg":"job finished","job":`+fmt.Sprint(r.JobID))
+	})
+	for _, msg := range []string{"job queued", "job started", "job finished"} {
+		line := regexp.MustCompile(`\{[^\n]*"msg":"` + msg + `"[^\n]*`).FindString(p.out.String())
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("no JSON line for %q: %v\n%s", msg, err, p.out.String())
+		}
+		for _, k := range []string{"job", "command", "user", "service"} {
+			if _, ok := rec[k]; !ok {
+				t.Errorf("%q line lacks %s: %s", msg, k, line)
+			}
+		}
+		if rec["user"] != "console:tester" || rec["command"] != "gpu status" {
+			t.Errorf("%q line: %s", msg, line)
+		}
+	}
+
+	if r := command(t, url, "newbie", "gpu status"); r.Outcome != "refused" {
+		t.Fatalf("newbie before the reload: %+v", r)
+	}
+	writeFile(t, cfg, base+"    \"console:newbie\": viewer\n")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	pollServe(t, p, time.Minute, "config reloaded", func() bool { return strings.Contains(p.out.String(), `"msg":"config reloaded"`) })
+	if r := command(t, url, "newbie", "gpu status"); r.Outcome != "queued" {
+		t.Fatalf("newbie after the reload: %+v", r)
+	}
+	writeFile(t, cfg, base+"    \"console:newbie\": viewer\nbogus: 1\n")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	pollServe(t, p, time.Minute, "reload refused", func() bool { return strings.Contains(p.out.String(), "config reload refused") })
+	if !strings.Contains(p.out.String(), "bogus: unknown key") {
+		t.Errorf("the refusal does not say why:\n%s", p.out.String())
+	}
+	if r := command(t, url, "newbie", "gpu status"); r.Outcome != "queued" {
+		t.Fatalf("newbie after a refused reload (the old config stays): %+v", r)
+	}
+
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.out.String())
+	}
+	out := p.out.String()
+	for _, s := range secrets {
+		if strings.Contains(out, s) {
+			t.Errorf("the log shows the secret %q", s)
+		}
+	}
+	if !strings.Contains(out, `"test adapter built"`) {
+		t.Errorf("the test adapter was not built from the slack section:\n%s", out)
+	}
+}
