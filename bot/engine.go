@@ -179,8 +179,6 @@ func (e *Engine) Submit(s Submission) error {
 	e.jobs[s.Job.ID] = r
 	e.wg.Add(1)
 	e.mu.Unlock()
-	e.log.Info("job queued", "job", s.Job.ID, "command", s.Job.Command, "user", s.Job.Platform+":"+s.Job.User,
-		"service", s.Job.Service)
 	if o := e.opts.Observer; o != nil {
 		o.JobQueued(s.Job, s.Cmd.Spec.Path)
 	}
@@ -405,6 +403,8 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 	}()
 	// Persistence and rendering must finish even when the job is cancelled.
 	bg := context.WithoutCancel(ctx)
+	e.log.Info("job queued", "job", r.job.ID, "command", r.job.Command, "user", r.job.Platform+":"+r.job.User,
+		"service", r.job.Service)
 
 	th := newThread(e, r)
 	defer th.close()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -56,7 +57,11 @@ type runbooks struct {
 var _ bot.Backend = (*runbooks)(nil)
 
 func (r *runbooks) Run(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
-	return r.cur.Load().Run(ctx, cmd, rep)
+	rb := r.cur.Load()
+	if rb == nil {
+		return nil, errors.New("no hosts are configured: add hosts and services to the config (or run with --lab)")
+	}
+	return rb.Run(ctx, cmd, rep)
 }
 
 func (r *runbooks) set(rb *ops.Runbook) {
@@ -86,15 +91,22 @@ func (r *runbooks) Close() {
 // reload builds the ops layer of cfg for the jobs that start from now on
 // and applies cfg's roles and services to later requests.
 func (e *env) reload(cfg *config.Config) error {
-	rb, err := newRunbook(cfg, e.nodes, e.log)
-	if err != nil {
-		return err
+	var rb *ops.Runbook
+	if len(cfg.Hosts) > 0 {
+		var err error
+		if rb, err = newRunbook(cfg, e.nodes, e.log); err != nil {
+			return err
+		}
 	}
 	if err := e.app.Reload(cfg); err != nil {
-		rb.Close()
+		if rb != nil {
+			rb.Close()
+		}
 		return err
 	}
-	e.runbooks.set(rb)
+	if rb != nil {
+		e.runbooks.set(rb)
+	}
 	e.cfg = cfg
 	return nil
 }
@@ -163,11 +175,14 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 	// The runbook's pipelines hold nodes through the store's leases, so it
 	// is built once the app has opened the store.
 	newBackend := func(nodes ops.NodeLocker) (bot.Backend, error) {
+		e.nodes = nodes
+		if len(cfg.Hosts) == 0 {
+			return &e.runbooks, nil // nothing to reach yet; a reload may add hosts
+		}
 		rb, err := newRunbook(cfg, nodes, o.Logger)
 		if err != nil {
 			return nil, err
 		}
-		e.nodes = nodes
 		e.runbooks.set(rb)
 		return &e.runbooks, nil
 	}
