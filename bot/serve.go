@@ -104,7 +104,6 @@ type safePoints struct {
 	job      store.Job
 	started  map[string]time.Time
 	forward  ops.Reporter
-	stopDone bool
 }
 
 // critical are the steps a stop waits for: the unit write (with its
