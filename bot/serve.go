@@ -97,13 +97,13 @@ func (a *App) Shutdown(ctx context.Context) error {
 // safePoints tracks whether a job is inside a step that must not be cut in
 // half, and stops the job at the end of that step when asked to stop.
 type safePoints struct {
-	mu       sync.Mutex
-	open     map[string]bool // critical steps started and not yet ended
-	stop     func()          // set by stopAtSafePoint while a step is open
-	obs      Observer
-	job      store.Job
-	started  map[string]time.Time
-	forward  ops.Reporter
+	mu      sync.Mutex
+	open    map[string]bool // critical steps started and not yet ended
+	stop    func()          // set by stopAtSafePoint while a step is open
+	obs     Observer
+	job     store.Job
+	started map[string]time.Time
+	forward ops.Reporter
 }
 
 // critical are the steps a stop waits for: the unit write (with its
