@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/opsbot/opsbot/commands"
@@ -30,6 +31,9 @@ func TestShutdownStopsAtSafePoint(t *testing.T) {
 		return nil, ctx.Err()
 	})
 	h := newHarness(t, backend, map[string]string{"test:alice": "operator"})
+	var once sync.Once
+	release := func() { once.Do(func() { close(finishWrite) }) }
+	t.Cleanup(release) // before the harness's Close, should the test fail early
 	r := h.handle("alice", "mtp steps 10 qwen")
 	if r.Outcome != Queued {
 		t.Fatalf("mtp steps: %+v", r)
@@ -54,7 +58,7 @@ func TestShutdownStopsAtSafePoint(t *testing.T) {
 		defer run.safe.mu.Unlock()
 		return run.safe.stop != nil
 	})
-	close(finishWrite)
+	release()
 	if <-cutInWrite {
 		t.Fatal("the job's context was cancelled inside the unit write")
 	}
