@@ -461,3 +461,39 @@ auth:
 		t.Errorf("the test adapter was not built from the slack section:\n%s", out)
 	}
 }
+
+// `opsbot store backup DEST` copies the store while `opsbot serve` (here
+// without hosts: a chat-only config) holds it open; the copy opens as a
+// store, and an existing DEST is never overwritten.
+func TestStoreBackupWhileServing(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, filepath.Join(dir, "opsbot.yaml"), `store: {path: opsbot.db}
+http: {listen: "127.0.0.1:0"}
+auth: {users: {"console:tester": viewer}}
+`)
+	p := startServe(t, "extra", nil, "serve", "--config", cfg)
+	url := serveURL(t, p)
+	pollServe(t, p, time.Minute, "/readyz 200", func() bool { code, _ := httpGet(t, url+"/readyz"); return code == 200 })
+	if r := command(t, url, "tester", "jobs"); r.Outcome != "answered" {
+		t.Fatalf("jobs: %+v", r)
+	}
+	dest := filepath.Join(dir, "backup.db")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"store", "backup", dest, "--config", cfg}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("store backup: exit %d\n%s", code, errb.String())
+	}
+	t.Log(strings.TrimSpace(out.String()))
+	st, err := store.Open(context.Background(), dest)
+	if err != nil {
+		t.Fatalf("the backup does not open as a store: %v", err)
+	}
+	st.Close()
+	errb.Reset()
+	if code := run(context.Background(), []string{"store", "backup", "--config", cfg, dest}, strings.NewReader(""), &out, &errb); code != 1 {
+		t.Fatalf("a second backup onto the first: exit %d, want 1\n%s", code, errb.String())
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.out.String())
+	}
+}
