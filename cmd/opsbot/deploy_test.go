@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/store"
 )
 
 // repoRoot is the module's root, two levels above this package.
@@ -230,4 +231,23 @@ func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 		}
 	}
 	walk(reflect.TypeFor[config.Config](), "")
+}
+
+// `opsbot run --config FILE --lab`: the lab supplies the hosts and
+// services, the file the rest (here its own store, which the job lands in).
+func TestRunConfigOverLab(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, filepath.Join(dir, "opsbot.yaml"), "store: {path: mine.db}\nauth: {default_role: viewer}\n")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"run", "--config", cfg, "--lab", "--json", "gpu status"}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	st, err := store.Open(context.Background(), filepath.Join(dir, "mine.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if j, err := st.Job(context.Background(), 1); err != nil || j.Status != store.Succeeded || j.Command != "gpu status" {
+		t.Fatalf("job #1 in the file's store: %+v, %v", j, err)
+	}
 }
