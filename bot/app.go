@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
-	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
@@ -22,6 +22,8 @@ type App struct {
 	Leases *Leases
 	// Interrupted lists the jobs a previous process left unfinished.
 	Interrupted []store.Job
+
+	mu sync.Mutex // guards Config against Reload
 }
 
 // AppOptions are what NewApp needs beyond the config.
@@ -34,6 +36,8 @@ type AppOptions struct {
 	// a Membership supplies its platform's user groups to auth.
 	Chats  map[string]Chat
 	Logger *slog.Logger
+	// Observer, when set, is told of every job and step (metrics).
+	Observer Observer
 }
 
 // BackendDeps are what a runbook built by AppOptions.NewBackend takes from
@@ -76,23 +80,27 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 		}
 	}
 	eng := NewEngine(EngineOptions{Store: st, Backend: backend, Chats: o.Chats, JobTimeout: cfg.Limits.JobTimeout.D(),
-		Leases: leases, Logger: o.Logger})
+		Leases: leases, Logger: o.Logger, Observer: o.Observer})
 	interrupted, err := eng.RecoverInterrupted(ctx)
 	if err != nil {
 		eng.Close()
 		st.Close()
 		return nil, err
 	}
-	opts := commands.Options{MaxSteps: cfg.Limits.MaxSteps, Hosts: cfg.HostNames(), DefaultService: cfg.DefaultService}
-	for _, name := range cfg.ServiceNames() {
-		opts.Services = append(opts.Services, commands.ServiceRef{Name: name, Host: cfg.Services[name].Host})
-	}
-	d := NewDispatcher(DispatcherOptions{Store: st, Engine: eng, Auth: auth, Commands: opts,
+	d := NewDispatcher(DispatcherOptions{Store: st, Engine: eng, Auth: auth, Commands: commandOptions(cfg),
 		ConfirmTTL: cfg.Limits.ConfirmTTL.D(), Logger: o.Logger})
 	return &App{Config: cfg, Store: st, Engine: eng, Dispatcher: d, Leases: leases, Interrupted: interrupted}, nil
 }
 
-// Close stops every job (they end cancelled), gives up this process's
+// CurrentConfig is the config in effect: the one given to NewApp, or the
+// last one Reload took.
+func (a *App) CurrentConfig() *config.Config {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.Config
+}
+
+// Close stops every job at its next safe point (they end interrupted), gives up this process's
 // leases and closes the store.
 func (a *App) Close() error {
 	a.Engine.Close()

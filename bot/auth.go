@@ -2,6 +2,7 @@ package bot
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/opsbot/opsbot/commands"
 )
@@ -11,8 +12,9 @@ const RoleNone commands.Role = 0
 
 // Auth decides who holds which role. It denies by default: a user who is not
 // listed gets the default role, which is "none" unless the config says otherwise.
-// Auth is immutable after creation and safe for concurrent use.
+// Auth is safe for concurrent use; Replace swaps its roles on a config reload.
 type Auth struct {
+	mu          sync.RWMutex // Replace swaps the roles under it
 	defaultRole commands.Role
 	users       map[string]commands.Role // "platform:id" -> role
 	groups      map[string]Membership    // platform -> its user groups
@@ -60,13 +62,14 @@ func parseRole(name string) (commands.Role, error) {
 // WithMembership returns a copy of a in which the roles granted to groups of
 // platform ("PLATFORM-group:ID" keys) apply to the members m reports.
 func (a *Auth) WithMembership(platform string, m Membership) *Auth {
-	c := *a
-	c.groups = make(map[string]Membership, len(a.groups)+1)
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	c := &Auth{defaultRole: a.defaultRole, users: a.users, groups: make(map[string]Membership, len(a.groups)+1)}
 	for p, g := range a.groups {
 		c.groups[p] = g
 	}
 	c.groups[platform] = m
-	return &c
+	return c
 }
 
 // Role returns the role of user on platform. Identity is the platform's stable
@@ -74,6 +77,8 @@ func (a *Auth) WithMembership(platform string, m Membership) *Auth {
 // groups holds the highest of those roles; a user listed nowhere holds the
 // default role.
 func (a *Auth) Role(platform, user string) commands.Role {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
 	r, ok := a.users[platform+":"+user]
 	if m := a.groups[platform]; m != nil && user != "" {
 		for _, g := range m.GroupsOf(user) {
@@ -92,6 +97,17 @@ func (a *Auth) Role(platform, user string) commands.Role {
 func (a *Auth) Allowed(platform, user string, need commands.Role) bool {
 	have := a.Role(platform, user)
 	return have != RoleNone && have >= need
+}
+
+// Replace makes a's roles those of b, at once for every later check (a
+// config reload). Safe for concurrent use with Role and Allowed.
+func (a *Auth) Replace(b *Auth) {
+	b.mu.RLock()
+	dr, users := b.defaultRole, b.users
+	b.mu.RUnlock()
+	a.mu.Lock()
+	a.defaultRole, a.users = dr, users
+	a.mu.Unlock()
 }
 
 func roleName(r commands.Role) string {

@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -51,7 +52,7 @@ func benchAck(b *testing.B, burst int) {
 		}
 		return &ops.Result{}, nil
 	})
-	eng := NewEngine(EngineOptions{Store: st, Backend: backend})
+	eng := NewEngine(EngineOptions{Store: st, Backend: backend, Logger: slog.New(slog.DiscardHandler)})
 	var services []commands.ServiceRef
 	for i := range 100 {
 		services = append(services, commands.ServiceRef{Name: fmt.Sprintf("svc%d", i), Host: fmt.Sprintf("gpu%d", i)})

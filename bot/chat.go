@@ -13,6 +13,12 @@
 // behave the same. Scheduled runs come through the same door as platform
 // "schedule", with their creator's role and their target rooms.
 //
+// As a service (`opsbot serve`), the App hosts Adapters, drains (Dispatcher.Drain:
+// every request is answered RestartingText), shuts down stopping each job at
+// a safe point (never inside a unit write or a start; what is stopped ends
+// interrupted), reloads roles and services (App.Reload) and tells an
+// Observer of every job and step for metrics.
+//
 // Each command of the registry is bound to its handler by its Spec (the
 // handlers table; job commands run the pipeline ops binds to the same Spec),
 // and results cross layers as Go types (ops.Result).

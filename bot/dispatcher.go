@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
@@ -58,6 +59,10 @@ type Dispatcher struct {
 	opts DispatcherOptions
 	log  *slog.Logger
 
+	// cmds is opts.Commands, replaced by Reload.
+	cmds     atomic.Pointer[commands.Options]
+	draining atomic.Bool
+
 	mu      sync.Mutex
 	pending map[string]*pendingConfirm
 	wrong   map[string]*wrongBurst // "platform:user" -> wrong confirmation attempts
@@ -103,7 +108,9 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Dispatcher{opts: opts, log: log, pending: map[string]*pendingConfirm{}, wrong: map[string]*wrongBurst{}}
+	d := &Dispatcher{opts: opts, log: log, pending: map[string]*pendingConfirm{}, wrong: map[string]*wrongBurst{}}
+	d.cmds.Store(&opts.Commands)
+	return d
 }
 
 // Handle answers one request within milliseconds: a job is queued and runs in
@@ -112,6 +119,9 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 // Typing `confirm TOKEN` is the Confirm action of text-only chats, under the
 // same rules as a click.
 func (d *Dispatcher) Handle(ctx context.Context, req Request) Reply {
+	if d.draining.Load() {
+		return restarting()
+	}
 	text := strings.TrimSpace(req.Text)
 	if r, bad := d.checkRequest(ctx, req, text); bad {
 		return r
@@ -121,7 +131,7 @@ func (d *Dispatcher) Handle(ctx context.Context, req Request) Reply {
 			UserName: req.UserName, Room: req.Room, Via: req.Via})
 	}
 	// The length limit applies to the text as typed: Parse trims it itself.
-	cmd, err := commands.Parse(req.Text, d.opts.Commands)
+	cmd, err := commands.Parse(req.Text, d.commands())
 	if err != nil {
 		d.audit(ctx, req, text, store.DecisionInvalid, err.Error(), 0)
 		return Reply{Outcome: Invalid, Text: err.Error(), Err: err}
@@ -255,7 +265,7 @@ func (d *Dispatcher) scheduled(ctx context.Context, req Request, cmd *commands.C
 // who holds the role the command needs may confirm or abort it.
 func (d *Dispatcher) Propose(ctx context.Context, platform, room, text, reason string) Reply {
 	req := Request{Platform: platform, User: "opsbot", Room: room, Text: text}
-	cmd, err := commands.Parse(strings.TrimSpace(text), d.opts.Commands)
+	cmd, err := commands.Parse(strings.TrimSpace(text), d.commands())
 	if err != nil {
 		d.audit(ctx, req, text, store.DecisionInvalid, "proposal: "+err.Error(), 0)
 		return Reply{Outcome: Invalid, Text: err.Error(), Err: err}
@@ -321,6 +331,9 @@ func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd *commands.
 // Wrong attempts (unknown tokens, someone else's confirmation) are limited per
 // user and audited once per burst.
 func (d *Dispatcher) Act(ctx context.Context, a ActionRequest) Reply {
+	if d.draining.Load() {
+		return restarting()
+	}
 	req := Request{Platform: a.Platform, User: a.User, UserName: a.UserName, Room: a.Room, Via: a.Via}
 	kind, arg, _ := strings.Cut(a.ID, ":")
 	if r, bad := d.checkRequest(ctx, req, kind); bad {
@@ -559,5 +572,5 @@ func (d *Dispatcher) Parse(text string) (*commands.Command, error) {
 	if _, ok := confirmToken(strings.TrimSpace(text)); ok && len(text) <= commands.MaxInputLen {
 		return nil, errors.New("confirm only answers a question the bot asked")
 	}
-	return commands.Parse(text, d.opts.Commands)
+	return commands.Parse(text, d.commands())
 }

@@ -41,6 +41,8 @@ type EngineOptions struct {
 	// services are held within this process only.
 	Leases *Leases
 	Logger *slog.Logger
+	// Observer, when set, is told of every job and step (metrics).
+	Observer Observer
 }
 
 // Engine runs jobs: one mutating job per service at a time (across every
@@ -68,6 +70,8 @@ type jobRun struct {
 	done     chan struct{}
 	userName string
 	res      *ops.Result // set before done closes
+	queuedAt time.Time
+	safe     *safePoints
 
 	// cancelSeen is set once a cancel request from another process was acted on.
 	cancelSeen atomic.Bool
@@ -164,7 +168,8 @@ type Submission struct {
 func (e *Engine) Submit(s Submission) error {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r := &jobRun{job: s.Job, cmd: s.Cmd, room: s.Job.Room, replyTo: s.ReplyTo, cancel: cancel,
-		done: make(chan struct{}), userName: s.UserName}
+		done: make(chan struct{}), userName: s.UserName, queuedAt: time.Now()}
+	r.safe = &safePoints{open: map[string]bool{}, started: map[string]time.Time{}, obs: e.opts.Observer, job: s.Job}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -174,6 +179,9 @@ func (e *Engine) Submit(s Submission) error {
 	e.jobs[s.Job.ID] = r
 	e.wg.Add(1)
 	e.mu.Unlock()
+	if o := e.opts.Observer; o != nil {
+		o.JobQueued(s.Job, s.Cmd.Spec.Path)
+	}
 	go e.run(ctx, r)
 	return nil
 }
@@ -251,23 +259,43 @@ func (e *Engine) Active() []int64 {
 	return ids
 }
 
-// Shutdown stops every queued or running job with ErrShutdown and refuses new
-// ones, without waiting: each job still records and reports its final state,
-// and Wait returns it. Close must still be called.
-func (e *Engine) Shutdown() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.closed = true
-	for _, r := range e.jobs {
-		r.cancel(ErrShutdown)
-	}
+// Close stops every job at its next safe point (see Shutdown) and waits for
+// them to record their final state (interrupted), then stops the lease
+// heartbeat and gives up this process's leases.
+func (e *Engine) Close() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e.Shutdown(ctx)
 }
 
-// Close cancels every job and waits for them to record their final state,
-// then stops the lease heartbeat and gives up this process's leases.
-func (e *Engine) Close() {
-	e.Shutdown()
-	e.wg.Wait()
+// Shutdown refuses new jobs, lets the running ones go on until ctx ends,
+// then stops each at its next safe point: at once, unless it is inside a
+// unit write (with its daemon-reload) or a start, which it finishes first.
+// A job so stopped ends interrupted. Shutdown returns when every job has
+// recorded its final state, after stopping the lease heartbeat and giving
+// up this process's leases.
+func (e *Engine) Shutdown(ctx context.Context) {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		e.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		e.mu.Lock()
+		for _, r := range e.jobs {
+			if steps := r.safe.stopAtSafePoint(func() { r.cancel(ErrShutdown) }); len(steps) > 0 {
+				e.log.Info("job stops once the step a stop must not cut ends", "job", r.job.ID, "command", r.job.Command,
+					"step", strings.Join(steps, ", "))
+			}
+		}
+		e.mu.Unlock()
+		<-done
+	}
 	if e.opts.Leases != nil {
 		e.opts.Leases.close()
 	}
@@ -375,6 +403,8 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 	}()
 	// Persistence and rendering must finish even when the job is cancelled.
 	bg := context.WithoutCancel(ctx)
+	e.log.Info("job queued", "job", r.job.ID, "command", r.job.Command, "user", r.job.Platform+":"+r.job.User,
+		"service", r.job.Service)
 
 	th := newThread(e, r)
 	defer th.close()
@@ -383,7 +413,9 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 	// The pipeline's node locks find the job in its context.
 	ctx = withJobID(ctx, r.job.ID)
 	// Hold the service for the whole run (released even on panic or cancel).
+	lockWait := time.Duration(0)
 	if svc := r.cmd.LockedService(); svc != "" {
+		t0 := time.Now()
 		release, err := e.lockService(ctx, bg, r, th, svc)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -393,6 +425,7 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 			return
 		}
 		defer release()
+		lockWait = time.Since(t0)
 	}
 	if err := e.opts.Store.StartJob(bg, r.job.ID); err != nil {
 		e.log.Error("start job", "job", r.job.ID, "err", err)
@@ -400,6 +433,11 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 		return
 	}
 	th.started(bg)
+	e.log.Info("job started", "job", r.job.ID, "command", r.job.Command, "user", r.job.Platform+":"+r.job.User,
+		"service", r.job.Service, "lock_wait", lockWait.Round(time.Millisecond))
+	if o := e.opts.Observer; o != nil {
+		o.JobStarted(r.job, r.cmd.Spec.Path, lockWait)
+	}
 
 	timeout := e.opts.JobTimeout
 	if n := len(r.cmd.SweepSteps); n > 1 {
@@ -435,7 +473,8 @@ func (e *Engine) runPipeline(ctx context.Context, r *jobRun, th *thread) (res *o
 			err = fmt.Errorf("internal error: %v (the job was stopped; see the opsbot log)", p)
 		}
 	}()
-	return e.opts.Backend.Run(ctx, r.cmd, th)
+	r.safe.forward = th
+	return e.opts.Backend.Run(ctx, r.cmd, r.safe)
 }
 
 func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Result, err error) {
@@ -444,9 +483,10 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 	if err != nil {
 		status = store.Failed
 		var stopped *jobStopped
-		if errors.As(err, &stopped) && (errors.Is(stopped.cause, ErrCancelled) || errors.Is(stopped.cause, ErrShutdown)) {
-			status = store.Cancelled
-		} else if errors.Is(err, ErrCancelled) || errors.Is(err, ErrShutdown) {
+		switch {
+		case errors.As(err, &stopped) && errors.Is(stopped.cause, ErrShutdown), errors.Is(err, ErrShutdown):
+			status = store.Interrupted
+		case errors.As(err, &stopped) && errors.Is(stopped.cause, ErrCancelled), errors.Is(err, ErrCancelled):
 			status = store.Cancelled
 		}
 		errText = Explain(err)
@@ -480,7 +520,11 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 	}
 	r.res = res
 	th.finished(ctx, status, errText, res)
-	e.log.Info("job finished", "job", r.job.ID, "command", r.job.Command, "status", status, "err", errText)
+	e.log.Info("job finished", "job", r.job.ID, "command", r.job.Command, "user", r.job.Platform+":"+r.job.User,
+		"service", r.job.Service, "status", status, "err", errText)
+	if o := e.opts.Observer; o != nil {
+		o.JobEnded(r.job, r.cmd.Spec.Path, status, time.Since(r.queuedAt), res)
+	}
 }
 
 // SettingsKey renders a result's settings as the canonical key results are

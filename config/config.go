@@ -12,14 +12,18 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,14 +46,36 @@ type Config struct {
 	Bench          Bench   `yaml:"bench"`
 	Slack          *Slack  `yaml:"slack,omitempty"`
 	Matrix         *Matrix `yaml:"matrix,omitempty"`
+	// HTTP is `opsbot serve`'s own listener: health, readiness, metrics and
+	// the adapters' HTTP deliveries.
+	HTTP HTTP `yaml:"http,omitempty"`
+	Log  Log  `yaml:"log,omitempty"`
 
 	// Dir is the directory of the config file; relative paths are resolved against it.
 	Dir string `yaml:"-"`
 }
 
-// Store says where the database lives.
+// Store says where the database lives and how long it keeps history.
 type Store struct {
 	Path string `yaml:"path"`
+	// Retention is how long job events and audit entries are kept; older
+	// ones are pruned once a day by `opsbot serve`. Default 90d.
+	Retention Duration `yaml:"retention,omitempty"`
+}
+
+// HTTP configures `opsbot serve`'s HTTP listener.
+type HTTP struct {
+	// Listen is HOST:PORT for GET /healthz, /readyz, /metrics and the
+	// adapters' routes; empty, nothing listens.
+	Listen string `yaml:"listen,omitempty"`
+}
+
+// Log configures the log `opsbot serve` writes to stderr.
+type Log struct {
+	// Format is "text" (default) or "json".
+	Format string `yaml:"format,omitempty"`
+	// Level is "debug", "info" (default), "warn" or "error".
+	Level string `yaml:"level,omitempty"`
 }
 
 // SSH holds the client settings shared by every host.
@@ -115,6 +141,9 @@ type Limits struct {
 	// heartbeat of the opsbot process holding it: a holder that died is taken
 	// over after at most this long. Heartbeats run every LeaseTTL/3.
 	LeaseTTL Duration `yaml:"lease_ttl,omitempty"`
+	// ShutdownGrace is how long `opsbot serve` lets running jobs reach a
+	// safe point after SIGTERM before it stops them. Default 60s.
+	ShutdownGrace Duration `yaml:"shutdown_grace,omitempty"`
 }
 
 // Bench holds the benchmark defaults used when a command does not say.
@@ -196,6 +225,13 @@ func (s Secret) String() string {
 	return "[redacted]"
 }
 
+// LogValue keeps the secret out of logs, JSON ones included.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalJSON writes the secret redacted, so a config (or a part of one)
+// logged or encoded as JSON never shows it.
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
 // Value returns the secret itself.
 func (s Secret) Value() string { return string(s) }
 
@@ -211,12 +247,25 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if err := n.Decode(&s); err != nil {
 		return fmt.Errorf("line %d: duration must be a string like 30s or 5m", n.Line)
 	}
-	v, err := time.ParseDuration(s)
+	v, err := ParseDuration(s)
 	if err != nil || v < 0 {
-		return fmt.Errorf("line %d: invalid duration %q (use e.g. 30s, 5m, 1h)", n.Line, s)
+		return fmt.Errorf("line %d: invalid duration %q (use e.g. 30s, 5m, 1h, 90d)", n.Line, s)
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// ParseDuration parses a Go duration ("30s", "1h30m") or a whole number of
+// days ("90d").
+func ParseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok && days != "" && strings.Trim(days, "0123456789") == "" {
+		n, err := strconv.Atoi(days)
+		if err != nil || n > 100000 {
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
 }
 
 // MarshalYAML writes the duration as a string.
@@ -230,6 +279,10 @@ const (
 	DefaultLeaseTTL     = 30 * time.Second
 	DefaultReadyTimeout = 15 * time.Minute
 	DefaultClearMiB     = 1024
+	// DefaultShutdownGrace is limits.shutdown_grace when unset.
+	DefaultShutdownGrace = 60 * time.Second
+	// DefaultRetention is store.retention when unset.
+	DefaultRetention = 90 * 24 * time.Hour
 )
 
 // Load reads, expands and validates the config file at path. A file that
@@ -270,6 +323,99 @@ func Inspect(path string) (*Config, error) {
 	return c, nil
 }
 
+// LabKeys are the top-level keys the lab supplies to a config given with
+// --lab: the config file must not set them.
+var LabKeys = []string{"ssh", "hosts", "services", "default_service", "bench"}
+
+// LoadOver reads the config file at path as Load does, on top of base (the
+// text of a config whose paths are absolute, such as the lab's): base
+// supplies the top-level keys in supplied, which the file must not set (a
+// problem naming the key and the file), and every other top-level key the
+// file leaves out. Relative paths in the file resolve against its directory.
+func LoadOver(path string, base []byte, supplied []string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	var problems []error
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o002 != 0 {
+		problems = append(problems, fmt.Errorf("%s is writable by every user (mode %04o): run: chmod o-w %s", path, uint32(fi.Mode().Perm()), path))
+	}
+	top, err := decodeNode(data)
+	if err != nil {
+		return nil, &Error{Problems: []error{err}}
+	}
+	under, err := decodeNode(base)
+	if err != nil {
+		return nil, fmt.Errorf("base config: %w", err)
+	}
+	if top.Kind == 0 {
+		top = &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode, Tag: "!!map"}}}
+	}
+	m := top.Content[0]
+	if m.Kind != yaml.MappingNode || under.Kind == 0 || under.Content[0].Kind != yaml.MappingNode {
+		return Load(path) // reports the shape of the file
+	}
+	has := topKeys(m)
+	problems = append(problems, suppliedSet(path, has, supplied)...)
+	b := under.Content[0]
+	for i := 0; i+1 < len(b.Content); i += 2 {
+		if _, ok := has[b.Content[i].Value]; !ok {
+			m.Content = append(m.Content, b.Content[i], b.Content[i+1])
+		}
+	}
+	c, ps := parseNode(top, filepath.Dir(abs), os.LookupEnv)
+	problems = append(problems, ps...)
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
+	}
+	return c, nil
+}
+
+func topKeys(m *yaml.Node) map[string]int {
+	has := map[string]int{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		has[m.Content[i].Value] = m.Content[i].Line
+	}
+	return has
+}
+
+func suppliedSet(path string, has map[string]int, supplied []string) []error {
+	var problems []error
+	for _, k := range supplied {
+		if line, ok := has[k]; ok {
+			problems = append(problems, fmt.Errorf("%s: set in %s (line %d), but --lab supplies it (and %s): remove it from the file, or run without --lab",
+				k, path, line, strings.Join(supplied, ", ")))
+		}
+	}
+	return problems
+}
+
+// CheckNotSet reports, as a *Error, the keys of supplied that the config
+// file at path sets at its top level: a quick check before starting what
+// supplies them (LoadOver checks it again, with everything else).
+func CheckNotSet(path string, supplied []string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	top, err := decodeNode(data)
+	if err != nil {
+		return &Error{Problems: []error{err}}
+	}
+	if top.Kind == 0 || top.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	if ps := suppliedSet(path, topKeys(top.Content[0]), supplied); len(ps) > 0 {
+		return &Error{Problems: ps}
+	}
+	return nil
+}
+
 // Parse decodes config text. dir resolves relative paths; lookup resolves ${ENV}.
 // Invalid text returns a *Error listing every problem.
 func Parse(data []byte, dir string, lookup func(string) (string, bool)) (*Config, error) {
@@ -283,15 +429,35 @@ func Parse(data []byte, dir string, lookup func(string) (string, bool)) (*Config
 // parse decodes, resolves, defaults and validates, collecting every problem.
 // The Config is never nil.
 func parse(data []byte, dir string, lookup func(string) (string, bool)) (*Config, []error) {
-	c := &Config{}
+	root, err := decodeNode(data)
+	if err != nil {
+		return &Config{}, []error{err}
+	}
+	return parseNode(root, dir, lookup)
+}
+
+// decodeNode reads YAML text into a node tree; an empty text gives an
+// empty node.
+func decodeNode(data []byte) (*yaml.Node, error) {
 	var root yaml.Node
-	var problems []error
 	err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root)
 	switch {
-	case errors.Is(err, io.EOF): // an empty file: every required key is reported below
+	case errors.Is(err, io.EOF):
+		return &yaml.Node{}, nil
 	case err != nil:
 		// Syntax errors name a line and a construct, never a value.
-		return c, []error{fmt.Errorf("config: %w", err)}
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return &root, nil
+}
+
+// parseNode is parse for a decoded tree.
+func parseNode(rootp *yaml.Node, dir string, lookup func(string) (string, bool)) (*Config, []error) {
+	c := &Config{}
+	root := *rootp
+	var problems []error
+	switch {
+	case root.Kind == 0: // an empty file: every required key is reported below
 	default:
 		problems = checkShape(&root)
 		if len(problems) == 0 || root.Content[0].Kind == yaml.MappingNode {
@@ -404,6 +570,18 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Limits.LeaseTTL == 0 {
 		c.Limits.LeaseTTL = Duration(DefaultLeaseTTL)
+	}
+	if c.Limits.ShutdownGrace == 0 {
+		c.Limits.ShutdownGrace = Duration(DefaultShutdownGrace)
+	}
+	if c.Store.Retention == 0 {
+		c.Store.Retention = Duration(DefaultRetention)
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
 	}
 	if c.Auth.DefaultRole == "" {
 		c.Auth.DefaultRole = "none"
@@ -568,6 +746,20 @@ func (c *Config) Validate() error {
 	if c.Limits.LeaseTTL < Duration(time.Second) {
 		bad("limits.lease_ttl must be at least 1s, got %s", c.Limits.LeaseTTL.D())
 	}
+	if c.Store.Retention < Duration(time.Hour) {
+		bad("store.retention must be at least 1h (e.g. 90d), got %s", c.Store.Retention.D())
+	}
+	if l := c.HTTP.Listen; l != "" {
+		if err := checkListen(l); err != nil {
+			bad("http.listen must be HOST:PORT, like 127.0.0.1:9090: %v", err)
+		}
+	}
+	if f := c.Log.Format; f != "text" && f != "json" {
+		bad("log.format must be text or json, got %q", f)
+	}
+	if _, err := LogLevel(c.Log.Level); err != nil {
+		bad("log.level: %v", err)
+	}
 	if s := c.Slack; s != nil && s.Enabled {
 		c.validateSlack(bad)
 	}
@@ -608,6 +800,33 @@ func (c *Config) Validate() error {
 		return &Error{Problems: errs}
 	}
 	return nil
+}
+
+// checkListen checks a listen address is HOST:PORT with a numeric port.
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number within 0..65535", port)
+	}
+	return nil
+}
+
+// LogLevel returns the slog level named by log.level.
+func LogLevel(name string) (slog.Level, error) {
+	switch name {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info", "":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("must be debug, info, warn or error, got %q", name)
 }
 
 // Error lists every problem found in a config.

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -148,7 +147,7 @@ func walkShape(n *yaml.Node, t reflect.Type, path string, secret bool, w *shapeW
 		if n.Kind != yaml.ScalarNode {
 			bad(false)
 			return false
-		} else if d, err := time.ParseDuration(n.Value); err != nil || d < 0 {
+		} else if d, err := ParseDuration(n.Value); err != nil || d < 0 {
 			bad(true)
 			return false
 		}

@@ -24,6 +24,9 @@ type Runbook struct {
 	targets map[string]*target
 }
 
+// SSHStats reports each host's SSH connection state and failed dials.
+func (r *Runbook) SSHStats() []remote.HostState { return r.pool.Stats() }
+
 // New returns a Runbook for cfg, which the caller has validated (the config
 // package does, for opsbot's YAML): New checks only what it needs to build
 // the service -> host -> node mapping (the hosts a service names exist) and

@@ -16,6 +16,10 @@
 // read-only connections and see every write that returned before they
 // started.
 //
+// History is kept small by Prune (job events and audit entries older than a
+// cutoff; `opsbot serve` runs it daily for store.retention), and Backup
+// writes a consistent copy of a file another process is using.
+//
 // Every write call returns only once its transaction has committed (nil) or
 // failed (an error, and nothing of the call is in the file). Errors wrap
 // ErrNotFound, ErrInvalid or ErrClosed, or are a *TransitionError or

@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 				break
 			}
 		}
+		if os.Getenv("OPSBOT_TEST_ADAPTER") != "" {
+			hostTestAdapter(os.Getenv("OPSBOT_TEST_ADAPTER"))
+		}
 		ctx, stop := signalContext()
 		code := run(ctx, args, os.Stdin, os.Stdout, os.Stderr)
 		stop()

@@ -5,6 +5,10 @@
 //	opsbot lab [--faults LIST] [--unit FILE] [--engine sglang|vllm] [--config-out FILE]
 //	opsbot bench --url URL | --config FILE --service NAME [--model M] [--prompts N] [--concurrency C] [--in I] [--out O] [--rate R] [--json]
 //	opsbot config check --config FILE
+//	opsbot serve --config FILE [--lab [--lab-faults LIST] [--lab-unit FILE]]
+//	opsbot store backup [--config FILE] DEST
+//	opsbot health [--url URL]
+//	opsbot version
 //
 // This file only parses flags and wires packages together.
 package main
@@ -30,6 +34,10 @@ usage:
   opsbot lab [--faults LIST] [--unit FILE] [--engine sglang|vllm] [--config-out FILE]
   opsbot bench --url URL | --config FILE --service NAME [--model M] [--prompts N] [--concurrency C] [--in I] [--out O] [--rate R] [--json]
   opsbot config check --config FILE
+  opsbot serve --config FILE [--lab [--lab-faults LIST] [--lab-unit FILE]]
+  opsbot store backup [--config FILE] DEST
+  opsbot health [--url URL]
+  opsbot version
 
 Commands (the same in Slack, Matrix and here): run 'help' to list them:
   opsbot run help
@@ -79,6 +87,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		code, err = cmdBench(ctx, args[1:], stdout, stderr)
 	case "config":
 		err = cmdConfig(ctx, args[1:], stdout)
+	case "serve":
+		err = cmdServe(ctx, args[1:], stderr)
+	case "store":
+		err = cmdStore(ctx, args[1:], stdout, stderr)
+	case "health":
+		err = cmdHealth(ctx, args[1:], stdout, stderr)
+	case "version", "--version":
+		err = cmdVersion(args[1:], stdout)
 	case "help", "-h", "--help":
 		if len(args) > 1 && args[0] == "help" && args[1] != "help" {
 			return run(ctx, []string{args[1], "--help"}, stdin, stdout, stderr)

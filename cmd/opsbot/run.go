@@ -58,7 +58,11 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		if ids := e.app.Active(); len(ids) > 0 {
 			fmt.Fprintf(stderr, "opsbot: interrupted: stopping job %s; it reports the state it leaves its service in (Ctrl-C again quits at once)\n", jobList(ids))
 		}
-		e.app.Engine.Shutdown()
+		// Stop every job at its next safe point now (the signal gives no
+		// grace), and let each record and print its final state.
+		now, cancel := context.WithCancel(context.Background())
+		cancel()
+		e.app.Engine.Shutdown(now)
 	})
 	defer stopJobs()
 	return console.Run(context.WithoutCancel(ctx), console.RunOptions{Bot: e.app, OSUser: defaultUser(), As: *as, JSON: *asJSON, Yes: *yes,

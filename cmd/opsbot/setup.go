@@ -2,44 +2,120 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/user"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/ops/remote"
 )
 
 // setupOptions say where the bot's hosts are: a config file or an in-process lab.
 type setupOptions struct {
+	// ConfigPath is the config file; with Lab, it is read on top of the
+	// lab's config and must not set what the lab supplies (config.LabKeys).
 	ConfigPath string
 	Lab        bool
 	LabFaults  string
 	LabUnit    string
 	Chats      map[string]bot.Chat
 	Logger     *slog.Logger
+	// Observer, when set, is told of every job and step (serve's metrics).
+	Observer bot.Observer
 }
 
 // env is an assembled bot (and the lab it runs on, if any).
 type env struct {
-	lab     *lab.Lab
-	labDir  string // the lab's config, key and store; removed by Close
-	runbook *ops.Runbook
-	app     *bot.App
-	cfg     *config.Config
+	lab      *lab.Lab
+	labDir   string // the lab's config, key and store; removed by Close
+	labCfg   string // the lab's config file, in labDir
+	runbooks runbooks
+	deps     bot.BackendDeps // what the runbooks take from the store: node leases, job history
+	app      *bot.App
+	cfg      *config.Config
+	log      *slog.Logger
+}
+
+// runbooks is the Backend jobs run on: the runbook of the config in effect.
+// A reload swaps in a new one; jobs already running keep the one they
+// started with, and every runbook is closed with the env.
+type runbooks struct {
+	cur atomic.Pointer[ops.Runbook]
+	mu  sync.Mutex
+	all []*ops.Runbook
+}
+
+var _ bot.Backend = (*runbooks)(nil)
+
+func (r *runbooks) Run(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	rb := r.cur.Load()
+	if rb == nil {
+		return nil, errors.New("no hosts are configured: add hosts and services to the config (or run with --lab)")
+	}
+	return rb.Run(ctx, cmd, rep)
+}
+
+func (r *runbooks) set(rb *ops.Runbook) {
+	r.mu.Lock()
+	r.all = append(r.all, rb)
+	r.mu.Unlock()
+	r.cur.Store(rb)
+}
+
+// sshStats is the SSH state of the runbook in effect.
+func (r *runbooks) sshStats() []remote.HostState {
+	if rb := r.cur.Load(); rb != nil {
+		return rb.SSHStats()
+	}
+	return nil
+}
+
+func (r *runbooks) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rb := range r.all {
+		rb.Close()
+	}
+	r.all = nil
+}
+
+// reload builds the ops layer of cfg for the jobs that start from now on
+// and applies cfg's roles and services to later requests.
+func (e *env) reload(cfg *config.Config) error {
+	var rb *ops.Runbook
+	if len(cfg.Hosts) > 0 {
+		var err error
+		if rb, err = newRunbook(cfg, e.deps, e.log); err != nil {
+			return err
+		}
+	}
+	if err := e.app.Reload(cfg); err != nil {
+		if rb != nil {
+			rb.Close()
+		}
+		return err
+	}
+	if rb != nil {
+		e.runbooks.set(rb)
+	}
+	e.cfg = cfg
+	return nil
 }
 
 func (e *env) Close() {
 	if e.app != nil {
 		e.app.Close()
 	}
-	if e.runbook != nil {
-		e.runbook.Close()
-	}
+	e.runbooks.Close()
 	if e.lab != nil {
 		e.lab.Close()
 	}
@@ -49,19 +125,24 @@ func (e *env) Close() {
 }
 
 func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
-	e := &env{}
+	e := &env{log: o.Logger}
 	defer func() {
 		if err != nil {
 			e.Close()
 		}
 	}()
 	cfgPath := o.ConfigPath
+	labCfg := ""
 	switch {
-	case o.Lab && cfgPath != "":
-		return nil, usagef("--lab and --config are exclusive: the lab writes its own config")
 	case !o.Lab && (o.LabFaults != "" || o.LabUnit != ""):
 		return nil, usagef("--lab-faults and --lab-unit need --lab")
 	case o.Lab:
+		if cfgPath != "" {
+			// Refuse the lab's keys before the lab starts.
+			if err := config.CheckNotSet(cfgPath, config.LabKeys); err != nil {
+				return nil, err
+			}
+		}
 		l, err := startLab(ctx, o.LabFaults, o.LabUnit, "", "", o.Logger)
 		if err != nil {
 			return nil, err
@@ -79,13 +160,14 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 		if e.labDir, err = os.MkdirTemp("", "opsbot-run-"); err != nil {
 			return nil, fmt.Errorf("lab config dir: %w", err)
 		}
-		if cfgPath, err = l.WriteConfig(e.labDir); err != nil {
+		if labCfg, err = l.WriteConfig(e.labDir); err != nil {
 			return nil, fmt.Errorf("write lab config: %w", err)
 		}
+		e.labCfg = labCfg
 	case cfgPath == "":
 		return nil, usagef("say where the hosts are: --config FILE, or --lab for the simulated GPU host")
 	}
-	cfg, err := config.Load(cfgPath)
+	cfg, err := loadConfig(cfgPath, labCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -93,19 +175,41 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 	// The runbook's pipelines hold nodes through the store's leases, so it
 	// is built once the app has opened the store.
 	newBackend := func(deps bot.BackendDeps) (bot.Backend, error) {
+		e.deps = deps
+		if len(cfg.Hosts) == 0 {
+			return &e.runbooks, nil // nothing to reach yet; a reload may add hosts
+		}
 		rb, err := newRunbook(cfg, deps, o.Logger)
 		if err != nil {
 			return nil, err
 		}
-		e.runbook = rb
-		return rb, nil
+		e.runbooks.set(rb)
+		return &e.runbooks, nil
 	}
-	app, err := bot.NewApp(ctx, cfg, bot.AppOptions{NewBackend: newBackend, Chats: o.Chats, Logger: o.Logger})
+	app, err := bot.NewApp(ctx, cfg, bot.AppOptions{NewBackend: newBackend, Chats: o.Chats, Logger: o.Logger,
+		Observer: o.Observer})
 	if err != nil {
 		return nil, err
 	}
 	e.app = app
 	return e, nil
+}
+
+// loadConfig loads the config: the file at path, the lab's config at
+// labPath, or, with both, the file on top of the lab's, which supplies
+// config.LabKeys (the hosts and services) and what the file leaves out.
+func loadConfig(path, labPath string) (*config.Config, error) {
+	switch {
+	case labPath == "":
+		return config.Load(path)
+	case path == "":
+		return config.Load(labPath)
+	}
+	base, err := os.ReadFile(labPath)
+	if err != nil {
+		return nil, fmt.Errorf("read lab config: %w", err)
+	}
+	return config.LoadOver(path, base, config.LabKeys)
 }
 
 // startLab starts the simulated hosts with the given faults and unit file.

@@ -53,6 +53,12 @@ func (h *Host) client(ctx context.Context) (*conn, error) {
 	}
 	c, err := h.dial(ctx)
 	if err != nil {
+		p.mu.Lock()
+		if p.dialErrs == nil {
+			p.dialErrs = map[string]int{}
+		}
+		p.dialErrs[h.cfg.Name]++
+		p.mu.Unlock()
 		return nil, err
 	}
 	p.mu.Lock()

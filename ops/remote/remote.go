@@ -60,10 +60,11 @@ type Pool struct {
 	log   *slog.Logger
 	hosts map[string]*Host
 
-	mu     sync.Mutex
-	conns  map[string]*conn
-	dials  int
-	closed bool
+	mu       sync.Mutex
+	conns    map[string]*conn
+	dials    int
+	dialErrs map[string]int
+	closed   bool
 }
 
 // Host runs commands on one host over the pool's shared connection. It is safe for concurrent
@@ -168,6 +169,26 @@ func (p *Pool) Dials() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.dials
+}
+
+// HostState is one host's connection as Stats reports it.
+type HostState struct {
+	Name       string
+	Connected  bool // a live connection is cached
+	DialErrors int  // failed dials (TCP, handshake, host key) so far
+}
+
+// Stats returns every configured host's connection state, sorted by name.
+func (p *Pool) Stats() []HostState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]HostState, 0, len(p.hosts))
+	for name := range p.hosts {
+		c := p.conns[name]
+		out = append(out, HostState{Name: name, Connected: c != nil && !c.dead(), DialErrors: p.dialErrs[name]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 // Drop closes the cached connection to the named host, if any; the next call dials again.

@@ -1,0 +1,441 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/serve"
+	"github.com/opsbot/opsbot/ops/remote"
+	"github.com/opsbot/opsbot/store"
+)
+
+// version and revision name a release build; empty, they come from what Go
+// embeds (debug.ReadBuildInfo). Set them with
+// -ldflags "-X main.version=v1.2.0 -X main.revision=$(git rev-parse HEAD)".
+var version, revision string
+
+// cmdVersion is `opsbot version`.
+func cmdVersion(args []string, stdout io.Writer) error {
+	if len(args) > 0 {
+		return usagef("version takes no arguments")
+	}
+	b := serve.BuildInfo(version, revision)
+	fmt.Fprintf(stdout, "opsbot %s\nrevision %s\n%s\n", b.Version, b.Revision, b.GoVersion)
+	return nil
+}
+
+// adapterFactory builds the chat adapter a config section enables.
+type adapterFactory func(cfg *config.Config, log *slog.Logger) (bot.Adapter, error)
+
+// adapterFactories are the chat adapters `opsbot serve` can host, by config
+// section ("slack", "matrix"): one line per adapter package.
+var adapterFactories = map[string]adapterFactory{}
+
+// extraAdapters are hosted whatever the config says. Empty in opsbot; this
+// package's tests add one before running the binary as opsbot.
+var extraAdapters []adapterFactory
+
+// cmdServe is `opsbot serve --config FILE [--lab ...]`: the bot as a
+// service, until SIGTERM or SIGINT (or ctx ends). The first signal stops it
+// gracefully within limits.shutdown_grace and returns nil (exit 0); a second
+// one exits at once (exit 1). SIGHUP reloads the config.
+func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlagSet("serve", stderr)
+	configPath := fs.String("config", "", "config `FILE`")
+	useLab := fs.Bool("lab", false, "start the lab in-process: it supplies ssh, hosts, services, default_service and bench")
+	labFaults := fs.String("lab-faults", "", "lab faults, e.g. orphans,slow-load=5s")
+	labUnit := fs.String("lab-unit", "", "seed the lab service's unit with this `FILE`")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments: %v", fs.Args())
+	}
+	if *configPath == "" {
+		return usagef("serve needs --config FILE (with --lab, a config of store, http, auth and a chat section is enough)")
+	}
+	// Signals first: a SIGTERM during start-up must not kill the process
+	// halfway through opening the store.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	// The file alone says how to log, before anything else runs.
+	first, err := config.Load(*configPath)
+	if err != nil && !*useLab {
+		return err
+	}
+	logCfg := config.Log{Format: "text", Level: "info"}
+	if first != nil {
+		logCfg = first.Log
+	}
+	log, err := newServeLogger(stderr, logCfg)
+	if err != nil {
+		return err
+	}
+	s := &server{log: log}
+	s.metrics = serve.NewMetrics(serve.BuildInfo(version, revision), s.sshStats)
+	return s.run(ctx, sigs, setupOptions{ConfigPath: *configPath, Lab: *useLab, LabFaults: *labFaults, LabUnit: *labUnit})
+}
+
+// server is one `opsbot serve` process.
+type server struct {
+	log      *slog.Logger
+	metrics  *serve.Metrics
+	env      atomic.Pointer[env]
+	adapters []bot.Adapter
+	// runErrs holds the error of an adapter whose Run gave up, by platform.
+	runErrs sync.Map
+}
+
+func (s *server) sshStats() []remote.HostState {
+	if e := s.env.Load(); e != nil {
+		return e.runbooks.sshStats()
+	}
+	return nil
+}
+
+// ready is /readyz: the store answers and every adapter is connected.
+func (s *server) ready(ctx context.Context) error {
+	e := s.env.Load()
+	if e == nil {
+		return errors.New("starting: opening the store")
+	}
+	if e.app.Dispatcher.Draining() {
+		return errors.New("stopping: " + bot.RestartingText)
+	}
+	if err := e.app.Store.Ping(ctx); err != nil {
+		return err
+	}
+	for _, a := range s.adapters {
+		if v, ok := s.runErrs.Load(a.Platform()); ok {
+			return fmt.Errorf("%s: stopped: %v", a.Platform(), v)
+		}
+		if err := a.Ready(); err != nil {
+			return fmt.Errorf("%s: %w", a.Platform(), err)
+		}
+	}
+	return nil
+}
+
+func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions) error {
+	log := s.log
+	// The config as the lab will complete it is known only after setup;
+	// the listener and the adapters come from the file.
+	cfg0, err := config.Load(o.ConfigPath)
+	if err != nil && !o.Lab {
+		return err
+	}
+	if cfg0 == nil {
+		cfg0 = &config.Config{}
+	}
+	chats := map[string]bot.Chat{}
+	var routes = map[string]http.Handler{}
+	var factories []adapterFactory
+	for _, name := range cfg0.EnabledAdapters() {
+		f := adapterFactories[name]
+		if f == nil {
+			return fmt.Errorf("%s.enabled: this build of opsbot has no %s adapter yet", name, adapterNames[name])
+		}
+		factories = append(factories, f)
+	}
+	factories = append(factories, extraAdapters...)
+	for _, f := range factories {
+		a, err := f(cfg0, log)
+		if err != nil {
+			return err
+		}
+		s.adapters = append(s.adapters, a)
+		chats[a.Platform()] = s.metrics.Chat(a.Platform(), a)
+		if h, ok := a.(bot.HTTPAdapter); ok {
+			for p, r := range h.Routes() {
+				routes[p] = r
+			}
+		}
+	}
+
+	// The listener opens before the store, so /healthz answers during a
+	// slow start and a port in use fails at once.
+	httpCtx, stopHTTP := context.WithCancel(context.Background())
+	defer stopHTTP()
+	var httpDone chan error
+	if addr := cfg0.HTTP.Listen; addr != "" {
+		h, err := serve.Handler(serve.Options{Ready: s.ready, Metrics: s.metrics, Routes: routes})
+		if err != nil {
+			return err
+		}
+		ln, err := serve.Listen(addr)
+		if err != nil {
+			return err
+		}
+		httpDone = make(chan error, 1)
+		go func() { httpDone <- serve.Serve(httpCtx, ln, h, log) }()
+		log.Info("http listening", "addr", ln.Addr().String())
+	} else if len(routes) > 0 {
+		return errors.New("http.listen: an enabled adapter receives deliveries over HTTP: set http.listen")
+	}
+
+	o.Chats, o.Logger, o.Observer = chats, log, s.metrics
+	e, err := setup(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	s.env.Store(e)
+	cfg := e.cfg
+	for _, j := range e.app.Interrupted {
+		log.Warn("job interrupted by the previous stop", "job", j.ID, "command", j.Command, "user", j.Platform+":"+j.User, "service", j.Service)
+	}
+	s.loadSchedules(ctx, e.app.Store)
+
+	// Adapters and the daily pruning run until the jobs are done.
+	bg, stopBG := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	in := s.metrics.Inbound(e.app)
+	for _, a := range s.adapters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.Run(bg, in); err != nil {
+				s.runErrs.Store(a.Platform(), err)
+				log.Error("chat adapter stopped", "platform", a.Platform(), "err", err)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.prune(bg, e.app.Store, cfg.Store.Retention.D())
+	}()
+	log.Info("opsbot serving", "version", serve.BuildInfo(version, revision).Version, "adapters", platforms(s.adapters),
+		"http", cfg.HTTP.Listen, "lab", o.Lab)
+
+	signals := 0
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				s.reload(o, e)
+				continue
+			}
+			signals++
+			break wait
+		}
+	}
+	grace := e.app.CurrentConfig().Limits.ShutdownGrace.D()
+	log.Info("stopping: no new commands; running jobs stop at a safe point within the shutdown grace",
+		"grace", grace, "jobs", len(e.app.Active()))
+	go func() {
+		for sig := range sigs {
+			if sig == syscall.SIGHUP {
+				continue
+			}
+			// main's context also counts the first signal: only a second
+			// one received here is a second signal.
+			if signals++; signals >= 2 {
+				log.Warn("second signal: exiting now; the jobs still running are reported interrupted at the next start",
+					"jobs", len(e.app.Active()))
+				os.Exit(1)
+			}
+		}
+	}()
+	gctx, cancel := context.WithTimeout(context.Background(), grace)
+	err = e.app.Shutdown(gctx)
+	cancel()
+	stopBG()
+	wg.Wait()
+	stopHTTP()
+	if httpDone != nil {
+		if herr := <-httpDone; herr != nil {
+			log.Warn("stop http", "err", herr)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// reload is SIGHUP: load the config again and apply it, or keep the old
+// one and log why.
+func (s *server) reload(o setupOptions, e *env) {
+	cfg, err := loadConfig(o.ConfigPath, e.labCfg)
+	if err != nil {
+		s.log.Error("config reload refused: the config in effect stays", "config", o.ConfigPath, "err", err)
+		return
+	}
+	old := e.app.CurrentConfig()
+	for key, same := range map[string]bool{
+		"store.path":  cfg.Store.Path == old.Store.Path,
+		"http.listen": cfg.HTTP.Listen == old.HTTP.Listen,
+		"log":         cfg.Log == old.Log,
+		"limits":      cfg.Limits == old.Limits,
+		"adapters":    fmt.Sprint(cfg.EnabledAdapters()) == fmt.Sprint(old.EnabledAdapters()),
+	} {
+		if !same {
+			s.log.Warn("config reload: this change takes effect at the next restart", "key", key)
+		}
+	}
+	if err := e.reload(cfg); err != nil {
+		s.log.Error("config reload refused: the config in effect stays", "config", o.ConfigPath, "err", err)
+		return
+	}
+	for _, a := range s.adapters {
+		if r, ok := a.(bot.Reloader); ok {
+			if err := r.Reload(cfg); err != nil {
+				s.log.Error("config reload: the adapter keeps its settings", "platform", a.Platform(), "err", err)
+			}
+		}
+	}
+	s.log.Info("config reloaded", "config", o.ConfigPath, "services", cfg.ServiceNames(), "users", len(cfg.Auth.Users))
+}
+
+// prune deletes job events and audit entries older than retention, now and
+// then once a day, until ctx ends.
+func (s *server) prune(ctx context.Context, st *store.Store, retention time.Duration) {
+	t := time.NewTicker(24 * time.Hour)
+	defer t.Stop()
+	for {
+		p, err := st.Prune(ctx, time.Now().Add(-retention))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("prune the store", "err", err)
+		case err == nil && (p.Events > 0 || p.Audit > 0):
+			s.log.Info("pruned the store", "events", p.Events, "audit_entries", p.Audit, "retention", retention)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// loadSchedules sets each schedule's last success from the store.
+func (s *server) loadSchedules(ctx context.Context, st *store.Store) {
+	scs, err := st.Schedules(ctx)
+	if err != nil {
+		s.log.Warn("read schedules", "err", err)
+		return
+	}
+	for _, sc := range scs {
+		if sc.LastJobID == 0 {
+			continue
+		}
+		if j, err := st.Job(ctx, sc.LastJobID); err == nil && j.Status == store.Succeeded {
+			s.metrics.ScheduleSucceeded(sc.ID, j.EndedAt)
+		}
+	}
+}
+
+func platforms(as []bot.Adapter) []string {
+	out := make([]string, 0, len(as))
+	for _, a := range as {
+		out = append(out, a.Platform())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// newServeLogger logs to w as log.format and log.level say.
+func newServeLogger(w io.Writer, c config.Log) (*slog.Logger, error) {
+	level, err := config.LogLevel(c.Level)
+	if err != nil {
+		return nil, fmt.Errorf("log.level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// cmdHealth is `opsbot health [--url URL]`: exit 0 when URL answers 200
+// within 5 s, for container health checks (images without curl).
+func cmdHealth(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("health", stderr)
+	url := fs.String("url", "http://127.0.0.1:9090/healthz", "`URL` to check")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected arguments: %v", fs.Args())
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
+	if err != nil {
+		return usagef("--url: %v", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("check %s: %w", *url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("check %s: %s: %s", *url, resp.Status, strings.TrimSpace(string(body)))
+	}
+	fmt.Fprintf(stdout, "%s: %s", *url, body)
+	return nil
+}
+
+// defaultConfig is where the packaged unit and the container read the config.
+const defaultConfig = "/etc/opsbot/opsbot.yaml"
+
+// cmdStore is `opsbot store backup [--config FILE] DEST`: a consistent copy
+// of the store the config names, taken while opsbot runs.
+func cmdStore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const use = "usage: opsbot store backup [--config FILE] DEST"
+	if len(args) == 0 || args[0] != "backup" {
+		return usagef(use)
+	}
+	fs := newFlagSet("store backup", stderr)
+	configPath := fs.String("config", defaultConfig, "config `FILE` naming store.path")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	rest := fs.Args()
+	if len(rest) > 1 { // flags after DEST
+		if err := parseFlags(fs, rest[1:]); err != nil {
+			return err
+		}
+		rest = append(rest[:1], fs.Args()...)
+	}
+	if len(rest) != 1 {
+		return usagef(use)
+	}
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		return err
+	}
+	dest := rest[0]
+	t0 := time.Now()
+	if err := store.Backup(ctx, cfg.Store.Path, dest); err != nil {
+		return err
+	}
+	fi, err := os.Stat(dest)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "backed up %s to %s (%d bytes, %s)\n", cfg.Store.Path, dest, fi.Size(), time.Since(t0).Round(time.Millisecond))
+	return nil
+}

@@ -1,0 +1,105 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/store"
+)
+
+// BenchmarkAckMetrics is bot's ack benchmark (a request until its job is
+// recorded, queued and acknowledged) without and with the metrics
+// observing the engine and counting the requests: the cost metrics add to
+// the job path. It reports p50 and p99 ack latency in milliseconds.
+func BenchmarkAckMetrics(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		for _, n := range []int{1, 100} {
+			b.Run(fmt.Sprintf("metrics=%v/burst=%d", on, n), func(b *testing.B) { benchAck(b, n, on) })
+		}
+	}
+}
+
+type waitBackend chan struct{}
+
+func (w waitBackend) Run(ctx context.Context, _ *commands.Command, _ ops.Reporter) (*ops.Result, error) {
+	select {
+	case <-w:
+	case <-ctx.Done():
+	}
+	return &ops.Result{}, nil
+}
+
+func benchAck(b *testing.B, burst int, metrics bool) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(b.TempDir(), "opsbot.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	users := map[string]string{}
+	for i := range 100 {
+		users[fmt.Sprintf("slack:U%03d", i)] = "operator"
+	}
+	auth, err := bot.NewAuth("none", users)
+	if err != nil {
+		b.Fatal(err)
+	}
+	release := make(waitBackend)
+	opts := bot.EngineOptions{Store: st, Backend: release, Logger: slog.New(slog.DiscardHandler)}
+	var m *Metrics
+	if metrics {
+		m = NewMetrics(BuildInfo("", ""), nil)
+		opts.Observer = m
+	}
+	eng := bot.NewEngine(opts)
+	var services []commands.ServiceRef
+	for i := range 100 {
+		services = append(services, commands.ServiceRef{Name: fmt.Sprintf("svc%d", i), Host: fmt.Sprintf("gpu%d", i)})
+	}
+	var in bot.Inbound = bot.NewDispatcher(bot.DispatcherOptions{Store: st, Engine: eng, Auth: auth,
+		Commands: commands.Options{Services: services}, Logger: slog.New(slog.DiscardHandler)})
+	if metrics {
+		in = m.Inbound(in)
+	}
+	var all []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		lat := make([]time.Duration, burst)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range burst {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req := bot.Request{Platform: "slack", User: fmt.Sprintf("U%03d", i%100), Room: "C1",
+					Text: fmt.Sprintf("/mtp steps %d svc%d", 1+i%16, i%100)}
+				<-start
+				t0 := time.Now()
+				r := in.Handle(ctx, req)
+				lat[i] = time.Since(t0)
+				if r.Outcome != bot.Queued {
+					b.Errorf("request %d: %s %s", i, r.Outcome, r.Text)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		all = append(all, lat...)
+	}
+	b.StopTimer()
+	close(release)
+	eng.Close()
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	q := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))]) / 1e6 }
+	b.ReportMetric(q(0.50), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+}

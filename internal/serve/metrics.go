@@ -1,0 +1,288 @@
+// Package serve is the HTTP side of `opsbot serve`: GET /healthz, GET
+// /readyz, GET /metrics (Prometheus text format) and the routes of the
+// adapters that receive deliveries over HTTP; and the Prometheus metrics
+// the bot reports into, as a bot.Observer and around its Chats and Inbound.
+//
+// Only cmd imports it; it imports bot's contracts, never an adapter.
+package serve
+
+import (
+	"context"
+	"errors"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/ops/remote"
+	"github.com/opsbot/opsbot/store"
+)
+
+// Metrics are opsbot's Prometheus metrics, on a registry of their own. It is
+// a bot.Observer; Chat and Inbound wrap the adapters to count their traffic.
+// Safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	jobs      *prometheus.CounterVec
+	jobDur    *prometheus.HistogramVec
+	stepDur   *prometheus.HistogramVec
+	queued    prometheus.Gauge
+	running   prometheus.Gauge
+	lockWait  prometheus.Histogram
+	benchOut  *prometheus.GaugeVec
+	benchOne  *prometheus.GaugeVec
+	acceptLen *prometheus.GaugeVec
+	acceptPct *prometheus.GaugeVec
+	chatErrs  *prometheus.CounterVec
+	requests  *prometheus.CounterVec
+	schedule  *prometheus.GaugeVec
+
+	started sync.Map // job id -> struct{}: started and not yet ended
+}
+
+// Build says which opsbot this is, for opsbot_build_info.
+type Build struct {
+	Version, Revision, GoVersion string
+}
+
+// NewMetrics registers opsbot's metrics, the Go runtime's and the process's.
+// ssh, when set, is read at each scrape for the SSH connections' state.
+func NewMetrics(b Build, ssh func() []remote.HostState) *Metrics {
+	reg := prometheus.NewRegistry()
+	jobBuckets := []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600}
+	m := &Metrics{
+		reg: reg,
+		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "opsbot_jobs_total",
+			Help: "Jobs that ended, by command and outcome (succeeded, failed, cancelled, interrupted)."}, []string{"command", "outcome"}),
+		jobDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "opsbot_job_duration_seconds",
+			Help: "Time from a job's acceptance to its end, queue and lock wait included.", Buckets: jobBuckets}, []string{"command"}),
+		stepDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "opsbot_step_duration_seconds",
+			Help:    "Duration of pipeline steps, by step and how it ended.",
+			Buckets: []float64{0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900}}, []string{"step", "status"}),
+		queued: prometheus.NewGauge(prometheus.GaugeOpts{Name: "opsbot_jobs_queued",
+			Help: "Jobs accepted that have not started: waiting for their service or node."}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "opsbot_jobs_running", Help: "Jobs running now in this process."}),
+		lockWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "opsbot_lock_wait_seconds",
+			Help:    "Time a mutating job waited for its service before it started.",
+			Buckets: []float64{0.01, 0.1, 1, 5, 15, 60, 300, 900}}),
+		benchOut: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "opsbot_bench_output_tokens_per_second",
+			Help: "Output throughput of the last benchmark of a service at a speculative steps value."}, []string{"service", "steps"}),
+		benchOne: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "opsbot_bench_stream_output_tokens_per_second",
+			Help: "Per-stream output speed of the last benchmark of a service at a steps value."}, []string{"service", "steps"}),
+		acceptLen: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "opsbot_bench_accept_length",
+			Help: "Mean accepted tokens per verify step in the last benchmark of a service at a steps value."}, []string{"service", "steps"}),
+		acceptPct: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "opsbot_bench_acceptance_ratio",
+			Help: "Draft-token acceptance rate (0..1) in the last benchmark of a service at a steps value."}, []string{"service", "steps"}),
+		chatErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "opsbot_chat_api_errors_total",
+			Help: "Failed calls to a chat platform's API (post, edit, reply), by platform."}, []string{"platform"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "opsbot_requests_total",
+			Help: "Chat requests and actions answered, by platform and outcome."}, []string{"platform", "outcome"}),
+		schedule: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "opsbot_schedule_last_success_timestamp_seconds",
+			Help: "Unix time a schedule's run last succeeded."}, []string{"schedule"}),
+	}
+	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "opsbot_build_info",
+		Help: "opsbot's version, VCS revision and Go version; always 1."}, []string{"version", "revision", "goversion"})
+	info.WithLabelValues(b.Version, b.Revision, b.GoVersion).Set(1)
+	reg.MustRegister(m.jobs, m.jobDur, m.stepDur, m.queued, m.running, m.lockWait, m.benchOut, m.benchOne,
+		m.acceptLen, m.acceptPct, m.chatErrs, m.requests, m.schedule, info,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if ssh != nil {
+		reg.MustRegister(&sshCollector{stats: ssh})
+	}
+	return m
+}
+
+// Registry is where the metrics are registered, for /metrics and tests.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+var _ bot.Observer = (*Metrics)(nil)
+
+// JobQueued counts a job waiting to run.
+func (m *Metrics) JobQueued(store.Job, string) { m.queued.Inc() }
+
+// JobStarted moves a job from queued to running and records its lock wait.
+func (m *Metrics) JobStarted(j store.Job, _ string, lockWait time.Duration) {
+	m.started.Store(j.ID, struct{}{})
+	m.queued.Dec()
+	m.running.Inc()
+	m.lockWait.Observe(lockWait.Seconds())
+}
+
+// StepEnded records a step's duration.
+func (m *Metrics) StepEnded(_ store.Job, step string, status ops.StepStatus, took time.Duration) {
+	m.stepDur.WithLabelValues(step, string(status)).Observe(took.Seconds())
+}
+
+// JobEnded counts the job by outcome, records its duration, and sets the
+// benchmark gauges and the schedule's last success from its result.
+func (m *Metrics) JobEnded(j store.Job, command string, status store.Status, took time.Duration, res *ops.Result) {
+	if _, ok := m.started.LoadAndDelete(j.ID); ok {
+		m.running.Dec()
+	} else {
+		m.queued.Dec() // ended before it started (stopped while waiting for its service)
+	}
+	m.jobs.WithLabelValues(command, string(status)).Inc()
+	m.jobDur.WithLabelValues(command).Observe(took.Seconds())
+	if status == store.Succeeded && j.ScheduleID != 0 {
+		m.schedule.WithLabelValues(strconv.FormatInt(j.ScheduleID, 10)).SetToCurrentTime()
+	}
+	if res == nil || j.Service == "" {
+		return
+	}
+	if res.Bench != nil && res.Spec != nil {
+		m.bench(j.Service, res.Spec.Steps, res.Bench)
+	}
+	for _, p := range res.Points {
+		if p.Bench != nil && p.Spec != nil {
+			m.bench(j.Service, p.Spec.Steps, p.Bench)
+		}
+	}
+}
+
+func (m *Metrics) bench(service string, steps int, b *ops.BenchResult) {
+	l := []string{service, strconv.Itoa(steps)}
+	m.benchOut.WithLabelValues(l...).Set(b.OutputTokS)
+	m.benchOne.WithLabelValues(l...).Set(b.PerStreamTokS)
+	m.acceptLen.WithLabelValues(l...).Set(b.AcceptLen)
+	m.acceptPct.WithLabelValues(l...).Set(b.AcceptRate)
+}
+
+// ScheduleSucceeded sets a schedule's last success (at start-up, from the store).
+func (m *Metrics) ScheduleSucceeded(id int64, at time.Time) {
+	m.schedule.WithLabelValues(strconv.FormatInt(id, 10)).Set(float64(at.UnixNano()) / 1e9)
+}
+
+// Chat wraps an adapter's Chat to count its API errors under platform. The
+// wrapper keeps the chat's edit pacing (bot.Pacer) and its user groups
+// (bot.Membership), which the bot looks for on the Chats it is given.
+func (m *Metrics) Chat(platform string, c bot.Chat) bot.Chat {
+	cc := &countingChat{Chat: c, errs: m.chatErrs.WithLabelValues(platform)}
+	if g, ok := c.(bot.Membership); ok {
+		return struct {
+			*countingChat
+			bot.Membership
+		}{cc, g}
+	}
+	return cc
+}
+
+type countingChat struct {
+	bot.Chat
+	errs prometheus.Counter
+}
+
+func (c *countingChat) count(ctx context.Context, err error) {
+	if err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+		c.errs.Inc()
+	}
+}
+
+func (c *countingChat) Post(ctx context.Context, room string, msg bot.Message) (bot.Ref, error) {
+	r, err := c.Chat.Post(ctx, room, msg)
+	c.count(ctx, err)
+	return r, err
+}
+
+func (c *countingChat) Edit(ctx context.Context, ref bot.Ref, msg bot.Message) error {
+	err := c.Chat.Edit(ctx, ref, msg)
+	c.count(ctx, err)
+	return err
+}
+
+func (c *countingChat) Reply(ctx context.Context, ref bot.Ref, msg bot.Message) (bot.Ref, error) {
+	r, err := c.Chat.Reply(ctx, ref, msg)
+	c.count(ctx, err)
+	return r, err
+}
+
+// EditInterval is the wrapped chat's, or 0 when it sets none.
+func (c *countingChat) EditInterval() time.Duration {
+	if p, ok := c.Chat.(bot.Pacer); ok {
+		return p.EditInterval()
+	}
+	return 0
+}
+
+// Inbound wraps in to count the requests and actions it answers.
+func (m *Metrics) Inbound(in bot.Inbound) bot.Inbound { return &countingInbound{in: in, m: m} }
+
+type countingInbound struct {
+	in bot.Inbound
+	m  *Metrics
+}
+
+func (c *countingInbound) Handle(ctx context.Context, req bot.Request) bot.Reply {
+	r := c.in.Handle(ctx, req)
+	c.m.requests.WithLabelValues(req.Platform, string(r.Outcome)).Inc()
+	return r
+}
+
+func (c *countingInbound) Act(ctx context.Context, a bot.ActionRequest) bot.Reply {
+	r := c.in.Act(ctx, a)
+	c.m.requests.WithLabelValues(a.Platform, string(r.Outcome)).Inc()
+	return r
+}
+
+// sshCollector reads the SSH pool's state at each scrape.
+type sshCollector struct {
+	stats func() []remote.HostState
+}
+
+var (
+	sshUpDesc = prometheus.NewDesc("opsbot_ssh_connected",
+		"Whether opsbot holds a live SSH connection to the host (1) or not (0).", []string{"host"}, nil)
+	sshErrDesc = prometheus.NewDesc("opsbot_ssh_dial_errors_total",
+		"Failed SSH connection attempts to the host (TCP, handshake or host key).", []string{"host"}, nil)
+)
+
+func (s *sshCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- sshUpDesc
+	ch <- sshErrDesc
+}
+
+func (s *sshCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, h := range s.stats() {
+		up := 0.0
+		if h.Connected {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(sshUpDesc, prometheus.GaugeValue, up, h.Name)
+		ch <- prometheus.MustNewConstMetric(sshErrDesc, prometheus.CounterValue, float64(h.DialErrors), h.Name)
+	}
+}
+
+// BuildInfo reads the version, VCS revision and Go version Go embedded in
+// the binary; version and revision, when not empty, override them (set
+// with -ldflags -X for releases).
+func BuildInfo(version, revision string) Build {
+	b := Build{Version: "(devel)", Revision: "unknown", GoVersion: "unknown"}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		b.GoVersion = bi.GoVersion
+		if v := bi.Main.Version; v != "" {
+			b.Version = v
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				b.Revision = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					b.Revision += "+dirty"
+				}
+			}
+		}
+	}
+	if version != "" {
+		b.Version = version
+	}
+	if revision != "" {
+		b.Revision = revision
+	}
+	return b
+}
