@@ -65,7 +65,7 @@ func TestSIGTERMDuringJobPrintsTheStateLeft(t *testing.T) {
 	out := p.out.String()
 	mustContain(t, out,
 		"interrupted: stopping job #1;",
-		"*#1 cancelled* `mtp steps 6 qwen`",
+		"*#1 interrupted* `mtp steps 6 qwen`",
 		"stopped because opsbot is shutting down",
 		"now: qwen was started on the new unit (steps 6) and is still loading",
 		"next: `svc status qwen` shows whether it serves (`mtp steps 3 qwen` puts steps 3 back)",
@@ -73,8 +73,9 @@ func TestSIGTERMDuringJobPrintsTheStateLeft(t *testing.T) {
 	if strings.Contains(out, "context canceled") {
 		t.Fatalf("the output speaks of a Go context:\n%s", out)
 	}
-	if j, _ := st.Job(ctx, job.ID); j.Status != store.Cancelled {
-		t.Fatalf("job #%d: %s, want cancelled", job.ID, j.Status)
+	// Stopped by a shutdown, not by a person: interrupted, as serve records it.
+	if j, _ := st.Job(ctx, job.ID); j.Status != store.Interrupted {
+		t.Fatalf("job #%d: %s, want interrupted", job.ID, j.Status)
 	}
 }
 
@@ -107,8 +108,8 @@ func TestSIGTERMDuringJobJSON(t *testing.T) {
 			found = true
 		}
 	}
-	if !found || line.Job.Status != "cancelled" {
-		t.Fatalf("no JSON line of the cancelled job:\n%s", p.out.String())
+	if !found || line.Job.Status != "interrupted" {
+		t.Fatalf("no JSON line of the interrupted job:\n%s", p.out.String())
 	}
 	if l := line.Result.Left; l["state"] != "starting" || l["unit"] != "new" || l["next"] != "svc status qwen" || l["undo"] != "mtp steps 3 qwen" {
 		t.Fatalf("left %v", l)

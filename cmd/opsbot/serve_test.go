@@ -389,12 +389,12 @@ func TestServeSIGTERMMidJob(t *testing.T) {
 // refused and the old one stays.
 func TestServeLogsNoSecretsAndReloads(t *testing.T) {
 	dir := t.TempDir()
-	secrets := []string{"xoxb-literal-SECRET-1111", "env-SECRET-2222", "file-SECRET-3333"}
+	secrets := []string{"xoxb-literal-SECRET-1111", "env-SECRET-2222", "xapp-file-SECRET-3333"}
 	writeFile(t, filepath.Join(dir, "app-token"), secrets[2]+"\n")
 	base := `store: {path: opsbot.db}
 http: {listen: "127.0.0.1:0"}
 log: {format: json, level: debug}
-slack: {enabled: true, bot_token: "` + secrets[0] + `", signing_secret: "${OPSBOT_TEST_SIGNING}", app_token: "file:app-token"}
+slack: {enabled: true, bot_token: "` + secrets[0] + `", signing_secret: "${OPSBOT_TEST_SIGNING}", app_token: "file:app-token", channels: [C0OPS]}
 auth:
   default_role: none
   users:
