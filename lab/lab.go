@@ -23,10 +23,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -283,12 +285,10 @@ func (l *Lab) addService(pve *SimHost, s labService) error {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := servicePort()
 	if err != nil {
 		return fmt.Errorf("allocate a port for %s: %w", s.name, err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	l.services = append(l.services, ServiceInfo{Name: s.name, Unit: s.unit, Host: s.ct, URL: fmt.Sprintf("http://127.0.0.1:%d", port),
 		Engine: s.engine, ProxmoxNode: "pve", VMID: s.vmid, GPUs: append([]int(nil), s.gpus...)})
 
@@ -539,4 +539,45 @@ func (l *Lab) WaitReady(ctx context.Context, service string) error {
 		}
 	}
 	return fmt.Errorf("wait ready: no service %q", service)
+}
+
+// servicePort picks a free loopback port for an engine service. The engine
+// binds it only when it starts (a loading engine refuses connections, as a
+// real one does), so the port must stay free until then and across restarts:
+// it is taken below the kernel's ephemeral range, where neither outgoing
+// connections nor other programs' ":0" listeners are given ports.
+func servicePort() (int, error) {
+	lo := ephemeralLow()
+	const floor = 10000
+	if lo <= floor+1000 {
+		lo = 32768 // a machine with an unusual range: fall back to Linux's default
+	}
+	for range 200 {
+		port := floor + mrand.IntN(lo-floor)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // in use: try another
+		}
+		ln.Close()
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free port between %d and %d on 127.0.0.1", floor, lo)
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// default when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n < 1024 {
+		return 32768
+	}
+	return n
 }
