@@ -147,6 +147,17 @@ type WriteHold struct {
 	once    sync.Once
 }
 
+// SlowEngine makes every engine started from now on (on any of the lab's
+// hosts) slower: its verify steps take factor times as long as the default
+// physics says, so its throughput falls to about 1/factor; an engine already
+// serving keeps its speed until it restarts. factor <= 1 restores the
+// default physics. It is the knob a test turns to make a service regress.
+func (l *Lab) SlowEngine(factor float64) {
+	l.w.lock()
+	l.w.slowdown = factor
+	l.w.unlock()
+}
+
 // HoldUnitWrite arms a WriteHold for the next rename into a unit directory on
 // any of the lab's hosts. Release it (a test's cleanup, at the latest) or that
 // host's SSH server cannot finish closing.
