@@ -402,7 +402,8 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 	th.started(bg)
 
 	timeout := e.opts.JobTimeout
-	if n := len(r.cmd.SweepSteps); n > 1 {
+	// A sweep or a tune restarts the service once per value.
+	if n := max(len(r.cmd.SweepSteps), r.cmd.TuneTo-r.cmd.TuneFrom+1); n > 1 {
 		timeout *= time.Duration(n)
 	}
 	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("timed out after %s", timeout))

@@ -283,16 +283,24 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 			}
 			continue
 		}
-		// A positional word. Skip optional params when it is a later literal.
+		// A positional word. Skip optional params when it is a later literal,
+		// the word of a later optional param (`at`), or a range a later param
+		// takes; an optional param led by a word is skipped when w is not it.
 		for pi < len(params) && params[pi].optional() {
-			if lit := nextLiteral(params[pi:]); lit != "" && strings.EqualFold(lit, w) {
-				if prob, sugg := p.fillDefault(c, params[pi]); prob != "" {
-					return fail(prob, sugg)
-				}
-				pi++
-				continue
+			pr := params[pi]
+			if w0 := pr.word0(); w0 != "" && strings.EqualFold(w0, w) {
+				break
 			}
-			break
+			lit := nextLiteral(params[pi:])
+			skip := pr.word0() != "" || (lit != "" && strings.EqualFold(lit, w)) || laterWord(params[pi+1:], w) ||
+				(pr.kind == pService && rangeLike(w) && laterKind(params[pi+1:], pRange))
+			if !skip {
+				break
+			}
+			if prob, sugg := p.fillDefault(c, pr); prob != "" {
+				return fail(prob, sugg)
+			}
+			pi++
 		}
 		if pi == len(params) {
 			return fail(p.trailing(c, toks, i, serviceGiven))
@@ -355,6 +363,43 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 				return fail(prob, sugg)
 			}
 			c.SweepSteps = vals
+			i = j
+		case pAtList, pAt:
+			if i+1 >= len(toks) || toks[i+1].quoted {
+				return fail(fmt.Sprintf("%s needs a concurrency after \"at\"", spec.Path), "for example `"+spec.Examples[1]+"`")
+			}
+			j := i + 1
+			list := toks[j].s
+			for j+1 < len(toks) && !toks[j+1].quoted && listJoins(toks[j].s, toks[j+1].s) {
+				j++
+				list += toks[j].s
+			}
+			if pr.kind == pAt {
+				v, prob := parseInt(list, keyConcurrency.min, keyConcurrency.max, "the concurrency")
+				if prob != "" {
+					return fail(prob, "")
+				}
+				c.Bench.Concurrency = v
+			} else {
+				vals, prob := parseConcList(list)
+				if prob != "" {
+					return fail(prob, "")
+				}
+				c.SweepAt = vals
+			}
+			i = j
+		case pRange:
+			j := i
+			rng := w
+			for j+1 < len(toks) && !toks[j+1].quoted && listJoins(toks[j].s, toks[j+1].s) {
+				j++
+				rng += toks[j].s
+			}
+			from, to, prob, sugg := parseRange(rng, p.opts.maxSteps())
+			if prob != "" {
+				return fail(prob, sugg)
+			}
+			c.TuneFrom, c.TuneTo = from, to
 			i = j
 		case pAll:
 			if !strings.EqualFold(w, "all") {
@@ -438,9 +483,35 @@ func (p *parser) fillDefault(c *Command, pr param) (string, string) {
 		return p.defaultService(c)
 	case pHost:
 		c.Host = p.defaultHost()
+	case pRange:
+		c.TuneFrom, c.TuneTo = 1, min(DefaultTuneTo, p.opts.maxSteps())
 	}
 	return "", ""
 }
+
+// laterWord reports whether w is the leading word of one of params (`at`).
+func laterWord(params []param, w string) bool {
+	for _, p := range params {
+		if w0 := p.word0(); w0 != "" && strings.EqualFold(w0, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// laterKind reports whether one of params is of kind k.
+func laterKind(params []param, k pkind) bool {
+	for _, p := range params {
+		if p.kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+// rangeLike reports whether w starts like a number or a range (`1..16`):
+// never a service name in a place where a range may come.
+func rangeLike(w string) bool { return w != "" && w[0] >= '0' && w[0] <= '9' }
 
 func missing(spec *Spec, pr param) string {
 	switch pr.kind {

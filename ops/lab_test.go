@@ -412,7 +412,7 @@ func TestSweepLeavesServiceWhereItWas(t *testing.T) {
 	r := newRig(t, labOpts(), nil)
 	before := r.unitText(t)
 	ev := &events{}
-	res, err := r.rb.Sweep(testCtx(t), "qwen", []int{2, 6}, false, ev)
+	res, err := r.rb.Sweep(testCtx(t), "qwen", ops.SweepOptions{Steps: []int{2, 6}}, ev)
 	if err != nil {
 		t.Fatalf("sweep: %v\n%s", err, ev.text())
 	}
@@ -427,8 +427,8 @@ func TestSweepLeavesServiceWhereItWas(t *testing.T) {
 			t.Errorf("best %d (%.1f tok/s) is not the fastest: %d at %.1f", res.Best.Steps, res.Best.OutputTokS, p.Steps, p.OutputTokS)
 		}
 	}
-	if !strings.Contains(strings.Join(res.Details, "\n"), "<- best") {
-		t.Errorf("table lacks the best mark: %q", res.Details)
+	if res.Restarts != 3 || res.Metric != "output_tok_s" {
+		t.Errorf("restarts %d (want 2 values + 1 back), metric %q", res.Restarts, res.Metric)
 	}
 	if got := r.unitText(t); got != before {
 		t.Fatalf("sweep did not leave the unit as it was:\n%s", got)

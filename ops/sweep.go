@@ -1,0 +1,350 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/opsbot/opsbot/commands"
+)
+
+// Sweep metrics: the figure a sweep's best point is chosen by
+// (Config.SweepMetric).
+const (
+	MetricOutputTokS    = "output_tok_s"
+	MetricPerStreamTokS = "per_stream_tok_s"
+	MetricAcceptLen     = "accept_len"
+)
+
+// MetricOf returns p's figure for metric (output_tok_s for "" or an unknown
+// name).
+func MetricOf(p SweepPoint, metric string) float64 {
+	switch metric {
+	case MetricPerStreamTokS:
+		return p.PerStreamTokS
+	case MetricAcceptLen:
+		return p.AcceptLen
+	}
+	return p.OutputTokS
+}
+
+// BestAt returns the point at concurrency conc with the highest figure for
+// metric among the points that succeeded, or nil when none did.
+func BestAt(pts []SweepPoint, conc int, metric string) *SweepPoint {
+	var best *SweepPoint
+	for i := range pts {
+		p := &pts[i]
+		if p.OK && p.Concurrency == conc && (best == nil || MetricOf(*p, metric) > MetricOf(*best, metric)) {
+			best = p
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	b := *best
+	return &b
+}
+
+// SweepOptions are a sweep's grid and what it leaves behind.
+type SweepOptions struct {
+	Steps []int // the steps values, in order
+	// At are the concurrencies each value is benchmarked at, in order; empty
+	// is the configured concurrency.
+	At []int
+	// ApplyBest leaves the service on the best point (at the first
+	// concurrency, by Config.SweepMetric) instead of its configured default
+	// steps, or where it was.
+	ApplyBest bool
+	DryRun    bool
+}
+
+func (r *Runbook) metric() string {
+	if r.cfg.SweepMetric == "" {
+		return MetricOutputTokS
+	}
+	return r.cfg.SweepMetric
+}
+
+// Sweep is `sweep steps LIST [at LIST] [--apply-best]`. Each steps value is
+// deployed through the mtp steps pipeline (one restart: node lock, stop,
+// clear the GPUs, write, start, verify) and then benchmarked at each
+// concurrency of o.At without another restart. A value that fails is
+// recorded as a failed point (with its error) and the sweep goes on; a
+// cancel stops it at once. Result.Points holds one point per value and
+// concurrency, Result.Best the best at the first concurrency by
+// Config.SweepMetric (Result.Metric). Afterwards the service is put on the
+// best point (o.ApplyBest), else on its configured default steps, else where
+// it was; when that fails the sweep fails with restore_failed and
+// Result.Left says the state it is in.
+func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep Reporter) (*Result, error) {
+	res := &Result{Incidents: []string{}, Metric: r.metric()}
+	t, err := r.target(service)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.readUnit(ctx, t)
+	if err != nil {
+		return res, err
+	}
+	sp, err := d.eff.Spec()
+	if err != nil {
+		return res, err
+	}
+	home := sp.DraftSteps()
+	if t.cfg.DefaultSteps > 0 {
+		home = t.cfg.DefaultSteps
+	}
+	for _, n := range o.Steps {
+		if _, err := r.plan(t, d, n); err != nil {
+			return res, fmt.Errorf("steps %d: %w", n, err)
+		}
+	}
+	at := o.At
+	if len(at) == 0 {
+		at = []int{r.withBenchDefaults(commands.BenchParams{}).Concurrency}
+	}
+	leave := fmt.Sprintf("leave it on steps %d", home)
+	if o.ApplyBest {
+		leave = "leave it on the best point by " + res.Metric
+	}
+	if o.DryRun {
+		res.Summary = fmt.Sprintf("dry run: would deploy steps %s on %s (%d restarts), benchmark each at concurrency %s, then %s",
+			intList(o.Steps), service, len(o.Steps), intList(at), leave)
+		return res, nil
+	}
+	for _, n := range o.Steps {
+		pts, restarted, err := r.sweepValue(ctx, t, service, n, at, res, rep)
+		res.Points = append(res.Points, pts...)
+		if restarted {
+			res.Restarts++
+		}
+		if err != nil && ctx.Err() != nil {
+			return res, err
+		}
+	}
+	res.Best = BestAt(res.Points, at[0], res.Metric)
+	to := home
+	if o.ApplyBest && res.Best != nil {
+		to = res.Best.Steps
+	}
+	back, err := r.mtpSteps(ctx, service, to, false, false, prefixed(rep, fmt.Sprintf("back to steps %d: ", to)))
+	if back != nil {
+		res.Left = back.Left
+		if back.did.changed {
+			res.Restarts++
+		}
+	}
+	if err != nil {
+		res.AddIncident(IncidentRestoreFailed)
+		return res, fmt.Errorf("sweep done, but putting %s on steps %d failed: %w", service, to, err)
+	}
+	res.Spec = &Spec{Engine: t.cfg.Engine, Steps: to}
+	if res.Best == nil {
+		return res, fmt.Errorf("no value of the sweep served: see the points")
+	}
+	failed := 0
+	for _, p := range res.Points {
+		if !p.OK {
+			failed++
+		}
+	}
+	res.Summary = fmt.Sprintf("sweep of %s: best steps %d at concurrency %d, %s %s; left on steps %d",
+		service, res.Best.Steps, res.Best.Concurrency, metricText(res.Metric, MetricOf(*res.Best, res.Metric)), res.Metric, to)
+	if failed > 0 {
+		res.Summary += fmt.Sprintf(" (%d of %d points failed)", failed, len(res.Points))
+	}
+	return res, nil
+}
+
+// sweepValue deploys steps n and benchmarks it at each concurrency of at,
+// one point per concurrency (all failed, with the error, when the deploy
+// failed). restarted says whether the deploy restarted the service.
+func (r *Runbook) sweepValue(ctx context.Context, t *target, service string, n int, at []int, res *Result, rep Reporter) ([]SweepPoint, bool, error) {
+	sub, err := r.mtpSteps(ctx, service, n, false, false, prefixed(rep, fmt.Sprintf("steps %d: ", n)))
+	restarted := sub != nil && sub.did.changed
+	if sub != nil {
+		for _, c := range sub.Incidents {
+			res.AddIncident(c)
+		}
+		res.Killed = append(res.Killed, sub.Killed...)
+		res.Left = sub.Left
+	}
+	pts := make([]SweepPoint, 0, len(at))
+	if err != nil {
+		for _, c := range at {
+			pts = append(pts, SweepPoint{Steps: n, Concurrency: c, Error: err.Error()})
+		}
+		return pts, restarted, err
+	}
+	for _, c := range at {
+		prefix := fmt.Sprintf("steps %d: ", n)
+		if len(at) > 1 {
+			prefix = fmt.Sprintf("steps %d at %d: ", n, c)
+		}
+		sub.Bench = nil
+		_, err := r.benchmark(ctx, t, commands.BenchParams{Concurrency: c}, sub, prefixed(rep, prefix))
+		pt := SweepPoint{Steps: n, Concurrency: c, OK: err == nil, Spec: sub.Spec}
+		if b := sub.Bench; b != nil {
+			pt.Bench = b
+			pt.OutputTokS, pt.PerStreamTokS, pt.AcceptLen, pt.AcceptRate = b.OutputTokS, b.PerStreamTokS, b.AcceptLen, b.AcceptRate
+		}
+		if err != nil {
+			pt.Error = err.Error()
+			res.AddIncident(IncidentBenchFailed)
+			if ctx.Err() != nil {
+				return append(pts, pt), restarted, err
+			}
+		}
+		pts = append(pts, pt)
+	}
+	return pts, restarted, nil
+}
+
+func metricText(metric string, v float64) string {
+	if metric == MetricAcceptLen {
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+func intList(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// TuneOptions are mtp tune's search range and load.
+type TuneOptions struct {
+	From, To    int // the steps values searched, From < To
+	Concurrency int // the load's concurrency; 0 = the configured one
+	DryRun      bool
+}
+
+// golden is the golden-section ratio's smaller part, (3 - sqrt 5) / 2.
+var golden = (3 - math.Sqrt(5)) / 2
+
+// Tune is `mtp tune [RANGE] [at N]`: it finds the steps value in
+// o.From..o.To with the highest output tok/s at concurrency o.Concurrency
+// and leaves the service on it. Throughput over steps is unimodal (it rises
+// while more accepted drafts pay for the longer verify step, then falls), so
+// it runs a golden-section search over the integers: two inner values split
+// the range, the side of the slower one is dropped (its peak cannot be
+// there), and values already measured are reused; once at most three values
+// are left, each is measured. Every value measured is one deploy through
+// the mtp steps pipeline (one restart) and one benchmark; a value that fails
+// counts as the slowest. Result.Points are the values measured in order,
+// Result.Tried their steps, Result.Restarts the deploys (the final one
+// included), and Result.Details say why each side was dropped and why the
+// search stopped. A cancel stops it where it is (Result.Left says where).
+func (r *Runbook) Tune(ctx context.Context, service string, o TuneOptions, rep Reporter) (*Result, error) {
+	res := &Result{Incidents: []string{}, Metric: MetricOutputTokS}
+	t, err := r.target(service)
+	if err != nil {
+		return nil, err
+	}
+	if o.From < 1 || o.To <= o.From {
+		return res, fmt.Errorf("tune %s: the range %d..%d must go up and hold two values at least", service, o.From, o.To)
+	}
+	d, err := r.readUnit(ctx, t)
+	if err != nil {
+		return res, err
+	}
+	for _, n := range []int{o.From, o.To} {
+		if _, err := r.plan(t, d, n); err != nil {
+			return res, fmt.Errorf("steps %d: %w", n, err)
+		}
+	}
+	conc := o.Concurrency
+	if conc <= 0 {
+		conc = r.withBenchDefaults(commands.BenchParams{}).Concurrency
+	}
+	if o.DryRun {
+		res.Summary = fmt.Sprintf("dry run: would search steps %d..%d on %s at concurrency %d (a golden-section search: "+
+			"one restart per value it measures, fewer than the %d of a full sweep), then leave it on the fastest", o.From, o.To, service, conc, o.To-o.From+1)
+		return res, nil
+	}
+	memo := map[int]float64{}
+	measure := func(n int) (float64, error) {
+		if v, ok := memo[n]; ok {
+			return v, nil
+		}
+		pts, restarted, err := r.sweepValue(ctx, t, service, n, []int{conc}, res, rep)
+		if restarted {
+			res.Restarts++
+		}
+		res.Points = append(res.Points, pts...)
+		res.Tried = append(res.Tried, n)
+		v := math.Inf(-1)
+		if len(pts) == 1 && pts[0].OK {
+			v = pts[0].OutputTokS
+		}
+		memo[n] = v
+		if err != nil && ctx.Err() != nil {
+			return v, err
+		}
+		return v, nil
+	}
+	a, b := o.From, o.To
+	for b-a > 2 {
+		step := max(1, int(math.Round(float64(b-a)*golden)))
+		m1, m2 := a+step, b-step
+		if m1 >= m2 {
+			m2 = m1 + 1
+		}
+		f1, err := measure(m1)
+		if err != nil {
+			return res, err
+		}
+		f2, err := measure(m2)
+		if err != nil {
+			return res, err
+		}
+		st := begin(rep, "search", "steps %d..%d", a, b)
+		if f1 < f2 {
+			a = m1
+			st.done("steps %d (%s) < steps %d (%s): the peak is above %d, search %d..%d", m1, tokText(f1), m2, tokText(f2), m1, a, b)
+		} else {
+			b = m2
+			st.done("steps %d (%s) >= steps %d (%s): the peak is below %d, search %d..%d", m1, tokText(f1), m2, tokText(f2), m2, a, b)
+		}
+		res.Details = append(res.Details, fmt.Sprintf("steps %d: %s, steps %d: %s → search %d..%d", m1, tokText(f1), m2, tokText(f2), a, b))
+	}
+	for n := a; n <= b; n++ {
+		if _, err := measure(n); err != nil {
+			return res, err
+		}
+	}
+	res.Best = BestAt(res.Points, conc, MetricOutputTokS)
+	why := fmt.Sprintf("stopped: %d..%d is narrowed to %d values and each was measured; %d values tried of %d (%s)",
+		a, b, b-a+1, len(res.Tried), o.To-o.From+1, intList(res.Tried))
+	res.Details = append(res.Details, why)
+	if res.Best == nil {
+		return res, fmt.Errorf("no value tried served: %s", intList(res.Tried))
+	}
+	best := res.Best.Steps
+	back, err := r.mtpSteps(ctx, service, best, false, false, prefixed(rep, fmt.Sprintf("apply steps %d: ", best)))
+	if back != nil {
+		res.Left = back.Left
+		if back.did.changed {
+			res.Restarts++
+		}
+	}
+	if err != nil {
+		res.AddIncident(IncidentRestoreFailed)
+		return res, fmt.Errorf("tune done (best steps %d), but putting %s on it failed: %w", best, service, err)
+	}
+	res.Spec = res.Best.Spec
+	res.Summary = fmt.Sprintf("mtp tune %s at concurrency %d: steps %d, %.1f tok/s, applied; %d restarts for %d values (a full sweep: %d)",
+		service, conc, best, res.Best.OutputTokS, res.Restarts, len(res.Tried), o.To-o.From+1)
+	return res, nil
+}
+
+func tokText(v float64) string {
+	if math.IsInf(v, -1) {
+		return "failed"
+	}
+	return fmt.Sprintf("%.1f tok/s", v)
+}
