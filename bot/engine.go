@@ -458,13 +458,16 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 	if res != nil && res.Bench != nil {
 		e.recordBench(ctx, r, res)
 	}
-	if res != nil {
-		// Every benchmarked point of a sweep joins the service's history.
-		for _, p := range res.Points {
+	if res != nil && len(res.Points) > 0 {
+		// Every benchmarked point of a sweep (or tune) joins the service's
+		// history; the report sets each beside its previous result.
+		rows := make([]store.BenchResult, len(res.Points))
+		for i, p := range res.Points {
 			if p.Bench != nil && p.Spec != nil {
-				e.storeBench(ctx, r, p.Bench, p.Spec)
+				rows[i], _ = e.storeBench(ctx, r, p.Bench, p.Spec)
 			}
 		}
+		e.sweepReport(ctx, r, res, rows)
 	}
 	var raw json.RawMessage
 	if res != nil {

@@ -149,8 +149,8 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 			failed++
 		}
 	}
-	res.Summary = fmt.Sprintf("sweep of %s: best steps %d at concurrency %d, %s %s; left on steps %d",
-		service, res.Best.Steps, res.Best.Concurrency, metricText(res.Metric, MetricOf(*res.Best, res.Metric)), res.Metric, to)
+	res.Summary = fmt.Sprintf("sweep of %s: best steps %d at concurrency %d (%s); left on steps %d",
+		service, res.Best.Steps, res.Best.Concurrency, metricText(res.Metric, MetricOf(*res.Best, res.Metric)), to)
 	if failed > 0 {
 		res.Summary += fmt.Sprintf(" (%d of %d points failed)", failed, len(res.Points))
 	}
@@ -202,10 +202,13 @@ func (r *Runbook) sweepValue(ctx context.Context, t *target, service string, n i
 }
 
 func metricText(metric string, v float64) string {
-	if metric == MetricAcceptLen {
-		return fmt.Sprintf("%.2f", v)
+	switch metric {
+	case MetricAcceptLen:
+		return fmt.Sprintf("accept len %.2f", v)
+	case MetricPerStreamTokS:
+		return fmt.Sprintf("%.1f tok/s per stream", v)
 	}
-	return fmt.Sprintf("%.1f", v)
+	return fmt.Sprintf("%.1f tok/s", v)
 }
 
 func intList(v []int) string {
