@@ -403,7 +403,8 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 
 	timeout := e.opts.JobTimeout
 	// A sweep or a tune restarts the service once per value.
-	if n := max(len(r.cmd.SweepSteps), r.cmd.TuneTo-r.cmd.TuneFrom+1); n > 1 {
+	grid := len(r.cmd.SweepSteps) * max(1, len(r.cmd.SweepTopK)) * max(1, len(r.cmd.SweepDraft))
+	if n := max(grid, r.cmd.TuneTo-r.cmd.TuneFrom+1); n > 1 {
 		timeout *= time.Duration(n)
 	}
 	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("timed out after %s", timeout))

@@ -42,12 +42,12 @@ func (e *Engine) sweepReport(ctx context.Context, r *jobRun, res *ops.Result, ro
 			prev[i] = &p
 		}
 	}
-	current := 0
+	var current ops.Setting
 	if res.Spec != nil {
-		current = res.Spec.Steps
+		current = ops.Setting{Steps: res.Spec.Steps, TopK: res.Spec.TopK, DraftTokens: res.Spec.DraftTokens}
 	}
 	res.Details = append(res.Details, SweepTables(res.Points, prev, res.Metric, current)...)
-	png, err := SweepChart(res.Points, res.Metric, current)
+	png, err := SweepChart(res.Points, res.Metric, current.Steps)
 	if err != nil {
 		e.log.Warn("render sweep chart", "job", r.job.ID, "err", err)
 		return
@@ -66,10 +66,28 @@ func concurrencies(pts []ops.SweepPoint) []int {
 	return cs
 }
 
-// SweepTables renders one table per concurrency of pts: per steps value its
-// figures, the best by metric marked, the current steps marked, and beside
-// each its previous result (prev[i] for pts[i], nil when none).
-func SweepTables(pts []ops.SweepPoint, prev []*store.BenchResult, metric string, current int) []string {
+// grid reports whether pts vary topk or draft tokens, not only steps.
+func grid(pts []ops.SweepPoint) bool {
+	for _, p := range pts {
+		if p.TopK != pts[0].TopK || p.DraftTokens != pts[0].DraftTokens {
+			return true
+		}
+	}
+	return false
+}
+
+// sameSetting reports whether p runs cur: its steps, and its topk and draft
+// tokens where both know them.
+func sameSetting(p ops.SweepPoint, cur ops.Setting) bool {
+	return p.Steps == cur.Steps && (p.TopK == 0 || cur.TopK == 0 || p.TopK == cur.TopK) &&
+		(p.DraftTokens == 0 || cur.DraftTokens == 0 || p.DraftTokens == cur.DraftTokens)
+}
+
+// SweepTables renders one table per concurrency of pts: per setting its
+// figures, the best by metric marked, the current setting marked, and beside
+// each its previous result (prev[i] for pts[i], nil when none). Topk and
+// draft token columns show when the points vary them.
+func SweepTables(pts []ops.SweepPoint, prev []*store.BenchResult, metric string, current ops.Setting) []string {
 	if metric == "" {
 		metric = ops.MetricOutputTokS
 	}
@@ -78,20 +96,26 @@ func SweepTables(pts []ops.SweepPoint, prev []*store.BenchResult, metric string,
 		best := ops.BestAt(pts, c, metric)
 		var b strings.Builder
 		fmt.Fprintf(&b, "concurrency %d (best by %s):\n", c, metric)
-		fmt.Fprintf(&b, "%-6s %9s %10s %10s %7s %9s %9s  %s\n", "steps", "tok/s", "per-stream", "accept len", "accept", "TTFT p50", "TTFT p99", "previous")
+		label := func(p ops.SweepPoint) string { return fmt.Sprintf("%-6d", p.Steps) }
+		head := fmt.Sprintf("%-6s", "steps")
+		if grid(pts) {
+			label = func(p ops.SweepPoint) string { return fmt.Sprintf("%-6d %4d %5d", p.Steps, p.TopK, p.DraftTokens) }
+			head = fmt.Sprintf("%-6s %4s %5s", "steps", "topk", "draft")
+		}
+		fmt.Fprintf(&b, "%s %9s %10s %10s %7s %9s %9s  %s\n", head, "tok/s", "per-stream", "accept len", "accept", "TTFT p50", "TTFT p99", "previous")
 		for i, p := range pts {
 			if p.Concurrency != c {
 				continue
 			}
 			mark := ""
-			if p.Steps == current {
+			if sameSetting(p, current) {
 				mark = "  (now)"
 			}
 			if !p.OK {
-				fmt.Fprintf(&b, "%-6d failed: %s%s\n", p.Steps, p.Error, mark)
+				fmt.Fprintf(&b, "%s failed: %s%s\n", label(p), p.Error, mark)
 				continue
 			}
-			if best != nil && p.Steps == best.Steps {
+			if best != nil && p.Setting() == best.Setting() {
 				mark = "  <- best" + mark
 			}
 			var ttft50, ttft99 float64
@@ -102,8 +126,8 @@ func SweepTables(pts []ops.SweepPoint, prev []*store.BenchResult, metric string,
 			if i < len(prev) && prev[i] != nil {
 				was = fmt.Sprintf("%.1f (%s, %s)", prev[i].OutputTokS, pctChange(prev[i].OutputTokS, p.OutputTokS), resultSource(*prev[i]))
 			}
-			fmt.Fprintf(&b, "%-6d %9.1f %10.1f %10.2f %6.0f%% %6.0f ms %6.0f ms  %s%s\n",
-				p.Steps, p.OutputTokS, p.PerStreamTokS, p.AcceptLen, p.AcceptRate*100, ttft50, ttft99, was, mark)
+			fmt.Fprintf(&b, "%s %9.1f %10.1f %10.2f %6.0f%% %6.0f ms %6.0f ms  %s%s\n",
+				label(p), p.OutputTokS, p.PerStreamTokS, p.AcceptLen, p.AcceptRate*100, ttft50, ttft99, was, mark)
 		}
 		out = append(out, strings.TrimRight(b.String(), "\n"))
 	}
@@ -122,6 +146,20 @@ func pctChange(a, b float64) string {
 // marked by a dashed vertical line (current 0: none). Failed points are left
 // out.
 func SweepChart(pts []ops.SweepPoint, metric string, current int) ([]byte, error) {
+	type series struct {
+		conc, topk, draft int
+	}
+	var keys []series
+	isGrid := grid(pts)
+	for _, p := range pts {
+		k := series{conc: p.Concurrency}
+		if isGrid {
+			k.topk, k.draft = p.TopK, p.DraftTokens
+		}
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
 	top, bottom := plot.New(), plot.New()
 	top.Title.Text = "output tok/s by steps"
 	if metric != "" && metric != ops.MetricOutputTokS {
@@ -136,10 +174,14 @@ func SweepChart(pts []ops.SweepPoint, metric string, current int) ([]byte, error
 		p.Legend.Top = true
 		p.X.Tick.Marker = integerTicks{}
 	}
-	for i, c := range concurrencies(pts) {
+	for i, k := range keys {
+		name := fmt.Sprintf("concurrency %d", k.conc)
+		if isGrid {
+			name += fmt.Sprintf(", topk %d, draft %d", k.topk, k.draft)
+		}
 		var tok, acc plotter.XYs
 		for _, p := range pts {
-			if p.Concurrency == c && p.OK {
+			if p.Concurrency == k.conc && (!isGrid || (p.TopK == k.topk && p.DraftTokens == k.draft)) && p.OK {
 				tok = append(tok, plotter.XY{X: float64(p.Steps), Y: p.OutputTokS})
 				acc = append(acc, plotter.XY{X: float64(p.Steps), Y: p.AcceptLen})
 			}
@@ -155,12 +197,12 @@ func SweepChart(pts []ops.SweepPoint, metric string, current int) ([]byte, error
 		}{{top, tok}, {bottom, acc}} {
 			l, sc, err := plotter.NewLinePoints(s.xy)
 			if err != nil {
-				return nil, fmt.Errorf("chart concurrency %d: %w", c, err)
+				return nil, fmt.Errorf("chart %s: %w", name, err)
 			}
 			l.Color, sc.Color = plotutil.Color(i), plotutil.Color(i)
 			sc.Shape = plotutil.Shape(i)
 			s.p.Add(l, sc)
-			s.p.Legend.Add(fmt.Sprintf("concurrency %d", c), l, sc)
+			s.p.Legend.Add(name, l, sc)
 		}
 	}
 	if current > 0 {

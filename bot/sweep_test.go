@@ -79,7 +79,7 @@ func TestSweepTablesAndChart(t *testing.T) {
 		{Steps: 4, Concurrency: 1, OK: true, OutputTokS: 240, PerStreamTokS: 240, AcceptLen: 3.9, AcceptRate: 0.85},
 		{Steps: 6, Concurrency: 1, Error: "start failed"},
 	}
-	tab := strings.Join(SweepTables(pts, nil, ops.MetricAcceptLen, 2), "\n")
+	tab := strings.Join(SweepTables(pts, nil, ops.MetricAcceptLen, ops.Setting{Steps: 2}), "\n")
 	if !regexp.MustCompile(`(?m)^4 .*<- best`).MatchString(tab) || !regexp.MustCompile(`(?m)^2 .*\(now\)`).MatchString(tab) ||
 		!strings.Contains(tab, "6      failed: start failed") {
 		t.Errorf("table by accept_len:\n%s", tab)

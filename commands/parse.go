@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -364,15 +365,38 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 			}
 			c.SweepSteps = vals
 			i = j
-		case pAtList, pAt:
+		case pAtList, pAt, pTopKList, pDraftList:
 			if i+1 >= len(toks) || toks[i+1].quoted {
-				return fail(fmt.Sprintf("%s needs a concurrency after \"at\"", spec.Path), "for example `"+spec.Examples[1]+"`")
+				what := "a concurrency"
+				if pr.kind == pTopKList || pr.kind == pDraftList {
+					what = "a list"
+				}
+				return fail(fmt.Sprintf("%s needs %s after %q", spec.Path, what, pr.word0()), "for example `"+spec.Examples[1]+"`")
 			}
 			j := i + 1
 			list := toks[j].s
 			for j+1 < len(toks) && !toks[j+1].quoted && listJoins(toks[j].s, toks[j+1].s) {
 				j++
 				list += toks[j].s
+			}
+			switch pr.kind {
+			case pTopKList, pDraftList:
+				lo, hi, what := 1, MaxTopK, "each topk"
+				if pr.kind == pDraftList {
+					lo, hi, what = 2, MaxDraftTokens, "each draft token count"
+				}
+				vals, prob := parseIntList(list, lo, hi, what, pr.word0())
+				if prob != "" {
+					return fail(prob, "")
+				}
+				if pr.kind == pTopKList {
+					c.SweepTopK = vals
+				} else {
+					c.SweepDraft = vals
+				}
+				i = j
+				pi++
+				continue
 			}
 			if pr.kind == pAt {
 				v, prob := parseInt(list, keyConcurrency.min, keyConcurrency.max, "the concurrency")
@@ -466,6 +490,10 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 		if prob, sugg := p.fillDefault(c, pr); prob != "" {
 			return fail(prob, sugg)
 		}
+	}
+	if len(c.SweepDraft) > 0 && !slices.ContainsFunc(c.SweepTopK, func(k int) bool { return k > 1 }) {
+		return fail("draft tokens follow steps when topk is 1 (SGLang makes them steps+1): a draft LIST needs a topk LIST with a value above 1",
+			"for example `"+spec.Examples[2]+"`")
 	}
 	for k := range spec.keys {
 		if seenKeys&(1<<k) == 0 && spec.keys[k].def != 0 {

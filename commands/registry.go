@@ -18,6 +18,8 @@ const (
 	pCron                    // "CRON": a quoted cron spec
 	pSub                     // COMMAND...: the rest, a job command
 	pTopic                   // [COMMAND]: the rest, a help topic
+	pTopKList                // [topk LIST]: SGLang topk values a sweep crosses with its steps
+	pDraftList               // [draft LIST]: draft token counts a sweep crosses with each topk above 1
 	pAtList                  // [at LIST]: the concurrencies a sweep benchmarks each point at
 	pAt                      // [at N]: the concurrency mtp tune benchmarks at
 	pRange                   // [RANGE]: a..b, the steps mtp tune searches
@@ -31,7 +33,7 @@ type param struct {
 
 func (p param) optional() bool {
 	switch p.kind {
-	case pService, pHost, pTarget, pAll, pTopic, pAtList, pAt, pRange:
+	case pService, pHost, pTarget, pAll, pTopic, pTopKList, pDraftList, pAtList, pAt, pRange:
 		return true
 	}
 	return false
@@ -63,6 +65,10 @@ func (p param) usage() string {
 		return "COMMAND..."
 	case pTopic:
 		return "[COMMAND]"
+	case pTopKList:
+		return "[topk LIST]"
+	case pDraftList:
+		return "[draft LIST]"
 	case pAtList:
 		return "[at LIST]"
 	case pAt:
@@ -78,6 +84,10 @@ func (p param) word0() string {
 	switch p.kind {
 	case pAtList, pAt:
 		return "at"
+	case pTopKList:
+		return "topk"
+	case pDraftList:
+		return "draft"
 	}
 	return ""
 }
@@ -307,16 +317,18 @@ var registry = []*Spec{
 		Path:    "sweep",
 		Summary: "run mtp steps for each value in a list, benchmark each at each concurrency, report the best with a chart",
 		Details: "LIST is values separated by commas and ranges: 1,2,3 or 1..5 or 1..5,10 (at most 32 values, " +
-			"each a valid steps value, no value twice). Each value is one restart through the mtp steps pipeline " +
+			"each a valid steps value, no value twice). SGLang's topk and draft token lists are crossed with the steps: " +
+			"with topk 1 SGLang makes draft tokens steps+1, so draft LIST needs a topk above 1, and a draft count the " +
+			"draft tree of a steps value cannot hold is skipped there. Each setting is one restart through the mtp steps pipeline " +
 			"(stop, clear the GPUs, write, start, verify); it is then benchmarked at each concurrency of `at LIST` " +
 			"(default: the configured concurrency) without another restart. A value that fails is reported and the " +
 			"sweep goes on. The report has a table per concurrency, each point beside its previous result, the best " +
 			"point by the configured sweep.metric, and a chart. Afterwards the service is left on its configured " +
 			"value (or where it was), or on the best point with --apply-best.",
 		Role: Operator, Mutating: true, Lock: LockService, Schedulable: true,
-		params:   []param{{kind: pService}, {kind: pLiteral, word: "steps"}, {kind: pStepList}, {kind: pAtList}},
+		params:   []param{{kind: pService}, {kind: pLiteral, word: "steps"}, {kind: pStepList}, {kind: pTopKList}, {kind: pDraftList}, {kind: pAtList}},
 		flags:    fApplyBest,
-		Examples: []string{"sweep steps 1..5,10", "sweep qwen steps 1,2,4,8 at 1,8,32 --apply-best", "sweep steps 2..6 --dry-run"},
+		Examples: []string{"sweep steps 1..5,10", "sweep qwen steps 1,2,4,8 at 1,8,32 --apply-best", "sweep steps 2..4 topk 1,4 draft 8,16 --dry-run"},
 	},
 	{
 		Path:    "schedule add",

@@ -49,6 +49,16 @@ func render(c *Command) string {
 		case pStepList:
 			b.WriteByte(' ')
 			b.WriteString(formatList(c.SweepSteps))
+		case pTopKList:
+			if len(c.SweepTopK) > 0 {
+				b.WriteString(" topk ")
+				b.WriteString(formatList(c.SweepTopK))
+			}
+		case pDraftList:
+			if len(c.SweepDraft) > 0 {
+				b.WriteString(" draft ")
+				b.WriteString(formatList(c.SweepDraft))
+			}
 		case pAtList:
 			if len(c.SweepAt) > 0 {
 				b.WriteString(" at ")
@@ -179,6 +189,43 @@ const MaxSweepConcurrencies = 8
 // DefaultTuneTo is the highest steps value mtp tune searches when no RANGE is
 // given (lowered to the steps limit).
 const DefaultTuneTo = 16
+
+// Limits of a sweep's topk and draft lists (SGLang's own bounds).
+const (
+	MaxTopK        = 64
+	MaxDraftTokens = 1024
+	maxGridList    = 8 // values in a topk or draft list
+)
+
+// parseIntList parses a topk or draft list: values and a..b ranges, each in
+// lo..hi, at most maxGridList, none twice; order is kept.
+func parseIntList(s string, lo, hi int, what, word string) ([]int, string) {
+	var vals []int
+	for item := range strings.SplitSeq(s, ",") {
+		a0, b0, isRange := strings.Cut(item, "..")
+		if !isRange {
+			b0 = a0
+		}
+		a, prob := parseInt(a0, lo, hi, what)
+		if prob != "" {
+			return nil, prob
+		}
+		b, prob := parseInt(b0, lo, hi, what)
+		if prob != "" {
+			return nil, prob
+		}
+		if b < a || len(vals)+b-a+1 > maxGridList {
+			return nil, fmt.Sprintf("%s takes at most %d values, in ascending ranges: %s", word, maxGridList, quote(s))
+		}
+		for v := a; v <= b; v++ {
+			if slices.Contains(vals, v) {
+				return nil, fmt.Sprintf("%s %d is listed twice in %s", word, v, quote(s))
+			}
+			vals = append(vals, v)
+		}
+	}
+	return vals, ""
+}
 
 // parseConcList parses a sweep's `at LIST`: concurrencies as values and a..b
 // ranges, each in 1..1024, at most MaxSweepConcurrencies, none twice; order

@@ -677,3 +677,32 @@ func TestTuneFindsTheOptimumWithFewerRestarts(t *testing.T) {
 	t.Logf("mtp tune 1..16 at concurrency %d: steps %d (physics %.1f tok/s, optimum steps %d at %.1f), tried %v, %d restarts against 16 of a full sweep\n%s",
 		conc, got, thr(got), opt, thr(opt), res.Tried, res.Restarts, details)
 }
+
+// A topk x draft grid: each possible setting is deployed, verified on the
+// engine and benchmarked; a draft count the tree of a steps value cannot hold
+// is skipped there and said; the unit ends byte for byte as it was.
+func TestSweepTopKDraftGrid(t *testing.T) {
+	r := newRig(t, labOpts(), nil)
+	before := r.unitText(t)
+	ev := &events{}
+	res, err := r.rb.Sweep(testCtx(t), "qwen", ops.SweepOptions{Steps: []int{2, 3}, TopK: []int{1, 2}, Draft: []int{4, 9}}, ev)
+	if err != nil {
+		t.Fatalf("sweep: %v\n%s", err, ev.text())
+	}
+	var got []string
+	for _, p := range res.Points {
+		if !p.OK || p.Spec == nil || p.Spec.LiveTopK != p.TopK || p.Spec.LiveDraftTokens != p.DraftTokens {
+			t.Errorf("point %+v (spec %+v): not verified on the engine", p, p.Spec)
+		}
+		got = append(got, fmt.Sprintf("%d/%d/%d", p.Steps, p.TopK, p.DraftTokens))
+	}
+	if want := "2/1/3 2/2/4 3/1/4 3/2/4 3/2/9"; strings.Join(got, " ") != want {
+		t.Errorf("points %v, want %s", got, want)
+	}
+	if d := strings.Join(res.Details, "\n"); !strings.Contains(d, "skipped steps 2 topk 2 draft 9: ") || !strings.Contains(d, "between 2 and 7") {
+		t.Errorf("the skipped setting is not said: %q", res.Details)
+	}
+	if after := r.unitText(t); after != before {
+		t.Errorf("unit not put back as it was:\n%s\nwas:\n%s", after, before)
+	}
+}

@@ -110,6 +110,9 @@ type Killed struct {
 // what the benchmark measured for it.
 type SweepPoint struct {
 	Steps int `json:"steps"`
+	// TopK and DraftTokens are SGLang's settings of the point (0: vLLM).
+	TopK        int `json:"topk,omitempty"`
+	DraftTokens int `json:"draft_tokens,omitempty"`
 	// Concurrency is the load's concurrency the point was benchmarked at.
 	Concurrency   int           `json:"concurrency,omitempty"`
 	OK            bool          `json:"ok"`

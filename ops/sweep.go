@@ -2,11 +2,13 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/ops/unit"
 )
 
 // Sweep metrics: the figure a sweep's best point is chosen by
@@ -49,6 +51,10 @@ func BestAt(pts []SweepPoint, conc int, metric string) *SweepPoint {
 // SweepOptions are a sweep's grid and what it leaves behind.
 type SweepOptions struct {
 	Steps []int // the steps values, in order
+	// TopK are SGLang's topk values crossed with Steps (empty: the unit's);
+	// Draft the draft token counts crossed with each topk above 1 (empty:
+	// the unit's). With topk 1, SGLang makes draft tokens steps+1.
+	TopK, Draft []int
 	// At are the concurrencies each value is benchmarked at, in order; empty
 	// is the configured concurrency.
 	At []int
@@ -91,29 +97,44 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 	if err != nil {
 		return res, err
 	}
-	home := sp.DraftSteps()
-	if t.cfg.DefaultSteps > 0 {
-		home = t.cfg.DefaultSteps
-	}
-	for _, n := range o.Steps {
-		if _, err := r.plan(t, d, n); err != nil {
-			return res, fmt.Errorf("steps %d: %w", n, err)
+	home := Setting{Steps: sp.DraftSteps()}
+	if len(o.TopK) > 0 && sp.TopK > 0 {
+		// The grid changes topk: put the unit's topk and draft tokens back.
+		home.TopK = sp.TopK
+		if sp.TopK > 1 {
+			home.DraftTokens = sp.DraftTokens
 		}
+	} else if len(o.Draft) > 0 && sp.TopK > 1 {
+		home.DraftTokens = sp.DraftTokens
+	}
+	if t.cfg.DefaultSteps > 0 {
+		home.Steps = t.cfg.DefaultSteps
+	}
+	grid, skipped, err := r.sweepGrid(t, d, o)
+	if err != nil {
+		return res, err
+	}
+	for _, sk := range skipped {
+		res.Details = append(res.Details, "skipped "+sk)
 	}
 	at := o.At
 	if len(at) == 0 {
 		at = []int{r.withBenchDefaults(commands.BenchParams{}).Concurrency}
 	}
-	leave := fmt.Sprintf("leave it on steps %d", home)
+	leave := "leave it on " + home.String()
 	if o.ApplyBest {
 		leave = "leave it on the best point by " + res.Metric
 	}
 	if o.DryRun {
-		res.Summary = fmt.Sprintf("dry run: would deploy steps %s on %s (%d restarts), benchmark each at concurrency %s, then %s",
-			intList(o.Steps), service, len(o.Steps), intList(at), leave)
+		names := make([]string, len(grid))
+		for i, g := range grid {
+			names[i] = g.String()
+		}
+		res.Summary = fmt.Sprintf("dry run: would deploy %s on %s (%d restarts), benchmark each at concurrency %s, then %s",
+			strings.Join(names, "; "), service, len(grid), intList(at), leave)
 		return res, nil
 	}
-	for _, n := range o.Steps {
+	for _, n := range grid {
 		pts, restarted, err := r.sweepValue(ctx, t, service, n, at, res, rep)
 		res.Points = append(res.Points, pts...)
 		if restarted {
@@ -126,9 +147,9 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 	res.Best = BestAt(res.Points, at[0], res.Metric)
 	to := home
 	if o.ApplyBest && res.Best != nil {
-		to = res.Best.Steps
+		to = res.Best.Setting()
 	}
-	back, err := r.mtpSteps(ctx, service, to, false, false, prefixed(rep, fmt.Sprintf("back to steps %d: ", to)))
+	back, err := r.mtpSet(ctx, service, to, false, false, prefixed(rep, fmt.Sprintf("back to %s: ", to)))
 	if back != nil {
 		res.Left = back.Left
 		if back.did.changed {
@@ -137,9 +158,9 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 	}
 	if err != nil {
 		res.AddIncident(IncidentRestoreFailed)
-		return res, fmt.Errorf("sweep done, but putting %s on steps %d failed: %w", service, to, err)
+		return res, fmt.Errorf("sweep done, but putting %s back on %s failed: %w", service, to, err)
 	}
-	res.Spec = &Spec{Engine: t.cfg.Engine, Steps: to}
+	res.Spec = back.Spec
 	if res.Best == nil {
 		return res, fmt.Errorf("no value of the sweep served: see the points")
 	}
@@ -149,8 +170,8 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 			failed++
 		}
 	}
-	res.Summary = fmt.Sprintf("sweep of %s: best steps %d at concurrency %d (%s); left on steps %d",
-		service, res.Best.Steps, res.Best.Concurrency, metricText(res.Metric, MetricOf(*res.Best, res.Metric)), to)
+	res.Summary = fmt.Sprintf("sweep of %s: best %s at concurrency %d (%s); left on %s",
+		service, res.Best.Setting(), res.Best.Concurrency, metricText(res.Metric, MetricOf(*res.Best, res.Metric)), to)
 	if failed > 0 {
 		res.Summary += fmt.Sprintf(" (%d of %d points failed)", failed, len(res.Points))
 	}
@@ -160,8 +181,9 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 // sweepValue deploys steps n and benchmarks it at each concurrency of at,
 // one point per concurrency (all failed, with the error, when the deploy
 // failed). restarted says whether the deploy restarted the service.
-func (r *Runbook) sweepValue(ctx context.Context, t *target, service string, n int, at []int, res *Result, rep Reporter) ([]SweepPoint, bool, error) {
-	sub, err := r.mtpSteps(ctx, service, n, false, false, prefixed(rep, fmt.Sprintf("steps %d: ", n)))
+func (r *Runbook) sweepValue(ctx context.Context, t *target, service string, set Setting, at []int, res *Result, rep Reporter) ([]SweepPoint, bool, error) {
+	n := set.Steps
+	sub, err := r.mtpSet(ctx, service, set, false, false, prefixed(rep, set.String()+": "))
 	restarted := sub != nil && sub.did.changed
 	if sub != nil {
 		for _, c := range sub.Incidents {
@@ -173,18 +195,21 @@ func (r *Runbook) sweepValue(ctx context.Context, t *target, service string, n i
 	pts := make([]SweepPoint, 0, len(at))
 	if err != nil {
 		for _, c := range at {
-			pts = append(pts, SweepPoint{Steps: n, Concurrency: c, Error: err.Error()})
+			pts = append(pts, SweepPoint{Steps: n, TopK: set.TopK, DraftTokens: set.DraftTokens, Concurrency: c, Error: err.Error()})
 		}
 		return pts, restarted, err
 	}
 	for _, c := range at {
-		prefix := fmt.Sprintf("steps %d: ", n)
+		prefix := set.String() + ": "
 		if len(at) > 1 {
-			prefix = fmt.Sprintf("steps %d at %d: ", n, c)
+			prefix = fmt.Sprintf("%s at %d: ", set, c)
 		}
 		sub.Bench = nil
 		_, err := r.benchmark(ctx, t, commands.BenchParams{Concurrency: c}, sub, prefixed(rep, prefix))
 		pt := SweepPoint{Steps: n, Concurrency: c, OK: err == nil, Spec: sub.Spec}
+		if sub.Spec != nil && sub.Spec.Engine != "vllm" {
+			pt.TopK, pt.DraftTokens = sub.Spec.TopK, sub.Spec.DraftTokens
+		}
 		if b := sub.Bench; b != nil {
 			pt.Bench = b
 			pt.OutputTokS, pt.PerStreamTokS, pt.AcceptLen, pt.AcceptRate = b.OutputTokS, b.PerStreamTokS, b.AcceptLen, b.AcceptRate
@@ -256,7 +281,7 @@ func (r *Runbook) Tune(ctx context.Context, service string, o TuneOptions, rep R
 		return res, err
 	}
 	for _, n := range []int{o.From, o.To} {
-		if _, err := r.plan(t, d, n); err != nil {
+		if _, err := r.plan(t, d, Setting{Steps: n}); err != nil {
 			return res, fmt.Errorf("steps %d: %w", n, err)
 		}
 	}
@@ -274,7 +299,7 @@ func (r *Runbook) Tune(ctx context.Context, service string, o TuneOptions, rep R
 		if v, ok := memo[n]; ok {
 			return v, nil
 		}
-		pts, restarted, err := r.sweepValue(ctx, t, service, n, []int{conc}, res, rep)
+		pts, restarted, err := r.sweepValue(ctx, t, service, Setting{Steps: n}, []int{conc}, res, rep)
 		if restarted {
 			res.Restarts++
 		}
@@ -350,4 +375,47 @@ func tokText(v float64) string {
 		return "failed"
 	}
 	return fmt.Sprintf("%.1f tok/s", v)
+}
+
+// Setting is the setting p ran with (TopK and DraftTokens 0 for vLLM).
+func (p SweepPoint) Setting() Setting {
+	s := Setting{Steps: p.Steps, TopK: p.TopK}
+	if p.TopK > 1 {
+		s.DraftTokens = p.DraftTokens
+	}
+	return s
+}
+
+// sweepGrid crosses o's steps with its topk and draft lists, in order (steps
+// outermost), and checks each setting against the unit and SGLang's rules.
+// A topk/draft combination the draft tree cannot hold at some steps value is
+// skipped there and named in skipped; any other refusal refuses the sweep.
+func (r *Runbook) sweepGrid(t *target, d *deployed, o SweepOptions) (grid []Setting, skipped []string, err error) {
+	topks := o.TopK
+	if len(topks) == 0 {
+		topks = []int{0}
+	}
+	for _, n := range o.Steps {
+		for _, k := range topks {
+			drafts := []int{0}
+			if k != 1 && len(o.Draft) > 0 {
+				drafts = o.Draft
+			}
+			for _, dr := range drafts {
+				s := Setting{Steps: n, TopK: k, DraftTokens: dr}
+				if _, err := r.plan(t, d, s); err != nil {
+					if errors.Is(err, unit.ErrRejected) && (k > 1 || dr > 0) {
+						skipped = append(skipped, fmt.Sprintf("%s: %v", s, err))
+						continue
+					}
+					return nil, nil, fmt.Errorf("%s: %w", s, err)
+				}
+				grid = append(grid, s)
+			}
+		}
+	}
+	if len(grid) == 0 {
+		return nil, skipped, fmt.Errorf("no setting of the sweep is possible: %s", strings.Join(skipped, "; "))
+	}
+	return grid, skipped, nil
 }
