@@ -245,6 +245,7 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 	pi := 0
 	var seenKeys uint32
 	var seenFlags flagBit
+	var seenWorded uint32
 	serviceGiven := false
 	for i := n; i < len(toks); i++ {
 		t := toks[i]
@@ -284,16 +285,27 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 			}
 			continue
 		}
+		// A param led by its word (`at 1,8`, `topk 2,4`) may come anywhere
+		// after the path, once.
+		if k := wordedIndex(params, w); k >= 0 {
+			if seenWorded&(1<<k) != 0 {
+				return fail(fmt.Sprintf("%s is given twice", strings.ToLower(w)), "")
+			}
+			seenWorded |= 1 << k
+			j, prob, sugg := p.worded(c, params[k], toks, i)
+			if prob != "" {
+				return fail(prob, sugg)
+			}
+			i = j
+			continue
+		}
 		// A positional word. Skip optional params when it is a later literal,
 		// the word of a later optional param (`at`), or a range a later param
-		// takes; an optional param led by a word is skipped when w is not it.
+		// takes; params led by a word are handled above, and skipped here.
 		for pi < len(params) && params[pi].optional() {
 			pr := params[pi]
-			if w0 := pr.word0(); w0 != "" && strings.EqualFold(w0, w) {
-				break
-			}
 			lit := nextLiteral(params[pi:])
-			skip := pr.word0() != "" || (lit != "" && strings.EqualFold(lit, w)) || laterWord(params[pi+1:], w) ||
+			skip := pr.word0() != "" || (lit != "" && strings.EqualFold(lit, w)) ||
 				(pr.kind == pService && rangeLike(w) && laterKind(params[pi+1:], pRange))
 			if !skip {
 				break
@@ -364,53 +376,6 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 				return fail(prob, sugg)
 			}
 			c.SweepSteps = vals
-			i = j
-		case pAtList, pAt, pTopKList, pDraftList:
-			if i+1 >= len(toks) || toks[i+1].quoted {
-				what := "a concurrency"
-				if pr.kind == pTopKList || pr.kind == pDraftList {
-					what = "a list"
-				}
-				return fail(fmt.Sprintf("%s needs %s after %q", spec.Path, what, pr.word0()), "for example `"+spec.Examples[1]+"`")
-			}
-			j := i + 1
-			list := toks[j].s
-			for j+1 < len(toks) && !toks[j+1].quoted && listJoins(toks[j].s, toks[j+1].s) {
-				j++
-				list += toks[j].s
-			}
-			switch pr.kind {
-			case pTopKList, pDraftList:
-				lo, hi, what := 1, MaxTopK, "each topk"
-				if pr.kind == pDraftList {
-					lo, hi, what = 2, MaxDraftTokens, "each draft token count"
-				}
-				vals, prob := parseIntList(list, lo, hi, what, pr.word0())
-				if prob != "" {
-					return fail(prob, "")
-				}
-				if pr.kind == pTopKList {
-					c.SweepTopK = vals
-				} else {
-					c.SweepDraft = vals
-				}
-				i = j
-				pi++
-				continue
-			}
-			if pr.kind == pAt {
-				v, prob := parseInt(list, keyConcurrency.min, keyConcurrency.max, "the concurrency")
-				if prob != "" {
-					return fail(prob, "")
-				}
-				c.Bench.Concurrency = v
-			} else {
-				vals, prob := parseConcList(list)
-				if prob != "" {
-					return fail(prob, "")
-				}
-				c.SweepAt = vals
-			}
 			i = j
 		case pRange:
 			j := i
@@ -517,14 +482,64 @@ func (p *parser) fillDefault(c *Command, pr param) (string, string) {
 	return "", ""
 }
 
-// laterWord reports whether w is the leading word of one of params (`at`).
-func laterWord(params []param, w string) bool {
-	for _, p := range params {
+// worded parses an optional param led by its word (`at 1,8`, `topk 2,4`,
+// `draft 8,16`) whose word is toks[i]; it returns the index of the list's
+// last token.
+func (p *parser) worded(c *Command, pr param, toks []token, i int) (int, string, string) {
+	spec := c.Spec
+	if i+1 >= len(toks) || toks[i+1].quoted {
+		what := "a concurrency"
+		if pr.kind == pTopKList || pr.kind == pDraftList {
+			what = "a list"
+		}
+		return i, fmt.Sprintf("%s needs %s after %q", spec.Path, what, pr.word0()), "for example `" + spec.Examples[1] + "`"
+	}
+	j := i + 1
+	list := toks[j].s
+	for j+1 < len(toks) && !toks[j+1].quoted && listJoins(toks[j].s, toks[j+1].s) {
+		j++
+		list += toks[j].s
+	}
+	switch pr.kind {
+	case pTopKList, pDraftList:
+		lo, hi, what := 1, MaxTopK, "each topk"
+		if pr.kind == pDraftList {
+			lo, hi, what = 2, MaxDraftTokens, "each draft token count"
+		}
+		vals, prob := parseIntList(list, lo, hi, what, pr.word0())
+		if prob != "" {
+			return j, prob, ""
+		}
+		if pr.kind == pTopKList {
+			c.SweepTopK = vals
+		} else {
+			c.SweepDraft = vals
+		}
+	case pAt:
+		v, prob := parseInt(list, keyConcurrency.min, keyConcurrency.max, "the concurrency")
+		if prob != "" {
+			return j, prob, ""
+		}
+		c.Bench.Concurrency = v
+	default:
+		vals, prob := parseConcList(list)
+		if prob != "" {
+			return j, prob, ""
+		}
+		c.SweepAt = vals
+	}
+	return j, "", ""
+}
+
+// wordedIndex returns the index of the param of params led by the word w
+// (`at`, `topk`, `draft`), or -1.
+func wordedIndex(params []param, w string) int {
+	for k, p := range params {
 		if w0 := p.word0(); w0 != "" && strings.EqualFold(w0, w) {
-			return true
+			return k
 		}
 	}
-	return false
+	return -1
 }
 
 // laterKind reports whether one of params is of kind k.

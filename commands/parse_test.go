@@ -99,7 +99,9 @@ func TestParseGood(t *testing.T) {
 		{optsOne, "sweep steps 1..3 AT 1 , 2 --dry-run --apply-best", want("sweep", "sweep qwen steps 1..3 at 1,2 --apply-best --dry-run", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{1, 2, 3}, SweepAt: []int{1, 2}, DryRun: true, ApplyBest: true})},
 		{optsOne, "sweep steps 2..4 topk 1,4 draft 8,16 at 1,8", want("sweep", "sweep qwen steps 2..4 topk 1,4 draft 8,16 at 1,8", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{2, 3, 4}, SweepTopK: []int{1, 4}, SweepDraft: []int{8, 16}, SweepAt: []int{1, 8}})},
 		{optsOne, "sweep steps 3 topk 2..4", want("sweep", "sweep qwen steps 3 topk 2..4", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{3}, SweepTopK: []int{2, 3, 4}})},
+		{optsOne, "sweep at 1,8 steps 2..4 draft 5 topk 2 --apply-best", want("sweep", "sweep qwen steps 2..4 topk 2 draft 5 at 1,8 --apply-best", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{2, 3, 4}, SweepTopK: []int{2}, SweepDraft: []int{5}, SweepAt: []int{1, 8}, ApplyBest: true})},
 		// mtp tune
+		{optsMulti, "mtp tune at 8 llama 2..12", want("mtp tune", "mtp tune llama 2..12 at 8", Command{Service: "llama", Host: "gpu2", TuneFrom: 2, TuneTo: 12, Bench: BenchParams{Concurrency: 8}})},
 		{optsOne, "mtp tune", want("mtp tune", "mtp tune qwen 1..16", Command{Service: "qwen", Host: "gpu1", TuneFrom: 1, TuneTo: 16})},
 		{optsOne, "mtp tune 2..12 at 8", want("mtp tune", "mtp tune qwen 2..12 at 8", Command{Service: "qwen", Host: "gpu1", TuneFrom: 2, TuneTo: 12, Bench: BenchParams{Concurrency: 8}})},
 		{optsMulti, "mtp tune llama at 4 --dry-run", want("mtp tune", "mtp tune llama 1..16 at 4 --dry-run", Command{Service: "llama", Host: "gpu2", TuneFrom: 1, TuneTo: 16, Bench: BenchParams{Concurrency: 4}, DryRun: true})},
@@ -218,6 +220,7 @@ func TestParseBad(t *testing.T) {
 		{optsOne, "sweep steps 1..3 topk 2 draft 1", "each draft token count must be between 2 and 1024, got 1", u("sweep"), ""},
 		{optsOne, "sweep steps 1..3 topk 2,2", `topk 2 is listed twice in "2,2"`, u("sweep"), ""},
 		{optsOne, "sweep steps 1..3 topk", `sweep needs a list after "topk"`, u("sweep"), "for example `sweep qwen steps 1,2,4,8 at 1,8,32 --apply-best`"},
+		{optsOne, "sweep steps 1..3 at 1 at 2", "at is given twice", u("sweep"), ""},
 		{optsOne, "mtp steps 3 --apply-best", "mtp steps does not take --apply-best", u("mtp steps"), ""},
 		{optsOne, "mtp tune 5..2", `the range "5..2" must go up and hold two values at least`, u("mtp tune"), "write 2..5"},
 		{optsOne, "mtp tune 1..17", "the range's end must be between 1 and 16, got 17", u("mtp tune"), ""},
