@@ -66,10 +66,11 @@ func concurrencies(pts []ops.SweepPoint) []int {
 	return cs
 }
 
-// grid reports whether pts vary topk or draft tokens, not only steps.
+// grid reports whether pts vary topk or draft tokens, not only steps (draft
+// tokens that follow steps, with topk 1, do not count).
 func grid(pts []ops.SweepPoint) bool {
 	for _, p := range pts {
-		if p.TopK != pts[0].TopK || p.DraftTokens != pts[0].DraftTokens {
+		if s, s0 := p.Setting(), pts[0].Setting(); s.TopK != s0.TopK || s.DraftTokens != s0.DraftTokens {
 			return true
 		}
 	}
@@ -154,7 +155,7 @@ func SweepChart(pts []ops.SweepPoint, metric string, current int) ([]byte, error
 	for _, p := range pts {
 		k := series{conc: p.Concurrency}
 		if isGrid {
-			k.topk, k.draft = p.TopK, p.DraftTokens
+			k.topk, k.draft = p.TopK, p.Setting().DraftTokens
 		}
 		if !slices.Contains(keys, k) {
 			keys = append(keys, k)
@@ -177,11 +178,14 @@ func SweepChart(pts []ops.SweepPoint, metric string, current int) ([]byte, error
 	for i, k := range keys {
 		name := fmt.Sprintf("concurrency %d", k.conc)
 		if isGrid {
-			name += fmt.Sprintf(", topk %d, draft %d", k.topk, k.draft)
+			name += fmt.Sprintf(", topk %d", k.topk)
+			if k.draft > 0 {
+				name += fmt.Sprintf(", draft %d", k.draft)
+			}
 		}
 		var tok, acc plotter.XYs
 		for _, p := range pts {
-			if p.Concurrency == k.conc && (!isGrid || (p.TopK == k.topk && p.DraftTokens == k.draft)) && p.OK {
+			if p.Concurrency == k.conc && (!isGrid || (p.TopK == k.topk && p.Setting().DraftTokens == k.draft)) && p.OK {
 				tok = append(tok, plotter.XY{X: float64(p.Steps), Y: p.OutputTokS})
 				acc = append(acc, plotter.XY{X: float64(p.Steps), Y: p.AcceptLen})
 			}

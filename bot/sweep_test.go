@@ -95,3 +95,52 @@ func TestSweepTablesAndChart(t *testing.T) {
 		t.Errorf("a chart of failed points only: %v", err)
 	}
 }
+
+// mtp tune through the bot: the thread gets the search explained, the table
+// and the chart, and the service is left on the best value.
+func TestTuneReportOnTheLab(t *testing.T) {
+	_, rb := labRunbook(t)
+	h := newHarness(t, rb, roles)
+	j := h.wait(h.handle("olga", "mtp tune qwen 2..6 at 1").JobID)
+	if j.Status != store.Succeeded {
+		t.Fatalf("tune: %s %s", j.Status, j.Error)
+	}
+	_, replies := h.chat.thread(j.Thread)
+	var m *Message
+	for i := range replies {
+		if replies[i].Kind == KindResult {
+			m = &replies[i]
+		}
+	}
+	if m == nil || m.Image == nil {
+		t.Fatalf("no result with a chart: %+v", replies)
+	}
+	if _, err := png.Decode(bytes.NewReader(m.Image.PNG)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"→ search", "stopped: ", "applied", "<- best  (now)", "concurrency 1 (best by output_tok_s)"} {
+		if !strings.Contains(m.Text, want) {
+			t.Errorf("tune report lacks %q:\n%s", want, m.Text)
+		}
+	}
+	if strings.Contains(m.Text, "topk") {
+		t.Errorf("a steps-only search shows topk and draft columns:\n%s", m.Text)
+	}
+}
+
+// Topk and draft columns show when the points vary them.
+func TestSweepTablesShowTheGrid(t *testing.T) {
+	pts := []ops.SweepPoint{
+		{Steps: 3, TopK: 1, DraftTokens: 4, Concurrency: 1, OK: true, OutputTokS: 200},
+		{Steps: 3, TopK: 4, DraftTokens: 8, Concurrency: 1, OK: true, OutputTokS: 230},
+		{Steps: 3, TopK: 4, DraftTokens: 16, Concurrency: 1, OK: true, OutputTokS: 210},
+	}
+	tab := strings.Join(SweepTables(pts, nil, "", ops.Setting{Steps: 3, TopK: 1, DraftTokens: 4}), "\n")
+	if !strings.Contains(tab, "topk draft") || !regexp.MustCompile(`(?m)^3 +4 +8 .*<- best$`).MatchString(tab) ||
+		!regexp.MustCompile(`(?m)^3 +1 +4 .*\(now\)$`).MatchString(tab) {
+		t.Errorf("grid table:\n%s", tab)
+	}
+	if _, err := SweepChart(pts, "", 3); err != nil {
+		t.Fatal(err)
+	}
+}
