@@ -638,7 +638,7 @@ func TestSweepGridGoesOnPastAFailedValueAndAppliesTheBest(t *testing.T) {
 func TestTuneFindsTheOptimumWithFewerRestarts(t *testing.T) {
 	const conc = 4
 	r := newRig(t, labOpts(), func(c *ops.Config) {
-		c.Bench = ops.BenchDefaults{Prompts: 8, Concurrency: 2, InputLen: 32, OutputLen: 64}
+		c.Bench = ops.BenchDefaults{Prompts: 16, Concurrency: 2, InputLen: 32, OutputLen: 64}
 	})
 	ev := &events{}
 	res, err := r.rb.Tune(testCtx(t), "qwen", ops.TuneOptions{From: 1, To: 16, Concurrency: conc}, ev)
