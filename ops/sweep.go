@@ -117,6 +117,11 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 	for _, sk := range skipped {
 		res.Details = append(res.Details, "skipped "+sk)
 	}
+	if len(skipped) > 0 && !o.DryRun {
+		st := begin(rep, "plan", "%d settings to deploy", len(grid))
+		st.warn("skipped %d the draft tree cannot hold: %s", len(skipped), strings.Join(skipped, "; "))
+		st.done("%d settings to deploy, %d skipped", len(grid), len(skipped))
+	}
 	at := o.At
 	if len(at) == 0 {
 		at = []int{r.withBenchDefaults(commands.BenchParams{}).Concurrency}
@@ -178,7 +183,8 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 	return res, nil
 }
 
-// sweepValue deploys steps n and benchmarks it at each concurrency of at,
+// sweepValue deploys set and benchmarks it at each concurrency of at (with
+// the configured prompts, or one per stream when the concurrency is higher),
 // one point per concurrency (all failed, with the error, when the deploy
 // failed). restarted says whether the deploy restarted the service.
 func (r *Runbook) sweepValue(ctx context.Context, t *target, service string, set Setting, at []int, res *Result, rep Reporter) ([]SweepPoint, bool, error) {
@@ -205,7 +211,9 @@ func (r *Runbook) sweepValue(ctx context.Context, t *target, service string, set
 			prefix = fmt.Sprintf("%s at %d: ", set, c)
 		}
 		sub.Bench = nil
-		_, err := r.benchmark(ctx, t, commands.BenchParams{Concurrency: c}, sub, prefixed(rep, prefix))
+		// At least one prompt per stream, so that the concurrency is reached.
+		bp := commands.BenchParams{Concurrency: c, Prompts: max(c, r.withBenchDefaults(commands.BenchParams{}).Prompts)}
+		_, err := r.benchmark(ctx, t, bp, sub, prefixed(rep, prefix))
 		pt := SweepPoint{Steps: n, Concurrency: c, OK: err == nil, Spec: sub.Spec}
 		if sub.Spec != nil && sub.Spec.Engine != "vllm" {
 			pt.TopK, pt.DraftTokens = sub.Spec.TopK, sub.Spec.DraftTokens
