@@ -152,7 +152,7 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 	res.Best = BestAt(res.Points, at[0], res.Metric)
 	to := home
 	if o.ApplyBest && res.Best != nil {
-		to = res.Best.Setting()
+		to = o.only(res.Best.Setting())
 	}
 	back, err := r.mtpSet(ctx, service, to, false, false, prefixed(rep, fmt.Sprintf("back to %s: ", to)))
 	if back != nil {
@@ -176,7 +176,7 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 		}
 	}
 	res.Summary = fmt.Sprintf("sweep of %s: best %s at concurrency %d (%s); left on %s",
-		service, res.Best.Setting(), res.Best.Concurrency, metricText(res.Metric, MetricOf(*res.Best, res.Metric)), to)
+		service, o.only(res.Best.Setting()), res.Best.Concurrency, metricText(res.Metric, MetricOf(*res.Best, res.Metric)), to)
 	if failed > 0 {
 		res.Summary += fmt.Sprintf(" (%d of %d points failed)", failed, len(res.Points))
 	}
@@ -299,7 +299,7 @@ func (r *Runbook) Tune(ctx context.Context, service string, o TuneOptions, rep R
 	}
 	if o.DryRun {
 		res.Summary = fmt.Sprintf("dry run: would search steps %d..%d on %s at concurrency %d (a golden-section search: "+
-			"one restart per value it measures, fewer than the %d of a full sweep), then leave it on the fastest", o.From, o.To, service, conc, o.To-o.From+1)
+			"one restart per value it measures; a full sweep needs %d), then leave it on the fastest", o.From, o.To, service, conc, o.To-o.From+1)
 		return res, nil
 	}
 	memo := map[int]float64{}
@@ -383,6 +383,18 @@ func tokText(v float64) string {
 		return "failed"
 	}
 	return fmt.Sprintf("%.1f tok/s", v)
+}
+
+// only keeps of s what the sweep varies: its steps, and its topk and draft
+// tokens when the sweep lists them (the rest stays as the unit has it).
+func (o SweepOptions) only(s Setting) Setting {
+	if len(o.TopK) == 0 {
+		s.TopK = 0
+	}
+	if len(o.Draft) == 0 {
+		s.DraftTokens = 0
+	}
+	return s
 }
 
 // Setting is the setting p ran with (TopK and DraftTokens 0 for vLLM).
