@@ -72,11 +72,13 @@ func (r *Runbook) metric() string {
 	return r.cfg.SweepMetric
 }
 
-// Sweep is `sweep steps LIST [at LIST] [--apply-best]`. Each steps value is
-// deployed through the mtp steps pipeline (one restart: node lock, stop,
-// clear the GPUs, write, start, verify) and then benchmarked at each
-// concurrency of o.At without another restart. A value that fails is
-// recorded as a failed point (with its error) and the sweep goes on; a
+// Sweep is `sweep steps LIST [topk LIST] [draft LIST] [at LIST]
+// [--apply-best]`. The grid (steps crossed with o.TopK, and each topk above
+// 1 with o.Draft; sweepGrid) is checked before anything changes. Each
+// setting is deployed through the mtp steps pipeline (one restart: node
+// lock, stop, clear the GPUs, write, start, verify) and then benchmarked at
+// each concurrency of o.At without another restart. A setting that fails is
+// recorded as failed points (with its error) and the sweep goes on; a
 // cancel stops it at once. Result.Points holds one point per value and
 // concurrency, Result.Best the best at the first concurrency by
 // Config.SweepMetric (Result.Metric). Afterwards the service is put on the
@@ -154,7 +156,7 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 	if o.ApplyBest && res.Best != nil {
 		to = o.only(res.Best.Setting())
 	}
-	back, err := r.mtpSet(ctx, service, to, false, false, prefixed(rep, fmt.Sprintf("back to %s: ", to)))
+	back, err := r.mtpSet(ctx, service, to, false, false, prefixed(rep, fmt.Sprintf("leave on %s: ", to)))
 	if back != nil {
 		res.Left = back.Left
 		if back.did.changed {
