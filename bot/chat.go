@@ -22,6 +22,12 @@
 // Each command of the registry is bound to its handler by its Spec (the
 // handlers table; job commands run the pipeline ops binds to the same Spec),
 // and results cross layers as Go types (ops.Result).
+//
+// A sweep's or tune's result is reported as a table per concurrency, each
+// point beside its previous result, and a PNG chart attached to the thread
+// (SweepTables, SweepChart). CheckRegression judges a finished job's
+// benchmarks against the median of their last comparable runs and returns
+// the alert to post; it posts nothing itself.
 package bot
 
 import (

@@ -440,7 +440,9 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 	}
 
 	timeout := e.opts.JobTimeout
-	if n := len(r.cmd.SweepSteps); n > 1 {
+	// A sweep or a tune restarts the service once per value.
+	grid := len(r.cmd.SweepSteps) * max(1, len(r.cmd.SweepTopK)) * max(1, len(r.cmd.SweepDraft))
+	if n := max(grid, r.cmd.TuneTo-r.cmd.TuneFrom+1); n > 1 {
 		timeout *= time.Duration(n)
 	}
 	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("timed out after %s", timeout))
@@ -497,13 +499,16 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 	if res != nil && res.Bench != nil {
 		e.recordBench(ctx, r, res)
 	}
-	if res != nil {
-		// Every benchmarked point of a sweep joins the service's history.
-		for _, p := range res.Points {
+	if res != nil && len(res.Points) > 0 {
+		// Every benchmarked point of a sweep (or tune) joins the service's
+		// history; the report sets each beside its previous result.
+		rows := make([]store.BenchResult, len(res.Points))
+		for i, p := range res.Points {
 			if p.Bench != nil && p.Spec != nil {
-				e.storeBench(ctx, r, p.Bench, p.Spec)
+				rows[i], _ = e.storeBench(ctx, r, p.Bench, p.Spec)
 			}
 		}
+		e.sweepReport(ctx, r, res, rows)
 	}
 	var raw json.RawMessage
 	if res != nil {

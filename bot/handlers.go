@@ -30,6 +30,7 @@ func init() {
 	job := handler{}
 	handlers = map[*commands.Spec]handler{
 		spec("mtp steps"):       job,
+		spec("mtp tune"):        job,
 		spec("mtp show"):        job,
 		spec("mtp undo"):        {preview: previewUndo},
 		spec("gpu status"):      job,

@@ -233,6 +233,12 @@ type Command struct {
 	Lines      int         // svc logs lines=N (default 50)
 	Bench      BenchParams // bench key=N arguments
 	SweepSteps []int       // sweep steps LIST, in the order given, no duplicates
+	SweepTopK  []int       // sweep ... topk LIST: SGLang topk values; nil = the unit's
+	SweepDraft []int       // sweep ... draft LIST: draft token counts for each topk above 1; nil = the unit's
+	SweepAt    []int       // sweep ... at LIST: concurrencies, in the order given; nil = the configured one
+	ApplyBest  bool        // sweep --apply-best: leave the service on the best point
+	TuneFrom   int         // mtp tune RANGE: the lowest steps searched (default 1)
+	TuneTo     int         // mtp tune RANGE: the highest steps searched (default min(16, the steps limit))
 	Cron       string      // schedule add: the canonical cron spec (whitespace collapsed)
 	Sub        *Command    // schedule add: the scheduled job command
 	ScheduleID int64       // schedule rm/pause/resume ID

@@ -136,6 +136,16 @@ func detail(b *strings.Builder, s *Spec) {
 			rows = append(rows, row{"HOST|SERVICE", "a service, or a host running exactly one service; may be left out when there is only one service or a default_service"})
 		case pStepList:
 			rows = append(rows, row{"LIST", fmt.Sprintf("values and ranges: 1,2,3 or 1..5 or 1..5,10 (at most %d, no value twice)", MaxSweepPoints)})
+		case pTopKList:
+			rows = append(rows, row{"topk LIST", fmt.Sprintf("SGLang topk values to cross with the steps, 1..%d (default: the unit's)", MaxTopK)})
+		case pDraftList:
+			rows = append(rows, row{"draft LIST", fmt.Sprintf("draft token counts for each topk above 1, 2..%d (default: the unit's; with topk 1 they are steps+1)", MaxDraftTokens)})
+		case pAtList:
+			rows = append(rows, row{"at LIST", fmt.Sprintf("concurrencies to benchmark each point at: 1,8,32 or 1..4 (at most %d; default: the configured one)", MaxSweepConcurrencies)})
+		case pAt:
+			rows = append(rows, row{"at N", "the concurrency to benchmark at, 1..1024 (default: the configured one)"})
+		case pRange:
+			rows = append(rows, row{"RANGE", fmt.Sprintf("the steps values to search: a..b (default 1..%d)", DefaultTuneTo)})
 		case pAll:
 			rows = append(rows, row{"all", "include finished jobs"})
 		case pJobID:

@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -244,6 +245,7 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 	pi := 0
 	var seenKeys uint32
 	var seenFlags flagBit
+	var seenWorded uint32
 	serviceGiven := false
 	for i := n; i < len(toks); i++ {
 		t := toks[i]
@@ -283,16 +285,35 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 			}
 			continue
 		}
-		// A positional word. Skip optional params when it is a later literal.
-		for pi < len(params) && params[pi].optional() {
-			if lit := nextLiteral(params[pi:]); lit != "" && strings.EqualFold(lit, w) {
-				if prob, sugg := p.fillDefault(c, params[pi]); prob != "" {
-					return fail(prob, sugg)
-				}
-				pi++
-				continue
+		// A param led by its word (`at 1,8`, `topk 2,4`) may come anywhere
+		// after the path, once.
+		if k := wordedIndex(params, w); k >= 0 {
+			if seenWorded&(1<<k) != 0 {
+				return fail(fmt.Sprintf("%s is given twice", strings.ToLower(w)), "")
 			}
-			break
+			seenWorded |= 1 << k
+			j, prob, sugg := p.worded(c, params[k], toks, i)
+			if prob != "" {
+				return fail(prob, sugg)
+			}
+			i = j
+			continue
+		}
+		// A positional word. Skip optional params when it is a later literal,
+		// the word of a later optional param (`at`), or a range a later param
+		// takes; params led by a word are handled above, and skipped here.
+		for pi < len(params) && params[pi].optional() {
+			pr := params[pi]
+			lit := nextLiteral(params[pi:])
+			skip := pr.word0() != "" || (lit != "" && strings.EqualFold(lit, w)) ||
+				(pr.kind == pService && rangeLike(w) && laterKind(params[pi+1:], pRange))
+			if !skip {
+				break
+			}
+			if prob, sugg := p.fillDefault(c, pr); prob != "" {
+				return fail(prob, sugg)
+			}
+			pi++
 		}
 		if pi == len(params) {
 			return fail(p.trailing(c, toks, i, serviceGiven))
@@ -355,6 +376,19 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 				return fail(prob, sugg)
 			}
 			c.SweepSteps = vals
+			i = j
+		case pRange:
+			j := i
+			rng := w
+			for j+1 < len(toks) && !toks[j+1].quoted && listJoins(toks[j].s, toks[j+1].s) {
+				j++
+				rng += toks[j].s
+			}
+			from, to, prob, sugg := parseRange(rng, p.opts.maxSteps())
+			if prob != "" {
+				return fail(prob, sugg)
+			}
+			c.TuneFrom, c.TuneTo = from, to
 			i = j
 		case pAll:
 			if !strings.EqualFold(w, "all") {
@@ -422,6 +456,10 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 			return fail(prob, sugg)
 		}
 	}
+	if len(c.SweepDraft) > 0 && !slices.ContainsFunc(c.SweepTopK, func(k int) bool { return k > 1 }) {
+		return fail("draft tokens follow steps when topk is 1 (SGLang makes them steps+1): a draft LIST needs a topk LIST with a value above 1",
+			"for example `"+spec.Examples[2]+"`")
+	}
 	for k := range spec.keys {
 		if seenKeys&(1<<k) == 0 && spec.keys[k].def != 0 {
 			spec.keys[k].set(c, spec.keys[k].def)
@@ -438,9 +476,85 @@ func (p *parser) fillDefault(c *Command, pr param) (string, string) {
 		return p.defaultService(c)
 	case pHost:
 		c.Host = p.defaultHost()
+	case pRange:
+		c.TuneFrom, c.TuneTo = 1, min(DefaultTuneTo, p.opts.maxSteps())
 	}
 	return "", ""
 }
+
+// worded parses an optional param led by its word (`at 1,8`, `topk 2,4`,
+// `draft 8,16`) whose word is toks[i]; it returns the index of the list's
+// last token.
+func (p *parser) worded(c *Command, pr param, toks []token, i int) (int, string, string) {
+	spec := c.Spec
+	if i+1 >= len(toks) || toks[i+1].quoted {
+		what := "a concurrency"
+		if pr.kind == pTopKList || pr.kind == pDraftList {
+			what = "a list"
+		}
+		return i, fmt.Sprintf("%s needs %s after %q", spec.Path, what, pr.word0()), "for example `" + spec.Examples[1] + "`"
+	}
+	j := i + 1
+	list := toks[j].s
+	for j+1 < len(toks) && !toks[j+1].quoted && listJoins(toks[j].s, toks[j+1].s) {
+		j++
+		list += toks[j].s
+	}
+	switch pr.kind {
+	case pTopKList, pDraftList:
+		lo, hi, what := 1, MaxTopK, "each topk"
+		if pr.kind == pDraftList {
+			lo, hi, what = 2, MaxDraftTokens, "each draft token count"
+		}
+		vals, prob := parseIntList(list, lo, hi, what, pr.word0())
+		if prob != "" {
+			return j, prob, ""
+		}
+		if pr.kind == pTopKList {
+			c.SweepTopK = vals
+		} else {
+			c.SweepDraft = vals
+		}
+	case pAt:
+		v, prob := parseInt(list, keyConcurrency.min, keyConcurrency.max, "the concurrency")
+		if prob != "" {
+			return j, prob, ""
+		}
+		c.Bench.Concurrency = v
+	default:
+		vals, prob := parseConcList(list)
+		if prob != "" {
+			return j, prob, ""
+		}
+		c.SweepAt = vals
+	}
+	return j, "", ""
+}
+
+// wordedIndex returns the index of the param of params led by the word w
+// (`at`, `topk`, `draft`), or -1.
+func wordedIndex(params []param, w string) int {
+	for k, p := range params {
+		if w0 := p.word0(); w0 != "" && strings.EqualFold(w0, w) {
+			return k
+		}
+	}
+	return -1
+}
+
+// laterKind reports whether one of params is of kind k.
+func laterKind(params []param, k pkind) bool {
+	for _, p := range params {
+		if p.kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+// rangeLike reports whether w starts like a number or a range (`1..16`):
+// never a service name in a place where a range may come.
+func rangeLike(w string) bool { return w != "" && w[0] >= '0' && w[0] <= '9' }
 
 func missing(spec *Spec, pr param) string {
 	switch pr.kind {

@@ -18,6 +18,11 @@ const (
 	pCron                    // "CRON": a quoted cron spec
 	pSub                     // COMMAND...: the rest, a job command
 	pTopic                   // [COMMAND]: the rest, a help topic
+	pTopKList                // [topk LIST]: SGLang topk values a sweep crosses with its steps
+	pDraftList               // [draft LIST]: draft token counts a sweep crosses with each topk above 1
+	pAtList                  // [at LIST]: the concurrencies a sweep benchmarks each point at
+	pAt                      // [at N]: the concurrency mtp tune benchmarks at
+	pRange                   // [RANGE]: a..b, the steps mtp tune searches
 )
 
 // param is one positional argument of a Spec.
@@ -28,7 +33,7 @@ type param struct {
 
 func (p param) optional() bool {
 	switch p.kind {
-	case pService, pHost, pTarget, pAll, pTopic:
+	case pService, pHost, pTarget, pAll, pTopic, pTopKList, pDraftList, pAtList, pAt, pRange:
 		return true
 	}
 	return false
@@ -60,8 +65,31 @@ func (p param) usage() string {
 		return "COMMAND..."
 	case pTopic:
 		return "[COMMAND]"
+	case pTopKList:
+		return "[topk LIST]"
+	case pDraftList:
+		return "[draft LIST]"
+	case pAtList:
+		return "[at LIST]"
+	case pAt:
+		return "[at N]"
+	case pRange:
+		return "[RANGE]"
 	}
 	return "?"
+}
+
+// word is the literal that introduces an optional param ("at"), or "".
+func (p param) word0() string {
+	switch p.kind {
+	case pAtList, pAt:
+		return "at"
+	case pTopKList:
+		return "topk"
+	case pDraftList:
+		return "draft"
+	}
+	return ""
 }
 
 // keyField names the Command field a key=N argument sets.
@@ -128,6 +156,7 @@ const (
 	fNoStart flagBit = 1 << iota
 	fForce
 	fDryRun
+	fApplyBest
 )
 
 // flagNames in usage order.
@@ -138,6 +167,7 @@ var flagNames = [...]struct {
 }{
 	{fNoStart, "--no-start", "leave the service stopped afterwards"},
 	{fForce, "--force", "also signal the service's own processes on its GPUs that are not engine processes (never a neighbour's, never the NVIDIA daemons); needs admin"},
+	{fApplyBest, "--apply-best", "leave the service on the best point instead of where it was"},
 	{fDryRun, "--dry-run", "show what would be done and change nothing"},
 }
 
@@ -149,6 +179,8 @@ func (c *Command) setFlag(f flagBit) {
 		c.Force = true
 	case fDryRun:
 		c.DryRun = true
+	case fApplyBest:
+		c.ApplyBest = true
 	}
 }
 
@@ -160,6 +192,8 @@ func (c *Command) hasFlag(f flagBit) bool {
 		return c.Force
 	case fDryRun:
 		return c.DryRun
+	case fApplyBest:
+		return c.ApplyBest
 	}
 	return false
 }
@@ -194,6 +228,18 @@ var registry = []*Spec{
 		Role: Operator, Mutating: true, Lock: LockService, Schedulable: true,
 		params:   []param{{kind: pSteps}, {kind: pService}},
 		Examples: []string{"mtp steps 10", "mtp steps 4 qwen --dry-run"},
+	},
+	{
+		Path:    "mtp tune",
+		Summary: "find the steps value with the highest throughput at a load, with few restarts, and apply it",
+		Details: "Searches RANGE (a..b, default 1..16 within the steps limit) for the steps value with the highest " +
+			"output tok/s at concurrency N (default: the configured concurrency): throughput over steps rises to one " +
+			"peak and falls, so it narrows the range around the best value seen (a golden-section search) instead " +
+			"of trying every value. Each value tried is one restart through the mtp steps pipeline and one benchmark. " +
+			"It leaves the service on the best value and says in the thread which values it tried and why it stopped.",
+		Role: Operator, Mutating: true, Lock: LockService, Schedulable: true,
+		params:   []param{{kind: pService}, {kind: pRange}, {kind: pAt}},
+		Examples: []string{"mtp tune", "mtp tune qwen 2..12 at 8", "mtp tune --dry-run"},
 	},
 	{
 		Path:     "mtp show",
@@ -269,19 +315,27 @@ var registry = []*Spec{
 	},
 	{
 		Path:    "sweep",
-		Summary: "run mtp steps for each value in a list, benchmark each, report the best",
+		Summary: "run mtp steps for each value in a list, benchmark each at each concurrency, report the best with a chart",
 		Details: "LIST is values separated by commas and ranges: 1,2,3 or 1..5 or 1..5,10 (at most 32 values, " +
-			"each a valid steps value, no value twice). Afterwards the service is left on its configured value.",
+			"each a valid steps value, no value twice). SGLang's topk and draft token lists are crossed with the steps: " +
+			"with topk 1 SGLang makes draft tokens steps+1, so draft LIST needs a topk above 1, and a draft count the " +
+			"draft tree of a steps value cannot hold is skipped there. Each setting is one restart through the mtp steps pipeline " +
+			"(stop, clear the GPUs, write, start, verify); it is then benchmarked at each concurrency of `at LIST` " +
+			"(default: the configured concurrency) without another restart. A value that fails is reported and the " +
+			"sweep goes on. The report has a table per concurrency, each point beside its previous result, the best " +
+			"point by the configured sweep.metric, and a chart. Afterwards the service is left on its configured " +
+			"value (or where it was), or on the best point with --apply-best.",
 		Role: Operator, Mutating: true, Lock: LockService, Schedulable: true,
-		params:   []param{{kind: pService}, {kind: pLiteral, word: "steps"}, {kind: pStepList}},
-		Examples: []string{"sweep steps 1..5,10", "sweep qwen steps 1,2,4,8 --dry-run"},
+		params:   []param{{kind: pService}, {kind: pLiteral, word: "steps"}, {kind: pStepList}, {kind: pTopKList}, {kind: pDraftList}, {kind: pAtList}},
+		flags:    fApplyBest,
+		Examples: []string{"sweep steps 1..5,10", "sweep qwen steps 1,2,4,8 at 1,8,32 --apply-best", "sweep steps 2..4 topk 1,4 draft 8,16 --dry-run"},
 	},
 	{
 		Path:    "schedule add",
 		Summary: "run a job command on a cron schedule",
 		Details: "CRON is a standard 5-field spec (minute hour day-of-month month day-of-week), a descriptor " +
 			"(@hourly, @daily, @weekly, @monthly, @every 6h; @every at least 1m), optionally prefixed by " +
-			"CRON_TZ=Zone/Name. COMMAND is mtp steps, gpu recover, svc start/stop/restart, bench or sweep. " +
+			"CRON_TZ=Zone/Name. COMMAND is mtp steps, mtp tune, gpu recover, svc start/stop/restart, bench or sweep. " +
 			"A command that asks for confirmation (gpu recover, svc stop) asks once, here: the schedule then runs it without asking. " +
 			"Put --dry-run before CRON to preview the schedule.",
 		Role: Admin, Mutating: true,

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -48,6 +49,31 @@ func render(c *Command) string {
 		case pStepList:
 			b.WriteByte(' ')
 			b.WriteString(formatList(c.SweepSteps))
+		case pTopKList:
+			if len(c.SweepTopK) > 0 {
+				b.WriteString(" topk ")
+				b.WriteString(formatList(c.SweepTopK))
+			}
+		case pDraftList:
+			if len(c.SweepDraft) > 0 {
+				b.WriteString(" draft ")
+				b.WriteString(formatList(c.SweepDraft))
+			}
+		case pAtList:
+			if len(c.SweepAt) > 0 {
+				b.WriteString(" at ")
+				b.WriteString(formatList(c.SweepAt))
+			}
+		case pAt:
+			if c.Bench.Concurrency > 0 {
+				b.WriteString(" at ")
+				b.Write(strconv.AppendInt(num[:0], int64(c.Bench.Concurrency), 10))
+			}
+		case pRange:
+			b.WriteByte(' ')
+			b.Write(strconv.AppendInt(num[:0], int64(c.TuneFrom), 10))
+			b.WriteString("..")
+			b.Write(strconv.AppendInt(num[:0], int64(c.TuneTo), 10))
 		case pAll:
 			if c.All {
 				b.WriteString(" all")
@@ -155,4 +181,103 @@ func parseStepList(s string, max int) (vals []int, problem, suggestion string) {
 		}
 	}
 	return vals, "", ""
+}
+
+// MaxSweepConcurrencies bounds the concurrencies of a sweep's `at LIST`.
+const MaxSweepConcurrencies = 8
+
+// DefaultTuneTo is the highest steps value mtp tune searches when no RANGE is
+// given (lowered to the steps limit).
+const DefaultTuneTo = 16
+
+// Limits of a sweep's topk and draft lists (SGLang's own bounds).
+const (
+	MaxTopK        = 64
+	MaxDraftTokens = 1024
+	maxGridList    = 8 // values in a topk or draft list
+)
+
+// parseIntList parses a topk or draft list: values and a..b ranges, each in
+// lo..hi, at most maxGridList, none twice; order is kept.
+func parseIntList(s string, lo, hi int, what, word string) ([]int, string) {
+	var vals []int
+	for item := range strings.SplitSeq(s, ",") {
+		a0, b0, isRange := strings.Cut(item, "..")
+		if !isRange {
+			b0 = a0
+		}
+		a, prob := parseInt(a0, lo, hi, what)
+		if prob != "" {
+			return nil, prob
+		}
+		b, prob := parseInt(b0, lo, hi, what)
+		if prob != "" {
+			return nil, prob
+		}
+		if b < a || len(vals)+b-a+1 > maxGridList {
+			return nil, fmt.Sprintf("%s takes at most %d values, in ascending ranges: %s", word, maxGridList, quote(s))
+		}
+		for v := a; v <= b; v++ {
+			if slices.Contains(vals, v) {
+				return nil, fmt.Sprintf("%s %d is listed twice in %s", word, v, quote(s))
+			}
+			vals = append(vals, v)
+		}
+	}
+	return vals, ""
+}
+
+// parseConcList parses a sweep's `at LIST`: concurrencies as values and a..b
+// ranges, each in 1..1024, at most MaxSweepConcurrencies, none twice; order
+// is kept.
+func parseConcList(s string) ([]int, string) {
+	var vals []int
+	for item := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(item, "..")
+		if !isRange {
+			hi = lo
+		}
+		a, prob := parseInt(lo, keyConcurrency.min, keyConcurrency.max, "each concurrency")
+		if prob != "" {
+			return nil, prob
+		}
+		b, prob := parseInt(hi, keyConcurrency.min, keyConcurrency.max, "each concurrency")
+		if prob != "" {
+			return nil, prob
+		}
+		if b < a || len(vals)+b-a+1 > MaxSweepConcurrencies {
+			return nil, fmt.Sprintf("at takes at most %d concurrencies, in ascending ranges: %s", MaxSweepConcurrencies, quote(s))
+		}
+		for v := a; v <= b; v++ {
+			if slices.Contains(vals, v) {
+				return nil, fmt.Sprintf("concurrency %d is listed twice in %s", v, quote(s))
+			}
+			vals = append(vals, v)
+		}
+	}
+	return vals, ""
+}
+
+// parseRange parses mtp tune's RANGE: a..b, 1 <= a < b <= max.
+func parseRange(s string, max int) (from, to int, problem, suggestion string) {
+	lo, hi, ok := strings.Cut(s, "..")
+	if !ok {
+		return 0, 0, fmt.Sprintf("RANGE is two steps values a..b, got %s", quote(s)), "for example `mtp tune 2..12`"
+	}
+	a, prob := parseInt(lo, 1, max, "the range's start")
+	if prob != "" {
+		return 0, 0, prob, ""
+	}
+	b, prob := parseInt(hi, 1, max, "the range's end")
+	if prob != "" {
+		return 0, 0, prob, ""
+	}
+	if b <= a {
+		sugg := ""
+		if b < a {
+			sugg = fmt.Sprintf("write %d..%d", b, a)
+		}
+		return 0, 0, fmt.Sprintf("the range %s must go up and hold two values at least", quote(s)), sugg
+	}
+	return a, b, "", ""
 }

@@ -18,6 +18,7 @@ func TestSpecs(t *testing.T) {
 	}
 	wantSpecs := map[string]policy{
 		"mtp steps":       {"mtp steps N [SERVICE] [--dry-run]", Operator, true, false, true, LockService},
+		"mtp tune":        {"mtp tune [SERVICE] [RANGE] [at N] [--dry-run]", Operator, true, false, true, LockService},
 		"mtp show":        {"mtp show [SERVICE]", Viewer, false, false, false, LockNone},
 		"mtp undo":        {"mtp undo [SERVICE] [--dry-run]", Operator, true, true, false, LockService},
 		"gpu status":      {"gpu status [HOST]", Viewer, false, false, false, LockNone},
@@ -28,7 +29,7 @@ func TestSpecs(t *testing.T) {
 		"svc status":      {"svc status [SERVICE]", Viewer, false, false, false, LockNone},
 		"svc logs":        {"svc logs [SERVICE] [lines=N]", Viewer, false, false, false, LockNone},
 		"bench":           {"bench [SERVICE] [prompts=N] [concurrency=N] [in=N] [out=N] [--dry-run]", Operator, true, false, true, LockService},
-		"sweep":           {"sweep [SERVICE] steps LIST [--dry-run]", Operator, true, false, true, LockService},
+		"sweep":           {"sweep [SERVICE] steps LIST [topk LIST] [draft LIST] [at LIST] [--apply-best] [--dry-run]", Operator, true, false, true, LockService},
 		"schedule add":    {`schedule add [--dry-run] "CRON" COMMAND...`, Admin, true, false, false, LockNone},
 		"schedule list":   {"schedule list", Viewer, false, false, false, LockNone},
 		"schedule rm":     {"schedule rm ID [--dry-run]", Admin, true, false, false, LockNone},

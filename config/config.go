@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,6 +45,8 @@ type Config struct {
 	Auth           Auth    `yaml:"auth"`
 	Limits         Limits  `yaml:"limits"`
 	Bench          Bench   `yaml:"bench"`
+	Sweep          Sweep   `yaml:"sweep,omitempty"`
+	Alerts         Alerts  `yaml:"alerts,omitempty"`
 	Slack          *Slack  `yaml:"slack,omitempty"`
 	Matrix         *Matrix `yaml:"matrix,omitempty"`
 	// HTTP is `opsbot serve`'s own listener: health, readiness, metrics and
@@ -153,6 +156,31 @@ type Bench struct {
 	InputLen    int `yaml:"input_len,omitempty"`
 	OutputLen   int `yaml:"output_len,omitempty"`
 }
+
+// Sweep configures sweep reports.
+type Sweep struct {
+	// Metric is the figure a sweep's best point is chosen by: one of
+	// SweepMetrics (default output_tok_s).
+	Metric string `yaml:"metric,omitempty"`
+}
+
+// SweepMetrics are the values sweep.metric takes, the default first.
+var SweepMetrics = []string{"output_tok_s", "per_stream_tok_s", "accept_len"}
+
+// Alerts configures regression alerts: a scheduled sweep or bench whose
+// output tok/s is more than RegressionPct percent below the median of the
+// last RegressionRuns comparable runs (same service, settings and load)
+// posts an alert.
+type Alerts struct {
+	RegressionPct  int `yaml:"regression_pct,omitempty"`  // default DefaultRegressionPct
+	RegressionRuns int `yaml:"regression_runs,omitempty"` // default DefaultRegressionRuns
+}
+
+// Regression alert defaults.
+const (
+	DefaultRegressionPct  = 10
+	DefaultRegressionRuns = 7
+)
 
 // Slack configures the Slack adapter. In Socket Mode (the default) the bot
 // dials Slack with AppToken and needs no public URL; in HTTP mode Slack posts
@@ -607,6 +635,15 @@ func (c *Config) applyDefaults() {
 	if c.Bench.OutputLen == 0 {
 		c.Bench.OutputLen = commands.DefaultBench().OutputLen
 	}
+	if c.Sweep.Metric == "" {
+		c.Sweep.Metric = SweepMetrics[0]
+	}
+	if c.Alerts.RegressionPct == 0 {
+		c.Alerts.RegressionPct = DefaultRegressionPct
+	}
+	if c.Alerts.RegressionRuns == 0 {
+		c.Alerts.RegressionRuns = DefaultRegressionRuns
+	}
 	for name, s := range c.Services {
 		if s.Engine == "" {
 			s.Engine = "sglang"
@@ -653,6 +690,15 @@ func knownRole(r string) bool {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.Sweep.Metric != "" && !slices.Contains(SweepMetrics, c.Sweep.Metric) {
+		bad("sweep.metric: %q is not one of %s", c.Sweep.Metric, strings.Join(SweepMetrics, ", "))
+	}
+	if c.Alerts.RegressionPct < 0 || c.Alerts.RegressionPct >= 100 {
+		bad("alerts.regression_pct: %d is not a percentage in 1..99 (a drop of more than it below the median alerts)", c.Alerts.RegressionPct)
+	}
+	if c.Alerts.RegressionRuns < 0 || c.Alerts.RegressionRuns > 1000 {
+		bad("alerts.regression_runs: %d is not in 1..1000 (the comparable runs whose median a result is judged against)", c.Alerts.RegressionRuns)
+	}
 	if c.Store.Path == "" {
 		bad("store.path is required (the SQLite file, e.g. opsbot.db)")
 	}

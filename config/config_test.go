@@ -70,6 +70,13 @@ func TestDefaultsAndRelativePaths(t *testing.T) {
 	if c.SSH.KeyFile != "/etc/opsbot/id_ed25519" && !strings.HasSuffix(c.SSH.KeyFile, "id_ed25519") {
 		t.Fatalf("key file %q", c.SSH.KeyFile)
 	}
+	if c.Sweep.Metric != "output_tok_s" || c.Alerts.RegressionPct != 10 || c.Alerts.RegressionRuns != 7 {
+		t.Fatalf("sweep and alert defaults: %+v %+v", c.Sweep, c.Alerts)
+	}
+	c, err = Parse([]byte(minimal+"sweep: {metric: accept_len}\nalerts: {regression_pct: 5, regression_runs: 3}\n"), "/etc/opsbot", env(nil))
+	if err != nil || c.Sweep.Metric != "accept_len" || c.Alerts.RegressionPct != 5 || c.Alerts.RegressionRuns != 3 {
+		t.Fatalf("sweep and alerts as set: %+v %+v %v", c.Sweep, c.Alerts, err)
+	}
 }
 
 func TestDefaultService(t *testing.T) {
@@ -96,6 +103,9 @@ func TestInvalidConfigsSayWhatIsWrong(t *testing.T) {
 		{"unknown default service", minimal + "default_service: qwne\n", "default_service names unknown service \"qwne\""},
 		{"service host with a prefix", strings.Replace(minimal, `gpu1: {addr: "127.0.0.1:2222", user: root}`,
 			`gpu1: {addr: "127.0.0.1:2222", user: root, prefix: [pct, exec, "129", "--"]}`, 1), "services.qwen.host gpu1 has a command prefix"},
+		{"unknown sweep metric", minimal + "sweep: {metric: tok_s}\n", `sweep.metric: "tok_s" is not one of output_tok_s, per_stream_tok_s, accept_len`},
+		{"regression pct out of range", minimal + "alerts: {regression_pct: 150}\n", "alerts.regression_pct: 150"},
+		{"regression runs negative", minimal + "alerts: {regression_runs: -1}\n", "alerts.regression_runs: -1"},
 		{"url without host", strings.Replace(minimal, `"http://127.0.0.1:30000"`, `"http://"`, 1), "services.qwen.url"},
 	}
 	for _, c := range cases {

@@ -338,7 +338,10 @@ func (r *engineRun) loaded() {
 }
 
 func (r *engineRun) listen(port int, s engSettings, logFn func(string)) {
-	inst := engNew(s, logFn)
+	r.h.w.lock()
+	slow := r.h.w.slowdown
+	r.h.w.unlock()
+	inst := engNew(s, logFn, slow)
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	w := r.h.w
 	w.lock()

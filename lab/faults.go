@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,8 @@ import (
 //	dstate          on stop, scheduler_TP0 enters D state: no signal kills it, it keeps its memory
 //	slow-load=DUR   the engine's model load takes DUR longer than Options.LoadTime (simulated
 //	                time, scaled like all lab time: slow-load=5m adds 12 s at the default x25)
+//	slow-engine=F   the engines decode F times slower than the default physics (F > 1; a
+//	                regression to detect); Lab.SlowEngine changes it while the lab runs
 //	crash-on-start  the engine crashes at start with a Python traceback whenever its ExecStart argv
 //	                differs from the one the lab was seeded with (a rollback starts fine)
 //	ssh-drop        the next systemctl start/stop/restart drops the SSH connection after the
@@ -31,6 +34,7 @@ import (
 type Fault struct {
 	Name     string
 	Duration time.Duration // slow-load only
+	Factor   float64       // slow-engine only
 	// Stage is where ssh-drop drops the connection: "" (systemctl start/stop/restart),
 	// "upload", "write" or "reload".
 	Stage string
@@ -40,6 +44,8 @@ func (f Fault) String() string {
 	switch {
 	case f.Name == "slow-load":
 		return "slow-load=" + f.Duration.String()
+	case f.Name == "slow-engine":
+		return "slow-engine=" + strconv.FormatFloat(f.Factor, 'g', -1, 64)
 	case f.Stage != "":
 		return f.Name + "=" + f.Stage
 	}
@@ -56,7 +62,7 @@ type FaultError struct {
 }
 
 func (e *FaultError) Error() string {
-	return fmt.Sprintf("fault %q: %s (known: orphans, dstate, slow-load=DUR, crash-on-start, ssh-drop[=upload|write|reload])", e.Item, e.Problem)
+	return fmt.Sprintf("fault %q: %s (known: orphans, dstate, slow-load=DUR, slow-engine=F, crash-on-start, ssh-drop[=upload|write|reload])", e.Item, e.Problem)
 }
 
 // ParseFaults parses a comma separated fault list such as "orphans,slow-load=3m". Blank input is
@@ -94,6 +100,12 @@ func ParseFaults(s string) ([]Fault, error) {
 				return nil, &FaultError{Item: item, Problem: "invalid duration " + fmt.Sprintf("%q", val)}
 			}
 			f.Duration = d
+		case "slow-engine":
+			v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+			if !hasVal || err != nil || !(v > 1 && v <= 100) {
+				return nil, &FaultError{Item: item, Problem: "needs a factor above 1 (at most 100), e.g. slow-engine=1.5"}
+			}
+			f.Factor = v
 		default:
 			return nil, &FaultError{Item: item, Problem: "unknown fault"}
 		}
@@ -109,6 +121,7 @@ func ParseFaults(s string) ([]Fault, error) {
 type faultSet struct {
 	orphans, dstate, crashOnStart bool
 	slowLoad                      time.Duration
+	slowEngine                    float64
 	sshDropArmed                  bool       // guarded by world.mu
 	sshDropStage                  string     // guarded by world.mu; "" once fired
 	hold                          *WriteHold // guarded by world.mu; nil once reached
@@ -147,6 +160,17 @@ type WriteHold struct {
 	once    sync.Once
 }
 
+// SlowEngine makes every engine started from now on (on any of the lab's
+// hosts) slower: its verify steps take factor times as long as the default
+// physics says, so its throughput falls to about 1/factor; an engine already
+// serving keeps its speed until it restarts. factor <= 1 restores the
+// default physics. It is the knob a test turns to make a service regress.
+func (l *Lab) SlowEngine(factor float64) {
+	l.w.lock()
+	l.w.slowdown = factor
+	l.w.unlock()
+}
+
 // HoldUnitWrite arms a WriteHold for the next rename into a unit directory on
 // any of the lab's hosts. Release it (a test's cleanup, at the latest) or that
 // host's SSH server cannot finish closing.
@@ -183,6 +207,8 @@ func newFaultSet(fs []Fault) faultSet {
 			s.crashOnStart = true
 		case "slow-load":
 			s.slowLoad = f.Duration
+		case "slow-engine":
+			s.slowEngine = f.Factor
 		case "ssh-drop":
 			if f.Stage == "" {
 				s.sshDropArmed = true

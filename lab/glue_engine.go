@@ -6,6 +6,7 @@ package lab
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/opsbot/opsbot/lab/engine"
 )
@@ -56,6 +57,14 @@ func engCheck(s engSettings) (engSettings, []string, *engStartError) {
 	return wrapSettings(s2), lines, nil
 }
 
-func engNew(s engSettings, log func(string)) engInstance {
-	return engine.New(s.s, engine.Options{Physics: engine.DefaultPhysics(), Log: log})
+// engNew runs an engine with the default physics, its verify steps slowdown
+// times as long (slowdown <= 1: as they are).
+func engNew(s engSettings, log func(string), slowdown float64) engInstance {
+	ph := engine.DefaultPhysics()
+	if slowdown > 1 {
+		ph.T0 = time.Duration(float64(ph.T0) * slowdown)
+		ph.C = time.Duration(float64(ph.C) * slowdown)
+		ph.BatchC = time.Duration(float64(ph.BatchC) * slowdown)
+	}
+	return engine.New(s.s, engine.Options{Physics: ph, Log: log})
 }

@@ -31,6 +31,10 @@ type world struct {
 
 	node       *SimHost
 	containers map[int]*container
+
+	// slowdown multiplies the verify step time of engines started from now
+	// on (Lab.SlowEngine); 0 or 1 is the default physics.
+	slowdown float64
 }
 
 type container struct {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/lab"
+	labengine "github.com/opsbot/opsbot/lab/engine"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/engine"
 )
@@ -412,7 +413,7 @@ func TestSweepLeavesServiceWhereItWas(t *testing.T) {
 	r := newRig(t, labOpts(), nil)
 	before := r.unitText(t)
 	ev := &events{}
-	res, err := r.rb.Sweep(testCtx(t), "qwen", []int{2, 6}, false, ev)
+	res, err := r.rb.Sweep(testCtx(t), "qwen", ops.SweepOptions{Steps: []int{2, 6}}, ev)
 	if err != nil {
 		t.Fatalf("sweep: %v\n%s", err, ev.text())
 	}
@@ -427,8 +428,8 @@ func TestSweepLeavesServiceWhereItWas(t *testing.T) {
 			t.Errorf("best %d (%.1f tok/s) is not the fastest: %d at %.1f", res.Best.Steps, res.Best.OutputTokS, p.Steps, p.OutputTokS)
 		}
 	}
-	if !strings.Contains(strings.Join(res.Details, "\n"), "<- best") {
-		t.Errorf("table lacks the best mark: %q", res.Details)
+	if res.Restarts != 3 || res.Metric != "output_tok_s" {
+		t.Errorf("restarts %d (want 2 values + 1 back), metric %q", res.Restarts, res.Metric)
 	}
 	if got := r.unitText(t); got != before {
 		t.Fatalf("sweep did not leave the unit as it was:\n%s", got)
@@ -571,5 +572,137 @@ func TestLongLoadReportsProgress(t *testing.T) {
 		if !strings.Contains(e.Message, "waiting for the engine to open its port") && !strings.Contains(e.Message, "waiting for /health") {
 			t.Errorf("reminder does not say what is awaited: %q", e.Message)
 		}
+	}
+}
+
+// A grid sweep: each value is one restart and is benchmarked at every
+// concurrency of the list; a value whose deploy fails is a failed point and
+// the sweep goes on; --apply-best leaves the service on the best point.
+func TestSweepGridGoesOnPastAFailedValueAndAppliesTheBest(t *testing.T) {
+	// ssh-drop=upload: the first unit upload (steps 2's) loses its connection.
+	r := newRig(t, labOpts(lab.Fault{Name: "ssh-drop", Stage: "upload"}), nil)
+	ev := &events{}
+	res, err := r.rb.Sweep(testCtx(t), "qwen", ops.SweepOptions{Steps: []int{2, 6, 9}, At: []int{1, 4}, ApplyBest: true}, ev)
+	if err != nil {
+		t.Fatalf("sweep: %v\n%s", err, ev.text())
+	}
+	if len(res.Points) != 6 {
+		t.Fatalf("%d points, want 3 values x 2 concurrencies: %+v", len(res.Points), res.Points)
+	}
+	for i, p := range res.Points {
+		wantSteps, wantConc := []int{2, 6, 9}[i/2], []int{1, 4}[i%2]
+		if p.Steps != wantSteps || p.Concurrency != wantConc {
+			t.Errorf("point %d is steps %d at %d, want steps %d at %d", i, p.Steps, p.Concurrency, wantSteps, wantConc)
+		}
+		if p.Steps == 2 && (p.OK || p.Error == "") {
+			t.Errorf("steps 2's deploy lost its connection, yet its point is %+v", p)
+		}
+		if p.Steps != 2 && (!p.OK || p.Bench == nil || p.Bench.Concurrency != p.Concurrency || p.Spec == nil || p.Spec.Steps != p.Steps) {
+			t.Errorf("point %+v", p)
+		}
+	}
+	if res.Best == nil || res.Best.Concurrency != 1 || res.Best.Steps == 2 {
+		t.Fatalf("best %+v, want the fastest of steps 6 and 9 at concurrency 1", res.Best)
+	}
+	for _, p := range res.Points {
+		if p.OK && p.Concurrency == 1 && p.OutputTokS > res.Best.OutputTokS {
+			t.Errorf("best steps %d (%.1f tok/s) is not the fastest: steps %d at %.1f", res.Best.Steps, res.Best.OutputTokS, p.Steps, p.OutputTokS)
+		}
+	}
+	if res.Left == nil || res.Left.Steps != res.Best.Steps || res.Left.State != "serving" {
+		t.Errorf("left %+v, want serving on the best steps %d", res.Left, res.Best.Steps)
+	}
+	if want := fmt.Sprintf("--speculative-num-steps %d", res.Best.Steps); !strings.Contains(r.unitText(t), want) {
+		t.Errorf("unit lacks %q:\n%s", want, r.unitText(t))
+	}
+	// Each value restarted the service (steps 2 too: stopped, its write
+	// failed, started again on the old unit), and the best is 6 or 9: back
+	// on 6 is one more restart, staying on 9 none.
+	wantRestarts := 3
+	if res.Best.Steps == 6 {
+		wantRestarts = 4
+	}
+	if res.Restarts != wantRestarts {
+		t.Errorf("restarts %d, want %d", res.Restarts, wantRestarts)
+	}
+	for _, want := range []string{"steps 6 at 1: benchmark done", "steps 9 at 4: benchmark done"} {
+		if !strings.Contains(ev.text(), want) {
+			t.Errorf("thread lacks %q:\n%s", want, ev.text())
+		}
+	}
+}
+
+// mtp tune over 1..16 ends on a value whose throughput, by the lab's own
+// physics, is within 1% of the optimum's, with fewer restarts than the 16 of
+// a full sweep, and leaves the service on it.
+func TestTuneFindsTheOptimumWithFewerRestarts(t *testing.T) {
+	const conc = 4
+	r := newRig(t, labOpts(), func(c *ops.Config) {
+		c.Bench = ops.BenchDefaults{Prompts: 16, Concurrency: 2, InputLen: 32, OutputLen: 64}
+	})
+	ev := &events{}
+	res, err := r.rb.Tune(testCtx(t), "qwen", ops.TuneOptions{From: 1, To: 16, Concurrency: conc}, ev)
+	if err != nil {
+		t.Fatalf("tune: %v\n%s", err, ev.text())
+	}
+	ph := labengine.DefaultPhysics()
+	thr := func(k int) float64 { return conc * ph.StreamTokS(k, k, conc) }
+	opt := 1
+	for k := 2; k <= 16; k++ {
+		if thr(k) > thr(opt) {
+			opt = k
+		}
+	}
+	if res.Best == nil {
+		t.Fatalf("no best: %+v", res)
+	}
+	got := res.Best.Steps
+	if thr(got) < 0.99*thr(opt) {
+		t.Errorf("tune chose steps %d (%.1f tok/s by the physics), more than 1%% below the optimum steps %d (%.1f tok/s); tried %v",
+			got, thr(got), opt, thr(opt), res.Tried)
+	}
+	if res.Restarts >= 16 || len(res.Tried) >= 16 {
+		t.Errorf("%d restarts for %d values tried (%v): no fewer than a full sweep", res.Restarts, len(res.Tried), res.Tried)
+	}
+	if res.Left == nil || res.Left.Steps != got || res.Left.State != "serving" {
+		t.Errorf("left %+v, want serving on steps %d", res.Left, got)
+	}
+	if !strings.Contains(r.unitText(t), fmt.Sprintf("--speculative-num-steps %d", got)) {
+		t.Errorf("unit not on steps %d:\n%s", got, r.unitText(t))
+	}
+	details := strings.Join(res.Details, "\n")
+	if !strings.Contains(details, "stopped: ") || !strings.Contains(details, "→ search") {
+		t.Errorf("details do not explain the search:\n%s", details)
+	}
+	t.Logf("mtp tune 1..16 at concurrency %d: steps %d (physics %.1f tok/s, optimum steps %d at %.1f), tried %v, %d restarts against 16 of a full sweep\n%s",
+		conc, got, thr(got), opt, thr(opt), res.Tried, res.Restarts, details)
+}
+
+// A topk x draft grid: each possible setting is deployed, verified on the
+// engine and benchmarked; a draft count the tree of a steps value cannot hold
+// is skipped there and said; the unit ends byte for byte as it was.
+func TestSweepTopKDraftGrid(t *testing.T) {
+	r := newRig(t, labOpts(), nil)
+	before := r.unitText(t)
+	ev := &events{}
+	res, err := r.rb.Sweep(testCtx(t), "qwen", ops.SweepOptions{Steps: []int{2, 3}, TopK: []int{1, 2}, Draft: []int{4, 9}}, ev)
+	if err != nil {
+		t.Fatalf("sweep: %v\n%s", err, ev.text())
+	}
+	var got []string
+	for _, p := range res.Points {
+		if !p.OK || p.Spec == nil || p.Spec.LiveTopK != p.TopK || p.Spec.LiveDraftTokens != p.DraftTokens {
+			t.Errorf("point %+v (spec %+v): not verified on the engine", p, p.Spec)
+		}
+		got = append(got, fmt.Sprintf("%d/%d/%d", p.Steps, p.TopK, p.DraftTokens))
+	}
+	if want := "2/1/3 2/2/4 3/1/4 3/2/4 3/2/9"; strings.Join(got, " ") != want {
+		t.Errorf("points %v, want %s", got, want)
+	}
+	if d := strings.Join(res.Details, "\n"); !strings.Contains(d, "skipped steps 2 topk 2 draft 9: ") || !strings.Contains(d, "between 2 and 7") {
+		t.Errorf("the skipped setting is not said: %q", res.Details)
+	}
+	if after := r.unitText(t); after != before {
+		t.Errorf("unit not put back as it was:\n%s\nwas:\n%s", after, before)
 	}
 }

@@ -70,8 +70,27 @@ type planned struct {
 	created bool // a new drop-in
 }
 
-func (r *Runbook) plan(t *target, d *deployed, steps int) (*planned, error) {
-	e, err := d.eff.SetSteps(steps, unit.Options{MaxSteps: r.cfg.MaxSteps})
+// Setting is the speculative setting a change deploys: Steps, and for SGLang
+// TopK and DraftTokens (0: TopK as the unit has it, DraftTokens as SGLang's
+// rules make it: steps+1 with topk 1, else the unit's).
+type Setting struct {
+	Steps, TopK, DraftTokens int
+}
+
+func (s Setting) String() string {
+	out := fmt.Sprintf("steps %d", s.Steps)
+	if s.TopK > 0 {
+		out += fmt.Sprintf(" topk %d", s.TopK)
+	}
+	if s.DraftTokens > 0 {
+		out += fmt.Sprintf(" draft %d", s.DraftTokens)
+	}
+	return out
+}
+
+func (r *Runbook) plan(t *target, d *deployed, s Setting) (*planned, error) {
+	steps := s.Steps
+	e, err := d.eff.SetSteps(steps, unit.Options{MaxSteps: r.cfg.MaxSteps, TopK: s.TopK, DraftTokens: s.DraftTokens})
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +125,14 @@ func (r *Runbook) MTPSteps(ctx context.Context, service string, steps int, dryRu
 }
 
 // mtpSteps is MTPSteps; without benchmark it stops once the engine is verified.
-func (r *Runbook) mtpSteps(ctx context.Context, service string, steps int, dryRun, benchmark bool, rep Reporter) (_ *Result, err error) {
+func (r *Runbook) mtpSteps(ctx context.Context, service string, steps int, dryRun, benchmark bool, rep Reporter) (*Result, error) {
+	return r.mtpSet(ctx, service, Setting{Steps: steps}, dryRun, benchmark, rep)
+}
+
+// mtpSet is mtpSteps for a whole setting (steps, and SGLang's topk and draft
+// tokens).
+func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRun, benchmark bool, rep Reporter) (_ *Result, err error) {
+	steps := set.Steps
 	res := &Result{Incidents: []string{}}
 	t, err := r.target(service)
 	if err != nil {
@@ -123,7 +149,7 @@ func (r *Runbook) mtpSteps(ctx context.Context, service string, steps int, dryRu
 	if err != nil {
 		return res, st.fail(err)
 	}
-	p, err := r.plan(t, d, steps)
+	p, err := r.plan(t, d, set)
 	if err != nil {
 		return res, st.fail(err)
 	}

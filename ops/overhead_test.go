@@ -1,6 +1,8 @@
 package ops_test
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,4 +56,51 @@ func BenchmarkMTPStepsOverhead(b *testing.B) {
 	b.ReportMetric(float64((engine / n).Milliseconds()), "engine-start-ms/op")
 	b.ReportMetric(float64((benchT / n).Milliseconds()), "bench-ms/op")
 	b.ReportMetric(float64((total / n).Milliseconds()), "total-ms/op")
+}
+
+// BenchmarkSweepOverhead measures what a 6-value `sweep steps 1..6` costs
+// beyond the engine's own work, per value: the sweep's wall time minus every
+// start-until-serving window (the restore's included) and every benchmark,
+// divided by the 6 values. The lab runs at its default time scale.
+func BenchmarkSweepOverhead(b *testing.B) {
+	r := newRig(b, labOptsScale(25), func(c *ops.Config) { c.SettleTime = 100 * time.Millisecond })
+	var overhead, total, engine, benchT time.Duration
+	for i := 0; i < b.N; i++ {
+		ev := &events{}
+		t0 := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		res, err := r.rb.Sweep(ctx, "qwen", ops.SweepOptions{Steps: []int{1, 2, 3, 4, 5, 6}}, ev)
+		cancel()
+		if err != nil {
+			b.Fatalf("sweep: %v\n%s", err, ev.text())
+		}
+		d := time.Since(t0)
+		var eng, bt time.Duration
+		open := map[string]time.Time{}
+		for _, e := range ev.ev {
+			prefix, step, _ := strings.Cut(e.Step, ": ")
+			switch {
+			case step == "start" && e.Status == ops.StepStarted, step == "benchmark" && e.Status == ops.StepStarted:
+				open[prefix+step] = e.At
+			case step == "wait until ready" && e.Status == ops.StepDone:
+				eng += e.At.Sub(open[prefix+"start"])
+			case step == "benchmark" && e.Status == ops.StepDone:
+				bt += e.At.Sub(open[prefix+"benchmark"])
+			case e.Status == ops.StepFailed:
+				b.Fatalf("a step failed:\n%s", ev.text())
+			}
+		}
+		if len(res.Points) != 6 || eng == 0 || bt == 0 {
+			b.Fatalf("points %d, engine %s, bench %s:\n%s", len(res.Points), eng, bt, ev.text())
+		}
+		total += d
+		engine += eng
+		benchT += bt
+		overhead += d - eng - bt
+	}
+	per := time.Duration(b.N) * 6
+	b.ReportMetric(float64((overhead / per).Milliseconds()), "overhead-ms/value")
+	b.ReportMetric(float64((engine / per).Milliseconds()), "engine-start-ms/value")
+	b.ReportMetric(float64((benchT / per).Milliseconds()), "bench-ms/value")
+	b.ReportMetric(float64((total / time.Duration(b.N)).Milliseconds()), "total-ms/sweep")
 }

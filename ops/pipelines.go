@@ -40,7 +40,10 @@ var pipelines = map[*commands.Spec]Pipeline{
 		return r.Bench(ctx, c.Service, c.Bench, c.DryRun, rep)
 	},
 	spec("sweep"): func(ctx context.Context, r *Runbook, c *commands.Command, rep Reporter) (*Result, error) {
-		return r.Sweep(ctx, c.Service, c.SweepSteps, c.DryRun, rep)
+		return r.Sweep(ctx, c.Service, SweepOptions{Steps: c.SweepSteps, TopK: c.SweepTopK, Draft: c.SweepDraft, At: c.SweepAt, ApplyBest: c.ApplyBest, DryRun: c.DryRun}, rep)
+	},
+	spec("mtp tune"): func(ctx context.Context, r *Runbook, c *commands.Command, rep Reporter) (*Result, error) {
+		return r.Tune(ctx, c.Service, TuneOptions{From: c.TuneFrom, To: c.TuneTo, Concurrency: c.Bench.Concurrency, DryRun: c.DryRun}, rep)
 	},
 }
 

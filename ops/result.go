@@ -70,6 +70,9 @@ const (
 	IncidentNeedReload     = "daemon_reload_needed"
 	IncidentSettingsDiffer = "settings_mismatch"
 	IncidentBenchFailed    = "bench_failed"
+	// IncidentRestoreFailed: a sweep or tune could not leave the service on
+	// the setting it meant to (where it was, or the best point).
+	IncidentRestoreFailed = "restore_failed"
 )
 
 // BenchResult is a benchmark's figures as ops/bench measures them; its JSON
@@ -103,9 +106,15 @@ type Killed struct {
 	Signal  string `json:"signal"`
 }
 
-// SweepPoint is one value of a sweep and what the benchmark measured for it.
+// SweepPoint is one value of a sweep (or of mtp tune) at one concurrency and
+// what the benchmark measured for it.
 type SweepPoint struct {
-	Steps         int           `json:"steps"`
+	Steps int `json:"steps"`
+	// TopK and DraftTokens are SGLang's settings of the point (0: vLLM).
+	TopK        int `json:"topk,omitempty"`
+	DraftTokens int `json:"draft_tokens,omitempty"`
+	// Concurrency is the load's concurrency the point was benchmarked at.
+	Concurrency   int           `json:"concurrency,omitempty"`
 	OK            bool          `json:"ok"`
 	Error         string        `json:"error,omitempty"`
 	OutputTokS    float64       `json:"output_tok_s,omitempty"`
@@ -152,9 +161,16 @@ type Result struct {
 	GPUs    []GPUMemory `json:"gpus,omitempty"`
 	Killed  []Killed    `json:"killed,omitempty"`
 	// Bench is the benchmark's result without its per-request rows.
-	Bench     *bench.Result `json:"bench,omitempty"`
-	Points    []SweepPoint  `json:"points,omitempty"`
-	Best      *SweepPoint   `json:"best,omitempty"`
+	Bench  *bench.Result `json:"bench,omitempty"`
+	Points []SweepPoint  `json:"points,omitempty"`
+	Best   *SweepPoint   `json:"best,omitempty"`
+	// Metric is the figure Best was chosen by (sweeps: output_tok_s,
+	// per_stream_tok_s or accept_len).
+	Metric string `json:"metric,omitempty"`
+	// Tried are the steps values mtp tune benchmarked, in order.
+	Tried []int `json:"tried,omitempty"`
+	// Restarts counts the deploys a sweep or tune made (each one restart).
+	Restarts  int           `json:"restarts,omitempty"`
 	Service   *ServiceState `json:"service,omitempty"`
 	Spec      *Spec         `json:"spec,omitempty"`
 	Logs      []string      `json:"logs,omitempty"`

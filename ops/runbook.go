@@ -54,6 +54,9 @@ type Config struct {
 	Services       map[string]ServiceConfig
 	Bench          BenchDefaults
 	MaxSteps       int
+	// SweepMetric is the figure a sweep's best point is chosen by:
+	// "output_tok_s" (default), "per_stream_tok_s" or "accept_len".
+	SweepMetric string
 	// Poll is the interval of every wait loop (default 50 ms).
 	Poll time.Duration
 	// ProgressEvery is the longest a long wait (model load, warm-up) goes

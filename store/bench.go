@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"time"
 )
@@ -244,4 +245,61 @@ func scanBench(sc scanner) (BenchResult, error) {
 		r.Raw = json.RawMessage(raw.String)
 	}
 	return r, nil
+}
+
+// RecentAtLoad returns the service's newest results at settings and load,
+// newest first, at most n (<= 0: 7), leaving out those of job excludeJob
+// (0: none left out): the comparable runs a new result is judged against. An
+// unknown load (Load.Known false) or empty settings match nothing (no rows,
+// no error).
+func (s *Store) RecentAtLoad(ctx context.Context, service, settings string, load Load, excludeJob int64, n int) ([]BenchResult, error) {
+	if !load.Known() || settings == "" {
+		return nil, nil
+	}
+	q := `SELECT ` + benchColumns + ` FROM bench_results
+		WHERE service = ? AND settings = ? AND prompts = ? AND concurrency = ? AND input_len = ? AND output_len = ?`
+	args := []any{service, settings, load.Prompts, load.Concurrency, load.InputLen, load.OutputLen}
+	if excludeJob > 0 {
+		q += ` AND (job_id IS NULL OR job_id != ?)`
+		args = append(args, excludeJob)
+	}
+	q += ` ORDER BY id DESC LIMIT ?`
+	args = append(args, limitOr(n, 7))
+	rows, err := s.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read recent bench results of %s %s at %s: %w", service, settings, load, err)
+	}
+	defer rows.Close()
+	var out []BenchResult
+	for rows.Next() {
+		r, err := scanBench(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read recent bench results of %s %s at %s: %w", service, settings, load, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read recent bench results of %s %s at %s: %w", service, settings, load, err)
+	}
+	return out, nil
+}
+
+// MedianOutputTokS is the median output tok/s of rs, NaN figures left out;
+// ok is false when none has one.
+func MedianOutputTokS(rs []BenchResult) (median float64, ok bool) {
+	var v []float64
+	for _, r := range rs {
+		if !math.IsNaN(r.OutputTokS) {
+			v = append(v, r.OutputTokS)
+		}
+	}
+	if len(v) == 0 {
+		return 0, false
+	}
+	sort.Float64s(v)
+	m := len(v) / 2
+	if len(v)%2 == 1 {
+		return v[m], true
+	}
+	return (v[m-1] + v[m]) / 2, true
 }

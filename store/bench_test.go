@@ -100,3 +100,58 @@ func TestBenchResultRejectsBadInput(t *testing.T) {
 		t.Errorf("rejected results were written: %d", n)
 	}
 }
+
+// The comparable runs of a result are those of the same service, settings and
+// load, newest first, at most n, the judged job's own left out.
+func TestRecentAtLoadAndMedian(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	load := Load{Prompts: 16, Concurrency: 4, InputLen: 256, OutputLen: 256}
+	add := func(job int64, svc, settings string, l Load, tok float64) BenchResult {
+		return must(s.AddBenchResult(ctx, BenchResult{JobID: job, Service: svc, Settings: settings, OutputTokS: tok,
+			Prompts: l.Prompts, Concurrency: l.Concurrency, InputLen: l.InputLen, OutputLen: l.OutputLen}))(t)
+	}
+	const key = "steps=10,topk=1,draft=11"
+	for i, tok := range []float64{100, 300, 200, 250, 150} {
+		add(0, "qwen", key, load, tok+float64(i))
+	}
+	other := load
+	other.Concurrency = 8
+	add(0, "qwen", key, other, 999)                     // another load
+	add(0, "qwen", "steps=3,topk=1,draft=4", load, 999) // other settings
+	add(0, "coder", key, load, 999)                     // another service
+	job := mustCreate(t, s, Job{Command: "bench qwen"})
+	add(job.ID, "qwen", key, load, 1) // the judged job's own result
+
+	rs, err := s.RecentAtLoad(ctx, "qwen", key, load, job.ID, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []float64
+	for _, r := range rs {
+		got = append(got, r.OutputTokS)
+	}
+	if len(got) != 3 || got[0] != 154 || got[1] != 253 || got[2] != 202 {
+		t.Fatalf("recent = %v, want the newest three comparable runs [154 253 202]", got)
+	}
+	if m, ok := MedianOutputTokS(rs); !ok || m != 202 {
+		t.Errorf("median of %v = %v %v, want 202", got, m, ok)
+	}
+	all, _ := s.RecentAtLoad(ctx, "qwen", key, load, job.ID, 0)
+	if m, _ := MedianOutputTokS(all); len(all) != 5 || m != 202 {
+		t.Errorf("default n: %d results, median %v; want 5 and 202", len(all), m)
+	}
+	withOwn, _ := s.RecentAtLoad(ctx, "qwen", key, load, 0, 10)
+	if len(withOwn) != 6 || withOwn[0].OutputTokS != 1 {
+		t.Errorf("excludeJob 0 left a result out: %d", len(withOwn))
+	}
+	if rs, err := s.RecentAtLoad(ctx, "qwen", key, Load{}, 0, 7); err != nil || len(rs) != 0 {
+		t.Errorf("an unknown load matched %d results (%v)", len(rs), err)
+	}
+	if m, ok := MedianOutputTokS([]BenchResult{{OutputTokS: 4}, {OutputTokS: math.NaN()}, {OutputTokS: 2}}); !ok || m != 3 {
+		t.Errorf("median of 4, NaN, 2 = %v %v, want 3", m, ok)
+	}
+	if _, ok := MedianOutputTokS(nil); ok {
+		t.Error("median of nothing is ok")
+	}
+}

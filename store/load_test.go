@@ -73,3 +73,28 @@ func BenchmarkPreviousAtLoad(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRecentAtLoadMedian reads the 7 comparable runs a regression check
+// takes the median of, among the same 10,000 results.
+func BenchmarkRecentAtLoadMedian(b *testing.B) {
+	s := openTemp(b)
+	ctx := context.Background()
+	loads := []Load{{16, 1, 256, 256}, {100, 8, 512, 256}, {200, 16, 1024, 256}, {16, 4, 256, 128}}
+	for i := 0; i < 10000; i++ {
+		l := loads[i%len(loads)]
+		if _, err := s.AddBenchResult(ctx, BenchResult{Service: "qwen", Settings: fmt.Sprintf("steps=%d", i%5+1), OutputTokS: float64(i),
+			Prompts: l.Prompts, Concurrency: l.Concurrency, InputLen: l.InputLen, OutputLen: l.OutputLen}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rs, err := s.RecentAtLoad(ctx, "qwen", "steps=3", loads[1], 0, 7)
+		if err != nil || len(rs) != 7 {
+			b.Fatalf("%d results, %v", len(rs), err)
+		}
+		if _, ok := MedianOutputTokS(rs); !ok {
+			b.Fatal("no median")
+		}
+	}
+}

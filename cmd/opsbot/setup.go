@@ -245,10 +245,11 @@ func newRunbook(cfg *config.Config, deps bot.BackendDeps, log *slog.Logger) (*op
 		Services:       map[string]ops.ServiceConfig{},
 		Bench: ops.BenchDefaults{Prompts: cfg.Bench.Prompts, Concurrency: cfg.Bench.Concurrency,
 			InputLen: cfg.Bench.InputLen, OutputLen: cfg.Bench.OutputLen},
-		MaxSteps:  cfg.Limits.MaxSteps,
-		NodeLocks: deps.Nodes,
-		Changes:   deps.Changes,
-		Logger:    log,
+		MaxSteps:    cfg.Limits.MaxSteps,
+		SweepMetric: cfg.Sweep.Metric,
+		NodeLocks:   deps.Nodes,
+		Changes:     deps.Changes,
+		Logger:      log,
 	}
 	for name, h := range cfg.Hosts {
 		oc.Hosts[name] = ops.HostConfig{Addr: h.Addr, User: h.User, Jump: h.Jump, Prefix: h.Prefix}

@@ -21,6 +21,9 @@ type Options struct {
 	// DraftTokens sets SGLang's --speculative-num-draft-tokens explicitly when
 	// topk > 1 (0: keep the unit's value). With topk 1 it must be 0 or N+1.
 	DraftTokens int
+	// TopK sets SGLang's --speculative-eagle-topk (0: keep the unit's value,
+	// 1 when it has none). vLLM has no topk: a TopK above 1 is refused there.
+	TopK int
 }
 
 // Change is one setting the edit changes. From is "" when the option is added.
@@ -324,6 +327,9 @@ func planSGLang(eff *Effective, spec Spec, n int, opts Options) ([]splice, []arg
 	if addTopK {
 		topk = 1
 	}
+	if opts.TopK > 0 {
+		topk = opts.TopK
+	}
 	if topk < 1 {
 		return nil, nil, nil, refuse(CodeRejected, "--speculative-eagle-topk is %d: it must be at least 1", topk)
 	}
@@ -379,7 +385,9 @@ func planSGLang(eff *Effective, spec Spec, n int, opts Options) ([]splice, []arg
 		add = append(add, [2]string{FlagSteps, strconv.Itoa(n)})
 	}
 	if addTopK {
-		add = append(add, [2]string{FlagTopK, "1"})
+		add = append(add, [2]string{FlagTopK, strconv.Itoa(topk)})
+	} else if opts.TopK > 0 {
+		set(FlagTopK, topk)
 	}
 	if set(FlagDraftTokens, draft) {
 		add = append(add, [2]string{FlagDraftTokens, strconv.Itoa(draft)})
@@ -395,7 +403,10 @@ func planSGLang(eff *Effective, spec Spec, n int, opts Options) ([]splice, []arg
 	return sp, ae, ch, nil
 }
 
-func planVLLM(eff *Effective, spec Spec, n int, _ Options) ([]splice, []argEdit, []Change, error) {
+func planVLLM(eff *Effective, spec Spec, n int, opts Options) ([]splice, []argEdit, []Change, error) {
+	if opts.TopK > 1 || opts.DraftTokens > 0 {
+		return nil, nil, nil, refuse(CodeUnsupported, "vLLM's speculative config has no topk or draft token count to set: only the steps (num_speculative_tokens)")
+	}
 	if !spec.Present {
 		return nil, nil, nil, refuse(CodeNoSpeculation, "refusing to invent speculative decoding: the unit has no --speculative-config")
 	}

@@ -1,0 +1,137 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/lab"
+	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/store"
+)
+
+// labRunbook is the real ops pipeline over SSH against the lab (the
+// simulated GPU node), with lab time running 1000x.
+func labRunbook(t testing.TB) (*lab.Lab, *ops.Runbook) {
+	t.Helper()
+	l := labtest.Start(t, lab.Options{TimeScale: 1000})
+	key, kh := labtest.Files(t, l)
+	topo := l.Topology()
+	cfg := ops.Config{KeyFile: key, KnownHosts: kh, Hosts: map[string]ops.HostConfig{}, Services: map[string]ops.ServiceConfig{},
+		Bench:     ops.BenchDefaults{Prompts: 8, Concurrency: 2, InputLen: 32, OutputLen: 64},
+		ReapGrace: 300 * time.Millisecond, Poll: 20 * time.Millisecond, SettleTime: 200 * time.Millisecond,
+		StopTimeout: 20 * time.Second, ClearTimeout: 20 * time.Second}
+	for _, h := range topo.Hosts {
+		cfg.Hosts[h.Name] = ops.HostConfig{Addr: h.Addr, User: h.User}
+	}
+	for _, s := range topo.Services {
+		cfg.Services[s.Name] = ops.ServiceConfig{Host: s.Host, Unit: s.Unit, URL: s.URL, Engine: s.Engine, GPUs: s.GPUs,
+			ProxmoxNode: s.ProxmoxNode, VMID: s.VMID, ReadyTimeout: 20 * time.Second}
+	}
+	rb, err := ops.New(cfg)
+	if err != nil {
+		t.Fatalf("ops.New: %v", err)
+	}
+	t.Cleanup(func() { rb.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := l.WaitReady(ctx, "qwen"); err != nil {
+		t.Fatalf("lab not ready: %v", err)
+	}
+	return l, rb
+}
+
+// A regression is detected when the lab's engine gets slower: benchmarks at
+// the default physics build the history, one more at the same physics is no
+// regression, and after the engine is made 1.6x slower and restarted the next
+// benchmark is one, with both figures and the job in the alert.
+func TestRegressionDetectedWhenTheEngineGetsSlower(t *testing.T) {
+	l, rb := labRunbook(t)
+	h := newHarness(t, rb, roles)
+	ctx := context.Background()
+	pol := RegressionPolicy{Pct: 10, Runs: 7}
+	bench := func() (store.Job, *ops.Result) {
+		t.Helper()
+		j := h.wait(h.handle("olga", "bench qwen").JobID)
+		if j.Status != store.Succeeded {
+			t.Fatalf("bench: %s %s", j.Status, j.Error)
+		}
+		res := &ops.Result{}
+		if err := json.Unmarshal(j.Result, res); err != nil || res.Bench == nil {
+			t.Fatalf("job #%d has no benchmark", j.ID)
+		}
+		return j, res
+	}
+	var base []float64
+	for range 3 {
+		j, res := bench()
+		base = append(base, res.Bench.OutputTokS)
+		// Too few comparable runs before the third: nothing to judge by.
+		if al, err := CheckRegression(ctx, h.store, j, res, pol); err != nil || al != nil {
+			t.Fatalf("run %d at the default physics: alert %+v err %v", len(base), al, err)
+		}
+	}
+	j, res := bench()
+	if al, err := CheckRegression(ctx, h.store, j, res, pol); err != nil || al != nil {
+		t.Fatalf("same physics (%.1f tok/s, earlier %v) judged a regression: %+v %v", res.Bench.OutputTokS, base, al, err)
+	}
+
+	l.SlowEngine(1.6)
+	if j := h.wait(h.handle("olga", "svc restart qwen").JobID); j.Status != store.Succeeded {
+		t.Fatalf("restart: %s %s", j.Status, j.Error)
+	}
+	j, res = bench()
+	al, err := CheckRegression(ctx, h.store, j, res, pol)
+	if err != nil || al == nil {
+		t.Fatalf("a 1.6x slower engine (%.1f tok/s, earlier %v) is not a regression: %v", res.Bench.OutputTokS, base, err)
+	}
+	if al.JobID != j.ID || al.Service != "qwen" || len(al.Regressions) != 1 {
+		t.Fatalf("alert %+v", al)
+	}
+	r := al.Regressions[0]
+	if r.Runs != 4 || r.Current != res.Bench.OutputTokS || r.DropPct < 20 || r.Settings != "steps=3,topk=1,draft=4" {
+		t.Errorf("regression %+v (current %.1f tok/s)", r, res.Bench.OutputTokS)
+	}
+	for _, want := range []string{fmt.Sprintf("%.1f tok/s", r.Current), fmt.Sprintf("median %.1f tok/s", r.Median),
+		fmt.Sprintf("job #%d", j.ID), fmt.Sprintf("`job %d`", j.ID), "concurrency=2", "next:"} {
+		if !strings.Contains(al.Text, want) {
+			t.Errorf("alert text lacks %q:\n%s", want, al.Text)
+		}
+	}
+	t.Logf("default physics %v tok/s, 1.6x slower %.1f tok/s (%.0f%% below the median)\n%s", base, r.Current, r.DropPct, al.Text)
+}
+
+// Only comparable runs count, and the threshold is the policy's.
+func TestCheckRegressionComparesLikeForLike(t *testing.T) {
+	h := newHarness(t, pipelineFunc(nil), roles)
+	ctx := context.Background()
+	spec := &ops.Spec{Engine: "sglang", Steps: 10, TopK: 1, DraftTokens: 11}
+	load := map[string]any{"prompts": 16, "concurrency": 4, "input_len": 256, "output_len": 256}
+	for _, tok := range []float64{300, 280, 290, 1000} {
+		job, err := h.store.CreateJob(ctx, store.Job{Command: "bench qwen", Service: "qwen"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := store.BenchResult{JobID: job.ID, Service: "qwen", Settings: SettingsKey(spec), OutputTokS: tok,
+			Prompts: 16, Concurrency: 4, InputLen: 256, OutputLen: 256}
+		if tok == 1000 {
+			row.Concurrency = 64 // another load: never compared
+		}
+		if _, err := h.store.AddBenchResult(ctx, row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job, _ := h.store.CreateJob(ctx, store.Job{Command: "sweep qwen steps 10", Service: "qwen"})
+	res := &ops.Result{Points: []ops.SweepPoint{{Steps: 10, OK: true, Spec: spec, Bench: &ops.BenchResult{OutputTokS: 255, Settings: load}}}}
+	if al, _ := CheckRegression(ctx, h.store, job, res, RegressionPolicy{Pct: 15}); al != nil {
+		t.Errorf("255 vs median 290 is 12%% below: no alert at 15%%, got %s", al.Text)
+	}
+	al, err := CheckRegression(ctx, h.store, job, res, RegressionPolicy{Pct: 10})
+	if err != nil || al == nil || al.Regressions[0].Median != 290 || al.Regressions[0].Runs != 3 {
+		t.Fatalf("255 vs median 290 at 10%%: %+v %v", al, err)
+	}
+}
