@@ -10,6 +10,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/store"
 )
@@ -288,13 +289,19 @@ func targetsOf(sc store.Schedule) []Target {
 	if sc.Targets == "" {
 		return []Target{{Platform: sc.Platform, Room: sc.Room}}
 	}
-	ts, err := config.ParseTargets(sc.Targets)
+	return parseTargets(sc.Targets)
+}
+
+// parseTargets reads "slack:C1,matrix:!r:hs"; a bad list (validated before
+// it was stored) reads as none.
+func parseTargets(s string) []Target {
+	ts, err := commands.ParseTargets(s)
 	if err != nil {
 		return nil
 	}
 	out := make([]Target, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, Target{Platform: t[0], Room: t[1]})
+		out = append(out, Target{Platform: t.Platform, Room: t.Room})
 	}
 	return out
 }

@@ -140,33 +140,6 @@ type Watchdog struct {
 // watchdog.interval is unset.
 const DefaultWatchdogInterval = time.Minute
 
-// ParseTargets parses "slack:C0OPS,matrix:!room:hs" into platform and room
-// pairs, in order. Each needs a platform and a room; empty entries, spaces
-// inside one and duplicates are errors.
-func ParseTargets(s string) ([][2]string, error) {
-	var out [][2]string
-	seen := map[string]bool{}
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		platform, room, ok := strings.Cut(part, ":")
-		switch {
-		case part == "":
-			return nil, fmt.Errorf("empty target in %q: write platform:room, comma separated", s)
-		case !ok || platform == "" || room == "":
-			return nil, fmt.Errorf("target %q: write platform:room, e.g. slack:C0OPS or matrix:!room:example.org", part)
-		case strings.ContainsAny(part, " \t\n\"'`$;|&"):
-			return nil, fmt.Errorf("target %q: a platform:room has no spaces, quotes or shell characters", part)
-		case platform != "slack" && platform != "matrix" && platform != "console":
-			return nil, fmt.Errorf("target %q: unknown platform %q (slack, matrix or console)", part, platform)
-		case seen[part]:
-			return nil, fmt.Errorf("target %q is listed twice", part)
-		}
-		seen[part] = true
-		out = append(out, [2]string{platform, room})
-	}
-	return out, nil
-}
-
 // Auth maps platform user ids to roles. Keys of Users are "platform:id", e.g.
 // "slack:U024BE7LH", "matrix:@alice:example.org", "console:alice".
 type Auth struct {
@@ -658,7 +631,7 @@ func (c *Config) validateSchedules(bad func(string, ...any)) {
 		bad("watchdog.interval: %s is too short (at least 1s)", c.Watchdog.Interval.D())
 	}
 	if c.Watchdog.To != "" {
-		if _, err := ParseTargets(c.Watchdog.To); err != nil {
+		if _, err := commands.ParseTargets(c.Watchdog.To); err != nil {
 			bad("watchdog.to: %v", err)
 		}
 	}
@@ -685,7 +658,7 @@ func (c *Config) validateSchedules(bad func(string, ...any)) {
 		}
 		if s.To == "" {
 			bad("%s.to is required: the rooms its runs report to (e.g. slack:C0OPS)", key)
-		} else if _, err := ParseTargets(s.To); err != nil {
+		} else if _, err := commands.ParseTargets(s.To); err != nil {
 			bad("%s.to: %v", key, err)
 		}
 		if s.Missed != MissedRun && s.Missed != MissedSkip {
