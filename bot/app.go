@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
@@ -87,8 +88,16 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 	for _, name := range cfg.ServiceNames() {
 		opts.Services = append(opts.Services, commands.ServiceRef{Name: name, Host: cfg.Services[name].Host})
 	}
+	loc := time.UTC
+	if cfg.Timezone != "" {
+		if loc, err = time.LoadLocation(cfg.Timezone); err != nil {
+			eng.Close()
+			st.Close()
+			return nil, fmt.Errorf("timezone %q: %w", cfg.Timezone, err)
+		}
+	}
 	d := NewDispatcher(DispatcherOptions{Store: st, Engine: eng, Auth: auth, Commands: opts,
-		ConfirmTTL: cfg.Limits.ConfirmTTL.D(), Logger: o.Logger})
+		ConfirmTTL: cfg.Limits.ConfirmTTL.D(), Logger: o.Logger, Timezone: loc})
 	return &App{Config: cfg, Store: st, Engine: eng, Dispatcher: d, Leases: leases, Interrupted: interrupted}, nil
 }
 
