@@ -196,7 +196,8 @@ func leaseHeld(ctx context.Context, app *App, key string) error {
 // CatchUp decides, for each active schedule, the firings that fell between
 // its last firing and now while no process ran it: by its missed policy, the
 // latest one runs now (run) or is skipped (skip, the default), and either
-// is recorded, so that it is decided once. Call it when taking the lease,
+// is recorded, so that it is decided once. A firing less than a minute (or
+// two lease TTLs) old is not missed: it runs. Call it when taking the lease,
 // before the first Tick.
 func (s *Scheduler) CatchUp(ctx context.Context, now time.Time) error {
 	return s.catchUp(ctx, now, nil)
@@ -265,14 +266,23 @@ func (s *Scheduler) each(ctx context.Context, now time.Time, held func(context.C
 		if !claimed {
 			continue
 		}
-		if catchUp && sc.Missed != config.MissedRun {
+		// A firing within the grace is on time, not missed: the process
+		// that held the lease may have stopped just before it.
+		missedIt := catchUp && now.Sub(latest) > s.grace()
+		if missedIt && sc.Missed != config.MissedRun {
 			s.notify(ctx, sc, fmt.Sprintf("schedule #%d missed its run of %s while no opsbot was running: skipped (missed: skip). "+
 				"Next run: %s.", sc.ID, s.stamp(sc, latest), s.stamp(sc, sched.Next(latest))))
 			continue
 		}
-		s.fire(ctx, sc, latest, now, catchUp)
+		s.fire(ctx, sc, latest, now, missedIt)
 	}
 	return nil
+}
+
+// grace is how late a firing may be run at a start or a lease takeover and
+// still count as on time: a minute, or two lease TTLs when longer.
+func (s *Scheduler) grace() time.Duration {
+	return max(time.Minute, 2*s.app.Leases.TTL())
 }
 
 // stamp writes t in the schedule's time zone.

@@ -274,7 +274,7 @@ func TestScheduleMissedPolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Down for three nights: three firings missed; at most one runs.
-			clock.add(3*24*time.Hour + time.Hour)
+			clock.add(3*24*time.Hour + 2*time.Hour)
 			if err := s.CatchUp(ctx, clock.now()); err != nil {
 				t.Fatal(err)
 			}
@@ -369,7 +369,7 @@ func TestSchedulerLeaseOneHolder(t *testing.T) {
 	go func() { done2 <- s2.Run(ctx2) }()
 	for i := 1; i <= 3; i++ {
 		clock.add(time.Hour)
-		waitFor(t, fmt.Sprintf("firing %d", i), func() bool { return len(countJobs(t, a1.Store)) == i })
+		waitFor(t, fmt.Sprintf("firing %d and its job", i), func() bool { return ranAll(t, a1.Store, i) })
 	}
 	if leaseHeld(ctx, a2, SchedulerLease) == nil {
 		t.Fatal("both hold the scheduler lease")
@@ -378,10 +378,24 @@ func TestSchedulerLeaseOneHolder(t *testing.T) {
 	<-done1
 	waitFor(t, "a2 to take the lease over", func() bool { return leaseHeld(ctx, a2, SchedulerLease) == nil })
 	clock.add(time.Hour)
-	waitFor(t, "firing 4 on a2", func() bool { return len(countJobs(t, a1.Store)) == 4 })
+	waitFor(t, "firing 4 on a2", func() bool { return ranAll(t, a1.Store, 4) })
 	if n := len(countJobs(t, a1.Store)); n != 4 {
 		t.Fatalf("%d jobs for 4 firings", n)
 	}
 	stop2()
 	<-done2
+}
+
+// ranAll reports whether n scheduled jobs exist and all have finished.
+func ranAll(t *testing.T, st *store.Store, n int) bool {
+	jobs := countJobs(t, st)
+	if len(jobs) != n {
+		return false
+	}
+	for _, j := range jobs {
+		if !j.Status.Final() {
+			return false
+		}
+	}
+	return true
 }
