@@ -17,12 +17,19 @@ import (
 
 // labApp is an App on the lab over real SSH, as cmd/opsbot builds it from the
 // lab's config plus extra YAML, with a recording chat as platform console.
-func labApp(t *testing.T, l *lab.Lab, extra string) (*App, *recChat) {
+func labApp(t testing.TB, l *lab.Lab, extra string) (*App, *recChat) {
 	t.Helper()
 	path, err := l.WriteConfig(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return topoApp(t, l.Topology(), path, extra)
+}
+
+// topoApp is labApp for any topology (a lab, or a fleet of them) whose
+// config was written to path.
+func topoApp(t testing.TB, topo lab.Topology, path, extra string) (*App, *recChat) {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -36,8 +43,14 @@ func labApp(t *testing.T, l *lab.Lab, extra string) (*App, *recChat) {
 	}
 	chat := newRecChat()
 	newBackend := func(deps BackendDeps) (Backend, error) {
-		key, kh := labtest.Files(t, l)
-		topo := l.Topology()
+		dir := t.TempDir()
+		key, kh := dir+"/id_ed25519", dir+"/known_hosts"
+		if err := os.WriteFile(key, topo.ClientKeyPEM, 0o600); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(kh, topo.KnownHosts, 0o600); err != nil {
+			return nil, err
+		}
 		oc := ops.Config{KeyFile: key, KnownHosts: kh, Hosts: map[string]ops.HostConfig{}, Services: map[string]ops.ServiceConfig{},
 			Bench:    ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48},
 			MaxSteps: 16, NodeLocks: deps.Nodes}
