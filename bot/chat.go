@@ -13,6 +13,12 @@
 // behave the same. Scheduled runs come through the same door as platform
 // "schedule", with their creator's role and their target rooms.
 //
+// The Scheduler (scheduler.go) fires the store's and the config's schedules
+// through that door, once per firing across the processes on a store, on the
+// holder of the "scheduler" lease; the Watchdog (watchdog.go) watches every
+// service on the holder of the "watchdog" lease and keeps one alert per
+// incident, edited as it evolves. `opsbot serve` starts both.
+//
 // Each command of the registry is bound to its handler by its Spec (the
 // handlers table; job commands run the pipeline ops binds to the same Spec),
 // and results cross layers as Go types (ops.Result).
