@@ -212,6 +212,9 @@ func (w *Watchdog) pass(ctx context.Context, now time.Time, held func(context.Co
 			}
 		}
 		kind, state := classify(s)
+		if kind == IncidentDown && w.stoppedOnPurpose(ctx, s) {
+			kind = ""
+		}
 		in, isOpen := openOf[s.service]
 		switch {
 		case kind == "" && isOpen:
@@ -265,6 +268,29 @@ func classify(s seen) (kind, state string) {
 		return IncidentUnhealthy, state
 	}
 	return "", state
+}
+
+// stoppedOnPurpose reports whether an inactive service was last stopped by
+// a `svc stop` job of the bot (not failed): that is no incident.
+func (w *Watchdog) stoppedOnPurpose(ctx context.Context, s seen) bool {
+	if s.res == nil || s.res.Service == nil || s.res.Service.ActiveState != "inactive" {
+		return false
+	}
+	jobs, err := w.app.Store.ListJobs(ctx, store.JobFilter{Service: s.service, Limit: 20})
+	if err != nil {
+		return false
+	}
+	for _, j := range jobs { // newest first: the last job that changed the service's state
+		if j.Status != store.Succeeded {
+			continue
+		}
+		cmd, err := w.app.Dispatcher.Parse(j.Command)
+		if err != nil || cmd.DryRun || !cmd.Mutates() {
+			continue
+		}
+		return cmd.Spec.Path == "svc stop" || (cmd.Spec.Path == "gpu recover" && cmd.NoStart)
+	}
+	return false
 }
 
 var kindWords = map[string]string{

@@ -237,3 +237,35 @@ func TestWatchdogAutoRecover(t *testing.T) {
 		t.Fatalf("thread %+v", rs)
 	}
 }
+
+// TestWatchdogStoppedOnPurposeIsNoIncident: a service an operator stopped
+// with `svc stop` is inactive on purpose: no alert; the same state without
+// such a job is an incident.
+func TestWatchdogStoppedOnPurposeIsNoIncident(t *testing.T) {
+	hosts := newFakeHosts()
+	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, watchYAML)
+	w, _ := NewWatchdog(app, WatchdogOptions{})
+	ctx := context.Background()
+	hosts.set("qwen", ops.ServiceState{Service: "qwen", ActiveState: "inactive", SubState: "dead"})
+	r := app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "olga", Room: "ops", Text: "svc stop qwen", Confirmed: true})
+	if r.Outcome != Queued {
+		t.Fatalf("svc stop: %s %s", r.Outcome, r.Text)
+	}
+	if j, err := app.Engine.Wait(ctx, r.JobID); err != nil || j.Status != "succeeded" {
+		t.Fatalf("svc stop: %+v %v", j, err)
+	}
+	if rep, err := w.Pass(ctx, night); err != nil || len(rep.Opened) != 0 {
+		t.Fatalf("pass after svc stop: %+v %v", rep, err)
+	}
+	r = app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "olga", Room: "ops", Text: "svc start qwen"})
+	if j, err := app.Engine.Wait(ctx, r.JobID); err != nil || j.Status != "succeeded" {
+		t.Fatalf("svc start: %+v %v", j, err)
+	}
+	// The fake host stays inactive: now it is down against the bot's last word.
+	if rep, err := w.Pass(ctx, night.Add(time.Minute)); err != nil || len(rep.Opened) != 1 {
+		t.Fatalf("pass after svc start left it down: %+v %v", rep, err)
+	}
+	if len(alerts(chat)) != 1 {
+		t.Fatal("no alert")
+	}
+}
