@@ -399,3 +399,61 @@ func ranAll(t *testing.T, st *store.Store, n int) bool {
 	}
 	return true
 }
+
+// TestScheduleListAndTo: schedule add --to stores the targets and the
+// creator; schedule list shows each schedule's next run in its own zone
+// (CRON_TZ= or the config's timezone), who it runs as and where it reports.
+func TestScheduleListAndTo(t *testing.T) {
+	app, _ := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), okBackend(), "timezone: Europe/Berlin\n")
+	clock := newFakeClock(night)
+	app.Dispatcher.opts.Now = clock.now
+	ctx := context.Background()
+	for _, text := range []string{
+		`schedule add --to console:oncall,slack:C0OPS "0 3 * * *" bench`,
+		`schedule add "CRON_TZ=America/New_York 30 6 * * 1-5" bench`,
+	} {
+		if r := app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "alice", Room: "ops", Text: text}); r.Outcome != Answered {
+			t.Fatalf("%s: %s %s", text, r.Outcome, r.Text)
+		}
+	}
+	list, _ := app.Store.Schedules(ctx)
+	if len(list) != 2 || list[0].Targets != "console:oncall,slack:C0OPS" || list[0].Owner() != "console:alice" {
+		t.Fatalf("%+v", list)
+	}
+	r := app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "vic", Room: "ops", Text: "schedule list"})
+	for _, want := range []string{
+		"next 2026-12-04 03:00 CET · never run · as console:alice · to console:oncall,slack:C0OPS",
+		"next 2026-12-03 06:30 EST · never run · as console:alice · to console:ops",
+	} {
+		if !strings.Contains(r.Text, want) {
+			t.Errorf("schedule list lacks %q:\n%s", want, r.Text)
+		}
+	}
+}
+
+// TestScheduleAfterRunHook: AfterRun gets each scheduled job's final row
+// (regression checks hook in here).
+func TestScheduleAfterRunHook(t *testing.T) {
+	app, _ := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), okBackend(), "")
+	ctx := context.Background()
+	if _, err := app.Store.AddSchedule(ctx, store.Schedule{Spec: "@hourly", Command: "bench qwen", Platform: "console", Room: "ops",
+		CreatedBy: "olga", CreatedAt: night}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan store.Job, 1)
+	s, err := NewScheduler(ctx, app, SchedulerOptions{AfterRun: func(_ context.Context, j store.Job) { got <- j }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Tick(ctx, night.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case j := <-got:
+		if j.Status != store.Succeeded || j.ScheduleID == 0 {
+			t.Fatalf("AfterRun got %+v", j)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("AfterRun was not called")
+	}
+}
