@@ -269,3 +269,41 @@ func TestWatchdogStoppedOnPurposeIsNoIncident(t *testing.T) {
 		t.Fatal("no alert")
 	}
 }
+
+// TestWatchdogRunOnLeaseHolder: two processes run their watchdogs; only the
+// holder of the watchdog lease looks, one alert is posted; when the holder
+// stops, the other takes over and closes the incident.
+func TestWatchdogRunOnLeaseHolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "opsbot.db")
+	hosts := newFakeHosts()
+	cfg := "watchdog: {interval: 1s, to: \"console:oncall\"}\n"
+	a1, c1 := newSchedApp(t, path, hosts, cfg)
+	a2, c2 := newSchedApp(t, path, hosts, cfg)
+	w1, _ := NewWatchdog(a1, WatchdogOptions{})
+	w2, _ := NewWatchdog(a2, WatchdogOptions{})
+	ctx := context.Background()
+	ctx1, stop1 := context.WithCancel(ctx)
+	ctx2, stop2 := context.WithCancel(ctx)
+	done1, done2 := make(chan error, 1), make(chan error, 1)
+	go func() { done1 <- w1.Run(ctx1) }()
+	waitFor(t, "w1 to hold the lease", func() bool { return leaseHeld(ctx, a1, WatchdogLease) == nil })
+	go func() { done2 <- w2.Run(ctx2) }()
+	hosts.set("qwen", looping("qwen", 2))
+	waitFor(t, "an alert", func() bool { return len(alerts(c1))+len(alerts(c2)) >= 1 })
+	if len(alerts(c2)) != 0 {
+		t.Fatal("the process without the lease alerted")
+	}
+	stop1()
+	<-done1
+	waitFor(t, "w2 to take the lease over", func() bool { return leaseHeld(ctx, a2, WatchdogLease) == nil })
+	hosts.set("qwen", healthy("qwen"))
+	waitFor(t, "the incident to close", func() bool {
+		_, err := a2.Store.OpenIncidentOf(ctx, "qwen")
+		return err != nil
+	})
+	if n := len(alerts(c1)) + len(alerts(c2)); n != 1 {
+		t.Fatalf("%d alerts for one incident", n)
+	}
+	stop2()
+	<-done2
+}
