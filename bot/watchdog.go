@@ -288,7 +288,7 @@ func (w *Watchdog) stoppedOnPurpose(ctx context.Context, s seen) bool {
 		if err != nil || cmd.DryRun || !cmd.Mutates() {
 			continue
 		}
-		return cmd.Spec.Path == "svc stop" || (cmd.Spec.Path == "gpu recover" && cmd.NoStart)
+		return cmd.Spec == spec("svc stop") || (cmd.Spec == spec("gpu recover") && cmd.NoStart)
 	}
 	return false
 }
