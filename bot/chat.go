@@ -65,6 +65,10 @@ type Message struct {
 	// ReplyTo is the platform message this one answers (a Matrix event id, a
 	// Slack thread ts), when the request had one.
 	ReplyTo string
+	// Actions are buttons the message offers (the watchdog's Recover: a
+	// proposal's Confirm and Abort). A chat with buttons shows them and sends
+	// a click to Inbound.Act; the text always says the `confirm TOKEN` to type.
+	Actions []Action
 }
 
 // Chat is what the bot needs from a chat platform. Implementations must be safe

@@ -377,12 +377,12 @@ func (w *Watchdog) recover(ctx context.Context, in *store.Incident, now time.Tim
 	}
 	for _, a := range in.Alerts {
 		r := w.app.Dispatcher.Propose(ctx, a.Platform, a.Room, text, "")
-		msg := fmt.Sprintf("To recover: `%s` (stop, clear the service's GPU memory, start fresh).", text)
+		m := Message{Kind: KindStep, Text: fmt.Sprintf("To recover: `%s` (stop, clear the service's GPU memory, start fresh).", text)}
 		if r.Outcome == NeedsConfirm {
-			msg = r.Text
+			m.Text, m.Actions = r.Text, r.Actions
 		}
 		if c := w.app.Engine.opts.Chats[a.Platform]; c != nil {
-			if _, err := c.Reply(ctx, Ref{Room: a.Room, ID: a.ID}, Message{Kind: KindStep, Text: msg}); err != nil {
+			if _, err := c.Reply(ctx, Ref{Room: a.Room, ID: a.ID}, m); err != nil {
 				w.log.Warn("watchdog: offer recovery", "incident", in.ID, "err", err)
 			}
 		}

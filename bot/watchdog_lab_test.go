@@ -168,6 +168,9 @@ func TestWatchdogSeesOrphansLoopAlertsOnceAndCloses(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no confirm token offered: %q", replies[0].Text)
 	}
+	if len(replies[0].Actions) != 2 || replies[0].Actions[0].Kind != ActConfirm || replies[0].Actions[0].ID != "confirm:"+m[1] {
+		t.Fatalf("the offer's buttons: %+v", replies[0].Actions)
+	}
 	// Another pass while it still loops: no second alert.
 	clock.add(time.Minute)
 	if rep, err = w.Pass(ctx, clock.now()); err != nil || len(rep.Opened) != 0 {
