@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops"
@@ -87,8 +88,16 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 		st.Close()
 		return nil, err
 	}
+	loc := time.UTC
+	if cfg.Timezone != "" {
+		if loc, err = time.LoadLocation(cfg.Timezone); err != nil {
+			eng.Close()
+			st.Close()
+			return nil, fmt.Errorf("timezone %q: %w", cfg.Timezone, err)
+		}
+	}
 	d := NewDispatcher(DispatcherOptions{Store: st, Engine: eng, Auth: auth, Commands: commandOptions(cfg),
-		ConfirmTTL: cfg.Limits.ConfirmTTL.D(), Logger: o.Logger})
+		ConfirmTTL: cfg.Limits.ConfirmTTL.D(), Logger: o.Logger, Timezone: loc})
 	return &App{Config: cfg, Store: st, Engine: eng, Dispatcher: d, Leases: leases, Interrupted: interrupted}, nil
 }
 

@@ -19,6 +19,12 @@
 // interrupted), reloads roles and services (App.Reload) and tells an
 // Observer of every job and step for metrics.
 //
+// The Scheduler (scheduler.go) fires the store's and the config's schedules
+// through that door, once per firing across the processes on a store, on the
+// holder of the "scheduler" lease; the Watchdog (watchdog.go) watches every
+// service on the holder of the "watchdog" lease and keeps one alert per
+// incident, edited as it evolves. `opsbot serve` starts both.
+//
 // Each command of the registry is bound to its handler by its Spec (the
 // handlers table; job commands run the pipeline ops binds to the same Spec),
 // and results cross layers as Go types (ops.Result).
@@ -71,6 +77,10 @@ type Message struct {
 	// ReplyTo is the platform message this one answers (a Matrix event id, a
 	// Slack thread ts), when the request had one.
 	ReplyTo string
+	// Actions are buttons the message offers (the watchdog's Recover: a
+	// proposal's Confirm and Abort). A chat with buttons shows them and sends
+	// a click to Inbound.Act; the text always says the `confirm TOKEN` to type.
+	Actions []Action
 }
 
 // Chat is what the bot needs from a chat platform. Implementations must be safe

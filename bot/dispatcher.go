@@ -51,6 +51,9 @@ type DispatcherOptions struct {
 	WrongWindow time.Duration
 	Logger      *slog.Logger
 	Now         func() time.Time
+	// Timezone is the zone of cron specs without CRON_TZ= (config
+	// timezone); nil is UTC.
+	Timezone *time.Location
 }
 
 // Dispatcher turns requests into jobs: parse, authorise, confirm, record,

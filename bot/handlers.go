@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/store"
@@ -29,29 +30,31 @@ var handlers map[*commands.Spec]handler
 func init() {
 	job := handler{}
 	handlers = map[*commands.Spec]handler{
-		spec("mtp steps"):       job,
-		spec("mtp tune"):        job,
-		spec("mtp show"):        job,
-		spec("mtp undo"):        {preview: previewUndo},
-		spec("gpu status"):      job,
-		spec("gpu recover"):     {preview: previewRecover},
-		spec("svc start"):       job,
-		spec("svc stop"):        {preview: previewStop},
-		spec("svc restart"):     job,
-		spec("svc status"):      job,
-		spec("svc logs"):        job,
-		spec("bench"):           job,
-		spec("sweep"):           job,
-		spec("schedule add"):    {answer: answerScheduleAdd, preview: previewScheduleAdd},
-		spec("schedule list"):   {answer: answerScheduleList},
-		spec("schedule rm"):     {answer: answerScheduleRm},
-		spec("schedule pause"):  {answer: answerSchedulePause(true)},
-		spec("schedule resume"): {answer: answerSchedulePause(false)},
-		spec("jobs"):            {answer: answerJobs},
-		spec("job"):             {answer: answerJob},
-		spec("cancel"):          {answer: answerCancel},
-		spec("history"):         {answer: answerHistory},
-		spec("help"):            {answer: answerHelp},
+		spec("mtp steps"):        job,
+		spec("mtp tune"):         job,
+		spec("mtp show"):         job,
+		spec("mtp undo"):         {preview: previewUndo},
+		spec("gpu status"):       job,
+		spec("gpu recover"):      {preview: previewRecover},
+		spec("svc start"):        job,
+		spec("svc stop"):         {preview: previewStop},
+		spec("svc restart"):      job,
+		spec("svc status"):       job,
+		spec("svc logs"):         job,
+		spec("bench"):            job,
+		spec("sweep"):            job,
+		spec("schedule add"):     {answer: answerScheduleAdd, preview: previewScheduleAdd},
+		spec("schedule list"):    {answer: answerScheduleList},
+		spec("schedule rm"):      {answer: answerScheduleRm},
+		spec("schedule pause"):   {answer: answerSchedulePause(true)},
+		spec("schedule resume"):  {answer: answerSchedulePause(false)},
+		spec("watchdog silence"): {answer: answerSilence},
+		spec("ack"):              {answer: answerAck},
+		spec("jobs"):             {answer: answerJobs},
+		spec("job"):              {answer: answerJob},
+		spec("cancel"):           {answer: answerCancel},
+		spec("history"):          {answer: answerHistory},
+		spec("help"):             {answer: answerHelp},
 	}
 }
 
@@ -156,15 +159,26 @@ func answerCancel(ctx context.Context, d *Dispatcher, req Request, cmd *commands
 }
 
 func answerScheduleAdd(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Command) Reply {
+	where := "here"
+	if cmd.To != "" {
+		where = "to " + cmd.To
+	}
+	sched, zone, err := ParseSchedule(cmd.Cron, d.location())
+	if err != nil {
+		return Reply{Outcome: Invalid, Text: err.Error(), Err: err}
+	}
+	next := sched.Next(d.opts.Now())
 	if cmd.DryRun {
-		return say("dry run: would add a schedule running `%s` at `%s`, reporting here; nothing was changed", cmd.Sub.Text, cmd.Cron)
+		return say("dry run: would add a schedule running `%s` at `%s`, reporting %s, first at %s; nothing was changed",
+			cmd.Sub.Text, cmd.Cron, where, zoneStamp(next, zone))
 	}
 	s, err := d.opts.Store.AddSchedule(ctx, store.Schedule{Spec: cmd.Cron, Command: cmd.Sub.Text,
-		Platform: req.Platform, Room: req.Room, CreatedBy: req.User})
+		Platform: req.Platform, Room: req.Room, CreatedBy: req.User, Creator: req.Platform + ":" + req.User, Targets: cmd.To})
 	if err != nil {
 		return failed(err, "could not add the schedule: %v", err)
 	}
-	return say("schedule #%d added: `%s` at `%s`", s.ID, s.Command, s.Spec)
+	return say("schedule #%d added: `%s` at `%s`, reporting %s; first run %s. Runs are authorised as %s:%s each time.",
+		s.ID, s.Command, s.Spec, where, zoneStamp(next, zone), req.Platform, req.User)
 }
 
 func answerScheduleList(ctx context.Context, d *Dispatcher, _ Request, _ *commands.Command) Reply {
@@ -185,7 +199,19 @@ func answerScheduleList(ctx context.Context, d *Dispatcher, _ Request, _ *comman
 		if !s.LastRunAt.IsZero() {
 			last = "last run " + Stamp(s.LastRunAt) + fmt.Sprintf(" (#%d)", s.LastJobID)
 		}
-		fmt.Fprintf(&b, "#%d `%s` at `%s` · %s · %s · by %s\n", s.ID, s.Command, s.Spec, state, last, s.CreatedBy)
+		next := ""
+		if sched, zone, err := ParseSchedule(s.Spec, d.location()); err == nil && !s.Paused {
+			from := d.opts.Now()
+			if s.FiredAt.After(from) {
+				from = s.FiredAt
+			}
+			next = " · next " + zoneStamp(sched.Next(from), zone)
+		}
+		to := s.Targets
+		if to == "" {
+			to = s.Platform + ":" + s.Room
+		}
+		fmt.Fprintf(&b, "#%d `%s` at `%s` · %s%s · %s · as %s · to %s\n", s.ID, s.Command, s.Spec, state, next, last, s.Owner(), to)
 	}
 	return say("%s", strings.TrimRight(b.String(), "\n"))
 }
@@ -226,4 +252,50 @@ func scheduleErr(cmd *commands.Command, err error) Reply {
 		return Reply{Outcome: Invalid, Text: fmt.Sprintf("there is no schedule #%d (`schedule list` lists them)", cmd.ScheduleID), Err: err}
 	}
 	return failed(err, "schedule #%d: %v", cmd.ScheduleID, err)
+}
+
+// location is the zone of cron specs without CRON_TZ= (the config's timezone).
+func (d *Dispatcher) location() *time.Location {
+	if d.opts.Timezone != nil {
+		return d.opts.Timezone
+	}
+	return time.UTC
+}
+
+// zoneStamp writes t in zone, saying which.
+func zoneStamp(t time.Time, zone *time.Location) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.In(zone).Format("2006-01-02 15:04 MST")
+}
+
+func answerSilence(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Command) Reply {
+	until := d.opts.Now().Add(cmd.Duration)
+	if cmd.DryRun {
+		return say("dry run: would silence the watchdog on %s until %s; nothing was changed", cmd.Service, Stamp(until))
+	}
+	if err := d.opts.Store.Silence(ctx, cmd.Service, until, req.Platform+":"+req.User, d.opts.Now()); err != nil {
+		return failed(err, "could not silence %s: %v", cmd.Service, err)
+	}
+	return say("the watchdog is silent on %s until %s (asked by %s): no alert opens and no reminder is sent for it until then. "+
+		"`watchdog silence %s 1m` ends it early.", cmd.Service, Stamp(until), userLabel(req), cmd.Service)
+}
+
+func answerAck(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Command) Reply {
+	in, err := d.opts.Store.AckIncident(ctx, cmd.IncidentID, req.Platform+":"+req.User, d.opts.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		if old, rerr := d.opts.Store.Incident(ctx, cmd.IncidentID); rerr == nil && !old.Open() {
+			return say("incident #%d of %s is already closed (since %s): nothing to acknowledge", old.ID, old.Service, Stamp(old.ClosedAt))
+		}
+		return Reply{Outcome: Invalid, Text: fmt.Sprintf("there is no open incident #%d (the alert shows its number)", cmd.IncidentID), Err: err}
+	}
+	if err != nil {
+		return failed(err, "could not acknowledge incident #%d: %v", cmd.IncidentID, err)
+	}
+	if d.opts.Engine != nil {
+		editAlerts(ctx, d.opts.Engine.opts.Chats, in, false, d.log)
+	}
+	return say("incident #%d of %s acknowledged by %s at %s: no more reminders. The alert still follows the service.",
+		in.ID, in.Service, in.AckedBy, Stamp(in.AckedAt))
 }

@@ -15,6 +15,7 @@ package commands
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	_ "time/tzdata" // CRON_TZ= zones validate the same on hosts without /usr/share/zoneinfo
 )
@@ -90,9 +91,10 @@ type Spec struct {
 	// Details is the longer help text (a paragraph, may be several lines).
 	Details string
 
-	params []param // positional arguments, in order
-	keys   []key   // key=N arguments, in any order
-	flags  flagBit // accepted flags (--dry-run is implied by Mutating)
+	params  []param // positional arguments, in order
+	targets bool    // takes --to TARGETS (schedule add)
+	keys    []key   // key=N arguments, in any order
+	flags   flagBit // accepted flags (--dry-run is implied by Mutating)
 }
 
 // Group returns the first command word ("mtp" for "mtp steps").
@@ -244,7 +246,12 @@ type Command struct {
 	ScheduleID int64       // schedule rm/pause/resume ID
 	JobID      int64       // cancel JOB, job JOB
 	N          int         // history n=N (default 10)
-	Topic      string      // help: "" for the overview, else a group or path ("mtp", "mtp steps")
+	// To are schedule add's --to TARGETS, canonical ("slack:C0OPS,matrix:!r:hs");
+	// empty: the room the command came from.
+	To         string
+	Duration   time.Duration // watchdog silence DURATION
+	IncidentID int64         // ack INCIDENT
+	Topic      string        // help: "" for the overview, else a group or path ("mtp", "mtp steps")
 }
 
 // Role returns the role this command needs: the Spec's, raised to Admin by

@@ -152,6 +152,10 @@ func detail(b *strings.Builder, s *Spec) {
 			rows = append(rows, row{"JOB", "a job id: 42 or #42 (`jobs` lists them)"})
 		case pScheduleID:
 			rows = append(rows, row{"ID", "a schedule id: 3 or #3 (`schedule list` shows them)"})
+		case pDuration:
+			rows = append(rows, row{"DURATION", "how long: 30m, 2h, 1d (at most 7d)"})
+		case pIncidentID:
+			rows = append(rows, row{"INCIDENT", "the number a watchdog alert shows: 7 or #7"})
 		case pCron:
 			rows = append(rows, row{`"CRON"`, `in quotes: "0 3 * * *", "@daily", "@every 6h", "CRON_TZ=Europe/Berlin 0 3 * * *"`})
 		case pSub:
@@ -168,6 +172,9 @@ func detail(b *strings.Builder, s *Spec) {
 			h += " (default: the configured one)"
 		}
 		rows = append(rows, row{k.name + "=N", h})
+	}
+	if s.targets {
+		rows = append(rows, row{"--to TARGETS", "the rooms the runs report to, first one first: slack:C0OPS,matrix:!ops:example.org (default: this room)"})
 	}
 	for _, f := range flagNames {
 		if s.flags&f.f != 0 {

@@ -271,6 +271,25 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 			return fail(fmt.Sprintf("unexpected quoted text %s: quotes are only for the cron spec of schedule add", quote(t.s)), "")
 		}
 		w := t.s
+		if lw := strings.ToLower(w); spec.targets && (lw == "--to" || strings.HasPrefix(lw, "--to=")) {
+			val, ok := strings.CutPrefix(w[2:], w[2:4]+"=")
+			if !ok {
+				if i+1 >= len(toks) || toks[i+1].quoted {
+					return fail("--to needs TARGETS, e.g. --to slack:C0OPS,matrix:!ops:example.org", "")
+				}
+				i++
+				val = toks[i].s
+			}
+			if c.To != "" {
+				return fail("--to is given twice: list every target in one, comma separated", "")
+			}
+			ts, err := ParseTargets(val)
+			if err != nil {
+				return fail(err.Error(), "")
+			}
+			c.To = FormatTargets(ts)
+			continue
+		}
 		if len(w) > 1 && w[0] == '-' && !isDigits(w[1:]) {
 			prob, sugg := p.flag(c, toks, i, &seenFlags)
 			if prob != "" {
@@ -298,6 +317,14 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 			}
 			i = j
 			continue
+		}
+		// A DURATION where the service may be left out (`watchdog silence 2h`).
+		if pi+1 < len(params) && params[pi].kind == pService && params[pi+1].kind == pDuration && looksDuration(w) &&
+			!p.isService(w) {
+			if prob, sugg := p.fillDefault(c, params[pi]); prob != "" {
+				return fail(prob, sugg)
+			}
+			pi++
 		}
 		// A positional word. Skip optional params when it is a later literal,
 		// the word of a later optional param (`at`), or a range a later param
@@ -405,6 +432,18 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 				return fail(prob, "")
 			}
 			c.JobID = v
+		case pDuration:
+			d, prob := ParseDuration(w)
+			if prob != "" {
+				return fail(prob, "")
+			}
+			c.Duration = d
+		case pIncidentID:
+			v, prob := parseID(w, "the incident number")
+			if prob != "" {
+				return fail(prob, "the alert shows it: incident #7")
+			}
+			c.IncidentID = v
 		case pScheduleID:
 			v, prob := parseID(w, "the schedule id")
 			if prob != "" {
@@ -566,6 +605,10 @@ func missing(spec *Spec, pr param) string {
 		return spec.Path + " needs a JOB id (`jobs` lists them)"
 	case pScheduleID:
 		return spec.Path + " needs a schedule ID (`schedule list` shows them)"
+	case pDuration:
+		return spec.Path + " needs a DURATION, e.g. 2h"
+	case pIncidentID:
+		return spec.Path + " needs the INCIDENT number the alert shows"
 	case pCron:
 		return spec.Path + ` needs a "CRON" spec in quotes`
 	case pSub:
@@ -697,6 +740,15 @@ func keyList(names []string) string {
 }
 
 // serviceNames lists the configured services.
+func (p *parser) isService(w string) bool {
+	for _, s := range p.opts.Services {
+		if s.Name == w {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *parser) serviceNames() []string {
 	names := make([]string, len(p.opts.Services))
 	for i, s := range p.opts.Services {

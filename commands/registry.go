@@ -23,6 +23,8 @@ const (
 	pAtList                  // [at LIST]: the concurrencies a sweep benchmarks each point at
 	pAt                      // [at N]: the concurrency mtp tune benchmarks at
 	pRange                   // [RANGE]: a..b, the steps mtp tune searches
+	pDuration                // DURATION: 30m, 2h, 1d
+	pIncidentID              // INCIDENT: 7 or #7
 )
 
 // param is one positional argument of a Spec.
@@ -75,6 +77,10 @@ func (p param) usage() string {
 		return "[at N]"
 	case pRange:
 		return "[RANGE]"
+	case pDuration:
+		return "DURATION"
+	case pIncidentID:
+		return "INCIDENT"
 	}
 	return "?"
 }
@@ -338,12 +344,12 @@ var registry = []*Spec{
 			"CRON_TZ=Zone/Name. COMMAND is mtp steps, mtp tune, gpu recover, svc start/stop/restart, bench or sweep. " +
 			"A command that asks for confirmation (gpu recover, svc stop) asks once, here: the schedule then runs it without asking. " +
 			"Put --dry-run before CRON to preview the schedule.",
-		Role: Admin, Mutating: true,
+		Role: Admin, Mutating: true, targets: true,
 		params:   []param{{kind: pCron}, {kind: pSub}},
-		Examples: []string{`schedule add "0 3 * * *" sweep qwen steps 1..5`, `schedule add "CRON_TZ=Europe/Berlin 30 6 * * 1-5" bench`, `schedule add @daily gpu recover --no-start`},
+		Examples: []string{`schedule add "0 3 * * *" sweep qwen steps 1..5`, `schedule add "CRON_TZ=Europe/Berlin 30 6 * * 1-5" bench`, `schedule add @daily gpu recover --no-start`, `schedule add --to slack:C0OPS,matrix:!ops:example.org "0 3 * * *" bench`},
 	},
 	{
-		Path: "schedule list", Summary: "list the schedules", Role: Viewer,
+		Path: "schedule list", Summary: "list the schedules with their next runs (in each schedule's time zone)", Role: Viewer,
 		Examples: []string{"schedule list"},
 	},
 	{
@@ -357,6 +363,24 @@ var registry = []*Spec{
 	{
 		Path: "schedule resume", Summary: "resume a paused schedule", Role: Admin, Mutating: true,
 		params: []param{{kind: pScheduleID}}, Examples: []string{"schedule resume #3"},
+	},
+	{
+		Path:    "watchdog silence",
+		Summary: "keep the watchdog from alerting on a service for a while (maintenance)",
+		Details: "For DURATION (30m, 2h, 1d; at most 7d) the watchdog neither opens an alert for the service nor reminds about one. " +
+			"`watchdog silence SERVICE 1m` ends a silence early (a minute from now).",
+		Role: Operator, Mutating: true,
+		params:   []param{{kind: pService}, {kind: pDuration}},
+		Examples: []string{"watchdog silence qwen 2h", "watchdog silence 30m"},
+	},
+	{
+		Path:    "ack",
+		Summary: "acknowledge a watchdog alert: it stops reminding, and says who took it",
+		Details: "INCIDENT is the number the alert shows (`incident #7`). The alert keeps being edited as the service " +
+			"recovers or not; only its reminders stop.",
+		Role:     Operator,
+		params:   []param{{kind: pIncidentID}},
+		Examples: []string{"ack 7", "ack #7"},
 	},
 	{
 		Path: "jobs", Summary: "list queued and running jobs (all: recent ones too)", Role: Viewer,
@@ -429,6 +453,9 @@ func usageOf(s *Spec) string {
 	}
 	if flagsFirst {
 		writeFlags()
+	}
+	if s.targets {
+		b.WriteString(" [--to TARGETS]")
 	}
 	for _, p := range s.params {
 		b.WriteByte(' ')

@@ -27,6 +27,10 @@ func render(c *Command) string {
 	if flagsFirst {
 		writeFlags()
 	}
+	if c.To != "" {
+		b.WriteString(" --to ")
+		b.WriteString(c.To)
+	}
 	var num [20]byte
 	for _, p := range spec.params {
 		switch p.kind {
@@ -84,6 +88,12 @@ func render(c *Command) string {
 		case pScheduleID:
 			b.WriteByte(' ')
 			b.Write(strconv.AppendInt(num[:0], c.ScheduleID, 10))
+		case pDuration:
+			b.WriteByte(' ')
+			b.WriteString(formatDuration(c.Duration))
+		case pIncidentID:
+			b.WriteByte(' ')
+			b.Write(strconv.AppendInt(num[:0], c.IncidentID, 10))
 		case pCron:
 			b.WriteString(` "`)
 			b.WriteString(c.Cron)

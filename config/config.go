@@ -53,6 +53,11 @@ type Config struct {
 	// the adapters' HTTP deliveries.
 	HTTP HTTP `yaml:"http,omitempty"`
 	Log  Log  `yaml:"log,omitempty"`
+	// Timezone is the IANA zone of cron specs without CRON_TZ= and of
+	// `schedule list` (default UTC).
+	Timezone  string     `yaml:"timezone,omitempty"`
+	Schedules []Schedule `yaml:"schedules,omitempty"`
+	Watchdog  Watchdog   `yaml:"watchdog,omitempty"`
 
 	// Dir is the directory of the config file; relative paths are resolved against it.
 	Dir string `yaml:"-"`
@@ -123,7 +128,46 @@ type Service struct {
 	ClearMiB int `yaml:"clear_mib,omitempty"`
 	// DefaultSteps is where a sweep leaves the service; 0 = where it was.
 	DefaultSteps int `yaml:"default_steps,omitempty"`
+	// AutoRecover lets the watchdog run `gpu recover` on a restart loop or a
+	// down service by itself instead of offering it.
+	AutoRecover bool `yaml:"auto_recover,omitempty"`
 }
+
+// Schedule is a command the config runs on a cron schedule.
+type Schedule struct {
+	// Cron is a standard 5-field spec, a descriptor or @every D, optionally
+	// prefixed by CRON_TZ=Zone.
+	Cron string `yaml:"cron"`
+	// Command is a schedulable job command ("sweep qwen steps 1..5").
+	Command string `yaml:"command"`
+	// As is the auth key the runs are authorised as ("slack:U024BE7LH"): each
+	// run needs that user to hold the command's role at run time.
+	As string `yaml:"as"`
+	// To are the rooms the runs report to: "slack:C0OPS,matrix:!room:hs".
+	To string `yaml:"to"`
+	// Missed says what a run missed while no opsbot was up becomes: "run"
+	// (once, at start) or "skip" (default).
+	Missed string `yaml:"missed,omitempty"`
+}
+
+// Schedule missed-run policies.
+const (
+	MissedRun  = "run"
+	MissedSkip = "skip"
+)
+
+// Watchdog configures the watch over every service's state.
+type Watchdog struct {
+	// Interval between passes (default DefaultWatchdogInterval).
+	Interval Duration `yaml:"interval,omitempty"`
+	// To are the rooms alerts go to ("slack:C0OPS,matrix:!room:hs"); unset,
+	// the Slack channel and the first Matrix room.
+	To string `yaml:"to,omitempty"`
+}
+
+// DefaultWatchdogInterval is how often the watchdog looks when
+// watchdog.interval is unset.
+const DefaultWatchdogInterval = time.Minute
 
 // Auth maps platform user ids to roles. Keys of Users are "platform:id", e.g.
 // "slack:U024BE7LH", "matrix:@alice:example.org", "console:alice".
@@ -617,6 +661,17 @@ func (c *Config) applyDefaults() {
 	if c.Matrix != nil && c.Matrix.StaleAfter == 0 {
 		c.Matrix.StaleAfter = Duration(DefaultMatrixStaleAfter)
 	}
+	if c.Timezone == "" {
+		c.Timezone = "UTC"
+	}
+	if c.Watchdog.Interval == 0 {
+		c.Watchdog.Interval = Duration(DefaultWatchdogInterval)
+	}
+	for i := range c.Schedules {
+		if c.Schedules[i].Missed == "" {
+			c.Schedules[i].Missed = MissedSkip
+		}
+	}
 	if c.SSH.ConnectTimeout == 0 {
 		c.SSH.ConnectTimeout = Duration(10 * time.Second)
 	}
@@ -842,6 +897,7 @@ func (c *Config) Validate() error {
 			bad("matrix.encryption: end-to-end encryption is not in this build of opsbot; use a room without encryption and set encryption: false")
 		}
 	}
+	c.validateSchedules(bad)
 	if len(errs) > 0 {
 		return &Error{Problems: errs}
 	}
@@ -873,6 +929,51 @@ func LogLevel(name string) (slog.Level, error) {
 		return slog.LevelError, nil
 	}
 	return 0, fmt.Errorf("must be debug, info, warn or error, got %q", name)
+}
+
+// validateSchedules checks timezone, schedules and watchdog.
+func (c *Config) validateSchedules(bad func(string, ...any)) {
+	if _, err := time.LoadLocation(c.Timezone); err != nil || c.Timezone == "Local" {
+		bad("timezone: %q is not an IANA time zone (e.g. UTC, Europe/Berlin)", c.Timezone)
+	}
+	if c.Watchdog.Interval.D() < time.Second {
+		bad("watchdog.interval: %s is too short (at least 1s)", c.Watchdog.Interval.D())
+	}
+	if c.Watchdog.To != "" {
+		if _, err := commands.ParseTargets(c.Watchdog.To); err != nil {
+			bad("watchdog.to: %v", err)
+		}
+	}
+	opts := commands.Options{MaxSteps: c.Limits.MaxSteps, Hosts: c.HostNames(), DefaultService: c.DefaultService}
+	for _, name := range c.ServiceNames() {
+		opts.Services = append(opts.Services, commands.ServiceRef{Name: name, Host: c.Services[name].Host})
+	}
+	for i, s := range c.Schedules {
+		key := fmt.Sprintf("schedules[%d]", i)
+		if _, err := commands.ValidateCron(s.Cron); err != nil {
+			bad("%s.cron: %v", key, err)
+		}
+		if strings.TrimSpace(s.Command) == "" {
+			bad("%s.command is required (e.g. sweep qwen steps 1..5)", key)
+		} else if opts.Validate() == nil {
+			if cmd, err := commands.Parse(s.Command, opts); err != nil {
+				bad("%s.command: %v", key, err)
+			} else if !cmd.Spec.Schedulable || cmd.DryRun {
+				bad("%s.command: %s cannot run on a schedule (mtp steps, gpu recover, svc start/stop/restart, bench or sweep can)", key, cmd.Spec.Path)
+			}
+		}
+		if p, id, ok := strings.Cut(s.As, ":"); !ok || p == "" || id == "" || strings.ContainsAny(s.As, " \t\n") {
+			bad("%s.as: the user the runs are authorised as, as in auth.users (e.g. slack:U024BE7LH)", key)
+		}
+		if s.To == "" {
+			bad("%s.to is required: the rooms its runs report to (e.g. slack:C0OPS)", key)
+		} else if _, err := commands.ParseTargets(s.To); err != nil {
+			bad("%s.to: %v", key, err)
+		}
+		if s.Missed != MissedRun && s.Missed != MissedSkip {
+			bad("%s.missed: %q: want run or skip", key, s.Missed)
+		}
+	}
 }
 
 // Error lists every problem found in a config.

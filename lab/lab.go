@@ -49,6 +49,12 @@ type Options struct {
 	LoadTime, WarmUp, ReleaseLag time.Duration
 	// GPUs is the number of simulated GPUs of the node (0 = 8); the services need GPUs 0-7.
 	GPUs int
+	// Node names the Proxmox node ("" = "pve").
+	Node string
+	// Services, when 1 to 8, replaces qwen and coder with that many SGLang
+	// services splitting the node's GPUs evenly, named NODE-sI in containers
+	// NODE-ctI (VMIDs 201, 202, ...). StartFleet puts N of them on N/4 nodes.
+	Services int
 }
 
 // DefaultTimeScale makes a default model load take about 2.4 s of wall-clock time.
@@ -127,6 +133,12 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 	if opts.GPUs <= 0 {
 		opts.GPUs = 8
 	}
+	if opts.Node == "" {
+		opts.Node = "pve"
+	}
+	if opts.Services < 0 || opts.Services > opts.GPUs {
+		return nil, fmt.Errorf("start lab: %d services on %d GPUs: want 0 (qwen and coder) to %d", opts.Services, opts.GPUs, opts.GPUs)
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -178,7 +190,7 @@ func (l *Lab) boot(ctx context.Context) error {
 		w.gpus = append(w.gpus, &gpu{index: i, uuid: fmt.Sprintf("GPU-%08x-5c1e-4b7a-9d3f-%012x", 0x3f2a7c10+i*0x1111, 0xa1b2c3d40000+i), name: "NVIDIA H100 80GB HBM3", total: 81559})
 	}
 
-	pve, err := l.newHost("pve", nil)
+	pve, err := l.newHost(l.opts.Node, nil)
 	if err != nil {
 		return err
 	}
@@ -193,7 +205,7 @@ func (l *Lab) boot(ctx context.Context) error {
 	he.daemon, he.gpuFDs, he.stat = true, true, "Ssl"
 	w.unlock()
 	if err := l.seedFiles(pve, map[string]string{
-		"/etc/hostname":   "pve\n",
+		"/etc/hostname":   l.opts.Node + "\n",
 		"/etc/os-release": "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\n",
 	}); err != nil {
 		return err
@@ -208,12 +220,31 @@ func (l *Lab) boot(ctx context.Context) error {
 		qwenText = defaultUnit(l.opts.Engine)
 	}
 	// Its neighbour, coder, in LXC 130 on GPUs 4-7: another team's SGLang service.
-	for _, s := range []labService{
+	services := []labService{
 		{name: "qwen", ct: "gpu1", vmid: 129, unit: qwenUnit, text: qwenText, engine: l.opts.Engine, gpus: []int{0, 1, 2, 3},
 			model: "/models/Qwen3.5-122B-A10B", modelConfig: "{\"architectures\": [\"Qwen3_5MoeForCausalLM\"], \"model_type\": \"qwen3_5_moe\"}\n"},
 		{name: "coder", ct: "gpu2", vmid: 130, unit: "sglang-coder.service", text: coderUnit, engine: "sglang", gpus: []int{4, 5, 6, 7},
 			model: "/models/Qwen3-Coder-30B-A3B-Instruct", modelConfig: "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3_moe\"}\n"},
-	} {
+	}
+	if n := l.opts.Services; n > 0 {
+		services = nil
+		per := l.opts.GPUs / n
+		for i := 0; i < n; i++ {
+			gpus := make([]int, per)
+			dev := make([]string, per)
+			for j := range gpus {
+				gpus[j] = i*per + j
+				dev[j] = fmt.Sprint(i*per + j)
+			}
+			name := fmt.Sprintf("%s-s%d", l.opts.Node, i+1)
+			text := strings.NewReplacer("CUDA_VISIBLE_DEVICES=4,5,6,7", "CUDA_VISIBLE_DEVICES="+strings.Join(dev, ","),
+				"--tp 4", fmt.Sprintf("--tp %d", per), "--served-model-name coder", "--served-model-name "+name).Replace(coderUnit)
+			services = append(services, labService{name: name, ct: fmt.Sprintf("%s-ct%d", l.opts.Node, i+1), vmid: 201 + i,
+				unit: "sglang-" + name + ".service", text: text, engine: "sglang", gpus: gpus,
+				model: "/models/Qwen3-Coder-30B-A3B-Instruct", modelConfig: "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3_moe\"}\n"})
+		}
+	}
+	for _, s := range services {
 		if err := l.addService(pve, s); err != nil {
 			return err
 		}
@@ -286,17 +317,17 @@ func (l *Lab) addService(pve *SimHost, s labService) error {
 		return err
 	}
 
-	port, err := servicePort()
+	ln, port, err := servicePort()
 	if err != nil {
 		return fmt.Errorf("allocate a port for %s: %w", s.name, err)
 	}
 	l.services = append(l.services, ServiceInfo{Name: s.name, Unit: s.unit, Host: s.ct, URL: fmt.Sprintf("http://127.0.0.1:%d", port),
-		Engine: s.engine, ProxmoxNode: "pve", VMID: s.vmid, GPUs: append([]int(nil), s.gpus...)})
+		Engine: s.engine, ProxmoxNode: l.opts.Node, VMID: s.vmid, GPUs: append([]int(nil), s.gpus...)})
 
 	d := h.readDiskUnit(s.unit)
 	w.lock()
 	u := h.sd.load(d)
-	u.port = port
+	u.port, u.reserve = port, ln
 	if u.loadErr == nil {
 		if argv, _, err := parseExecStart(u.cfg.ExecStart[0], s.unit, s.ct, u.cfg.Environment); err == nil {
 			l.seedArgv[s.unit] = argv
@@ -304,6 +335,7 @@ func (l *Lab) addService(pve *SimHost, s labService) error {
 	}
 	if u.loadErr != nil {
 		w.unlock()
+		ln.Close()
 		return fmt.Errorf("seeded unit %s: %w", s.unit, u.loadErr)
 	}
 	err = u.start(true)
@@ -408,6 +440,10 @@ func (l *Lab) Close() error {
 			w.timers = map[*simTimer]struct{}{}
 			for _, h := range l.hosts {
 				for _, u := range h.sd.units {
+					if u.reserve != nil {
+						u.reserve.Close()
+						u.reserve = nil
+					}
 					if u.run != nil {
 						r := u.run
 						w.later(r.shutdown)
@@ -542,12 +578,13 @@ func (l *Lab) WaitReady(ctx context.Context, service string) error {
 	return fmt.Errorf("wait ready: no service %q", service)
 }
 
-// servicePort picks a free loopback port for an engine service. The engine
-// binds it only when it starts (a loading engine refuses connections, as a
-// real one does), so the port must stay free until then and across restarts:
-// it is taken below the kernel's ephemeral range, where neither outgoing
-// connections nor other programs' ":0" listeners are given ports.
-func servicePort() (int, error) {
+// servicePort picks a free loopback port for an engine service and holds it
+// (the listener) until the engine first binds it. The engine binds it only
+// when it starts (a loading engine refuses connections, as a real one
+// does), so the port must also stay free across restarts: it is taken below
+// the kernel's ephemeral range, where neither outgoing connections nor other
+// programs' ":0" listeners are given ports.
+func servicePort() (net.Listener, int, error) {
 	lo := ephemeralLow()
 	const floor = 10000
 	if lo <= floor+1000 {
@@ -559,10 +596,9 @@ func servicePort() (int, error) {
 		if err != nil {
 			continue // in use: try another
 		}
-		ln.Close()
-		return port, nil
+		return ln, port, nil
 	}
-	return 0, fmt.Errorf("no free port between %d and %d on 127.0.0.1", floor, lo)
+	return nil, 0, fmt.Errorf("no free port between %d and %d on 127.0.0.1", floor, lo)
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range (Linux's

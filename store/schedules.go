@@ -22,9 +22,32 @@ type Schedule struct {
 	CreatedAt time.Time
 	LastRunAt time.Time // zero until the first run
 	LastJobID int64     // 0 until the first run
+	// Creator is the auth key runs are authorised as ("slack:U123"); empty:
+	// Platform:CreatedBy.
+	Creator string
+	// Targets are the rooms runs report to ("slack:C1,matrix:!r:hs"); empty:
+	// Room on Platform.
+	Targets string
+	// Missed is what a firing missed while no opsbot ran becomes: "run"
+	// (once, at start) or "skip" (the default).
+	Missed string
+	// ConfigKey names the config entry the schedule came from; empty for
+	// schedules added from chat.
+	ConfigKey string
+	FiredAt   time.Time // the last firing claimed (run or skipped); zero until then
+	NextRunAt time.Time // the next firing, as the scheduler last computed it
 }
 
-const scheduleColumns = `id, spec, command, platform, room, created_by, paused, created_at, last_run_at, last_job_id`
+// Owner returns the auth key the schedule's runs are authorised as.
+func (sc Schedule) Owner() string {
+	if sc.Creator != "" {
+		return sc.Creator
+	}
+	return sc.Platform + ":" + sc.CreatedBy
+}
+
+const scheduleColumns = `id, spec, command, platform, room, created_by, paused, created_at, last_run_at, last_job_id,
+	creator, targets, missed, config_key, fired_at, next_run_at`
 
 // AddSchedule records sc and returns it with ID and CreatedAt set (a
 // non-zero CreatedAt is kept). Spec and Command are required. IDs are never
@@ -43,11 +66,19 @@ func (s *Store) AddSchedule(ctx context.Context, sc Schedule) (Schedule, error) 
 	if err := checkTime("created_at", sc.CreatedAt); err != nil {
 		return Schedule{}, fmt.Errorf("add schedule: %w", err)
 	}
+	if sc.Missed == "" {
+		sc.Missed = "skip"
+	}
+	if sc.Missed != "run" && sc.Missed != "skip" {
+		return Schedule{}, fmt.Errorf("add schedule: %w: missed is run or skip, not %q", ErrInvalid, sc.Missed)
+	}
 	sc.CreatedAt = orNow(sc.CreatedAt)
 	err := s.write1(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(context.Background(), `INSERT INTO schedules
-			(spec, command, platform, room, created_by, paused, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			sc.Spec, sc.Command, sc.Platform, sc.Room, sc.CreatedBy, sc.Paused, sc.CreatedAt.UnixNano())
+			(spec, command, platform, room, created_by, paused, created_at, creator, targets, missed, config_key)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			sc.Spec, sc.Command, sc.Platform, sc.Room, sc.CreatedBy, sc.Paused, sc.CreatedAt.UnixNano(),
+			sc.Creator, sc.Targets, sc.Missed, nullString(sc.ConfigKey))
 		if err != nil {
 			return err
 		}
@@ -170,13 +201,135 @@ func execOne(tx *wtx, query string, args ...any) error {
 func scanSchedule(sc scanner) (Schedule, error) {
 	var s Schedule
 	var created int64
-	var lastRun, lastJob sql.NullInt64
+	var lastRun, lastJob, fired, next sql.NullInt64
+	var key sql.NullString
 	if err := sc.Scan(&s.ID, &s.Spec, &s.Command, &s.Platform, &s.Room, &s.CreatedBy, &s.Paused,
-		&created, &lastRun, &lastJob); err != nil {
+		&created, &lastRun, &lastJob, &s.Creator, &s.Targets, &s.Missed, &key, &fired, &next); err != nil {
 		return Schedule{}, err
 	}
+	s.ConfigKey = key.String
+	s.FiredAt, s.NextRunAt = fromNanos(fired), fromNanos(next)
 	s.CreatedAt = time.Unix(0, created).UTC()
 	s.LastRunAt = fromNanos(lastRun)
 	s.LastJobID = lastJob.Int64
 	return s, nil
+}
+
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// SyncConfigSchedules makes the config's schedules (each with its
+// ConfigKey set) the store's: a new key is added, a known key keeps its ID,
+// firing and run history, and a config schedule whose key is no longer
+// listed is removed. Chat schedules are left alone. It returns every config
+// schedule after the sync.
+func (s *Store) SyncConfigSchedules(ctx context.Context, list []Schedule) ([]Schedule, error) {
+	keep := map[string]bool{}
+	for _, sc := range list {
+		if sc.ConfigKey == "" {
+			return nil, fmt.Errorf("sync config schedules: %w: %q has no config key", ErrInvalid, sc.Command)
+		}
+		keep[sc.ConfigKey] = true
+	}
+	all, err := s.Schedules(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sync config schedules: %w", err)
+	}
+	have := map[string]bool{}
+	for _, sc := range all {
+		if sc.ConfigKey == "" {
+			continue
+		}
+		if !keep[sc.ConfigKey] {
+			if err := s.RemoveSchedule(ctx, sc.ID); err != nil && !errors.Is(err, ErrNotFound) {
+				return nil, fmt.Errorf("sync config schedules: %w", err)
+			}
+			continue
+		}
+		have[sc.ConfigKey] = true
+	}
+	for _, sc := range list {
+		if have[sc.ConfigKey] {
+			continue
+		}
+		if _, err := s.AddSchedule(ctx, sc); err != nil {
+			// Another process on the file may have added it meanwhile.
+			if again, rerr := s.Schedules(ctx); rerr == nil && hasConfigKey(again, sc.ConfigKey) {
+				continue
+			}
+			return nil, fmt.Errorf("sync config schedules: %w", err)
+		}
+	}
+	all, err = s.Schedules(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sync config schedules: %w", err)
+	}
+	var out []Schedule
+	for _, sc := range all {
+		if sc.ConfigKey != "" {
+			out = append(out, sc)
+		}
+	}
+	return out, nil
+}
+
+// ClaimFiring claims the firing of schedule id at firing for the caller,
+// atomically across every process on the file, and notes the next firing:
+// it returns true for exactly one caller per firing (the first whose claim
+// is later than the last one claimed), false when the firing was already
+// claimed. A missing schedule gives ErrNotFound.
+func (s *Store) ClaimFiring(ctx context.Context, id int64, firing, next time.Time) (bool, error) {
+	if err := checkTime("firing", firing); err != nil || firing.IsZero() {
+		return false, fmt.Errorf("claim firing of schedule %d: %w: bad firing time", id, ErrInvalid)
+	}
+	claimed := false
+	err := s.write1(ctx, func(tx *wtx) error {
+		claimed = false
+		res, err := tx.ExecContext(context.Background(), `UPDATE schedules SET fired_at = ?, next_run_at = ?
+			WHERE id = ? AND (fired_at IS NULL OR fired_at < ?)`, firing.UnixNano(), nanosOrNull(next), id, firing.UnixNano())
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			claimed = true
+			return nil
+		}
+		var one int
+		return tx.QueryRowContext(context.Background(), `SELECT 1 FROM schedules WHERE id = ?`, id).Scan(&one)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("claim firing of schedule %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return false, fmt.Errorf("claim firing of schedule %d: %w", id, err)
+	}
+	return claimed, nil
+}
+
+// SetScheduleNext notes the next firing of schedule id, for `schedule list`.
+func (s *Store) SetScheduleNext(ctx context.Context, id int64, next time.Time) error {
+	err := s.updateSchedule(ctx, id, `UPDATE schedules SET next_run_at = ? WHERE id = ?`, nanosOrNull(next), id)
+	if err != nil {
+		return fmt.Errorf("set next run of schedule %d: %w", id, err)
+	}
+	return nil
+}
+
+func nanosOrNull(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixNano(), Valid: true}
+}
+
+func hasConfigKey(list []Schedule, key string) bool {
+	for _, sc := range list {
+		if sc.ConfigKey == key {
+			return true
+		}
+	}
+	return false
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/opsbot/opsbot/lab"
 )
 
 func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -14,6 +16,7 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	unit := fs.String("unit", "", "seed the service's unit with this `FILE`")
 	engine := fs.String("engine", "sglang", "engine of the default unit: sglang or vllm")
 	configOut := fs.String("config-out", "", "write an opsbot config that reaches the lab to `FILE`")
+	services := fs.Int("services", 0, "instead of qwen and coder, `N` SGLang services on N/4 Proxmox nodes (n1-s1 ... ), to measure how opsbot scales")
 	verbose := fs.Bool("v", false, "verbose logging to stderr")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -23,6 +26,15 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if *engine != "sglang" && *engine != "vllm" {
 		return usagef("--engine must be sglang or vllm, got %q", *engine)
+	}
+	if *services != 0 {
+		if *services < 1 || *services > 400 {
+			return usagef("--services must be 1 to 400, got %d", *services)
+		}
+		if *unit != "" || *engine != "sglang" {
+			return usagef("--services makes SGLang services with their own units: leave out --unit and --engine")
+		}
+		return runFleet(ctx, *services, *faults, *configOut, stdout, stderr, *verbose)
 	}
 	dir := ""
 	if *configOut != "" {
@@ -57,6 +69,41 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintln(stdout, l.Describe())
 	fmt.Fprintln(stdout, "lab running; Ctrl-C stops it")
+	<-ctx.Done()
+	return nil
+}
+
+// runFleet is `opsbot lab --services N`: N services on N/4 simulated nodes.
+func runFleet(ctx context.Context, n int, faults, configOut string, stdout, stderr io.Writer, verbose bool) error {
+	fl, err := lab.ParseFaults(faults)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	f, err := lab.StartFleet(ctx, n, lab.Options{Faults: fl, Logger: newLogger(stderr, verbose)})
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if configOut != "" {
+		abs, err := filepath.Abs(configOut)
+		if err != nil {
+			return err
+		}
+		path, err := f.WriteConfig(filepath.Dir(abs))
+		if err != nil {
+			return err
+		}
+		if path != abs {
+			if err := os.Rename(path, abs); err != nil {
+				return fmt.Errorf("write config: %w", err)
+			}
+		}
+		fmt.Fprintf(stdout, "config written to %s\n", abs)
+	}
+	for _, l := range f.Labs {
+		fmt.Fprintln(stdout, l.Describe())
+	}
+	fmt.Fprintf(stdout, "lab fleet of %d services on %d nodes running; Ctrl-C stops it\n", n, len(f.Labs))
 	<-ctx.Done()
 	return nil
 }

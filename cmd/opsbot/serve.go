@@ -221,6 +221,31 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 		defer wg.Done()
 		s.prune(bg, e.app.Store, cfg.Store.Retention.D())
 	}()
+	// The scheduler and the watchdog act only on the holder of their store
+	// lease: with two serve on one store, a schedule fires once and an
+	// incident alerts once.
+	sched, err := bot.NewScheduler(ctx, e.app, bot.SchedulerOptions{Logger: log,
+		Regressions: &bot.RegressionPolicy{Pct: cfg.Alerts.RegressionPct, Runs: cfg.Alerts.RegressionRuns}})
+	if err != nil {
+		stopBG()
+		wg.Wait()
+		return fmt.Errorf("start the scheduler: %w", err)
+	}
+	watchdog, err := bot.NewWatchdog(e.app, bot.WatchdogOptions{Logger: log})
+	if err != nil {
+		stopBG()
+		wg.Wait()
+		return fmt.Errorf("start the watchdog: %w", err)
+	}
+	for _, run := range []func(context.Context) error{sched.Run, watchdog.Run} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(bg); err != nil {
+				log.Error("scheduler or watchdog stopped", "err", err)
+			}
+		}()
+	}
 	log.Info("opsbot serving", "version", serve.BuildInfo(version, revision).Version, "adapters", platforms(s.adapters),
 		"http", cfg.HTTP.Listen, "lab", o.Lab)
 

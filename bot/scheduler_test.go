@@ -1,0 +1,459 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/store"
+)
+
+// schedConfig is a config whose hosts nothing dials: the tests' backends are
+// the bot's own Backend interface implemented in memory, so that the
+// scheduler's decisions can be driven by an injected clock.
+const schedConfig = `
+store: {path: %s}
+ssh: {key_file: id_ed25519, known_hosts: known_hosts}
+hosts:
+  gpu1: {addr: "127.0.0.1:2222", user: root}
+default_service: qwen
+services:
+  qwen: {host: gpu1, unit: sglang-qwen.service, url: "http://127.0.0.1:30000"}
+auth:
+  users:
+    "console:alice": admin
+    "console:olga": operator
+    "console:vic": viewer
+%s
+`
+
+// newSchedApp opens an App on the store at path (several Apps may share one)
+// with backend and a recording chat on platform "test".
+func newSchedApp(t *testing.T, path string, backend Backend, extra string) (*App, *recChat) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(schedConfig, path, extra)), t.TempDir(), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat := newRecChat()
+	app, err := NewApp(context.Background(), cfg, AppOptions{Backend: backend, Chats: map[string]Chat{"console": chat}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Close() })
+	return app, chat
+}
+
+// fakeClock is the scheduler's injected clock.
+type fakeClock struct{ t atomic.Pointer[time.Time] }
+
+func newFakeClock(t time.Time) *fakeClock {
+	c := &fakeClock{}
+	c.set(t)
+	return c
+}
+func (c *fakeClock) set(t time.Time)     { c.t.Store(&t) }
+func (c *fakeClock) now() time.Time      { return *c.t.Load() }
+func (c *fakeClock) add(d time.Duration) { c.set(c.now().Add(d)) }
+
+func countJobs(t *testing.T, st *store.Store) []store.Job {
+	t.Helper()
+	jobs, err := st.ListJobs(context.Background(), store.JobFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []store.Job
+	for _, j := range jobs {
+		if j.ScheduleID != 0 {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+func notices(c *recChat) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, m := range c.posts {
+		if m.Kind == KindNotice {
+			out = append(out, m.Text)
+		}
+	}
+	return out
+}
+
+var night = time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC) // an hour before the nightly run
+
+// TestScheduleNightlyFiresOnceAcrossTwoApps: two Apps on one store, both
+// ticking at the firing time (as two `opsbot serve` would after a lease
+// handover race): the nightly schedule runs exactly once, posts its thread
+// to the room it was added in, and records its last and next run.
+func TestScheduleNightlyFiresOnceAcrossTwoApps(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "opsbot.db")
+	var runs atomic.Int64
+	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		runs.Add(1)
+		return &ops.Result{Summary: "swept"}, nil
+	})
+	a1, chat1 := newSchedApp(t, path, backend, "")
+	a2, _ := newSchedApp(t, path, backend, "")
+	clock := newFakeClock(night)
+	ctx := context.Background()
+	r := a1.Dispatcher.Handle(ctx, Request{Platform: "console", User: "alice", Room: "ops", Text: `schedule add "0 3 * * *" sweep steps 1..3`})
+	if r.Outcome != Answered {
+		t.Fatalf("schedule add: %s %s", r.Outcome, r.Text)
+	}
+	list, _ := a1.Store.Schedules(ctx)
+	if len(list) != 1 {
+		t.Fatalf("schedules: %+v", list)
+	}
+	s1, err := NewScheduler(ctx, a1, SchedulerOptions{Now: clock.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := NewScheduler(ctx, a2, SchedulerOptions{Now: clock.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The schedule was created "now" by the real clock; fire relative to it.
+	created := list[0].CreatedAt
+	clock.set(created)
+	for _, s := range []*Scheduler{s1, s2} {
+		if err := s.Tick(ctx, clock.now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(countJobs(t, a1.Store)); n != 0 {
+		t.Fatalf("%d scheduled jobs before the firing", n)
+	}
+	sc, _ := a1.Store.Schedule(ctx, list[0].ID)
+	want := nextAt(created, 3)
+	if !sc.NextRunAt.Equal(want) {
+		t.Fatalf("next run %s, want %s", sc.NextRunAt, want)
+	}
+	clock.set(want.Add(time.Second))
+	done := make(chan error, 2)
+	for _, s := range []*Scheduler{s1, s2} {
+		go func() { done <- s.Tick(ctx, clock.now()) }()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobs := countJobs(t, a1.Store)
+	if len(jobs) != 1 {
+		t.Fatalf("%d jobs for one firing, want 1: %+v", len(jobs), jobs)
+	}
+	j := jobs[0]
+	if j.Command != "sweep qwen steps 1..3" || j.User != "console:alice" || j.Platform != "console" || j.Room != "ops" {
+		t.Fatalf("job %+v", j)
+	}
+	waitFor(t, "the scheduled job to finish", func() bool {
+		jj, _ := a1.Store.Job(ctx, j.ID)
+		jj2, _ := a2.Store.Job(ctx, j.ID)
+		return jj.Status.Final() || jj2.Status.Final()
+	})
+	if runs.Load() != 1 {
+		t.Fatalf("pipeline ran %d times", runs.Load())
+	}
+	sc, _ = a1.Store.Schedule(ctx, list[0].ID)
+	if sc.LastJobID != j.ID || sc.LastRunAt.IsZero() || !sc.NextRunAt.Equal(want.Add(24*time.Hour)) {
+		t.Fatalf("after the run: %+v", sc)
+	}
+	// The same firing ticked again (a late tick, or the other process) runs nothing.
+	for _, s := range []*Scheduler{s1, s2} {
+		if err := s.Tick(ctx, clock.now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(countJobs(t, a1.Store)); n != 1 {
+		t.Fatalf("%d jobs after re-ticking the same firing", n)
+	}
+	_ = chat1
+}
+
+// nextAt is the first hour:00 UTC after t.
+func nextAt(t time.Time, hour int) time.Time {
+	n := time.Date(t.Year(), t.Month(), t.Day(), hour, 0, 0, 0, time.UTC)
+	if !n.After(t) {
+		n = n.Add(24 * time.Hour)
+	}
+	return n
+}
+
+// TestScheduleSkipsWhileRunning: the previous run is still going at the next
+// firing, so that firing is skipped and the room is told why.
+func TestScheduleSkipsWhileRunning(t *testing.T) {
+	release := make(chan struct{})
+	var runs atomic.Int64
+	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		runs.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &ops.Result{Summary: "done"}, nil
+	})
+	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), backend, "")
+	ctx := context.Background()
+	sc, err := app.Store.AddSchedule(ctx, store.Schedule{Spec: "@every 1h", Command: "bench qwen", Platform: "console", Room: "ops",
+		CreatedBy: "olga", CreatedAt: night})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock(night)
+	s, err := NewScheduler(ctx, app, SchedulerOptions{Now: clock.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.add(time.Hour)
+	if err := s.Tick(ctx, clock.now()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first run to start", func() bool { return runs.Load() == 1 })
+	clock.add(time.Hour)
+	if err := s.Tick(ctx, clock.now()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(countJobs(t, app.Store)); n != 1 {
+		t.Fatalf("%d jobs, want 1 (the second firing skipped)", n)
+	}
+	ns := notices(chat)
+	if len(ns) != 1 || !strings.Contains(ns[0], fmt.Sprintf("schedule #%d skipped its run of 2026-12-03 04:00 UTC", sc.ID)) ||
+		!strings.Contains(ns[0], "is still running") {
+		t.Fatalf("notices: %q", ns)
+	}
+	close(release)
+	first := countJobs(t, app.Store)[0]
+	waitFor(t, "the first run to end", func() bool { j, _ := app.Store.Job(ctx, first.ID); return j.Status.Final() })
+	clock.add(time.Hour)
+	if err := s.Tick(ctx, clock.now()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(countJobs(t, app.Store)); n != 2 {
+		t.Fatalf("%d jobs after the previous run ended, want 2", n)
+	}
+}
+
+// TestScheduleMissedPolicy: firings that fell while no opsbot ran are run
+// once at start (missed: run) or skipped with a notice (missed: skip, the
+// default), config schedules with `as` and `to`.
+func TestScheduleMissedPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		missed   string
+		wantJobs int
+	}{{"run", 1}, {"skip", 0}, {"", 0}} {
+		t.Run("missed="+tc.missed, func(t *testing.T) {
+			extra := `schedules:
+  - {cron: "0 3 * * *", command: "bench qwen", as: "console:olga", to: "console:oncall"`
+			if tc.missed != "" {
+				extra += `, missed: ` + tc.missed
+			}
+			extra += "}"
+			path := filepath.Join(t.TempDir(), "opsbot.db")
+			var runs atomic.Int64
+			backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+				runs.Add(1)
+				return &ops.Result{Summary: "ok"}, nil
+			})
+			app, chat := newSchedApp(t, path, backend, extra)
+			ctx := context.Background()
+			clock := newFakeClock(night)
+			s, err := NewScheduler(ctx, app, SchedulerOptions{Now: clock.now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Down for three nights: three firings missed; at most one runs.
+			clock.add(3*24*time.Hour + 2*time.Hour)
+			if err := s.CatchUp(ctx, clock.now()); err != nil {
+				t.Fatal(err)
+			}
+			jobs := countJobs(t, app.Store)
+			if len(jobs) != tc.wantJobs {
+				t.Fatalf("%d jobs, want %d", len(jobs), tc.wantJobs)
+			}
+			if tc.wantJobs == 1 && (jobs[0].User != "console:olga" || jobs[0].Room != "oncall") {
+				t.Fatalf("job %+v: want it as console:olga in console:oncall", jobs[0])
+			}
+			ns := notices(chat)
+			if tc.wantJobs == 0 && (len(ns) != 1 || !strings.Contains(ns[0], "missed its run of 2026-12-06 03:00 UTC") || !strings.Contains(ns[0], "skipped")) {
+				t.Fatalf("notices: %q", ns)
+			}
+			// A second start (or the other process) decides nothing again.
+			s2, err := NewScheduler(ctx, app, SchedulerOptions{Now: clock.now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s2.CatchUp(ctx, clock.now()); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(countJobs(t, app.Store)); n != tc.wantJobs {
+				t.Fatalf("%d jobs after a second catch-up", n)
+			}
+		})
+	}
+}
+
+// TestScheduleRefusedWhenCreatorLostRole: the run is authorised as its
+// creator at run time; a creator who is now a viewer gets a refusal in the
+// room, and nothing runs.
+func TestScheduleRefusedWhenCreatorLostRole(t *testing.T) {
+	var runs atomic.Int64
+	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		runs.Add(1)
+		return &ops.Result{}, nil
+	})
+	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), backend, "")
+	ctx := context.Background()
+	if _, err := app.Store.AddSchedule(ctx, store.Schedule{Spec: "0 3 * * *", Command: "bench qwen", Platform: "console", Room: "ops",
+		CreatedBy: "vic", CreatedAt: night}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewScheduler(ctx, app, SchedulerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Tick(ctx, night.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	jobs := countJobs(t, app.Store)
+	if len(jobs) != 1 || jobs[0].Status != store.Refused {
+		t.Fatalf("jobs %+v, want one refused", jobs)
+	}
+	ns := notices(chat)
+	if len(ns) != 1 || !strings.Contains(ns[0], "its creator console:vic has the viewer role now") {
+		t.Fatalf("notices %q", ns)
+	}
+	if runs.Load() != 0 {
+		t.Fatal("the pipeline ran")
+	}
+}
+
+// TestSchedulerLeaseOneHolder: two Apps run their schedulers; only the
+// lease holder fires. When the holder stops (its process ends), the other
+// takes the lease over and fires the next firing once.
+func TestSchedulerLeaseOneHolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "opsbot.db")
+	var runs atomic.Int64
+	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		runs.Add(1)
+		return &ops.Result{}, nil
+	})
+	a1, _ := newSchedApp(t, path, backend, "")
+	a2, _ := newSchedApp(t, path, backend, "")
+	ctx := context.Background()
+	if _, err := a1.Store.AddSchedule(ctx, store.Schedule{Spec: "@every 1h", Command: "bench qwen", Platform: "console", Room: "ops",
+		CreatedBy: "olga", CreatedAt: night}); err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock(night)
+	ctx1, stop1 := context.WithCancel(ctx)
+	ctx2, stop2 := context.WithCancel(ctx)
+	defer stop2()
+	s1, _ := NewScheduler(ctx, a1, SchedulerOptions{Now: clock.now, Poll: 5 * time.Millisecond})
+	s2, _ := NewScheduler(ctx, a2, SchedulerOptions{Now: clock.now, Poll: 5 * time.Millisecond})
+	done1 := make(chan error, 1)
+	go func() { done1 <- s1.Run(ctx1) }()
+	waitFor(t, "a1 to hold the lease", func() bool { return leaseHeld(ctx, a1, SchedulerLease) == nil })
+	done2 := make(chan error, 1)
+	go func() { done2 <- s2.Run(ctx2) }()
+	for i := 1; i <= 3; i++ {
+		clock.add(time.Hour)
+		waitFor(t, fmt.Sprintf("firing %d and its job", i), func() bool { return ranAll(t, a1.Store, i) })
+	}
+	if leaseHeld(ctx, a2, SchedulerLease) == nil {
+		t.Fatal("both hold the scheduler lease")
+	}
+	stop1()
+	<-done1
+	waitFor(t, "a2 to take the lease over", func() bool { return leaseHeld(ctx, a2, SchedulerLease) == nil })
+	clock.add(time.Hour)
+	waitFor(t, "firing 4 on a2", func() bool { return ranAll(t, a1.Store, 4) })
+	if n := len(countJobs(t, a1.Store)); n != 4 {
+		t.Fatalf("%d jobs for 4 firings", n)
+	}
+	stop2()
+	<-done2
+}
+
+// ranAll reports whether n scheduled jobs exist and all have finished.
+func ranAll(t *testing.T, st *store.Store, n int) bool {
+	jobs := countJobs(t, st)
+	if len(jobs) != n {
+		return false
+	}
+	for _, j := range jobs {
+		if !j.Status.Final() {
+			return false
+		}
+	}
+	return true
+}
+
+// TestScheduleListAndTo: schedule add --to stores the targets and the
+// creator; schedule list shows each schedule's next run in its own zone
+// (CRON_TZ= or the config's timezone), who it runs as and where it reports.
+func TestScheduleListAndTo(t *testing.T) {
+	app, _ := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), okBackend(), "timezone: Europe/Berlin\n")
+	clock := newFakeClock(night)
+	app.Dispatcher.opts.Now = clock.now
+	ctx := context.Background()
+	for _, text := range []string{
+		`schedule add --to console:oncall,slack:C0OPS "0 3 * * *" bench`,
+		`schedule add "CRON_TZ=America/New_York 30 6 * * 1-5" bench`,
+	} {
+		if r := app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "alice", Room: "ops", Text: text}); r.Outcome != Answered {
+			t.Fatalf("%s: %s %s", text, r.Outcome, r.Text)
+		}
+	}
+	list, _ := app.Store.Schedules(ctx)
+	if len(list) != 2 || list[0].Targets != "console:oncall,slack:C0OPS" || list[0].Owner() != "console:alice" {
+		t.Fatalf("%+v", list)
+	}
+	r := app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "vic", Room: "ops", Text: "schedule list"})
+	for _, want := range []string{
+		"next 2026-12-04 03:00 CET · never run · as console:alice · to console:oncall,slack:C0OPS",
+		"next 2026-12-03 06:30 EST · never run · as console:alice · to console:ops",
+	} {
+		if !strings.Contains(r.Text, want) {
+			t.Errorf("schedule list lacks %q:\n%s", want, r.Text)
+		}
+	}
+}
+
+// TestScheduleAfterRunHook: AfterRun gets each scheduled job's final row
+// (regression checks hook in here).
+func TestScheduleAfterRunHook(t *testing.T) {
+	app, _ := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), okBackend(), "")
+	ctx := context.Background()
+	if _, err := app.Store.AddSchedule(ctx, store.Schedule{Spec: "@hourly", Command: "bench qwen", Platform: "console", Room: "ops",
+		CreatedBy: "olga", CreatedAt: night}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan store.Job, 1)
+	s, err := NewScheduler(ctx, app, SchedulerOptions{AfterRun: func(_ context.Context, j store.Job) { got <- j }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Tick(ctx, night.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case j := <-got:
+		if j.Status != store.Succeeded || j.ScheduleID == 0 {
+			t.Fatalf("AfterRun got %+v", j)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("AfterRun was not called")
+	}
+}

@@ -1,0 +1,513 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/store"
+)
+
+// WatchdogLease is the store lease whose holder runs the watchdog: of
+// several opsbot processes on one store, only that one looks and alerts.
+const WatchdogLease = "watchdog"
+
+// Incident kinds the watchdog opens.
+const (
+	IncidentLoop        = "restart_loop" // systemd restarts the unit again and again
+	IncidentDown        = "down"         // the unit is failed or stopped
+	IncidentUnhealthy   = "unhealthy"    // the unit runs but the engine's health check errs
+	IncidentUnreachable = "unreachable"  // its host did not answer
+)
+
+// DefaultRemind is how long an unacknowledged alert waits between reminders.
+const DefaultRemind = 30 * time.Minute
+
+// WatchdogOptions configure a Watchdog.
+type WatchdogOptions struct {
+	// Now is the clock (time.Now when nil); tests inject theirs and call Pass.
+	Now func() time.Time
+	// Remind is the time between reminders of an unacknowledged alert
+	// (default DefaultRemind).
+	Remind time.Duration
+	// Parallel bounds the services looked at at once (default 16).
+	Parallel int
+	Logger   *slog.Logger
+}
+
+// Watchdog looks at every configured service each watchdog.interval: its
+// systemd state, NRestarts and the engine's health, as `svc status` sees
+// them, skipping a service while a job holds it. A restart loop, a failed
+// or stopped unit, an engine whose health check errs or a host that does
+// not answer opens an incident: one alert message per target room
+// (watchdog.to), saying what was seen with the journal's diagnosis, edited
+// as the incident evolves and closed when the service serves again. The
+// alert's thread offers `gpu recover SERVICE` as a proposal anyone with the
+// operator role may confirm, or, with services.X.auto_recover, the watchdog
+// starts it itself, once per incident. Unacknowledged alerts are reminded
+// every Remind; `ack N` stops that, `watchdog silence SERVICE DURATION`
+// keeps a service quiet. Incidents live in the store, one open per service,
+// so two processes on one store alert once. Safe for concurrent use.
+type Watchdog struct {
+	app      *App
+	opts     WatchdogOptions
+	interval time.Duration
+	to       []Target
+	log      *slog.Logger
+}
+
+// NewWatchdog builds the watchdog of app from its config: watchdog.interval,
+// and watchdog.to, else the Slack channel and the first Matrix room. With
+// no room at all alerts are only logged, and NewWatchdog says so in the log.
+func NewWatchdog(app *App, o WatchdogOptions) (*Watchdog, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Remind <= 0 {
+		o.Remind = DefaultRemind
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 16
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg := app.Config
+	w := &Watchdog{app: app, opts: o, interval: cfg.Watchdog.Interval.D(), log: log}
+	if w.interval <= 0 {
+		w.interval = config.DefaultWatchdogInterval
+	}
+	switch {
+	case cfg.Watchdog.To != "":
+		w.to = parseTargets(cfg.Watchdog.To)
+		if len(w.to) == 0 {
+			return nil, fmt.Errorf("watchdog.to %q: not platform:room targets", cfg.Watchdog.To)
+		}
+	default:
+		if cfg.Slack != nil && cfg.Slack.Enabled && cfg.Slack.Channel != "" {
+			w.to = append(w.to, Target{Platform: "slack", Room: cfg.Slack.Channel})
+		}
+		if cfg.Matrix != nil && cfg.Matrix.Enabled && len(cfg.Matrix.Rooms) > 0 {
+			w.to = append(w.to, Target{Platform: "matrix", Room: cfg.Matrix.Rooms[0]})
+		}
+	}
+	if len(w.to) == 0 {
+		log.Warn("the watchdog has no room to alert: set watchdog.to (e.g. slack:C0OPS); alerts are only logged")
+	}
+	return w, nil
+}
+
+// Run passes over the services every interval while this process holds the
+// watchdog lease, until ctx ends (then it returns nil). A holder that finds
+// its lease lost stops before its next pass or alert and waits for it again.
+func (w *Watchdog) Run(ctx context.Context) error {
+	return runLeader(ctx, w.app, WatchdogLease, w.log, func(ctx context.Context, held func(context.Context) error) error {
+		t := time.NewTicker(w.interval)
+		defer t.Stop()
+		for {
+			if _, err := w.pass(ctx, w.opts.Now(), held); err != nil {
+				if errors.Is(err, errLeaseLost) || ctx.Err() != nil {
+					return err
+				}
+				w.log.Error("watchdog pass", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	})
+}
+
+// PassReport says what one pass did.
+type PassReport struct {
+	Checked int      // services looked at
+	Skipped []string // services held by a job, not looked at
+	Opened  []int64  // incidents opened
+	Closed  []int64  // incidents closed
+}
+
+// seen is one service's state in a pass.
+type seen struct {
+	service string
+	res     *ops.Result
+	err     error
+}
+
+// Pass looks at every service once, at now, and opens, edits, reminds or
+// closes incidents. It returns an error only when it could not look at all
+// (the store failed); a service it could not reach is an incident.
+func (w *Watchdog) Pass(ctx context.Context, now time.Time) (PassReport, error) {
+	return w.pass(ctx, now, nil)
+}
+
+func (w *Watchdog) pass(ctx context.Context, now time.Time, held func(context.Context) error) (PassReport, error) {
+	var rep PassReport
+	if held != nil {
+		if err := held(ctx); err != nil {
+			return rep, err
+		}
+	}
+	leases, err := w.app.Store.Leases(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("watchdog: %w", err)
+	}
+	busy := map[string]bool{}
+	for _, l := range leases {
+		if svc, ok := strings.CutPrefix(l.Key, "service:"); ok && l.ExpiresAt.After(time.Now()) {
+			busy[svc] = true
+		}
+	}
+	silenced, err := w.app.Store.Silences(ctx, now)
+	if err != nil {
+		return rep, fmt.Errorf("watchdog: %w", err)
+	}
+	open, err := w.app.Store.OpenIncidents(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("watchdog: %w", err)
+	}
+	openOf := map[string]store.Incident{}
+	for _, in := range open {
+		openOf[in.Service] = in
+	}
+	var look []string
+	for _, name := range w.app.Config.ServiceNames() {
+		if busy[name] {
+			rep.Skipped = append(rep.Skipped, name)
+			continue
+		}
+		look = append(look, name)
+	}
+	results := make([]seen, len(look))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, w.opts.Parallel)
+	for i, name := range look {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			results[i] = w.look(ctx, name)
+		}()
+	}
+	wg.Wait()
+	rep.Checked = len(look)
+	for _, s := range results {
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+		if held != nil {
+			if err := held(ctx); err != nil {
+				return rep, err
+			}
+		}
+		kind, state := classify(s)
+		if kind == IncidentDown && w.stoppedOnPurpose(ctx, s) {
+			kind = ""
+		}
+		in, isOpen := openOf[s.service]
+		switch {
+		case kind == "" && isOpen:
+			if w.close(ctx, in, state, now) {
+				rep.Closed = append(rep.Closed, in.ID)
+			}
+		case kind == "":
+		case isOpen:
+			w.evolve(ctx, in, kind, state, now, silenced[s.service])
+		case silenced[s.service].Until.After(now):
+			w.log.Info("watchdog: a silenced service is not well", "service", s.service, "kind", kind, "state", state)
+		default:
+			if id := w.open(ctx, s, kind, state, now); id != 0 {
+				rep.Opened = append(rep.Opened, id)
+			}
+		}
+	}
+	return rep, nil
+}
+
+// look runs `svc status` on one service.
+func (w *Watchdog) look(ctx context.Context, name string) seen {
+	cmd, err := w.app.Dispatcher.Parse("svc status " + name)
+	if err != nil {
+		return seen{service: name, err: err}
+	}
+	res, err := w.backend().Run(ctx, cmd, ops.Discard)
+	return seen{service: name, res: res, err: err}
+}
+
+func (w *Watchdog) backend() Backend { return w.app.Engine.opts.Backend }
+
+// classify says which incident s is ("" when the service is well) and the
+// state line that shows what was seen.
+func classify(s seen) (kind, state string) {
+	if s.err != nil || s.res == nil || s.res.Service == nil {
+		err := s.err
+		if err == nil {
+			err = errors.New("no state returned")
+		}
+		return IncidentUnreachable, fmt.Sprintf("could not read its state: %v", err)
+	}
+	st := s.res.Service
+	state = fmt.Sprintf("%s/%s, NRestarts %d, engine %s (%s on %s)", st.ActiveState, st.SubState, st.NRestarts, st.Ready, st.Unit, st.Host)
+	switch {
+	case slices.Contains(s.res.Incidents, ops.IncidentRestartLoop):
+		return IncidentLoop, state
+	case st.ActiveState == "failed" || st.ActiveState == "inactive":
+		return IncidentDown, state
+	case st.ActiveState == "active" && st.Ready == "error":
+		return IncidentUnhealthy, state
+	}
+	return "", state
+}
+
+// stoppedOnPurpose reports whether an inactive service was last stopped by
+// a `svc stop` job of the bot (not failed): that is no incident.
+func (w *Watchdog) stoppedOnPurpose(ctx context.Context, s seen) bool {
+	if s.res == nil || s.res.Service == nil || s.res.Service.ActiveState != "inactive" {
+		return false
+	}
+	jobs, err := w.app.Store.ListJobs(ctx, store.JobFilter{Service: s.service, Limit: 20})
+	if err != nil {
+		return false
+	}
+	for _, j := range jobs { // newest first: the last job that changed the service's state
+		if j.Status != store.Succeeded {
+			continue
+		}
+		cmd, err := w.app.Dispatcher.Parse(j.Command)
+		if err != nil || cmd.DryRun || !cmd.Mutates() {
+			continue
+		}
+		return cmd.Spec == spec("svc stop") || (cmd.Spec == spec("gpu recover") && cmd.NoStart)
+	}
+	return false
+}
+
+var kindWords = map[string]string{
+	IncidentLoop:        "is in a restart loop",
+	IncidentDown:        "is down",
+	IncidentUnhealthy:   "runs but its engine's health check fails",
+	IncidentUnreachable: "cannot be checked",
+}
+
+// diagnose reads the journal's diagnosis of the service, as `svc logs` gives it.
+func (w *Watchdog) diagnose(ctx context.Context, service string) string {
+	cmd, err := w.app.Dispatcher.Parse("svc logs " + service + " lines=200")
+	if err != nil {
+		return ""
+	}
+	res, err := w.backend().Run(ctx, cmd, ops.Discard)
+	if err != nil || res == nil {
+		return ""
+	}
+	for _, d := range res.Details {
+		if strings.HasPrefix(d, "known cause") {
+			return d
+		}
+	}
+	return ""
+}
+
+// open opens an incident for s, posts its alert and offers (or, with
+// auto_recover, starts) the recovery. It returns the incident's id, or 0
+// when another process opened it first or the store failed.
+func (w *Watchdog) open(ctx context.Context, s seen, kind, state string, now time.Time) int64 {
+	diag := w.diagnose(ctx, s.service)
+	body := alertBody(s.service, kind, state, diag, now)
+	in, opened, err := w.app.Store.OpenIncident(ctx, store.Incident{Service: s.service, Kind: kind, Summary: body, OpenedAt: now})
+	if err != nil {
+		w.log.Error("watchdog: open incident", "service", s.service, "err", err)
+		return 0
+	}
+	if !opened {
+		return 0
+	}
+	w.log.Warn("watchdog: incident opened", "incident", in.ID, "service", s.service, "kind", kind, "state", state)
+	for _, t := range w.to {
+		c := w.app.Engine.opts.Chats[t.Platform]
+		if c == nil {
+			w.log.Warn("watchdog: no chat for an alert room", "platform", t.Platform, "room", t.Room)
+			continue
+		}
+		ref, err := c.Post(ctx, t.Room, Message{Kind: KindStatus, Text: alertText(in, now)})
+		if err != nil {
+			w.log.Error("watchdog: post alert", "platform", t.Platform, "room", t.Room, "err", err)
+			continue
+		}
+		in.Alerts = append(in.Alerts, store.AlertRef{Platform: t.Platform, Room: ref.Room, ID: ref.ID})
+	}
+	w.recover(ctx, &in, now)
+	if err := w.app.Store.UpdateIncident(ctx, in, now); err != nil {
+		w.log.Error("watchdog: record alerts", "incident", in.ID, "err", err)
+	}
+	return in.ID
+}
+
+// recover starts `gpu recover` for a service with auto_recover, once per
+// incident, or offers it in each alert's thread.
+func (w *Watchdog) recover(ctx context.Context, in *store.Incident, now time.Time) {
+	text := "gpu recover " + in.Service
+	if w.app.Config.Services[in.Service].AutoRecover {
+		if in.RecoverJob != 0 {
+			return
+		}
+		platform, room := "", ""
+		if len(w.to) > 0 {
+			platform, room = w.to[0].Platform, w.to[0].Room
+		}
+		r := w.app.Dispatcher.runAsBot(ctx, platform, room, text,
+			fmt.Sprintf("watchdog incident #%d: services.%s.auto_recover", in.ID, in.Service))
+		note := fmt.Sprintf("auto_recover: started job #%d `%s` (`job %d` follows it)", r.JobID, text, r.JobID)
+		if r.Outcome != Queued {
+			note = fmt.Sprintf("auto_recover: `%s` was not started: %s", text, r.Text)
+		}
+		in.RecoverJob = r.JobID
+		w.replyAll(ctx, *in, note)
+		return
+	}
+	for _, a := range in.Alerts {
+		r := w.app.Dispatcher.Propose(ctx, a.Platform, a.Room, text, "")
+		m := Message{Kind: KindStep, Text: fmt.Sprintf("To recover: `%s` (stop, clear the service's GPU memory, start fresh).", text)}
+		if r.Outcome == NeedsConfirm {
+			m.Text, m.Actions = r.Text, r.Actions
+		}
+		if c := w.app.Engine.opts.Chats[a.Platform]; c != nil {
+			if _, err := c.Reply(ctx, Ref{Room: a.Room, ID: a.ID}, m); err != nil {
+				w.log.Warn("watchdog: offer recovery", "incident", in.ID, "err", err)
+			}
+		}
+	}
+}
+
+// evolve edits an open incident's alerts when what is seen changed, and
+// reminds when it is unacknowledged for Remind.
+func (w *Watchdog) evolve(ctx context.Context, in store.Incident, kind, state string, now time.Time, sil store.SilenceInfo) {
+	changed := false
+	if first, _, _ := strings.Cut(in.Summary, "\n"); in.Kind != kind || !strings.Contains(first, state) {
+		diag := w.diagnose(ctx, in.Service)
+		in.Kind, in.Summary = kind, alertBody(in.Service, kind, state, diag, now)
+		changed = true
+	}
+	remind := in.AckedBy == "" && !sil.Until.After(now) && now.Sub(lastOf(in.RemindedAt, in.OpenedAt)) >= w.opts.Remind
+	if !changed && !remind {
+		return
+	}
+	if remind {
+		in.RemindedAt = now
+		w.replyAll(ctx, in, fmt.Sprintf("reminder: %s still %s (since %s, %s). `ack %d` stops these reminders.",
+			in.Service, kindWords[kind], Stamp(in.OpenedAt), now.Sub(in.OpenedAt).Round(time.Minute), in.ID))
+	}
+	if err := w.app.Store.UpdateIncident(ctx, in, now); err != nil {
+		w.log.Error("watchdog: update incident", "incident", in.ID, "err", err)
+		return
+	}
+	if changed {
+		editAlerts(ctx, w.app.Engine.opts.Chats, in, false, w.log)
+	}
+}
+
+func lastOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// close closes an incident whose service is well again and edits its alerts.
+func (w *Watchdog) close(ctx context.Context, in store.Incident, state string, now time.Time) bool {
+	summary := fmt.Sprintf("%s serves again: %s. Seen well at %s, %s after the alert.", in.Service, state, Stamp(now),
+		now.Sub(in.OpenedAt).Round(time.Second))
+	_, rest, _ := strings.Cut(in.Summary, "\n")
+	in.Summary = summary + "\nwas: " + strings.ReplaceAll(rest, "\n", "\nwas: ")
+	if err := w.app.Store.CloseIncident(ctx, in.ID, in.Summary, now); err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			w.log.Error("watchdog: close incident", "incident", in.ID, "err", err)
+		}
+		return false
+	}
+	in.ClosedAt = now
+	w.log.Info("watchdog: incident closed", "incident", in.ID, "service", in.Service)
+	editAlerts(ctx, w.app.Engine.opts.Chats, in, true, w.log)
+	return true
+}
+
+// replyAll posts text in the thread of each of the incident's alerts.
+func (w *Watchdog) replyAll(ctx context.Context, in store.Incident, text string) {
+	for _, a := range in.Alerts {
+		c := w.app.Engine.opts.Chats[a.Platform]
+		if c == nil {
+			continue
+		}
+		if _, err := c.Reply(ctx, Ref{Room: a.Room, ID: a.ID}, Message{Kind: KindStep, Text: text}); err != nil {
+			w.log.Warn("watchdog: reply to alert", "incident", in.ID, "err", err)
+		}
+	}
+}
+
+// alertBody is what an alert says about the service: the state line first
+// (what was seen), then the diagnosis and the commands that help.
+func alertBody(service, kind, state, diag string, now time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s: %s (seen %s)\n", service, kindWords[kind], state, Stamp(now))
+	if diag != "" {
+		fmt.Fprintf(&b, "diagnosis: %s\n", diag)
+	}
+	switch kind {
+	case IncidentUnreachable:
+		fmt.Fprintf(&b, "now: unknown: opsbot cannot reach its host\nnext: `svc status %s` once the host answers", service)
+	default:
+		fmt.Fprintf(&b, "now: %s does not serve\nnext: `gpu recover %s` (offered in the thread); `svc logs %s` shows why", service, service, service)
+	}
+	return b.String()
+}
+
+// alertText renders an incident's alert message from the store.
+func alertText(in store.Incident, _ time.Time) string {
+	var b strings.Builder
+	if in.Open() {
+		fmt.Fprintf(&b, "🔴 incident #%d: ", in.ID)
+	} else {
+		fmt.Fprintf(&b, "✅ incident #%d closed: ", in.ID)
+	}
+	b.WriteString(in.Summary)
+	if in.AckedBy != "" {
+		fmt.Fprintf(&b, "\nacknowledged by %s at %s", in.AckedBy, Stamp(in.AckedAt))
+	} else if in.Open() {
+		fmt.Fprintf(&b, "\n`ack %d` takes it (stops the reminders); `watchdog silence %s 2h` for maintenance", in.ID, in.Service)
+	}
+	return b.String()
+}
+
+// editAlerts edits every alert message of in to show it as it is now.
+func editAlerts(ctx context.Context, chats map[string]Chat, in store.Incident, final bool, log *slog.Logger) {
+	for _, a := range in.Alerts {
+		c := chats[a.Platform]
+		if c == nil {
+			continue
+		}
+		if err := c.Edit(ctx, Ref{Room: a.Room, ID: a.ID}, Message{Kind: KindStatus, Text: alertText(in, time.Time{}), Final: final}); err != nil {
+			log.Warn("edit alert", "incident", in.ID, "platform", a.Platform, "err", err)
+		}
+	}
+}
+
+// runAsBot starts a job command the bot itself decided to run (the
+// watchdog's auto_recover): without a user's confirmation, as user
+// "opsbot", its thread in room; decision is the audit's reason.
+func (d *Dispatcher) runAsBot(ctx context.Context, platform, room, text, decision string) Reply {
+	cmd, err := commands.Parse(text, d.opts.Commands)
+	if err != nil {
+		return Reply{Outcome: Invalid, Text: err.Error(), Err: err}
+	}
+	return d.start(ctx, Request{Platform: platform, User: "opsbot", UserName: "opsbot (watchdog)", Room: room, Text: text, Confirmed: true}, cmd, decision)
+}

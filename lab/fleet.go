@@ -1,0 +1,124 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Fleet is N simulated services on N/4 Proxmox nodes (the last one may
+// have fewer), each node a Lab of its own named n1, n2, ... with four
+// services of two GPUs each, all reachable with one client key. It is for
+// measuring how opsbot's cost grows with the number of services.
+type Fleet struct {
+	Labs []*Lab
+	dir  string
+}
+
+// PerNode is how many services StartFleet puts on one node.
+const PerNode = 4
+
+// StartFleet starts n services (1 to 400) on ceil(n/4) nodes with opts
+// (Services, Node and Dir are set per node; Faults apply to all). Close
+// stops them all.
+func StartFleet(ctx context.Context, n int, opts Options) (*Fleet, error) {
+	if n < 1 || n > 400 {
+		return nil, fmt.Errorf("start fleet: %d services: want 1 to 400", n)
+	}
+	dir, err := os.MkdirTemp("", "opsbot-fleet-")
+	if err != nil {
+		return nil, fmt.Errorf("start fleet: %w", err)
+	}
+	f := &Fleet{dir: dir}
+	for i := 0; n > 0; i++ {
+		o := opts
+		o.Node = fmt.Sprintf("n%d", i+1)
+		o.Services = min(PerNode, n)
+		o.Dir = dir // one client key for every node; host names do not collide
+		n -= o.Services
+		l, err := Start(ctx, o)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("start fleet node %s: %w", o.Node, err)
+		}
+		f.Labs = append(f.Labs, l)
+	}
+	return f, nil
+}
+
+// Topology joins the nodes' topologies.
+func (f *Fleet) Topology() Topology {
+	var t Topology
+	for _, l := range f.Labs {
+		lt := l.Topology()
+		t.ClientKeyPEM = lt.ClientKeyPEM
+		t.Hosts = append(t.Hosts, lt.Hosts...)
+		t.KnownHosts = append(t.KnownHosts, lt.KnownHosts...)
+		t.Services = append(t.Services, lt.Services...)
+	}
+	return t
+}
+
+// WaitReady waits until every service of the fleet serves.
+func (f *Fleet) WaitReady(ctx context.Context) error {
+	for _, l := range f.Labs {
+		for _, s := range l.services {
+			if err := l.WaitReady(ctx, s.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// WriteConfig writes an opsbot config that reaches every service of the
+// fleet into dir, as Lab.WriteConfig does for one node, and returns its path.
+func (f *Fleet) WriteConfig(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("write fleet config: %w", err)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return "", fmt.Errorf("write fleet config: %w", err)
+	}
+	t := f.Topology()
+	keyPath, khPath := filepath.Join(abs, "id_ed25519"), filepath.Join(abs, "known_hosts")
+	if err := os.WriteFile(keyPath, t.ClientKeyPEM, 0o600); err != nil {
+		return "", fmt.Errorf("write fleet key: %w", err)
+	}
+	if err := os.WriteFile(khPath, t.KnownHosts, 0o600); err != nil {
+		return "", fmt.Errorf("write fleet known_hosts: %w", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "store: {path: %s}\n", yamlQuote(filepath.Join(abs, "opsbot.db")))
+	fmt.Fprintf(&b, "ssh: {key_file: %s, known_hosts: %s}\n", yamlQuote(keyPath), yamlQuote(khPath))
+	b.WriteString("hosts:\n")
+	for _, h := range t.Hosts {
+		fmt.Fprintf(&b, "  %s: {addr: %q, user: %s}\n", h.Name, h.Addr, h.User)
+	}
+	b.WriteString("services:\n")
+	for _, s := range t.Services {
+		gp := make([]string, len(s.GPUs))
+		for i, g := range s.GPUs {
+			gp[i] = fmt.Sprint(g)
+		}
+		fmt.Fprintf(&b, "  %s: {host: %s, unit: %s, url: %q, engine: %s, proxmox: {node: %s, vmid: %d}, gpus: [%s]}\n",
+			s.Name, s.Host, s.Unit, s.URL, s.Engine, s.ProxmoxNode, s.VMID, strings.Join(gp, ","))
+	}
+	b.WriteString("auth: {default_role: admin}   # the lab is a sandbox\n")
+	p := filepath.Join(abs, "opsbot.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		return "", fmt.Errorf("write fleet config: %w", err)
+	}
+	return p, nil
+}
+
+// Close stops every node and removes the fleet's directory.
+func (f *Fleet) Close() error {
+	for _, l := range f.Labs {
+		l.Close()
+	}
+	return os.RemoveAll(f.dir)
+}
