@@ -25,7 +25,8 @@ type SchedulerOptions struct {
 	// Tick and CatchUp directly.
 	Now func() time.Time
 	// AfterRun, when set, is called with the final row of every job a
-	// schedule started, once it has finished (regression checks hook here).
+	// schedule started, once it has finished and its regression check (when
+	// Regressions is set) has posted what it found.
 	AfterRun func(ctx context.Context, job store.Job)
 	// Regressions, when set, checks every scheduled job's benchmarks once it
 	// finished (CheckRegression) and posts an alert to the schedule's rooms
@@ -356,17 +357,16 @@ func (s *Scheduler) fire(ctx context.Context, sc store.Schedule, firing, now tim
 				to[0].Platform, to[0].Room))
 		}
 	}
-	if s.opts.Regressions != nil {
+	if s.opts.Regressions != nil || s.opts.AfterRun != nil {
 		id := r.JobID
 		go func() {
 			bg := context.WithoutCancel(ctx)
-			s.checkRegression(bg, sc, id)
-		}()
-	}
-	if s.opts.AfterRun != nil {
-		id := r.JobID
-		go func() {
-			bg := context.WithoutCancel(ctx)
+			if s.opts.Regressions != nil {
+				s.checkRegression(bg, sc, id)
+			}
+			if s.opts.AfterRun == nil {
+				return
+			}
 			j, err := s.app.Engine.Wait(bg, id)
 			if err != nil {
 				s.log.Warn("wait for a scheduled job", "job", id, "err", err)

@@ -457,3 +457,65 @@ func TestScheduleAfterRunHook(t *testing.T) {
 		t.Fatal("AfterRun was not called")
 	}
 }
+
+// A scheduled benchmark more than alerts.regression_pct below the median of
+// its comparable runs posts one alert, with both figures, to the schedule's
+// room; runs within the threshold post none.
+func TestScheduledRunRegressionAlert(t *testing.T) {
+	var tokS atomic.Int64
+	tokS.Store(300)
+	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		return &ops.Result{Summary: "benchmarked", Spec: &ops.Spec{Engine: "sglang", Steps: 3, TopK: 1, DraftTokens: 4},
+			Bench: &ops.BenchResult{OutputTokS: float64(tokS.Load()), RequestsOK: 16, Concurrency: 4,
+				Settings: map[string]any{"prompts": 16, "concurrency": 4, "input_len": 256, "output_len": 128}}}, nil
+	})
+	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), backend, "")
+	ctx := context.Background()
+	if _, err := app.Store.AddSchedule(ctx, store.Schedule{Spec: "@hourly", Command: "bench qwen", Platform: "console", Room: "ops",
+		CreatedBy: "olga", CreatedAt: night}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int64, 1)
+	s, err := NewScheduler(ctx, app, SchedulerOptions{Regressions: &RegressionPolicy{Pct: 10, Runs: 7},
+		AfterRun: func(_ context.Context, j store.Job) { done <- j.ID }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := func() []string {
+		chat.mu.Lock()
+		defer chat.mu.Unlock()
+		var out []string
+		for _, m := range chat.posts {
+			if strings.Contains(m.Text, "regress") {
+				out = append(out, m.Text)
+			}
+		}
+		return out
+	}
+	// fire runs the schedule's next firing and returns once its job ended
+	// and its regression check posted what it found (AfterRun comes after).
+	fire := func(hour int) {
+		t.Helper()
+		if err := s.Tick(ctx, night.Add(time.Duration(hour)*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the scheduled job did not finish")
+		}
+	}
+	for h, v := range []int64{300, 310, 290, 295} { // a baseline, within noise
+		tokS.Store(v)
+		fire(h + 1)
+	}
+	if a := alerts(); len(a) != 0 {
+		t.Fatalf("alerts for runs within the threshold: %q", a)
+	}
+	tokS.Store(200) // a third slower than the median of 297.5
+	fire(5)
+	a := alerts()
+	if len(a) != 1 || !strings.Contains(a[0], "200") || !strings.Contains(a[0], "297.5") {
+		t.Fatalf("alerts %q: want one naming 200 tok/s against the median 297.5", a)
+	}
+}

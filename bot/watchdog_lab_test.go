@@ -1,7 +1,9 @@
 package bot
 
 import (
+	"bytes"
 	"context"
+	"image/png"
 	"os"
 	"regexp"
 	"strings"
@@ -273,13 +275,28 @@ func TestScheduledSweepOnLabFiresOnce(t *testing.T) {
 		t.Fatalf("status never finalised: %+v", edits)
 	}
 	var result string
+	var chart *Image
 	for _, r := range replies {
 		if r.Kind == KindResult {
 			result = r.Text
 		}
+		if r.Image != nil {
+			chart = r.Image
+		}
 	}
 	if !strings.Contains(result, "steps") {
 		t.Fatalf("no sweep report in the thread: %q", result)
+	}
+	// The report's chart: a PNG that decodes, of a readable size.
+	if chart == nil {
+		t.Fatalf("the sweep report posted no chart")
+	}
+	img, err := png.Decode(bytes.NewReader(chart.PNG))
+	if err != nil {
+		t.Fatalf("chart %s is not a PNG: %v", chart.Name, err)
+	}
+	if b := img.Bounds(); b.Dx() < 400 || b.Dy() < 300 {
+		t.Errorf("chart %s is %dx%d, too small to read", chart.Name, b.Dx(), b.Dy())
 	}
 	sc, _ := app.Store.Schedules(ctx)
 	if len(sc) != 1 || sc[0].LastJobID != j.ID || !sc[0].NextRunAt.Equal(night.Add(25*time.Hour)) {
