@@ -1,0 +1,449 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slacktest"
+
+	slackad "github.com/opsbot/opsbot/bot/slack"
+)
+
+const (
+	e2eSigningSecret = "e2e-signing-secret-0123456789abcdef"
+	e2eChannel       = "C0OPS"
+	e2eOperator      = "U0OLGA"
+)
+
+// slackServer is slack-go's slacktest server, a real HTTP server speaking
+// the Web API on loopback, with what opsbot calls and slacktest lacks or
+// does not record added through a Binder (slacktest registers its
+// built-ins after the Binders and ignores a pattern registered twice):
+// chat.postMessage answering a unique "sec.micros" ts (slacktest's own
+// answers whole seconds) and recording the message, chat.update,
+// chat.postEphemeral, reactions.add, auth.test, usergroups.list, the
+// two-step file upload (its upload URL on this same server: slack-go sends
+// the token only to the API URL's host), and /response/ standing for the
+// response_urls Slack hands out. Every call is counted by method. No Slack
+// workspace can be reached from tests, so this stands in for Slack.
+type slackServer struct {
+	srv *slacktest.Server
+
+	mu        sync.Mutex
+	seq       int64
+	msgs      []slackMsg            // chat.postMessage, in order
+	edits     map[string][]slackMsg // chat.update, by ts
+	reactions map[string][]string   // reactions.add, names by ts
+	uploads   map[string][]byte     // upload URL bodies, by file id
+	files     []slackMsg            // completed uploads: Thread, Text (the title)
+	calls     map[string]int
+}
+
+type slackMsg struct {
+	Channel, TS, Thread, Text string
+	Blocks                    json.RawMessage
+}
+
+func newSlackServer(t *testing.T) *slackServer {
+	t.Helper()
+	f := &slackServer{edits: map[string][]slackMsg{}, reactions: map[string][]string{}, uploads: map[string][]byte{}, calls: map[string]int{}}
+	ok := func(w http.ResponseWriter, fields map[string]any) {
+		out := map[string]any{"ok": true}
+		for k, v := range fields {
+			out[k] = v
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	}
+	fail := func(w http.ResponseWriter, code string) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": code})
+	}
+	msgOf := func(r *http.Request) slackMsg {
+		return slackMsg{Channel: r.PostForm.Get("channel"), TS: r.PostForm.Get("ts"), Thread: r.PostForm.Get("thread_ts"),
+			Text: r.PostForm.Get("text"), Blocks: json.RawMessage(r.PostForm.Get("blocks"))}
+	}
+	handlers := map[string]func(http.ResponseWriter, *http.Request){
+		"auth.test": func(w http.ResponseWriter, _ *http.Request) {
+			ok(w, map[string]any{"user_id": "U0BOT", "bot_id": "B0BOT", "team_id": "T0TEAM", "user": "opsbot"})
+		},
+		"usergroups.list": func(w http.ResponseWriter, _ *http.Request) { ok(w, map[string]any{"usergroups": []any{}}) },
+		"chat.postMessage": func(w http.ResponseWriter, r *http.Request) {
+			m := msgOf(r)
+			f.mu.Lock()
+			m.TS = f.tsLocked()
+			f.msgs = append(f.msgs, m)
+			f.mu.Unlock()
+			ok(w, map[string]any{"channel": m.Channel, "ts": m.TS})
+		},
+		"chat.update": func(w http.ResponseWriter, r *http.Request) {
+			m := msgOf(r)
+			f.mu.Lock()
+			known := false
+			for _, p := range f.msgs {
+				known = known || (p.TS == m.TS && p.Channel == m.Channel)
+			}
+			if known {
+				f.edits[m.TS] = append(f.edits[m.TS], m)
+			}
+			f.mu.Unlock()
+			if !known {
+				fail(w, "message_not_found")
+				return
+			}
+			ok(w, map[string]any{"channel": m.Channel, "ts": m.TS, "text": m.Text})
+		},
+		"chat.postEphemeral": func(w http.ResponseWriter, _ *http.Request) {
+			f.mu.Lock()
+			ts := f.tsLocked()
+			f.mu.Unlock()
+			ok(w, map[string]any{"message_ts": ts})
+		},
+		"reactions.add": func(w http.ResponseWriter, r *http.Request) {
+			f.mu.Lock()
+			ts := r.PostForm.Get("timestamp")
+			f.reactions[ts] = append(f.reactions[ts], r.PostForm.Get("name"))
+			f.mu.Unlock()
+			ok(w, nil)
+		},
+		"files.getUploadURLExternal": func(w http.ResponseWriter, _ *http.Request) {
+			f.mu.Lock()
+			f.seq++
+			id := "F" + strconv.FormatInt(f.seq, 10)
+			f.mu.Unlock()
+			ok(w, map[string]any{"upload_url": f.srv.GetAPIURL() + "upload/" + id, "file_id": id})
+		},
+		"upload": func(w http.ResponseWriter, r *http.Request) {
+			file, _, err := r.FormFile("file")
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			b, _ := io.ReadAll(file)
+			f.mu.Lock()
+			f.uploads[strings.TrimPrefix(r.URL.Path, "/upload/")] = b
+			f.mu.Unlock()
+			_, _ = io.WriteString(w, "OK - "+strconv.Itoa(len(b)))
+		},
+		"files.completeUploadExternal": func(w http.ResponseWriter, r *http.Request) {
+			var files []struct{ ID, Title string }
+			if err := json.Unmarshal([]byte(r.PostForm.Get("files")), &files); err != nil {
+				fail(w, "invalid_arguments")
+				return
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			for _, file := range files {
+				if _, known := f.uploads[file.ID]; !known {
+					fail(w, "file_not_found")
+					return
+				}
+				f.files = append(f.files, slackMsg{Channel: r.PostForm.Get("channel_id"), Thread: r.PostForm.Get("thread_ts"), Text: file.Title})
+			}
+			ok(w, map[string]any{"files": files})
+		},
+		"response": func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") },
+	}
+	bind := func(c slacktest.Customize) {
+		for method, h := range handlers {
+			pattern := "/" + method
+			if method == "upload" || method == "response" {
+				pattern += "/"
+			}
+			c.Handle(pattern, func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+					if err := r.ParseForm(); err != nil {
+						http.Error(w, err.Error(), http.StatusBadRequest)
+						return
+					}
+				}
+				f.mu.Lock()
+				f.calls[method]++
+				f.mu.Unlock()
+				h(w, r)
+			})
+		}
+	}
+	f.srv = slacktest.NewTestServer(bind)
+	f.srv.Start()
+	t.Cleanup(f.srv.Stop)
+	return f
+}
+
+// tsLocked hands out unique, increasing message timestamps.
+func (f *slackServer) tsLocked() string {
+	now := time.Now()
+	f.seq++
+	return fmt.Sprintf("%d.%06d", now.Unix(), (int64(now.Nanosecond()/1000)+f.seq)%1000000)
+}
+
+// slackJob is what Slack shows of one job: its root message, the root's
+// edits, the messages of its thread, the files shared into it and the
+// reactions on the root.
+type slackJob struct {
+	root      slackMsg
+	edits     []slackMsg
+	thread    []slackMsg
+	files     []string
+	reactions []string
+	calls     int
+}
+
+// job reads back the first root message in channel and what hangs off it.
+func (f *slackServer) job(channel string) (slackJob, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var j slackJob
+	found := false
+	for _, m := range f.msgs {
+		if !found && m.Channel == channel && m.Thread == "" {
+			j.root, found = m, true
+		}
+	}
+	if !found {
+		return j, false
+	}
+	j.edits = append(j.edits, f.edits[j.root.TS]...)
+	for _, m := range f.msgs {
+		if m.Thread == j.root.TS {
+			j.thread = append(j.thread, m)
+		}
+	}
+	for _, m := range f.files {
+		if m.Thread == j.root.TS {
+			j.files = append(j.files, m.Text)
+		}
+	}
+	j.reactions = append(j.reactions, f.reactions[j.root.TS]...)
+	for _, n := range f.calls {
+		j.calls += n
+	}
+	return j, true
+}
+
+// roots counts the messages in channel that are not in a thread.
+func (f *slackServer) roots(channel string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, m := range f.msgs {
+		if m.Channel == channel && m.Thread == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// last is the text the root shows now: its last edit, or itself.
+func (j slackJob) last(t *testing.T) string {
+	if len(j.edits) > 0 {
+		return slackText(t, j.edits[len(j.edits)-1])
+	}
+	return slackText(t, j.root)
+}
+
+// slackText is the text of a message's blocks (its text when it has none).
+func slackText(t *testing.T, m slackMsg) string {
+	t.Helper()
+	if len(m.Blocks) == 0 {
+		return m.Text
+	}
+	var bs slack.Blocks
+	if err := json.Unmarshal(m.Blocks, &bs); err != nil {
+		t.Fatalf("blocks %s: %v", m.Blocks, err)
+	}
+	var parts []string
+	for _, b := range bs.BlockSet {
+		switch b := b.(type) {
+		case *slack.SectionBlock:
+			if b.Text != nil {
+				parts = append(parts, b.Text.Text)
+			}
+			for _, f := range b.Fields {
+				parts = append(parts, f.Text)
+			}
+		case *slack.HeaderBlock:
+			parts = append(parts, b.Text.Text)
+		case *slack.ContextBlock:
+			for _, e := range b.ContextElements.Elements {
+				if o, ok := e.(*slack.TextBlockObject); ok {
+					parts = append(parts, o.Text)
+				}
+			}
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// startSlackServe runs `opsbot serve --config FILE --lab [extra...]` with a
+// config of store, http, auth and a slack section in HTTP mode against
+// api, and waits until /readyz answers 200 (Slack connected). It returns
+// the process and its HTTP base URL.
+func startSlackServe(t *testing.T, api *slackServer, more string, extra ...string) (*opsbotProc, string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := writeFile(t, filepath.Join(dir, "opsbot.yaml"), `store: {path: opsbot.db}
+http: {listen: "127.0.0.1:0"}
+auth:
+  default_role: none
+  users: {"slack:`+e2eOperator+`": operator}
+slack:
+  enabled: true
+  mode: http
+  bot_token: xoxb-e2e-token
+  signing_secret: "${OPSBOT_E2E_SIGNING}"
+  api_url: `+api.srv.GetAPIURL()+`
+  channel: `+e2eChannel+`
+  channels: [`+e2eChannel+`]
+`+more)
+	p := startServe(t, "", []string{"OPSBOT_E2E_SIGNING=" + e2eSigningSecret}, append([]string{"serve", "--config", cfg, "--lab"}, extra...)...)
+	base := serveURL(t, p)
+	pollServe(t, p, time.Minute, "/readyz 200 with Slack connected", func() bool { code, _ := httpGet(t, base+"/readyz"); return code == 200 })
+	return p, base
+}
+
+// slackDelivery is one HTTP delivery to POST /slack/events, as Slack signs it.
+type slackDelivery struct{ body, ts, sig string }
+
+// signedSlash is the slash command `command text` by the operator in the
+// channel, signed with secret at the given time.
+func signedSlash(secret string, at time.Time, command, text string) slackDelivery {
+	body := url.Values{"command": {command}, "text": {text}, "user_id": {e2eOperator}, "user_name": {"olga"},
+		"channel_id": {e2eChannel}, "team_id": {"T0TEAM"}, "trigger_id": {strconv.FormatInt(time.Now().UnixNano(), 10)},
+		"response_url": {"http://127.0.0.1:1/response/unused"}}.Encode()
+	ts := strconv.FormatInt(at.Unix(), 10)
+	return slackDelivery{body: body, ts: ts, sig: slackad.Sign(secret, ts, []byte(body))}
+}
+
+// post sends d to serve's /slack/events and returns the answer's status and body.
+func (d slackDelivery) post(t *testing.T, base string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+slackad.EventsPath, strings.NewReader(d.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Slack-Request-Timestamp", d.ts)
+	req.Header.Set("X-Slack-Signature", d.sig)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestServeSlackMtpSteps: `opsbot serve --lab` with Slack in HTTP mode, as
+// a process of its own: /readyz is 200 once auth.test answered; a slash
+// command signed with another secret, or 10 minutes ago, is answered 401;
+// a signed `/mtp steps 10` is acked with the job's id and runs the lab job,
+// and the same delivery replayed is answered 409 and runs nothing;
+// Slack then holds one root message in the channel, edited in place
+// (running, then succeeded with tok/s), the steps in its thread, the result
+// block (tok/s, acceptance) and the ✅ reaction; SIGTERM then exits 0.
+func TestServeSlackMtpSteps(t *testing.T) {
+	api := newSlackServer(t)
+	p, base := startSlackServe(t, api, "")
+
+	if code, body := signedSlash("not-the-secret", time.Now(), "/mtp", "steps 10").post(t, base); code != http.StatusUnauthorized {
+		t.Fatalf("a badly signed slash command: %d %s, want 401", code, body)
+	}
+	if code, body := signedSlash(e2eSigningSecret, time.Now().Add(-10*time.Minute), "/mtp", "steps 10").post(t, base); code != http.StatusUnauthorized {
+		t.Fatalf("a slash command signed 10 minutes ago: %d %s, want 401", code, body)
+	}
+	d := signedSlash(e2eSigningSecret, time.Now(), "/mtp", "steps 10")
+	t0 := time.Now()
+	code, body := d.post(t, base)
+	ackTook := time.Since(t0)
+	var ack slack.WebhookMessage
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &ack) != nil || !strings.Contains(ack.Text, "#1 queued: `mtp steps 10") {
+		t.Fatalf("signed /mtp steps 10: %d %s; want 200 and the job's id", code, body)
+	}
+	if ack.ResponseType != "ephemeral" {
+		t.Errorf("ack response_type %q, want ephemeral", ack.ResponseType)
+	}
+	if code, body := d.post(t, base); code != http.StatusConflict {
+		t.Errorf("the same delivery replayed: %d %s, want 409", code, body)
+	}
+
+	var j slackJob
+	pollServe(t, p, 2*time.Minute, "the job's final status, result and reaction in Slack", func() bool {
+		var ok bool
+		j, ok = api.job(e2eChannel)
+		if !ok || len(j.reactions) == 0 {
+			return false
+		}
+		for _, m := range j.thread {
+			if strings.Contains(slackText(t, m), "Result of #1") {
+				return strings.Contains(j.last(t), "succeeded")
+			}
+		}
+		return false
+	})
+	took := time.Since(t0)
+	if s := slackText(t, j.root); !strings.Contains(s, "#1 `mtp steps 10") || !strings.Contains(s, "queued") {
+		t.Errorf("root message: %q; want job #1 queued", s)
+	}
+	if n := api.roots(e2eChannel); n != 1 {
+		t.Errorf("%d root messages in the channel, want 1: a refused or replayed delivery started a job", n)
+	}
+	running := 0
+	for _, e := range j.edits {
+		if strings.Contains(slackText(t, e), "running") {
+			running++
+		}
+	}
+	if running == 0 {
+		t.Errorf("none of the root's %d edits shows the job running", len(j.edits))
+	}
+	if final := j.last(t); !strings.HasPrefix(final, "✅ #1 `mtp steps 10") || !strings.Contains(final, "tok/s") {
+		t.Errorf("final status: %q; want ✅, succeeded, with tok/s", final)
+	}
+	var thread, result strings.Builder
+	for _, m := range j.thread {
+		s := slackText(t, m)
+		thread.WriteString(s + "\n")
+		if strings.Contains(s, "Result of #1") {
+			result.WriteString(s)
+		}
+	}
+	for _, want := range []string{"stop", "write unit", "start", "ready", "bench"} {
+		if !strings.Contains(thread.String(), want) {
+			t.Errorf("the thread has no %q step:\n%s", want, thread.String())
+		}
+	}
+	for _, want := range []string{"tok/s", "accept"} {
+		if !strings.Contains(result.String(), want) {
+			t.Errorf("the result block lacks %q:\n%s", want, result.String())
+		}
+	}
+	if len(j.reactions) != 1 || j.reactions[0] != "white_check_mark" {
+		t.Errorf("reactions on the root: %v; want [white_check_mark]", j.reactions)
+	}
+	t.Logf("ack %s; job shown done in Slack %s after the command; %d Slack calls (%d edits, %d thread messages, %d files)",
+		ackTook.Round(time.Millisecond), took.Round(time.Millisecond), j.calls, len(j.edits), len(j.thread), len(j.files))
+	if testing.Verbose() {
+		for _, m := range append([]slackMsg{j.root}, append(j.edits, j.thread...)...) {
+			t.Logf("%s thread=%s\n%s", m.TS, m.Thread, slackText(t, m))
+		}
+	}
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("serve after SIGTERM: exit %d\n%s", code, p.out.String())
+	}
+}
