@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -286,28 +287,42 @@ func slackText(t *testing.T, m slackMsg) string {
 	return strings.Join(parts, "\n")
 }
 
-// startSlackServe runs `opsbot serve --config FILE --lab [extra...]` with a
-// config of store, http, auth and a slack section in HTTP mode against
-// api, and waits until /readyz answers 200 (Slack connected). It returns
-// the process and its HTTP base URL.
-func startSlackServe(t *testing.T, api *slackServer, more string, extra ...string) (*opsbotProc, string) {
-	t.Helper()
-	dir := t.TempDir()
-	cfg := writeFile(t, filepath.Join(dir, "opsbot.yaml"), `store: {path: opsbot.db}
-http: {listen: "127.0.0.1:0"}
-auth:
-  default_role: none
-  users: {"slack:`+e2eOperator+`": operator}
-slack:
+// slackSection is the config's slack section in HTTP mode against api;
+// the signing secret comes from OPSBOT_E2E_SIGNING (slackEnv).
+func slackSection(api *slackServer) string {
+	return `slack:
   enabled: true
   mode: http
   bot_token: xoxb-e2e-token
   signing_secret: "${OPSBOT_E2E_SIGNING}"
-  api_url: `+api.srv.GetAPIURL()+`
-  channel: `+e2eChannel+`
-  channels: [`+e2eChannel+`]
-`+more)
-	p := startServe(t, "", []string{"OPSBOT_E2E_SIGNING=" + e2eSigningSecret}, append([]string{"serve", "--config", cfg, "--lab"}, extra...)...)
+  api_url: ` + api.srv.GetAPIURL() + `
+  channel: ` + e2eChannel + `
+  channels: [` + e2eChannel + `]
+`
+}
+
+var slackEnv = []string{"OPSBOT_E2E_SIGNING=" + e2eSigningSecret}
+
+// startSlackServe runs `opsbot serve --config FILE --lab` with a config of
+// store, http, auth and a slack section in HTTP mode against api, and
+// waits until /readyz answers 200 (Slack connected). It returns the
+// process and its HTTP base URL.
+func startSlackServe(t *testing.T, api *slackServer) (*opsbotProc, string) {
+	t.Helper()
+	cfg := writeFile(t, filepath.Join(t.TempDir(), "opsbot.yaml"), `store: {path: opsbot.db}
+http: {listen: "127.0.0.1:0"}
+auth:
+  default_role: none
+  users: {"slack:`+e2eOperator+`": operator}
+`+slackSection(api))
+	return readySlackServe(t, cfg, "--lab")
+}
+
+// readySlackServe runs `opsbot serve --config cfg [extra...]` and waits
+// until /readyz answers 200.
+func readySlackServe(t *testing.T, cfg string, extra ...string) (*opsbotProc, string) {
+	t.Helper()
+	p := startServe(t, "", slackEnv, append([]string{"serve", "--config", cfg}, extra...)...)
 	base := serveURL(t, p)
 	pollServe(t, p, time.Minute, "/readyz 200 with Slack connected", func() bool { code, _ := httpGet(t, base+"/readyz"); return code == 200 })
 	return p, base
@@ -355,7 +370,7 @@ func (d slackDelivery) post(t *testing.T, base string) (int, string) {
 // block (tok/s, acceptance) and the ✅ reaction; SIGTERM then exits 0.
 func TestServeSlackMtpSteps(t *testing.T) {
 	api := newSlackServer(t)
-	p, base := startSlackServe(t, api, "")
+	p, base := startSlackServe(t, api)
 
 	if code, body := signedSlash("not-the-secret", time.Now(), "/mtp", "steps 10").post(t, base); code != http.StatusUnauthorized {
 		t.Fatalf("a badly signed slash command: %d %s, want 401", code, body)
@@ -445,5 +460,59 @@ func TestServeSlackMtpSteps(t *testing.T) {
 	}
 	if code := p.wait(t, time.Minute); code != 0 {
 		t.Fatalf("serve after SIGTERM: exit %d\n%s", code, p.out.String())
+	}
+}
+
+// TestServeSlackSIGTERMMidJob: SIGTERM to `opsbot serve` (on a lab run by
+// the test: its engine loads for an hour, which serve --lab would wait for
+// at start) while a `/mtp steps 10` from Slack waits for the engine:
+// serve exits 0 within limits.shutdown_grace, and the job's root message
+// in Slack, edited one last time, says it was interrupted.
+func TestServeSlackSIGTERMMidJob(t *testing.T) {
+	const grace = 3 * time.Second
+	api := newSlackServer(t)
+	_, cfg, _ := sigtermLab(t, grace)
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.WriteString(f, slackSection(api))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, base := readySlackServe(t, cfg)
+	if code, body := signedSlash(e2eSigningSecret, time.Now(), "/mtp", "steps 10").post(t, base); code != http.StatusOK || !strings.Contains(body, "#1 queued") {
+		t.Fatalf("signed /mtp steps 10: %d %s", code, body)
+	}
+	pollServe(t, p, time.Minute, "the job waiting for the engine, in Slack", func() bool {
+		j, ok := api.job(e2eChannel)
+		return ok && strings.Contains(j.last(t), "wait until ready")
+	})
+	t0 := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code := p.wait(t, 2*grace+10*time.Second)
+	took := time.Since(t0)
+	if code != 0 {
+		t.Fatalf("serve after SIGTERM: exit %d\n%s", code, p.out.String())
+	}
+	if took > grace+2*time.Second {
+		t.Errorf("exit took %s, more than the grace %s", took, grace)
+	}
+	j, _ := api.job(e2eChannel)
+	if final := j.last(t); !strings.Contains(final, "#1 `mtp steps 10") || !strings.Contains(final, "interrupted") {
+		t.Errorf("the root's last state in Slack: %q; want job #1 interrupted", final)
+	}
+	var thread strings.Builder
+	for _, m := range j.thread {
+		thread.WriteString(slackText(t, m) + "\n")
+	}
+	t.Logf("SIGTERM to exit %s (grace %s); last status: %s", took.Round(time.Millisecond), grace, j.last(t))
+	if testing.Verbose() {
+		t.Logf("thread:\n%s", thread.String())
 	}
 }
