@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slacktest"
 
@@ -49,6 +50,8 @@ type slackServer struct {
 	uploads   map[string][]byte     // upload URL bodies, by file id
 	files     []slackMsg            // completed uploads: Thread, Text (the title)
 	calls     map[string]int
+	acks      map[string][]json.RawMessage // Socket Mode acks' payloads, by envelope id
+	envelopes chan string                  // what to send to the Socket Mode client
 }
 
 type slackMsg struct {
@@ -58,7 +61,8 @@ type slackMsg struct {
 
 func newSlackServer(t *testing.T) *slackServer {
 	t.Helper()
-	f := &slackServer{edits: map[string][]slackMsg{}, reactions: map[string][]string{}, uploads: map[string][]byte{}, calls: map[string]int{}}
+	f := &slackServer{edits: map[string][]slackMsg{}, reactions: map[string][]string{}, uploads: map[string][]byte{}, calls: map[string]int{},
+		acks: map[string][]json.RawMessage{}, envelopes: make(chan string, 16)}
 	ok := func(w http.ResponseWriter, fields map[string]any) {
 		out := map[string]any{"ok": true}
 		for k, v := range fields {
@@ -175,11 +179,80 @@ func newSlackServer(t *testing.T) *slackServer {
 				h(w, r)
 			})
 		}
+		c.Handle("/ws", f.socket)
 	}
 	f.srv = slacktest.NewTestServer(bind)
 	f.srv.Start()
 	t.Cleanup(f.srv.Stop)
 	return f
+}
+
+// socket is the Socket Mode WebSocket (slacktest's apps.connections.open
+// hands out its URL). It replaces slacktest's RTM socket, which spins on a
+// read error once the client goes: this one says hello, sends the queued
+// envelopes and records every ack until the client goes.
+func (f *slackServer) socket(w http.ResponseWriter, r *http.Request) {
+	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+	c, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	done := make(chan struct{})
+	defer close(done)
+	var wmu sync.Mutex
+	write := func(s string) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		return c.WriteMessage(websocket.TextMessage, []byte(s))
+	}
+	if write(`{"type":"hello","num_connections":1}`) != nil {
+		return
+	}
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case e := <-f.envelopes:
+				if write(e) != nil {
+					return
+				}
+			}
+		}
+	}()
+	for {
+		_, b, err := c.ReadMessage()
+		if err != nil {
+			return
+		}
+		var a struct {
+			EnvelopeID string          `json:"envelope_id"`
+			Payload    json.RawMessage `json:"payload"`
+		}
+		if json.Unmarshal(b, &a) == nil && a.EnvelopeID != "" {
+			f.mu.Lock()
+			f.acks[a.EnvelopeID] = append(f.acks[a.EnvelopeID], a.Payload)
+			f.mu.Unlock()
+		}
+	}
+}
+
+// send queues a Socket Mode envelope for the connected client.
+func (f *slackServer) send(t *testing.T, envelopeID, typ string, payload any) {
+	b, err := json.Marshal(map[string]any{"envelope_id": envelopeID, "type": typ, "payload": payload,
+		"accepts_response_payload": typ == "slash_commands"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.envelopes <- string(b)
+}
+
+// ack returns the payloads of envelopeID's acks so far.
+func (f *slackServer) ack(envelopeID string) []json.RawMessage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]json.RawMessage(nil), f.acks[envelopeID]...)
 }
 
 // tsLocked hands out unique, increasing message timestamps.
@@ -304,17 +377,17 @@ func slackSection(api *slackServer) string {
 var slackEnv = []string{"OPSBOT_E2E_SIGNING=" + e2eSigningSecret}
 
 // startSlackServe runs `opsbot serve --config FILE --lab` with a config of
-// store, http, auth and a slack section in HTTP mode against api, and
-// waits until /readyz answers 200 (Slack connected). It returns the
-// process and its HTTP base URL.
-func startSlackServe(t *testing.T, api *slackServer) (*opsbotProc, string) {
+// store, http, auth and section (slackSection's, or another), and waits
+// until /readyz answers 200 (Slack connected). It returns the process and
+// its HTTP base URL.
+func startSlackServe(t *testing.T, section string) (*opsbotProc, string) {
 	t.Helper()
 	cfg := writeFile(t, filepath.Join(t.TempDir(), "opsbot.yaml"), `store: {path: opsbot.db}
 http: {listen: "127.0.0.1:0"}
 auth:
   default_role: none
   users: {"slack:`+e2eOperator+`": operator}
-`+slackSection(api))
+`+section)
 	return readySlackServe(t, cfg, "--lab")
 }
 
@@ -360,39 +433,14 @@ func (d slackDelivery) post(t *testing.T, base string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestServeSlackMtpSteps: `opsbot serve --lab` with Slack in HTTP mode, as
-// a process of its own: /readyz is 200 once auth.test answered; a slash
-// command signed with another secret, or 10 minutes ago, is answered 401;
-// a signed `/mtp steps 10` is acked with the job's id and runs the lab job,
-// and the same delivery replayed is answered 409 and runs nothing;
-// Slack then holds one root message in the channel, edited in place
-// (running, then succeeded with tok/s), the steps in its thread, the result
-// block (tok/s, acceptance) and the ✅ reaction; SIGTERM then exits 0.
-func TestServeSlackMtpSteps(t *testing.T) {
-	api := newSlackServer(t)
-	p, base := startSlackServe(t, api)
-
-	if code, body := signedSlash("not-the-secret", time.Now(), "/mtp", "steps 10").post(t, base); code != http.StatusUnauthorized {
-		t.Fatalf("a badly signed slash command: %d %s, want 401", code, body)
-	}
-	if code, body := signedSlash(e2eSigningSecret, time.Now().Add(-10*time.Minute), "/mtp", "steps 10").post(t, base); code != http.StatusUnauthorized {
-		t.Fatalf("a slash command signed 10 minutes ago: %d %s, want 401", code, body)
-	}
-	d := signedSlash(e2eSigningSecret, time.Now(), "/mtp", "steps 10")
-	t0 := time.Now()
-	code, body := d.post(t, base)
-	ackTook := time.Since(t0)
-	var ack slack.WebhookMessage
-	if code != http.StatusOK || json.Unmarshal([]byte(body), &ack) != nil || !strings.Contains(ack.Text, "#1 queued: `mtp steps 10") {
-		t.Fatalf("signed /mtp steps 10: %d %s; want 200 and the job's id", code, body)
-	}
-	if ack.ResponseType != "ephemeral" {
-		t.Errorf("ack response_type %q, want ephemeral", ack.ResponseType)
-	}
-	if code, body := d.post(t, base); code != http.StatusConflict {
-		t.Errorf("the same delivery replayed: %d %s, want 409", code, body)
-	}
-
+// checkSlackMtpSteps waits until Slack shows job #1, `mtp steps 10` sent
+// at t0, ended, and checks what it shows: one root message in the channel,
+// queued, edited in place (running, then ✅ succeeded with tok/s), the
+// steps in its thread, the result block (tok/s, acceptance) and the ✅
+// reaction. It returns the job as Slack shows it and how long after t0 it
+// showed it done.
+func checkSlackMtpSteps(t *testing.T, p *opsbotProc, api *slackServer, t0 time.Time) (slackJob, time.Duration) {
+	t.Helper()
 	var j slackJob
 	pollServe(t, p, 2*time.Minute, "the job's final status, result and reaction in Slack", func() bool {
 		var ok bool
@@ -447,13 +495,50 @@ func TestServeSlackMtpSteps(t *testing.T) {
 	if len(j.reactions) != 1 || j.reactions[0] != "white_check_mark" {
 		t.Errorf("reactions on the root: %v; want [white_check_mark]", j.reactions)
 	}
-	t.Logf("ack %s; job shown done in Slack %s after the command; %d Slack calls (%d edits, %d thread messages, %d files)",
-		ackTook.Round(time.Millisecond), took.Round(time.Millisecond), j.calls, len(j.edits), len(j.thread), len(j.files))
 	if testing.Verbose() {
 		for _, m := range append([]slackMsg{j.root}, append(j.edits, j.thread...)...) {
 			t.Logf("%s thread=%s\n%s", m.TS, m.Thread, slackText(t, m))
 		}
 	}
+	return j, took
+}
+
+// TestServeSlackMtpSteps: `opsbot serve --lab` with Slack in HTTP mode, as
+// a process of its own: /readyz is 200 once auth.test answered; a slash
+// command signed with another secret, or 10 minutes ago, is answered 401;
+// a signed `/mtp steps 10` is acked with the job's id and runs the lab job,
+// and the same delivery replayed is answered 409 and runs nothing;
+// Slack then holds one root message in the channel, edited in place
+// (running, then succeeded with tok/s), the steps in its thread, the result
+// block (tok/s, acceptance) and the ✅ reaction; SIGTERM then exits 0.
+func TestServeSlackMtpSteps(t *testing.T) {
+	api := newSlackServer(t)
+	p, base := startSlackServe(t, slackSection(api))
+
+	if code, body := signedSlash("not-the-secret", time.Now(), "/mtp", "steps 10").post(t, base); code != http.StatusUnauthorized {
+		t.Fatalf("a badly signed slash command: %d %s, want 401", code, body)
+	}
+	if code, body := signedSlash(e2eSigningSecret, time.Now().Add(-10*time.Minute), "/mtp", "steps 10").post(t, base); code != http.StatusUnauthorized {
+		t.Fatalf("a slash command signed 10 minutes ago: %d %s, want 401", code, body)
+	}
+	d := signedSlash(e2eSigningSecret, time.Now(), "/mtp", "steps 10")
+	t0 := time.Now()
+	code, body := d.post(t, base)
+	ackTook := time.Since(t0)
+	var ack slack.WebhookMessage
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &ack) != nil || !strings.Contains(ack.Text, "#1 queued: `mtp steps 10") {
+		t.Fatalf("signed /mtp steps 10: %d %s; want 200 and the job's id", code, body)
+	}
+	if ack.ResponseType != "ephemeral" {
+		t.Errorf("ack response_type %q, want ephemeral", ack.ResponseType)
+	}
+	if code, body := d.post(t, base); code != http.StatusConflict {
+		t.Errorf("the same delivery replayed: %d %s, want 409", code, body)
+	}
+
+	j, took := checkSlackMtpSteps(t, p, api, t0)
+	t.Logf("HTTP mode: ack %s; job shown done in Slack %s after the command; %d Slack calls (%d edits, %d thread messages, %d files)",
+		ackTook.Round(time.Millisecond), took.Round(time.Millisecond), j.calls, len(j.edits), len(j.thread), len(j.files))
 
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -514,5 +599,49 @@ func TestServeSlackSIGTERMMidJob(t *testing.T) {
 	t.Logf("SIGTERM to exit %s (grace %s); last status: %s", took.Round(time.Millisecond), grace, j.last(t))
 	if testing.Verbose() {
 		t.Logf("thread:\n%s", thread.String())
+	}
+}
+
+// TestServeSlackSocketModeMtpSteps: the same job through Socket Mode
+// (slack.mode: socket, no public URL): /readyz is 200 once the socket is
+// connected; the slash command's envelope is acked with the job's id, the
+// job runs on the lab and Slack shows the same thread; the envelope
+// delivered again (Slack's retry) is acked and runs nothing.
+func TestServeSlackSocketModeMtpSteps(t *testing.T) {
+	api := newSlackServer(t)
+	p, base := startSlackServe(t, `slack:
+  enabled: true
+  mode: socket
+  bot_token: xoxb-e2e-token
+  app_token: xapp-e2e-token
+  api_url: `+api.srv.GetAPIURL()+`
+  channels: [`+e2eChannel+`]
+`)
+	if code, _ := signedSlash(e2eSigningSecret, time.Now(), "/mtp", "steps 10").post(t, base); code != http.StatusNotFound {
+		t.Errorf("POST /slack/events in socket mode: %d, want 404", code)
+	}
+	cmd := map[string]string{"command": "/mtp", "text": "steps 10", "user_id": e2eOperator, "user_name": "olga",
+		"channel_id": e2eChannel, "team_id": "T0TEAM", "response_url": api.srv.GetAPIURL() + "response/socket"}
+	t0 := time.Now()
+	api.send(t, "env-1", "slash_commands", cmd)
+	pollServe(t, p, 10*time.Second, "the slash command's ack", func() bool { return len(api.ack("env-1")) == 1 })
+	ackTook := time.Since(t0)
+	var ack slack.WebhookMessage
+	if raw := api.ack("env-1")[0]; json.Unmarshal(raw, &ack) != nil || !strings.Contains(ack.Text, "#1 queued: `mtp steps 10") || ack.ResponseType != "ephemeral" {
+		t.Fatalf("ack %s; want the job's id, ephemeral", raw)
+	}
+	api.send(t, "env-1", "slash_commands", cmd) // Slack's retry of the same envelope
+	pollServe(t, p, 10*time.Second, "the retry's ack", func() bool { return len(api.ack("env-1")) == 2 })
+	j, took := checkSlackMtpSteps(t, p, api, t0)
+	if n := api.roots(e2eChannel); n != 1 {
+		t.Errorf("%d root messages in the channel, want 1: the retried envelope started a job", n)
+	}
+	t.Logf("Socket Mode: ack %s; job shown done in Slack %s after the command; %d Slack calls (%d edits, %d thread messages, %d files)",
+		ackTook.Round(time.Millisecond), took.Round(time.Millisecond), j.calls, len(j.edits), len(j.thread), len(j.files))
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("serve after SIGTERM: exit %d\n%s", code, p.out.String())
 	}
 }
