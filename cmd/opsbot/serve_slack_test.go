@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,7 +60,7 @@ type slackMsg struct {
 	Blocks                    json.RawMessage
 }
 
-func newSlackServer(t *testing.T) *slackServer {
+func newSlackServer(t testing.TB) *slackServer {
 	t.Helper()
 	f := &slackServer{edits: map[string][]slackMsg{}, reactions: map[string][]string{}, uploads: map[string][]byte{}, calls: map[string]int{},
 		acks: map[string][]json.RawMessage{}, envelopes: make(chan string, 16)}
@@ -271,7 +272,7 @@ type slackJob struct {
 	thread    []slackMsg
 	files     []string
 	reactions []string
-	calls     int
+	calls     int // Web API calls of the whole run so far
 }
 
 // job reads back the first root message in channel and what hangs off it.
@@ -300,10 +301,23 @@ func (f *slackServer) job(channel string) (slackJob, bool) {
 		}
 	}
 	j.reactions = append(j.reactions, f.reactions[j.root.TS]...)
-	for _, n := range f.calls {
-		j.calls += n
-	}
+	j.calls = f.totalLocked()
 	return j, true
+}
+
+// total is the number of Web API calls so far.
+func (f *slackServer) total() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.totalLocked()
+}
+
+func (f *slackServer) totalLocked() int {
+	n := 0
+	for _, c := range f.calls {
+		n += c
+	}
+	return n
 }
 
 // roots counts the messages in channel that are not in a thread.
@@ -380,7 +394,7 @@ var slackEnv = []string{"OPSBOT_E2E_SIGNING=" + e2eSigningSecret}
 // store, http, auth and section (slackSection's, or another), and waits
 // until /readyz answers 200 (Slack connected). It returns the process and
 // its HTTP base URL.
-func startSlackServe(t *testing.T, section string) (*opsbotProc, string) {
+func startSlackServe(t testing.TB, section string) (*opsbotProc, string) {
 	t.Helper()
 	cfg := writeFile(t, filepath.Join(t.TempDir(), "opsbot.yaml"), `store: {path: opsbot.db}
 http: {listen: "127.0.0.1:0"}
@@ -393,7 +407,7 @@ auth:
 
 // readySlackServe runs `opsbot serve --config cfg [extra...]` and waits
 // until /readyz answers 200.
-func readySlackServe(t *testing.T, cfg string, extra ...string) (*opsbotProc, string) {
+func readySlackServe(t testing.TB, cfg string, extra ...string) (*opsbotProc, string) {
 	t.Helper()
 	p := startServe(t, "", slackEnv, append([]string{"serve", "--config", cfg}, extra...)...)
 	base := serveURL(t, p)
@@ -415,7 +429,7 @@ func signedSlash(secret string, at time.Time, command, text string) slackDeliver
 }
 
 // post sends d to serve's /slack/events and returns the answer's status and body.
-func (d slackDelivery) post(t *testing.T, base string) (int, string) {
+func (d slackDelivery) post(t testing.TB, base string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, base+slackad.EventsPath, strings.NewReader(d.body))
 	if err != nil {
@@ -522,6 +536,7 @@ func TestServeSlackMtpSteps(t *testing.T) {
 		t.Fatalf("a slash command signed 10 minutes ago: %d %s, want 401", code, body)
 	}
 	d := signedSlash(e2eSigningSecret, time.Now(), "/mtp", "steps 10")
+	before := api.total()
 	t0 := time.Now()
 	code, body := d.post(t, base)
 	ackTook := time.Since(t0)
@@ -537,8 +552,8 @@ func TestServeSlackMtpSteps(t *testing.T) {
 	}
 
 	j, took := checkSlackMtpSteps(t, p, api, t0)
-	t.Logf("HTTP mode: ack %s; job shown done in Slack %s after the command; %d Slack calls (%d edits, %d thread messages, %d files)",
-		ackTook.Round(time.Millisecond), took.Round(time.Millisecond), j.calls, len(j.edits), len(j.thread), len(j.files))
+	t.Logf("HTTP mode: ack %s; job shown done in Slack %s after the command; %d Slack calls for the job (%d edits, %d thread messages, %d files)",
+		ackTook.Round(time.Millisecond), took.Round(time.Millisecond), j.calls-before, len(j.edits), len(j.thread), len(j.files))
 
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -622,6 +637,7 @@ func TestServeSlackSocketModeMtpSteps(t *testing.T) {
 	}
 	cmd := map[string]string{"command": "/mtp", "text": "steps 10", "user_id": e2eOperator, "user_name": "olga",
 		"channel_id": e2eChannel, "team_id": "T0TEAM", "response_url": api.srv.GetAPIURL() + "response/socket"}
+	before := api.total()
 	t0 := time.Now()
 	api.send(t, "env-1", "slash_commands", cmd)
 	pollServe(t, p, 10*time.Second, "the slash command's ack", func() bool { return len(api.ack("env-1")) == 1 })
@@ -636,12 +652,80 @@ func TestServeSlackSocketModeMtpSteps(t *testing.T) {
 	if n := api.roots(e2eChannel); n != 1 {
 		t.Errorf("%d root messages in the channel, want 1: the retried envelope started a job", n)
 	}
-	t.Logf("Socket Mode: ack %s; job shown done in Slack %s after the command; %d Slack calls (%d edits, %d thread messages, %d files)",
-		ackTook.Round(time.Millisecond), took.Round(time.Millisecond), j.calls, len(j.edits), len(j.thread), len(j.files))
+	t.Logf("Socket Mode: ack %s; job shown done in Slack %s after the command; %d Slack calls for the job (%d edits, %d thread messages, %d files)",
+		ackTook.Round(time.Millisecond), took.Round(time.Millisecond), j.calls-before, len(j.edits), len(j.thread), len(j.files))
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if code := p.wait(t, time.Minute); code != 0 {
 		t.Fatalf("serve after SIGTERM: exit %d\n%s", code, p.out.String())
+	}
+}
+
+// BenchmarkServeSlackAck200: 200 signed slash commands sent at once to
+// `opsbot serve --lab`'s POST /slack/events on loopback (HTTP mode), each
+// answered by the real dispatcher in the serve process: `/opsbot help mtp`
+// (answered at once, no job) and `/mtp show` (a read-only job queued: a
+// job row committed before the ack, then its root message posted to
+// Slack). Reports the ack time's p50 and p99 as the sender sees it.
+// Figures only: nothing is asserted about time.
+//
+//	go test -run XXX -bench ServeSlackAck200 -benchtime 1x ./cmd/opsbot
+func BenchmarkServeSlackAck200(b *testing.B) {
+	api := newSlackServer(b)
+	_, base := startSlackServe(b, slackSection(api))
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 200}}
+	for _, c := range []struct{ name, command, text string }{{"help", "/opsbot", "help mtp"}, {"mtp-show", "/mtp", "show"}} {
+		b.Run(c.name, func(b *testing.B) {
+			var all []time.Duration
+			for b.Loop() {
+				ds := make([]slackDelivery, 200)
+				for i := range ds {
+					ds[i] = signedSlash(e2eSigningSecret, time.Now(), c.command, c.text)
+				}
+				lat := make([]time.Duration, len(ds))
+				errs := make(chan error, len(ds))
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for i, d := range ds {
+					wg.Go(func() {
+						req, err := http.NewRequest(http.MethodPost, base+slackad.EventsPath, strings.NewReader(d.body))
+						if err != nil {
+							errs <- err
+							return
+						}
+						req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+						req.Header.Set("X-Slack-Request-Timestamp", d.ts)
+						req.Header.Set("X-Slack-Signature", d.sig)
+						<-start
+						t0 := time.Now()
+						resp, err := client.Do(req)
+						if err != nil {
+							errs <- err
+							return
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						lat[i] = time.Since(t0)
+						if resp.StatusCode != http.StatusOK {
+							errs <- fmt.Errorf("%s %s: HTTP %d", c.command, c.text, resp.StatusCode)
+						}
+					})
+				}
+				close(start)
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					b.Fatal(err)
+				}
+				all = append(all, lat...)
+			}
+			slices.Sort(all)
+			q := func(f float64) time.Duration { return all[min(len(all)-1, int(f*float64(len(all))))] }
+			b.ReportMetric(float64(q(0.50).Microseconds())/1000, "ms-p50")
+			b.ReportMetric(float64(q(0.99).Microseconds())/1000, "ms-p99")
+			b.Logf("%d slash commands (%s %s), 200 at once, to opsbot serve: ack p50 %s, p99 %s, max %s",
+				len(all), c.command, c.text, q(0.50), q(0.99), all[len(all)-1])
+		})
 	}
 }
