@@ -213,11 +213,17 @@ func (m *matrixRig) serve(t *testing.T) (*opsbotProc, string) {
 	return p, base
 }
 
+// send sends text as alice (operator) in room.
 func (m *matrixRig) send(t *testing.T, room id.RoomID, text string) id.EventID {
+	t.Helper()
+	return m.sendAs(t, m.alice, room, text)
+}
+
+func (m *matrixRig) sendAs(t *testing.T, u *dendritetest.User, room id.RoomID, text string) id.EventID {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := m.alice.Client.SendText(ctx, room, text)
+	resp, err := u.Client.SendText(ctx, room, text)
 	if err != nil {
 		t.Fatalf("send %q: %v", text, err)
 	}
@@ -246,8 +252,8 @@ func (m *matrixRig) final(t *testing.T, p *opsbotProc, root roomEvent, state str
 // second client (carol's) reads back the bot's root m.notice answering it,
 // its m.replace edits up to succeeded, the m.thread replies with the steps
 // and the result (tok/s, acceptance) and the ✅ reaction; `!mtp show` then
-// reports steps 10. The same command in a room outside matrix.rooms gets no
-// answer. SIGTERM exits 0; a command sent while serve is down is answered
+// reports steps 10. carol, without a role, is refused and nothing runs. The
+// same command in a room outside matrix.rooms gets no answer. SIGTERM exits 0; a command sent while serve is down is answered
 // once by the next serve, and nothing before it is answered again.
 func TestServeMatrixMtpSteps(t *testing.T) {
 	m := newMatrixRig(t)
@@ -305,6 +311,13 @@ func TestServeMatrixMtpSteps(t *testing.T) {
 	show := m.answer(t, p, m.send(t, m.room, "!mtp show"))
 	if sf := m.final(t, p, show, "succeeded"); !strings.Contains(sf.NewBody, "steps 10") {
 		t.Errorf("mtp show after steps 10: %q", sf.NewBody)
+	}
+	refused := m.answer(t, p, m.sendAs(t, m.carol, m.room, "!mtp steps 4"))
+	if !strings.Contains(refused.Body, "needs the operator role") || !strings.Contains(refused.Body, "matrix:"+string(m.carol.ID)) {
+		t.Errorf("carol (no role) sent !mtp steps 4: %q; want a refusal naming the role and her id", refused.Body)
+	}
+	if jobs := m.answer(t, p, m.send(t, m.room, "!jobs all")).Body; !strings.Contains(jobs, "#3 `mtp steps 4 qwen` refused") {
+		t.Errorf("!jobs all does not show carol's command refused (it must not have run):\n%s", jobs)
 	}
 	// carol reads only the allowed room; the bot's own client sees the other.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
