@@ -53,6 +53,7 @@ type slackServer struct {
 	calls     map[string]int
 	acks      map[string][]json.RawMessage // Socket Mode acks' payloads, by envelope id
 	envelopes chan string                  // what to send to the Socket Mode client
+	authDown  bool                         // auth.test answers HTTP 500 (Slack unreachable)
 }
 
 type slackMsg struct {
@@ -82,6 +83,13 @@ func newSlackServer(t testing.TB) *slackServer {
 	}
 	handlers := map[string]func(http.ResponseWriter, *http.Request){
 		"auth.test": func(w http.ResponseWriter, _ *http.Request) {
+			f.mu.Lock()
+			down := f.authDown
+			f.mu.Unlock()
+			if down {
+				http.Error(w, "internal error", http.StatusInternalServerError)
+				return
+			}
 			ok(w, map[string]any{"user_id": "U0BOT", "bot_id": "B0BOT", "team_id": "T0TEAM", "user": "opsbot"})
 		},
 		"usergroups.list": func(w http.ResponseWriter, _ *http.Request) { ok(w, map[string]any{"usergroups": []any{}}) },
@@ -560,6 +568,42 @@ func TestServeSlackMtpSteps(t *testing.T) {
 	}
 	if code := p.wait(t, time.Minute); code != 0 {
 		t.Fatalf("serve after SIGTERM: exit %d\n%s", code, p.out.String())
+	}
+}
+
+// TestServeSlackReadyzFollowsSlack: while Slack does not answer auth.test,
+// `opsbot serve --lab`'s /readyz is 503 and says why, and a signed slash
+// command is answered 503 and runs nothing; once auth.test answers, /readyz
+// is 200 and the same kind of command runs.
+func TestServeSlackReadyzFollowsSlack(t *testing.T) {
+	api := newSlackServer(t)
+	api.mu.Lock()
+	api.authDown = true
+	api.mu.Unlock()
+	cfg := writeFile(t, filepath.Join(t.TempDir(), "opsbot.yaml"), `store: {path: opsbot.db}
+http: {listen: "127.0.0.1:0"}
+auth: {users: {"slack:`+e2eOperator+`": operator}}
+`+slackSection(api))
+	p := startServe(t, "", slackEnv, "serve", "--config", cfg, "--lab")
+	base := serveURL(t, p)
+	pollServe(t, p, time.Minute, "auth.test tried and failed", func() bool {
+		api.mu.Lock()
+		defer api.mu.Unlock()
+		return api.calls["auth.test"] >= 2
+	})
+	code, body := httpGet(t, base+"/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready: slack: connecting to Slack") {
+		t.Fatalf("/readyz while Slack does not answer: %d %q; want 503 naming Slack", code, body)
+	}
+	if code, body := signedSlash(e2eSigningSecret, time.Now(), "/gpu", "status").post(t, base); code != http.StatusServiceUnavailable {
+		t.Errorf("a slash command while Slack does not answer: %d %s, want 503", code, body)
+	}
+	api.mu.Lock()
+	api.authDown = false
+	api.mu.Unlock()
+	pollServe(t, p, time.Minute, "/readyz 200 once Slack answers", func() bool { code, _ := httpGet(t, base+"/readyz"); return code == 200 })
+	if code, body := signedSlash(e2eSigningSecret, time.Now(), "/gpu", "status").post(t, base); code != http.StatusOK || !strings.Contains(body, "#1 queued") {
+		t.Fatalf("a slash command once Slack answers: %d %s; want job #1 queued (the refused one ran nothing)", code, body)
 	}
 }
 
