@@ -51,9 +51,10 @@ type slackServer struct {
 	uploads   map[string][]byte     // upload URL bodies, by file id
 	files     []slackMsg            // completed uploads: Thread, Text (the title)
 	calls     map[string]int
-	acks      map[string][]json.RawMessage // Socket Mode acks' payloads, by envelope id
-	envelopes chan string                  // what to send to the Socket Mode client
-	authDown  bool                         // auth.test answers HTTP 500 (Slack unreachable)
+	acks      map[string][]json.RawMessage      // Socket Mode acks' payloads, by envelope id
+	envelopes chan string                       // what to send to the Socket Mode client
+	authDown  bool                              // auth.test answers HTTP 500 (Slack unreachable)
+	responses map[string][]slack.WebhookMessage // posts to /response/NAME, by NAME
 }
 
 type slackMsg struct {
@@ -64,7 +65,7 @@ type slackMsg struct {
 func newSlackServer(t testing.TB) *slackServer {
 	t.Helper()
 	f := &slackServer{edits: map[string][]slackMsg{}, reactions: map[string][]string{}, uploads: map[string][]byte{}, calls: map[string]int{},
-		acks: map[string][]json.RawMessage{}, envelopes: make(chan string, 16)}
+		acks: map[string][]json.RawMessage{}, envelopes: make(chan string, 16), responses: map[string][]slack.WebhookMessage{}}
 	ok := func(w http.ResponseWriter, fields map[string]any) {
 		out := map[string]any{"ok": true}
 		for k, v := range fields {
@@ -167,7 +168,18 @@ func newSlackServer(t testing.TB) *slackServer {
 			}
 			ok(w, map[string]any{"files": files})
 		},
-		"response": func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") },
+		"response": func(w http.ResponseWriter, r *http.Request) {
+			var m slack.WebhookMessage
+			if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			f.mu.Lock()
+			name := strings.TrimPrefix(r.URL.Path, "/response/")
+			f.responses[name] = append(f.responses[name], m)
+			f.mu.Unlock()
+			_, _ = io.WriteString(w, "ok")
+		},
 	}
 	bind := func(c slacktest.Customize) {
 		for method, h := range handlers {
@@ -569,6 +581,105 @@ func TestServeSlackMtpSteps(t *testing.T) {
 	if code := p.wait(t, time.Minute); code != 0 {
 		t.Fatalf("serve after SIGTERM: exit %d\n%s", code, p.out.String())
 	}
+}
+
+// click is a signed block_actions delivery: user clicks the button with
+// actionID; the answer goes to the response_url /response/NAME.
+func click(api *slackServer, actionID, user, name string) slackDelivery {
+	payload, _ := json.Marshal(map[string]any{
+		"type":         "block_actions",
+		"trigger_id":   strconv.FormatInt(time.Now().UnixNano(), 10),
+		"user":         map[string]string{"id": user},
+		"channel":      map[string]string{"id": e2eChannel},
+		"response_url": api.srv.GetAPIURL() + "response/" + name,
+		"actions":      []map[string]string{{"action_id": actionID, "block_id": "opsbot_actions", "type": "button", "value": actionID}},
+	})
+	body := url.Values{"payload": {string(payload)}}.Encode()
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	return slackDelivery{body: body, ts: ts, sig: slackad.Sign(e2eSigningSecret, ts, []byte(body))}
+}
+
+// response waits for the n-th (1-based) answer posted to /response/NAME.
+func (f *slackServer) response(t *testing.T, p *opsbotProc, name string, n int) slack.WebhookMessage {
+	t.Helper()
+	var m slack.WebhookMessage
+	pollServe(t, p, 10*time.Second, fmt.Sprintf("answer #%d to /response/%s", n, name), func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if len(f.responses[name]) < n {
+			return false
+		}
+		m = f.responses[name][n-1]
+		return true
+	})
+	return m
+}
+
+// actions returns the action ids of a message's buttons, by label.
+func actions(m slack.WebhookMessage) map[string]string {
+	out := map[string]string{}
+	if m.Blocks == nil {
+		return out
+	}
+	for _, b := range m.Blocks.BlockSet {
+		if ab, ok := b.(*slack.ActionBlock); ok {
+			for _, e := range ab.Elements.ElementSet {
+				if btn, ok := e.(*slack.ButtonBlockElement); ok {
+					out[btn.Text.Text] = btn.ActionID
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestServeSlackButtons: through `opsbot serve --lab` in HTTP mode,
+// `/gpu recover` is previewed to the operator with Confirm and Abort; a
+// Confirm clicked by a user without a role is refused to that user only
+// and starts nothing; the operator's Confirm queues the job with a Cancel
+// button, and the operator's Cancel ends it cancelled, which its root
+// message in Slack shows.
+func TestServeSlackButtons(t *testing.T) {
+	api := newSlackServer(t)
+	p, base := startSlackServe(t, slackSection(api))
+	code, body := signedSlash(e2eSigningSecret, time.Now(), "/gpu", "recover").post(t, base)
+	var preview slack.WebhookMessage
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &preview) != nil {
+		t.Fatalf("/gpu recover: %d %s", code, body)
+	}
+	btn := actions(preview)
+	if btn["Confirm"] == "" || btn["Abort"] == "" || preview.ResponseType != "ephemeral" {
+		t.Fatalf("preview %s; want ephemeral with Confirm and Abort", body)
+	}
+	if code, body := click(api, btn["Confirm"], "U0NOBODY", "stranger").post(t, base); code != http.StatusOK {
+		t.Fatalf("a stranger's click: %d %s", code, body)
+	}
+	if m := api.response(t, p, "stranger", 1); m.ReplaceOriginal || m.ResponseType != "ephemeral" {
+		t.Errorf("a stranger's Confirm: %+v; want refused to them only, the preview kept", m)
+	}
+	if n := api.roots(e2eChannel); n != 0 {
+		t.Fatalf("a stranger's Confirm started a job: %d root messages", n)
+	}
+	if code, body := click(api, btn["Confirm"], e2eOperator, "olga").post(t, base); code != http.StatusOK {
+		t.Fatalf("the operator's Confirm: %d %s", code, body)
+	}
+	queued := api.response(t, p, "olga", 1)
+	cancel := actions(queued)["Cancel"]
+	if !queued.ReplaceOriginal || !strings.Contains(queued.Text, "#1 queued") || cancel == "" {
+		t.Fatalf("the operator's Confirm: %+v; want the preview replaced by job #1 queued, with Cancel", queued)
+	}
+	if code, body := click(api, cancel, e2eOperator, "olga").post(t, base); code != http.StatusOK {
+		t.Fatalf("the operator's Cancel: %d %s", code, body)
+	}
+	pollServe(t, p, time.Minute, "job #1's root shows it cancelled", func() bool {
+		j, ok := api.job(e2eChannel)
+		return ok && strings.Contains(j.last(t), "cancelled")
+	})
+	if m := api.response(t, p, "olga", 2); !strings.Contains(strings.ToLower(m.Text), "cancel") {
+		t.Errorf("Cancel answered %+v", m)
+	}
+	j, _ := api.job(e2eChannel)
+	t.Logf("cancelled job's root: %s", j.last(t))
 }
 
 // TestServeSlackReadyzFollowsSlack: while Slack does not answer auth.test,
