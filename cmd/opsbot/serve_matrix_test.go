@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -121,21 +123,26 @@ func (w *roomWatcher) all(f func(roomEvent) bool) []roomEvent {
 }
 
 // wait returns the first event that matches f, failing t after d (or when
-// serve exits first).
+// serve, p, exits first; nil: serve is not running).
 func (w *roomWatcher) wait(t *testing.T, p *opsbotProc, d time.Duration, what string, f func(roomEvent) bool) roomEvent {
 	t.Helper()
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
+	var exited <-chan struct{}
+	out := func() string { return "" }
+	if p != nil {
+		exited, out = p.done, p.out.String
+	}
 	for {
 		if es := w.all(f); len(es) > 0 {
 			return es[0]
 		}
 		select {
 		case <-w.wake:
-		case <-p.done:
-			t.Fatalf("opsbot exited (%v) before %s:\n%s", p.err, what, p.out.String())
+		case <-exited:
+			t.Fatalf("opsbot exited (%v) before %s:\n%s", p.err, what, out())
 		case <-deadline.C:
-			t.Fatalf("no %s within %s; seen:\n%s\nopsbot:\n%s", what, d, w.dump(), p.out.String())
+			t.Fatalf("no %s within %s; seen:\n%s\nopsbot:\n%s", what, d, w.dump(), out())
 		}
 	}
 }
@@ -192,15 +199,21 @@ http: {listen: "127.0.0.1:0"}
 auth:
   default_role: none
   users: {"matrix:`+string(m.alice.ID)+`": operator}
-matrix:
-  enabled: true
-  homeserver: `+hs.URL+`
-  user_id: "`+string(m.bot.ID)+`"
-  password: ${OPSBOT_E2E_MATRIX_PASSWORD}
-  rooms: ["`+string(m.room)+`"]
-`)
+`+m.section())
 	m.env = []string{"OPSBOT_E2E_MATRIX_PASSWORD=" + m.bot.Password}
 	return m
+}
+
+// section is the config's matrix section: the bot's account (its password
+// from OPSBOT_E2E_MATRIX_PASSWORD, m.env) and the allowed room.
+func (m *matrixRig) section() string {
+	return `matrix:
+  enabled: true
+  homeserver: ` + m.hs.URL + `
+  user_id: "` + string(m.bot.ID) + `"
+  password: ${OPSBOT_E2E_MATRIX_PASSWORD}
+  rooms: ["` + string(m.room) + `"]
+`
 }
 
 // serve starts `opsbot serve --config FILE --lab` and waits until /readyz
@@ -355,4 +368,49 @@ func TestServeMatrixMtpSteps(t *testing.T) {
 	if code := p.wait(t, time.Minute); code != 0 {
 		t.Fatalf("the second serve after SIGTERM: exit %d\n%s", code, p.out.String())
 	}
+}
+
+// TestServeMatrixSIGTERMMidJob: SIGTERM to `opsbot serve` (on a lab run by
+// the test: its engine loads for an hour) while alice's `!mtp steps 10`
+// waits for the engine: serve exits 0 within limits.shutdown_grace, and the
+// job's root notice in the room is edited one last time to say it was
+// interrupted.
+func TestServeMatrixSIGTERMMidJob(t *testing.T) {
+	const grace = 3 * time.Second
+	m := newMatrixRig(t)
+	_, cfg, _ := sigtermLab(t, grace)
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.WriteString(f, m.section())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startServe(t, "", m.env, "serve", "--config", cfg)
+	base := serveURL(t, p)
+	pollServe(t, p, time.Minute, "/readyz 200 with Matrix synced", func() bool { code, _ := httpGet(t, base+"/readyz"); return code == 200 })
+	root := m.answer(t, p, m.send(t, m.room, "!mtp steps 10"))
+	m.seen.wait(t, p, time.Minute, "the job waiting for the engine", func(e roomEvent) bool {
+		return e.RelType == "m.replace" && e.RelTo == root.ID && strings.Contains(e.NewBody, "wait until ready")
+	})
+	t0 := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code := p.wait(t, 2*grace+10*time.Second)
+	took := time.Since(t0)
+	if code != 0 {
+		t.Fatalf("serve after SIGTERM: exit %d\n%s", code, p.out.String())
+	}
+	if took > grace+2*time.Second {
+		t.Errorf("exit took %s, more than the grace %s", took, grace)
+	}
+	final := m.seen.wait(t, nil, 30*time.Second, "the root edited to interrupted", func(e roomEvent) bool {
+		return e.Sender == m.bot.ID && e.RelType == "m.replace" && e.RelTo == root.ID && strings.Contains(e.NewBody, "— interrupted")
+	})
+	t.Logf("SIGTERM to exit %s (grace %s); last status: %s", took.Round(time.Millisecond), grace, final.NewBody)
 }
