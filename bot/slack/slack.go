@@ -157,10 +157,11 @@ func (a *Adapter) EditInterval() time.Duration { return EditInterval }
 func (a *Adapter) Calls() int64 { return a.calls.Load() }
 
 // Ready returns nil while the adapter is connected to Slack and takes
-// requests, else why not.
+// requests, else why not ("connecting to Slack (auth.test)"; the host names
+// the platform).
 func (a *Adapter) Ready() error {
 	if s := *a.status.Load(); s != "" {
-		return errors.New("slack: " + s)
+		return errors.New(s)
 	}
 	return nil
 }

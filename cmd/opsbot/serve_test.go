@@ -27,7 +27,7 @@ import (
 // startServe runs this test binary as `opsbot ARGS...` (see TestMain) with
 // the test adapter hosted as how says ("extra" or "slack"), and extra
 // environment.
-func startServe(t *testing.T, how string, env []string, args ...string) *opsbotProc {
+func startServe(t testing.TB, how string, env []string, args ...string) *opsbotProc {
 	t.Helper()
 	p := &opsbotProc{out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
@@ -48,7 +48,7 @@ func startServe(t *testing.T, how string, env []string, args ...string) *opsbotP
 }
 
 // poll calls cond until it holds, failing the test after d.
-func pollServe(t *testing.T, p *opsbotProc, d time.Duration, what string, cond func() bool) {
+func pollServe(t testing.TB, p *opsbotProc, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -68,7 +68,7 @@ var listenLine = regexp.MustCompile(`http listening"?[,\s]+"?addr"?[=:]"?(127\.0
 
 // serveURL waits for the child to log its HTTP address (http.listen
 // 127.0.0.1:0: the kernel picks the port) and returns its base URL.
-func serveURL(t *testing.T, p *opsbotProc) string {
+func serveURL(t testing.TB, p *opsbotProc) string {
 	t.Helper()
 	var addr string
 	pollServe(t, p, time.Minute, "listening", func() bool {
@@ -81,7 +81,7 @@ func serveURL(t *testing.T, p *opsbotProc) string {
 	return "http://" + addr
 }
 
-func httpGet(t *testing.T, url string) (int, string) {
+func httpGet(t testing.TB, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -151,7 +151,7 @@ func counter(fams map[string]*dto.MetricFamily, name string, want map[string]str
 	return 0
 }
 
-func writeFile(t *testing.T, path, text string) string {
+func writeFile(t testing.TB, path, text string) string {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
