@@ -333,13 +333,8 @@ func (r *engineRun) loaded() {
 	s := r.s
 	h := r.h
 	port := r.u.port
-	reserve := r.u.reserve
-	r.u.reserve = nil
 	var logFn = func(line string) { h.journal.add(r.u.name, "python3", r.main.nsPID(h.ct), line) }
 	h.w.later(func() {
-		if reserve != nil {
-			reserve.Close()
-		}
 		r.listen(port, s, logFn)
 	})
 }

@@ -317,7 +317,7 @@ func (l *Lab) addService(pve *SimHost, s labService) error {
 		return err
 	}
 
-	ln, port, err := servicePort()
+	port, err := servicePort()
 	if err != nil {
 		return fmt.Errorf("allocate a port for %s: %w", s.name, err)
 	}
@@ -327,7 +327,7 @@ func (l *Lab) addService(pve *SimHost, s labService) error {
 	d := h.readDiskUnit(s.unit)
 	w.lock()
 	u := h.sd.load(d)
-	u.port, u.reserve = port, ln
+	u.port = port
 	if u.loadErr == nil {
 		if argv, _, err := parseExecStart(u.cfg.ExecStart[0], s.unit, s.ct, u.cfg.Environment); err == nil {
 			l.seedArgv[s.unit] = argv
@@ -335,7 +335,6 @@ func (l *Lab) addService(pve *SimHost, s labService) error {
 	}
 	if u.loadErr != nil {
 		w.unlock()
-		ln.Close()
 		return fmt.Errorf("seeded unit %s: %w", s.unit, u.loadErr)
 	}
 	err = u.start(true)
@@ -440,10 +439,6 @@ func (l *Lab) Close() error {
 			w.timers = map[*simTimer]struct{}{}
 			for _, h := range l.hosts {
 				for _, u := range h.sd.units {
-					if u.reserve != nil {
-						u.reserve.Close()
-						u.reserve = nil
-					}
 					if u.run != nil {
 						r := u.run
 						w.later(r.shutdown)
@@ -578,28 +573,42 @@ func (l *Lab) WaitReady(ctx context.Context, service string) error {
 	return fmt.Errorf("wait ready: no service %q", service)
 }
 
-// servicePort picks a free loopback port for an engine service and holds it
-// (the listener) until the engine first binds it. The engine binds it only
-// when it starts (a loading engine refuses connections, as a real one
-// does), so the port must also stay free across restarts: it is taken below
-// the kernel's ephemeral range, where neither outgoing connections nor other
-// programs' ":0" listeners are given ports.
-func servicePort() (net.Listener, int, error) {
+// servicePort picks a free loopback port for an engine service. The engine
+// binds it only when it starts (a loading engine refuses connections, as a
+// real one does: the port is not held open meanwhile), so the port must stay
+// free until then and across restarts: it is taken below the kernel's
+// ephemeral range, where neither outgoing connections nor other programs'
+// ":0" listeners are given ports, and never twice in this process.
+func servicePort() (int, error) {
 	lo := ephemeralLow()
 	const floor = 10000
 	if lo <= floor+1000 {
 		lo = 32768 // a machine with an unusual range: fall back to Linux's default
 	}
-	for range 200 {
+	servicePorts.mu.Lock()
+	defer servicePorts.mu.Unlock()
+	for range 500 {
 		port := floor + mrand.IntN(lo-floor)
+		if servicePorts.given[port] {
+			continue
+		}
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue // in use: try another
 		}
-		return ln, port, nil
+		ln.Close()
+		servicePorts.given[port] = true
+		return port, nil
 	}
-	return nil, 0, fmt.Errorf("no free port between %d and %d on 127.0.0.1", floor, lo)
+	return 0, fmt.Errorf("no free port between %d and %d on 127.0.0.1", floor, lo)
 }
+
+// servicePorts are the ports servicePort has handed out in this process: a
+// lab's engines, and those of every other lab the process runs, never share one.
+var servicePorts = struct {
+	mu    sync.Mutex
+	given map[int]bool
+}{given: map[int]bool{}}
 
 // ephemeralLow is the first port of the kernel's ephemeral range (Linux's
 // default when it cannot be read).

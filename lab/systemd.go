@@ -3,7 +3,6 @@ package lab
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path"
 	"slices"
@@ -84,10 +83,7 @@ type unit struct {
 	stopping            bool
 	argv                []string
 	port                int // lab port for an engine run by this unit (0 until needed)
-	// reserve holds port until the engine first binds it, so that no other
-	// listener of the process (another host's SSH server) takes it meanwhile.
-	reserve net.Listener
-	run     *engineRun
+	run                 *engineRun
 	// collected is an inactive unit systemd has garbage-collected: it forgot the unit's
 	// state (NRestarts, Result, ExecMain*) and loads it from disk again when next referenced,
 	// so an edit needs no daemon-reload before it is shown or started.
