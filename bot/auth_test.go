@@ -221,4 +221,19 @@ func TestPowerLevelDispatch(t *testing.T) {
 		t.Fatalf("confirm at 50 again: %s %q", c.Outcome, c.Text)
 	}
 	h.wait(c.JobID)
+
+	// A scheduled run of bob's counts his level in its first room on his
+	// platform.
+	sched := func(to ...Target) Reply {
+		return h.disp.Handle(ctx, Request{Platform: PlatformSchedule, Text: "mtp steps 10 qwen",
+			Schedule: &ScheduleRun{ID: 7, Creator: "test:bob", To: to}})
+	}
+	if r := sched(Target{"slack", "C1"}, Target{"test", "ops"}); r.Outcome != Queued {
+		t.Fatalf("scheduled run reporting to ops, bob at 50 there: %s %q", r.Outcome, r.Text)
+	} else {
+		h.wait(r.JobID)
+	}
+	if r := sched(Target{"test", "lab"}, Target{"test", "ops"}); r.Outcome != Refused {
+		t.Fatalf("scheduled run reporting to lab first, bob at 0 there: %s %q", r.Outcome, r.Text)
+	}
 }
