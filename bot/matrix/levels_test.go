@@ -37,7 +37,7 @@ func setLevel(t testing.TB, admin *dendritetest.User, room id.RoomID, user id.Us
 // in one allowed room grants nothing in another where he is at 0; a
 // restarted bot (which resumes the sync, without the rooms' state) still
 // knows his level; a confirmation by reaction is judged by his level when
-// he reacts.
+// he reacts; a config reload changes which levels grant roles.
 func TestPowerLevelRoles(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t, time.Minute)
@@ -110,4 +110,15 @@ func TestPowerLevelRoles(t *testing.T) {
 			t.Errorf("job #%d `%s` is %s: the refused confirmation ran it", j.ID, j.Command, j.Status)
 		}
 	}
+
+	// A config reload changes the levels that grant roles: operator from 0
+	// lets bob (at 0) run in the second room.
+	cfg := *e.cfg
+	m := *cfg.Matrix
+	m.PowerLevels = map[string]int{"operator": 0}
+	cfg.Matrix = &m
+	if err := in.app.Reload(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	runs(room2, "operator: 0 after a reload")
 }

@@ -71,9 +71,8 @@ func (s *syncer) run(ctx context.Context) {
 	defer func() { stop(); <-lost }()
 
 	a.joinAllowed(ctx, s.cli)
-	if len(a.cfg.PowerLevels) > 0 {
-		a.fetchAllLevels(ctx, s.cli)
-	}
+	// Read whether or not matrix.power_levels is set now: a reload may set it.
+	a.fetchAllLevels(ctx, s.cli)
 	since, err := s.st.SyncToken(ctx, a.syncTokenKey())
 	if err != nil {
 		a.setNotReady("sync failing: " + err.Error())
@@ -183,11 +182,11 @@ func (s *syncer) handle(ctx context.Context, resp *mautrix.RespSync, first bool)
 }
 
 // knowLevels makes sure room's power levels are known before a request from
-// it is judged, when matrix.power_levels grants roles (they are unknown
-// only when reading them failed at the start of the sync).
+// it is judged (they are unknown only when reading them failed at the start
+// of the sync).
 func (s *syncer) knowLevels(ctx context.Context, room id.RoomID) {
 	a := s.a
-	if len(a.cfg.PowerLevels) == 0 || a.hasLevels(room) {
+	if a.hasLevels(room) {
 		return
 	}
 	if err := a.fetchLevels(ctx, s.cli, room); err != nil {
