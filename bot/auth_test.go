@@ -237,3 +237,25 @@ func TestPowerLevelDispatch(t *testing.T) {
 		t.Fatalf("scheduled run reporting to lab first, bob at 0 there: %s %q", r.Outcome, r.Text)
 	}
 }
+
+// BenchmarkRoleIn: the role check of a request from a Matrix room with
+// matrix.power_levels, by id and by level (the adapter's cache answers).
+//
+//	go test -run XXX -bench RoleIn ./bot/
+func BenchmarkRoleIn(b *testing.B) {
+	a, err := NewAuth("none", map[string]string{"matrix:@vic:hs": "viewer"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if a, err = a.WithLevelRoles("matrix", map[string]int{"viewer": 0, "operator": 50, "admin": 100}); err != nil {
+		b.Fatal(err)
+	}
+	lv := &roomLevels{m: map[string]map[string]int{}}
+	lv.set("!a", "@bob:hs", 50)
+	a = a.WithRoomLevels("matrix", lv)
+	for b.Loop() {
+		if a.RoleIn("matrix", "!a", "@bob:hs") != commands.Operator {
+			b.Fatal("bob is not an operator")
+		}
+	}
+}
