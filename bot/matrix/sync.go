@@ -160,7 +160,8 @@ func (s *syncer) handle(ctx context.Context, resp *mautrix.RespSync, first bool)
 	}
 	for room, jr := range resp.Rooms.Join {
 		// The state before the timeline, then the timeline in order: a
-		// command is judged by the power levels in force when it was sent.
+		// power level change and a command sent after it are taken in the
+		// order they were sent.
 		for _, evt := range jr.State.Events {
 			a.levelsEvent(room, evt)
 		}
