@@ -34,7 +34,8 @@ type AppOptions struct {
 	// store is open, with what its pipelines must use from the store.
 	NewBackend func(deps BackendDeps) (Backend, error)
 	// Chats are the platforms' chats by platform name. A Chat that is also
-	// a Membership supplies its platform's user groups to auth.
+	// a Membership supplies its platform's user groups to auth, one that is
+	// a RoomLevels its users' power levels in rooms.
 	Chats  map[string]Chat
 	Logger *slog.Logger
 	// Observer, when set, is told of every job and step (metrics).
@@ -54,13 +55,16 @@ type BackendDeps struct {
 // interrupted (telling their rooms; a live process's jobs are left alone),
 // and returns a bot ready to take requests.
 func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error) {
-	auth, err := NewAuth(cfg.Auth.DefaultRole, cfg.Auth.Users)
+	auth, err := AuthFromConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	for platform, c := range o.Chats {
 		if m, ok := c.(Membership); ok {
 			auth = auth.WithMembership(platform, m)
+		}
+		if l, ok := c.(RoomLevels); ok {
+			auth = auth.WithRoomLevels(platform, l)
 		}
 	}
 	st, err := store.Open(ctx, cfg.Store.Path)

@@ -2,9 +2,11 @@ package bot
 
 import (
 	"fmt"
+	"sort"
 	"sync"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/config"
 )
 
 // RoleNone is the role of a user who may run nothing.
@@ -17,7 +19,26 @@ type Auth struct {
 	mu          sync.RWMutex // Replace swaps the roles under it
 	defaultRole commands.Role
 	users       map[string]commands.Role // "platform:id" -> role
+	grants      map[string][]levelGrant  // platform -> roles granted by power level, highest role first
 	groups      map[string]Membership    // platform -> its user groups
+	levels      map[string]RoomLevels    // platform -> its users' power levels in rooms
+}
+
+// levelGrant is one role granted from a power level up.
+type levelGrant struct {
+	level int
+	role  commands.Role
+}
+
+// RoomLevels tells a user's power level in a room (Matrix's
+// m.room.power_levels), so that the roles granted to power levels
+// (matrix.power_levels) apply in that room. An adapter implements it from a
+// cache it keeps fresh from the rooms' state: it answers at once, without
+// I/O, and is safe for concurrent use. The role decision stays in Auth.
+type RoomLevels interface {
+	// LevelIn returns user's power level in room, and false when the room's
+	// levels are not known (then no role is granted by level there).
+	LevelIn(room, user string) (int, bool)
 }
 
 // Membership tells which groups of a platform a user belongs to (Slack's
@@ -59,24 +80,98 @@ func parseRole(name string) (commands.Role, error) {
 	return commands.ParseRole(name)
 }
 
-// WithMembership returns a copy of a in which the roles granted to groups of
-// platform ("PLATFORM-group:ID" keys) apply to the members m reports.
-func (a *Auth) WithMembership(platform string, m Membership) *Auth {
+// AuthFromConfig builds the roles cfg grants: auth.default_role and
+// auth.users, and, when matrix is enabled, matrix.power_levels for platform
+// "matrix" (in effect once the Matrix adapter supplies the levels, see
+// WithRoomLevels).
+func AuthFromConfig(cfg *config.Config) (*Auth, error) {
+	a, err := NewAuth(cfg.Auth.DefaultRole, cfg.Auth.Users)
+	if err != nil {
+		return nil, err
+	}
+	if m := cfg.Matrix; m != nil && m.Enabled && len(m.PowerLevels) > 0 {
+		if a, err = a.WithLevelRoles("matrix", m.PowerLevels); err != nil {
+			return nil, fmt.Errorf("matrix.power_levels: %w", err)
+		}
+	}
+	return a, nil
+}
+
+// clone returns a copy of a whose maps of platforms may be changed.
+func (a *Auth) clone() *Auth {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	c := &Auth{defaultRole: a.defaultRole, users: a.users, groups: make(map[string]Membership, len(a.groups)+1)}
+	c := &Auth{defaultRole: a.defaultRole, users: a.users, grants: make(map[string][]levelGrant, len(a.grants)+1),
+		groups: make(map[string]Membership, len(a.groups)+1), levels: make(map[string]RoomLevels, len(a.levels)+1)}
+	for p, g := range a.grants {
+		c.grants[p] = g
+	}
 	for p, g := range a.groups {
 		c.groups[p] = g
 	}
+	for p, l := range a.levels {
+		c.levels[p] = l
+	}
+	return c
+}
+
+// WithMembership returns a copy of a in which the roles granted to groups of
+// platform ("PLATFORM-group:ID" keys) apply to the members m reports.
+func (a *Auth) WithMembership(platform string, m Membership) *Auth {
+	c := a.clone()
 	c.groups[platform] = m
 	return c
 }
 
-// Role returns the role of user on platform. Identity is the platform's stable
-// user id (never a display name). A user listed by id and a member of listed
-// groups holds the highest of those roles; a user listed nowhere holds the
-// default role.
+// WithLevelRoles returns a copy of a in which, on platform, a power level in
+// a room grants a role in that room: roles maps role names ("viewer",
+// "operator", "admin") to the least level that grants each. A higher role
+// may not need a lower level than a lower role; at equal levels the higher
+// role is granted. The levels come from the platform's RoomLevels
+// (WithRoomLevels); without one no role is granted by level.
+func (a *Auth) WithLevelRoles(platform string, roles map[string]int) (*Auth, error) {
+	var grants []levelGrant
+	for name, level := range roles {
+		r, err := parseRole(name)
+		if err != nil || r == RoleNone {
+			return nil, fmt.Errorf("power level role %q: want viewer, operator or admin", name)
+		}
+		grants = append(grants, levelGrant{level: level, role: r})
+	}
+	sort.Slice(grants, func(i, j int) bool { return grants[i].role > grants[j].role })
+	for i := 1; i < len(grants); i++ {
+		if grants[i-1].level < grants[i].level {
+			return nil, fmt.Errorf("%s at power level %d is below %s at %d: a higher role needs a level at least as high",
+				grants[i-1].role, grants[i-1].level, grants[i].role, grants[i].level)
+		}
+	}
+	c := a.clone()
+	c.grants[platform] = grants
+	return c, nil
+}
+
+// WithRoomLevels returns a copy of a in which the roles granted to power
+// levels on platform (WithLevelRoles) apply by the levels l reports.
+func (a *Auth) WithRoomLevels(platform string, l RoomLevels) *Auth {
+	c := a.clone()
+	c.levels[platform] = l
+	return c
+}
+
+// Role returns the role of user on platform outside any room: the role their
+// id and their groups grant (see RoleIn). Identity is the platform's stable
+// user id (never a display name).
 func (a *Auth) Role(platform, user string) commands.Role {
+	return a.RoleIn(platform, "", user)
+}
+
+// RoleIn returns the role of user on platform in room. Identity is the
+// platform's stable user id (never a display name). A user listed by id, a
+// member of listed groups and at a power level in room that grants a role
+// (matrix.power_levels) holds the highest of those roles; a user granted
+// none of them holds the default role. Outside a room (room "") no power
+// level counts.
+func (a *Auth) RoleIn(platform, room, user string) commands.Role {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	r, ok := a.users[platform+":"+user]
@@ -87,26 +182,80 @@ func (a *Auth) Role(platform, user string) commands.Role {
 			}
 		}
 	}
-	if ok {
-		return r
+	if !ok {
+		r = a.defaultRole
 	}
-	return a.defaultRole
+	if lr, found := a.levelRole(platform, room, user); found && lr > r {
+		r = lr
+	}
+	return r
 }
 
-// Allowed reports whether user may run a command that needs role need.
+// levelRole is the role user's power level in room grants on platform.
+// a.mu is held.
+func (a *Auth) levelRole(platform, room, user string) (commands.Role, bool) {
+	grants, l := a.grants[platform], a.levels[platform]
+	if len(grants) == 0 || l == nil || room == "" || user == "" {
+		return RoleNone, false
+	}
+	level, known := l.LevelIn(room, user)
+	if !known {
+		return RoleNone, false
+	}
+	for _, g := range grants { // highest role first
+		if level >= g.level {
+			return g.role, true
+		}
+	}
+	return RoleNone, false
+}
+
+// levelHint tells a user refused in room how a power level there would
+// grant need: "" when no level grants it on platform.
+func (a *Auth) levelHint(platform, room, user string, need commands.Role) string {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if room == "" || a.levels[platform] == nil {
+		return ""
+	}
+	least, found := 0, false
+	for _, g := range a.grants[platform] {
+		if g.role >= need && (!found || g.level < least) {
+			least, found = g.level, true
+		}
+	}
+	if !found {
+		return ""
+	}
+	if level, known := a.levels[platform].LevelIn(room, user); known {
+		return fmt.Sprintf("a power level of %d in this room grants it too (yours is %d)", least, level)
+	}
+	return fmt.Sprintf("a power level of %d in this room grants it too", least)
+}
+
+// Allowed reports whether user may run a command that needs role need,
+// outside any room (see AllowedIn).
 func (a *Auth) Allowed(platform, user string, need commands.Role) bool {
-	have := a.Role(platform, user)
+	return a.AllowedIn(platform, "", user, need)
+}
+
+// AllowedIn reports whether user may run a command that needs role need in
+// room, by the role RoleIn gives them there.
+func (a *Auth) AllowedIn(platform, room, user string, need commands.Role) bool {
+	have := a.RoleIn(platform, room, user)
 	return have != RoleNone && have >= need
 }
 
 // Replace makes a's roles those of b, at once for every later check (a
-// config reload). Safe for concurrent use with Role and Allowed.
+// config reload): the default role, the users' roles and the roles granted
+// by power level. The adapters' groups and levels stay a's. Safe for
+// concurrent use with Role and Allowed.
 func (a *Auth) Replace(b *Auth) {
 	b.mu.RLock()
-	dr, users := b.defaultRole, b.users
+	dr, users, grants := b.defaultRole, b.users, b.grants
 	b.mu.RUnlock()
 	a.mu.Lock()
-	a.defaultRole, a.users = dr, users
+	a.defaultRole, a.users, a.grants = dr, users, grants
 	a.mu.Unlock()
 }
 

@@ -1,9 +1,14 @@
 package bot
 
 import (
+	"context"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/store"
 )
 
 type groupsOf map[string][]string
@@ -39,5 +44,218 @@ func TestGroupRoles(t *testing.T) {
 	}
 	if got := base.Role("slack", "U2"); got != RoleNone {
 		t.Errorf("WithMembership changed the original Auth: U2 is %s", roleName(got))
+	}
+}
+
+// roomLevels is a RoomLevels the test sets by hand: the Matrix adapter's
+// real one is tested against Dendrite in bot/matrix.
+type roomLevels struct {
+	mu sync.Mutex
+	m  map[string]map[string]int // room -> user -> level
+}
+
+func (l *roomLevels) LevelIn(room, user string) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	users, ok := l.m[room]
+	return users[user], ok
+}
+
+func (l *roomLevels) set(room, user string, level int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m[room] == nil {
+		l.m[room] = map[string]int{}
+	}
+	l.m[room][user] = level
+}
+
+// TestPowerLevelRoles: with matrix.power_levels, a user holds the highest of
+// the role their id grants and the role their power level grants in the
+// room asked about; in another room, outside any room, on another platform
+// or in a room whose levels are unknown, the level grants nothing; a level
+// never lowers a role; a reload replaces the grants and keeps the adapter's
+// levels.
+func TestPowerLevelRoles(t *testing.T) {
+	cfg := &config.Config{Auth: config.Auth{DefaultRole: "none", Users: map[string]string{
+		"matrix:@vic:hs": "viewer", "matrix:@ada:hs": "admin"}},
+		Matrix: &config.Matrix{Enabled: true, PowerLevels: map[string]int{"operator": 50, "admin": 100}}}
+	base, err := AuthFromConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv := &roomLevels{m: map[string]map[string]int{}}
+	for _, s := range []struct {
+		room, user string
+		level      int
+	}{{"!a", "@bob:hs", 50}, {"!b", "@bob:hs", 0}, {"!a", "@vic:hs", 0}, {"!b", "@vic:hs", 100},
+		{"!a", "@ada:hs", 0}, {"!a", "@max:hs", 99}, {"!a", "@top:hs", 1 << 40}} {
+		lv.set(s.room, s.user, s.level)
+	}
+	a := base.WithRoomLevels("matrix", lv)
+	cases := []struct {
+		platform, room, user string
+		want                 commands.Role
+	}{
+		{"matrix", "!a", "@bob:hs", commands.Operator}, // by level 50
+		{"matrix", "!b", "@bob:hs", RoleNone},          // level 0 in the other room
+		{"matrix", "!c", "@bob:hs", RoleNone},          // a room whose levels are unknown
+		{"matrix", "", "@bob:hs", RoleNone},            // outside any room
+		{"slack", "!a", "@bob:hs", RoleNone},           // levels are per platform
+		{"matrix", "!a", "@vic:hs", commands.Viewer},   // by id; level 0 grants nothing
+		{"matrix", "!b", "@vic:hs", commands.Admin},    // by level 100, above the id's role
+		{"matrix", "!a", "@ada:hs", commands.Admin},    // a low level never lowers a role
+		{"matrix", "!a", "@max:hs", commands.Operator}, // 99 is below admin's 100
+		{"matrix", "!a", "@top:hs", commands.Admin},
+	}
+	for _, c := range cases {
+		if got := a.RoleIn(c.platform, c.room, c.user); got != c.want {
+			t.Errorf("%s:%s in %q: %s, want %s", c.platform, c.user, c.room, roleName(got), roleName(c.want))
+		}
+		if got := a.AllowedIn(c.platform, c.room, c.user, commands.Operator); got != (c.want >= commands.Operator) {
+			t.Errorf("%s:%s in %q: allowed an operator command %v, role %s", c.platform, c.user, c.room, got, roleName(c.want))
+		}
+	}
+	if got := a.Role("matrix", "@bob:hs"); got != RoleNone {
+		t.Errorf("Role outside a room: bob is %s", roleName(got))
+	}
+	if got := base.RoleIn("matrix", "!a", "@bob:hs"); got != RoleNone {
+		t.Errorf("WithRoomLevels changed the original Auth: bob is %s", roleName(got))
+	}
+	// Levels change in the room: the next check sees them.
+	lv.set("!b", "@bob:hs", 100)
+	if got := a.RoleIn("matrix", "!b", "@bob:hs"); got != commands.Admin {
+		t.Errorf("after bob was raised to 100: %s", roleName(got))
+	}
+
+	// A reload replaces the grants; the adapter's levels stay.
+	cfg.Matrix.PowerLevels = map[string]int{"viewer": 0, "operator": 99, "admin": 99}
+	next, err := AuthFromConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Replace(next)
+	for _, c := range []struct {
+		room, user string
+		want       commands.Role
+	}{{"!a", "@max:hs", commands.Admin}, {"!a", "@bob:hs", commands.Viewer}, {"!c", "@bob:hs", RoleNone}} {
+		if got := a.RoleIn("matrix", c.room, c.user); got != c.want {
+			t.Errorf("after the reload, %s in %s: %s, want %s (equal levels grant the higher role)", c.user, c.room, roleName(got), roleName(c.want))
+		}
+	}
+	cfg.Matrix.PowerLevels = nil
+	next, err = AuthFromConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Replace(next)
+	if got := a.RoleIn("matrix", "!a", "@max:hs"); got != RoleNone {
+		t.Errorf("power_levels removed by a reload: max is still %s", roleName(got))
+	}
+
+	// A disabled matrix section grants nothing by level.
+	cfg.Matrix = &config.Matrix{Enabled: false, PowerLevels: map[string]int{"admin": 0}}
+	off, err := AuthFromConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := off.WithRoomLevels("matrix", lv).RoleIn("matrix", "!a", "@bob:hs"); got != RoleNone {
+		t.Errorf("matrix disabled: bob is %s by level", roleName(got))
+	}
+
+	for _, bad := range []map[string]int{{"none": 0}, {"root": 1}, {"operator": 50, "admin": 40}} {
+		if _, err := base.WithLevelRoles("matrix", bad); err == nil {
+			t.Errorf("WithLevelRoles(%v): no error", bad)
+		}
+	}
+}
+
+// TestPowerLevelDispatch: the dispatcher decides by the role a user holds in
+// the room of the request, for a command and for a confirmation, and a
+// refusal says which level would grant the role and what the user's is.
+func TestPowerLevelDispatch(t *testing.T) {
+	h := newHarness(t, okBackend(), nil)
+	auth, err := NewAuth("none", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth, err = auth.WithLevelRoles("test", map[string]int{"operator": 50}); err != nil {
+		t.Fatal(err)
+	}
+	lv := &roomLevels{m: map[string]map[string]int{}}
+	lv.set("ops", "bob", 50)
+	lv.set("lab", "bob", 0)
+	h.disp.opts.Auth = auth.WithRoomLevels("test", lv)
+	ctx := context.Background()
+	in := func(room, text string) Reply {
+		return h.disp.Handle(ctx, Request{Platform: "test", User: "bob", Room: room, Text: text})
+	}
+
+	r := in("ops", "mtp steps 10 qwen")
+	if r.Outcome != Queued {
+		t.Fatalf("bob at 50 in ops: %s %q, want queued", r.Outcome, r.Text)
+	}
+	if j := h.wait(r.JobID); j.Status != store.Succeeded {
+		t.Fatalf("bob's job: %s", j.Status)
+	}
+	r = in("lab", "mtp steps 10 qwen")
+	if r.Outcome != Refused || !strings.Contains(r.Text, "needs the operator role; you have none") ||
+		!strings.Contains(r.Text, "a power level of 50 in this room grants it too (yours is 0)") {
+		t.Fatalf("bob at 0 in lab: %s %q", r.Outcome, r.Text)
+	}
+
+	// A confirmation is authorised again when it is given, in its room.
+	r = in("ops", "svc stop qwen")
+	if r.Outcome != NeedsConfirm {
+		t.Fatalf("svc stop: %s %q", r.Outcome, r.Text)
+	}
+	confirm, _ := r.Action(ActConfirm)
+	lv.set("ops", "bob", 10)
+	c := h.disp.Act(ctx, ActionRequest{ID: confirm.ID, Platform: "test", User: "bob", Room: "ops"})
+	if c.Outcome != Refused || !strings.Contains(c.Text, "(yours is 10)") {
+		t.Fatalf("confirm after bob was lowered to 10: %s %q", c.Outcome, c.Text)
+	}
+	lv.set("ops", "bob", 50)
+	c = h.disp.Act(ctx, ActionRequest{ID: confirm.ID, Platform: "test", User: "bob", Room: "ops"})
+	if c.Outcome != Queued {
+		t.Fatalf("confirm at 50 again: %s %q", c.Outcome, c.Text)
+	}
+	h.wait(c.JobID)
+
+	// A scheduled run of bob's counts his level in its first room on his
+	// platform.
+	sched := func(to ...Target) Reply {
+		return h.disp.Handle(ctx, Request{Platform: PlatformSchedule, Text: "mtp steps 10 qwen",
+			Schedule: &ScheduleRun{ID: 7, Creator: "test:bob", To: to}})
+	}
+	if r := sched(Target{"slack", "C1"}, Target{"test", "ops"}); r.Outcome != Queued {
+		t.Fatalf("scheduled run reporting to ops, bob at 50 there: %s %q", r.Outcome, r.Text)
+	} else {
+		h.wait(r.JobID)
+	}
+	if r := sched(Target{"test", "lab"}, Target{"test", "ops"}); r.Outcome != Refused {
+		t.Fatalf("scheduled run reporting to lab first, bob at 0 there: %s %q", r.Outcome, r.Text)
+	}
+}
+
+// BenchmarkRoleIn: the role check of a request from a Matrix room with
+// matrix.power_levels, by id and by level (the adapter's cache answers).
+//
+//	go test -run XXX -bench RoleIn ./bot/
+func BenchmarkRoleIn(b *testing.B) {
+	a, err := NewAuth("none", map[string]string{"matrix:@vic:hs": "viewer"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if a, err = a.WithLevelRoles("matrix", map[string]int{"viewer": 0, "operator": 50, "admin": 100}); err != nil {
+		b.Fatal(err)
+	}
+	lv := &roomLevels{m: map[string]map[string]int{}}
+	lv.set("!a", "@bob:hs", 50)
+	a = a.WithRoomLevels("matrix", lv)
+	for b.Loop() {
+		if a.RoleIn("matrix", "!a", "@bob:hs") != commands.Operator {
+			b.Fatal("bob is not an operator")
+		}
 	}
 }

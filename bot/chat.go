@@ -9,9 +9,12 @@
 // in, a typed Reply out that says what to show, to whom (ToUser or ToRoom) and
 // which actions it offers (Confirm / Abort on a preview, Cancel on a job);
 // the adapter sends a clicked action back to Act with the clicking user, who
-// is authorised again. Every decision is made here, once, so all platforms
-// behave the same. Scheduled runs come through the same door as platform
-// "schedule", with their creator's role and their target rooms.
+// is authorised again, in the room where they click. An adapter that knows
+// more about a user supplies it through a small interface Auth reads
+// (Membership: user groups; RoomLevels: power levels in a room). Every
+// decision is made here, once, so all platforms behave the same. Scheduled
+// runs come through the same door as platform "schedule", with their
+// creator's role and their target rooms.
 //
 // As a service (`opsbot serve`), the App hosts Adapters, drains (Dispatcher.Drain:
 // every request is answered RestartingText), shuts down stopping each job at

@@ -145,7 +145,7 @@ func (d *Dispatcher) Handle(ctx context.Context, req Request) Reply {
 	if r, bad := d.checkVia(ctx, req, cmd); bad {
 		return r
 	}
-	if !d.opts.Auth.Allowed(req.Platform, req.User, cmd.Role()) {
+	if !d.opts.Auth.AllowedIn(req.Platform, req.Room, req.User, cmd.Role()) {
 		return d.refuseRole(ctx, req, cmd)
 	}
 	if cmd.NeedsConfirm() && !req.Confirmed {
@@ -200,9 +200,12 @@ func confirmToken(text string) (string, bool) {
 }
 
 func (d *Dispatcher) refuseRole(ctx context.Context, req Request, cmd *commands.Command) Reply {
-	have := d.opts.Auth.Role(req.Platform, req.User)
+	have := d.opts.Auth.RoleIn(req.Platform, req.Room, req.User)
 	msg := fmt.Sprintf("`%s` needs the %s role; you have %s. Ask an admin to grant it in the config (auth.users[\"%s:%s\"]).",
 		cmd.Text, cmd.Role(), roleName(have), req.Platform, req.User)
+	if hint := d.opts.Auth.levelHint(req.Platform, req.Room, req.User, cmd.Role()); hint != "" {
+		msg += " Or: " + hint + "."
+	}
 	return d.refuse(ctx, req, cmd, msg, &RefusedError{Need: cmd.Role(), Have: have})
 }
 
@@ -235,7 +238,9 @@ func (e *RefusedError) Error() string {
 
 // scheduled runs a command that came through the door of platform schedule:
 // with the role its creator holds now, without asking (the creator confirmed
-// it when adding the schedule), reporting to the schedule's first room.
+// it when adding the schedule), reporting to the schedule's first room. A
+// role the creator holds by power level counts in the first target room on
+// the creator's platform.
 func (d *Dispatcher) scheduled(ctx context.Context, req Request, cmd *commands.Command) Reply {
 	run := req.Schedule
 	platform, user, _ := strings.Cut(run.Creator, ":")
@@ -250,8 +255,15 @@ func (d *Dispatcher) scheduled(ctx context.Context, req Request, cmd *commands.C
 		d.audit(ctx, job, cmd.Text, store.DecisionInvalid, msg, 0)
 		return Reply{Outcome: Invalid, Text: msg, Command: cmd, Audience: ToRoom, Rooms: run.To, Err: errors.New(msg)}
 	}
-	if !d.opts.Auth.Allowed(platform, user, cmd.Role()) {
-		have := d.opts.Auth.Role(platform, user)
+	room := ""
+	for _, t := range run.To {
+		if t.Platform == platform {
+			room = t.Room
+			break
+		}
+	}
+	if !d.opts.Auth.AllowedIn(platform, room, user, cmd.Role()) {
+		have := d.opts.Auth.RoleIn(platform, room, user)
 		msg := fmt.Sprintf("schedule #%d did not run `%s`: its creator %s has the %s role now and it needs %s. "+
 			"An admin can re-add it (`schedule rm %d`, then `schedule add`).", run.ID, cmd.Text, run.Creator, roleName(have), cmd.Role(), run.ID)
 		r := d.refuse(ctx, job, cmd, msg, &RefusedError{Need: cmd.Role(), Have: have})
@@ -400,7 +412,7 @@ func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, t
 		}
 		return Reply{Outcome: Refused, Text: msg, Command: p.cmd, Err: errors.New(msg)}
 	}
-	if !d.opts.Auth.Allowed(req.Platform, req.User, p.cmd.Role()) {
+	if !d.opts.Auth.AllowedIn(req.Platform, req.Room, req.User, p.cmd.Role()) {
 		d.mu.Unlock()
 		return d.refuseRole(ctx, req, p.cmd)
 	}
@@ -482,8 +494,8 @@ func (d *Dispatcher) cancelJob(ctx context.Context, req Request, text string, id
 	}
 	need := commands.Lookup("cancel").Role
 	isOwner := jobOwner(j) == req.Platform+":"+req.User
-	isAdmin := d.opts.Auth.Role(req.Platform, req.User) == commands.Admin
-	if !d.opts.Auth.Allowed(req.Platform, req.User, need) || (!isOwner && !isAdmin) {
+	isAdmin := d.opts.Auth.RoleIn(req.Platform, req.Room, req.User) == commands.Admin
+	if !d.opts.Auth.AllowedIn(req.Platform, req.Room, req.User, need) || (!isOwner && !isAdmin) {
 		msg := fmt.Sprintf("only %s, who started #%d, or an admin may cancel it.", jobOwner(j), j.ID)
 		d.audit(ctx, req, text, store.DecisionRefused, msg, j.ID)
 		return Reply{Outcome: Refused, Text: msg, JobID: j.ID, Err: errors.New(msg)}

@@ -52,7 +52,7 @@ type Reloader interface {
 // began. What only a restart changes (the store's path, limits, the
 // listener) is left as it was. cfg must have been loaded by config.Load.
 func (a *App) Reload(cfg *config.Config) error {
-	auth, err := NewAuth(cfg.Auth.DefaultRole, cfg.Auth.Users)
+	auth, err := AuthFromConfig(cfg)
 	if err != nil {
 		return err
 	}

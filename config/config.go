@@ -274,8 +274,14 @@ type Matrix struct {
 	// StaleAfter: a command older than this when the bot first sees it (it
 	// was sent while the bot was down) is answered "stale, not run".
 	StaleAfter Duration `yaml:"stale_after,omitempty"`
-	// PowerLevels would grant roles from a sender's power level in the room
-	// ({operator: 50, admin: 100}); not in this build: refused when set.
+	// PowerLevels grants roles from the sender's power level in the room
+	// where the command (or the reaction) is sent, as the room's
+	// m.room.power_levels state says: {operator: 50, admin: 100} makes a
+	// member at level 50 or more an operator and one at 100 or more an
+	// admin there. Keys are roles (viewer, operator, admin; any subset),
+	// values Matrix power levels; a higher role needs a level at least as
+	// high as a lower one's (at equal levels the higher role is granted). A
+	// user holds the highest of this role and the one auth gives their id.
 	PowerLevels map[string]int `yaml:"power_levels,omitempty"`
 	// Encryption (end-to-end) is not in this build: true is refused.
 	Encryption bool `yaml:"encryption,omitempty"`
@@ -890,9 +896,7 @@ func (c *Config) Validate() error {
 				bad("matrix.rooms[%d]: want a room id, e.g. !abc:example.org (Element: Room settings > Advanced), not an alias or a name", i)
 			}
 		}
-		if len(m.PowerLevels) > 0 {
-			bad("matrix.power_levels: roles from room power levels are not in this build of opsbot; grant them by user id in auth.users[\"matrix:@user:server\"]")
-		}
+		validatePowerLevels(m.PowerLevels, bad)
 		if m.Encryption {
 			bad("matrix.encryption: end-to-end encryption is not in this build of opsbot; use a room without encryption and set encryption: false")
 		}
@@ -902,6 +906,43 @@ func (c *Config) Validate() error {
 		return &Error{Problems: errs}
 	}
 	return nil
+}
+
+// MaxPowerLevel is the largest power level Matrix allows (canonical JSON
+// integers are within ±(2^53-1)).
+const MaxPowerLevel = 1<<53 - 1
+
+// validatePowerLevels checks matrix.power_levels: roles by name (not
+// "none"), levels within Matrix's range, and a higher role never at a lower
+// level than a lower role.
+func validatePowerLevels(levels map[string]int, bad func(string, ...any)) {
+	type grant struct {
+		role  string
+		level int
+	}
+	var order []grant // the roles set, lowest role first
+	for _, role := range Roles {
+		if l, ok := levels[role]; ok && role != "none" {
+			order = append(order, grant{role, l})
+		}
+	}
+	for _, role := range sortedKeys(levels) {
+		l := levels[role]
+		switch {
+		case role == "none":
+			bad("matrix.power_levels.none: none is not a role to grant; list viewer, operator or admin")
+		case !knownRole(role):
+			bad("matrix.power_levels.%s: unknown role (one of viewer, operator, admin), e.g. power_levels: {operator: 50, admin: 100}", role)
+		case l < -MaxPowerLevel || l > MaxPowerLevel:
+			bad("matrix.power_levels.%s: %d is not a Matrix power level (within ±%d)", role, l, MaxPowerLevel)
+		}
+	}
+	for i := 1; i < len(order); i++ {
+		if hi, lo := order[i], order[i-1]; hi.level < lo.level {
+			bad("matrix.power_levels: %s needs a level at least as high as %s's, got %s: %d below %s: %d",
+				hi.role, lo.role, hi.role, hi.level, lo.role, lo.level)
+		}
+	}
 }
 
 // checkListen checks a listen address is HOST:PORT with a numeric port.

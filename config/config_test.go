@@ -293,8 +293,8 @@ func TestSlackSection(t *testing.T) {
 
 // TestMatrixSection: the matrix keys of the contract decode, stale_after
 // defaults to 5m, and what the adapter cannot serve is refused by key:
-// aliases or names instead of room ids, a bad user id or URL, encryption
-// and power levels (not in this build).
+// aliases or names instead of room ids, a bad user id or URL, and
+// encryption (not in this build).
 func TestMatrixSection(t *testing.T) {
 	text := minimal + `
 matrix:
@@ -313,11 +313,76 @@ matrix:
 	}
 	bad := strings.NewReplacer(`"!abc:example.org"`, `"#oncall:example.org", "oncall"`, `"@opsbot:example.org"`, `"opsbot"`,
 		"http://127.0.0.1:8008", "127.0.0.1:8008").Replace(text) +
-		"  stale_after: 10m\n  encryption: true\n  power_levels: {operator: 50}\n"
+		"  stale_after: 10m\n  encryption: true\n"
 	_, err = Parse([]byte(bad), "/etc/opsbot", env(map[string]string{"MATRIX_PASSWORD": "pw"}))
 	for _, want := range []string{"matrix.rooms[0]: want a room id", "matrix.rooms[1]: want a room id", "matrix.user_id: want a Matrix user id",
-		"matrix.homeserver: want the homeserver's base URL", "matrix.encryption: end-to-end encryption is not in this build",
-		"matrix.power_levels: roles from room power levels are not in this build"} {
+		"matrix.homeserver: want the homeserver's base URL", "matrix.encryption: end-to-end encryption is not in this build"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err %v, want it to say %q", err, want)
+		}
+	}
+}
+
+// TestMatrixPowerLevels: matrix.power_levels takes any subset of the roles
+// with integer levels, a higher role at a level at least as high; anything
+// else is refused by key, every problem at once, and the config is not
+// taken.
+func TestMatrixPowerLevels(t *testing.T) {
+	base := minimal + `
+matrix:
+  enabled: true
+  homeserver: http://127.0.0.1:8008
+  user_id: "@opsbot:example.org"
+  password: pw
+  rooms: ["!abc:example.org"]
+`
+	good := []struct {
+		yaml string
+		want map[string]int
+	}{
+		{"{operator: 50, admin: 100}", map[string]int{"operator": 50, "admin": 100}},
+		{"{operator: 50}", map[string]int{"operator": 50}},
+		{"{viewer: 0, operator: 50, admin: 100}", map[string]int{"viewer": 0, "operator": 50, "admin": 100}},
+		{"{operator: 100, admin: 100}", map[string]int{"operator": 100, "admin": 100}},
+		{"{viewer: -10}", map[string]int{"viewer": -10}},
+		{"{}", map[string]int{}},
+	}
+	for _, g := range good {
+		c, err := Parse([]byte(base+"  power_levels: "+g.yaml+"\n"), "/etc/opsbot", env(nil))
+		if err != nil {
+			t.Errorf("power_levels: %s: %v", g.yaml, err)
+			continue
+		}
+		if len(c.Matrix.PowerLevels) != len(g.want) {
+			t.Errorf("power_levels: %s: got %v", g.yaml, c.Matrix.PowerLevels)
+		}
+		for k, v := range g.want {
+			if c.Matrix.PowerLevels[k] != v {
+				t.Errorf("power_levels: %s: got %v", g.yaml, c.Matrix.PowerLevels)
+			}
+		}
+	}
+	bad := []struct{ yaml, want string }{
+		{"{operator: 50, admin: 40}", "matrix.power_levels: admin needs a level at least as high as operator's, got admin: 40 below operator: 50"},
+		{"{viewer: 60, operator: 50}", "operator needs a level at least as high as viewer's"},
+		{"{viewer: 60, admin: 50}", "admin needs a level at least as high as viewer's"},
+		{"{moderator: 50}", "matrix.power_levels.moderator: unknown role"},
+		{"{Operator: 50}", "matrix.power_levels.Operator: unknown role"},
+		{"{none: 0}", "matrix.power_levels.none: none is not a role to grant"},
+		{"{admin: 9007199254740992}", "matrix.power_levels.admin: 9007199254740992 is not a Matrix power level"},
+		{"{operator: fifty}", "matrix.power_levels.operator: expected a whole number"},
+		{"{operator: 50.5}", "matrix.power_levels.operator: expected a whole number"},
+		{"[50, 100]", "matrix.power_levels"},
+	}
+	for _, b := range bad {
+		_, err := Parse([]byte(base+"  power_levels: "+b.yaml+"\n"), "/etc/opsbot", env(nil))
+		if err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("power_levels: %s: %v; want %q", b.yaml, err, b.want)
+		}
+	}
+	// Every problem at once.
+	_, err := Parse([]byte(base+"  power_levels: {moderator: 1, operator: 50, admin: 10}\n"), "/etc/opsbot", env(nil))
+	for _, want := range []string{"matrix.power_levels.moderator", "admin needs a level at least as high as operator's"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("err %v, want it to say %q", err, want)
 		}

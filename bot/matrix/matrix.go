@@ -27,6 +27,16 @@
 //   - Confirmation: reacting ✅ on the bot's preview confirms it (❌ aborts);
 //     typing `!confirm TOKEN` does the same. `!cancel JOB` cancels a job.
 //
+// # Roles from power levels
+//
+// With matrix.power_levels ({operator: 50, admin: 100}) a sender's power
+// level in the room of a command or a reaction grants a role there (the
+// Adapter is the bot's bot.RoomLevels; the bot decides). The adapter reads
+// each allowed room's m.room.power_levels when its sync starts and follows
+// the state events of the sync in timeline order, so a change by the room's
+// admins applies to the next command without a restart, and a level in one
+// room grants nothing in another. Roles go by user id, never display name.
+//
 // # Restarts and the replay rule
 //
 // The sync token is persisted in the store after each sync response has
@@ -118,6 +128,9 @@ type Adapter struct {
 	last     map[id.EventID]id.EventID // thread root -> latest reply in it
 	shown    map[id.EventID]string     // status message -> the text it shows now
 
+	levelsMu sync.RWMutex
+	levels   map[id.RoomID]powerLevels // allowed rooms' power levels (matrix.power_levels)
+
 	// Now is the clock the stale rule reads; tests may set it before Run.
 	Now func() time.Time
 }
@@ -155,9 +168,6 @@ func New(cfg config.Matrix, o Options) (*Adapter, error) {
 	if cfg.Encryption {
 		problems = append(problems, "matrix.encryption is not in this build of opsbot")
 	}
-	if len(cfg.PowerLevels) > 0 {
-		problems = append(problems, "matrix.power_levels is not in this build of opsbot: grant roles with auth.users")
-	}
 	if o.StorePath == "" {
 		problems = append(problems, "the store path is required (the adapter keeps its login and sync token there)")
 	}
@@ -177,7 +187,7 @@ func New(cfg config.Matrix, o Options) (*Adapter, error) {
 	a := &Adapter{cfg: cfg, opts: o, log: log.With("platform", Platform), allowed: map[id.RoomID]bool{},
 		user:     id.UserID(cfg.UserID),
 		previews: map[id.EventID]preview{}, roots: map[id.EventID]id.EventID{}, last: map[id.EventID]id.EventID{},
-		shown: map[id.EventID]string{}, Now: time.Now}
+		shown: map[id.EventID]string{}, levels: map[id.RoomID]powerLevels{}, Now: time.Now}
 	for _, r := range cfg.Rooms {
 		a.allowed[id.RoomID(r)] = true
 	}

@@ -71,6 +71,8 @@ func (s *syncer) run(ctx context.Context) {
 	defer func() { stop(); <-lost }()
 
 	a.joinAllowed(ctx, s.cli)
+	// Read whether or not matrix.power_levels is set now: a reload may set it.
+	a.fetchAllLevels(ctx, s.cli)
 	since, err := s.st.SyncToken(ctx, a.syncTokenKey())
 	if err != nil {
 		a.setNotReady("sync failing: " + err.Error())
@@ -153,20 +155,43 @@ func (s *syncer) handle(ctx context.Context, resp *mautrix.RespSync, first bool)
 		s.audit(ctx, store.AuditEntry{Room: string(room), User: a.cfg.UserID, Command: "(invite)", Decision: "ignored",
 			Detail: "invite declined: the room is not in matrix.rooms"})
 	}
-	if first {
-		return
+	for room := range resp.Rooms.Leave {
+		a.setLevels(room, nil)
 	}
 	for room, jr := range resp.Rooms.Join {
-		if jr.Timeline.Limited {
+		// The state before the timeline, then the timeline in order: a
+		// power level change and a command sent after it are taken in the
+		// order they were sent.
+		for _, evt := range jr.State.Events {
+			a.levelsEvent(room, evt)
+		}
+		if jr.Timeline.Limited && !first {
 			a.log.Warn("some events of this room were not delivered (more than the timeline limit since the last sync)", "room", room)
 		}
 		for _, evt := range jr.Timeline.Events {
 			if ctx.Err() != nil {
 				return
 			}
+			a.levelsEvent(room, evt)
+			if first {
+				continue
+			}
 			evt.RoomID = room
 			s.event(ctx, evt)
 		}
+	}
+}
+
+// knowLevels makes sure room's power levels are known before a request from
+// it is judged (they are unknown only when reading them failed at the start
+// of the sync).
+func (s *syncer) knowLevels(ctx context.Context, room id.RoomID) {
+	a := s.a
+	if a.hasLevels(room) {
+		return
+	}
+	if err := a.fetchLevels(ctx, s.cli, room); err != nil {
+		a.log.Warn("power levels unknown: matrix.power_levels grants no role in this room for this request", "room", room, "err", err)
 	}
 }
 
@@ -227,6 +252,7 @@ func (s *syncer) message(ctx context.Context, evt *event.Event, c *event.Message
 			clip(text), sent.UTC().Format("15:04:05"), age.Round(time.Second), a.cfg.StaleAfter.D()))
 		return
 	}
+	s.knowLevels(ctx, evt.RoomID)
 	reply := s.in.Handle(ctx, bot.Request{Platform: Platform, User: string(evt.Sender), Room: string(evt.RoomID),
 		Text: text, ReplyTo: string(evt.ID)})
 	s.show(ctx, evt, reply)
@@ -257,6 +283,7 @@ func (s *syncer) reaction(ctx context.Context, evt *event.Event, c *event.Reacti
 	if !s.claim(ctx, evt) {
 		return
 	}
+	s.knowLevels(ctx, evt.RoomID)
 	reply := s.in.Act(ctx, bot.ActionRequest{ID: action, Platform: Platform, User: string(evt.Sender), Room: string(evt.RoomID)})
 	if reply.Outcome != bot.Refused && reply.Outcome != bot.Invalid {
 		a.mu.Lock()

@@ -159,15 +159,30 @@ func (m *Metrics) ScheduleSucceeded(id int64, at time.Time) {
 }
 
 // Chat wraps an adapter's Chat to count its API errors under platform. The
-// wrapper keeps the chat's edit pacing (bot.Pacer) and its user groups
-// (bot.Membership), which the bot looks for on the Chats it is given.
+// wrapper keeps the chat's edit pacing (bot.Pacer), its user groups
+// (bot.Membership) and its users' power levels in rooms (bot.RoomLevels),
+// which the bot looks for on the Chats it is given.
 func (m *Metrics) Chat(platform string, c bot.Chat) bot.Chat {
 	cc := &countingChat{Chat: c, errs: m.chatErrs.WithLabelValues(platform)}
-	if g, ok := c.(bot.Membership); ok {
+	g, isG := c.(bot.Membership)
+	l, isL := c.(bot.RoomLevels)
+	switch {
+	case isG && isL:
+		return struct {
+			*countingChat
+			bot.Membership
+			bot.RoomLevels
+		}{cc, g, l}
+	case isG:
 		return struct {
 			*countingChat
 			bot.Membership
 		}{cc, g}
+	case isL:
+		return struct {
+			*countingChat
+			bot.RoomLevels
+		}{cc, l}
 	}
 	return cc
 }
