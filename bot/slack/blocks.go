@@ -34,14 +34,16 @@ var kindLabel = map[bot.Kind]string{
 // renderMessage draws m as Block Kit blocks, plus the plain text Slack shows
 // in notifications. The text comes from bot; this only lays it out: the text
 // in sections of at most MaxTextLen characters (split at lines), a code block
-// kept whole where it fits, and a context line naming the kind.
+// kept whole where it fits, the buttons of the actions it offers (the
+// watchdog's Recover), and a context line naming the kind.
 func renderMessage(m bot.Message) (blocks []slack.Block, fallback string) {
 	for _, part := range splitText(m.Text, MaxTextLen) {
 		blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, part, false, false), nil, nil))
 	}
-	if len(blocks) > MaxBlocks-1 {
-		blocks = blocks[:MaxBlocks-1]
+	if len(blocks) > MaxBlocks-3 {
+		blocks = blocks[:MaxBlocks-3]
 	}
+	blocks = append(blocks, actionBlocks(m.Actions, time.Now())...)
 	if m.Kind == bot.KindStatus || m.Kind == bot.KindResult {
 		label := "opsbot · " + kindLabel[m.Kind]
 		if m.Final {
@@ -64,12 +66,18 @@ func renderReply(r bot.Reply, now time.Time) []slack.Block {
 	if len(blocks) > MaxBlocks-2 {
 		blocks = blocks[:MaxBlocks-2]
 	}
-	if len(r.Actions) == 0 {
-		return blocks
+	return append(blocks, actionBlocks(r.Actions, now)...)
+}
+
+// actionBlocks draws actions as one button each, carrying the action's id
+// back on a click, and the earliest expiry among them; none for no actions.
+func actionBlocks(actions []bot.Action, now time.Time) []slack.Block {
+	if len(actions) == 0 {
+		return nil
 	}
 	var buttons []slack.BlockElement
 	var expires time.Time
-	for _, a := range r.Actions {
+	for _, a := range actions {
 		b := slack.NewButtonBlockElement(a.ID, a.ID, slack.NewTextBlockObject(slack.PlainTextType, a.Label, false, false))
 		switch a.Kind {
 		case bot.ActConfirm:
@@ -82,7 +90,7 @@ func renderReply(r bot.Reply, now time.Time) []slack.Block {
 			expires = a.Expires
 		}
 	}
-	blocks = append(blocks, slack.NewActionBlock("opsbot_actions", buttons...))
+	blocks := []slack.Block{slack.NewActionBlock("opsbot_actions", buttons...)}
 	if !expires.IsZero() {
 		left := expires.Sub(now).Round(time.Second)
 		blocks = append(blocks, slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType,
