@@ -50,7 +50,7 @@ type Server struct {
 
 	cmd    *exec.Cmd
 	exited chan struct{}
-	log    *syncBuffer
+	log    *SyncBuffer
 }
 
 // Options change the server Start makes.
@@ -101,17 +101,17 @@ func start(t testing.TB, opts Options) (*Server, error) {
 		os.MkdirAll("/run/sshd", 0o755) // privilege separation directory
 	}
 	s := &Server{User: u.Username, Home: u.HomeDir, Dir: dir}
-	if s.HostKey, _, err = newKey(filepath.Join(dir, "host_ed25519"), 0o600, false); err != nil {
+	if s.HostKey, _, err = NewKey(filepath.Join(dir, "host_ed25519"), 0o600, false); err != nil {
 		return nil, err
 	}
 	hostKeys := "HostKey " + filepath.Join(dir, "host_ed25519") + "\n"
 	if opts.ECDSAHostKey {
-		if s.ECDSAHostKey, _, err = newKey(filepath.Join(dir, "host_ecdsa"), 0o600, true); err != nil {
+		if s.ECDSAHostKey, _, err = NewKey(filepath.Join(dir, "host_ecdsa"), 0o600, true); err != nil {
 			return nil, err
 		}
 		hostKeys = "HostKey " + filepath.Join(dir, "host_ecdsa") + "\n" + hostKeys
 	}
-	if s.ClientSigner, s.ClientKeyPEM, err = newKey(filepath.Join(dir, "client_ed25519"), 0o600, false); err != nil {
+	if s.ClientSigner, s.ClientKeyPEM, err = NewKey(filepath.Join(dir, "client_ed25519"), 0o600, false); err != nil {
 		return nil, err
 	}
 	ak := ssh.MarshalAuthorizedKey(s.ClientSigner.PublicKey())
@@ -120,7 +120,7 @@ func start(t testing.TB, opts Options) (*Server, error) {
 	}
 	var lastErr error
 	for try := 0; try < 5; try++ {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -159,7 +159,7 @@ Subsystem sftp internal-sftp
 	if err := os.WriteFile(cfgPath, []byte(conf), 0o644); err != nil {
 		return err
 	}
-	s.log = &syncBuffer{}
+	s.log = &SyncBuffer{}
 	cmd := exec.Command(SSHD, "-D", "-e", "-f", cfgPath)
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -175,7 +175,7 @@ Subsystem sftp internal-sftp
 			return fmt.Errorf("%s exited on start: %s", SSHD, s.log.String())
 		default:
 		}
-		if banner(s.Addr) {
+		if Banner(s.Addr) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -190,8 +190,9 @@ Subsystem sftp internal-sftp
 	return os.WriteFile(s.KnownHostsFile, []byte(s.KnownHostsLine+"\n"), 0o644)
 }
 
-// banner reports whether an SSH server answers on addr.
-func banner(addr string) bool {
+// Banner reports whether an SSH server answers on addr (its SSH-2.0 banner
+// within 2 s).
+func Banner(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return false
@@ -258,7 +259,9 @@ func loginUser() (*user.User, error) {
 	return user.Lookup(TestUser)
 }
 
-func freePort() (int, error) {
+// FreePort returns a loopback port that was free a moment ago; sshd binds it
+// itself, so the test retries on the rare collision.
+func FreePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -267,8 +270,9 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// newKey makes an ed25519 (or ECDSA P-256) key and writes it in OpenSSH format.
-func newKey(path string, perm os.FileMode, ec bool) (ssh.Signer, []byte, error) {
+// NewKey makes an ed25519 (or, with ec, ECDSA P-256) key and writes it to
+// path in OpenSSH format with perm.
+func NewKey(path string, perm os.FileMode, ec bool) (ssh.Signer, []byte, error) {
 	var priv any
 	var err error
 	if ec {
@@ -294,18 +298,20 @@ func newKey(path string, perm os.FileMode, ec bool) (ssh.Signer, []byte, error) 
 	return signer, pemBytes, nil
 }
 
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for concurrent writers (a process's
+// stdout and stderr).
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()

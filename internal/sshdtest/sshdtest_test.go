@@ -40,7 +40,7 @@ func TestStartLogsInWithKey(t *testing.T) {
 func TestStopOnCleanup(t *testing.T) {
 	var addr string
 	t.Run("server", func(t *testing.T) { addr = Start(t).Addr })
-	if banner(addr) {
+	if Banner(addr) {
 		t.Fatalf("sshd still answers on %s after its test ended", addr)
 	}
 }

@@ -19,12 +19,9 @@
 package systemdtest
 
 import (
-	"bufio"
 	"bytes"
-	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -40,6 +37,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/opsbot/opsbot/internal/sshdtest"
 )
 
 // Paths and names on the machine and inside the namespace.
@@ -79,7 +78,7 @@ type Host struct {
 
 	cmd    *exec.Cmd
 	exited chan struct{}
-	log    *syncBuffer
+	log    *sshdtest.SyncBuffer
 	pidNS  string // readlink of /proc/PID/ns/pid
 	mounts []string
 }
@@ -230,14 +229,14 @@ func boot(t testing.TB, cg2 string) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{User: "root", Dir: dir}
-	if h.HostKey, _, err = newKey(filepath.Join(dir, "host_ed25519")); err != nil {
+	if h.HostKey, _, err = sshdtest.NewKey(filepath.Join(dir, "host_ed25519"), 0o600, false); err != nil {
 		return nil, err
 	}
 	h.ClientKeyFile = filepath.Join(dir, "client_ed25519")
-	if h.ClientSigner, h.ClientKeyPEM, err = newKey(h.ClientKeyFile); err != nil {
+	if h.ClientSigner, h.ClientKeyPEM, err = sshdtest.NewKey(h.ClientKeyFile, 0o600, false); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := sshdtest.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +277,7 @@ func boot(t testing.TB, cg2 string) (*Host, error) {
 	}
 	defer syscall.Close(cgfd)
 
-	h.log = &syncBuffer{}
+	h.log = &sshdtest.SyncBuffer{}
 	cmd := exec.Command(Unshare, "--pid", "--fork", "--mount", "--uts", "--cgroup", "--kill-child=SIGKILL",
 		"/bin/sh", "-c", bootScript, "boot", dir)
 	cmd.Dir = "/"
@@ -310,7 +309,7 @@ func boot(t testing.TB, cg2 string) (*Host, error) {
 		if h.PID == 0 {
 			h.PID = child(cmd.Process.Pid)
 		}
-		if h.PID != 0 && banner(h.Addr) && h.sshOK() {
+		if h.PID != 0 && sshdtest.Banner(h.Addr) && h.sshOK() {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -533,62 +532,4 @@ func minus(a, b []string) []string {
 		out = append(out, x)
 	}
 	return out
-}
-
-// banner reports whether an SSH server answers on addr.
-func banner(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && strings.HasPrefix(line, "SSH-2.0-")
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-func newKey(path string) (ssh.Signer, []byte, error) {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	blk, err := ssh.MarshalPrivateKey(priv, "opsbot-systemdtest")
-	if err != nil {
-		return nil, nil, err
-	}
-	pemBytes := pem.EncodeToMemory(blk)
-	if err := os.WriteFile(path, pemBytes, 0o600); err != nil {
-		return nil, nil, err
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		return nil, nil, fmt.Errorf("signer for %s: %w", path, err)
-	}
-	return signer, pemBytes, nil
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

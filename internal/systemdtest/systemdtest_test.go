@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/opsbot/opsbot/internal/sshdtest"
 )
 
 // run runs cmd over SSH as the host's user and returns stdout; a failure ends the test.
@@ -154,7 +156,7 @@ func TestBootIsolated(t *testing.T) {
 	if !h.Stopped() {
 		t.Errorf("namespace of PID %d not ended after its test (cgroup %s)", h.PID, h.Cgroup)
 	}
-	if banner(h.Addr) {
+	if sshdtest.Banner(h.Addr) {
 		t.Errorf("sshd still answers on %s", h.Addr)
 	}
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d", h.PID)); err == nil {
