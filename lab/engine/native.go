@@ -155,26 +155,8 @@ func (e *Engine) nativeStream(w http.ResponseWriter, hr *http.Request, r *reques
 			}
 			out = append(out, "data: [DONE]\n\n"...)
 		}
-		if len(out) > 0 {
-			if _, err := w.Write(out); err != nil {
-				r.aborted.Store(true)
-				return
-			}
-			if err := rc.Flush(); err != nil {
-				r.aborted.Store(true)
-				return
-			}
-			out = out[:0]
-		}
-		if fin {
-			return
-		}
-		select {
-		case <-r.notify:
-		case <-hr.Context().Done():
-			r.aborted.Store(true)
-			return
-		case <-e.done:
+		var more bool
+		if out, more = e.sendAndWait(w, rc, hr, r, out, fin); !more {
 			return
 		}
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 )
@@ -62,28 +63,41 @@ func (e *Engine) stream(w http.ResponseWriter, hr *http.Request, r *request, usa
 			}
 			out = append(out, "data: [DONE]\n\n"...)
 		}
-		if len(out) > 0 {
-			if _, err := w.Write(out); err != nil {
-				r.aborted.Store(true)
-				return
-			}
-			if err := rc.Flush(); err != nil {
-				r.aborted.Store(true)
-				return
-			}
-			out = out[:0]
-		}
-		if fin {
+		var more bool
+		if out, more = e.sendAndWait(w, rc, hr, r, out, fin); !more {
 			return
 		}
-		select {
-		case <-r.notify:
-		case <-hr.Context().Done():
+	}
+}
+
+// sendAndWait writes and flushes out (when it holds anything) and, unless the
+// stream is finished, waits for the request's next tokens. It returns out
+// emptied for reuse, and false when the stream ends: finished, the client
+// gone or a write failed (the request is marked aborted), or the engine
+// stopping.
+func (e *Engine) sendAndWait(w io.Writer, rc *http.ResponseController, hr *http.Request, r *request, out []byte, fin bool) ([]byte, bool) {
+	if len(out) > 0 {
+		if _, err := w.Write(out); err != nil {
 			r.aborted.Store(true)
-			return
-		case <-e.done:
-			return
+			return out, false
 		}
+		if err := rc.Flush(); err != nil {
+			r.aborted.Store(true)
+			return out, false
+		}
+		out = out[:0]
+	}
+	if fin {
+		return out, false
+	}
+	select {
+	case <-r.notify:
+		return out, true
+	case <-hr.Context().Done():
+		r.aborted.Store(true)
+		return out, false
+	case <-e.done:
+		return out, false
 	}
 }
 
