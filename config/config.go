@@ -283,7 +283,10 @@ type Matrix struct {
 	// high as a lower one's (at equal levels the higher role is granted). A
 	// user holds the highest of this role and the one auth gives their id.
 	PowerLevels map[string]int `yaml:"power_levels,omitempty"`
-	// Encryption (end-to-end) is not in this build: true is refused.
+	// Encryption turns on end-to-end encryption: the bot reads and writes
+	// encrypted rooms as its own device, its keys kept in the store. It
+	// needs a binary built with -tags goolm (MatrixEncryptionBuilt); other
+	// builds refuse true.
 	Encryption bool `yaml:"encryption,omitempty"`
 }
 
@@ -897,8 +900,9 @@ func (c *Config) Validate() error {
 			}
 		}
 		validatePowerLevels(m.PowerLevels, bad)
-		if m.Encryption {
-			bad("matrix.encryption: end-to-end encryption is not in this build of opsbot; use a room without encryption and set encryption: false")
+		if m.Encryption && !MatrixEncryptionBuilt {
+			bad("matrix.encryption: end-to-end encryption is not in this build of opsbot (build it with -tags goolm, as the release builds are), " +
+				"or use a room without encryption and set encryption: false")
 		}
 	}
 	c.validateSchedules(bad)

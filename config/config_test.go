@@ -316,10 +316,15 @@ matrix:
 		"  stale_after: 10m\n  encryption: true\n"
 	_, err = Parse([]byte(bad), "/etc/opsbot", env(map[string]string{"MATRIX_PASSWORD": "pw"}))
 	for _, want := range []string{"matrix.rooms[0]: want a room id", "matrix.rooms[1]: want a room id", "matrix.user_id: want a Matrix user id",
-		"matrix.homeserver: want the homeserver's base URL", "matrix.encryption: end-to-end encryption is not in this build"} {
+		"matrix.homeserver: want the homeserver's base URL"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("err %v, want it to say %q", err, want)
 		}
+	}
+	// encryption: true is refused only by a build without it (no -tags goolm).
+	const noE2EE = "matrix.encryption: end-to-end encryption is not in this build"
+	if said := err != nil && strings.Contains(err.Error(), noE2EE); said == MatrixEncryptionBuilt {
+		t.Errorf("built with encryption %v, err %v: want %q said only without it", MatrixEncryptionBuilt, err, noE2EE)
 	}
 }
 

@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"html"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/crypto/attachment"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
@@ -20,6 +23,9 @@ import (
 func (a *Adapter) Post(ctx context.Context, room string, m bot.Message) (bot.Ref, error) {
 	cli, err := a.conn(ctx)
 	if err != nil {
+		return bot.Ref{}, err
+	}
+	if err := a.beforeSend(ctx, cli, id.RoomID(room)); err != nil {
 		return bot.Ref{}, err
 	}
 	c := notice(m.Text)
@@ -44,6 +50,9 @@ func (a *Adapter) Post(ctx context.Context, room string, m bot.Message) (bot.Ref
 func (a *Adapter) Edit(ctx context.Context, ref bot.Ref, m bot.Message) error {
 	cli, err := a.conn(ctx)
 	if err != nil {
+		return err
+	}
+	if err := a.beforeSend(ctx, cli, id.RoomID(ref.Room)); err != nil {
 		return err
 	}
 	root := id.EventID(ref.ID)
@@ -82,6 +91,9 @@ func (a *Adapter) Reply(ctx context.Context, ref bot.Ref, m bot.Message) (bot.Re
 		return bot.Ref{}, err
 	}
 	room := id.RoomID(ref.Room)
+	if err := a.beforeSend(ctx, cli, room); err != nil {
+		return bot.Ref{}, err
+	}
 	a.mu.Lock()
 	root := id.EventID(ref.ID)
 	if r, ok := a.roots[root]; ok {
@@ -126,28 +138,49 @@ func (a *Adapter) Reply(ctx context.Context, ref bot.Ref, m bot.Message) (bot.Re
 		}
 	}
 	if file != nil {
-		up, err := cli.UploadBytesWithName(ctx, file, "text/plain; charset=utf-8", "output.txt")
-		if err != nil {
+		c := &event.MessageEventContent{MsgType: event.MsgFile, Body: "output.txt", FileName: "output.txt",
+			Info: &event.FileInfo{MimeType: "text/plain", Size: len(file)}}
+		if err := a.attach(ctx, cli, room, c, file, "text/plain; charset=utf-8"); err != nil {
 			return bot.Ref{}, fmt.Errorf("matrix: upload output for %s: %w", root, err)
 		}
-		c := &event.MessageEventContent{MsgType: event.MsgFile, Body: "output.txt", FileName: "output.txt",
-			URL: up.ContentURI.CUString(), Info: &event.FileInfo{MimeType: "text/plain", Size: len(file)}}
 		if err := send(c); err != nil {
 			return bot.Ref{}, err
 		}
 	}
 	if m.Image != nil {
-		up, err := cli.UploadBytesWithName(ctx, m.Image.PNG, "image/png", m.Image.Name)
-		if err != nil {
+		c := &event.MessageEventContent{MsgType: event.MsgImage, Body: m.Image.Name, FileName: m.Image.Name,
+			Info: &event.FileInfo{MimeType: "image/png", Size: len(m.Image.PNG)}}
+		if err := a.attach(ctx, cli, room, c, m.Image.PNG, "image/png"); err != nil {
 			return bot.Ref{}, fmt.Errorf("matrix: upload %s for %s: %w", m.Image.Name, root, err)
 		}
-		c := &event.MessageEventContent{MsgType: event.MsgImage, Body: m.Image.Name, FileName: m.Image.Name,
-			URL: up.ContentURI.CUString(), Info: &event.FileInfo{MimeType: "image/png", Size: len(m.Image.PNG)}}
 		if err := send(c); err != nil {
 			return bot.Ref{}, err
 		}
 	}
 	return last, nil
+}
+
+// attach uploads data for c (an m.file or m.image): as it is, or, in a room
+// the device encrypts, encrypted with a new key that travels in c (whose
+// event is encrypted too), as the spec's encrypted attachments are.
+func (a *Adapter) attach(ctx context.Context, cli *mautrix.Client, room id.RoomID, c *event.MessageEventContent, data []byte, mime string) error {
+	if e, ok := cli.Crypto.(e2ee); ok && e.encrypted(ctx, room) {
+		f := attachment.NewEncryptedFile()
+		sealed := bytes.Clone(data)
+		f.EncryptInPlace(sealed)
+		up, err := cli.UploadBytesWithName(ctx, sealed, "application/octet-stream", c.FileName)
+		if err != nil {
+			return err
+		}
+		c.File = &event.EncryptedFileInfo{EncryptedFile: *f, URL: up.ContentURI.CUString()}
+		return nil
+	}
+	up, err := cli.UploadBytesWithName(ctx, data, mime, c.FileName)
+	if err != nil {
+		return err
+	}
+	c.URL = up.ContentURI.CUString()
+	return nil
 }
 
 // maxThreads bounds the thread replies remembered.

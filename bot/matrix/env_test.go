@@ -39,6 +39,8 @@ type env struct {
 	room  id.RoomID // in matrix.rooms
 	other id.RoomID // not: the bot was made to join it before it started
 	seen  *watcher  // alice's view of both rooms
+
+	keyWait time.Duration // the adapter's KeyWait, when set
 }
 
 func newEnv(t testing.TB) *env {
@@ -110,6 +112,9 @@ func (e *env) start(now func() time.Time) *instance {
 	}
 	if now != nil {
 		a.Now = now
+	}
+	if e.keyWait > 0 {
+		a.KeyWait = e.keyWait
 	}
 	ctx := testCtx(t, time.Minute)
 	newBackend := func(deps bot.BackendDeps) (bot.Backend, error) { return runbook(e.cfg, deps.Nodes, log) }
@@ -190,6 +195,9 @@ type msg struct {
 	Key      string // a reaction's key
 	Member   string // a membership, on m.room.member
 	StateKey string
+	// Encrypted: the event came as m.room.encrypted, and this is what
+	// decrypting it gave (crypto_test.go's watcher).
+	Encrypted bool
 }
 
 // watcher syncs a client and keeps every event of its rooms.

@@ -59,9 +59,36 @@
 // expiry, or at once when its bot sees the holder's pid gone on the same
 // machine).
 //
-// End-to-end encryption is not in this build: config refuses
-// matrix.encryption: true, and a room event the bot cannot read
-// (m.room.encrypted) is answered with a notice that says so.
+// # End-to-end encryption
+//
+// With matrix.encryption: true (in a build with -tags goolm: mautrix's
+// pure-Go Olm, so the binary stays CGO_ENABLED=0; other builds refuse the
+// key) the bot is a device with keys of its own and works in encrypted rooms
+// as in others: commands are decrypted, replies, edits and thread lines
+// encrypted, charts and files uploaded encrypted (reactions stay in the
+// clear, as the spec has them). Its keys and what it knows of the rooms'
+// members are kept in the store's file, in mautrix's own tables (crypto_*,
+// mx_*), through the same pure-Go SQLite driver; a random key kept in the
+// store seals the secrets among them, so the store and its backups must stay
+// private. Room keys are shared with every device of the room's members,
+// verified or not: who may run what is decided by user id, as in the clear.
+//
+// Only the process that holds the sync lease has the keys in use (two
+// processes ratcheting one device's sessions would break them). A standby
+// process sends to rooms without encryption only: a message it would post
+// to an encrypted room is refused (and logged), never sent in the clear.
+//
+// An encrypted command whose room key has not arrived is kept aside while the
+// sync goes on, the key is asked for from the sender's devices, and the
+// command is run when the key comes (within KeyWait, 30 s by default). If it
+// does not come, or the event cannot be decrypted at all, the sender gets a
+// notice saying that nothing was run and how to let the bot read their
+// messages (at most one per sender and room every 10 minutes); the event is
+// audited as undecryptable. A command kept aside when its process stops is
+// not run by the next holder (its sync position has moved on); its sender
+// gets no answer and sends it again. Without matrix.encryption an encrypted
+// event in an allowed room is answered with a notice that the bot cannot
+// read it.
 package matrix
 
 import (
@@ -128,11 +155,17 @@ type Adapter struct {
 	last     map[id.EventID]id.EventID // thread root -> latest reply in it
 	shown    map[id.EventID]string     // status message -> the text it shows now
 
+	toldUndecryptable map[string]time.Time // "room sender" -> last "cannot decrypt" notice
+	encryptedRooms    map[id.RoomID]bool   // rooms a standby found encrypted (it never sends there)
+
 	levelsMu sync.RWMutex
 	levels   map[id.RoomID]powerLevels // allowed rooms' power levels (matrix.power_levels)
 
 	// Now is the clock the stale rule reads; tests may set it before Run.
 	Now func() time.Time
+	// KeyWait is how long an encrypted command waits for its room key
+	// (DefaultKeyWait); tests may set it before Run.
+	KeyWait time.Duration
 }
 
 // preview is a confirmation the bot asked in a room.
@@ -165,8 +198,8 @@ func New(cfg config.Matrix, o Options) (*Adapter, error) {
 	if len(cfg.Rooms) == 0 {
 		problems = append(problems, "matrix.rooms must list the rooms the bot obeys")
 	}
-	if cfg.Encryption {
-		problems = append(problems, "matrix.encryption is not in this build of opsbot")
+	if cfg.Encryption && !config.MatrixEncryptionBuilt {
+		problems = append(problems, "matrix.encryption: end-to-end encryption is not in this build of opsbot (build it with -tags goolm)")
 	}
 	if o.StorePath == "" {
 		problems = append(problems, "the store path is required (the adapter keeps its login and sync token there)")
@@ -187,7 +220,8 @@ func New(cfg config.Matrix, o Options) (*Adapter, error) {
 	a := &Adapter{cfg: cfg, opts: o, log: log.With("platform", Platform), allowed: map[id.RoomID]bool{},
 		user:     id.UserID(cfg.UserID),
 		previews: map[id.EventID]preview{}, roots: map[id.EventID]id.EventID{}, last: map[id.EventID]id.EventID{},
-		shown: map[id.EventID]string{}, levels: map[id.RoomID]powerLevels{}, Now: time.Now}
+		shown: map[id.EventID]string{}, levels: map[id.RoomID]powerLevels{}, Now: time.Now, KeyWait: DefaultKeyWait,
+		toldUndecryptable: map[string]time.Time{}, encryptedRooms: map[id.RoomID]bool{}}
 	for _, r := range cfg.Rooms {
 		a.allowed[id.RoomID(r)] = true
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"maunium.net/go/mautrix"
@@ -32,6 +33,9 @@ type syncer struct {
 	cli   *mautrix.Client
 	in    bot.Inbound
 	lease *syncLease
+
+	crypto  e2ee           // the device's encryption while syncing; nil without matrix.encryption
+	waiting sync.WaitGroup // encrypted events waiting for their room keys
 }
 
 // run syncs while the lease is held and ctx lasts.
@@ -71,6 +75,23 @@ func (s *syncer) run(ctx context.Context) {
 	defer func() { stop(); <-lost }()
 
 	a.joinAllowed(ctx, s.cli)
+	if a.cfg.Encryption {
+		c := s.startCrypto(ctx)
+		if c == nil {
+			return
+		}
+		login := s.cli
+		s.crypto, s.cli = c, c.client()
+		a.client.Store(s.cli)
+		a.log.Info("end-to-end encryption on", "device", c.device())
+		defer func() {
+			stop()
+			s.waiting.Wait()
+			a.client.Store(login)
+			s.crypto, s.cli = nil, login
+			c.close()
+		}()
+	}
 	// Read whether or not matrix.power_levels is set now: a reload may set it.
 	a.fetchAllLevels(ctx, s.cli)
 	since, err := s.st.SyncToken(ctx, a.syncTokenKey())
@@ -112,6 +133,9 @@ func (s *syncer) run(ctx context.Context) {
 		}
 		backoff = time.Second
 		a.setReady()
+		if s.crypto != nil {
+			s.crypto.sync(ctx, resp, since)
+		}
 		s.handle(ctx, resp, first)
 		if ctx.Err() != nil {
 			// Stopped mid-response: the token is not stored, and the
@@ -163,7 +187,7 @@ func (s *syncer) handle(ctx context.Context, resp *mautrix.RespSync, first bool)
 		// power level change and a command sent after it are taken in the
 		// order they were sent.
 		for _, evt := range jr.State.Events {
-			a.levelsEvent(room, evt)
+			s.stateEvent(ctx, room, evt)
 		}
 		if jr.Timeline.Limited && !first {
 			a.log.Warn("some events of this room were not delivered (more than the timeline limit since the last sync)", "room", room)
@@ -172,13 +196,24 @@ func (s *syncer) handle(ctx context.Context, resp *mautrix.RespSync, first bool)
 			if ctx.Err() != nil {
 				return
 			}
-			a.levelsEvent(room, evt)
+			if evt.StateKey != nil {
+				s.stateEvent(ctx, room, evt)
+			}
 			if first {
 				continue
 			}
 			evt.RoomID = room
 			s.event(ctx, evt)
 		}
+	}
+}
+
+// stateEvent takes a state event of room: power levels, and for encryption
+// membership and the room's encryption.
+func (s *syncer) stateEvent(ctx context.Context, room id.RoomID, evt *event.Event) {
+	s.a.levelsEvent(room, evt)
+	if s.crypto != nil {
+		s.crypto.state(ctx, room, evt)
 	}
 }
 
@@ -204,21 +239,23 @@ func (s *syncer) event(ctx context.Context, evt *event.Event) {
 	evt.Type.Class = event.MessageEventType
 	switch evt.Type {
 	case event.EventMessage:
-		if err := evt.Content.ParseRaw(evt.Type); err != nil {
+		if !parsed(evt) {
 			return
 		}
 		s.message(ctx, evt, evt.Content.AsMessage())
 	case event.EventReaction:
-		if err := evt.Content.ParseRaw(evt.Type); err != nil {
+		if !parsed(evt) {
 			return
 		}
 		s.reaction(ctx, evt, evt.Content.AsReaction())
 	case event.EventEncrypted:
-		if a.allowed[evt.RoomID] && s.claim(ctx, evt) {
-			s.notice(ctx, evt, "I cannot read encrypted messages: end-to-end encryption is not in this build of opsbot. "+
-				"Send commands in a room without encryption.")
-		}
+		s.encrypted(ctx, evt)
 	}
+}
+
+// parsed parses evt's content unless it is already (a decrypted event's is).
+func parsed(evt *event.Event) bool {
+	return evt.Content.Parsed != nil || evt.Content.ParseRaw(evt.Type) == nil
 }
 
 // message hands a `!command` to the bot and posts its reply.

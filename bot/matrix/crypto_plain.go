@@ -1,0 +1,18 @@
+//go:build !goolm
+
+package matrix
+
+import (
+	"context"
+	"errors"
+
+	"maunium.net/go/mautrix"
+
+	"github.com/opsbot/opsbot/store"
+)
+
+// startE2EE: this build has no end-to-end encryption (build with -tags
+// goolm for it); New refuses matrix.encryption before it is called.
+func startE2EE(context.Context, *Adapter, *mautrix.Client, *store.Store) (e2ee, error) {
+	return nil, errors.New("end-to-end encryption is not in this build of opsbot (build it with -tags goolm)")
+}
