@@ -14,7 +14,7 @@ RUN go mod download
 COPY . .
 ARG VERSION=""
 ARG REVISION=""
-RUN CGO_ENABLED=0 go build -trimpath \
+RUN CGO_ENABLED=0 go build -tags goolm -trimpath \
 	-ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" \
 	-o /out/opsbot ./cmd/opsbot \
 	&& mkdir -p /out/state/tmp

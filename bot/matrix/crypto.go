@@ -237,7 +237,9 @@ func (d *olmDevice) awaitKeys(ctx context.Context, evt *event.Event, wait time.D
 	if d.mach.WaitForSession(ctx, evt.RoomID, c.SenderKey, c.SessionID, wait/3) {
 		return true
 	}
-	d.RequestSession(ctx, evt.RoomID, c.SenderKey, c.SessionID, evt.Sender, c.DeviceID)
+	// Every device of the sender: the event's device_id is deprecated (and
+	// the sender's other devices may hold the key too).
+	d.RequestSession(ctx, evt.RoomID, c.SenderKey, c.SessionID, evt.Sender, "")
 	return d.mach.WaitForSession(ctx, evt.RoomID, c.SenderKey, c.SessionID, wait-wait/3)
 }
 

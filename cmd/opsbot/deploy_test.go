@@ -194,7 +194,8 @@ func TestDockerfileBuild(t *testing.T) {
 		}
 	}
 	out, err := exec.Command(bin, "version").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "opsbot v9.9.9-test") || !strings.Contains(string(out), "revision feedface") {
+	if err != nil || !strings.Contains(string(out), "opsbot v9.9.9-test") || !strings.Contains(string(out), "revision feedface") ||
+		!strings.Contains(string(out), "matrix end-to-end encryption: built in") {
 		t.Fatalf("opsbot version: %v\n%s", err, out)
 	}
 	t.Logf("built as the Dockerfile does: %s", strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "; "))

@@ -34,7 +34,11 @@ func cmdVersion(args []string, stdout io.Writer) error {
 		return usagef("version takes no arguments")
 	}
 	b := serve.BuildInfo(version, revision)
-	fmt.Fprintf(stdout, "opsbot %s\nrevision %s\n%s\n", b.Version, b.Revision, b.GoVersion)
+	e2ee := "not built in (build with -tags goolm)"
+	if config.MatrixEncryptionBuilt {
+		e2ee = "built in"
+	}
+	fmt.Fprintf(stdout, "opsbot %s\nrevision %s\n%s\nmatrix end-to-end encryption: %s\n", b.Version, b.Revision, b.GoVersion, e2ee)
 	return nil
 }
 
