@@ -409,3 +409,21 @@ func (m *e2eeMember) decrypted(t testing.TB, room id.RoomID, evid id.EventID) *e
 	}
 	return dec.Content.AsMessage()
 }
+
+// BenchmarkEncryptedCommandToFirstReply is BenchmarkCommandToFirstReply in
+// an encrypted room: the command is decrypted, the answer encrypted (the
+// first one shares the bot's room key with the room's devices).
+//
+//	go test -tags goolm -run XXX -bench EncryptedCommandToFirstReply -benchtime 1x ./bot/matrix/
+func BenchmarkEncryptedCommandToFirstReply(b *testing.B) {
+	e := newEnv(b)
+	alice := newE2EEMember(b, e.alice)
+	room := e.encryptedRoom(b)
+	in := e.start(nil)
+	poll(b, 30*time.Second, "the adapter to sync", func() bool { return in.adapter.Ready() == nil })
+	poll(b, 30*time.Second, "the bot to join the encrypted room", func() bool {
+		j, err := e.alice.Client.JoinedMembers(testCtx(b, 10*time.Second), room)
+		return err == nil && hasMember(j, e.botU.ID)
+	})
+	benchFirstReply(b, e, alice.seen, room, func(text string) id.EventID { return alice.send(b, room, text) })
+}
