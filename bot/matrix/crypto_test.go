@@ -55,24 +55,7 @@ func newE2EEMember(t testing.TB, u *dendritetest.User) *e2eeMember {
 	if err := m.mach.ShareKeys(ctx, -1); err != nil {
 		t.Fatalf("upload %s's device keys: %v", u.ID, err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		since := ""
-		for runCtx.Err() == nil {
-			resp, err := u.Client.FullSyncRequest(runCtx, mautrix.ReqSync{Timeout: 10000, Since: since})
-			if err != nil {
-				if runCtx.Err() == nil {
-					time.Sleep(100 * time.Millisecond) // a failed sync: retry soon (not a test timing)
-				}
-				continue
-			}
-			m.handle(runCtx, resp, since)
-			since = resp.NextBatch
-		}
-	}()
+	syncLoop(t, u.Client, m.handle)
 	return m
 }
 
@@ -132,13 +115,7 @@ func (m *e2eeMember) handle(ctx context.Context, resp *mautrix.RespSync, since s
 	}
 	m.pending = still
 	m.mu.Unlock()
-	m.seen.mu.Lock()
-	m.seen.msgs = append(m.seen.msgs, got...)
-	m.seen.mu.Unlock()
-	select {
-	case m.seen.wake <- struct{}{}:
-	default:
-	}
+	m.seen.add(got)
 }
 
 // send sends text to room encrypted, sharing a room key with the room's
@@ -172,6 +149,23 @@ func (m *e2eeMember) send(t testing.TB, room id.RoomID, text string) id.EventID 
 	return resp.EventID
 }
 
+// encryptedEnv is an env whose only allowed room is encrypted, with alice's
+// client encrypting, and the bot started and joined there.
+func encryptedEnv(t testing.TB, keyWait time.Duration) (*env, *e2eeMember, id.RoomID, *instance) {
+	t.Helper()
+	e := newEnv(t)
+	e.keyWait = keyWait
+	alice := newE2EEMember(t, e.alice)
+	room := e.encryptedRoom(t)
+	in := e.start(nil)
+	poll(t, 30*time.Second, "the adapter to sync", func() bool { return in.adapter.Ready() == nil })
+	poll(t, 30*time.Second, "the bot to join the encrypted room", func() bool {
+		j, err := e.alice.Client.JoinedMembers(testCtx(t, 10*time.Second), room)
+		return err == nil && hasMember(j, e.botU.ID)
+	})
+	return e, alice, room, in
+}
+
 // encryptedRoom makes an encrypted room of alice's with the bot and bob
 // invited, and makes it the only room in matrix.rooms, with encryption on.
 func (e *env) encryptedRoom(t testing.TB) id.RoomID {
@@ -199,16 +193,8 @@ func ptr[T any](v T) *T { return &v }
 // account refuses to post to the encrypted room rather than post in the
 // clear.
 func TestEncryptedRoom(t *testing.T) {
-	e := newEnv(t)
-	alice := newE2EEMember(t, e.alice)
-	room := e.encryptedRoom(t)
-	in := e.start(nil)
-	in.waitReady(t)
-	// The bot has joined and published its device keys before it syncs.
-	poll(t, 30*time.Second, "the bot to join the encrypted room", func() bool {
-		j, err := e.alice.Client.JoinedMembers(testCtx(t, 10*time.Second), room)
-		return err == nil && hasMember(j, e.botU.ID)
-	})
+	// The bot has published its device keys before it syncs.
+	e, alice, room, in := encryptedEnv(t, 0)
 
 	cmd := alice.send(t, room, "!mtp steps 10")
 	botSaid := func(m msg) bool { return m.Sender == e.botU.ID && m.Room == room }
@@ -278,16 +264,7 @@ func hasMember(j *mautrix.RespJoinedMembers, u id.UserID) bool {
 // the bot is not run; its sender is told so (once, however many such
 // messages they send) and how to fix it, and it is audited.
 func TestEncryptedUnreadable(t *testing.T) {
-	e := newEnv(t)
-	e.keyWait = 1500 * time.Millisecond
-	alice := newE2EEMember(t, e.alice)
-	room := e.encryptedRoom(t)
-	in := e.start(nil)
-	in.waitReady(t)
-	poll(t, 30*time.Second, "the bot to join the encrypted room", func() bool {
-		j, err := e.alice.Client.JoinedMembers(testCtx(t, 10*time.Second), room)
-		return err == nil && hasMember(j, e.botU.ID)
-	})
+	e, alice, room, in := encryptedEnv(t, 1500*time.Millisecond)
 	// A Megolm message of a session nobody shared with the bot.
 	ctx := testCtx(t, 30*time.Second)
 	fake := func() map[string]any {
@@ -350,11 +327,7 @@ func TestEncryptedUnreadable(t *testing.T) {
 // up encrypted (the file's key travels in the encrypted event), and the
 // member's client decrypts them to the bytes the bot had.
 func TestEncryptedAttachments(t *testing.T) {
-	e := newEnv(t)
-	alice := newE2EEMember(t, e.alice)
-	room := e.encryptedRoom(t)
-	in := e.start(nil)
-	in.waitReady(t)
+	_, alice, room, in := encryptedEnv(t, 0)
 	ctx := testCtx(t, 60*time.Second)
 	root, err := in.adapter.Post(ctx, string(room), bot.Message{Kind: bot.KindStatus, Text: "⏳ #9 `sweep` — queued"})
 	if err != nil {
@@ -377,7 +350,7 @@ func TestEncryptedAttachments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sealed, err := e.alice.Client.DownloadBytes(ctx, uri)
+	sealed, err := alice.u.Client.DownloadBytes(ctx, uri)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,14 +389,6 @@ func (m *e2eeMember) decrypted(t testing.TB, room id.RoomID, evid id.EventID) *e
 //
 //	go test -tags goolm -run XXX -bench EncryptedCommandToFirstReply -benchtime 1x ./bot/matrix/
 func BenchmarkEncryptedCommandToFirstReply(b *testing.B) {
-	e := newEnv(b)
-	alice := newE2EEMember(b, e.alice)
-	room := e.encryptedRoom(b)
-	in := e.start(nil)
-	poll(b, 30*time.Second, "the adapter to sync", func() bool { return in.adapter.Ready() == nil })
-	poll(b, 30*time.Second, "the bot to join the encrypted room", func() bool {
-		j, err := e.alice.Client.JoinedMembers(testCtx(b, 10*time.Second), room)
-		return err == nil && hasMember(j, e.botU.ID)
-	})
+	e, alice, room, _ := encryptedEnv(b, 0)
 	benchFirstReply(b, e, alice.seen, room, func(text string) id.EventID { return alice.send(b, room, text) })
 }

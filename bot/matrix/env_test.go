@@ -209,6 +209,21 @@ type watcher struct {
 
 func watch(t testing.TB, cli *mautrix.Client) *watcher {
 	w := &watcher{wake: make(chan struct{}, 1)}
+	syncLoop(t, cli, func(_ context.Context, resp *mautrix.RespSync, _ string) {
+		now := time.Now()
+		var got []msg
+		for room, jr := range resp.Rooms.Join {
+			for _, evt := range append(jr.State.Events, jr.Timeline.Events...) {
+				got = append(got, parse(room, evt, now))
+			}
+		}
+		w.add(got)
+	})
+	return w
+}
+
+// syncLoop syncs cli until the test ends, handing each response to handle.
+func syncLoop(t testing.TB, cli *mautrix.Client, handle func(ctx context.Context, resp *mautrix.RespSync, since string)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
@@ -223,22 +238,21 @@ func watch(t testing.TB, cli *mautrix.Client) *watcher {
 				}
 				continue
 			}
+			handle(ctx, resp, since)
 			since = resp.NextBatch
-			now := time.Now()
-			w.mu.Lock()
-			for room, jr := range resp.Rooms.Join {
-				for _, evt := range append(jr.State.Events, jr.Timeline.Events...) {
-					w.msgs = append(w.msgs, parse(room, evt, now))
-				}
-			}
-			w.mu.Unlock()
-			select {
-			case w.wake <- struct{}{}:
-			default:
-			}
 		}
 	}()
-	return w
+}
+
+// add keeps ms and wakes the waiters.
+func (w *watcher) add(ms []msg) {
+	w.mu.Lock()
+	w.msgs = append(w.msgs, ms...)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
 }
 
 func parse(room id.RoomID, evt *event.Event, at time.Time) msg {

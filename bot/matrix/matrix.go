@@ -183,7 +183,7 @@ var (
 
 // New checks cfg and returns an adapter that has not connected yet (Run
 // does). It fails on what the config check should have caught: no
-// homeserver, user id, credentials or rooms, or encryption asked for.
+// homeserver, user id, credentials or rooms, or encryption asked of a build without it.
 func New(cfg config.Matrix, o Options) (*Adapter, error) {
 	var problems []string
 	if u, err := url.Parse(cfg.Homeserver); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
