@@ -35,13 +35,13 @@ func benchFirstReply(b *testing.B, e *env, w *watcher, room id.RoomID, sendCmd f
 		for range n {
 			start := time.Now()
 			cmd := sendCmd("!mtp show")
-			r := w.wait(b, 30*time.Second, "the bot's answer", func(m msg) bool {
+			r := w.Wait(b, 30*time.Second, "the bot's answer", func(m msg) bool {
 				return m.Sender == e.botU.ID && m.Room == room && m.Type == "m.room.message" && m.ReplyTo == cmd && m.RelType == ""
 			})
-			c := w.wait(b, 10*time.Second, "the command event", func(m msg) bool { return m.ID == cmd })
+			c := w.Wait(b, 10*time.Second, "the command event", func(m msg) bool { return m.ID == cmd })
 			lat = append(lat, r.At.Sub(start))
 			srv = append(srv, r.TS.Sub(c.TS))
-			w.wait(b, jobWait, "the final edit", func(m msg) bool {
+			w.Wait(b, jobWait, "the final edit", func(m msg) bool {
 				return m.Sender == e.botU.ID && m.RelType == "m.replace" && m.RelTo == r.ID && strings.Contains(m.NewBody, "— succeeded")
 			})
 		}

@@ -92,6 +92,7 @@ func openDevice(ctx context.Context, a *Adapter, login *mautrix.Client, db *sql.
 	cli.DeviceID, cli.StateStore, cli.Log = login.DeviceID, states, zl
 	d := &olmDevice{a: a, cli: cli, db: db, states: states, rooms: map[id.RoomID]bool{}}
 	d.mach = crypto.NewOlmMachine(cli, &zl, keys, states)
+	d.mach.AllowKeyShare = d.allowKeyShare(d.mach.AllowKeyShare)
 	cli.Crypto = d
 	if err := d.mach.Load(ctx); err != nil {
 		return nil, fmt.Errorf("load the device's keys from the store: %w", err)
@@ -148,6 +149,38 @@ func (d *olmDevice) publish(ctx context.Context, keys *crypto.SQLCryptoStore) er
 	d.a.log.Info("end-to-end encryption: device keys uploaded", "device", cli.DeviceID,
 		"fingerprint", d.mach.OwnIdentity().SigningKey.Fingerprint())
 	return nil
+}
+
+// allowKeyShare answers a device's request for one of the bot's room keys:
+// as mautrix does (to a device it was shared with, or one of the account's
+// own trusted ones), and also to any device of a user joined to the room
+// now when the room's members may read its whole history (history
+// visibility "shared", the default, or "world_readable"). That is who the
+// bot shares its keys with when it makes them; a key that did not reach a
+// member's device (a new login, a lost to-device message) is then sent when
+// their client asks, as Element does for a message it cannot read. Other
+// users' devices, and any device in a room whose history is for members
+// from when they joined, get the default answer.
+func (d *olmDevice) allowKeyShare(def func(context.Context, *id.Device, event.RequestedKeyInfo) *crypto.KeyShareRejection) func(context.Context, *id.Device, event.RequestedKeyInfo) *crypto.KeyShareRejection {
+	return func(ctx context.Context, dev *id.Device, req event.RequestedKeyInfo) *crypto.KeyShareRejection {
+		rej := def(ctx, dev, req)
+		if rej == nil || dev.UserID == d.cli.UserID || dev.Trust == id.TrustStateBlacklisted {
+			return rej
+		}
+		sess, err := d.mach.CryptoStore.GetGroupSession(ctx, req.RoomID, req.SessionID)
+		if err != nil || sess == nil || sess.SenderKey != d.mach.OwnIdentity().IdentityKey {
+			return rej // not one of the bot's keys
+		}
+		if m, err := d.states.GetMembership(ctx, req.RoomID, dev.UserID); err != nil || m != event.MembershipJoin {
+			return rej
+		}
+		vis, err := d.states.GetHistoryVisibility(ctx, req.RoomID)
+		if err != nil || (vis != nil && vis.HistoryVisibility != event.HistoryVisibilityShared && vis.HistoryVisibility != event.HistoryVisibilityWorldReadable) {
+			return rej
+		}
+		d.a.log.Info("sending a room key a member's device asked for", "room", req.RoomID, "user", dev.UserID, "device", dev.DeviceID)
+		return nil
+	}
 }
 
 // readRoom reads room's whole state (members, encryption) into the state

@@ -6,15 +6,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"maunium.net/go/mautrix"
-	"maunium.net/go/mautrix/crypto"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
@@ -24,138 +21,13 @@ import (
 	"github.com/opsbot/opsbot/store"
 )
 
-// e2eeMember is a room member with a client that does end-to-end
-// encryption as Element does (mautrix's OlmMachine, its keys in memory): it
-// sends encrypted messages and keeps what it decrypts in seen.
-type e2eeMember struct {
-	u    *dendritetest.User
-	mach *crypto.OlmMachine
-	seen *watcher
-
-	mu      sync.Mutex
-	pending []pendingEvent // events whose room key has not arrived yet
-}
-
-type pendingEvent struct {
-	room id.RoomID
-	evt  *event.Event
-}
-
-// newE2EEMember uploads u's device keys and starts its sync.
-func newE2EEMember(t testing.TB, u *dendritetest.User) *e2eeMember {
-	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
-	states := mautrix.NewMemoryStateStore()
-	u.Client.StateStore = states
-	m := &e2eeMember{u: u, seen: &watcher{wake: make(chan struct{}, 1)}}
-	m.mach = crypto.NewOlmMachine(u.Client, nil, crypto.NewMemoryStore(nil), states.(crypto.StateStore))
-	if err := m.mach.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.mach.ShareKeys(ctx, -1); err != nil {
-		t.Fatalf("upload %s's device keys: %v", u.ID, err)
-	}
-	syncLoop(t, u.Client, m.handle)
-	return m
-}
-
-// handle takes one sync response: room keys first, then the rooms' state,
-// then their timelines, decrypting what it can (and, again, what waited for
-// a key).
-func (m *e2eeMember) handle(ctx context.Context, resp *mautrix.RespSync, since string) {
-	m.mach.ProcessSyncResponse(ctx, resp, since)
-	now := time.Now()
-	var got []msg
-	for room, jr := range resp.Rooms.Join {
-		for _, evt := range append(jr.State.Events, jr.Timeline.Events...) {
-			if evt.StateKey == nil {
-				continue
-			}
-			evt.RoomID, evt.Type.Class = room, event.StateEventType
-			if evt.Content.ParseRaw(evt.Type) == nil {
-				mautrix.UpdateStateStore(ctx, m.u.Client.StateStore, evt)
-				if evt.Type == event.StateMember {
-					m.mach.HandleMemberEvent(ctx, evt)
-				}
-			}
-		}
-		for _, evt := range jr.Timeline.Events {
-			evt.RoomID = room
-			got = append(got, parse(room, evt, now))
-			if evt.Type == event.EventEncrypted {
-				m.mu.Lock()
-				m.pending = append(m.pending, pendingEvent{room, evt})
-				m.mu.Unlock()
-			}
-		}
-	}
-	m.mu.Lock()
-	var still []pendingEvent
-	for _, p := range m.pending {
-		evt := p.evt
-		evt.Type.Class = event.MessageEventType
-		if evt.Content.Parsed == nil && evt.Content.ParseRaw(event.EventEncrypted) != nil {
-			continue
-		}
-		dec, err := m.mach.DecryptMegolmEvent(ctx, evt)
-		if errors.Is(err, crypto.ErrNoSessionFound) {
-			still = append(still, p)
-			continue
-		}
-		if err != nil {
-			continue
-		}
-		d := parse(p.room, dec, now)
-		d.Encrypted = true
-		if outer := evt.Content.AsEncrypted().RelatesTo; d.RelType == "" && outer != nil {
-			// The relation travels in the clear.
-			d.RelType, d.RelTo = string(outer.Type), outer.EventID
-		}
-		got = append(got, d)
-	}
-	m.pending = still
-	m.mu.Unlock()
-	m.seen.add(got)
-}
-
-// send sends text to room encrypted, sharing a room key with the room's
-// members' devices first when there is none yet.
-func (m *e2eeMember) send(t testing.TB, room id.RoomID, text string) id.EventID {
-	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
-	content := &event.MessageEventContent{MsgType: event.MsgText, Body: text}
-	enc, err := m.mach.EncryptMegolmEvent(ctx, room, event.EventMessage, content)
-	if errors.Is(err, crypto.ErrNoGroupSession) || errors.Is(err, crypto.ErrSessionNotShared) || errors.Is(err, crypto.ErrSessionExpired) {
-		joined, jerr := m.u.Client.JoinedMembers(ctx, room)
-		if jerr != nil {
-			t.Fatal(jerr)
-		}
-		var members []id.UserID
-		for u := range joined.Joined {
-			members = append(members, u)
-		}
-		if err := m.mach.ShareGroupSession(ctx, room, members); err != nil {
-			t.Fatalf("share a room key: %v", err)
-		}
-		enc, err = m.mach.EncryptMegolmEvent(ctx, room, event.EventMessage, content)
-	}
-	if err != nil {
-		t.Fatalf("encrypt %q: %v", text, err)
-	}
-	resp, err := m.u.Client.SendMessageEvent(ctx, room, event.EventEncrypted, enc)
-	if err != nil {
-		t.Fatalf("send %q: %v", text, err)
-	}
-	return resp.EventID
-}
-
 // encryptedEnv is an env whose only allowed room is encrypted, with alice's
 // client encrypting, and the bot started and joined there.
-func encryptedEnv(t testing.TB, keyWait time.Duration) (*env, *e2eeMember, id.RoomID, *instance) {
+func encryptedEnv(t testing.TB, keyWait time.Duration) (*env, *dendritetest.E2EEMember, id.RoomID, *instance) {
 	t.Helper()
 	e := newEnv(t)
 	e.keyWait = keyWait
-	alice := newE2EEMember(t, e.alice)
+	alice := dendritetest.NewE2EEMember(t, e.alice)
 	room := e.encryptedRoom(t)
 	in := e.start(nil)
 	poll(t, 30*time.Second, "the adapter to sync", func() bool { return in.adapter.Ready() == nil })
@@ -170,57 +42,57 @@ func encryptedEnv(t testing.TB, keyWait time.Duration) (*env, *e2eeMember, id.Ro
 // invited, and makes it the only room in matrix.rooms, with encryption on.
 func (e *env) encryptedRoom(t testing.TB) id.RoomID {
 	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
-	resp, err := e.alice.Client.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat",
-		Invite: []id.UserID{e.botU.ID, e.bob.ID},
-		InitialState: []*event.Event{{Type: event.StateEncryption, StateKey: ptr(""),
-			Content: event.Content{Parsed: &event.EncryptionEventContent{Algorithm: id.AlgorithmMegolmV1}}}}})
-	if err != nil {
-		t.Fatalf("create an encrypted room: %v", err)
-	}
-	e.cfg.Matrix.Rooms = []string{string(resp.RoomID)}
+	room := dendritetest.CreateEncryptedRoom(t, e.alice, e.botU.ID, e.bob.ID)
+	e.cfg.Matrix.Rooms = []string{string(room)}
 	e.cfg.Matrix.Encryption = true
-	return resp.RoomID
+	return room
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // TestEncryptedRoom: with matrix.encryption, an operator's encrypted
 // `!mtp steps 10` runs, and everything the bot says in the room (the status
 // message, its edits, the thread) is encrypted and reads as in a room
-// without encryption. After a restart the same device, with the keys kept in
-// the store, reads the next command. A process that does not sync the
+// without encryption. A new device of a member gets the bot's room key when
+// it asks. After a restart the same device, with the keys kept in the store,
+// reads the next command. A process that does not sync the
 // account refuses to post to the encrypted room rather than post in the
 // clear.
 func TestEncryptedRoom(t *testing.T) {
 	// The bot has published its device keys before it syncs.
 	e, alice, room, in := encryptedEnv(t, 0)
 
-	cmd := alice.send(t, room, "!mtp steps 10")
+	cmd := alice.Send(t, room, "!mtp steps 10")
 	botSaid := func(m msg) bool { return m.Sender == e.botU.ID && m.Room == room }
-	root := alice.seen.wait(t, 60*time.Second, "the bot's encrypted answer to "+string(cmd), func(m msg) bool {
+	root := alice.Seen.Wait(t, 60*time.Second, "the bot's encrypted answer to "+string(cmd), func(m msg) bool {
 		return botSaid(m) && m.Encrypted && m.ReplyTo == cmd && m.RelType == ""
 	})
 	if root.MsgType != "m.notice" || root.HTML == "" || !strings.Contains(root.Body, "mtp steps 10") {
 		t.Fatalf("root status: %+v", root)
 	}
-	final := alice.seen.wait(t, jobWait, "the final edit", func(m msg) bool {
+	final := alice.Seen.Wait(t, jobWait, "the final edit", func(m msg) bool {
 		return botSaid(m) && m.Encrypted && m.RelType == "m.replace" && m.RelTo == root.ID && strings.Contains(m.NewBody, "— succeeded")
 	})
 	if !strings.HasPrefix(final.NewBody, "✅") {
 		t.Errorf("final status: %q", final.NewBody)
 	}
-	alice.seen.wait(t, 30*time.Second, "the result in the thread", func(m msg) bool {
+	alice.Seen.Wait(t, 30*time.Second, "the result in the thread", func(m msg) bool {
 		return botSaid(m) && m.Encrypted && m.RelType == "m.thread" && m.RelTo == root.ID &&
 			strings.Contains(m.Body, "Result of") && strings.Contains(m.Body, "tok/s") && strings.Contains(m.Body, "accept")
 	})
 	// Nothing the bot said in the room went in the clear but its reactions
 	// (which the spec leaves unencrypted).
-	for _, m := range alice.seen.all(func(m msg) bool { return botSaid(m) && !m.Encrypted }) {
+	for _, m := range alice.Seen.All(func(m msg) bool { return botSaid(m) && !m.Encrypted }) {
 		if m.Type != "m.room.encrypted" && m.Type != "m.reaction" && m.StateKey == "" && m.Member == "" {
 			t.Errorf("the bot sent %s in the clear to the encrypted room: %+v", m.Type, m)
 		}
 	}
+
+	// Alice opens a second client, a new device, after the bot shared its
+	// room key: that client asks for the key of the bot's messages it cannot
+	// read, and gets it (she is a member; the room's history is shared).
+	alice2 := dendritetest.NewE2EEMember(t, e.hs.Login(t, e.alice))
+	alice2.Seen.Wait(t, 60*time.Second, "alice's new device to read the bot's final edit", func(m msg) bool {
+		return m.ID == final.ID && m.Encrypted
+	})
 
 	// A second process on the same store, not syncing, must not post there.
 	standby, err := matrix.New(*e.cfg.Matrix, matrix.Options{StorePath: e.cfg.Store.Path, Logger: testLogger(t)})
@@ -236,11 +108,11 @@ func TestEncryptedRoom(t *testing.T) {
 	in.stop()
 	in2 := e.start(nil)
 	in2.waitReady(t)
-	show := alice.send(t, room, "!mtp show")
-	sroot := alice.seen.wait(t, 60*time.Second, "the answer to `!mtp show` after a restart", func(m msg) bool {
+	show := alice.Send(t, room, "!mtp show")
+	sroot := alice.Seen.Wait(t, 60*time.Second, "the answer to `!mtp show` after a restart", func(m msg) bool {
 		return botSaid(m) && m.Encrypted && m.ReplyTo == show && m.RelType == ""
 	})
-	alice.seen.wait(t, jobWait, "`!mtp show` to report steps 10", func(m msg) bool {
+	alice.Seen.Wait(t, jobWait, "`!mtp show` to report steps 10", func(m msg) bool {
 		return botSaid(m) && m.RelType == "m.replace" && m.RelTo == sroot.ID && strings.Contains(m.NewBody, "unit NEXTN steps 10")
 	})
 	devs, err := e.botU.Client.GetDevicesInfo(testCtx(t, 10*time.Second))
@@ -250,7 +122,7 @@ func TestEncryptedRoom(t *testing.T) {
 	if len(devs.Devices) != 2 { // the test's own login, and opsbot's one device
 		t.Errorf("the bot's account has %d devices after a restart, want 2 (one of opsbot's, kept): %+v", len(devs.Devices), devs.Devices)
 	}
-	for _, m := range alice.seen.all(func(m msg) bool { return m.Sender == e.botU.ID && strings.Contains(m.Body, "could not read") }) {
+	for _, m := range alice.Seen.All(func(m msg) bool { return m.Sender == e.botU.ID && strings.Contains(m.Body, "could not read") }) {
 		t.Errorf("the bot could not read a command: %q", m.Body)
 	}
 }
@@ -272,7 +144,7 @@ func TestEncryptedUnreadable(t *testing.T) {
 		rand.Read(sess)
 		ct := make([]byte, 120)
 		rand.Read(ct)
-		return map[string]any{"algorithm": id.AlgorithmMegolmV1, "sender_key": alice.mach.OwnIdentity().IdentityKey,
+		return map[string]any{"algorithm": id.AlgorithmMegolmV1, "sender_key": alice.Mach.OwnIdentity().IdentityKey,
 			"device_id": e.alice.Client.DeviceID, "session_id": base64.RawStdEncoding.EncodeToString(sess),
 			"ciphertext": base64.RawStdEncoding.EncodeToString(ct)}
 	}
@@ -284,7 +156,7 @@ func TestEncryptedUnreadable(t *testing.T) {
 		}
 		sent = append(sent, r.EventID)
 	}
-	told := alice.seen.wait(t, 60*time.Second, "the bot to say it could not read the message", func(m msg) bool {
+	told := alice.Seen.Wait(t, 60*time.Second, "the bot to say it could not read the message", func(m msg) bool {
 		return m.Sender == e.botU.ID && m.Room == room && strings.Contains(m.Body, "could not read your encrypted message")
 	})
 	if !told.Encrypted || !slices.Contains(sent, told.ReplyTo) || !strings.Contains(told.Body, "no command in it was run") ||
@@ -305,11 +177,11 @@ func TestEncryptedUnreadable(t *testing.T) {
 		return n == 2
 	})
 	// A readable command still works, and only one notice was sent for the two.
-	cmd := alice.send(t, room, "!mtp show")
-	alice.seen.wait(t, 60*time.Second, "the answer to a readable command", func(m msg) bool {
+	cmd := alice.Send(t, room, "!mtp show")
+	alice.Seen.Wait(t, 60*time.Second, "the answer to a readable command", func(m msg) bool {
 		return m.Sender == e.botU.ID && m.Encrypted && m.ReplyTo == cmd
 	})
-	if n := len(alice.seen.all(func(m msg) bool {
+	if n := len(alice.Seen.All(func(m msg) bool {
 		return m.Sender == e.botU.ID && strings.Contains(m.Body, "could not read your encrypted message")
 	})); n != 1 {
 		t.Errorf("%d notices for two unreadable messages from one sender, want 1", n)
@@ -337,11 +209,11 @@ func TestEncryptedAttachments(t *testing.T) {
 	if _, err := in.adapter.Reply(ctx, root, bot.Message{Kind: bot.KindResult, Text: "sweep done", Image: &bot.Image{Name: "sweep.png", PNG: png}}); err != nil {
 		t.Fatal(err)
 	}
-	img := alice.seen.wait(t, 30*time.Second, "the chart in the thread", func(m msg) bool {
+	img := alice.Seen.Wait(t, 30*time.Second, "the chart in the thread", func(m msg) bool {
 		return m.Encrypted && m.MsgType == "m.image" && m.RelTo == id.EventID(root.ID)
 	})
 	// Read the event again, decrypted, for its file.
-	c := alice.decrypted(t, room, img.ID)
+	c := alice.Decrypted(t, room, img.ID)
 	file, url := c.File, string(c.URL)
 	if file == nil || url != "" {
 		t.Fatalf("the chart's event: file %+v, url %q: want an encrypted file and no clear url", file, url)
@@ -350,7 +222,7 @@ func TestEncryptedAttachments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sealed, err := alice.u.Client.DownloadBytes(ctx, uri)
+	sealed, err := alice.User.Client.DownloadBytes(ctx, uri)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,25 +236,6 @@ func TestEncryptedAttachments(t *testing.T) {
 	}
 }
 
-// decrypted fetches event evid of room and decrypts it.
-func (m *e2eeMember) decrypted(t testing.TB, room id.RoomID, evid id.EventID) *event.MessageEventContent {
-	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
-	evt, err := m.u.Client.GetEvent(ctx, room, evid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evt.RoomID = room
-	if err := evt.Content.ParseRaw(event.EventEncrypted); err != nil {
-		t.Fatal(err)
-	}
-	dec, err := m.mach.DecryptMegolmEvent(ctx, evt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dec.Content.AsMessage()
-}
-
 // BenchmarkEncryptedCommandToFirstReply is BenchmarkCommandToFirstReply in
 // an encrypted room: the command is decrypted, the answer encrypted (the
 // first one shares the bot's room key with the room's devices).
@@ -390,5 +243,5 @@ func (m *e2eeMember) decrypted(t testing.TB, room id.RoomID, evid id.EventID) *e
 //	go test -tags goolm -run XXX -bench EncryptedCommandToFirstReply -benchtime 1x ./bot/matrix/
 func BenchmarkEncryptedCommandToFirstReply(b *testing.B) {
 	e, alice, room, _ := encryptedEnv(b, 0)
-	benchFirstReply(b, e, alice.seen, room, func(text string) id.EventID { return alice.send(b, room, text) })
+	benchFirstReply(b, e, alice.Seen, room, func(text string) id.EventID { return alice.Send(b, room, text) })
 }

@@ -2,19 +2,15 @@ package matrix_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"maunium.net/go/mautrix"
-	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/opsbot/opsbot/bot"
@@ -66,7 +62,7 @@ func newEnv(t testing.TB) *env {
 	if _, err := e.botU.Client.JoinRoomByID(ctx, e.other); err != nil {
 		t.Fatalf("bot joins the other room: %v", err)
 	}
-	e.seen = watch(t, e.alice.Client)
+	e.seen = dendritetest.Watch(t, e.alice.Client)
 
 	e.lab = labtest.Start(t, lab.Options{})
 	for _, svc := range e.lab.Topology().Services {
@@ -177,160 +173,11 @@ func send(t testing.TB, u *dendritetest.User, room id.RoomID, text string) id.Ev
 	return resp.EventID
 }
 
-// msg is one event as a client sees it.
-type msg struct {
-	Room     id.RoomID
-	ID       id.EventID
-	Sender   id.UserID
-	Type     string
-	At       time.Time // when the watcher received it
-	TS       time.Time // origin_server_ts: when the homeserver took it
-	MsgType  string
-	Body     string
-	HTML     string
-	NewBody  string // m.new_content's body, on an edit
-	RelType  string
-	RelTo    id.EventID
-	ReplyTo  id.EventID
-	Key      string // a reaction's key
-	Member   string // a membership, on m.room.member
-	StateKey string
-	// Encrypted: the event came as m.room.encrypted, and this is what
-	// decrypting it gave (crypto_test.go's watcher).
-	Encrypted bool
-}
-
-// watcher syncs a client and keeps every event of its rooms.
-type watcher struct {
-	mu   sync.Mutex
-	msgs []msg
-	wake chan struct{}
-}
-
-func watch(t testing.TB, cli *mautrix.Client) *watcher {
-	w := &watcher{wake: make(chan struct{}, 1)}
-	syncLoop(t, cli, func(_ context.Context, resp *mautrix.RespSync, _ string) {
-		now := time.Now()
-		var got []msg
-		for room, jr := range resp.Rooms.Join {
-			for _, evt := range append(jr.State.Events, jr.Timeline.Events...) {
-				got = append(got, parse(room, evt, now))
-			}
-		}
-		w.add(got)
-	})
-	return w
-}
-
-// syncLoop syncs cli until the test ends, handing each response to handle.
-func syncLoop(t testing.TB, cli *mautrix.Client, handle func(ctx context.Context, resp *mautrix.RespSync, since string)) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		since := ""
-		for ctx.Err() == nil {
-			resp, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{Timeout: 10000, Since: since})
-			if err != nil {
-				if ctx.Err() == nil {
-					time.Sleep(100 * time.Millisecond) // a failed sync: retry soon (not a test timing)
-				}
-				continue
-			}
-			handle(ctx, resp, since)
-			since = resp.NextBatch
-		}
-	}()
-}
-
-// add keeps ms and wakes the waiters.
-func (w *watcher) add(ms []msg) {
-	w.mu.Lock()
-	w.msgs = append(w.msgs, ms...)
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
-func parse(room id.RoomID, evt *event.Event, at time.Time) msg {
-	m := msg{Room: room, ID: evt.ID, Sender: evt.Sender, Type: evt.Type.Type, At: at, TS: time.UnixMilli(evt.Timestamp)}
-	if evt.StateKey != nil {
-		m.StateKey = *evt.StateKey
-	}
-	var c struct {
-		MsgType       string `json:"msgtype"`
-		Body          string `json:"body"`
-		FormattedBody string `json:"formatted_body"`
-		Membership    string `json:"membership"`
-		NewContent    *struct {
-			Body string `json:"body"`
-		} `json:"m.new_content"`
-		RelatesTo *struct {
-			RelType   string     `json:"rel_type"`
-			EventID   id.EventID `json:"event_id"`
-			Key       string     `json:"key"`
-			InReplyTo *struct {
-				EventID id.EventID `json:"event_id"`
-			} `json:"m.in_reply_to"`
-		} `json:"m.relates_to"`
-	}
-	_ = json.Unmarshal(evt.Content.VeryRaw, &c)
-	m.MsgType, m.Body, m.HTML, m.Member = c.MsgType, c.Body, c.FormattedBody, c.Membership
-	if c.NewContent != nil {
-		m.NewBody = c.NewContent.Body
-	}
-	if r := c.RelatesTo; r != nil {
-		m.RelType, m.RelTo, m.Key = r.RelType, r.EventID, r.Key
-		if r.InReplyTo != nil {
-			m.ReplyTo = r.InReplyTo.EventID
-		}
-	}
-	return m
-}
-
-// all returns the events kept so far that match f.
-func (w *watcher) all(f func(msg) bool) []msg {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []msg
-	for _, m := range w.msgs {
-		if f(m) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// wait returns the first event that matches f, waiting up to d for it.
-func (w *watcher) wait(t testing.TB, d time.Duration, what string, f func(msg) bool) msg {
-	t.Helper()
-	deadline := time.After(d)
-	for {
-		if ms := w.all(f); len(ms) > 0 {
-			return ms[0]
-		}
-		select {
-		case <-w.wake:
-		case <-deadline:
-			t.Fatalf("no %s within %s; seen:\n%s", what, d, w.dump())
-		}
-	}
-}
-
-func (w *watcher) dump() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var b strings.Builder
-	for _, m := range w.msgs {
-		if m.Type == "m.room.message" || m.Type == "m.reaction" {
-			fmt.Fprintf(&b, "  %s %s %s rel=%s:%s reply=%s %q %q\n", m.ID, m.Sender, m.Type, m.RelType, m.RelTo, m.ReplyTo, m.Body, m.NewBody)
-		}
-	}
-	return b.String()
-}
+// msg is one event as a client sees it; watcher keeps a client's.
+type (
+	msg     = dendritetest.Event
+	watcher = dendritetest.Watcher
+)
 
 func poll(t testing.TB, d time.Duration, what string, ok func() bool) {
 	t.Helper()

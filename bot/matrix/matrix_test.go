@@ -25,7 +25,7 @@ const jobWait = 90 * time.Second
 // rootOf waits for the bot's root status message answering the command cmd.
 func (e *env) rootOf(t testing.TB, cmd id.EventID) msg {
 	t.Helper()
-	return e.seen.wait(t, 30*time.Second, "bot message answering "+string(cmd), func(m msg) bool {
+	return e.seen.Wait(t, 30*time.Second, "bot message answering "+string(cmd), func(m msg) bool {
 		return m.Sender == e.botU.ID && m.Type == "m.room.message" && m.ReplyTo == cmd && m.RelType == ""
 	})
 }
@@ -33,13 +33,13 @@ func (e *env) rootOf(t testing.TB, cmd id.EventID) msg {
 // finalEdit waits for the edit of root that shows the job ended with state.
 func (e *env) finalEdit(t testing.TB, root msg, state string) msg {
 	t.Helper()
-	return e.seen.wait(t, jobWait, "an edit of "+string(root.ID)+" to "+state, func(m msg) bool {
+	return e.seen.Wait(t, jobWait, "an edit of "+string(root.ID)+" to "+state, func(m msg) bool {
 		return m.Sender == e.botU.ID && m.RelType == "m.replace" && m.RelTo == root.ID && strings.Contains(m.NewBody, "— "+state)
 	})
 }
 
 func (e *env) thread(root msg) []msg {
-	return e.seen.all(func(m msg) bool {
+	return e.seen.All(func(m msg) bool {
 		return m.Sender == e.botU.ID && m.RelType == "m.thread" && m.RelTo == root.ID
 	})
 }
@@ -64,7 +64,7 @@ func TestMtpStepsInRoom(t *testing.T) {
 	}
 	var steps, result bool
 	var text strings.Builder
-	e.seen.wait(t, 30*time.Second, "the result in the thread", func(m msg) bool {
+	e.seen.Wait(t, 30*time.Second, "the result in the thread", func(m msg) bool {
 		return m.RelType == "m.thread" && m.RelTo == root.ID && strings.Contains(m.Body, "Result of")
 	})
 	for _, m := range e.thread(root) {
@@ -82,10 +82,10 @@ func TestMtpStepsInRoom(t *testing.T) {
 	if !steps || !result {
 		t.Fatalf("thread: steps %v, result with tok/s and acceptance %v:\n%s", steps, result, text.String())
 	}
-	e.seen.wait(t, 30*time.Second, "the outcome reaction", func(m msg) bool {
+	e.seen.Wait(t, 30*time.Second, "the outcome reaction", func(m msg) bool {
 		return m.Type == "m.reaction" && m.RelTo == root.ID && m.Key == "✅"
 	})
-	edits := len(e.seen.all(func(m msg) bool { return m.RelType == "m.replace" && m.RelTo == root.ID }))
+	edits := len(e.seen.All(func(m msg) bool { return m.RelType == "m.replace" && m.RelTo == root.ID }))
 	t.Logf("figure: %d edits of the status message, %d thread messages for `mtp steps 10`", edits, len(e.thread(root)))
 
 	show := send(t, e.alice, e.room, "!mtp show")
@@ -151,7 +151,7 @@ func TestRestartNoReplay(t *testing.T) {
 	marker := send(t, e.alice, e.room, "!help mtp")
 	e.rootOf(t, marker)
 	for _, c := range []id.EventID{first, down, late} {
-		if n := len(e.seen.all(func(m msg) bool { return m.Sender == e.botU.ID && m.ReplyTo == c })); n != 1 {
+		if n := len(e.seen.All(func(m msg) bool { return m.Sender == e.botU.ID && m.ReplyTo == c })); n != 1 {
 			t.Errorf("command %s answered %d times, want once", c, n)
 		}
 	}
@@ -175,7 +175,7 @@ func TestOtherRooms(t *testing.T) {
 	send(t, e.alice, e.other, "!mtp steps 10")
 	marker := send(t, e.alice, e.room, "!help")
 	e.rootOf(t, marker)
-	if got := e.seen.all(func(m msg) bool { return m.Sender == e.botU.ID && m.Room == e.other && m.Type == "m.room.message" }); len(got) > 0 {
+	if got := e.seen.All(func(m msg) bool { return m.Sender == e.botU.ID && m.Room == e.other && m.Type == "m.room.message" }); len(got) > 0 {
 		t.Fatalf("the bot spoke in a room outside matrix.rooms: %+v", got)
 	}
 	poll(t, 10*time.Second, "the ignored command in the audit log", func() bool {
@@ -199,7 +199,7 @@ func TestOtherRooms(t *testing.T) {
 	if _, err := e.alice.Client.InviteUser(ctx, third.RoomID, &mautrix.ReqInviteUser{UserID: e.botU.ID}); err != nil {
 		t.Fatal(err)
 	}
-	e.seen.wait(t, 30*time.Second, "the bot declining the invite", func(m msg) bool {
+	e.seen.Wait(t, 30*time.Second, "the bot declining the invite", func(m msg) bool {
 		return m.Room == third.RoomID && m.Type == "m.room.member" && m.StateKey == string(e.botU.ID) && m.Member == "leave"
 	})
 }
@@ -230,7 +230,7 @@ func TestConfirmByReaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = react
-	root := e.seen.wait(t, 30*time.Second, "the confirmed job's status", func(m msg) bool {
+	root := e.seen.Wait(t, 30*time.Second, "the confirmed job's status", func(m msg) bool {
 		return m.Sender == e.botU.ID && m.Type == "m.room.message" && m.ReplyTo == cmd && m.RelType == "" && m.ID != preview.ID
 	})
 	e.finalEdit(t, root, "succeeded")
@@ -261,7 +261,7 @@ func TestTwoInstancesOneSyncs(t *testing.T) {
 	marker := send(t, e.alice, e.room, "!help svc")
 	e.rootOf(t, marker)
 	for _, c := range []id.EventID{first, second} {
-		if n := len(e.seen.all(func(m msg) bool { return m.Sender == e.botU.ID && m.ReplyTo == c })); n != 1 {
+		if n := len(e.seen.All(func(m msg) bool { return m.Sender == e.botU.ID && m.ReplyTo == c })); n != 1 {
 			t.Errorf("command %s answered %d times, want once", c, n)
 		}
 	}
@@ -304,7 +304,7 @@ func TestAttachmentsAndEncrypted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"m.notice", "m.file", "m.image"} {
-		m := e.seen.wait(t, 30*time.Second, want+" in the thread", func(m msg) bool {
+		m := e.seen.Wait(t, 30*time.Second, want+" in the thread", func(m msg) bool {
 			return m.RelType == "m.thread" && m.RelTo == id.EventID(root.ID) && m.MsgType == want
 		})
 		if want == "m.notice" && (len(m.Body) > 16<<10 || !strings.Contains(m.Body, "attached")) {
@@ -366,7 +366,7 @@ func TestCancelJob(t *testing.T) {
 	}
 	send(t, e.alice, e.room, "!cancel "+strconv.FormatInt(jobs[0].ID, 10))
 	e.finalEdit(t, root, "cancelled")
-	e.seen.wait(t, 30*time.Second, "the cancelled reaction", func(m msg) bool {
+	e.seen.Wait(t, 30*time.Second, "the cancelled reaction", func(m msg) bool {
 		return m.Type == "m.reaction" && m.RelTo == root.ID && m.Key == "🚫"
 	})
 }
@@ -393,7 +393,7 @@ func TestInterruptedJobReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.start(nil)
-	m := e.seen.wait(t, 30*time.Second, "the interrupted notice in the job's thread", func(m msg) bool {
+	m := e.seen.Wait(t, 30*time.Second, "the interrupted notice in the job's thread", func(m msg) bool {
 		return m.Sender == e.botU.ID && m.RelType == "m.thread" && m.RelTo == root
 	})
 	if want := "#" + strconv.FormatInt(j.ID, 10) + " `mtp steps 10 qwen` was interrupted"; !strings.Contains(m.Body, want) {

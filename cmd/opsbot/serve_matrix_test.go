@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,142 +19,34 @@ import (
 )
 
 // roomEvent is one event of a room as a Matrix client sees it.
-type roomEvent struct {
-	Room    id.RoomID
-	ID      id.EventID
-	Sender  id.UserID
-	Type    string
-	MsgType string
-	Body    string
-	HTML    string
-	NewBody string // m.new_content's body, on an edit
-	RelType string
-	RelTo   id.EventID
-	ReplyTo id.EventID
-	Key     string // a reaction's key
-}
+type roomEvent = dendritetest.Event
 
-// roomWatcher syncs a mautrix client and keeps every event of its joined
-// rooms.
-type roomWatcher struct {
-	mu     sync.Mutex
-	events []roomEvent
-	wake   chan struct{}
-}
+// roomWatcher keeps a Matrix client's events (dendritetest.Watch).
+type roomWatcher struct{ *dendritetest.Watcher }
 
 func watchRooms(t *testing.T, cli *mautrix.Client) *roomWatcher {
-	w := &roomWatcher{wake: make(chan struct{}, 1)}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		since := ""
-		for ctx.Err() == nil {
-			resp, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{Timeout: 10000, Since: since})
-			if err != nil {
-				if ctx.Err() == nil {
-					time.Sleep(100 * time.Millisecond) // a failed sync: retry soon (not a test timing)
-				}
-				continue
-			}
-			since = resp.NextBatch
-			w.mu.Lock()
-			for room, jr := range resp.Rooms.Join {
-				for _, evt := range jr.Timeline.Events {
-					w.events = append(w.events, roomEventOf(room, evt))
-				}
-			}
-			w.mu.Unlock()
-			select {
-			case w.wake <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	return w
-}
-
-func roomEventOf(room id.RoomID, evt *event.Event) roomEvent {
-	e := roomEvent{Room: room, ID: evt.ID, Sender: evt.Sender, Type: evt.Type.Type}
-	var c struct {
-		MsgType       string `json:"msgtype"`
-		Body          string `json:"body"`
-		FormattedBody string `json:"formatted_body"`
-		NewContent    *struct {
-			Body string `json:"body"`
-		} `json:"m.new_content"`
-		RelatesTo *struct {
-			RelType   string     `json:"rel_type"`
-			EventID   id.EventID `json:"event_id"`
-			Key       string     `json:"key"`
-			InReplyTo *struct {
-				EventID id.EventID `json:"event_id"`
-			} `json:"m.in_reply_to"`
-		} `json:"m.relates_to"`
-	}
-	_ = json.Unmarshal(evt.Content.VeryRaw, &c)
-	e.MsgType, e.Body, e.HTML = c.MsgType, c.Body, c.FormattedBody
-	if c.NewContent != nil {
-		e.NewBody = c.NewContent.Body
-	}
-	if r := c.RelatesTo; r != nil {
-		e.RelType, e.RelTo, e.Key = r.RelType, r.EventID, r.Key
-		if r.InReplyTo != nil {
-			e.ReplyTo = r.InReplyTo.EventID
-		}
-	}
-	return e
+	return &roomWatcher{dendritetest.Watch(t, cli)}
 }
 
 // all returns the events kept so far that match f.
-func (w *roomWatcher) all(f func(roomEvent) bool) []roomEvent {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []roomEvent
-	for _, e := range w.events {
-		if f(e) {
-			out = append(out, e)
-		}
-	}
-	return out
-}
+func (w *roomWatcher) all(f func(roomEvent) bool) []roomEvent { return w.All(f) }
 
 // wait returns the first event that matches f, failing t after d (or when
 // serve, p, exits first; nil: serve is not running).
 func (w *roomWatcher) wait(t *testing.T, p *opsbotProc, d time.Duration, what string, f func(roomEvent) bool) roomEvent {
 	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	var exited <-chan struct{}
-	out := func() string { return "" }
-	if p != nil {
-		exited, out = p.done, p.out.String
+	if p == nil {
+		return w.Wait(t, d, what, f)
 	}
-	for {
-		if es := w.all(f); len(es) > 0 {
-			return es[0]
-		}
+	return w.WaitWhile(t, d, what, p.done, func() string {
+		out := "\nopsbot"
 		select {
-		case <-w.wake:
-		case <-exited:
-			t.Fatalf("opsbot exited (%v) before %s:\n%s", p.err, what, out())
-		case <-deadline.C:
-			t.Fatalf("no %s within %s; seen:\n%s\nopsbot:\n%s", what, d, w.dump(), out())
+		case <-p.done:
+			out += fmt.Sprintf(" exited (%v)", p.err)
+		default:
 		}
-	}
-}
-
-func (w *roomWatcher) dump() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var b strings.Builder
-	for _, e := range w.events {
-		if e.Type == "m.room.message" || e.Type == "m.reaction" {
-			fmt.Fprintf(&b, "  %s %s %s rel=%s:%s reply=%s %q %q\n", e.ID, e.Sender, e.Type, e.RelType, e.RelTo, e.ReplyTo, e.Body, e.NewBody)
-		}
-	}
-	return b.String()
+		return out + ":\n" + p.out.String()
+	}, f)
 }
 
 // matrixRig is a real Dendrite with the accounts of an on-call team: the
@@ -193,15 +83,22 @@ func newMatrixRig(t *testing.T) *matrixRig {
 		t.Fatalf("the bot joins the other room: %v", err)
 	}
 	m.seen = watchRooms(t, m.carol.Client)
-	dir := t.TempDir()
-	m.config = writeFile(t, filepath.Join(dir, "opsbot.yaml"), `store: {path: opsbot.db}
+	m.config = filepath.Join(t.TempDir(), "opsbot.yaml")
+	m.writeConfig(t, "")
+	m.env = []string{"OPSBOT_E2E_MATRIX_PASSWORD=" + m.bot.Password}
+	return m
+}
+
+// writeConfig writes the rig's config: the store, the HTTP listener, alice
+// an operator, and the matrix section with extra (indented keys) after it.
+func (m *matrixRig) writeConfig(t *testing.T, extra string) {
+	t.Helper()
+	writeFile(t, m.config, `store: {path: opsbot.db}
 http: {listen: "127.0.0.1:0"}
 auth:
   default_role: none
   users: {"matrix:`+string(m.alice.ID)+`": operator}
-`+m.section())
-	m.env = []string{"OPSBOT_E2E_MATRIX_PASSWORD=" + m.bot.Password}
-	return m
+`+m.section()+extra)
 }
 
 // section is the config's matrix section: the bot's account (its password

@@ -227,6 +227,25 @@ func (s *Server) Register(t testing.TB, name string) *User {
 	return &User{ID: resp.UserID, Password: pw, Client: cli}
 }
 
+// Login logs in as u again, from a new device: the same account, keys of
+// its own.
+func (s *Server) Login(t testing.TB, u *User) *User {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cli, err := mautrix.NewClient(s.URL, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Login(ctx, &mautrix.ReqLogin{Type: mautrix.AuthTypePassword,
+		Identifier: mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: u.ID.String()}, Password: u.Password, StoreCredentials: true})
+	if err != nil {
+		t.Fatalf("log in as %s again: %v", u.ID, err)
+	}
+	cli.DeviceID = resp.DeviceID
+	return &User{ID: u.ID, Password: u.Password, Client: cli}
+}
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
