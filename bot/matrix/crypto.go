@@ -196,7 +196,7 @@ func (d *olmDevice) readRoom(ctx context.Context, room id.RoomID) error {
 }
 
 func (d *olmDevice) client() *mautrix.Client { return d.cli }
-func (d *olmDevice) device() id.DeviceID    { return d.cli.DeviceID }
+func (d *olmDevice) device() id.DeviceID     { return d.cli.DeviceID }
 
 func (d *olmDevice) sync(ctx context.Context, resp *mautrix.RespSync, since string) {
 	d.mach.ProcessSyncResponse(ctx, resp, since)
