@@ -27,7 +27,10 @@ func encryptedEnv(t testing.TB, keyWait time.Duration) (*env, *dendritetest.E2EE
 	t.Helper()
 	e := newEnv(t)
 	e.keyWait = keyWait
-	alice := dendritetest.NewE2EEMember(t, e.alice)
+	// A device of alice's own: newEnv's watcher syncs e.alice's, and a
+	// device's to-device messages (the room keys) go to whichever of its
+	// syncs asks first.
+	alice := dendritetest.NewE2EEMember(t, e.hs.Login(t, e.alice))
 	room := e.encryptedRoom(t)
 	in := e.start(nil)
 	poll(t, 30*time.Second, "the adapter to sync", func() bool { return in.adapter.Ready() == nil })
@@ -145,7 +148,7 @@ func TestEncryptedUnreadable(t *testing.T) {
 		ct := make([]byte, 120)
 		rand.Read(ct)
 		return map[string]any{"algorithm": id.AlgorithmMegolmV1, "sender_key": alice.Mach.OwnIdentity().IdentityKey,
-			"device_id": e.alice.Client.DeviceID, "session_id": base64.RawStdEncoding.EncodeToString(sess),
+			"device_id": alice.User.Client.DeviceID, "session_id": base64.RawStdEncoding.EncodeToString(sess),
 			"ciphertext": base64.RawStdEncoding.EncodeToString(ct)}
 	}
 	var sent []id.EventID

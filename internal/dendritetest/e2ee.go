@@ -45,7 +45,9 @@ const AskAfter = 2 * time.Second
 // its Body says why.
 const Undecryptable = "undecryptable"
 
-// NewE2EEMember uploads u's device keys and starts its sync.
+// NewE2EEMember uploads u's device keys and starts its sync. Nothing else
+// may sync u's device (u.Client): its to-device messages, the room keys
+// others send it, go to whichever sync asks first.
 func NewE2EEMember(t testing.TB, u *User) *E2EEMember {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
