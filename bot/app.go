@@ -100,7 +100,7 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 			return nil, fmt.Errorf("timezone %q: %w", cfg.Timezone, err)
 		}
 	}
-	d := NewDispatcher(DispatcherOptions{Store: st, Engine: eng, Auth: auth, Commands: commandOptions(cfg),
+	d := NewDispatcher(DispatcherOptions{Store: st, Engine: eng, Auth: auth, Commands: cfg.CommandOptions(),
 		ConfirmTTL: cfg.Limits.ConfirmTTL.D(), Logger: o.Logger, Timezone: loc})
 	return &App{Config: cfg, Store: st, Engine: eng, Dispatcher: d, Leases: leases, Interrupted: interrupted}, nil
 }

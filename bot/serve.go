@@ -56,19 +56,11 @@ func (a *App) Reload(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	a.Dispatcher.Reload(auth, commandOptions(cfg))
+	a.Dispatcher.Reload(auth, cfg.CommandOptions())
 	a.mu.Lock()
 	a.Config = cfg
 	a.mu.Unlock()
 	return nil
-}
-
-func commandOptions(cfg *config.Config) commands.Options {
-	opts := commands.Options{MaxSteps: cfg.Limits.MaxSteps, Hosts: cfg.HostNames(), DefaultService: cfg.DefaultService}
-	for _, name := range cfg.ServiceNames() {
-		opts.Services = append(opts.Services, commands.ServiceRef{Name: name, Host: cfg.Services[name].Host})
-	}
-	return opts
 }
 
 // Shutdown stops the bot for a restart: the dispatcher refuses new requests

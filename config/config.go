@@ -989,10 +989,7 @@ func (c *Config) validateSchedules(bad func(string, ...any)) {
 			bad("watchdog.to: %v", err)
 		}
 	}
-	opts := commands.Options{MaxSteps: c.Limits.MaxSteps, Hosts: c.HostNames(), DefaultService: c.DefaultService}
-	for _, name := range c.ServiceNames() {
-		opts.Services = append(opts.Services, commands.ServiceRef{Name: name, Host: c.Services[name].Host})
-	}
+	opts := c.CommandOptions()
 	for i, s := range c.Schedules {
 		key := fmt.Sprintf("schedules[%d]", i)
 		if _, err := commands.ValidateCron(s.Cron); err != nil {
@@ -1140,4 +1137,14 @@ func (c *Config) validateSlack(bad func(string, ...any)) {
 func resolved(s Secret) bool {
 	v := s.Value()
 	return !strings.HasPrefix(v, "${") && !strings.HasPrefix(v, "file:")
+}
+
+// CommandOptions are what parsing a chat command needs from the config: the
+// steps limit, the services with their hosts, the hosts, default_service.
+func (c *Config) CommandOptions() commands.Options {
+	opts := commands.Options{MaxSteps: c.Limits.MaxSteps, Hosts: c.HostNames(), DefaultService: c.DefaultService}
+	for _, name := range c.ServiceNames() {
+		opts.Services = append(opts.Services, commands.ServiceRef{Name: name, Host: c.Services[name].Host})
+	}
+	return opts
 }

@@ -47,28 +47,88 @@ type env struct {
 
 // runbooks is the Backend jobs run on: the runbook of the config in effect.
 // A reload swaps in a new one; jobs already running keep the one they
-// started with, and every runbook is closed with the env.
+// started with, and a replaced runbook is closed (its SSH connections and
+// engine clients) as soon as the last of those jobs ends. Close closes
+// whatever is left.
 type runbooks struct {
 	cur atomic.Pointer[ops.Runbook]
-	mu  sync.Mutex
-	all []*ops.Runbook
+
+	mu      sync.Mutex
+	running map[*ops.Runbook]int // jobs running on each runbook not closed yet
+	retired map[*ops.Runbook]bool
 }
 
 var _ bot.Backend = (*runbooks)(nil)
 
 func (r *runbooks) Run(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
-	rb := r.cur.Load()
+	rb := r.take()
 	if rb == nil {
 		return nil, errors.New("no hosts are configured: add hosts and services to the config (or run with --lab)")
 	}
+	defer r.done(rb)
 	return rb.Run(ctx, cmd, rep)
 }
 
+// take returns the runbook in effect, counted as used by one more job.
+func (r *runbooks) take() *ops.Runbook {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rb := r.cur.Load()
+	if rb != nil {
+		r.running[rb]++
+	}
+	return rb
+}
+
+// done ends a job's use of rb, closing rb when it was replaced and this was
+// its last job.
+func (r *runbooks) done(rb *ops.Runbook) {
+	r.mu.Lock()
+	if r.running == nil { // Close closed it
+		r.mu.Unlock()
+		return
+	}
+	r.running[rb]--
+	last := r.running[rb] == 0 && r.retired[rb]
+	if last {
+		delete(r.running, rb)
+		delete(r.retired, rb)
+	}
+	r.mu.Unlock()
+	if last {
+		rb.Close()
+	}
+}
+
+// set makes rb the runbook of the jobs that start from now on; the one it
+// replaces is closed at once when no job uses it, else when the last does.
 func (r *runbooks) set(rb *ops.Runbook) {
 	r.mu.Lock()
-	r.all = append(r.all, rb)
+	if r.running == nil {
+		r.running, r.retired = map[*ops.Runbook]int{}, map[*ops.Runbook]bool{}
+	}
+	if _, ok := r.running[rb]; !ok {
+		r.running[rb] = 0 // open, no job yet
+	}
+	old := r.cur.Swap(rb)
+	idle := old != nil && r.running[old] == 0
+	if idle {
+		delete(r.running, old)
+	} else if old != nil {
+		r.retired[old] = true
+	}
 	r.mu.Unlock()
-	r.cur.Store(rb)
+	if idle {
+		old.Close()
+	}
+}
+
+// open is how many runbooks are not closed yet: the one in effect and those
+// replaced ones jobs still run on.
+func (r *runbooks) open() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.running)
 }
 
 // sshStats is the SSH state of the runbook in effect.
@@ -82,10 +142,11 @@ func (r *runbooks) sshStats() []remote.HostState {
 func (r *runbooks) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, rb := range r.all {
+	for rb := range r.running {
 		rb.Close()
 	}
-	r.all = nil
+	r.running, r.retired = nil, nil
+	r.cur.Store(nil)
 }
 
 // reload builds the ops layer of cfg for the jobs that start from now on
