@@ -28,15 +28,12 @@ const (
 	IncidentUnreachable = "unreachable"  // its host did not answer
 )
 
-// DefaultRemind is how long an unacknowledged alert waits between reminders.
-const DefaultRemind = 30 * time.Minute
-
 // WatchdogOptions configure a Watchdog.
 type WatchdogOptions struct {
 	// Now is the clock (time.Now when nil); tests inject theirs and call Pass.
 	Now func() time.Time
 	// Remind is the time between reminders of an unacknowledged alert
-	// (default DefaultRemind).
+	// (default: watchdog.remind).
 	Remind time.Duration
 	// Parallel bounds the services looked at at once (default 16).
 	Parallel int
@@ -65,14 +62,17 @@ type Watchdog struct {
 }
 
 // NewWatchdog builds the watchdog of app from its config: watchdog.interval,
-// and watchdog.to, else the Slack channel and the first Matrix room. With
+// watchdog.remind, and watchdog.to, else the Slack channel and the first Matrix room. With
 // no room at all alerts are only logged, and NewWatchdog says so in the log.
 func NewWatchdog(app *App, o WatchdogOptions) (*Watchdog, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.Remind <= 0 {
-		o.Remind = DefaultRemind
+		o.Remind = app.Config.Watchdog.Remind.D()
+	}
+	if o.Remind <= 0 {
+		o.Remind = config.DefaultWatchdogRemind
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 16

@@ -110,13 +110,14 @@ func TestWatchdogTwoAppsAlertOnce(t *testing.T) {
 }
 
 // TestWatchdogRemindsUntilAck: an unacknowledged alert is reminded every
-// Remind in its thread; `ack N` records who and when, edits the alert, and
-// stops the reminders; the alert is still edited as the service evolves.
+// watchdog.remind in its thread; `ack N` records who and when, edits the
+// alert, and stops the reminders; the alert is still edited as the service
+// evolves.
 func TestWatchdogRemindsUntilAck(t *testing.T) {
 	hosts := newFakeHosts()
-	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, watchYAML)
+	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, "watchdog: {to: \"console:oncall\", remind: 20m}\n")
 	clock := newFakeClock(night)
-	w, _ := NewWatchdog(app, WatchdogOptions{Now: clock.now, Remind: 30 * time.Minute})
+	w, _ := NewWatchdog(app, WatchdogOptions{Now: clock.now})
 	ctx := context.Background()
 	hosts.set("qwen", looping("qwen", 2))
 	rep, err := w.Pass(ctx, clock.now())
@@ -140,8 +141,8 @@ func TestWatchdogRemindsUntilAck(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := reminders(); n != 2 {
-		t.Fatalf("%d reminders in an hour, want 2", n)
+	if n := reminders(); n != 3 {
+		t.Fatalf("%d reminders in an hour with watchdog.remind 20m, want 3", n)
 	}
 	r := app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "olga", Room: "oncall", Text: "ack 1"})
 	if r.Outcome != Answered || !strings.Contains(r.Text, "acknowledged by console:olga") {
@@ -158,8 +159,8 @@ func TestWatchdogRemindsUntilAck(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := reminders(); n != 2 {
-		t.Fatalf("%d reminders after the ack, want still 2", n)
+	if n := reminders(); n != 3 {
+		t.Fatalf("%d reminders after the ack, want still 3", n)
 	}
 	edits, _ = chat.thread(in.Alerts[0].ID)
 	if last := edits[len(edits)-1]; !strings.Contains(last.Text, "NRestarts 9") {

@@ -163,11 +163,17 @@ type Watchdog struct {
 	// To are the rooms alerts go to ("slack:C0OPS,matrix:!room:hs"); unset,
 	// the Slack channel and the first Matrix room.
 	To string `yaml:"to,omitempty"`
+	// Remind is how long an unacknowledged alert waits between reminders
+	// (default DefaultWatchdogRemind, at least a minute).
+	Remind Duration `yaml:"remind,omitempty"`
 }
 
 // DefaultWatchdogInterval is how often the watchdog looks when
 // watchdog.interval is unset.
 const DefaultWatchdogInterval = time.Minute
+
+// DefaultWatchdogRemind is watchdog.remind when unset.
+const DefaultWatchdogRemind = 30 * time.Minute
 
 // Auth maps platform user ids to roles. Keys of Users are "platform:id", e.g.
 // "slack:U024BE7LH", "matrix:@alice:example.org", "console:alice".
@@ -676,6 +682,9 @@ func (c *Config) applyDefaults() {
 	if c.Watchdog.Interval == 0 {
 		c.Watchdog.Interval = Duration(DefaultWatchdogInterval)
 	}
+	if c.Watchdog.Remind == 0 {
+		c.Watchdog.Remind = Duration(DefaultWatchdogRemind)
+	}
 	for i := range c.Schedules {
 		if c.Schedules[i].Missed == "" {
 			c.Schedules[i].Missed = MissedSkip
@@ -983,6 +992,9 @@ func (c *Config) validateSchedules(bad func(string, ...any)) {
 	}
 	if c.Watchdog.Interval.D() < time.Second {
 		bad("watchdog.interval: %s is too short (at least 1s)", c.Watchdog.Interval.D())
+	}
+	if c.Watchdog.Remind.D() < time.Minute {
+		bad("watchdog.remind: %s is too short (at least 1m): a reminder is a message to everyone in the room", c.Watchdog.Remind.D())
 	}
 	if c.Watchdog.To != "" {
 		if _, err := commands.ParseTargets(c.Watchdog.To); err != nil {

@@ -23,7 +23,7 @@ watchdog: {interval: 30s, to: "slack:C0OPS"}
 		t.Fatalf("%+v", c)
 	}
 	d, err := Parse([]byte(minimal), "/etc/opsbot", env(nil))
-	if err != nil || d.Timezone != "UTC" || d.Watchdog.Interval.D() != time.Minute {
+	if err != nil || d.Timezone != "UTC" || d.Watchdog.Interval.D() != time.Minute || d.Watchdog.Remind.D() != 30*time.Minute {
 		t.Fatalf("defaults: %+v %v", d, err)
 	}
 	for _, tc := range []struct{ name, yaml, want string }{
@@ -37,6 +37,7 @@ watchdog: {interval: 30s, to: "slack:C0OPS"}
 		{"bad missed", `schedules: [{cron: "@daily", command: bench, as: "slack:U1", to: "slack:C1", missed: later}]` + "\n", "want run or skip"},
 		{"short interval", "watchdog: {interval: 10ms}\n", "watchdog.interval"},
 		{"bad watchdog to", "watchdog: {to: \"slack\"}\n", "watchdog.to"},
+		{"short reminders", "watchdog: {remind: 30s}\n", "watchdog.remind: 30s is too short (at least 1m)"},
 	} {
 		_, err := Parse([]byte(minimal+tc.yaml), "/etc/opsbot", env(nil))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
