@@ -5,17 +5,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/slackfake"
 	"github.com/opsbot/opsbot/store"
 )
 
 // response waits for the answer posted to the response_url named name and
 // returns the n-th (1-based) one.
-func (r *rig) response(name string, n int) fakeResponse {
+func (r *rig) response(name string, n int) slackfake.Response {
 	r.t.Helper()
-	var got fakeResponse
+	var got slackfake.Response
 	r.waitFor("answer "+name+" #"+string(rune('0'+n)), 10*time.Second, func() bool {
 		k := 0
-		for _, resp := range r.slack.state().responses {
+		for _, resp := range r.slack.State().Responses {
 			if resp.Path == "/response/"+name {
 				if k++; k == n {
 					got = resp
@@ -41,9 +42,9 @@ func TestConfirmAbortCancelButtons(t *testing.T) {
 	preview := r.slash("/gpu", "recover", operatorID, opsChannel)
 	btn := buttons(t, preview)
 	if preview.ResponseType != "ephemeral" || btn["Confirm"] == "" || btn["Abort"] == "" {
-		t.Fatalf("preview: %s %q buttons %v; want ephemeral with Confirm and Abort", preview.ResponseType, blocksOf(t, preview), btn)
+		t.Fatalf("preview: %s %q buttons %v; want ephemeral with Confirm and Abort", preview.ResponseType, slackfake.BlocksOf(t, preview), btn)
 	}
-	if text := blocksOf(t, preview); !strings.Contains(text, "expires") || !strings.Contains(text, "recover") {
+	if text := slackfake.BlocksOf(t, preview); !strings.Contains(text, "expires") || !strings.Contains(text, "recover") {
 		t.Errorf("preview does not say what and until when: %q", text)
 	}
 
@@ -69,7 +70,7 @@ func TestConfirmAbortCancelButtons(t *testing.T) {
 		t.Fatalf("the queued job offers no Cancel: %s", queued.Raw)
 	}
 	r.click(btn["Confirm"], operatorID, opsChannel, "olga") // again: used up
-	if again := r.response("olga", 2); !strings.Contains(again.Msg.Text+blocksOf(t, again.Msg), "confirm") || len(r.jobs()) != 1 {
+	if again := r.response("olga", 2); !strings.Contains(again.Msg.Text+slackfake.BlocksOf(t, again.Msg), "confirm") || len(r.jobs()) != 1 {
 		t.Errorf("second confirm: %s with %d jobs; want it refused, one job", again.Raw, len(r.jobs()))
 	}
 

@@ -11,12 +11,13 @@ import (
 
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/slackfake"
 )
 
-func chatAdapter(t *testing.T, f *fakeSlack) *Adapter {
+func chatAdapter(t *testing.T, f *slackfake.Server) *Adapter {
 	t.Helper()
 	ad, err := New(config.Slack{Enabled: true, Mode: config.SlackModeHTTP, BotToken: "xoxb-x", SigningSecret: testSecret,
-		APIURL: f.url(), Channels: []string{opsChannel}}, Options{Logger: testLogger(t)})
+		APIURL: f.URL(), Channels: []string{opsChannel}}, Options{Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +29,7 @@ func chatAdapter(t *testing.T, f *fakeSlack) *Adapter {
 // its first line as the comment, a chart as a PNG, both with the two-step
 // upload; short output stays a message.
 func TestLongOutputAndChartsGoInAsFiles(t *testing.T) {
-	f := newFakeSlack(t)
+	f := slackfake.New(t)
 	ad := chatAdapter(t, f)
 	ctx := context.Background()
 	root, err := ad.Post(ctx, opsChannel, bot.Message{Kind: bot.KindStatus, Text: "🔄 #7 `svc logs qwen` — running"})
@@ -43,11 +44,11 @@ func TestLongOutputAndChartsGoInAsFiles(t *testing.T) {
 	if _, err := ad.Reply(ctx, root, bot.Message{Kind: bot.KindResult, Text: "*Result of #7*", Image: &bot.Image{Name: "sweep.png", PNG: png}}); err != nil {
 		t.Fatal(err)
 	}
-	s := f.state()
-	if len(s.files) != 2 {
-		t.Fatalf("files: %+v; want the log and the chart", s.files)
+	s := f.State()
+	if len(s.Files) != 2 {
+		t.Fatalf("files: %+v; want the log and the chart", s.Files)
 	}
-	logFile, chart := s.files[0], s.files[1]
+	logFile, chart := s.Files[0], s.Files[1]
 	if logFile.Thread != root.ID || logFile.Channel != opsChannel || string(logFile.Data) != "journal of sglang-qwen.service\n"+log+log ||
 		!strings.HasPrefix(logFile.Comment, "journal of sglang-qwen.service") {
 		t.Errorf("log file: %s in %s/%s, %d bytes, comment %q", logFile.Title, logFile.Channel, logFile.Thread, len(logFile.Data), logFile.Comment)
@@ -55,11 +56,11 @@ func TestLongOutputAndChartsGoInAsFiles(t *testing.T) {
 	if chart.Title != "sweep.png" || chart.Thread != root.ID || !bytes.Equal(chart.Data, png) {
 		t.Errorf("chart: %+v", chart)
 	}
-	if th := s.thread(root.ID); len(th) != 1 || !strings.Contains(blocksText(t, th[0].Blocks), "Result of #7") {
+	if th := s.Thread(root.ID); len(th) != 1 || !strings.Contains(slackfake.BlocksText(t, th[0].Blocks), "Result of #7") {
 		t.Errorf("thread messages: %+v; want only the result (the log went in as a file)", th)
 	}
-	if s.count("files.getUploadURLExternal") != 2 || s.count("files.completeUploadExternal") != 2 {
-		t.Errorf("upload calls: %d get URL, %d complete", s.count("files.getUploadURLExternal"), s.count("files.completeUploadExternal"))
+	if s.Count("files.getUploadURLExternal") != 2 || s.Count("files.completeUploadExternal") != 2 {
+		t.Errorf("upload calls: %d get URL, %d complete", s.Count("files.getUploadURLExternal"), s.Count("files.completeUploadExternal"))
 	}
 }
 
@@ -78,8 +79,8 @@ func TestMentionRunsCommand(t *testing.T) {
 	if code, text := r.post(r.sign(delivery{body: body, contentType: "application/json"})); code != 200 {
 		t.Fatalf("event: HTTP %d %s", code, text)
 	}
-	r.waitFor("the ephemeral refusal", 10*time.Second, func() bool { return len(r.slack.state().ephemeral) == 1 })
-	e := r.slack.state().ephemeral[0]
+	r.waitFor("the ephemeral refusal", 10*time.Second, func() bool { return len(r.slack.State().Ephemeral) == 1 })
+	e := r.slack.State().Ephemeral[0]
 	if e.User != viewerID || e.Channel != opsChannel || !strings.Contains(e.Text, "needs the operator role") {
 		t.Errorf("ephemeral: %+v", e)
 	}
@@ -92,7 +93,7 @@ func TestMentionRunsCommand(t *testing.T) {
 	if code, _ := r.post(r.sign(delivery{body: body, contentType: "application/json"})); code != 200 {
 		t.Fatal("event in another channel not acked")
 	}
-	r.waitFor("the channel refusal", 10*time.Second, func() bool { return len(r.slack.state().ephemeral) == 2 })
+	r.waitFor("the channel refusal", 10*time.Second, func() bool { return len(r.slack.State().Ephemeral) == 2 })
 	if n := r.in.handled.Load(); n != 1 {
 		t.Errorf("%d requests reached the bot; want 1 (the retry and the other channel run nothing)", n)
 	}
@@ -102,7 +103,7 @@ func TestMentionRunsCommand(t *testing.T) {
 // the latest sent once the interval is up; a final edit goes at once,
 // replaces any held one, and nothing sent later covers it.
 func TestEditsPaced(t *testing.T) {
-	f := newFakeSlack(t)
+	f := slackfake.New(t)
 	ad := chatAdapter(t, f)
 	ctx := context.Background()
 	root, err := ad.Post(ctx, opsChannel, bot.Message{Kind: bot.KindStatus, Text: "⏳ #9 queued"})
@@ -115,17 +116,17 @@ func TestEditsPaced(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for f.state().count("chat.update") == 0 {
+	for f.State().Count("chat.update") == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the held edit was never sent")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	s := f.state()
-	if e := s.edits[root.ID]; len(e) != 1 || e[0].Text != "🔄 #9 running · c" {
+	s := f.State()
+	if e := s.Edits[root.ID]; len(e) != 1 || e[0].Text != "🔄 #9 running · c" {
 		t.Fatalf("edits %+v; want one, the latest", e)
 	}
-	if gap := e0(s, root.ID).At.Sub(s.msgs[0].At); gap < EditInterval-50*time.Millisecond {
+	if gap := e0(s, root.ID).At.Sub(s.Msgs[0].At); gap < EditInterval-50*time.Millisecond {
 		t.Errorf("held edit sent %s after the post; want about %s", gap, EditInterval)
 	}
 	// Held again (within the interval of the last update), then the final edit.
@@ -139,36 +140,36 @@ func TestEditsPaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	ad.tasks.wait() // every held edit sent or dropped
-	s = f.state()
-	e := s.edits[root.ID]
+	s = f.State()
+	e := s.Edits[root.ID]
 	if len(e) != 2 || e[1].Text != "✅ #9 succeeded" {
 		t.Fatalf("edits %+v; want the held one dropped and the final one last", e)
 	}
-	if len(s.reactions) != 1 || s.reactions[0].Name != "white_check_mark" {
-		t.Errorf("reactions %+v", s.reactions)
+	if len(s.Reactions) != 1 || s.Reactions[0].Name != "white_check_mark" {
+		t.Errorf("reactions %+v", s.Reactions)
 	}
 }
 
-func e0(s fakeState, ts string) fakeMsg { return s.edits[ts][0] }
+func e0(s slackfake.State, ts string) slackfake.Msg { return s.Edits[ts][0] }
 
 // TestServerErrorRetried: a root message Slack fails with a 5xx is sent
 // again, so the job still gets its thread; Slack's own refusal is not.
 func TestServerErrorRetried(t *testing.T) {
-	f := newFakeSlack(t)
+	f := slackfake.New(t)
 	ad := chatAdapter(t, f)
-	f.inject("chat.postMessage", 1, false)
+	f.Inject("chat.postMessage", 1, false)
 	ref, err := ad.Post(context.Background(), opsChannel, bot.Message{Kind: bot.KindStatus, Text: "⏳ #3 queued"})
 	if err != nil || ref.ID == "" {
 		t.Fatalf("post through one 500: %v", err)
 	}
-	if n := f.state().count("chat.postMessage"); n != 2 {
+	if n := f.State().Count("chat.postMessage"); n != 2 {
 		t.Errorf("%d chat.postMessage calls; want the failed one and its retry", n)
 	}
 	err = ad.Edit(context.Background(), bot.Ref{Room: opsChannel, ID: "1.000001"}, bot.Message{Kind: bot.KindStatus, Final: true, Text: "✅"})
 	if err == nil || !strings.Contains(err.Error(), "message_not_found") {
 		t.Fatalf("edit of an unknown message: %v", err)
 	}
-	if n := f.state().count("chat.update"); n != 1 {
+	if n := f.State().Count("chat.update"); n != 1 {
 		t.Errorf("Slack's refusal was sent %d times; want once", n)
 	}
 }

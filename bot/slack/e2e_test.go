@@ -10,14 +10,15 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/slackfake"
 	"github.com/opsbot/opsbot/store"
 )
 
 // jobThread is what Slack shows of one job after it ended.
 type jobThread struct {
-	root    fakeMsg
-	edits   []fakeMsg
-	thread  []fakeMsg
+	root    slackfake.Msg
+	edits   []slackfake.Msg
+	thread  []slackfake.Msg
 	final   string
 	result  string
 	calls   int
@@ -31,28 +32,28 @@ func readJob(r *rig, channel string, since int, within time.Duration) jobThread 
 	r.t.Helper()
 	var jt jobThread
 	r.waitFor("the job's final status and result in Slack", within, func() bool {
-		s := r.slack.state()
-		roots := s.roots(channel)
+		s := r.slack.State()
+		roots := s.Roots(channel)
 		if len(roots) == 0 {
 			return false
 		}
 		jt.root = roots[len(roots)-1]
-		jt.edits = s.edits[jt.root.TS]
-		jt.thread = s.thread(jt.root.TS)
-		jt.final = blocksText(r.t, lastBlocks(jt))
+		jt.edits = s.Edits[jt.root.TS]
+		jt.thread = s.Thread(jt.root.TS)
+		jt.final = slackfake.BlocksText(r.t, lastBlocks(jt))
 		jt.result = ""
 		for _, m := range jt.thread {
-			if strings.Contains(m.Text, "Result of #") || strings.Contains(blocksText(r.t, m.Blocks), "opsbot · result") {
-				jt.result = blocksText(r.t, m.Blocks)
+			if strings.Contains(m.Text, "Result of #") || strings.Contains(slackfake.BlocksText(r.t, m.Blocks), "opsbot · result") {
+				jt.result = slackfake.BlocksText(r.t, m.Blocks)
 			}
 		}
 		jt.reacted = nil
-		for _, x := range s.reactions {
+		for _, x := range s.Reactions {
 			if x.TS == jt.root.TS {
 				jt.reacted = append(jt.reacted, x.Name)
 			}
 		}
-		jt.calls = len(s.calls) - since
+		jt.calls = len(s.Calls) - since
 		return strings.Contains(jt.final, "final") && jt.result != "" && len(jt.reacted) > 0
 	})
 	return jt
@@ -69,10 +70,10 @@ var stepTimeRE = regexp.MustCompile(`(?m)^(\d\d:\d\d:\d\d) `)
 
 // stepLag is the longest time from a step line's own time (whole seconds,
 // UTC) to its arrival in Slack, less the second the line's time rounds down.
-func stepLag(t testing.TB, thread []fakeMsg) time.Duration {
+func stepLag(t testing.TB, thread []slackfake.Msg) time.Duration {
 	var worst time.Duration
 	for _, m := range thread {
-		for _, sub := range stepTimeRE.FindAllStringSubmatch(blocksText(t, m.Blocks), -1) {
+		for _, sub := range stepTimeRE.FindAllStringSubmatch(slackfake.BlocksText(t, m.Blocks), -1) {
 			at, err := time.Parse("15:04:05", sub[1])
 			if err != nil {
 				continue
@@ -93,7 +94,7 @@ func stepLag(t testing.TB, thread []fakeMsg) time.Duration {
 // outcome's reaction.
 func TestMtpStepsOverHTTP(t *testing.T) {
 	r := newRig(t, rigOptions{lab: true})
-	before := len(r.slack.state().calls)
+	before := len(r.slack.State().Calls)
 	ack := r.slash("/mtp", "steps 10", operatorID, opsChannel)
 	if ack.ResponseType != "ephemeral" || !strings.Contains(ack.Text, "#1 queued: `mtp steps 10") {
 		t.Fatalf("ack: %s %q; want ephemeral, with the job's id", ack.ResponseType, ack.Text)
@@ -109,8 +110,8 @@ func TestMtpStepsOverHTTP(t *testing.T) {
 	checkJobThread(t, jt)
 	jt.maxLag = stepLag(t, jt.thread)
 	if testing.Verbose() {
-		for _, m := range append([]fakeMsg{jt.root}, append(jt.edits, jt.thread...)...) {
-			t.Logf("%s %s thread=%s\n%s", m.At.Format("15:04:05.000"), m.TS, m.Thread, blocksText(t, m.Blocks))
+		for _, m := range append([]slackfake.Msg{jt.root}, append(jt.edits, jt.thread...)...) {
+			t.Logf("%s %s thread=%s\n%s", m.At.Format("15:04:05.000"), m.TS, m.Thread, slackfake.BlocksText(t, m.Blocks))
 		}
 	}
 	t.Logf("mtp steps 10 over HTTP: %d Slack calls (%d edits, %d thread messages); worst step shown %s after it happened",
@@ -119,7 +120,7 @@ func TestMtpStepsOverHTTP(t *testing.T) {
 
 func checkJobThread(t *testing.T, jt jobThread) {
 	t.Helper()
-	if s := blocksText(t, jt.root.Blocks); !strings.Contains(s, "#1 `mtp steps 10") || !strings.Contains(s, "queued") {
+	if s := slackfake.BlocksText(t, jt.root.Blocks); !strings.Contains(s, "#1 `mtp steps 10") || !strings.Contains(s, "queued") {
 		t.Errorf("root message: %q; want the job queued", s)
 	}
 	running := 0
@@ -136,7 +137,7 @@ func checkJobThread(t *testing.T, jt jobThread) {
 	}
 	var steps strings.Builder
 	for _, m := range jt.thread {
-		steps.WriteString(blocksText(t, m.Blocks) + "\n")
+		steps.WriteString(slackfake.BlocksText(t, m.Blocks) + "\n")
 	}
 	for _, want := range []string{"stop", "start", "ready", "bench"} {
 		if !strings.Contains(steps.String(), want) {
@@ -159,18 +160,18 @@ func checkJobThread(t *testing.T, jt jobThread) {
 // runs nothing.
 func TestMtpStepsOverSocketMode(t *testing.T) {
 	r := newRig(t, rigOptions{lab: true, mode: config.SlackModeSocket})
-	before := len(r.slack.state().calls)
+	before := len(r.slack.State().Calls)
 	cmd := map[string]string{"command": "/mtp", "text": "steps 10", "user_id": operatorID, "user_name": "olga",
 		"channel_id": opsChannel, "team_id": "T0TEAM", "response_url": r.responseURL("socket")}
-	r.slack.send("env-1", "slash_commands", cmd)
+	r.slack.Send("env-1", "slash_commands", cmd)
 	var ack slack.WebhookMessage
-	r.waitFor("the slash command's ack", 10*time.Second, func() bool { return len(r.slack.ack("env-1")) == 1 })
-	if err := json.Unmarshal(r.slack.ack("env-1")[0].Payload, &ack); err != nil || !strings.Contains(ack.Text, "#1 queued") ||
+	r.waitFor("the slash command's ack", 10*time.Second, func() bool { return len(r.slack.Ack("env-1")) == 1 })
+	if err := json.Unmarshal(r.slack.Ack("env-1")[0].Payload, &ack); err != nil || !strings.Contains(ack.Text, "#1 queued") ||
 		ack.ResponseType != "ephemeral" {
-		t.Fatalf("ack %s (%v); want the job's id, ephemeral", r.slack.ack("env-1")[0].Payload, err)
+		t.Fatalf("ack %s (%v); want the job's id, ephemeral", r.slack.Ack("env-1")[0].Payload, err)
 	}
-	r.slack.send("env-1", "slash_commands", cmd) // Slack's retry of the same envelope
-	r.waitFor("the retry's ack", 10*time.Second, func() bool { return len(r.slack.ack("env-1")) == 2 })
+	r.slack.Send("env-1", "slash_commands", cmd) // Slack's retry of the same envelope
+	r.waitFor("the retry's ack", 10*time.Second, func() bool { return len(r.slack.Ack("env-1")) == 2 })
 	j := r.waitJob(1, 3*time.Minute)
 	if j.Status != store.Succeeded {
 		t.Fatalf("job #1 %s: %s", j.Status, j.Error)
@@ -189,18 +190,18 @@ func TestMtpStepsOverSocketMode(t *testing.T) {
 // the click's response_url.
 func TestButtonsOverSocketMode(t *testing.T) {
 	r := newRig(t, rigOptions{backend: quickBackend(nil), mode: config.SlackModeSocket})
-	r.slack.send("env-a", "slash_commands", map[string]string{"command": "/gpu", "text": "recover", "user_id": operatorID,
+	r.slack.Send("env-a", "slash_commands", map[string]string{"command": "/gpu", "text": "recover", "user_id": operatorID,
 		"channel_id": opsChannel, "response_url": r.responseURL("socket-preview")})
-	r.waitFor("the preview", 10*time.Second, func() bool { return len(r.slack.ack("env-a")) == 1 })
+	r.waitFor("the preview", 10*time.Second, func() bool { return len(r.slack.Ack("env-a")) == 1 })
 	var preview slack.WebhookMessage
-	if err := json.Unmarshal(r.slack.ack("env-a")[0].Payload, &preview); err != nil {
+	if err := json.Unmarshal(r.slack.Ack("env-a")[0].Payload, &preview); err != nil {
 		t.Fatal(err)
 	}
 	confirm := buttons(t, preview)["Confirm"]
 	if confirm == "" {
-		t.Fatalf("preview without Confirm: %s", r.slack.ack("env-a")[0].Payload)
+		t.Fatalf("preview without Confirm: %s", r.slack.Ack("env-a")[0].Payload)
 	}
-	r.slack.send("env-b", "interactive", map[string]any{"type": "block_actions", "user": map[string]string{"id": operatorID},
+	r.slack.Send("env-b", "interactive", map[string]any{"type": "block_actions", "user": map[string]string{"id": operatorID},
 		"channel": map[string]string{"id": opsChannel}, "response_url": r.responseURL("socket-click"),
 		"actions": []map[string]string{{"action_id": confirm, "block_id": "opsbot_actions", "type": "button"}}})
 	if resp := r.response("socket-click", 1); !resp.Msg.ReplaceOriginal || !strings.Contains(resp.Msg.Text, "#1 queued") {

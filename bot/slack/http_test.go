@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/opsbot/opsbot/internal/slackfake"
 )
 
 // TestSignedDeliveries: a good signature runs; a bad one, a stale (or
@@ -85,8 +87,8 @@ func TestRefusalsAreEphemeral(t *testing.T) {
 	}
 	for _, c := range cases {
 		m := r.slash(c.command, c.text, c.user, c.channel)
-		if m.ResponseType != "ephemeral" || !strings.Contains(blocksOf(t, m), c.want) {
-			t.Errorf("%s: %s %q; want ephemeral with %q", c.name, m.ResponseType, blocksOf(t, m), c.want)
+		if m.ResponseType != "ephemeral" || !strings.Contains(slackfake.BlocksOf(t, m), c.want) {
+			t.Errorf("%s: %s %q; want ephemeral with %q", c.name, m.ResponseType, slackfake.BlocksOf(t, m), c.want)
 		}
 	}
 	if js := r.jobs(); len(js) != 2 { // the two refusals by role are recorded, as refused
@@ -99,8 +101,8 @@ func TestRefusalsAreEphemeral(t *testing.T) {
 	}
 	// A viewer's read-only command answers in the channel.
 	m := r.slash("/opsbot", "help", viewerID, opsChannel)
-	if m.ResponseType != "in_channel" || !strings.Contains(blocksOf(t, m), "mtp steps") {
-		t.Errorf("/opsbot help: %s %q", m.ResponseType, blocksOf(t, m))
+	if m.ResponseType != "in_channel" || !strings.Contains(slackfake.BlocksOf(t, m), "mtp steps") {
+		t.Errorf("/opsbot help: %s %q", m.ResponseType, slackfake.BlocksOf(t, m))
 	}
 }
 
@@ -126,7 +128,7 @@ func TestDirectMessagesWhenAllowed(t *testing.T) {
 	if m := r.slash("/mtp", "steps 10", operatorID, "D0DM"); !strings.Contains(m.Text, "#1 queued") {
 		t.Fatalf("DM with allow_dms: %q", m.Text)
 	}
-	if m := r.slash("/mtp", "steps 10", operatorID, otherChan); !strings.Contains(blocksOf(t, m), "no commands in this channel") {
-		t.Fatalf("a channel outside the list, DMs allowed: %q", blocksOf(t, m))
+	if m := r.slash("/mtp", "steps 10", operatorID, otherChan); !strings.Contains(slackfake.BlocksOf(t, m), "no commands in this channel") {
+		t.Fatalf("a channel outside the list, DMs allowed: %q", slackfake.BlocksOf(t, m))
 	}
 }

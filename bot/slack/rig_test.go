@@ -22,6 +22,7 @@ import (
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/internal/slackfake"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
@@ -50,7 +51,7 @@ var testUsers = map[string]string{
 // (store, dispatcher, job engine) and, with lab, the lab's hosts over SSH.
 type rig struct {
 	t      testing.TB
-	slack  *fakeSlack
+	slack  *slackfake.Server
 	ad     *Adapter
 	app    *bot.App
 	events *httptest.Server // opsbot's listener with the adapter's routes
@@ -106,8 +107,8 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	if o.mode == "" {
 		o.mode = config.SlackModeHTTP
 	}
-	r := &rig{t: t, slack: newFakeSlack(t)}
-	r.slack.groups = []slack.UserGroup{{ID: groupID, Handle: "oncall", Users: []string{groupMember}}}
+	r := &rig{t: t, slack: slackfake.New(t)}
+	r.slack.SetGroups([]slack.UserGroup{{ID: groupID, Handle: "oncall", Users: []string{groupMember}}})
 	dir := t.TempDir()
 	var cfg *config.Config
 	var err error
@@ -125,7 +126,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	cfg.Auth = config.Auth{DefaultRole: "none", Users: testUsers}
-	sc := config.Slack{Enabled: true, Mode: o.mode, BotToken: "xoxb-test-token", APIURL: r.slack.url(),
+	sc := config.Slack{Enabled: true, Mode: o.mode, BotToken: "xoxb-test-token", APIURL: r.slack.URL(),
 		Channel: opsChannel, Channels: []string{opsChannel}, AllowDMs: o.allowDM}
 	if o.mode == config.SlackModeHTTP {
 		sc.SigningSecret = testSecret
@@ -227,7 +228,7 @@ func slashForm(command, text, user, channel, responsePath string) url.Values {
 		"channel_id": {channel}, "team_id": {"T0TEAM"}, "response_url": {responsePath}}
 }
 
-func (r *rig) responseURL(name string) string { return r.slack.url() + "response/" + name }
+func (r *rig) responseURL(name string) string { return r.slack.URL() + "response/" + name }
 
 func (r *rig) sign(d delivery) delivery {
 	if d.ts == "" {

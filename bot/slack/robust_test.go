@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/slackfake"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -14,16 +15,16 @@ import (
 // Retry-After and the same update sent again; the thread ends complete.
 func TestRateLimitHonoured(t *testing.T) {
 	r := newRig(t, rigOptions{backend: quickBackend(nil)})
-	r.slack.inject("chat.update", 1, true)
+	r.slack.Inject("chat.update", 1, true)
 	start := time.Now()
 	ack := r.slash("/mtp", "steps 10", operatorID, opsChannel)
 	if !strings.Contains(ack.Text, "#1 queued") {
 		t.Fatalf("ack %q", ack.Text)
 	}
 	jt := readJob(r, opsChannel, 0, 20*time.Second)
-	s := r.slack.state()
+	s := r.slack.State()
 	var first, retry time.Time
-	for _, c := range s.calls {
+	for _, c := range s.Calls {
 		if c.Method == "chat.update" {
 			if first.IsZero() {
 				first = c.At
@@ -47,16 +48,14 @@ func TestRateLimitHonoured(t *testing.T) {
 func TestFailedPostsLoseNothing(t *testing.T) {
 	release := make(chan struct{})
 	r := newRig(t, rigOptions{backend: quickBackend(release)})
-	r.slack.inject("chat.update", 1000, false)
+	r.slack.Inject("chat.update", 1000, false)
 	r.slash("/mtp", "steps 10", operatorID, opsChannel)
 	r.waitFor("the job to run", 10*time.Second, func() bool {
 		js := r.jobs()
 		return len(js) == 1 && js[0].Status == store.Running
 	})
-	r.waitFor("a failed update", 10*time.Second, func() bool { return r.slack.state().count("chat.update") > 0 })
-	r.slack.mu.Lock()
-	r.slack.fail["chat.update"] = 0 // Slack is back
-	r.slack.mu.Unlock()
+	r.waitFor("a failed update", 10*time.Second, func() bool { return r.slack.State().Count("chat.update") > 0 })
+	r.slack.SetDown("chat.update", false) // Slack is back
 	close(release)
 	if j := r.waitJob(1, 10*time.Second); j.Status != store.Succeeded {
 		t.Fatalf("job %s while Slack failed: %s", j.Status, j.Error)
@@ -71,16 +70,16 @@ func TestFailedPostsLoseNothing(t *testing.T) {
 // checked the token; a token Slack refuses ends Run with an error that
 // names the fix.
 func TestReadyFollowsSlack(t *testing.T) {
-	f := newFakeSlack(t)
+	f := slackfake.New(t)
 	ad, err := New(config.Slack{Enabled: true, Mode: config.SlackModeHTTP, BotToken: "xoxb-x", SigningSecret: testSecret,
-		APIURL: f.url(), Channels: []string{opsChannel}}, Options{Logger: testLogger(t)})
+		APIURL: f.URL(), Channels: []string{opsChannel}}, Options{Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ad.Ready(); err == nil {
 		t.Fatal("ready before Run")
 	}
-	f.srv.Stop() // Slack unreachable: Run keeps trying, not ready
+	f.Stop() // Slack unreachable: Run keeps trying, not ready
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ad.Run(ctx, nil) }()
@@ -96,12 +95,10 @@ func TestReadyFollowsSlack(t *testing.T) {
 		t.Fatalf("Run after cancel: %v", err)
 	}
 
-	revoked := newFakeSlack(t)
-	revoked.mu.Lock()
-	revoked.authErr = "token_revoked"
-	revoked.mu.Unlock()
+	revoked := slackfake.New(t)
+	revoked.SetAuthError("token_revoked")
 	ad, err = New(config.Slack{Enabled: true, Mode: config.SlackModeSocket, BotToken: "xoxb-revoked", AppToken: "xapp-x",
-		APIURL: revoked.url(), Channels: []string{opsChannel}}, Options{Logger: testLogger(t)})
+		APIURL: revoked.URL(), Channels: []string{opsChannel}}, Options{Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

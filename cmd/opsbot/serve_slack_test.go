@@ -16,11 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/slack-go/slack"
-	"github.com/slack-go/slack/slacktest"
 
 	slackad "github.com/opsbot/opsbot/bot/slack"
+	"github.com/opsbot/opsbot/internal/slackfake"
 )
 
 const (
@@ -29,259 +28,14 @@ const (
 	e2eOperator      = "U0OLGA"
 )
 
-// slackServer is slack-go's slacktest server, a real HTTP server speaking
-// the Web API on loopback, with what opsbot calls and slacktest lacks or
-// does not record added through a Binder (slacktest registers its
-// built-ins after the Binders and ignores a pattern registered twice):
-// chat.postMessage answering a unique "sec.micros" ts (slacktest's own
-// answers whole seconds) and recording the message, chat.update,
-// chat.postEphemeral, reactions.add, auth.test, usergroups.list, the
-// two-step file upload (its upload URL on this same server: slack-go sends
-// the token only to the API URL's host), and /response/ standing for the
-// response_urls Slack hands out. Every call is counted by method. No Slack
-// workspace can be reached from tests, so this stands in for Slack.
-type slackServer struct {
-	srv *slacktest.Server
+// slackServer is the Slack stand-in (internal/slackfake: slack-go's
+// slacktest server with what opsbot calls added) and what serve's tests read
+// of it. No Slack workspace can be reached from tests.
+type slackServer struct{ *slackfake.Server }
 
-	mu        sync.Mutex
-	seq       int64
-	msgs      []slackMsg            // chat.postMessage, in order
-	edits     map[string][]slackMsg // chat.update, by ts
-	reactions map[string][]string   // reactions.add, names by ts
-	uploads   map[string][]byte     // upload URL bodies, by file id
-	files     []slackMsg            // completed uploads: Thread, Text (the title)
-	calls     map[string]int
-	acks      map[string][]json.RawMessage      // Socket Mode acks' payloads, by envelope id
-	envelopes chan string                       // what to send to the Socket Mode client
-	authDown  bool                              // auth.test answers HTTP 500 (Slack unreachable)
-	responses map[string][]slack.WebhookMessage // posts to /response/NAME, by NAME
-}
+type slackMsg = slackfake.Msg
 
-type slackMsg struct {
-	Channel, TS, Thread, Text string
-	Blocks                    json.RawMessage
-}
-
-func newSlackServer(t testing.TB) *slackServer {
-	t.Helper()
-	f := &slackServer{edits: map[string][]slackMsg{}, reactions: map[string][]string{}, uploads: map[string][]byte{}, calls: map[string]int{},
-		acks: map[string][]json.RawMessage{}, envelopes: make(chan string, 16), responses: map[string][]slack.WebhookMessage{}}
-	ok := func(w http.ResponseWriter, fields map[string]any) {
-		out := map[string]any{"ok": true}
-		for k, v := range fields {
-			out[k] = v
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(out)
-	}
-	fail := func(w http.ResponseWriter, code string) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": code})
-	}
-	msgOf := func(r *http.Request) slackMsg {
-		return slackMsg{Channel: r.PostForm.Get("channel"), TS: r.PostForm.Get("ts"), Thread: r.PostForm.Get("thread_ts"),
-			Text: r.PostForm.Get("text"), Blocks: json.RawMessage(r.PostForm.Get("blocks"))}
-	}
-	handlers := map[string]func(http.ResponseWriter, *http.Request){
-		"auth.test": func(w http.ResponseWriter, _ *http.Request) {
-			f.mu.Lock()
-			down := f.authDown
-			f.mu.Unlock()
-			if down {
-				http.Error(w, "internal error", http.StatusInternalServerError)
-				return
-			}
-			ok(w, map[string]any{"user_id": "U0BOT", "bot_id": "B0BOT", "team_id": "T0TEAM", "user": "opsbot"})
-		},
-		"usergroups.list": func(w http.ResponseWriter, _ *http.Request) { ok(w, map[string]any{"usergroups": []any{}}) },
-		"chat.postMessage": func(w http.ResponseWriter, r *http.Request) {
-			m := msgOf(r)
-			f.mu.Lock()
-			m.TS = f.tsLocked()
-			f.msgs = append(f.msgs, m)
-			f.mu.Unlock()
-			ok(w, map[string]any{"channel": m.Channel, "ts": m.TS})
-		},
-		"chat.update": func(w http.ResponseWriter, r *http.Request) {
-			m := msgOf(r)
-			f.mu.Lock()
-			known := false
-			for _, p := range f.msgs {
-				known = known || (p.TS == m.TS && p.Channel == m.Channel)
-			}
-			if known {
-				f.edits[m.TS] = append(f.edits[m.TS], m)
-			}
-			f.mu.Unlock()
-			if !known {
-				fail(w, "message_not_found")
-				return
-			}
-			ok(w, map[string]any{"channel": m.Channel, "ts": m.TS, "text": m.Text})
-		},
-		"chat.postEphemeral": func(w http.ResponseWriter, _ *http.Request) {
-			f.mu.Lock()
-			ts := f.tsLocked()
-			f.mu.Unlock()
-			ok(w, map[string]any{"message_ts": ts})
-		},
-		"reactions.add": func(w http.ResponseWriter, r *http.Request) {
-			f.mu.Lock()
-			ts := r.PostForm.Get("timestamp")
-			f.reactions[ts] = append(f.reactions[ts], r.PostForm.Get("name"))
-			f.mu.Unlock()
-			ok(w, nil)
-		},
-		"files.getUploadURLExternal": func(w http.ResponseWriter, _ *http.Request) {
-			f.mu.Lock()
-			f.seq++
-			id := "F" + strconv.FormatInt(f.seq, 10)
-			f.mu.Unlock()
-			ok(w, map[string]any{"upload_url": f.srv.GetAPIURL() + "upload/" + id, "file_id": id})
-		},
-		"upload": func(w http.ResponseWriter, r *http.Request) {
-			file, _, err := r.FormFile("file")
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			b, _ := io.ReadAll(file)
-			f.mu.Lock()
-			f.uploads[strings.TrimPrefix(r.URL.Path, "/upload/")] = b
-			f.mu.Unlock()
-			_, _ = io.WriteString(w, "OK - "+strconv.Itoa(len(b)))
-		},
-		"files.completeUploadExternal": func(w http.ResponseWriter, r *http.Request) {
-			var files []struct{ ID, Title string }
-			if err := json.Unmarshal([]byte(r.PostForm.Get("files")), &files); err != nil {
-				fail(w, "invalid_arguments")
-				return
-			}
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			for _, file := range files {
-				if _, known := f.uploads[file.ID]; !known {
-					fail(w, "file_not_found")
-					return
-				}
-				f.files = append(f.files, slackMsg{Channel: r.PostForm.Get("channel_id"), Thread: r.PostForm.Get("thread_ts"), Text: file.Title})
-			}
-			ok(w, map[string]any{"files": files})
-		},
-		"response": func(w http.ResponseWriter, r *http.Request) {
-			var m slack.WebhookMessage
-			if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			f.mu.Lock()
-			name := strings.TrimPrefix(r.URL.Path, "/response/")
-			f.responses[name] = append(f.responses[name], m)
-			f.mu.Unlock()
-			_, _ = io.WriteString(w, "ok")
-		},
-	}
-	bind := func(c slacktest.Customize) {
-		for method, h := range handlers {
-			pattern := "/" + method
-			if method == "upload" || method == "response" {
-				pattern += "/"
-			}
-			c.Handle(pattern, func(w http.ResponseWriter, r *http.Request) {
-				if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
-					if err := r.ParseForm(); err != nil {
-						http.Error(w, err.Error(), http.StatusBadRequest)
-						return
-					}
-				}
-				f.mu.Lock()
-				f.calls[method]++
-				f.mu.Unlock()
-				h(w, r)
-			})
-		}
-		c.Handle("/ws", f.socket)
-	}
-	f.srv = slacktest.NewTestServer(bind)
-	f.srv.Start()
-	t.Cleanup(f.srv.Stop)
-	return f
-}
-
-// socket is the Socket Mode WebSocket (slacktest's apps.connections.open
-// hands out its URL). It replaces slacktest's RTM socket, which spins on a
-// read error once the client goes: this one says hello, sends the queued
-// envelopes and records every ack until the client goes.
-func (f *slackServer) socket(w http.ResponseWriter, r *http.Request) {
-	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
-	c, err := up.Upgrade(w, r, nil)
-	if err != nil {
-		return
-	}
-	defer c.Close()
-	done := make(chan struct{})
-	defer close(done)
-	var wmu sync.Mutex
-	write := func(s string) error {
-		wmu.Lock()
-		defer wmu.Unlock()
-		return c.WriteMessage(websocket.TextMessage, []byte(s))
-	}
-	if write(`{"type":"hello","num_connections":1}`) != nil {
-		return
-	}
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case e := <-f.envelopes:
-				if write(e) != nil {
-					return
-				}
-			}
-		}
-	}()
-	for {
-		_, b, err := c.ReadMessage()
-		if err != nil {
-			return
-		}
-		var a struct {
-			EnvelopeID string          `json:"envelope_id"`
-			Payload    json.RawMessage `json:"payload"`
-		}
-		if json.Unmarshal(b, &a) == nil && a.EnvelopeID != "" {
-			f.mu.Lock()
-			f.acks[a.EnvelopeID] = append(f.acks[a.EnvelopeID], a.Payload)
-			f.mu.Unlock()
-		}
-	}
-}
-
-// send queues a Socket Mode envelope for the connected client.
-func (f *slackServer) send(t *testing.T, envelopeID, typ string, payload any) {
-	b, err := json.Marshal(map[string]any{"envelope_id": envelopeID, "type": typ, "payload": payload,
-		"accepts_response_payload": typ == "slash_commands"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.envelopes <- string(b)
-}
-
-// ack returns the payloads of envelopeID's acks so far.
-func (f *slackServer) ack(envelopeID string) []json.RawMessage {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]json.RawMessage(nil), f.acks[envelopeID]...)
-}
-
-// tsLocked hands out unique, increasing message timestamps.
-func (f *slackServer) tsLocked() string {
-	now := time.Now()
-	f.seq++
-	return fmt.Sprintf("%d.%06d", now.Unix(), (int64(now.Nanosecond()/1000)+f.seq)%1000000)
-}
+func newSlackServer(t testing.TB) *slackServer { return &slackServer{slackfake.New(t)} }
 
 // slackJob is what Slack shows of one job: its root message, the root's
 // edits, the messages of its thread, the files shared into it and the
@@ -297,61 +51,32 @@ type slackJob struct {
 
 // job reads back the first root message in channel and what hangs off it.
 func (f *slackServer) job(channel string) (slackJob, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var j slackJob
-	found := false
-	for _, m := range f.msgs {
-		if !found && m.Channel == channel && m.Thread == "" {
-			j.root, found = m, true
+	st := f.State()
+	roots := st.Roots(channel)
+	if len(roots) == 0 {
+		return slackJob{}, false
+	}
+	j := slackJob{root: roots[0], calls: len(st.Calls)}
+	j.edits = st.Edits[j.root.TS]
+	j.thread = st.Thread(j.root.TS)
+	for _, file := range st.Files {
+		if file.Thread == j.root.TS {
+			j.files = append(j.files, file.Title)
 		}
 	}
-	if !found {
-		return j, false
-	}
-	j.edits = append(j.edits, f.edits[j.root.TS]...)
-	for _, m := range f.msgs {
-		if m.Thread == j.root.TS {
-			j.thread = append(j.thread, m)
+	for _, r := range st.Reactions {
+		if r.TS == j.root.TS {
+			j.reactions = append(j.reactions, r.Name)
 		}
 	}
-	for _, m := range f.files {
-		if m.Thread == j.root.TS {
-			j.files = append(j.files, m.Text)
-		}
-	}
-	j.reactions = append(j.reactions, f.reactions[j.root.TS]...)
-	j.calls = f.totalLocked()
 	return j, true
 }
 
 // total is the number of Web API calls so far.
-func (f *slackServer) total() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.totalLocked()
-}
-
-func (f *slackServer) totalLocked() int {
-	n := 0
-	for _, c := range f.calls {
-		n += c
-	}
-	return n
-}
+func (f *slackServer) total() int { return len(f.State().Calls) }
 
 // roots counts the messages in channel that are not in a thread.
-func (f *slackServer) roots(channel string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, m := range f.msgs {
-		if m.Channel == channel && m.Thread == "" {
-			n++
-		}
-	}
-	return n
-}
+func (f *slackServer) roots(channel string) int { return len(f.State().Roots(channel)) }
 
 // last is the text the root shows now: its last edit, or itself.
 func (j slackJob) last(t *testing.T) string {
@@ -367,31 +92,7 @@ func slackText(t *testing.T, m slackMsg) string {
 	if len(m.Blocks) == 0 {
 		return m.Text
 	}
-	var bs slack.Blocks
-	if err := json.Unmarshal(m.Blocks, &bs); err != nil {
-		t.Fatalf("blocks %s: %v", m.Blocks, err)
-	}
-	var parts []string
-	for _, b := range bs.BlockSet {
-		switch b := b.(type) {
-		case *slack.SectionBlock:
-			if b.Text != nil {
-				parts = append(parts, b.Text.Text)
-			}
-			for _, f := range b.Fields {
-				parts = append(parts, f.Text)
-			}
-		case *slack.HeaderBlock:
-			parts = append(parts, b.Text.Text)
-		case *slack.ContextBlock:
-			for _, e := range b.ContextElements.Elements {
-				if o, ok := e.(*slack.TextBlockObject); ok {
-					parts = append(parts, o.Text)
-				}
-			}
-		}
-	}
-	return strings.Join(parts, "\n")
+	return slackfake.BlocksText(t, m.Blocks)
 }
 
 // slackSection is the config's slack section in HTTP mode against api;
@@ -402,7 +103,7 @@ func slackSection(api *slackServer) string {
   mode: http
   bot_token: xoxb-e2e-token
   signing_secret: "${OPSBOT_E2E_SIGNING}"
-  api_url: ` + api.srv.GetAPIURL() + `
+  api_url: ` + api.URL() + `
   channel: ` + e2eChannel + `
   channels: [` + e2eChannel + `]
 `
@@ -591,7 +292,7 @@ func click(api *slackServer, actionID, user, name string) slackDelivery {
 		"trigger_id":   strconv.FormatInt(time.Now().UnixNano(), 10),
 		"user":         map[string]string{"id": user},
 		"channel":      map[string]string{"id": e2eChannel},
-		"response_url": api.srv.GetAPIURL() + "response/" + name,
+		"response_url": api.URL() + "response/" + name,
 		"actions":      []map[string]string{{"action_id": actionID, "block_id": "opsbot_actions", "type": "button", "value": actionID}},
 	})
 	body := url.Values{"payload": {string(payload)}}.Encode()
@@ -604,12 +305,16 @@ func (f *slackServer) response(t *testing.T, p *opsbotProc, name string, n int) 
 	t.Helper()
 	var m slack.WebhookMessage
 	pollServe(t, p, 10*time.Second, fmt.Sprintf("answer #%d to /response/%s", n, name), func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if len(f.responses[name]) < n {
+		var mine []slack.WebhookMessage
+		for _, r := range f.State().Responses {
+			if r.Path == "/response/"+name {
+				mine = append(mine, r.Msg)
+			}
+		}
+		if len(mine) < n {
 			return false
 		}
-		m = f.responses[name][n-1]
+		m = mine[n-1]
 		return true
 	})
 	return m
@@ -688,9 +393,7 @@ func TestServeSlackButtons(t *testing.T) {
 // is 200 and the same kind of command runs.
 func TestServeSlackReadyzFollowsSlack(t *testing.T) {
 	api := newSlackServer(t)
-	api.mu.Lock()
-	api.authDown = true
-	api.mu.Unlock()
+	api.SetDown("auth.test", true)
 	cfg := writeFile(t, filepath.Join(t.TempDir(), "opsbot.yaml"), `store: {path: opsbot.db}
 http: {listen: "127.0.0.1:0"}
 auth: {users: {"slack:`+e2eOperator+`": operator}}
@@ -698,9 +401,7 @@ auth: {users: {"slack:`+e2eOperator+`": operator}}
 	p := startServe(t, "", slackEnv, "serve", "--config", cfg, "--lab")
 	base := serveURL(t, p)
 	pollServe(t, p, time.Minute, "auth.test tried and failed", func() bool {
-		api.mu.Lock()
-		defer api.mu.Unlock()
-		return api.calls["auth.test"] >= 2
+		return api.State().Count("auth.test") >= 2
 	})
 	code, body := httpGet(t, base+"/readyz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready: slack: connecting to Slack") {
@@ -709,9 +410,7 @@ auth: {users: {"slack:`+e2eOperator+`": operator}}
 	if code, body := signedSlash(e2eSigningSecret, time.Now(), "/gpu", "status").post(t, base); code != http.StatusServiceUnavailable {
 		t.Errorf("a slash command while Slack does not answer: %d %s, want 503", code, body)
 	}
-	api.mu.Lock()
-	api.authDown = false
-	api.mu.Unlock()
+	api.SetDown("auth.test", false)
 	pollServe(t, p, time.Minute, "/readyz 200 once Slack answers", func() bool { code, _ := httpGet(t, base+"/readyz"); return code == 200 })
 	if code, body := signedSlash(e2eSigningSecret, time.Now(), "/gpu", "status").post(t, base); code != http.StatusOK || !strings.Contains(body, "#1 queued") {
 		t.Fatalf("a slash command once Slack answers: %d %s; want job #1 queued (the refused one ran nothing)", code, body)
@@ -784,25 +483,25 @@ func TestServeSlackSocketModeMtpSteps(t *testing.T) {
   mode: socket
   bot_token: xoxb-e2e-token
   app_token: xapp-e2e-token
-  api_url: `+api.srv.GetAPIURL()+`
+  api_url: `+api.URL()+`
   channels: [`+e2eChannel+`]
 `)
 	if code, _ := signedSlash(e2eSigningSecret, time.Now(), "/mtp", "steps 10").post(t, base); code != http.StatusNotFound {
 		t.Errorf("POST /slack/events in socket mode: %d, want 404", code)
 	}
 	cmd := map[string]string{"command": "/mtp", "text": "steps 10", "user_id": e2eOperator, "user_name": "olga",
-		"channel_id": e2eChannel, "team_id": "T0TEAM", "response_url": api.srv.GetAPIURL() + "response/socket"}
+		"channel_id": e2eChannel, "team_id": "T0TEAM", "response_url": api.URL() + "response/socket"}
 	before := api.total()
 	t0 := time.Now()
-	api.send(t, "env-1", "slash_commands", cmd)
-	pollServe(t, p, 10*time.Second, "the slash command's ack", func() bool { return len(api.ack("env-1")) == 1 })
+	api.Send("env-1", "slash_commands", cmd)
+	pollServe(t, p, 10*time.Second, "the slash command's ack", func() bool { return len(api.Ack("env-1")) == 1 })
 	ackTook := time.Since(t0)
 	var ack slack.WebhookMessage
-	if raw := api.ack("env-1")[0]; json.Unmarshal(raw, &ack) != nil || !strings.Contains(ack.Text, "#1 queued: `mtp steps 10") || ack.ResponseType != "ephemeral" {
+	if raw := api.Ack("env-1")[0].Payload; json.Unmarshal(raw, &ack) != nil || !strings.Contains(ack.Text, "#1 queued: `mtp steps 10") || ack.ResponseType != "ephemeral" {
 		t.Fatalf("ack %s; want the job's id, ephemeral", raw)
 	}
-	api.send(t, "env-1", "slash_commands", cmd) // Slack's retry of the same envelope
-	pollServe(t, p, 10*time.Second, "the retry's ack", func() bool { return len(api.ack("env-1")) == 2 })
+	api.Send("env-1", "slash_commands", cmd) // Slack's retry of the same envelope
+	pollServe(t, p, 10*time.Second, "the retry's ack", func() bool { return len(api.Ack("env-1")) == 2 })
 	j, took := checkSlackMtpSteps(t, p, api, t0)
 	if n := api.roots(e2eChannel); n != 1 {
 		t.Errorf("%d root messages in the channel, want 1: the retried envelope started a job", n)

@@ -1,4 +1,8 @@
-package slack
+// Package slackfake stands in for Slack in tests: slack-go's slacktest
+// server (a real HTTP server speaking the Web API on loopback) with what
+// opsbot calls and slacktest lacks, or does not record, added. No Slack
+// workspace can be reached from tests.
+package slackfake
 
 import (
 	"encoding/json"
@@ -17,7 +21,7 @@ import (
 	"github.com/slack-go/slack/slacktest"
 )
 
-// fakeSlack is slack-go's slacktest server (a real HTTP server speaking the
+// Server is slack-go's slacktest server (a real HTTP server speaking the
 // Web API on loopback) with the handlers it lacks added and the ones that do
 // not record replaced, through Binders (slacktest registers its built-ins
 // after them and ignores a pattern registered twice):
@@ -32,60 +36,69 @@ import (
 //   - /response/ stands for the response_urls Slack hands out.
 //
 // Every call is counted by method, with the time it arrived.
-type fakeSlack struct {
+type Server struct {
 	t   testing.TB
 	srv *slacktest.Server
 
 	mu        sync.Mutex
 	seq       int64
-	msgs      []fakeMsg            // chat.postMessage, in order
-	edits     map[string][]fakeMsg // chat.update, by ts
-	ephemeral []fakeMsg
-	reactions []fakeReaction
+	msgs      []Msg            // chat.postMessage, in order
+	edits     map[string][]Msg // chat.update, by ts
+	ephemeral []Msg
+	reactions []Reaction
 	uploads   map[string][]byte // by file id
-	files     []fakeFile        // completed uploads
-	responses []fakeResponse    // posts to response_urls
-	calls     []fakeCall
+	files     []File            // completed uploads
+	responses []Response        // posts to response_urls
+	calls     []Call
 	groups    []slack.UserGroup
-	limit     map[string]int // method -> 429s still to answer
-	fail      map[string]int // method -> failures (HTTP 500) still to answer
-	authErr   string         // auth.test's error, if any
-	acks      []socketAck    // what Socket Mode clients sent back
-	envelopes chan string    // what to send to the Socket Mode client
+	limit     map[string]int  // method -> 429s still to answer
+	fail      map[string]int  // method -> failures (HTTP 500) still to answer
+	down      map[string]bool // method -> every call fails (HTTP 500)
+	authErr   string          // auth.test's error, if any
+	acks      []Ack           // what Socket Mode clients sent back
+	envelopes chan string     // what to send to the Socket Mode client
 }
 
-type socketAck struct {
+// Ack is what a Socket Mode client sent back for an envelope.
+type Ack struct {
 	EnvelopeID string          `json:"envelope_id"`
 	Payload    json.RawMessage `json:"payload"`
 }
 
-type fakeMsg struct {
+// Msg is a message as a chat.postMessage, chat.update or chat.postEphemeral
+// call sent it (User: an ephemeral's recipient).
+type Msg struct {
 	At                        time.Time
 	Channel, TS, Thread, User string
 	Text                      string
 	Blocks                    json.RawMessage
 }
 
-type fakeReaction struct{ Name, Channel, TS string }
+// Reaction is a reactions.add call.
+type Reaction struct{ Name, Channel, TS string }
 
-type fakeFile struct {
+// File is a completed two-step upload, shared into Channel (Thread).
+type File struct {
 	ID, Title, Channel, Thread, Comment string
 	Data                                []byte
 }
 
-type fakeResponse struct {
+// Response is a post to a response_url (Path: /response/NAME).
+type Response struct {
 	Path string
 	Msg  slack.WebhookMessage
 	Raw  string
 }
 
-type fakeCall struct {
+// Call is one API call (upload and response_url included), when it came.
+type Call struct {
 	Method string
 	At     time.Time
 }
 
-func newFakeSlack(t testing.TB) *fakeSlack {
-	f := &fakeSlack{t: t, edits: map[string][]fakeMsg{}, uploads: map[string][]byte{}, limit: map[string]int{}, fail: map[string]int{},
+// New starts a Server for the test; it stops when the test ends.
+func New(t testing.TB) *Server {
+	f := &Server{t: t, edits: map[string][]Msg{}, uploads: map[string][]byte{}, limit: map[string]int{}, fail: map[string]int{}, down: map[string]bool{},
 		envelopes: make(chan string, 64)}
 	bind := func(c slacktest.Customize) {
 		c.Handle("/chat.postMessage", f.record("chat.postMessage", f.postMessage))
@@ -115,20 +128,20 @@ func newFakeSlack(t testing.TB) *fakeSlack {
 	return f
 }
 
-// url is the Web API base to configure as slack.api_url.
-func (f *fakeSlack) url() string { return f.srv.GetAPIURL() }
+// URL is the Web API base to configure as slack.api_url.
+func (f *Server) URL() string { return f.srv.GetAPIURL() }
 
 // record wraps a handler: it counts the call, answers 429 while a limit is
 // set for the method, and hands the handler the form (or nothing for JSON).
-func (f *fakeSlack) record(method string, h func(http.ResponseWriter, *http.Request, url.Values)) http.HandlerFunc {
+func (f *Server) record(method string, h func(http.ResponseWriter, *http.Request, url.Values)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
-		f.calls = append(f.calls, fakeCall{Method: method, At: time.Now()})
-		limited, failed := f.limit[method] > 0, f.fail[method] > 0 && f.limit[method] == 0
+		f.calls = append(f.calls, Call{Method: method, At: time.Now()})
+		limited, failed := f.limit[method] > 0, f.down[method] || f.fail[method] > 0 && f.limit[method] == 0
 		if limited {
 			f.limit[method]--
 		}
-		if failed {
+		if failed && !f.down[method] {
 			f.fail[method]--
 		}
 		f.mu.Unlock()
@@ -162,9 +175,40 @@ func writeOK(w http.ResponseWriter, fields map[string]any) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-// inject makes the next n calls of method answer 429 (Retry-After: 1 s)
+// Stop stops the server before the test ends: Slack unreachable.
+func (f *Server) Stop() { f.srv.Stop() }
+
+// SetGroups sets what usergroups.list answers.
+func (f *Server) SetGroups(groups []slack.UserGroup) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.groups = append([]slack.UserGroup(nil), groups...)
+}
+
+// SetAuthError makes auth.test answer {"ok": false, "error": code} (a
+// revoked token, say); "" answers ok again.
+func (f *Server) SetAuthError(code string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.authErr = code
+}
+
+// SetDown makes every call of method fail with HTTP 500 while down is true
+// (Slack unreachable), and clears what Inject queued for it when false.
+func (f *Server) SetDown(method string, down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if down {
+		f.down[method] = true
+		return
+	}
+	delete(f.down, method)
+	f.fail[method] = 0
+}
+
+// Inject makes the next n calls of method answer 429 (Retry-After: 1 s)
 // when limited, else fail with HTTP 500.
-func (f *fakeSlack) inject(method string, n int, limited bool) {
+func (f *Server) Inject(method string, n int, limited bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if limited {
@@ -175,18 +219,18 @@ func (f *fakeSlack) inject(method string, n int, limited bool) {
 }
 
 // ts hands out unique, increasing message timestamps.
-func (f *fakeSlack) ts() string {
+func (f *Server) ts() string {
 	now := time.Now()
 	f.seq++
 	return fmt.Sprintf("%d.%06d", now.Unix(), (int64(now.Nanosecond()/1000)+f.seq)%1000000)
 }
 
-func msgOf(form url.Values) fakeMsg {
-	return fakeMsg{At: time.Now(), Channel: form.Get("channel"), TS: form.Get("ts"), Thread: form.Get("thread_ts"),
+func msgOf(form url.Values) Msg {
+	return Msg{At: time.Now(), Channel: form.Get("channel"), TS: form.Get("ts"), Thread: form.Get("thread_ts"),
 		User: form.Get("user"), Text: form.Get("text"), Blocks: json.RawMessage(form.Get("blocks"))}
 }
 
-func (f *fakeSlack) postMessage(w http.ResponseWriter, _ *http.Request, form url.Values) {
+func (f *Server) postMessage(w http.ResponseWriter, _ *http.Request, form url.Values) {
 	m := msgOf(form)
 	f.mu.Lock()
 	m.TS = f.ts()
@@ -195,7 +239,7 @@ func (f *fakeSlack) postMessage(w http.ResponseWriter, _ *http.Request, form url
 	writeOK(w, map[string]any{"channel": m.Channel, "ts": m.TS})
 }
 
-func (f *fakeSlack) update(w http.ResponseWriter, _ *http.Request, form url.Values) {
+func (f *Server) update(w http.ResponseWriter, _ *http.Request, form url.Values) {
 	m := msgOf(form)
 	f.mu.Lock()
 	known := false
@@ -218,7 +262,7 @@ func writeErr(w http.ResponseWriter, code string) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": code})
 }
 
-func (f *fakeSlack) postEphemeral(w http.ResponseWriter, _ *http.Request, form url.Values) {
+func (f *Server) postEphemeral(w http.ResponseWriter, _ *http.Request, form url.Values) {
 	m := msgOf(form)
 	f.mu.Lock()
 	m.TS = f.ts()
@@ -227,21 +271,21 @@ func (f *fakeSlack) postEphemeral(w http.ResponseWriter, _ *http.Request, form u
 	writeOK(w, map[string]any{"message_ts": m.TS})
 }
 
-func (f *fakeSlack) reactionAdd(w http.ResponseWriter, _ *http.Request, form url.Values) {
+func (f *Server) reactionAdd(w http.ResponseWriter, _ *http.Request, form url.Values) {
 	f.mu.Lock()
-	f.reactions = append(f.reactions, fakeReaction{Name: form.Get("name"), Channel: form.Get("channel"), TS: form.Get("timestamp")})
+	f.reactions = append(f.reactions, Reaction{Name: form.Get("name"), Channel: form.Get("channel"), TS: form.Get("timestamp")})
 	f.mu.Unlock()
 	writeOK(w, nil)
 }
 
-func (f *fakeSlack) usergroupsList(w http.ResponseWriter, _ *http.Request, _ url.Values) {
+func (f *Server) usergroupsList(w http.ResponseWriter, _ *http.Request, _ url.Values) {
 	f.mu.Lock()
 	groups := append([]slack.UserGroup(nil), f.groups...)
 	f.mu.Unlock()
 	writeOK(w, map[string]any{"usergroups": groups})
 }
 
-func (f *fakeSlack) getUploadURL(w http.ResponseWriter, _ *http.Request, form url.Values) {
+func (f *Server) getUploadURL(w http.ResponseWriter, _ *http.Request, form url.Values) {
 	f.mu.Lock()
 	f.seq++
 	id := "F" + strconv.FormatInt(f.seq, 10)
@@ -253,7 +297,7 @@ func (f *fakeSlack) getUploadURL(w http.ResponseWriter, _ *http.Request, form ur
 	writeOK(w, map[string]any{"upload_url": f.srv.GetAPIURL() + "upload/" + id, "file_id": id})
 }
 
-func (f *fakeSlack) upload(w http.ResponseWriter, r *http.Request, _ url.Values) {
+func (f *Server) upload(w http.ResponseWriter, r *http.Request, _ url.Values) {
 	id := strings.TrimPrefix(r.URL.Path, "/upload/")
 	file, _, err := r.FormFile("file")
 	if err != nil {
@@ -271,7 +315,7 @@ func (f *fakeSlack) upload(w http.ResponseWriter, r *http.Request, _ url.Values)
 	_, _ = io.WriteString(w, "OK - "+strconv.Itoa(len(b)))
 }
 
-func (f *fakeSlack) completeUpload(w http.ResponseWriter, _ *http.Request, form url.Values) {
+func (f *Server) completeUpload(w http.ResponseWriter, _ *http.Request, form url.Values) {
 	var files []struct{ ID, Title string }
 	if err := json.Unmarshal([]byte(form.Get("files")), &files); err != nil {
 		writeErr(w, "invalid_arguments")
@@ -286,14 +330,14 @@ func (f *fakeSlack) completeUpload(w http.ResponseWriter, _ *http.Request, form 
 			writeErr(w, "file_not_found")
 			return
 		}
-		f.files = append(f.files, fakeFile{ID: file.ID, Title: file.Title, Channel: form.Get("channel_id"),
+		f.files = append(f.files, File{ID: file.ID, Title: file.Title, Channel: form.Get("channel_id"),
 			Thread: form.Get("thread_ts"), Comment: form.Get("initial_comment"), Data: data})
 		out = append(out, map[string]string{"id": file.ID, "title": file.Title})
 	}
 	writeOK(w, map[string]any{"files": out})
 }
 
-func (f *fakeSlack) response(w http.ResponseWriter, r *http.Request, _ url.Values) {
+func (f *Server) response(w http.ResponseWriter, r *http.Request, _ url.Values) {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -305,39 +349,39 @@ func (f *fakeSlack) response(w http.ResponseWriter, r *http.Request, _ url.Value
 		return
 	}
 	f.mu.Lock()
-	f.responses = append(f.responses, fakeResponse{Path: r.URL.Path, Msg: m, Raw: string(b)})
+	f.responses = append(f.responses, Response{Path: r.URL.Path, Msg: m, Raw: string(b)})
 	f.mu.Unlock()
 	_, _ = io.WriteString(w, "ok")
 }
 
-// snapshot copies what the server recorded.
-type fakeState struct {
-	msgs      []fakeMsg
-	edits     map[string][]fakeMsg
-	ephemeral []fakeMsg
-	reactions []fakeReaction
-	files     []fakeFile
-	responses []fakeResponse
-	calls     []fakeCall
+// State is a copy of what the server recorded.
+type State struct {
+	Msgs      []Msg            // chat.postMessage, in order
+	Edits     map[string][]Msg // chat.update, by ts
+	Ephemeral []Msg
+	Reactions []Reaction
+	Files     []File     // completed uploads
+	Responses []Response // posts to response_urls
+	Calls     []Call     // every call, in order
 }
 
-func (f *fakeSlack) state() fakeState {
+func (f *Server) State() State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := fakeState{msgs: append([]fakeMsg(nil), f.msgs...), edits: map[string][]fakeMsg{},
-		ephemeral: append([]fakeMsg(nil), f.ephemeral...), reactions: append([]fakeReaction(nil), f.reactions...),
-		files: append([]fakeFile(nil), f.files...), responses: append([]fakeResponse(nil), f.responses...),
-		calls: append([]fakeCall(nil), f.calls...)}
+	s := State{Msgs: append([]Msg(nil), f.msgs...), Edits: map[string][]Msg{},
+		Ephemeral: append([]Msg(nil), f.ephemeral...), Reactions: append([]Reaction(nil), f.reactions...),
+		Files: append([]File(nil), f.files...), Responses: append([]Response(nil), f.responses...),
+		Calls: append([]Call(nil), f.calls...)}
 	for k, v := range f.edits {
-		s.edits[k] = append([]fakeMsg(nil), v...)
+		s.Edits[k] = append([]Msg(nil), v...)
 	}
 	return s
 }
 
-// roots are the channel messages that are not in a thread.
-func (s fakeState) roots(channel string) []fakeMsg {
-	var out []fakeMsg
-	for _, m := range s.msgs {
+// Roots are the channel messages that are not in a thread.
+func (s State) Roots(channel string) []Msg {
+	var out []Msg
+	for _, m := range s.Msgs {
 		if m.Channel == channel && m.Thread == "" {
 			out = append(out, m)
 		}
@@ -345,10 +389,10 @@ func (s fakeState) roots(channel string) []fakeMsg {
 	return out
 }
 
-// thread is the messages posted under ts.
-func (s fakeState) thread(ts string) []fakeMsg {
-	var out []fakeMsg
-	for _, m := range s.msgs {
+// Thread is the messages posted under ts.
+func (s State) Thread(ts string) []Msg {
+	var out []Msg
+	for _, m := range s.Msgs {
 		if m.Thread == ts {
 			out = append(out, m)
 		}
@@ -356,8 +400,9 @@ func (s fakeState) thread(ts string) []fakeMsg {
 	return out
 }
 
-// blocksText joins the text of a message's blocks.
-func blocksText(t testing.TB, raw json.RawMessage) string {
+// BlocksText joins the text of a message's blocks: sections (text and
+// fields), headers and context, one a line.
+func BlocksText(t testing.TB, raw json.RawMessage) string {
 	t.Helper()
 	if len(raw) == 0 {
 		return ""
@@ -373,6 +418,13 @@ func blocksText(t testing.TB, raw json.RawMessage) string {
 			if b.Text != nil {
 				parts = append(parts, b.Text.Text)
 			}
+			for _, f := range b.Fields {
+				parts = append(parts, f.Text)
+			}
+		case *slack.HeaderBlock:
+			if b.Text != nil {
+				parts = append(parts, b.Text.Text)
+			}
 		case *slack.ContextBlock:
 			for _, e := range b.ContextElements.Elements {
 				if o, ok := e.(*slack.TextBlockObject); ok {
@@ -384,10 +436,10 @@ func blocksText(t testing.TB, raw json.RawMessage) string {
 	return strings.Join(parts, "\n")
 }
 
-// count is the number of calls of method.
-func (s fakeState) count(method string) int {
+// Count is the number of calls of method.
+func (s State) Count(method string) int {
 	n := 0
-	for _, c := range s.calls {
+	for _, c := range s.Calls {
 		if c.Method == method {
 			n++
 		}
@@ -395,8 +447,8 @@ func (s fakeState) count(method string) int {
 	return n
 }
 
-// blocksOf is the text a slash command's or response_url's message shows.
-func blocksOf(t testing.TB, m slack.WebhookMessage) string {
+// BlocksOf is the text a slash command's or response_url's message shows.
+func BlocksOf(t testing.TB, m slack.WebhookMessage) string {
 	t.Helper()
 	if m.Blocks == nil {
 		return m.Text
@@ -405,7 +457,7 @@ func blocksOf(t testing.TB, m slack.WebhookMessage) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return blocksText(t, raw)
+	return BlocksText(t, raw)
 }
 
 // socket is the Socket Mode WebSocket (apps.connections.open hands out its
@@ -413,7 +465,7 @@ func blocksOf(t testing.TB, m slack.WebhookMessage) string {
 // the client goes and needs its unbuffered feeds drained: this one says
 // hello, sends the queued envelopes, pings as Slack does, and records every
 // ack until the client goes.
-func (f *fakeSlack) socket(w http.ResponseWriter, r *http.Request) {
+func (f *Server) socket(w http.ResponseWriter, r *http.Request) {
 	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 	c, err := up.Upgrade(w, r, nil)
 	if err != nil {
@@ -457,7 +509,7 @@ func (f *fakeSlack) socket(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		var a socketAck
+		var a Ack
 		if json.Unmarshal(b, &a) == nil && a.EnvelopeID != "" {
 			f.mu.Lock()
 			f.acks = append(f.acks, a)
@@ -466,8 +518,8 @@ func (f *fakeSlack) socket(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// send queues a Socket Mode envelope for the connected client.
-func (f *fakeSlack) send(envelopeID, typ string, payload any) {
+// Send queues a Socket Mode envelope for the connected client.
+func (f *Server) Send(envelopeID, typ string, payload any) {
 	b, err := json.Marshal(map[string]any{"envelope_id": envelopeID, "type": typ, "payload": payload,
 		"accepts_response_payload": typ == "slash_commands"})
 	if err != nil {
@@ -476,11 +528,11 @@ func (f *fakeSlack) send(envelopeID, typ string, payload any) {
 	f.envelopes <- string(b)
 }
 
-// ack returns the acks of envelopeID so far.
-func (f *fakeSlack) ack(envelopeID string) []socketAck {
+// Ack returns the acks of envelopeID so far.
+func (f *Server) Ack(envelopeID string) []Ack {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []socketAck
+	var out []Ack
 	for _, a := range f.acks {
 		if a.EnvelopeID == envelopeID {
 			out = append(out, a)
