@@ -89,7 +89,9 @@ func openDevice(ctx context.Context, a *Adapter, login *mautrix.Client, db *sql.
 	if err != nil {
 		return nil, err
 	}
-	cli.DeviceID, cli.StateStore, cli.Log = login.DeviceID, states, zl
+	// The client's own request log stays off, as the login client's is: the
+	// sync logs its failures itself (a cancelled long poll is no warning).
+	cli.DeviceID, cli.StateStore, cli.Log = login.DeviceID, states, zerolog.Nop()
 	d := &olmDevice{a: a, cli: cli, db: db, states: states, rooms: map[id.RoomID]bool{}}
 	d.mach = crypto.NewOlmMachine(cli, &zl, keys, states)
 	d.mach.AllowKeyShare = d.allowKeyShare(d.mach.AllowKeyShare)
