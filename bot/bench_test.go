@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sort"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/benchstat"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -58,37 +56,20 @@ func benchAck(b *testing.B, burst int) {
 		services = append(services, commands.ServiceRef{Name: fmt.Sprintf("svc%d", i), Host: fmt.Sprintf("gpu%d", i)})
 	}
 	d := NewDispatcher(DispatcherOptions{Store: st, Engine: eng, Auth: auth, Commands: commands.Options{Services: services}})
-	var all []time.Duration
-	b.ResetTimer()
-	for range b.N {
-		lat := make([]time.Duration, burst)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range burst {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				req := Request{Platform: "slack", User: fmt.Sprintf("U%03d", i%100), Room: "C1",
-					Text: fmt.Sprintf("/mtp steps %d svc%d", 1+i%16, i%100)}
-				<-start
-				t0 := time.Now()
-				r := d.Handle(ctx, req)
-				lat[i] = time.Since(t0)
-				if r.Outcome != Queued {
-					b.Errorf("request %d: %s %s", i, r.Outcome, r.Text)
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
-		all = append(all, lat...)
+	reqs := make([]Request, burst)
+	for i := range reqs {
+		reqs[i] = Request{Platform: "slack", User: fmt.Sprintf("U%03d", i%100), Room: "C1",
+			Text: fmt.Sprintf("/mtp steps %d svc%d", 1+i%16, i%100)}
 	}
+	b.ResetTimer()
+	all := benchstat.Burst(b, burst, func(i int) {
+		req := reqs[i]
+		if r := d.Handle(ctx, req); r.Outcome != Queued {
+			b.Errorf("request %d: %s %s", i, r.Outcome, r.Text)
+		}
+	})
 	b.StopTimer()
 	close(release)
 	eng.Close()
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	q := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))]) / 1e6 }
-	b.ReportMetric(q(0.50), "p50-ms")
-	b.ReportMetric(q(0.99), "p99-ms")
-	b.ReportMetric(q(1), "max-ms")
+	benchstat.Report(b, all)
 }
