@@ -28,9 +28,16 @@ type opsbotProc struct {
 
 func startOpsbot(t *testing.T, ctx context.Context, args ...string) *opsbotProc {
 	t.Helper()
+	return spawn(t, ctx, nil, args...)
+}
+
+// spawn runs this test binary as opsbot with args (and env added), killed
+// when ctx ends or the test does.
+func spawn(t testing.TB, ctx context.Context, env []string, args ...string) *opsbotProc {
+	t.Helper()
 	p := &opsbotProc{out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
-	p.cmd.Env = append(os.Environ(), "OPSBOT_TEST_MAIN=1")
+	p.cmd.Env = append(append(os.Environ(), "OPSBOT_TEST_MAIN=1"), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -118,6 +125,20 @@ func jobByCommand(t *testing.T, st *store.Store, prefix string) (store.Job, bool
 	return store.Job{}, false
 }
 
+// waitForStep waits until the job whose command starts with prefix has
+// reached step, and returns it (failing the test after a minute, or when p
+// exits first).
+func waitForStep(t *testing.T, st *store.Store, prefix, step string, p *opsbotProc) store.Job {
+	t.Helper()
+	var job store.Job
+	poll(t, time.Minute, fmt.Sprintf("job %q to reach %q", prefix, step), func() bool {
+		var ok bool
+		job, ok = jobByCommand(t, st, prefix)
+		return ok && reachedStep(st, job.ID, step)
+	}, p)
+	return job
+}
+
 func reachedStep(st *store.Store, id int64, step string) bool {
 	evs, _ := st.Events(context.Background(), id)
 	for _, e := range evs {
@@ -172,12 +193,7 @@ func TestReadOnlyCommandFromSecondProcessLeavesJobRunning(t *testing.T) {
 	// 150 s of lab time: about 6 s of wall-clock time in "wait until ready".
 	_, cfg, st := leaseLab(t, ctx, []lab.Fault{{Name: "slow-load", Duration: 150 * time.Second}})
 	p1 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 6 qwen")
-	var job store.Job
-	poll(t, time.Minute, "the job waits until ready", func() bool {
-		var ok bool
-		job, ok = jobByCommand(t, st, "mtp steps 6 qwen")
-		return ok && reachedStep(st, job.ID, "wait until ready")
-	}, p1)
+	job := waitForStep(t, st, "mtp steps 6 qwen", "wait until ready", p1)
 
 	p2 := startOpsbot(t, ctx, "run", "--config", cfg, "jobs")
 	if code := p2.wait(t, time.Minute); code != 0 {
@@ -212,12 +228,7 @@ func TestKilledHolderIsTakenOverAndReportedInterrupted(t *testing.T) {
 	// A load that takes an hour of lab time: the job waits in "wait until ready".
 	_, cfg, st := leaseLab(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}})
 	p1 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 6 qwen")
-	var job store.Job
-	poll(t, time.Minute, "the first job waits until ready", func() bool {
-		var ok bool
-		job, ok = jobByCommand(t, st, "mtp steps 6 qwen")
-		return ok && reachedStep(st, job.ID, "wait until ready")
-	}, p1)
+	job := waitForStep(t, st, "mtp steps 6 qwen", "wait until ready", p1)
 
 	p2 := startOpsbot(t, ctx, "run", "--config", cfg, "--yes", "svc stop qwen")
 	var second store.Job
@@ -269,12 +280,7 @@ func TestCancelFromSecondProcessReachesTheJob(t *testing.T) {
 	defer cancel()
 	_, cfg, st := leaseLab(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}})
 	p1 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 6 qwen")
-	var job store.Job
-	poll(t, time.Minute, "the job waits until ready", func() bool {
-		var ok bool
-		job, ok = jobByCommand(t, st, "mtp steps 6 qwen")
-		return ok && reachedStep(st, job.ID, "wait until ready")
-	}, p1)
+	job := waitForStep(t, st, "mtp steps 6 qwen", "wait until ready", p1)
 	p2 := startOpsbot(t, ctx, "run", "--config", cfg, fmt.Sprintf("cancel %d", job.ID))
 	if code := p2.wait(t, time.Minute); code != 0 {
 		t.Fatalf("cancel: exit %d\n%s", code, p2.out.String())

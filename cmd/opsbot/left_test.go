@@ -50,12 +50,7 @@ func TestSIGTERMDuringJobPrintsTheStateLeft(t *testing.T) {
 	defer cancel()
 	_, cfg, st := leaseLab(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}})
 	p := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 6 qwen", "svc status qwen")
-	var job store.Job
-	poll(t, time.Minute, "the job waits until ready", func() bool {
-		var ok bool
-		job, ok = jobByCommand(t, st, "mtp steps 6 qwen")
-		return ok && reachedStep(st, job.ID, "wait until ready")
-	}, p)
+	job := waitForStep(t, st, "mtp steps 6 qwen", "wait until ready", p)
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -86,10 +81,7 @@ func TestSIGTERMDuringJobJSON(t *testing.T) {
 	defer cancel()
 	_, cfg, st := leaseLab(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}})
 	p := startOpsbot(t, ctx, "run", "--config", cfg, "--json", "mtp steps 6 qwen")
-	poll(t, time.Minute, "the job waits until ready", func() bool {
-		job, ok := jobByCommand(t, st, "mtp steps 6 qwen")
-		return ok && reachedStep(st, job.ID, "wait until ready")
-	}, p)
+	waitForStep(t, st, "mtp steps 6 qwen", "wait until ready", p)
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -123,12 +115,7 @@ func TestCancelDuringLoadSaysTheStateLeft(t *testing.T) {
 	defer cancel()
 	_, cfg, st := leaseLab(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}})
 	p1 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 6 qwen")
-	var job store.Job
-	poll(t, time.Minute, "the job waits until ready", func() bool {
-		var ok bool
-		job, ok = jobByCommand(t, st, "mtp steps 6 qwen")
-		return ok && reachedStep(st, job.ID, "wait until ready")
-	}, p1)
+	job := waitForStep(t, st, "mtp steps 6 qwen", "wait until ready", p1)
 	var out bytes.Buffer
 	if code := run(ctx, []string{"run", "--config", cfg, fmt.Sprintf("cancel %d", job.ID)}, strings.NewReader(""), &out, &out); code != 0 {
 		t.Fatalf("cancel: exit %d\n%s", code, out.String())

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -29,22 +28,7 @@ import (
 // environment.
 func startServe(t testing.TB, how string, env []string, args ...string) *opsbotProc {
 	t.Helper()
-	p := &opsbotProc{out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
-	p.cmd.Env = append(append(os.Environ(), "OPSBOT_TEST_MAIN=1", "OPSBOT_TEST_ADAPTER="+how), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-	})
-	return p
+	return spawn(t, context.Background(), append([]string{"OPSBOT_TEST_ADAPTER=" + how}, env...), args...)
 }
 
 // poll calls cond until it holds, failing the test after d.
