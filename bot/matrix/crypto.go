@@ -148,8 +148,7 @@ func (d *olmDevice) publish(ctx context.Context, keys *crypto.SQLCryptoStore) er
 	if err := d.mach.ShareKeys(ctx, -1); err != nil {
 		return fmt.Errorf("upload the device's keys: %w", err)
 	}
-	d.a.log.Info("end-to-end encryption: device keys uploaded", "device", cli.DeviceID,
-		"fingerprint", d.mach.OwnIdentity().SigningKey.Fingerprint())
+	d.a.log.Info("end-to-end encryption: device keys uploaded", "device", cli.DeviceID)
 	return nil
 }
 
@@ -199,6 +198,7 @@ func (d *olmDevice) readRoom(ctx context.Context, room id.RoomID) error {
 
 func (d *olmDevice) client() *mautrix.Client { return d.cli }
 func (d *olmDevice) device() id.DeviceID     { return d.cli.DeviceID }
+func (d *olmDevice) fingerprint() string     { return d.mach.OwnIdentity().SigningKey.Fingerprint() }
 
 func (d *olmDevice) sync(ctx context.Context, resp *mautrix.RespSync, since string) {
 	d.mach.ProcessSyncResponse(ctx, resp, since)

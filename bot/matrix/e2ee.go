@@ -24,6 +24,9 @@ type e2ee interface {
 	// it encrypts.
 	client() *mautrix.Client
 	device() id.DeviceID
+	// fingerprint is the device's ed25519 key as Element shows it ("Session
+	// key"), for verifying the device by hand.
+	fingerprint() string
 	// sync takes a sync response's device list changes, to-device events
 	// (the room keys others share) and one-time key counts. It runs before
 	// the response's rooms are handled.
