@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 )
 
 // Fleet is N simulated services on N/4 Proxmox nodes (the last one may
@@ -76,43 +74,7 @@ func (f *Fleet) WaitReady(ctx context.Context) error {
 // WriteConfig writes an opsbot config that reaches every service of the
 // fleet into dir, as Lab.WriteConfig does for one node, and returns its path.
 func (f *Fleet) WriteConfig(dir string) (string, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", fmt.Errorf("write fleet config: %w", err)
-	}
-	if err := os.MkdirAll(abs, 0o700); err != nil {
-		return "", fmt.Errorf("write fleet config: %w", err)
-	}
-	t := f.Topology()
-	keyPath, khPath := filepath.Join(abs, "id_ed25519"), filepath.Join(abs, "known_hosts")
-	if err := os.WriteFile(keyPath, t.ClientKeyPEM, 0o600); err != nil {
-		return "", fmt.Errorf("write fleet key: %w", err)
-	}
-	if err := os.WriteFile(khPath, t.KnownHosts, 0o600); err != nil {
-		return "", fmt.Errorf("write fleet known_hosts: %w", err)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "store: {path: %s}\n", yamlQuote(filepath.Join(abs, "opsbot.db")))
-	fmt.Fprintf(&b, "ssh: {key_file: %s, known_hosts: %s}\n", yamlQuote(keyPath), yamlQuote(khPath))
-	b.WriteString("hosts:\n")
-	for _, h := range t.Hosts {
-		fmt.Fprintf(&b, "  %s: {addr: %q, user: %s}\n", h.Name, h.Addr, h.User)
-	}
-	b.WriteString("services:\n")
-	for _, s := range t.Services {
-		gp := make([]string, len(s.GPUs))
-		for i, g := range s.GPUs {
-			gp[i] = fmt.Sprint(g)
-		}
-		fmt.Fprintf(&b, "  %s: {host: %s, unit: %s, url: %q, engine: %s, proxmox: {node: %s, vmid: %d}, gpus: [%s]}\n",
-			s.Name, s.Host, s.Unit, s.URL, s.Engine, s.ProxmoxNode, s.VMID, strings.Join(gp, ","))
-	}
-	b.WriteString("auth: {default_role: admin}   # the lab is a sandbox\n")
-	p := filepath.Join(abs, "opsbot.yaml")
-	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
-		return "", fmt.Errorf("write fleet config: %w", err)
-	}
-	return p, nil
+	return writeConfig("fleet", dir, f.Topology(), "", "")
 }
 
 // Close stops every node and removes the fleet's directory.

@@ -491,30 +491,40 @@ func (l *Lab) ClientSigner() (ssh.Signer, error) {
 // (id_ed25519, mode 0600) and known_hosts beside it, and returns the config's path. The config
 // names both services and `default_service: qwen`.
 func (l *Lab) WriteConfig(dir string) (string, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("write lab config: %w", err)
-	}
+	return writeConfig("lab", dir, l.Topology(),
+		"# opsbot config for the lab (a sandbox on loopback); written by `opsbot lab`.\n",
+		"default_service: qwen   # what a command naming no service means\n"+
+			"bench: {prompts: 16, concurrency: 4, input_len: 256, output_len: 128}   # a short run: the lab's engine is real-time\n")
+}
+
+// writeConfig writes an opsbot config that reaches every host and service of
+// t into dir, with the client key (id_ed25519, 0600) and known_hosts beside
+// it, and returns its path: header first, then store, ssh, hosts and
+// services, then extra, then the sandbox's auth. what names the lab or the
+// fleet in errors.
+func writeConfig(what, dir string, t Topology, header, extra string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", fmt.Errorf("write lab config: %w", err)
+		return "", fmt.Errorf("write %s config: %w", what, err)
 	}
-	t := l.Topology()
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return "", fmt.Errorf("write %s config: %w", what, err)
+	}
 	keyPath, khPath := filepath.Join(abs, "id_ed25519"), filepath.Join(abs, "known_hosts")
 	if err := os.WriteFile(keyPath, t.ClientKeyPEM, 0o600); err != nil {
-		return "", fmt.Errorf("write lab key: %w", err)
+		return "", fmt.Errorf("write %s key: %w", what, err)
 	}
 	if err := os.WriteFile(khPath, t.KnownHosts, 0o600); err != nil {
-		return "", fmt.Errorf("write lab known_hosts: %w", err)
+		return "", fmt.Errorf("write %s known_hosts: %w", what, err)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# opsbot config for the lab (a sandbox on loopback); written by `opsbot lab`.\n")
+	b.WriteString(header)
 	fmt.Fprintf(&b, "store: {path: %s}\n", yamlQuote(filepath.Join(abs, "opsbot.db")))
 	fmt.Fprintf(&b, "ssh: {key_file: %s, known_hosts: %s}\n", yamlQuote(keyPath), yamlQuote(khPath))
 	b.WriteString("hosts:\n")
 	for _, h := range t.Hosts {
 		fmt.Fprintf(&b, "  %s: {addr: %q, user: %s}\n", h.Name, h.Addr, h.User)
 	}
-	b.WriteString("default_service: qwen   # what a command naming no service means\n")
 	b.WriteString("services:\n")
 	for _, s := range t.Services {
 		gp := make([]string, len(s.GPUs))
@@ -524,11 +534,11 @@ func (l *Lab) WriteConfig(dir string) (string, error) {
 		fmt.Fprintf(&b, "  %s: {host: %s, unit: %s, url: %q, engine: %s, proxmox: {node: %s, vmid: %d}, gpus: [%s]}\n",
 			s.Name, s.Host, s.Unit, s.URL, s.Engine, s.ProxmoxNode, s.VMID, strings.Join(gp, ","))
 	}
-	b.WriteString("bench: {prompts: 16, concurrency: 4, input_len: 256, output_len: 128}   # a short run: the lab's engine is real-time\n")
+	b.WriteString(extra)
 	b.WriteString("auth: {default_role: admin}   # the lab is a sandbox\n")
 	p := filepath.Join(abs, "opsbot.yaml")
 	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
-		return "", fmt.Errorf("write lab config: %w", err)
+		return "", fmt.Errorf("write %s config: %w", what, err)
 	}
 	return p, nil
 }
