@@ -4,10 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -38,44 +34,6 @@ func TestEverySpecHasOneHandler(t *testing.T) {
 	}
 	if len(handlers) != len(specs) {
 		t.Errorf("%d handlers for %d specs: some are bound to specs outside the registry", len(handlers), len(specs))
-	}
-}
-
-// No code in bot picks behaviour by a command's path string. The test reads
-// the package's sources: a switch on, or a comparison with, x.Spec.Path fails it.
-func TestNoSwitchOnSpecPath(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		af, err := parser.ParseFile(fset, f, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ast.Inspect(af, func(n ast.Node) bool {
-			var xs []ast.Expr
-			switch n := n.(type) {
-			case *ast.SwitchStmt:
-				xs = append(xs, n.Tag)
-			case *ast.BinaryExpr:
-				if n.Op == token.EQL || n.Op == token.NEQ {
-					xs = append(xs, n.X, n.Y)
-				}
-			}
-			for _, x := range xs {
-				if sel, ok := x.(*ast.SelectorExpr); ok && sel.Sel.Name == "Path" {
-					if inner, ok := sel.X.(*ast.SelectorExpr); ok && inner.Sel.Name == "Spec" {
-						t.Errorf("%s: behaviour chosen by Spec.Path; bind it in the handlers table", fset.Position(n.Pos()))
-					}
-				}
-			}
-			return true
-		})
 	}
 }
 

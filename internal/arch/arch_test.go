@@ -1,5 +1,6 @@
-// Package arch holds no code: its test keeps the arrows between opsbot's
-// packages pointing the way DESIGN.md section 1 draws them.
+// Package arch holds no code: its tests keep the arrows between opsbot's
+// packages pointing the way DESIGN.md section 1 draws them, the binary free
+// of cgo, and commands bound to their behaviour by spec, never by path.
 package arch
 
 import (
