@@ -45,24 +45,9 @@ func topoApp(t testing.TB, topo lab.Topology, path, extra string) (*App, *recCha
 	}
 	chat := newRecChat()
 	newBackend := func(deps BackendDeps) (Backend, error) {
-		dir := t.TempDir()
-		key, kh := dir+"/id_ed25519", dir+"/known_hosts"
-		if err := os.WriteFile(key, topo.ClientKeyPEM, 0o600); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(kh, topo.KnownHosts, 0o600); err != nil {
-			return nil, err
-		}
-		oc := ops.Config{KeyFile: key, KnownHosts: kh, Hosts: map[string]ops.HostConfig{}, Services: map[string]ops.ServiceConfig{},
-			Bench:    ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48},
-			MaxSteps: 16, NodeLocks: deps.Nodes}
-		for _, h := range topo.Hosts {
-			oc.Hosts[h.Name] = ops.HostConfig{Addr: h.Addr, User: h.User}
-		}
-		for _, s := range topo.Services {
-			oc.Services[s.Name] = ops.ServiceConfig{Host: s.Host, Unit: s.Unit, URL: s.URL, Engine: s.Engine, GPUs: s.GPUs,
-				ProxmoxNode: s.ProxmoxNode, VMID: s.VMID, ReadyTimeout: 60 * time.Second}
-		}
+		oc := labtest.OpsConfig(t, topo, 60*time.Second)
+		oc.Bench = ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48}
+		oc.MaxSteps, oc.NodeLocks = 16, deps.Nodes
 		rb, err := ops.New(oc)
 		if err != nil {
 			return nil, err

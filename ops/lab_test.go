@@ -57,19 +57,11 @@ func labOptsScale(scale float64, faults ...lab.Fault) lab.Options {
 func newRig(t testing.TB, opts lab.Options, tune func(*ops.Config)) *rig {
 	t.Helper()
 	l := labtest.Start(t, opts)
-	key, kh := labtest.Files(t, l)
 	topo := l.Topology()
-	cfg := ops.Config{KeyFile: key, KnownHosts: kh, Hosts: map[string]ops.HostConfig{}, Services: map[string]ops.ServiceConfig{},
-		Bench:     ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48},
-		ReapGrace: 300 * time.Millisecond, Poll: 20 * time.Millisecond, SettleTime: 200 * time.Millisecond,
-		StopTimeout: 20 * time.Second, ClearTimeout: 20 * time.Second}
-	for _, h := range topo.Hosts {
-		cfg.Hosts[h.Name] = ops.HostConfig{Addr: h.Addr, User: h.User}
-	}
-	for _, s := range topo.Services {
-		cfg.Services[s.Name] = ops.ServiceConfig{Host: s.Host, Unit: s.Unit, URL: s.URL, Engine: s.Engine, GPUs: s.GPUs,
-			ProxmoxNode: s.ProxmoxNode, VMID: s.VMID, ReadyTimeout: 20 * time.Second}
-	}
+	cfg := labtest.OpsConfig(t, topo, 20*time.Second)
+	cfg.Bench = ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48}
+	cfg.ReapGrace, cfg.Poll, cfg.SettleTime = 300*time.Millisecond, 20*time.Millisecond, 200*time.Millisecond
+	cfg.StopTimeout, cfg.ClearTimeout = 20*time.Second, 20*time.Second
 	if tune != nil {
 		tune(&cfg)
 	}

@@ -176,18 +176,10 @@ func newRig(t testing.TB, o rigOptions) *rig {
 // labRunbook is the ops layer on the lab's hosts, as cmd/opsbot builds it
 // from a config, with short benchmarks.
 func labRunbook(t testing.TB, l *lab.Lab, nodes ops.NodeLocker) (*ops.Runbook, error) {
-	key, kh := labtest.Files(t, l)
 	topo := l.Topology()
-	cfg := ops.Config{KeyFile: key, KnownHosts: kh, Hosts: map[string]ops.HostConfig{}, Services: map[string]ops.ServiceConfig{},
-		Bench:    ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48},
-		MaxSteps: 16, NodeLocks: nodes}
-	for _, h := range topo.Hosts {
-		cfg.Hosts[h.Name] = ops.HostConfig{Addr: h.Addr, User: h.User}
-	}
-	for _, s := range topo.Services {
-		cfg.Services[s.Name] = ops.ServiceConfig{Host: s.Host, Unit: s.Unit, URL: s.URL, Engine: s.Engine, GPUs: s.GPUs,
-			ProxmoxNode: s.ProxmoxNode, VMID: s.VMID, ReadyTimeout: 60 * time.Second}
-	}
+	cfg := labtest.OpsConfig(t, topo, 60*time.Second)
+	cfg.Bench = ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48}
+	cfg.MaxSteps, cfg.NodeLocks = 16, nodes
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, s := range topo.Services {

@@ -1,6 +1,7 @@
 // Package labtest wires the lab (the simulated GPU hosts) to the ops layer for
 // tests: it starts a lab that closes with the test, writes the client key and
-// known_hosts it needs, and opens an SSH pool on its hosts.
+// known_hosts it needs, opens an SSH pool on its hosts, and makes the ops
+// config that reaches its services.
 package labtest
 
 import (
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/lab"
+	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/remote"
 )
 
@@ -31,8 +33,12 @@ func Start(t testing.TB, opts lab.Options) *lab.Lab {
 // returns their paths.
 func Files(t testing.TB, l *lab.Lab) (key, knownHosts string) {
 	t.Helper()
+	return files(t, l.Topology())
+}
+
+func files(t testing.TB, top lab.Topology) (key, knownHosts string) {
+	t.Helper()
 	dir := t.TempDir()
-	top := l.Topology()
 	key, knownHosts = filepath.Join(dir, "id_ed25519"), filepath.Join(dir, "known_hosts")
 	if err := os.WriteFile(key, top.ClientKeyPEM, 0o600); err != nil {
 		t.Fatal(err)
@@ -75,4 +81,22 @@ func Host(t testing.TB, p *remote.Pool, name string) *remote.Host {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// OpsConfig is an ops config that reaches every host and service of topo (a
+// lab's, or a fleet's), with its key and known_hosts written as Files does,
+// each service ready within readyTimeout; the caller sets the rest
+// (benchmark, timings, locks).
+func OpsConfig(t testing.TB, topo lab.Topology, readyTimeout time.Duration) ops.Config {
+	t.Helper()
+	key, kh := files(t, topo)
+	cfg := ops.Config{KeyFile: key, KnownHosts: kh, Hosts: map[string]ops.HostConfig{}, Services: map[string]ops.ServiceConfig{}}
+	for _, h := range topo.Hosts {
+		cfg.Hosts[h.Name] = ops.HostConfig{Addr: h.Addr, User: h.User}
+	}
+	for _, s := range topo.Services {
+		cfg.Services[s.Name] = ops.ServiceConfig{Host: s.Host, Unit: s.Unit, URL: s.URL, Engine: s.Engine, GPUs: s.GPUs,
+			ProxmoxNode: s.ProxmoxNode, VMID: s.VMID, ReadyTimeout: readyTimeout}
+	}
+	return cfg
 }
