@@ -21,7 +21,7 @@ func runArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // and says on stdout what the subcommand does, with examples; run's help
 // adds how to quote a chat command.
 func TestSubcommandHelpExitsZero(t *testing.T) {
-	for _, sub := range []string{"run", "demo", "lab", "bench", "config"} {
+	for _, sub := range []string{"run", "demo", "lab", "bench", "config", "serve", "store", "health", "version"} {
 		for _, args := range [][]string{{sub, "--help"}, {sub, "-h"}, {"help", sub}} {
 			code, out, errs := runArgs(t, args...)
 			if code != 0 {

@@ -67,6 +67,29 @@ var subcommands = map[string]subcommandDoc{
 		what:     "Validates a config file and prints the effective config with secrets redacted.",
 		examples: []string{"opsbot config check --config deploy/opsbot.example.yaml"},
 	},
+	"opsbot serve": {
+		usage: "opsbot serve --config FILE [--lab [--lab-faults LIST] [--lab-unit FILE]]",
+		what: "Runs the bot as a service: the chat adapters the config enables, the job engine, the scheduler,\n" +
+			"the watchdog, and the HTTP listener (/healthz, /readyz, /metrics) of http.listen. SIGTERM or SIGINT\n" +
+			"stops it within limits.shutdown_grace (a second one at once), SIGHUP reloads the config. With --lab\n" +
+			"the lab supplies ssh, hosts, services, default_service and bench.",
+		examples: []string{"opsbot serve --config /etc/opsbot/opsbot.yaml", "opsbot serve --config chat-only.yaml --lab --lab-faults orphans"},
+	},
+	"opsbot store backup": {
+		usage:    "opsbot store backup [--config FILE] DEST",
+		what:     "Writes a consistent copy of the store (0600) to DEST, also while serve runs. The copy holds the\naudit log and, with Matrix encryption, the bot's keys: keep it private.",
+		examples: []string{"opsbot store backup --config /etc/opsbot/opsbot.yaml /var/backups/opsbot.db"},
+	},
+	"opsbot health": {
+		usage:    "opsbot health [--url URL]",
+		what:     "Asks a running serve's /healthz and exits 0 when it answers 200 (the container's HEALTHCHECK).",
+		examples: []string{"opsbot health --url http://127.0.0.1:9090/healthz"},
+	},
+	"opsbot version": {
+		usage:    "opsbot version",
+		what:     "Prints the version, VCS revision and Go version, and whether Matrix end-to-end encryption is built in.",
+		examples: []string{"opsbot version"},
+	},
 }
 
 // helpRequest is returned when the arguments ask for help (-h, --help): the

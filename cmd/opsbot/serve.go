@@ -30,6 +30,9 @@ var version, revision string
 
 // cmdVersion is `opsbot version`.
 func cmdVersion(args []string, stdout io.Writer) error {
+	if wantsHelp(args) {
+		return &helpRequest{text: helpText(newFlagSet("version", io.Discard))}
+	}
 	if len(args) > 0 {
 		return usagef("version takes no arguments")
 	}
@@ -434,11 +437,14 @@ const defaultConfig = "/etc/opsbot/opsbot.yaml"
 // of the store the config names, taken while opsbot runs.
 func cmdStore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const use = "usage: opsbot store backup [--config FILE] DEST"
+	fs := newFlagSet("store backup", stderr)
+	configPath := fs.String("config", defaultConfig, "config `FILE` naming store.path")
+	if len(args) > 0 && wantsHelp(args[:1]) {
+		return &helpRequest{text: helpText(fs)}
+	}
 	if len(args) == 0 || args[0] != "backup" {
 		return usagef(use)
 	}
-	fs := newFlagSet("store backup", stderr)
-	configPath := fs.String("config", defaultConfig, "config `FILE` naming store.path")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
