@@ -185,41 +185,62 @@ func (e *Engine) newRequest(chat bool, prompt, maxTok int, ignoreEOS bool) *requ
 
 // complete waits for a non-stream request and writes the whole response.
 func (e *Engine) complete(w http.ResponseWriter, hr *http.Request, r *request) {
+	total, reason, ok := e.finish(hr, r)
+	if !ok {
+		if e.closed() {
+			apiError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "the server is shutting down")
+		}
+		return
+	}
+	text := string(appendWords(nil, &r.text, total))
+	choice := map[string]any{"index": 0, "logprobs": nil, "finish_reason": reason}
+	object := "text_completion"
+	if r.chat {
+		object = "chat.completion"
+		choice["message"] = map[string]any{"role": "assistant", "content": text, "reasoning_content": nil, "tool_calls": nil}
+	} else {
+		choice["text"] = text
+	}
+	if e.s.Flavor == "sglang" {
+		choice["matched_stop"] = matchedStop(reason)
+	}
+	writeJSON(w, 200, map[string]any{"id": r.id, "object": object, "created": r.created, "model": r.model,
+		"choices": []any{choice}, "usage": map[string]any{"prompt_tokens": r.prompt,
+			"completion_tokens": total, "total_tokens": r.prompt + total, "prompt_tokens_details": nil}})
+}
+
+// finish waits until r is finished and returns its tokens and finish
+// reason; ok is false when the client went (r is marked aborted) or the
+// engine is shutting down (closed reports it) first.
+func (e *Engine) finish(hr *http.Request, r *request) (total int, reason string, ok bool) {
 	var buf []int
-	total := 0
 	for {
-		steps, fin, reason := r.take(buf)
+		steps, fin, why := r.take(buf)
 		buf = steps
 		for _, n := range steps {
 			total += n
 		}
 		if fin {
-			text := string(appendWords(nil, &r.text, total))
-			choice := map[string]any{"index": 0, "logprobs": nil, "finish_reason": reason}
-			object := "text_completion"
-			if r.chat {
-				object = "chat.completion"
-				choice["message"] = map[string]any{"role": "assistant", "content": text, "reasoning_content": nil, "tool_calls": nil}
-			} else {
-				choice["text"] = text
-			}
-			if e.s.Flavor == "sglang" {
-				choice["matched_stop"] = matchedStop(reason)
-			}
-			writeJSON(w, 200, map[string]any{"id": r.id, "object": object, "created": r.created, "model": r.model,
-				"choices": []any{choice}, "usage": map[string]any{"prompt_tokens": r.prompt,
-					"completion_tokens": total, "total_tokens": r.prompt + total, "prompt_tokens_details": nil}})
-			return
+			return total, why, true
 		}
 		select {
 		case <-r.notify:
 		case <-hr.Context().Done():
 			r.aborted.Store(true)
-			return
+			return total, "", false
 		case <-e.done:
-			apiError(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "the server is shutting down")
-			return
+			return total, "", false
 		}
+	}
+}
+
+// closed reports whether the engine is shutting down.
+func (e *Engine) closed() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -172,34 +172,20 @@ func (e *Engine) nativeEvent(out []byte, r *request, text []byte, total int, fin
 
 // nativeComplete waits for r and writes the whole answer.
 func (e *Engine) nativeComplete(w http.ResponseWriter, hr *http.Request, r *request) {
-	var buf []int
-	total := 0
-	for {
-		steps, fin, reason := r.take(buf)
-		buf = steps
-		for _, n := range steps {
-			total += n
-		}
-		if fin {
-			b := []byte(`{"text":`)
-			b = strconv.AppendQuote(b, string(appendWords(nil, &r.text, total)))
-			b = append(b, ',')
-			b = e.nativeMeta(b, r, total, true, reason)
-			b = append(b, '}')
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-			w.WriteHeader(http.StatusOK)
-			w.Write(b)
-			return
-		}
-		select {
-		case <-r.notify:
-		case <-hr.Context().Done():
-			r.aborted.Store(true)
-			return
-		case <-e.done:
+	total, reason, ok := e.finish(hr, r)
+	if !ok {
+		if e.closed() {
 			nativeError(w, http.StatusServiceUnavailable, "the server is shutting down")
-			return
 		}
+		return
 	}
+	b := []byte(`{"text":`)
+	b = strconv.AppendQuote(b, string(appendWords(nil, &r.text, total)))
+	b = append(b, ',')
+	b = e.nativeMeta(b, r, total, true, reason)
+	b = append(b, '}')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
 }
