@@ -66,19 +66,13 @@ type Dispatcher struct {
 	cmds     atomic.Pointer[commands.Options]
 	draining atomic.Bool
 
-	mu      sync.Mutex
-	pending map[string]*pendingConfirm
-	wrong   map[string]*wrongBurst // "platform:user" -> wrong confirmation attempts
-}
+	// admissions are the platforms' Admission rules, replaced on reload.
+	admissions atomic.Pointer[map[string]Admission]
 
-// pendingConfirm is a command waiting for its confirmation. It belongs to
-// the request that asked, or, when proposed, to the room: then anyone there
-// with the role the command needs may confirm it.
-type pendingConfirm struct {
-	req      Request
-	cmd      *commands.Command
-	expires  time.Time
-	proposed bool
+	// wrong counts wrong confirmation attempts per "platform:user": a rate
+	// limit of this process (confirmations themselves are in the store).
+	mu    sync.Mutex
+	wrong map[string]*wrongBurst
 }
 
 // wrongBurst counts one user's wrong confirmation attempts since start.
@@ -111,7 +105,7 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 	if log == nil {
 		log = slog.Default()
 	}
-	d := &Dispatcher{opts: opts, log: log, pending: map[string]*pendingConfirm{}, wrong: map[string]*wrongBurst{}}
+	d := &Dispatcher{opts: opts, log: log, wrong: map[string]*wrongBurst{}}
 	d.cmds.Store(&opts.Commands)
 	return d
 }
@@ -121,7 +115,13 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 // Nothing is started unless the whole command parsed and was authorised.
 // Typing `confirm TOKEN` is the Confirm action of text-only chats, under the
 // same rules as a click.
-func (d *Dispatcher) Handle(ctx context.Context, req Request) Reply {
+//
+// First of all, the door: the delivery's durable claim, the room and the
+// command's age (see door); a request stopped there runs nothing. A panic
+// while handling is recovered and answered InternalError.
+func (d *Dispatcher) Handle(ctx context.Context, req Request) (r Reply) {
+	ctx, committed := withCommitted(ctx)
+	defer d.recovered(&r, committed, "request", req.Platform, req.Text)
 	if d.draining.Load() {
 		return restarting()
 	}
@@ -129,9 +129,12 @@ func (d *Dispatcher) Handle(ctx context.Context, req Request) Reply {
 	if r, bad := d.checkRequest(ctx, req, text); bad {
 		return r
 	}
+	if r, stop := d.door(ctx, req, text, true); stop {
+		return r
+	}
 	if tok, ok := confirmToken(text); ok && len(req.Text) <= commands.MaxInputLen {
-		return d.Act(ctx, ActionRequest{ID: string(ActConfirm) + ":" + tok, Platform: req.Platform, User: req.User,
-			UserName: req.UserName, Room: req.Room, Via: req.Via})
+		return d.act(ctx, ActionRequest{ID: string(ActConfirm) + ":" + tok, Platform: req.Platform, User: req.User,
+			UserName: req.UserName, Room: req.Room, Via: req.Via, DM: req.DM})
 	}
 	// The length limit applies to the text as typed: Parse trims it itself.
 	cmd, err := commands.Parse(req.Text, d.commands())
@@ -206,7 +209,9 @@ func (d *Dispatcher) refuseRole(ctx context.Context, req Request, cmd *commands.
 	if hint := d.opts.Auth.levelHint(req.Platform, req.Room, req.User, cmd.Role()); hint != "" {
 		msg += " Or: " + hint + "."
 	}
-	return d.refuse(ctx, req, cmd, msg, &RefusedError{Need: cmd.Role(), Have: have})
+	r := d.refuse(ctx, req, cmd, msg, &RefusedError{Need: cmd.Role(), Have: have})
+	r.Refusal = RefusedRole
+	return r
 }
 
 // refuse records a refused job and its audit entry together, so the audit
@@ -293,32 +298,30 @@ func (d *Dispatcher) Propose(ctx context.Context, platform, room, text, reason s
 }
 
 func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd *commands.Command, proposed bool) Reply {
-	d.mu.Lock()
 	now := d.opts.Now()
-	mine := 0
-	for k, p := range d.pending {
-		if now.After(p.expires) {
-			delete(d.pending, k)
-			continue
-		}
-		if !p.proposed && p.req.Platform == req.Platform && p.req.User == req.User {
-			mine++
-		}
-	}
-	if len(d.pending) >= d.opts.MaxPending || (!proposed && mine >= d.opts.MaxPendingPerUser) {
-		d.mu.Unlock()
-		msg := fmt.Sprintf("not asked: too many confirmations are waiting (%d of yours, %d in all); confirm or let them expire (%s), then run `%s` again.",
-			mine, len(d.pending), d.opts.ConfirmTTL, cmd.Text)
-		d.audit(ctx, req, cmd.Text, "confirm_cap", "not asked: the confirmation cap was reached", 0)
-		return Reply{Outcome: Failed, Text: msg, Command: cmd, Err: errors.New("confirmation cap reached")}
-	}
-	tok := newToken()
-	for d.pending[tok] != nil { // a new confirmation never replaces another
-		tok = newToken()
-	}
 	expires := now.Add(d.opts.ConfirmTTL)
-	d.pending[tok] = &pendingConfirm{req: req, cmd: cmd, expires: expires, proposed: proposed}
-	d.mu.Unlock()
+	var tok string
+	for attempt := 0; ; attempt++ {
+		tok = newToken()
+		err := d.opts.Store.AddConfirmation(ctx, store.Confirmation{Token: tok, Platform: req.Platform, User: req.User,
+			UserName: req.UserName, Room: req.Room, Via: req.Via, ReplyTo: req.ReplyTo, Command: cmd.Text, Proposed: proposed,
+			CreatedAt: now, Expires: expires}, now, d.opts.MaxPending, d.opts.MaxPendingPerUser)
+		if errors.Is(err, store.ErrTokenTaken) && attempt < 3 {
+			continue // a new confirmation never replaces another
+		}
+		var capped *store.ConfirmationCapError
+		if errors.As(err, &capped) {
+			msg := fmt.Sprintf("not asked: too many confirmations are waiting (%d of yours, %d in all); confirm or let them expire (%s), then run `%s` again.",
+				capped.Mine, capped.All, d.opts.ConfirmTTL, cmd.Text)
+			d.audit(ctx, req, cmd.Text, "confirm_cap", "not asked: the confirmation cap was reached", 0)
+			return Reply{Outcome: Failed, Text: msg, Command: cmd, Err: errors.New("confirmation cap reached")}
+		}
+		if err != nil {
+			d.log.Error("record a confirmation", "command", cmd.Text, "err", err)
+			return Reply{Outcome: Failed, Text: StoreDownText, Command: cmd, Err: err}
+		}
+		break
+	}
 
 	who := "Reply"
 	aud := ToUser
@@ -345,15 +348,27 @@ func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd *commands.
 // A refused or wrong attempt leaves every pending confirmation as it was.
 // Wrong attempts (unknown tokens, someone else's confirmation) are limited per
 // user and audited once per burst.
-func (d *Dispatcher) Act(ctx context.Context, a ActionRequest) Reply {
+func (d *Dispatcher) Act(ctx context.Context, a ActionRequest) (r Reply) {
+	ctx, committed := withCommitted(ctx)
+	defer d.recovered(&r, committed, "action", a.Platform, a.ID)
 	if d.draining.Load() {
 		return restarting()
 	}
-	req := Request{Platform: a.Platform, User: a.User, UserName: a.UserName, Room: a.Room, Via: a.Via}
-	kind, arg, _ := strings.Cut(a.ID, ":")
+	req := Request{Platform: a.Platform, User: a.User, UserName: a.UserName, Room: a.Room, Via: a.Via, Delivery: a.Delivery, DM: a.DM}
+	kind, _, _ := strings.Cut(a.ID, ":")
 	if r, bad := d.checkRequest(ctx, req, kind); bad {
 		return r
 	}
+	if r, stop := d.door(ctx, req, kind, false); stop {
+		return r
+	}
+	return d.act(ctx, a)
+}
+
+// act is Act past the door.
+func (d *Dispatcher) act(ctx context.Context, a ActionRequest) Reply {
+	req := Request{Platform: a.Platform, User: a.User, UserName: a.UserName, Room: a.Room, Via: a.Via, DM: a.DM}
+	kind, arg, _ := strings.Cut(a.ID, ":")
 	if a.Via != "" && a.Via != a.User && d.opts.Auth.Role(a.Platform, a.Via) != commands.Admin {
 		msg := fmt.Sprintf("acting as %s:%s needs the admin role; %s:%s has %s.", a.Platform, a.User, a.Platform, a.Via,
 			roleName(d.opts.Auth.Role(a.Platform, a.Via)))
@@ -362,6 +377,17 @@ func (d *Dispatcher) Act(ctx context.Context, a ActionRequest) Reply {
 	}
 	switch ActionKind(kind) {
 	case ActConfirm, ActAbort:
+		if arg == "" && a.Message != "" {
+			// A reaction: the confirmation is the one the message shows.
+			c, err := d.opts.Store.ConfirmationByMessage(ctx, a.Platform, a.Message)
+			if errors.Is(err, store.ErrNotFound) {
+				return Reply{Outcome: Ignored}
+			}
+			if err != nil {
+				return Reply{Outcome: Failed, Text: StoreDownText, Err: err}
+			}
+			arg = c.Token
+		}
 		return d.settle(ctx, req, ActionKind(kind), arg)
 	case ActCancel:
 		id, err := strconv.ParseInt(arg, 10, 64)
@@ -373,70 +399,108 @@ func (d *Dispatcher) Act(ctx context.Context, a ActionRequest) Reply {
 	return Reply{Outcome: Invalid, Text: "unknown action: the message it came from is out of date", Err: errors.New("unknown action")}
 }
 
-// settle confirms or aborts the confirmation waiting under token.
+// settle confirms or aborts the confirmation waiting under token. The
+// role is checked before ownership: a user without any role who settles
+// someone else's confirmation learns nothing of who asked or for what.
 func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, token string) Reply {
 	key := req.Platform + ":" + req.User
-	d.mu.Lock()
 	now := d.opts.Now()
-	if until, limited := d.limited(key, now); limited {
-		d.mu.Unlock()
+	d.mu.Lock()
+	until, limited := d.limited(key, now)
+	d.mu.Unlock()
+	if limited {
 		return Reply{Outcome: Refused, Text: fmt.Sprintf("too many wrong confirmations: wait until %s, then try again.",
 			Clock(until)), Err: errors.New("confirmations rate-limited")}
 	}
-	p, ok := d.pending[token]
-	if !ok || p.req.Room != req.Room || p.req.Platform != req.Platform {
-		first := d.wrongAttempt(key, now)
-		d.mu.Unlock()
-		if first {
-			d.audit(ctx, req, string(kind)+" (token withheld)", store.DecisionInvalid, fmt.Sprintf(
-				"no confirmation waits under that token here; further wrong attempts within %s are counted, not audited, and %d lock them out until then",
-				d.opts.WrongWindow, d.opts.WrongLimit), 0)
+	c, err := d.opts.Store.Confirmation(ctx, token)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		d.log.Error("read a confirmation", "err", err)
+		return Reply{Outcome: Failed, Text: StoreDownText, Err: err}
+	}
+	if err != nil || c.Room != req.Room || c.Platform != req.Platform {
+		return d.unknownConfirmation(ctx, req, kind, now)
+	}
+	cmd, perr := commands.Parse(c.Command, d.commands())
+	if now.After(c.Expires) || perr != nil {
+		if _, err := d.opts.Store.TakeConfirmation(ctx, token); err != nil {
+			d.log.Warn("drop a confirmation", "err", err)
 		}
-		return Reply{Outcome: Invalid, Text: "nothing waits for that confirmation here: it was used, expired or never asked. Run the command again.",
-			Err: errors.New("unknown confirmation")}
+		if perr != nil {
+			d.audit(ctx, req, c.Command, store.DecisionInvalid, "confirmed command no longer valid: "+perr.Error(), 0)
+			return Reply{Outcome: Invalid, Text: fmt.Sprintf("`%s` is no longer valid with opsbot's current config (%v); nothing was changed.",
+				c.Command, perr), Err: perr}
+		}
+		d.audit(ctx, req, c.Command, store.DecisionExpired, "confirmation expired", 0)
+		return Reply{Outcome: Invalid, Text: fmt.Sprintf("that confirmation expired; run `%s` again.", c.Command),
+			Command: cmd, Err: errors.New("confirmation expired")}
 	}
-	if now.After(p.expires) {
-		delete(d.pending, token)
-		d.mu.Unlock()
-		d.audit(ctx, req, p.cmd.Text, store.DecisionExpired, "confirmation expired", 0)
-		return Reply{Outcome: Invalid, Text: fmt.Sprintf("that confirmation expired; run `%s` again.", p.cmd.Text),
-			Command: p.cmd, Err: errors.New("confirmation expired")}
+	mine := c.Proposed || c.User == req.User
+	if have := d.opts.Auth.RoleIn(req.Platform, req.Room, req.User); !mine && have == RoleNone {
+		msg := fmt.Sprintf("you have no role in opsbot here, so you cannot %s this; nothing was changed. "+
+			"Ask an admin to grant one in the config (auth.users[\"%s:%s\"]).", kind, req.Platform, req.User)
+		if d.wrongAttempt(key, now) {
+			d.audit(ctx, req, c.Command, store.DecisionRefused, "no role", 0)
+		}
+		return Reply{Outcome: Refused, Refusal: RefusedRole, Text: msg, Err: &RefusedError{Need: cmd.Role(), Have: have}}
 	}
-	if !p.proposed && (p.req.Platform != req.Platform || p.req.User != req.User) {
-		first := d.wrongAttempt(key, now)
-		d.mu.Unlock()
+	if !mine {
 		msg := fmt.Sprintf("only %s, who asked for `%s`, may %s it; nothing was changed. To do it yourself, run `%s`.",
-			userLabel(p.req), p.cmd.Text, kind, p.cmd.Text)
-		if first {
-			d.audit(ctx, req, p.cmd.Text, store.DecisionRefused, msg, 0)
+			userLabel(Request{User: c.User, UserName: c.UserName}), c.Command, kind, c.Command)
+		if d.wrongAttempt(key, now) {
+			d.audit(ctx, req, c.Command, store.DecisionRefused, msg, 0)
 		}
-		return Reply{Outcome: Refused, Text: msg, Command: p.cmd, Err: errors.New(msg)}
+		return Reply{Outcome: Refused, Text: msg, Command: cmd, Err: errors.New(msg)}
 	}
-	if !d.opts.Auth.AllowedIn(req.Platform, req.Room, req.User, p.cmd.Role()) {
-		d.mu.Unlock()
-		return d.refuseRole(ctx, req, p.cmd)
+	if !d.opts.Auth.AllowedIn(req.Platform, req.Room, req.User, cmd.Role()) {
+		return d.refuseRole(ctx, req, cmd)
 	}
-	delete(d.pending, token)
-	d.mu.Unlock()
+	taken, err := d.opts.Store.TakeConfirmation(ctx, token)
+	if err != nil {
+		d.log.Error("take a confirmation", "err", err)
+		return Reply{Outcome: Failed, Text: StoreDownText, Err: err}
+	}
+	if !taken { // settled a moment ago, by another click or another process
+		return Reply{Outcome: Invalid, Text: "that confirmation was just used: nothing more was done.",
+			Command: cmd, Err: errors.New("confirmation already used")}
+	}
 	if kind == ActAbort {
-		d.audit(ctx, req, p.cmd.Text, "aborted", "", 0)
+		d.audit(ctx, req, cmd.Text, "aborted", "", 0)
 		aud := ToUser
-		if p.proposed {
+		if c.Proposed {
 			aud = ToRoom
 		}
-		return Reply{Outcome: Answered, Text: fmt.Sprintf("`%s` aborted: nothing was changed.", p.cmd.Text), Audience: aud, Command: p.cmd}
+		return Reply{Outcome: Answered, Text: fmt.Sprintf("`%s` aborted: nothing was changed.", cmd.Text), Audience: aud, Command: cmd}
 	}
-	run := p.req
-	if p.proposed {
+	run := Request{Platform: c.Platform, User: c.User, UserName: c.UserName, Room: c.Room, Via: c.Via, ReplyTo: c.ReplyTo}
+	if c.Proposed {
 		run = req // the job is the confirmer's
 	}
 	run.Confirmed = true
-	return d.start(ctx, run, p.cmd, "confirmed by "+key)
+	return d.start(ctx, run, cmd, "confirmed by "+key)
+}
+
+// unknownConfirmation answers an attempt on a token that waits nowhere here.
+func (d *Dispatcher) unknownConfirmation(ctx context.Context, req Request, kind ActionKind, now time.Time) Reply {
+	if d.wrongAttempt(req.Platform+":"+req.User, now) {
+		d.audit(ctx, req, string(kind)+" (token withheld)", store.DecisionInvalid, fmt.Sprintf(
+			"no confirmation waits under that token here; further wrong attempts within %s are counted, not audited, and %d lock them out until then",
+			d.opts.WrongWindow, d.opts.WrongLimit), 0)
+	}
+	return Reply{Outcome: Invalid, Text: "nothing waits for that confirmation here: it was used, expired or never asked. Run the command again.",
+		Err: errors.New("unknown confirmation")}
+}
+
+// Previewed records that the platform message id shows the preview of the
+// confirmation asked under token: a reaction to that message settles it.
+func (d *Dispatcher) Previewed(ctx context.Context, token, messageID string) error {
+	return d.opts.Store.SetConfirmationMessage(ctx, token, messageID)
 }
 
 // wrongAttempt counts a wrong confirmation attempt of key and reports whether
-// it is the first of its burst (the one that is audited). d.mu is held.
+// it is the first of its burst (the one that is audited).
 func (d *Dispatcher) wrongAttempt(key string, now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if len(d.wrong) > 4*d.opts.MaxPending {
 		for k, b := range d.wrong {
 			if now.Sub(b.start) >= d.opts.WrongWindow {
@@ -545,6 +609,7 @@ func (d *Dispatcher) start(ctx context.Context, req Request, cmd *commands.Comma
 		d.log.Error("create job", "command", cmd.Text, "err", err)
 		return Reply{Outcome: Failed, Text: "could not record the job, nothing was started: " + err.Error(), Command: cmd, Err: err}
 	}
+	noteCommitted(ctx, job.ID)
 	if err := d.opts.Engine.Submit(Submission{Job: job, Cmd: cmd, ReplyTo: req.ReplyTo, UserName: userLabel(req)}); err != nil {
 		_ = d.opts.Store.FinishJob(context.WithoutCancel(ctx), job.ID, store.Cancelled, err.Error(), nil)
 		return Reply{Outcome: Failed, Text: "not started: " + err.Error(), JobID: job.ID, Command: cmd, Err: err}

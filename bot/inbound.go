@@ -19,12 +19,17 @@ type Inbound interface {
 	// Act performs an action a Reply offered (Confirm, Abort, Cancel) for the
 	// user who clicked it, under the rules of that action.
 	Act(ctx context.Context, a ActionRequest) Reply
+	// Previewed records that the platform message messageID shows the
+	// preview of the confirmation asked under token (Reply.Token): a
+	// reaction to that message (ActionRequest.Message) settles it.
+	Previewed(ctx context.Context, token, messageID string) error
 }
 
 var _ Inbound = (*Dispatcher)(nil)
 
-// Request is one chat command as an adapter received it, already verified
-// (signature, room, sender) and deduplicated by the adapter.
+// Request is one chat command as an adapter received it, authenticated by
+// the platform's own checks (a signature, the homeserver session). The door
+// decides everything else: the delivery's claim, the room, the age, the role.
 type Request struct {
 	Platform string // "slack", "matrix", "console", "schedule"
 	User     string // the platform's stable user id
@@ -41,6 +46,18 @@ type Request struct {
 	Confirmed bool
 	// Schedule is set on requests of platform "schedule" and only there.
 	Schedule *ScheduleRun
+	// Delivery identifies this delivery on its platform: a Slack HTTP
+	// delivery's key (from its signed timestamp and body), an Events API
+	// event id (the same on Slack's retries), a Socket Mode envelope id, a
+	// Matrix event id. The door claims it in the store, so a delivery seen
+	// before, by this process or another on the store, runs nothing ("" is
+	// never a duplicate: a terminal, a schedule).
+	Delivery string
+	// SentAt is when the platform says the command was sent (zero: unknown);
+	// the platform's Admission.StaleAfter applies to it.
+	SentAt time.Time
+	// DM is set when the command came in a direct message with the bot.
+	DM bool
 }
 
 // PlatformSchedule is the platform of scheduled runs.
@@ -71,8 +88,13 @@ const (
 	Answered     Outcome = "answered"      // answered at once (help, jobs, history, ...)
 	NeedsConfirm Outcome = "needs_confirm" // Reply.Actions offer Confirm and Abort
 	Invalid      Outcome = "invalid"       // usage error; nothing started
-	Refused      Outcome = "refused"       // not allowed; nothing started
+	Refused      Outcome = "refused"       // not allowed; nothing started (Reply.Refusal says why)
 	Failed       Outcome = "failed"        // could not be started (store down, ...)
+	Duplicate    Outcome = "duplicate"     // the delivery was handled before; nothing ran again
+	Ignored      Outcome = "ignored"       // nothing to act on (a reaction to a message that asks nothing); show nothing
+	// InternalError: handling the request panicked; nothing was changed
+	// unless Reply.JobID names the job it recorded.
+	InternalError Outcome = "internal_error"
 )
 
 // Audience says who a Reply is for.
@@ -107,6 +129,10 @@ type Action struct {
 }
 
 // ActionRequest is a click on an Action, with who clicked it and where.
+//
+// A reaction to a preview (Matrix) carries the action's kind as ID
+// ("confirm", "abort") and the message reacted to as Message: the door
+// finds the confirmation that message shows.
 type ActionRequest struct {
 	ID       string
 	Platform string
@@ -114,6 +140,9 @@ type ActionRequest struct {
 	UserName string
 	Room     string
 	Via      string // as in Request
+	Message  string // the platform message acted on, for reactions
+	Delivery string // as in Request
+	DM       bool   // as in Request
 }
 
 // Reply is the immediate answer to a request or an action. The job's
@@ -131,7 +160,9 @@ type Reply struct {
 	Token string
 	// Rooms are where a scheduled run's reply goes (its ScheduleRun.To).
 	Rooms []Target
-	Err   error
+	// Refusal says why a Refused reply was refused at the door.
+	Refusal Refusal
+	Err     error
 }
 
 // Action returns the reply's action of kind k, if it offers one.

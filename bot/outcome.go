@@ -18,6 +18,11 @@ func (a *App) Handle(ctx context.Context, req Request) Reply { return a.Dispatch
 // Act is the Dispatcher's Act.
 func (a *App) Act(ctx context.Context, act ActionRequest) Reply { return a.Dispatcher.Act(ctx, act) }
 
+// Previewed is the Dispatcher's Previewed.
+func (a *App) Previewed(ctx context.Context, token, messageID string) error {
+	return a.Dispatcher.Previewed(ctx, token, messageID)
+}
+
 // Parse parses text as Handle would, without acting.
 func (a *App) Parse(text string) (*commands.Command, error) { return a.Dispatcher.Parse(text) }
 

@@ -47,7 +47,7 @@ type Reloader interface {
 	Reload(cfg *config.Config) error
 }
 
-// Reload applies cfg's roles, services and hosts to later requests, and
+// Reload applies cfg's roles, services, hosts and rooms to later requests, and
 // remembers cfg as the App's Config. A job already running goes on as it
 // began. What only a restart changes (the store's path, limits, the
 // listener) is left as it was. cfg must have been loaded by config.Load.
@@ -57,6 +57,7 @@ func (a *App) Reload(cfg *config.Config) error {
 		return err
 	}
 	a.Dispatcher.Reload(auth, cfg.CommandOptions())
+	a.Dispatcher.SetAdmissions(AdmissionsFromConfig(cfg))
 	a.mu.Lock()
 	a.Config = cfg
 	a.mu.Unlock()

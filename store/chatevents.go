@@ -7,16 +7,28 @@ import (
 	"time"
 )
 
-// ClaimEvent records that this process takes on the chat event eventID of
-// platform, and reports whether it is the first to: false means the event
-// was claimed before (by this process or another on the same file) and must
-// not be acted on again. A nil error with true means the claim is committed.
-// Claims older than keep are removed on the way (keep <= 0 keeps them all).
-func (s *Store) ClaimEvent(ctx context.Context, platform, eventID string, keep time.Duration) (bool, error) {
-	if strings.TrimSpace(platform) == "" || strings.TrimSpace(eventID) == "" {
-		return false, fmt.Errorf("claim chat event: %w: empty platform or event id", ErrInvalid)
+// Claim is what ClaimDelivery found.
+type Claim struct {
+	// First is true when this call claimed the delivery: act on it. False
+	// means it was claimed before (by this process or another on the store)
+	// and must not be acted on again.
+	First bool
+	// Replays counts the times the delivery came again after its claim,
+	// this one included (0 when First).
+	Replays int64
+}
+
+// ClaimDelivery records that this process takes on the chat delivery key of
+// platform (a Slack delivery's key, a Matrix event id) and reports whether it
+// is the first to; a later claim of the same key counts a replay. A nil
+// error with First means the claim is committed. Claims older than keep are
+// removed on the way (keep <= 0 keeps them all): keep must outlast the
+// platform's replay window.
+func (s *Store) ClaimDelivery(ctx context.Context, platform, key string, keep time.Duration) (Claim, error) {
+	if strings.TrimSpace(platform) == "" || strings.TrimSpace(key) == "" {
+		return Claim{}, fmt.Errorf("claim chat delivery: %w: empty platform or key", ErrInvalid)
 	}
-	var first bool
+	var c Claim
 	err := s.write(ctx, func(tx *wtx) error {
 		t := now()
 		if keep > 0 {
@@ -24,17 +36,20 @@ func (s *Store) ClaimEvent(ctx context.Context, platform, eventID string, keep t
 				return err
 			}
 		}
-		res, err := tx.ExecContext(context.Background(), `INSERT INTO chat_events (platform, event_id, seen_at) VALUES (?, ?, ?)
-			ON CONFLICT DO NOTHING`, platform, eventID, t.UnixNano())
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		first = n == 1
+		err := tx.QueryRowContext(context.Background(), `INSERT INTO chat_events (platform, event_id, seen_at) VALUES (?, ?, ?)
+			ON CONFLICT (platform, event_id) DO UPDATE SET replays = replays + 1
+			RETURNING replays`, platform, key, t.UnixNano()).Scan(&c.Replays)
+		c.First = c.Replays == 0
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("claim %s event %s: %w", platform, eventID, err)
+		return Claim{}, fmt.Errorf("claim %s delivery %s: %w", platform, key, err)
 	}
-	return first, nil
+	return c, nil
+}
+
+// ClaimEvent is ClaimDelivery reporting only whether the claim is the first.
+func (s *Store) ClaimEvent(ctx context.Context, platform, eventID string, keep time.Duration) (bool, error) {
+	c, err := s.ClaimDelivery(ctx, platform, eventID, keep)
+	return c.First, err
 }

@@ -16,7 +16,7 @@
 //     bot reports interrupted jobs as it starts) use those credentials.
 //   - Rooms: it joins the rooms of matrix.rooms at start and when invited to
 //     them; an invite to any other room is declined, and a command typed in
-//     a room outside the list gets no answer (it is audited as ignored).
+//     a room outside the list gets no answer (the door refuses and audits it).
 //   - Messages: a command is an m.text message whose body starts with `!`.
 //     Its own events, edits of messages and other message types are ignored.
 //   - Status: a job's root message is an m.notice (HTML with a plain-text
@@ -46,8 +46,8 @@
 // (default 5m) when first seen; an older one is answered "stale, not run"
 // and the sender may send it again. On the very first start (no token in the
 // store) the room history is skipped: only commands sent after it count.
-// Every command's event id is claimed in the store before it is passed on,
-// so an event delivered twice (a crash between handling a response and
+// The door (bot.Inbound) claims every command's event id in the store
+// before it acts, so an event delivered twice (a crash between handling a response and
 // storing its token, a takeover) is acted on once.
 //
 // # Two opsbot processes on one store
@@ -149,11 +149,10 @@ type Adapter struct {
 	connMu sync.Mutex
 	ready  atomic.Pointer[string] // why not ready; nil when ready
 
-	mu       sync.Mutex
-	previews map[id.EventID]preview    // the bot's confirmation previews, by event id
-	roots    map[id.EventID]id.EventID // thread replies -> their root
-	last     map[id.EventID]id.EventID // thread root -> latest reply in it
-	shown    map[id.EventID]string     // status message -> the text it shows now
+	mu    sync.Mutex
+	roots map[id.EventID]id.EventID // thread replies -> their root
+	last  map[id.EventID]id.EventID // thread root -> latest reply in it
+	shown map[id.EventID]string     // status message -> the text it shows now
 
 	toldUndecryptable map[string]time.Time // "room sender" -> last "cannot decrypt" notice
 	encryptedRooms    map[id.RoomID]bool   // rooms a standby found encrypted (it never sends there)
@@ -169,13 +168,6 @@ type Adapter struct {
 }
 
 // preview is a confirmation the bot asked in a room.
-type preview struct {
-	room    id.RoomID
-	confirm string // the action ids to send back
-	abort   string
-	expires time.Time
-}
-
 var (
 	_ bot.Adapter = (*Adapter)(nil)
 	_ bot.Pacer   = (*Adapter)(nil)
@@ -218,8 +210,8 @@ func New(cfg config.Matrix, o Options) (*Adapter, error) {
 		log = slog.Default()
 	}
 	a := &Adapter{cfg: cfg, opts: o, log: log.With("platform", Platform), allowed: map[id.RoomID]bool{},
-		user:     id.UserID(cfg.UserID),
-		previews: map[id.EventID]preview{}, roots: map[id.EventID]id.EventID{}, last: map[id.EventID]id.EventID{},
+		user:  id.UserID(cfg.UserID),
+		roots: map[id.EventID]id.EventID{}, last: map[id.EventID]id.EventID{},
 		shown: map[id.EventID]string{}, levels: map[id.RoomID]powerLevels{}, Now: time.Now, KeyWait: DefaultKeyWait,
 		toldUndecryptable: map[string]time.Time{}, encryptedRooms: map[id.RoomID]bool{}}
 	for _, r := range cfg.Rooms {

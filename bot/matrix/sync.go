@@ -3,7 +3,6 @@ package matrix
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -259,9 +258,12 @@ func parsed(evt *event.Event) bool {
 	return evt.Content.Parsed != nil || evt.Content.ParseRaw(evt.Type) == nil
 }
 
-// message hands a `!command` to the bot and posts its reply.
+// message hands a `!command` to the door and posts its reply. The door
+// claims the event (a sync replayed after a crash, or a second opsbot taking
+// over the sync, acts on it once), checks the room and the command's age
+// (matrix.stale_after), and audits each decision; a room off matrix.rooms
+// gets no answer (it would be public).
 func (s *syncer) message(ctx context.Context, evt *event.Event, c *event.MessageEventContent) {
-	a := s.a
 	if c.MsgType != event.MsgText || (c.RelatesTo != nil && c.RelatesTo.Type == event.RelReplace) {
 		return
 	}
@@ -269,93 +271,61 @@ func (s *syncer) message(ctx context.Context, evt *event.Event, c *event.Message
 	if !strings.HasPrefix(text, "!") {
 		return
 	}
-	if !a.allowed[evt.RoomID] {
-		// No answer: the room is not one the bot obeys.
-		if s.claim(ctx, evt) {
-			a.log.Info("ignored a command in a room outside matrix.rooms", "room", evt.RoomID, "sender", evt.Sender)
-			s.audit(ctx, store.AuditEntry{Room: string(evt.RoomID), User: string(evt.Sender), Command: clip(text),
-				Decision: "ignored", Detail: "the room is not in matrix.rooms"})
-		}
-		return
+	if s.a.allowed[evt.RoomID] {
+		s.knowLevels(ctx, evt.RoomID)
 	}
-	if !s.claim(ctx, evt) {
-		return
-	}
-	sent := time.UnixMilli(evt.Timestamp)
-	if age := a.Now().Sub(sent); age > a.cfg.StaleAfter.D() {
-		s.audit(ctx, store.AuditEntry{Room: string(evt.RoomID), User: string(evt.Sender), Command: clip(text),
-			Decision: "stale", Detail: fmt.Sprintf("sent %s ago, over matrix.stale_after %s", age.Round(time.Second), a.cfg.StaleAfter.D())})
-		s.notice(ctx, evt, fmt.Sprintf("stale, not run: `%s` was sent at %s UTC, %s ago, while opsbot was not listening "+
-			"(commands older than %s are not run when they arrive late). Send it again if it still applies.",
-			clip(text), sent.UTC().Format("15:04:05"), age.Round(time.Second), a.cfg.StaleAfter.D()))
-		return
-	}
-	s.knowLevels(ctx, evt.RoomID)
 	reply := s.in.Handle(ctx, bot.Request{Platform: Platform, User: string(evt.Sender), Room: string(evt.RoomID),
-		Text: text, ReplyTo: string(evt.ID)})
+		Text: text, ReplyTo: string(evt.ID), Delivery: string(evt.ID), SentAt: time.UnixMilli(evt.Timestamp)})
 	s.show(ctx, evt, reply)
 }
 
-// reaction confirms (✅) or aborts (❌) a preview the bot asked.
+// reaction confirms (✅) or aborts (❌) the preview it reacts to; the door
+// finds the confirmation that message shows.
 func (s *syncer) reaction(ctx context.Context, evt *event.Event, c *event.ReactionEventContent) {
-	a := s.a
-	if !a.allowed[evt.RoomID] || c.RelatesTo.Type != event.RelAnnotation {
+	if c.RelatesTo.Type != event.RelAnnotation {
 		return
 	}
-	key := strings.TrimRight(c.RelatesTo.Key, "\ufe0f")
-	a.mu.Lock()
-	p, ok := a.previews[c.RelatesTo.EventID]
-	a.mu.Unlock()
-	if !ok || p.room != evt.RoomID {
-		return
-	}
-	var action string
-	switch key {
+	var kind bot.ActionKind
+	switch strings.TrimRight(c.RelatesTo.Key, "\ufe0f") {
 	case "✅", "✔", "👍":
-		action = p.confirm
+		kind = bot.ActConfirm
 	case "❌", "✖", "👎":
-		action = p.abort
+		kind = bot.ActAbort
 	default:
 		return
 	}
-	if !s.claim(ctx, evt) {
-		return
+	if s.a.allowed[evt.RoomID] {
+		s.knowLevels(ctx, evt.RoomID)
 	}
-	s.knowLevels(ctx, evt.RoomID)
-	reply := s.in.Act(ctx, bot.ActionRequest{ID: action, Platform: Platform, User: string(evt.Sender), Room: string(evt.RoomID)})
-	if reply.Outcome != bot.Refused && reply.Outcome != bot.Invalid {
-		a.mu.Lock()
-		delete(a.previews, c.RelatesTo.EventID)
-		a.mu.Unlock()
-	}
+	reply := s.in.Act(ctx, bot.ActionRequest{ID: string(kind), Platform: Platform, User: string(evt.Sender), Room: string(evt.RoomID),
+		Message: string(c.RelatesTo.EventID), Delivery: string(evt.ID)})
 	s.show(ctx, evt, reply)
 }
 
 // show posts a reply: nothing for a queued job (its status message
-// follows), else an m.notice answering the event; a preview remembers its
-// actions for the reactions to it.
+// follows), a delivery handled before, a reaction to nothing, or a refusal
+// for the room (the room is not one the bot obeys); else an m.notice
+// answering the event. A preview's message is recorded with the door, so a
+// reaction to it settles its confirmation.
 func (s *syncer) show(ctx context.Context, evt *event.Event, r bot.Reply) {
-	a := s.a
-	if r.Outcome == bot.Queued || r.Text == "" {
+	switch {
+	case r.Outcome == bot.Queued, r.Outcome == bot.Duplicate, r.Outcome == bot.Ignored, r.Text == "":
+		return
+	case r.Outcome == bot.Refused && r.Refusal == bot.RefusedRoom:
+		s.a.log.Info("ignored a command in a room outside matrix.rooms", "room", evt.RoomID, "sender", evt.Sender)
 		return
 	}
 	text := r.Text
-	confirm, hasConfirm := r.Action(bot.ActConfirm)
-	abort, _ := r.Action(bot.ActAbort)
-	if r.Outcome == bot.NeedsConfirm && hasConfirm {
+	_, hasConfirm := r.Action(bot.ActConfirm)
+	preview := r.Outcome == bot.NeedsConfirm && hasConfirm && r.Token != ""
+	if preview {
 		text += "\nReact ✅ to confirm or ❌ to abort."
 	}
 	ev := s.notice(ctx, evt, text)
-	if ev != "" && r.Outcome == bot.NeedsConfirm && hasConfirm {
-		a.mu.Lock()
-		now := a.Now()
-		for k, p := range a.previews {
-			if now.After(p.expires) {
-				delete(a.previews, k)
-			}
+	if ev != "" && preview {
+		if err := s.in.Previewed(ctx, r.Token, string(ev)); err != nil {
+			s.a.log.Warn("record a preview: reactions to it will not settle it (typing `!confirm TOKEN` still does)", "event", ev, "err", err)
 		}
-		a.previews[ev] = preview{room: evt.RoomID, confirm: confirm.ID, abort: abort.ID, expires: confirm.Expires}
-		a.mu.Unlock()
 	}
 }
 

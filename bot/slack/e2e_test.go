@@ -178,8 +178,8 @@ func TestMtpStepsOverSocketMode(t *testing.T) {
 	}
 	jt := readJob(r, opsChannel, before, 30*time.Second)
 	checkJobThread(t, jt)
-	if n := len(r.jobs()); n != 1 || r.in.handled.Load() != 1 {
-		t.Fatalf("%d jobs, %d requests; the retried envelope must run nothing", n, r.in.handled.Load())
+	if n := len(r.jobs()); n != 1 || r.in.handled.Load() != 1 || r.in.dups.Load() != 1 {
+		t.Fatalf("%d jobs, %d requests, %d duplicates; the retried envelope must run nothing", n, r.in.handled.Load(), r.in.dups.Load())
 	}
 	t.Logf("mtp steps 10 over Socket Mode: %d Slack calls (%d edits, %d thread messages); worst step shown %s after it happened",
 		jt.calls, len(jt.edits), len(jt.thread), stepLag(t, jt.thread))

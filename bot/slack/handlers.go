@@ -40,43 +40,22 @@ func commandText(command, text string) (string, bool) {
 	return strings.TrimSpace(strings.TrimPrefix(command, "/") + " " + text), true
 }
 
-// where refuses a channel the config does not allow commands from, with a
-// message that says where to go instead.
-func (a *Adapter) where(channel string) (string, bool) {
-	if strings.HasPrefix(channel, "D") {
-		if a.cfg.AllowDMs {
-			return "", true
-		}
-		return "opsbot takes no commands in direct messages here (slack.allow_dms is off): run it in " + a.channelList() + ".", false
-	}
-	if a.channels[channel] {
-		return "", true
-	}
-	return "opsbot takes no commands in this channel: run it in " + a.channelList() + ", or ask an admin to add this channel's id to slack.channels.", false
-}
-
-func (a *Adapter) channelList() string {
-	if len(a.cfg.Channels) == 0 {
-		return "a direct message"
-	}
-	var b []string
-	for _, c := range a.cfg.Channels {
-		b = append(b, "<#"+c+">")
-	}
-	return strings.Join(b, ", ")
-}
+// isDM reports whether a channel id is a direct message with the bot.
+func isDM(channel string) bool { return strings.HasPrefix(channel, "D") }
 
 // slash answers a slash command: the returned message is the ack, ephemeral
-// unless the bot's reply is for the room.
-func (a *Adapter) slash(ctx context.Context, in bot.Inbound, sc slack.SlashCommand) *slack.WebhookMessage {
+// unless the bot's reply is for the room; nil for a delivery the door saw
+// before (nothing ran). delivery is the delivery's key for the door.
+func (a *Adapter) slash(ctx context.Context, in bot.Inbound, sc slack.SlashCommand, delivery string) *slack.WebhookMessage {
 	text, ok := commandText(sc.Command, sc.Text)
 	if !ok {
 		return a.ephemeral("opsbot does not know " + sc.Command + ": try `/opsbot help`.")
 	}
-	if msg, ok := a.where(sc.ChannelID); !ok {
-		return a.ephemeral(msg)
+	r := in.Handle(ctx, bot.Request{Platform: Platform, User: sc.UserID, UserName: sc.UserName, Room: sc.ChannelID, Text: text,
+		Delivery: delivery, DM: isDM(sc.ChannelID)})
+	if r.Outcome == bot.Duplicate {
+		return nil
 	}
-	r := in.Handle(ctx, bot.Request{Platform: Platform, User: sc.UserID, UserName: sc.UserName, Room: sc.ChannelID, Text: text})
 	return a.replyMessage(r, false)
 }
 
@@ -102,18 +81,22 @@ func (a *Adapter) replyMessage(r bot.Reply, replace bool) *slack.WebhookMessage 
 // answers through the click's response_url after the ack: the message with
 // the buttons is replaced by the outcome, unless the click was refused (then
 // the buttons stay for whoever may use them, and the refusal goes to the
-// clicker only).
-func (a *Adapter) click(ctx context.Context, in bot.Inbound, cb slack.InteractionCallback) {
+// clicker only). It reports whether the door saw the delivery before
+// (nothing ran). Each click is claimed by its trigger_id (the same in a
+// replayed delivery), else by delivery.
+func (a *Adapter) click(ctx context.Context, in bot.Inbound, cb slack.InteractionCallback, delivery string) (dup bool) {
 	if cb.Type != slack.InteractionTypeBlockActions {
-		return
+		return false
+	}
+	if cb.TriggerID != "" {
+		delivery = "trigger:" + cb.TriggerID
 	}
 	for _, act := range cb.ActionCallback.BlockActions {
-		var r bot.Reply
-		if msg, ok := a.where(cb.Channel.ID); !ok {
-			r = bot.Reply{Outcome: bot.Refused, Text: msg}
-		} else {
-			r = in.Act(ctx, bot.ActionRequest{ID: act.ActionID, Platform: Platform, User: cb.User.ID,
-				UserName: cb.User.Name, Room: cb.Channel.ID})
+		r := in.Act(ctx, bot.ActionRequest{ID: act.ActionID, Platform: Platform, User: cb.User.ID,
+			UserName: cb.User.Name, Room: cb.Channel.ID, Delivery: delivery + ":" + act.ActionID, DM: isDM(cb.Channel.ID)})
+		if r.Outcome == bot.Duplicate {
+			dup = true
+			continue
 		}
 		refused := r.Outcome == bot.Refused || r.Outcome == bot.Invalid
 		m := a.replyMessage(r, !refused)
@@ -122,6 +105,7 @@ func (a *Adapter) click(ctx context.Context, in bot.Inbound, cb slack.Interactio
 		}
 		a.answer(cb.ResponseURL, cb.Channel.ID, cb.User.ID, m)
 	}
+	return dup
 }
 
 // answer sends m after the ack, in a goroutine Run waits for: to the
@@ -192,40 +176,43 @@ var mentionRE = regexp.MustCompile(`<@[A-Z0-9]+(\|[^>]*)?>`)
 // event handles an Events API event (already acked): a mention of the bot in
 // an allowed channel, or a direct message when DMs are allowed, runs its text
 // as a command; the answer goes to the user (ephemeral) or the channel's
-// thread of the mention.
-func (a *Adapter) event(ctx context.Context, in bot.Inbound, ev slackevents.EventsAPIEvent) {
+// thread of the mention. Each event is claimed by its event_id (the same
+// in Slack's retries and in a replayed delivery); it reports whether the
+// door saw it before (nothing ran).
+func (a *Adapter) event(ctx context.Context, in bot.Inbound, ev slackevents.EventsAPIEvent) (dup bool) {
 	cb, ok := ev.Data.(*slackevents.EventsAPICallbackEvent)
-	if !ok || !a.seen.first("event:"+cb.EventID, a.now()) {
-		return
+	if !ok {
+		return false
 	}
 	var user, channel, text, ts string
+	var dm bool
 	switch e := ev.InnerEvent.Data.(type) {
 	case *slackevents.AppMentionEvent:
 		if e.BotID != "" {
-			return
+			return false
 		}
 		user, channel, text, ts = e.User, e.Channel, e.Text, e.TimeStamp
 	case *slackevents.MessageEvent:
-		if e.ChannelType != "im" || e.BotID != "" || e.SubType != "" || !a.cfg.AllowDMs {
-			return
+		if e.ChannelType != "im" || e.BotID != "" || e.SubType != "" {
+			return false
 		}
-		user, channel, text, ts = e.User, e.Channel, e.Text, e.TimeStamp
+		user, channel, text, ts, dm = e.User, e.Channel, e.Text, e.TimeStamp, true
 	default:
-		return
+		return false
 	}
 	text = strings.TrimSpace(mentionRE.ReplaceAllString(text, ""))
 	if user == "" || text == "" {
-		return
+		return false
 	}
-	var m *slack.WebhookMessage
-	if msg, ok := a.where(channel); !ok {
-		m = a.ephemeral(msg)
-	} else {
-		r := in.Handle(ctx, bot.Request{Platform: Platform, User: user, Room: channel, Text: text})
-		m = a.replyMessage(r, false)
+	r := in.Handle(ctx, bot.Request{Platform: Platform, User: user, Room: channel, Text: text, Delivery: "event:" + cb.EventID,
+		DM: dm || isDM(channel)})
+	if r.Outcome == bot.Duplicate {
+		return true
 	}
+	m := a.replyMessage(r, false)
 	if m.ResponseType == slack.ResponseTypeInChannel {
 		m.ThreadTimestamp = ts
 	}
 	a.answer("", channel, user, m)
+	return false
 }

@@ -91,12 +91,20 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}
-	// Slack signs every delivery anew, retries included: the same signature
-	// twice is a replay.
-	if !a.seen.first("sig:"+r.Header.Get("X-Slack-Signature"), now) {
-		a.log.Warn("refused a replayed delivery", "remote", r.RemoteAddr)
+	// The door claims each delivery in the store, whichever opsbot process
+	// gets it: a replay of this one (the same signed timestamp and body)
+	// runs nothing and is answered 409. Events are claimed by event id, so
+	// Slack's own retries (X-Slack-Retry-Num, signed anew) run once too and
+	// are answered 200 (else Slack would retry again).
+	delivery := deliveryKey(r.Header.Get("X-Slack-Request-Timestamp"), body)
+	retry := r.Header.Get("X-Slack-Retry-Num") != ""
+	dupe := func() {
+		a.log.Warn("refused a delivery handled before", "remote", r.RemoteAddr, "retry", retry)
+		if retry {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		http.Error(w, "replayed delivery: already handled", http.StatusConflict)
-		return
 	}
 	ctx := r.Context()
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
@@ -117,8 +125,11 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "bad event: "+err.Error(), http.StatusBadRequest)
 			return
 		}
+		if a.event(ctx, ref.in, ev) {
+			dupe()
+			return
+		}
 		w.WriteHeader(http.StatusOK) // acked; the answer follows through the Web API
-		a.event(ctx, ref.in, ev)
 		return
 	}
 	form, err := url.ParseQuery(string(body))
@@ -133,16 +144,33 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "bad interaction payload: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		w.WriteHeader(http.StatusOK)
-		a.click(ctx, ref.in, cb)
+		if a.click(ctx, ref.in, cb, delivery) {
+			dupe()
+			return
+		}
+		w.WriteHeader(http.StatusOK) // acked; the answer follows through response_url
 	case form.Get("command") != "":
 		sc := slack.SlashCommand{ChannelID: form.Get("channel_id"), ChannelName: form.Get("channel_name"),
 			UserID: form.Get("user_id"), UserName: form.Get("user_name"), Command: form.Get("command"),
 			Text: form.Get("text"), ResponseURL: form.Get("response_url"), TeamID: form.Get("team_id")}
-		writeJSON(w, a.slash(ctx, ref.in, sc))
+		m := a.slash(ctx, ref.in, sc, delivery)
+		if m == nil {
+			dupe()
+			return
+		}
+		writeJSON(w, m)
 	default:
 		http.Error(w, "neither a slash command nor an interaction", http.StatusBadRequest)
 	}
+}
+
+// deliveryKey is the door's key of an HTTP delivery: a digest of its signed
+// timestamp and body, which a replay repeats exactly.
+func deliveryKey(ts string, body []byte) string {
+	h := sha256.New()
+	h.Write([]byte(ts + ":"))
+	h.Write(body)
+	return "http:" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -50,8 +50,8 @@ func TestSignedDeliveries(t *testing.T) {
 	if code, text := r.post(good); code != http.StatusConflict {
 		t.Errorf("replay: HTTP %d %s, want 409", code, text)
 	}
-	if n := r.in.handled.Load(); n != 1 || len(r.jobs()) != 1 {
-		t.Fatalf("after the replay: %d requests, %d jobs; want 1 and 1", n, len(r.jobs()))
+	if n := r.in.handled.Load(); n != 1 || len(r.jobs()) != 1 || r.in.dups.Load() != 1 {
+		t.Fatalf("after the replay: %d requests, %d jobs, %d duplicates; want 1, 1 and 1", n, len(r.jobs()), r.in.dups.Load())
 	}
 }
 

@@ -67,20 +67,32 @@ type rigOptions struct {
 }
 
 // countingInbound passes every request to the real dispatcher and counts
-// them, so a test can say a refused delivery reached nothing.
+// them, so a test can say a refused delivery reached nothing: handled and
+// acted count what the door took on, dups what it answered Duplicate
+// (seen before: nothing ran).
 type countingInbound struct {
 	bot.Inbound
-	handled, acted atomic.Int64
+	handled, acted, dups atomic.Int64
 }
 
 func (c *countingInbound) Handle(ctx context.Context, r bot.Request) bot.Reply {
-	c.handled.Add(1)
-	return c.Inbound.Handle(ctx, r)
+	rep := c.Inbound.Handle(ctx, r)
+	c.count(rep, &c.handled)
+	return rep
 }
 
 func (c *countingInbound) Act(ctx context.Context, a bot.ActionRequest) bot.Reply {
-	c.acted.Add(1)
-	return c.Inbound.Act(ctx, a)
+	rep := c.Inbound.Act(ctx, a)
+	c.count(rep, &c.acted)
+	return rep
+}
+
+func (c *countingInbound) count(r bot.Reply, n *atomic.Int64) {
+	if r.Outcome == bot.Duplicate {
+		c.dups.Add(1)
+		return
+	}
+	n.Add(1)
 }
 
 const minimalConfig = `
@@ -126,7 +138,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	cfg.Auth = config.Auth{DefaultRole: "none", Users: testUsers}
-	sc := config.Slack{Enabled: true, Mode: o.mode, BotToken: "xoxb-test-token", APIURL: r.slack.URL(),
+	sc := &config.Slack{Enabled: true, Mode: o.mode, BotToken: "xoxb-test-token", APIURL: r.slack.URL(),
 		Channel: opsChannel, Channels: []string{opsChannel}, AllowDMs: o.allowDM}
 	if o.mode == config.SlackModeHTTP {
 		sc.SigningSecret = testSecret
@@ -134,7 +146,8 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		sc.AppToken = "xapp-test-token"
 	}
 	log := testLogger(t)
-	r.ad, err = New(sc, Options{Logger: log, Now: func() time.Time {
+	cfg.Slack = sc // the door's admission: the channels and DMs
+	r.ad, err = New(*sc, Options{Logger: log, Now: func() time.Time {
 		if p := r.now.Load(); p != nil {
 			return *p
 		}
@@ -213,6 +226,7 @@ type delivery struct {
 	contentType string
 	ts          string // X-Slack-Request-Timestamp; "" = now
 	sig         string // X-Slack-Signature; "" = signed with testSecret
+	retry       string // X-Slack-Retry-Num, set on Slack's own retries
 }
 
 func slashForm(command, text, user, channel, responsePath string) url.Values {
@@ -251,6 +265,10 @@ func (r *rig) postT(t testing.TB, d delivery) (int, string) {
 	req.Header.Set("Content-Type", d.contentType)
 	req.Header.Set("X-Slack-Request-Timestamp", d.ts)
 	req.Header.Set("X-Slack-Signature", d.sig)
+	if d.retry != "" {
+		req.Header.Set("X-Slack-Retry-Num", d.retry)
+		req.Header.Set("X-Slack-Retry-Reason", "http_timeout")
+	}
 	resp, err := r.events.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

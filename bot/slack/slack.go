@@ -5,15 +5,17 @@
 // Deliveries come either over HTTP (mode http: POST /slack/events on opsbot's
 // listener, each request's X-Slack-Signature verified) or over Socket Mode
 // (mode socket: slack-go's socketmode client, reconnecting with backoff);
-// both feed the same handlers. A delivery is verified, checked against the
-// channel allowlist, deduplicated and acknowledged within Slack's 3 seconds:
+// both feed the same handlers. A delivery is verified (its signature: the
+// adapter's one decision), passed to the door (bot.Inbound: the channel
+// allowlist, the delivery's durable claim, roles) and acknowledged within
+// Slack's 3 seconds:
 // a usage error or refusal goes back to the user only (ephemeral), an
 // accepted job is acknowledged with its id and a Cancel button.
 //
 // Who may do what is bot's decision, by Slack user id ("slack:U024BE7LH")
 // and user group ("slack-group:S0123": the adapter is the bot.Membership
-// that lists the groups' members); commands are taken only in the channels
-// slack.channels lists, and in DMs only with slack.allow_dms.
+// that lists the groups' members); the door takes commands only in the
+// channels slack.channels lists, and in DMs only with slack.allow_dms.
 //
 // As a bot.Chat it posts one root message per job, edits it in place with
 // chat.update (at most one update a second per message; the final edit at
@@ -64,17 +66,15 @@ type Options struct {
 
 // Adapter is the Slack adapter. It is safe for concurrent use.
 type Adapter struct {
-	cfg      config.Slack
-	api      *slack.Client
-	httpc    *http.Client
-	log      *slog.Logger
-	now      func() time.Time
-	channels map[string]bool
-	refresh  time.Duration
+	cfg     config.Slack
+	api     *slack.Client
+	httpc   *http.Client
+	log     *slog.Logger
+	now     func() time.Time
+	refresh time.Duration
 
 	in     atomic.Pointer[inboundRef] // set while Run runs
 	status atomic.Pointer[string]     // why not ready; "" when ready
-	seen   *dedupe
 	groups groupCache
 	calls  atomic.Int64 // Web API calls made, for figures
 	edits  editPacer
@@ -106,8 +106,7 @@ func New(cfg config.Slack, o Options) (*Adapter, error) {
 	case cfg.Mode != config.SlackModeHTTP && cfg.Mode != config.SlackModeSocket:
 		return nil, fmt.Errorf("slack adapter: slack.mode must be %s or %s", config.SlackModeHTTP, config.SlackModeSocket)
 	}
-	a := &Adapter{cfg: cfg, log: o.Logger, now: o.Now, httpc: o.HTTPClient, refresh: o.GroupRefresh,
-		channels: map[string]bool{}, seen: newDedupe(dedupeWindow)}
+	a := &Adapter{cfg: cfg, log: o.Logger, now: o.Now, httpc: o.HTTPClient, refresh: o.GroupRefresh}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
@@ -120,9 +119,6 @@ func New(cfg config.Slack, o Options) (*Adapter, error) {
 	}
 	if a.refresh <= 0 {
 		a.refresh = 5 * time.Minute
-	}
-	for _, c := range cfg.Channels {
-		a.channels[c] = true
 	}
 	opts := []slack.Option{slack.OptionHTTPClient(countingClient{a.httpc, &a.calls})}
 	if cfg.APIURL != "" {

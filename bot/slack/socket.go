@@ -83,10 +83,6 @@ func (a *Adapter) socketOnce(ctx context.Context) (connected bool, err error) {
 				if evt.Request == nil {
 					continue
 				}
-				if !a.seen.first("envelope:"+evt.Request.EnvelopeID, a.now()) {
-					a.ack(client, evt.Request, nil) // a retry: acked again, run once
-					continue
-				}
 				a.tasks.Go(func() { a.socketEvent(runCtx, client, in, evt) })
 			}
 		}
@@ -95,14 +91,21 @@ func (a *Adapter) socketOnce(ctx context.Context) (connected bool, err error) {
 
 // socketEvent serves one Socket Mode request with the handlers of mode http:
 // a slash command's answer is its ack's payload; clicks and events are acked
-// first and answered after.
+// first and answered after. The door claims each by its envelope id (the
+// same when Slack sends it again), events by their event id: a retry is
+// acked again and runs nothing.
 func (a *Adapter) socketEvent(ctx context.Context, client *socketmode.Client, in bot.Inbound, evt socketmode.Event) {
+	delivery := "envelope:" + evt.Request.EnvelopeID
 	switch data := evt.Data.(type) {
 	case slack.SlashCommand:
-		a.ack(client, evt.Request, a.slash(ctx, in, data))
+		if m := a.slash(ctx, in, data, delivery); m != nil {
+			a.ack(client, evt.Request, m)
+		} else {
+			a.ack(client, evt.Request, nil)
+		}
 	case slack.InteractionCallback:
 		a.ack(client, evt.Request, nil)
-		a.click(ctx, in, data)
+		a.click(ctx, in, data, delivery)
 	case slackevents.EventsAPIEvent:
 		a.ack(client, evt.Request, nil)
 		a.event(ctx, in, data)

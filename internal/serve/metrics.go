@@ -244,6 +244,10 @@ func (c *countingInbound) Act(ctx context.Context, a bot.ActionRequest) bot.Repl
 	return r
 }
 
+func (c *countingInbound) Previewed(ctx context.Context, token, messageID string) error {
+	return c.in.Previewed(ctx, token, messageID)
+}
+
 // sshCollector reads the SSH pool's state at each scrape.
 type sshCollector struct {
 	stats func() []remote.HostState

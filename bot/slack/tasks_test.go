@@ -5,18 +5,6 @@ import (
 	"time"
 )
 
-// TestDedupeWindow: a key is a duplicate within the window, new after it.
-func TestDedupeWindow(t *testing.T) {
-	d := newDedupe(time.Minute)
-	now := time.Unix(1700000000, 0)
-	if !d.first("a", now) || d.first("a", now.Add(59*time.Second)) || !d.first("b", now) {
-		t.Fatal("within the window")
-	}
-	if !d.first("a", now.Add(2*time.Minute)) || !d.first("", now) || !d.first("", now) {
-		t.Fatal("after the window, or an empty key")
-	}
-}
-
 // TestTasksWaitForLateStarts: a task started while wait waits is waited for.
 func TestTasksWaitForLateStarts(t *testing.T) {
 	var ts tasks

@@ -1,0 +1,165 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Confirmation is a command waiting for its confirmation: the request that
+// asked (or, when Proposed, the room the bot proposed it to), the command
+// text (parsed again when it is confirmed), until when it may be confirmed
+// and the platform message that shows its preview.
+type Confirmation struct {
+	Token     string
+	Platform  string
+	User      string
+	UserName  string
+	Room      string
+	Via       string
+	ReplyTo   string
+	Command   string
+	Proposed  bool
+	CreatedAt time.Time
+	Expires   time.Time
+	MessageID string // the preview's platform message id; "" until set
+}
+
+// ConfirmationCapError says AddConfirmation refused a confirmation because
+// too many wait already.
+type ConfirmationCapError struct {
+	Mine, All int // the requester's unexpired confirmations, and everyone's
+}
+
+func (e *ConfirmationCapError) Error() string {
+	return fmt.Sprintf("too many confirmations are waiting (%d of yours, %d in all)", e.Mine, e.All)
+}
+
+// ErrTokenTaken says a confirmation with that token exists already.
+var ErrTokenTaken = errors.New("confirmation token already in use")
+
+const confirmationColumns = `token, platform, user_id, user_name, room, via, reply_to, command, proposed, created_at, expires_at, message_id`
+
+// AddConfirmation records c unless maxAll confirmations unexpired at at wait
+// already, or (for a confirmation that is not Proposed) maxMine of c's
+// user's on c's platform: then the error is a *ConfirmationCapError and
+// nothing is written. Expired confirmations are removed on the way. A token
+// in use gives ErrTokenTaken. The count and the insert are one transaction,
+// so processes sharing the store share the caps.
+func (s *Store) AddConfirmation(ctx context.Context, c Confirmation, at time.Time, maxAll, maxMine int) error {
+	if c.Token == "" || c.Platform == "" || strings.TrimSpace(c.Command) == "" || c.Expires.IsZero() {
+		return fmt.Errorf("add confirmation: %w: token, platform, command and expiry are required", ErrInvalid)
+	}
+	c.CreatedAt = orNow(c.CreatedAt)
+	err := s.write1(ctx, func(tx *wtx) error {
+		t := at.UTC().UnixNano()
+		if _, err := tx.ExecContext(context.Background(), `DELETE FROM confirmations WHERE expires_at < ?`, t); err != nil {
+			return err
+		}
+		var all, mine int
+		if err := tx.QueryRowContext(context.Background(), `SELECT COUNT(*),
+			COALESCE(SUM(CASE WHEN proposed = 0 AND platform = ? AND user_id = ? THEN 1 ELSE 0 END), 0)
+			FROM confirmations`, c.Platform, c.User).Scan(&all, &mine); err != nil {
+			return err
+		}
+		if all >= maxAll || (!c.Proposed && mine >= maxMine) {
+			return &ConfirmationCapError{Mine: mine, All: all}
+		}
+		res, err := tx.ExecContext(context.Background(), `INSERT INTO confirmations (`+confirmationColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			c.Token, c.Platform, c.User, c.UserName, c.Room, c.Via, c.ReplyTo, c.Command, c.Proposed,
+			c.CreatedAt.UnixNano(), c.Expires.UTC().UnixNano(), c.MessageID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrTokenTaken
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("add confirmation: %w", err)
+	}
+	return nil
+}
+
+// Confirmation returns the confirmation waiting under token (expired or
+// not), or an error wrapping ErrNotFound.
+func (s *Store) Confirmation(ctx context.Context, token string) (Confirmation, error) {
+	return s.confirmation(ctx, `token = ?`, token)
+}
+
+// ConfirmationByMessage returns the confirmation whose preview is the
+// platform message id, or an error wrapping ErrNotFound.
+func (s *Store) ConfirmationByMessage(ctx context.Context, platform, id string) (Confirmation, error) {
+	if id == "" {
+		return Confirmation{}, fmt.Errorf("confirmation of a message: %w", ErrNotFound)
+	}
+	return s.confirmation(ctx, `platform = ? AND message_id = ?`, platform, id)
+}
+
+func (s *Store) confirmation(ctx context.Context, where string, args ...any) (Confirmation, error) {
+	c, err := scanConfirmation(s.rdb.QueryRowContext(ctx, `SELECT `+confirmationColumns+` FROM confirmations WHERE `+where, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Confirmation{}, fmt.Errorf("confirmation: %w", ErrNotFound)
+	}
+	if err != nil {
+		return Confirmation{}, fmt.Errorf("read confirmation: %w", err)
+	}
+	return c, nil
+}
+
+func scanConfirmation(sc scanner) (Confirmation, error) {
+	var c Confirmation
+	var created, expires int64
+	err := sc.Scan(&c.Token, &c.Platform, &c.User, &c.UserName, &c.Room, &c.Via, &c.ReplyTo, &c.Command, &c.Proposed,
+		&created, &expires, &c.MessageID)
+	c.CreatedAt, c.Expires = time.Unix(0, created).UTC(), time.Unix(0, expires).UTC()
+	return c, err
+}
+
+// TakeConfirmation removes the confirmation under token and reports whether
+// this call removed it: of two processes settling one confirmation, one
+// gets true.
+func (s *Store) TakeConfirmation(ctx context.Context, token string) (bool, error) {
+	var taken bool
+	err := s.write1(ctx, func(tx *wtx) error {
+		res, err := tx.ExecContext(context.Background(), `DELETE FROM confirmations WHERE token = ?`, token)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		taken = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("take confirmation: %w", err)
+	}
+	return taken, nil
+}
+
+// SetConfirmationMessage records the platform message id that shows the
+// preview of the confirmation under token. A missing token gives ErrNotFound.
+func (s *Store) SetConfirmationMessage(ctx context.Context, token, messageID string) error {
+	err := s.write1(ctx, func(tx *wtx) error {
+		res, err := tx.ExecContext(context.Background(), `UPDATE confirmations SET message_id = ? WHERE token = ?`, messageID, token)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("set confirmation message: %w", err)
+	}
+	return nil
+}
