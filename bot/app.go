@@ -40,6 +40,9 @@ type AppOptions struct {
 	Logger *slog.Logger
 	// Observer, when set, is told of every job and step (metrics).
 	Observer Observer
+	// Now is the door's clock (the stale rule, confirmations' expiry);
+	// time.Now when nil. Tests set it.
+	Now func() time.Time
 }
 
 // BackendDeps are what a runbook built by AppOptions.NewBackend takes from
@@ -92,6 +95,9 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 		st.Close()
 		return nil, err
 	}
+	// Status messages that do not show their job's end yet (a crash, another
+	// process's takeover) are edited now, from the store.
+	eng.ShowFinals(ctx)
 	loc := time.UTC
 	if cfg.Timezone != "" {
 		if loc, err = time.LoadLocation(cfg.Timezone); err != nil {
@@ -101,7 +107,7 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 		}
 	}
 	d := NewDispatcher(DispatcherOptions{Store: st, Engine: eng, Auth: auth, Commands: cfg.CommandOptions(),
-		ConfirmTTL: cfg.Limits.ConfirmTTL.D(), Logger: o.Logger, Timezone: loc})
+		ConfirmTTL: cfg.Limits.ConfirmTTL.D(), Logger: o.Logger, Timezone: loc, Now: o.Now})
 	d.SetAdmissions(AdmissionsFromConfig(cfg))
 	return &App{Config: cfg, Store: st, Engine: eng, Dispatcher: d, Leases: leases, Interrupted: interrupted}, nil
 }

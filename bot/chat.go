@@ -67,6 +67,56 @@ type Image struct {
 	PNG  []byte
 }
 
+// Status is what a status message says of its job (or alert), typed so
+// that an adapter maps it to its own reaction or icon without reading the
+// text.
+type Status string
+
+// Statuses of a status message: a job's states, and Waiting (queued behind
+// another job's lock), for display only.
+const (
+	StatusQueued      Status = "queued"
+	StatusWaiting     Status = "waiting"
+	StatusRunning     Status = "running"
+	StatusSucceeded   Status = "succeeded"
+	StatusFailed      Status = "failed"
+	StatusRefused     Status = "refused"
+	StatusCancelled   Status = "cancelled"
+	StatusInterrupted Status = "interrupted"
+)
+
+// Final reports whether s is an end state.
+func (s Status) Final() bool {
+	switch s {
+	case StatusSucceeded, StatusFailed, StatusRefused, StatusCancelled, StatusInterrupted:
+		return true
+	}
+	return false
+}
+
+// Icon is the emoji status messages begin with.
+func (s Status) Icon() string {
+	switch s {
+	case StatusQueued:
+		return "⏳"
+	case StatusWaiting:
+		return "⏸️"
+	case StatusRunning:
+		return "🔄"
+	case StatusSucceeded:
+		return "✅"
+	case StatusFailed:
+		return "❌"
+	case StatusCancelled:
+		return "🚫"
+	case StatusRefused:
+		return "⛔"
+	case StatusInterrupted:
+		return "⚠️"
+	}
+	return ""
+}
+
 // Message is adapter-neutral: plain text with light markup (`code`, *bold*,
 // and preformatted blocks made by Pre: journal lines, tables, diffs) that
 // every platform renders acceptably, plus an optional image. A chat shows a
@@ -77,6 +127,9 @@ type Message struct {
 	Image *Image
 	// Final is set on the last edit of a job's status message.
 	Final bool
+	// Status is what a KindStatus message says of its job or alert ("" for
+	// other kinds).
+	Status Status
 	// ReplyTo is the platform message this one answers (a Matrix event id, a
 	// Slack thread ts), when the request had one.
 	ReplyTo string

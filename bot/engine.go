@@ -14,6 +14,7 @@ import (
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -54,11 +55,13 @@ type Engine struct {
 	opts EngineOptions
 	log  *slog.Logger
 
-	mu     sync.Mutex
-	jobs   map[int64]*jobRun
-	locks  map[string]chan struct{}
-	closed bool
-	wg     sync.WaitGroup
+	mu    sync.Mutex
+	jobs  map[int64]*jobRun
+	locks map[string]chan struct{}
+	// editFailed remembers the jobs whose final edit failed, to log each once.
+	editFailed map[int64]bool
+	closed     bool
+	wg         sync.WaitGroup
 }
 
 type jobRun struct {
@@ -72,6 +75,10 @@ type jobRun struct {
 	res      *ops.Result // set before done closes
 	queuedAt time.Time
 	safe     *safePoints
+	// hold, when set, says whether this process still holds the job's
+	// leases (nil: it still does); a job whose hold is lost mutates
+	// nothing more and edits none of its messages.
+	hold func() error
 
 	// cancelSeen is set once a cancel request from another process was acted on.
 	cancelSeen atomic.Bool
@@ -153,6 +160,7 @@ func (e *Engine) tick(ctx context.Context, renewed bool) {
 			e.log.Warn("look for interrupted jobs", "err", err)
 		}
 	}
+	e.ShowFinals(ctx)
 }
 
 // Submission is a job row already created (queued) with the command it runs.
@@ -331,7 +339,7 @@ func (e *Engine) RecoverInterrupted(ctx context.Context) ([]store.Job, error) {
 		}
 		text := fmt.Sprintf("%s #%d `%s` was interrupted: the opsbot process running it stopped. "+
 			"The host may be mid-change; check it with `svc status`%s.",
-			statusIcon[store.Interrupted], j.ID, j.Command, forService(j.Service))
+			statusIcon(store.Interrupted), j.ID, j.Command, forService(j.Service))
 		m := Message{Kind: KindNotice, Text: text}
 		if j.Thread != "" {
 			_, err = chat.Reply(ctx, Ref{Room: j.Room, ID: j.Thread}, m)
@@ -412,6 +420,12 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 
 	// The pipeline's node locks find the job in its context.
 	ctx = withJobID(ctx, r.job.ID)
+	if l := e.opts.Leases; l != nil {
+		// Every host command checks the hold right before it is sent.
+		r.hold = func() error { return l.Check(r.job.ID) }
+		ctx = remote.WithHold(ctx, r.hold)
+		defer l.forgetJob(r.job.ID)
+	}
 	// Hold the service for the whole run (released even on panic or cancel).
 	lockWait := time.Duration(0)
 	if svc := r.cmd.LockedService(); svc != "" {
@@ -520,7 +534,16 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 		}
 	}
 	th.drain(ctx)
-	if fErr := e.opts.Store.FinishJob(ctx, r.job.ID, status, errText, raw); fErr != nil {
+	fErr := e.opts.Store.FinishJob(ctx, r.job.ID, status, errText, raw)
+	var te *store.TransitionError
+	if errors.As(fErr, &te) && te.From == store.Interrupted {
+		// Another process marked it interrupted while this one had lost
+		// its lease: record what really happened, marked late.
+		e.log.Warn("job was marked interrupted by another opsbot process; recording its real outcome late", "job", r.job.ID,
+			"status", status)
+		fErr = e.opts.Store.FinishJobLate(ctx, r.job.ID, status, errText, raw)
+	}
+	if fErr != nil {
 		e.log.Error("finish job", "job", r.job.ID, "err", fErr)
 	}
 	r.res = res

@@ -117,7 +117,7 @@ func answerJobs(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Com
 	}
 	var b strings.Builder
 	for _, j := range jobs {
-		fmt.Fprintf(&b, "%s #%d `%s` %s · %s · by %s\n", statusIcon[j.Status], j.ID, j.Command, j.Status,
+		fmt.Fprintf(&b, "%s #%d `%s` %s · %s · by %s\n", statusIcon(j.Status), j.ID, j.Command, j.Status,
 			j.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), j.User)
 	}
 	return say("%s", strings.TrimRight(b.String(), "\n"))

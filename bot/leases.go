@@ -14,6 +14,7 @@ import (
 
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -42,7 +43,8 @@ type Leases struct {
 	changed   chan struct{} // closed (and replaced) when this process releases a lease
 	lastRenew time.Time
 
-	unreleased []heldKey // releases that failed, retried by renew
+	unreleased []heldKey      // releases that failed, retried by renew
+	lostJobs   map[int64]bool // jobs one of whose leases was found lost
 
 	onLost func(key string, jobID int64, err error)
 	onTick func(ctx context.Context, renewed bool)
@@ -89,7 +91,7 @@ func NewLeases(ctx context.Context, st *store.Store, o LeaseOptions) (*Leases, e
 		return nil, fmt.Errorf("register this opsbot process in the store: %w", err)
 	}
 	return &Leases{st: st, owner: owner, ttl: o.TTL, poll: min(200*time.Millisecond, o.TTL/10), log: log,
-		held: map[string]heldLease{}, changed: make(chan struct{}), lastRenew: time.Now()}, nil
+		held: map[string]heldLease{}, lostJobs: map[int64]bool{}, changed: make(chan struct{}), lastRenew: time.Now()}, nil
 }
 
 // Owner is this process as the store knows it.
@@ -196,6 +198,7 @@ func (l *Leases) renew(ctx context.Context) bool {
 		if h.seq <= seq && !got[k] {
 			gone = append(gone, lost{k, h})
 			delete(l.held, k)
+			l.lostJobs[h.jobID] = true
 		}
 	}
 	l.mu.Unlock()
@@ -207,6 +210,36 @@ func (l *Leases) renew(ctx context.Context) bool {
 		}
 	}
 	return err == nil
+}
+
+// holdMargin is how long before its expiry a lease counts as lost here: the
+// time a host command may take to reach the host after the check.
+func (l *Leases) holdMargin() time.Duration { return max(l.ttl/10, 100*time.Millisecond) }
+
+// Check returns nil while this process may still act for job: none of the
+// job's leases was found lost, and the leases were renewed less than the
+// TTL minus a margin ago (by the monotonic clock, so a process resumed after
+// a pause sees the time it was stopped). Otherwise the error wraps
+// remote.ErrHoldLost. The runtime calls it right before each host command.
+func (l *Leases) Check(jobID int64) error {
+	l.mu.Lock()
+	since, lost := time.Since(l.lastRenew), l.lostJobs[jobID]
+	l.mu.Unlock()
+	if lost {
+		return fmt.Errorf("%w: a lease of job #%d expired and another opsbot process may have taken it over", remote.ErrHoldLost, jobID)
+	}
+	if limit := l.ttl - l.holdMargin(); since > limit {
+		return fmt.Errorf("%w: its leases were last renewed %s ago, past lease_ttl %s less a margin of %s",
+			remote.ErrHoldLost, since.Round(time.Millisecond), l.ttl, l.holdMargin())
+	}
+	return nil
+}
+
+// forgetJob drops what Check remembers of job once it ended.
+func (l *Leases) forgetJob(jobID int64) {
+	l.mu.Lock()
+	delete(l.lostJobs, jobID)
+	l.mu.Unlock()
 }
 
 // close stops the heartbeat and unregisters this process, releasing every

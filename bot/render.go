@@ -23,21 +23,14 @@ type JobView struct {
 	Error             string
 }
 
-var statusIcon = map[store.Status]string{
-	store.Queued:      "⏳",
-	store.Running:     "🔄",
-	store.Succeeded:   "✅",
-	store.Failed:      "❌",
-	store.Cancelled:   "🚫",
-	store.Refused:     "⛔",
-	store.Interrupted: "⚠️",
-}
+// statusIcon is the icon of a job's state.
+func statusIcon(s store.Status) string { return Status(s).Icon() }
 
 // RenderStatus draws the root status message of a job: one line that says what
 // the job is, where it stands and, once final, how it ended.
 func RenderStatus(v JobView, now time.Time) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s #%d `%s` — %s", statusIcon[v.Status], v.ID, v.Command, v.Status)
+	fmt.Fprintf(&b, "%s #%d `%s` — %s", statusIcon(v.Status), v.ID, v.Command, v.Status)
 	switch v.Status {
 	case store.Running:
 		if !v.Started.IsZero() {

@@ -2,6 +2,8 @@ package bot
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -106,22 +108,38 @@ func (t *thread) flush(ctx context.Context) {
 	t.view.Steps += len(evs)
 	view := t.view
 	t.mu.Unlock()
-	if t.chat == nil || t.ref.ID == "" {
+	if t.chat == nil || t.ref.ID == "" || !t.held() {
 		return
 	}
 	if _, err := t.chat.Reply(ctx, t.ref, Message{Kind: KindStep, Text: strings.Join(lines, "\n")}); err != nil {
 		t.e.log.Warn("post step lines", "job", t.r.job.ID, "err", err)
 	}
-	t.edit(ctx, view, false)
+	t.edit(ctx, view)
 }
 
-func (t *thread) edit(ctx context.Context, v JobView, final bool) {
-	if t.chat == nil || t.ref.ID == "" {
+// held reports whether this process still holds the job: a job whose
+// hold is lost edits none of its messages (the store's state, shown by
+// whichever process records it, is what chat shows).
+func (t *thread) held() bool { return t.r.hold == nil || t.r.hold() == nil }
+
+// edit shows v on the status message while the job runs. The final edit
+// is ShowFinal's, from the store.
+func (t *thread) edit(ctx context.Context, v JobView) {
+	if t.chat == nil || t.ref.ID == "" || !t.held() {
 		return
 	}
-	if err := t.chat.Edit(ctx, t.ref, Message{Kind: KindStatus, Text: RenderStatus(v, time.Now()), Final: final}); err != nil {
+	if err := t.chat.Edit(ctx, t.ref, Message{Kind: KindStatus, Text: RenderStatus(v, time.Now()), Status: viewStatus(v)}); err != nil {
 		t.e.log.Warn("edit status message", "job", t.r.job.ID, "err", err)
 	}
+}
+
+// viewStatus is the typed status a view shows: Waiting for a queued job
+// that waits for another's lock.
+func viewStatus(v JobView) Status {
+	if v.Status == store.Queued && v.StepMessage != "" {
+		return StatusWaiting
+	}
+	return Status(v.Status)
 }
 
 // post sends the root status message (queued).
@@ -129,7 +147,8 @@ func (t *thread) post(ctx context.Context) {
 	if t.chat == nil || t.r.room == "" {
 		return
 	}
-	ref, err := t.chat.Post(ctx, t.r.room, Message{Kind: KindStatus, Text: RenderStatus(t.view, time.Now()), ReplyTo: t.r.replyTo})
+	ref, err := t.chat.Post(ctx, t.r.room, Message{Kind: KindStatus, Text: RenderStatus(t.view, time.Now()), ReplyTo: t.r.replyTo,
+		Status: StatusQueued})
 	if err != nil {
 		t.e.log.Warn("post status message", "job", t.r.job.ID, "err", err)
 		return
@@ -145,7 +164,7 @@ func (t *thread) queued(ctx context.Context, msg string) {
 	t.view.StepMessage = msg
 	v := t.view
 	t.mu.Unlock()
-	t.edit(ctx, v, false)
+	t.edit(ctx, v)
 }
 
 func (t *thread) started(ctx context.Context) {
@@ -155,7 +174,7 @@ func (t *thread) started(ctx context.Context) {
 	t.view.StepMessage = ""
 	v := t.view
 	t.mu.Unlock()
-	t.edit(ctx, v, false)
+	t.edit(ctx, v)
 }
 
 // drain persists and renders every event reported so far and stops the loop.
@@ -179,9 +198,18 @@ func (t *thread) finished(ctx context.Context, st store.Status, errText string, 
 	}
 	v := t.view
 	t.mu.Unlock()
-	t.edit(ctx, v, true)
 	if t.chat == nil || t.ref.ID == "" {
 		return
+	}
+	// The final edit shows the store's final state, once, whichever
+	// process makes it.
+	if j, err := t.e.opts.Store.Job(ctx, t.r.job.ID); err != nil {
+		t.e.log.Warn("read the job's final state for its status message (shown when the store answers)", "job", t.r.job.ID, "err", err)
+	} else if j.Thread == "" {
+		j.Thread = t.ref.ID // recording the message failed; it is known here
+		t.e.ShowFinal(ctx, j, t.r.userName)
+	} else {
+		t.e.ShowFinal(ctx, j, t.r.userName)
 	}
 	m := Message{Kind: KindResult, Text: RenderResult(v, res)}
 	if res != nil && len(res.Chart) > 0 {
@@ -190,4 +218,104 @@ func (t *thread) finished(ctx context.Context, st store.Status, errText string, 
 	if _, err := t.chat.Reply(ctx, t.ref, m); err != nil {
 		t.e.log.Warn("post result", "job", t.r.job.ID, "err", err)
 	}
+}
+
+// ShowFinal edits j's status message to the final state the store records
+// for it, unless j is not final yet or another process claimed that edit
+// (store.ClaimFinalShown); user names the requester ("" for the stored user
+// id). An edit that fails gives its claim back, so it is tried again. It
+// reports whether the edit was made.
+func (e *Engine) ShowFinal(ctx context.Context, j store.Job, user string) bool {
+	chat := e.opts.Chats[j.Platform]
+	if chat == nil || j.Thread == "" || !j.Status.Final() {
+		return false
+	}
+	claimed, err := e.opts.Store.ClaimFinalShown(ctx, j.ID)
+	if err != nil {
+		e.log.Warn("claim a job's final edit", "job", j.ID, "err", err)
+		return false
+	}
+	if !claimed {
+		return false
+	}
+	if user == "" {
+		user = j.User
+	}
+	m := Message{Kind: KindStatus, Text: RenderStatus(finalView(j, user), time.Now()), Final: true, Status: Status(j.Status)}
+	if err := chat.Edit(ctx, Ref{Room: j.Room, ID: j.Thread}, m); err != nil {
+		if rErr := e.opts.Store.ReleaseFinalShown(context.WithoutCancel(ctx), j.ID); rErr != nil {
+			e.log.Warn("give back a job's final edit", "job", j.ID, "err", rErr)
+		}
+		if e.noteEditFailure(j.ID) {
+			e.log.Warn("show a job's final state on its status message (tried again every second)", "job", j.ID, "err", err)
+		}
+		return false
+	}
+	return true
+}
+
+// noteEditFailure remembers that job id's final edit failed and reports
+// whether it is the first time (the one logged).
+func (e *Engine) noteEditFailure(id int64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.editFailed == nil {
+		e.editFailed = map[int64]bool{}
+	}
+	if e.editFailed[id] {
+		return false
+	}
+	if len(e.editFailed) > 1000 {
+		clear(e.editFailed)
+	}
+	e.editFailed[id] = true
+	return true
+}
+
+// ShowFinals edits the status message of every final job of this process's
+// platforms that does not show its final state yet: jobs another process
+// (or an `opsbot run` on the same store) recorded interrupted or finished,
+// jobs whose own process lost their lease, edits that failed. It runs at
+// start and with every heartbeat tick (about once a second).
+func (e *Engine) ShowFinals(ctx context.Context) {
+	platforms := make([]string, 0, len(e.opts.Chats))
+	for p, c := range e.opts.Chats {
+		if c != nil {
+			platforms = append(platforms, p)
+		}
+	}
+	jobs, err := e.opts.Store.UnshownFinals(ctx, platforms, 20)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("look for status messages to finish", "err", err)
+		}
+		return
+	}
+	for _, j := range jobs {
+		if ctx.Err() != nil {
+			return
+		}
+		e.ShowFinal(ctx, j, "")
+	}
+}
+
+// finalView is what a final status message shows of j, from the store.
+func finalView(j store.Job, user string) JobView {
+	v := JobView{ID: j.ID, Command: j.Command, User: user, Status: j.Status, Started: j.StartedAt, Ended: j.EndedAt, Error: j.Error}
+	if v.Started.IsZero() {
+		v.Started = v.Ended
+	}
+	if len(j.Result) > 0 {
+		var res ops.Result
+		if json.Unmarshal(j.Result, &res) == nil {
+			v.Summary = res.Summary
+		}
+	}
+	if j.Status == store.Interrupted && j.Error == store.InterruptedMessage {
+		v.Error = fmt.Sprintf("%s. The host may be mid-change: check it with `svc status%s`.", j.Error, forService(j.Service))
+	}
+	if j.RecordedLate {
+		v.Error = strings.TrimSpace(v.Error + "\n(recorded late: the opsbot process that ran it had lost its lease, and another had marked it interrupted)")
+	}
+	return v
 }

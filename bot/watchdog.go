@@ -488,6 +488,15 @@ func alertText(in store.Incident, _ time.Time) string {
 	return b.String()
 }
 
+// alertStatus is the status an alert message shows: running while its
+// incident is open, succeeded once it closed.
+func alertStatus(in store.Incident) Status {
+	if in.Open() {
+		return StatusRunning
+	}
+	return StatusSucceeded
+}
+
 // editAlerts edits every alert message of in to show it as it is now.
 func editAlerts(ctx context.Context, chats map[string]Chat, in store.Incident, final bool, log *slog.Logger) {
 	for _, a := range in.Alerts {
@@ -495,7 +504,8 @@ func editAlerts(ctx context.Context, chats map[string]Chat, in store.Incident, f
 		if c == nil {
 			continue
 		}
-		if err := c.Edit(ctx, Ref{Room: a.Room, ID: a.ID}, Message{Kind: KindStatus, Text: alertText(in, time.Time{}), Final: final}); err != nil {
+		if err := c.Edit(ctx, Ref{Room: a.Room, ID: a.ID}, Message{Kind: KindStatus, Text: alertText(in, time.Time{}), Final: final,
+			Status: alertStatus(in)}); err != nil {
 			log.Warn("edit alert", "incident", in.ID, "platform", a.Platform, "err", err)
 		}
 	}

@@ -61,13 +61,17 @@ type Job struct {
 	// Owner is the opsbot process (Owner.ID) that runs the job; "" for a
 	// job recorded before any owner was registered.
 	Owner string
+	// RecordedLate: the outcome was recorded by the process that ran the
+	// job after it had lost the job's lease and another process had marked
+	// the job interrupted (see FinishJobLate).
+	RecordedLate bool
 }
 
 // InterruptedMessage is the Error that InterruptUnfinished gives the jobs it
 // ends.
 const InterruptedMessage = "interrupted: opsbot stopped before the job finished"
 
-const jobColumns = `id, command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner`
+const jobColumns = `id, command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner, recorded_late`
 
 // CreateJob records a new job and returns it with ID set (and CreatedAt, when
 // it was zero). Status defaults to Queued; a job may also be recorded in a
@@ -220,6 +224,92 @@ func (s *Store) FinishJob(ctx context.Context, id int64, st Status, errText stri
 	})
 	if err != nil {
 		return fmt.Errorf("finish job %d as %s: %w", id, st, err)
+	}
+	return nil
+}
+
+// FinishJobLate records the real outcome of a job that another process
+// marked interrupted while this one, which ran it, had lost its lease (a
+// pause, a stalled heartbeat): st, errText and result replace the
+// interruption, the job is marked RecordedLate, and its status message is
+// due for an edit again (see UnshownFinals). Only a job now Interrupted is
+// changed; otherwise the error is a *TransitionError.
+func (s *Store) FinishJobLate(ctx context.Context, id int64, st Status, errText string, result json.RawMessage) error {
+	if !st.Final() {
+		return fmt.Errorf("finish job %d late: %w: %q is not a final status", id, ErrInvalid, st)
+	}
+	if err := checkJSON("result", result); err != nil {
+		return fmt.Errorf("finish job %d late: %w", id, err)
+	}
+	err := s.write1(ctx, func(tx *wtx) error {
+		return transition(tx, id, st, []Status{Interrupted}, func() (sql.Result, error) {
+			return tx.ExecContext(context.Background(),
+				`UPDATE jobs SET status = ?, error = ?, result = ?, ended_at = ?, recorded_late = 1, final_shown = 0
+				 WHERE id = ? AND status = 'interrupted'`,
+				string(st), errText, nullJSON(result), now().UnixNano(), id)
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("finish job %d late as %s: %w", id, st, err)
+	}
+	return nil
+}
+
+// UnshownFinals returns, oldest first, up to limit final jobs of the given
+// platforms whose status message (Thread) does not show their final state
+// yet. Whoever edits one claims it first with ClaimFinalShown.
+func (s *Store) UnshownFinals(ctx context.Context, platforms []string, limit int) ([]Job, error) {
+	if len(platforms) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, len(platforms)+1)
+	marks := make([]string, len(platforms))
+	for i, p := range platforms {
+		marks[i] = "?"
+		args = append(args, p)
+	}
+	args = append(args, max(limit, 1))
+	jobs, err := queryJobs(ctx, s.rdb, `SELECT `+jobColumns+` FROM jobs
+		WHERE final_shown = 0 AND thread <> '' AND status IN ('succeeded', 'failed', 'cancelled', 'refused', 'interrupted')
+		  AND platform IN (`+strings.Join(marks, ", ")+`)
+		ORDER BY id LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("jobs whose final state is not shown: %w", err)
+	}
+	return jobs, nil
+}
+
+// ClaimFinalShown claims the edit that shows job id's final state on its
+// status message, and reports whether this call claimed it (false: the job
+// is not final, or another process made or makes that edit). An edit that
+// failed gives its claim back with ReleaseFinalShown.
+func (s *Store) ClaimFinalShown(ctx context.Context, id int64) (bool, error) {
+	var claimed bool
+	err := s.write1(ctx, func(tx *wtx) error {
+		res, err := tx.ExecContext(context.Background(), `UPDATE jobs SET final_shown = 1
+			WHERE id = ? AND final_shown = 0 AND status IN ('succeeded', 'failed', 'cancelled', 'refused', 'interrupted')`, id)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		claimed = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("claim the final edit of job %d: %w", id, err)
+	}
+	return claimed, nil
+}
+
+// ReleaseFinalShown gives back a claim of ClaimFinalShown whose edit failed,
+// so that it is tried again.
+func (s *Store) ReleaseFinalShown(ctx context.Context, id int64) error {
+	err := s.write1(ctx, func(tx *wtx) error {
+		_, err := tx.ExecContext(context.Background(), `UPDATE jobs SET final_shown = 0 WHERE id = ?`, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("release the final edit of job %d: %w", id, err)
 	}
 	return nil
 }
@@ -377,7 +467,7 @@ func scanJob(sc scanner) (Job, error) {
 	var result sql.NullString
 	var sched, created, started, ended sql.NullInt64
 	if err := sc.Scan(&j.ID, &j.Command, &j.Platform, &j.User, &j.Room, &j.Thread, &j.Service, &j.Host,
-		&status, &j.Error, &result, &sched, &created, &started, &ended, &j.Owner); err != nil {
+		&status, &j.Error, &result, &sched, &created, &started, &ended, &j.Owner, &j.RecordedLate); err != nil {
 		return Job{}, err
 	}
 	j.Status = Status(status)

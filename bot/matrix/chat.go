@@ -73,7 +73,7 @@ func (a *Adapter) Edit(ctx context.Context, ref bot.Ref, m bot.Message) error {
 		}
 	}
 	if react {
-		if icon := outcomeIcon(m.Text); icon != "" {
+		if icon := m.Status.Icon(); icon != "" && m.Status.Final() {
 			if _, err := cli.SendReaction(ctx, id.RoomID(ref.Room), root, icon); err != nil {
 				return fmt.Errorf("matrix: react to %s in %s: %w", ref.ID, ref.Room, err)
 			}
@@ -222,16 +222,6 @@ func toHTML(text string) string {
 }
 
 func bold(escaped string) string { return boldSpan.ReplaceAllString(escaped, "<strong>$1</strong>") }
-
-// outcomeIcon is the icon a final status message starts with (the bot's
-// renderer puts the job's state icon first), or "".
-func outcomeIcon(status string) string {
-	icon, _, ok := strings.Cut(status, " ")
-	if !ok || icon == "" || len(icon) > 16 || strings.ContainsAny(icon, "#`*") {
-		return ""
-	}
-	return icon
-}
 
 func head(text string, lines int) string {
 	ls := strings.SplitN(text, "\n", lines+1)

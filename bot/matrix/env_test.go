@@ -114,7 +114,8 @@ func (e *env) start(now func() time.Time) *instance {
 	}
 	ctx := testCtx(t, time.Minute)
 	newBackend := func(deps bot.BackendDeps) (bot.Backend, error) { return runbook(e.cfg, deps.Nodes, log) }
-	app, err := bot.NewApp(ctx, e.cfg, bot.AppOptions{NewBackend: newBackend, Chats: map[string]bot.Chat{matrix.Platform: a}, Logger: log})
+	app, err := bot.NewApp(ctx, e.cfg, bot.AppOptions{NewBackend: newBackend, Chats: map[string]bot.Chat{matrix.Platform: a}, Logger: log,
+		Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,22 +24,6 @@ func TestToHTML(t *testing.T) {
 	}
 }
 
-// TestOutcomeIcon: the final status's leading icon is the reaction; a text
-// that does not start with one gives none.
-func TestOutcomeIcon(t *testing.T) {
-	for in, want := range map[string]string{
-		"✅ #1 `mtp steps 10 qwen` — succeeded in 9s": "✅",
-		"❌ #2 `gpu recover` — failed":                "❌",
-		"⚠️ #3 `x` — interrupted":                    "⚠️",
-		"#4 plain":                                   "",
-		"":                                           "",
-	} {
-		if got := outcomeIcon(in); got != want {
-			t.Errorf("outcomeIcon(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestNewRefuses: New refuses what it cannot serve, naming each problem.
 func TestNewRefuses(t *testing.T) {
 	good := config.Matrix{Enabled: true, Homeserver: "http://127.0.0.1:8008", UserID: "@opsbot:example.org",

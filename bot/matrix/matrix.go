@@ -160,7 +160,8 @@ type Adapter struct {
 	levelsMu sync.RWMutex
 	levels   map[id.RoomID]powerLevels // allowed rooms' power levels (matrix.power_levels)
 
-	// Now is the clock the stale rule reads; tests may set it before Run.
+	// Now is the clock of the undecryptable notices' pacing (the stale rule is
+	// the door's: bot.AppOptions.Now); tests may set it before Run.
 	Now func() time.Time
 	// KeyWait is how long an encrypted command waits for its room key
 	// (DefaultKeyWait); tests may set it before Run.

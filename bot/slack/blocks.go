@@ -179,14 +179,20 @@ func truncate(s string, max int) string {
 	return s[:byteIndexOfRune(s, max-1)] + "…"
 }
 
-// outcomeReaction is the reaction a final status message gets, by the status
-// icon bot.RenderStatus begins it with.
-func outcomeReaction(text string) string {
-	for icon, name := range map[string]string{"✅": "white_check_mark", "❌": "x", "🚫": "no_entry_sign",
-		"⛔": "no_entry", "⚠️": "warning"} {
-		if strings.HasPrefix(text, icon) {
-			return name
-		}
+// outcomeReaction is the reaction a final status message gets, by its
+// status ("" for none).
+func outcomeReaction(s bot.Status) string {
+	switch s {
+	case bot.StatusSucceeded:
+		return "white_check_mark"
+	case bot.StatusFailed:
+		return "x"
+	case bot.StatusCancelled:
+		return "no_entry_sign"
+	case bot.StatusRefused:
+		return "no_entry"
+	case bot.StatusInterrupted:
+		return "warning"
 	}
 	return ""
 }

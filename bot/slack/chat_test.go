@@ -135,7 +135,7 @@ func TestEditsPaced(t *testing.T) {
 	if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Text: "🔄 #9 running · d"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Final: true, Text: "✅ #9 succeeded"}); err != nil {
+	if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Final: true, Text: "✅ #9 succeeded", Status: bot.StatusSucceeded}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Text: "🔄 #9 late"}); err != nil {

@@ -331,7 +331,7 @@ func (a *Adapter) update(ctx context.Context, ref bot.Ref, m bot.Message) error 
 	if err != nil || !m.Final || m.Kind != bot.KindStatus {
 		return err
 	}
-	if name := outcomeReaction(m.Text); name != "" {
+	if name := outcomeReaction(m.Status); name != "" {
 		err = a.call(ctx, "reactions.add "+name+" to "+ref.Room+"/"+ref.ID, func(ctx context.Context) error {
 			err := a.api.AddReactionContext(ctx, name, slack.NewRefToMessage(ref.Room, ref.ID))
 			var se slack.SlackErrorResponse

@@ -142,8 +142,13 @@ type slackDelivery struct{ body, ts, sig string }
 // signedSlash is the slash command `command text` by the operator in the
 // channel, signed with secret at the given time.
 func signedSlash(secret string, at time.Time, command, text string) slackDelivery {
+	return signedSlashIn(secret, at, e2eChannel, command, text)
+}
+
+// signedSlashIn is signedSlash in another channel.
+func signedSlashIn(secret string, at time.Time, channel, command, text string) slackDelivery {
 	body := url.Values{"command": {command}, "text": {text}, "user_id": {e2eOperator}, "user_name": {"olga"},
-		"channel_id": {e2eChannel}, "team_id": {"T0TEAM"}, "trigger_id": {strconv.FormatInt(time.Now().UnixNano(), 10)},
+		"channel_id": {channel}, "team_id": {"T0TEAM"}, "trigger_id": {strconv.FormatInt(time.Now().UnixNano(), 10)},
 		"response_url": {"http://127.0.0.1:1/response/unused"}}.Encode()
 	ts := strconv.FormatInt(at.Unix(), 10)
 	return slackDelivery{body: body, ts: ts, sig: slackad.Sign(secret, ts, []byte(body))}

@@ -37,6 +37,9 @@ func (h *Host) Run(ctx context.Context, stdin []byte, argv ...string) (Output, e
 		if err := ctx.Err(); err != nil {
 			return Output{}, fmt.Errorf("%s: %w", what, err)
 		}
+		if err := checkHold(ctx, what); err != nil {
+			return Output{}, err
+		}
 		c, err := h.client(ctx)
 		if err != nil {
 			return Output{}, fmt.Errorf("%s: %w", what, err)

@@ -142,6 +142,9 @@ func (h *Host) WriteFileAtomic(ctx context.Context, name string, data []byte, pe
 	if name == "" || path.Base(name) == "/" || path.Base(name) == "." {
 		return fmt.Errorf("write file on %s: bad path %q", h.cfg.Name, name)
 	}
+	if err := checkHold(ctx, "write "+name+" on "+h.cfg.Name); err != nil {
+		return err
+	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmp := name + ".opsbot-tmp-" + hex.EncodeToString(rnd[:])
