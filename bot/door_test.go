@@ -1,0 +1,350 @@
+package bot
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/store"
+)
+
+// secondProcess is another opsbot process on h's store file: its own store
+// handle, engine and dispatcher, with the same roles and admissions.
+func (h *harness) secondProcess(t *testing.T) (*Dispatcher, *Engine, *recChat) {
+	t.Helper()
+	st, err := store.Open(context.Background(), h.store.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat := newRecChat()
+	eng := NewEngine(EngineOptions{Store: st, Backend: okBackend(), Chats: map[string]Chat{"test": chat}, JobTimeout: time.Minute})
+	d := NewDispatcher(DispatcherOptions{Store: st, Engine: eng, Auth: h.disp.opts.Auth, Commands: h.disp.commands(), ConfirmTTL: time.Minute})
+	if m := h.disp.admissions.Load(); m != nil {
+		d.SetAdmissions(*m)
+	}
+	t.Cleanup(func() {
+		eng.Close()
+		st.Close()
+	})
+	return d, eng, chat
+}
+
+func auditOf(t *testing.T, st *store.Store, decision string) []store.AuditEntry {
+	t.Helper()
+	all, err := st.Audit(context.Background(), store.AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []store.AuditEntry
+	for _, a := range all {
+		if a.Decision == decision {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// TestReplayRunsOnceAcrossProcesses: a delivery is claimed in the store, so
+// the same delivery again, to this process or to another on the store,
+// runs nothing; the first replay is audited, later ones only counted.
+func TestReplayRunsOnceAcrossProcesses(t *testing.T) {
+	h := newHarness(t, okBackend(), roles)
+	ctx := context.Background()
+	req := Request{Platform: "test", User: "olga", Room: "ops", Text: "mtp steps 4 qwen", Delivery: "http:abc"}
+	r := h.disp.Handle(ctx, req)
+	if r.Outcome != Queued {
+		t.Fatalf("first delivery: %s %q", r.Outcome, r.Text)
+	}
+	h.wait(r.JobID)
+	other, _, _ := h.secondProcess(t)
+	for i, d := range []*Dispatcher{h.disp, other, other, h.disp} {
+		if r := d.Handle(ctx, req); r.Outcome != Duplicate {
+			t.Fatalf("replay %d: %s %q, want duplicate", i+1, r.Outcome, r.Text)
+		}
+	}
+	jobs, err := h.store.ListJobs(ctx, store.JobFilter{})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("jobs %+v (%v); want the first only", jobs, err)
+	}
+	if got := auditOf(t, h.store, DecisionReplayed); len(got) != 1 || !strings.Contains(got[0].Detail, "http:abc") {
+		t.Fatalf("replay audit rows: %+v; want one, naming the delivery", got)
+	}
+	// A request without a delivery key (a terminal) is never a duplicate.
+	if r := h.handle("olga", "help"); r.Outcome != Answered {
+		t.Fatalf("help: %s", r.Outcome)
+	}
+	if r := h.handle("olga", "help"); r.Outcome != Answered {
+		t.Fatalf("help again: %s", r.Outcome)
+	}
+}
+
+// TestAdmissionIsTheDoors: rooms off the allowlist, DMs where they are off
+// and stale commands are refused the same way for every platform, each with
+// an audit row and a Refusal the adapter can show its own way; nothing is
+// parsed or run. A platform without admission rules is not restricted.
+func TestAdmissionIsTheDoors(t *testing.T) {
+	h := newHarness(t, okBackend(), map[string]string{"slack:olga": "operator", "matrix:olga": "operator", "test:olga": "operator"})
+	h.disp.SetAdmissions(map[string]Admission{
+		"slack":  {Rooms: []string{"C1"}, RoomNames: []string{"<#C1>"}, RoomsKey: "slack.channels", RoomWord: "channel", DMKey: "slack.allow_dms"},
+		"matrix": {Rooms: []string{"!ops:hs"}, RoomsKey: "matrix.rooms", StaleAfter: 5 * time.Minute},
+	})
+	ctx := context.Background()
+	now := time.Now()
+	cases := []struct {
+		name    string
+		req     Request
+		refusal Refusal
+		says    string
+	}{
+		{"slack channel off the list", Request{Platform: "slack", User: "olga", Room: "C9", Text: "mtp steps 4 qwen", Delivery: "d1"},
+			RefusedRoom, "no commands in this channel: run it in <#C1>"},
+		{"slack DM while DMs are off", Request{Platform: "slack", User: "olga", Room: "D1", DM: true, Text: "mtp steps 4 qwen", Delivery: "d2"},
+			RefusedDM, "slack.allow_dms is off"},
+		{"matrix room off the list", Request{Platform: "matrix", User: "olga", Room: "!x:hs", Text: "!mtp steps 4 qwen", Delivery: "$e1"},
+			RefusedRoom, "matrix.rooms"},
+		{"matrix command sent 6 minutes ago", Request{Platform: "matrix", User: "olga", Room: "!ops:hs", Text: "!mtp steps 4 qwen",
+			Delivery: "$e2", SentAt: now.Add(-6 * time.Minute)}, RefusedStale, "stale, not run"},
+	}
+	for _, c := range cases {
+		r := h.disp.Handle(ctx, c.req)
+		if r.Outcome != Refused || r.Refusal != c.refusal || !strings.Contains(r.Text, c.says) {
+			t.Errorf("%s: %s/%s %q; want refused/%s saying %q", c.name, r.Outcome, r.Refusal, r.Text, c.refusal, c.says)
+		}
+	}
+	refused := auditOf(t, h.store, store.DecisionRefused)
+	stale := auditOf(t, h.store, DecisionStale)
+	if len(refused) != 3 || len(stale) != 1 {
+		t.Errorf("audit: %d refusals and %d stale rows, want 3 and 1: %+v %+v", len(refused), len(stale), refused, stale)
+	}
+	if jobs, _ := h.store.ListJobs(ctx, store.JobFilter{}); len(jobs) != 0 {
+		t.Errorf("jobs %+v; the door ran something", jobs)
+	}
+	for _, req := range []Request{
+		{Platform: "slack", User: "olga", Room: "C1", Text: "mtp steps 4 qwen", Delivery: "d3"},
+		{Platform: "matrix", User: "olga", Room: "!ops:hs", Text: "!mtp steps 4 llama", Delivery: "$e3", SentAt: now.Add(-time.Minute)},
+		{Platform: "test", User: "olga", Room: "anywhere", Text: "help"},
+	} {
+		if r := h.disp.Handle(ctx, req); r.Outcome != Queued && r.Outcome != Answered {
+			t.Errorf("%s in %s: %s %q; want it admitted", req.Platform, req.Room, r.Outcome, r.Text)
+		}
+	}
+}
+
+// panicking is a Membership that panics: a bug below the door.
+type panicking struct{}
+
+func (panicking) GroupsOf(string) []string { panic("groups exploded") }
+
+// TestPanicInHandleIsAnswered: a panic while a request or an action is
+// handled is recovered and answered InternalError, nothing was recorded, and
+// the dispatcher goes on serving.
+func TestPanicInHandleIsAnswered(t *testing.T) {
+	h := newHarness(t, okBackend(), roles)
+	good := h.disp.opts.Auth
+	h.disp.opts.Auth = good.WithMembership("test", panicking{})
+	ctx := context.Background()
+	r := h.handle("mallory", "mtp steps 4 qwen") // no role of her own: her groups are asked
+	if r.Outcome != InternalError || !strings.Contains(r.Text, "nothing was changed") {
+		t.Fatalf("a panicking request: %s %q", r.Outcome, r.Text)
+	}
+	a := h.disp.Act(ctx, ActionRequest{ID: "cancel:1", Platform: "test", User: "olga", Room: "ops"})
+	if a.Outcome != InternalError && a.Outcome != Invalid {
+		t.Fatalf("an action after a panic: %s %q", a.Outcome, a.Text)
+	}
+	if jobs, _ := h.store.ListJobs(ctx, store.JobFilter{}); len(jobs) != 0 {
+		t.Fatalf("jobs %+v after a panic", jobs)
+	}
+	h.disp.opts.Auth = good
+	if r := h.handle("olga", "mtp steps 4 qwen"); r.Outcome != Queued {
+		t.Fatalf("after the panic: %s %q", r.Outcome, r.Text)
+	}
+}
+
+// TestConfirmationsLiveInTheStore: a confirmation asked in one process is
+// settled in another (a restart, a click that reached the other instance),
+// once; a reaction settles the confirmation its message shows; a reaction
+// to a message that asks nothing is ignored.
+func TestConfirmationsLiveInTheStore(t *testing.T) {
+	h := newHarness(t, okBackend(), roles)
+	ctx := context.Background()
+	ask := h.handle("olga", "svc stop qwen")
+	if ask.Outcome != NeedsConfirm || ask.Token == "" {
+		t.Fatalf("svc stop: %s %q", ask.Outcome, ask.Text)
+	}
+	confirm, _ := ask.Action(ActConfirm)
+	other, otherEng, _ := h.secondProcess(t)
+	r := other.Act(ctx, ActionRequest{ID: confirm.ID, Platform: "test", User: "olga", Room: "ops"})
+	if r.Outcome != Queued {
+		t.Fatalf("confirmed in the other process: %s %q", r.Outcome, r.Text)
+	}
+	if _, err := otherEng.Wait(ctx, r.JobID); err != nil {
+		t.Fatal(err)
+	}
+	if again := h.disp.Act(ctx, ActionRequest{ID: confirm.ID, Platform: "test", User: "olga", Room: "ops"}); again.Outcome != Invalid {
+		t.Fatalf("the same confirmation again: %s %q", again.Outcome, again.Text)
+	}
+
+	ask = h.handle("olga", "svc stop llama")
+	if err := h.disp.Previewed(ctx, ask.Token, "$preview"); err != nil {
+		t.Fatal(err)
+	}
+	if r := other.Act(ctx, ActionRequest{ID: string(ActConfirm), Platform: "test", User: "olga", Room: "ops", Message: "$unrelated"}); r.Outcome != Ignored {
+		t.Fatalf("a reaction to a message that asks nothing: %s %q", r.Outcome, r.Text)
+	}
+	r = other.Act(ctx, ActionRequest{ID: string(ActConfirm), Platform: "test", User: "olga", Room: "ops", Message: "$preview"})
+	if r.Outcome != Queued || !strings.Contains(r.Text, "svc stop llama") {
+		t.Fatalf("a reaction to the preview: %s %q", r.Outcome, r.Text)
+	}
+	if _, err := otherEng.Wait(ctx, r.JobID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRefusalSaysNothingToWhoMayNotKnow: someone with no role who clicks
+// another's Confirm is told only that they have no role; someone with a
+// role is told whose it is; neither changes it, and its owner still may.
+func TestRefusalSaysNothingToWhoMayNotKnow(t *testing.T) {
+	h := newHarness(t, okBackend(), roles)
+	ctx := context.Background()
+	ask := h.handle("olga", "svc stop qwen")
+	confirm, _ := ask.Action(ActConfirm)
+	r := h.disp.Act(ctx, ActionRequest{ID: confirm.ID, Platform: "test", User: "mallory", Room: "ops"})
+	if r.Outcome != Refused || !strings.Contains(r.Text, "no role") || strings.Contains(r.Text, "olga") || strings.Contains(r.Text, "svc stop") {
+		t.Fatalf("no role: %s %q; want only that they have no role", r.Outcome, r.Text)
+	}
+	r = h.disp.Act(ctx, ActionRequest{ID: confirm.ID, Platform: "test", User: "vic", Room: "ops"})
+	if r.Outcome != Refused || !strings.Contains(r.Text, "only olga, who asked for `svc stop qwen`") {
+		t.Fatalf("a viewer: %s %q", r.Outcome, r.Text)
+	}
+	if r := h.disp.Act(ctx, ActionRequest{ID: confirm.ID, Platform: "test", User: "olga", Room: "ops"}); r.Outcome != Queued {
+		t.Fatalf("the owner after the refusals: %s %q", r.Outcome, r.Text)
+	}
+}
+
+// TestFinalEditFromTheStoreOnce: a job a dead process left running is
+// recorded interrupted at the next start; its status message is edited to
+// that final state (with what to check next) from the store, exactly once
+// although two processes look for it at the same time.
+func TestFinalEditFromTheStoreOnce(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "opsbot.db")
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := st.CreateJob(ctx, store.Job{Command: "mtp steps 7 qwen", Platform: "test", User: "olga", Room: "ops", Service: "qwen", Host: "gpu1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.StartJob(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetJobThread(ctx, j.ID, "root-1"); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	var engines []*Engine
+	var chats []*recChat
+	for range 2 {
+		s, err := store.Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newRecChat()
+		e := NewEngine(EngineOptions{Store: s, Backend: okBackend(), Chats: map[string]Chat{"test": c}})
+		t.Cleanup(func() {
+			e.Close()
+			s.Close()
+		})
+		engines, chats = append(engines, e), append(chats, c)
+	}
+	if _, err := engines[0].RecoverInterrupted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, e := range engines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.ShowFinals(ctx)
+		}()
+	}
+	wg.Wait()
+	var finals []Message
+	for _, c := range chats {
+		edits, _ := c.thread("root-1")
+		finals = append(finals, edits...)
+	}
+	if len(finals) != 1 {
+		t.Fatalf("%d final edits of the root, want 1: %+v", len(finals), finals)
+	}
+	m := finals[0]
+	if !m.Final || m.Status != StatusInterrupted || !strings.Contains(m.Text, "#1 `mtp steps 7 qwen` — interrupted") ||
+		!strings.Contains(m.Text, "`svc status qwen`") {
+		t.Fatalf("final edit %+v", m)
+	}
+	for _, e := range engines {
+		e.ShowFinals(ctx)
+	}
+	if edits, _ := chats[0].thread("root-1"); len(edits)+len(finals)-1 > 1 {
+		t.Fatal("the final edit was made again")
+	}
+}
+
+// TestLateOutcomeReplacesInterrupted: the process that ran a job records its
+// real outcome after another marked the job interrupted (it had lost its
+// lease); the status message is edited again to that outcome, marked late.
+func TestLateOutcomeReplacesInterrupted(t *testing.T) {
+	h := newHarness(t, okBackend(), roles)
+	ctx := context.Background()
+	j, err := h.store.CreateJob(ctx, store.Job{Command: "mtp steps 8 qwen", Platform: "test", User: "olga", Room: "ops", Service: "qwen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.SetJobThread(ctx, j.ID, "root-9"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.FinishJob(ctx, j.ID, store.Interrupted, store.InterruptedMessage, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.eng.ShowFinals(ctx)
+	if err := h.store.FinishJobLate(ctx, j.ID, store.Succeeded, "", []byte(`{"summary":"steps 3 -> 8, 836.8 tok/s"}`)); err != nil {
+		t.Fatal(err)
+	}
+	h.eng.ShowFinals(ctx)
+	edits, _ := h.chat.thread("root-9")
+	if len(edits) != 2 || edits[0].Status != StatusInterrupted || edits[1].Status != StatusSucceeded ||
+		!strings.Contains(edits[1].Text, "836.8 tok/s") || !strings.Contains(edits[1].Text, "recorded late") {
+		t.Fatalf("edits %+v; want interrupted, then the late success", edits)
+	}
+}
+
+// TestHoldLostAfterAPause: a process whose leases were last renewed longer
+// ago than the TTL less the margin (it was paused) no longer holds its
+// jobs, whatever its heartbeat will find.
+func TestHoldLostAfterAPause(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "opsbot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l, err := NewLeases(ctx, st, LeaseOptions{TTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	if err := l.Check(1); err != nil {
+		t.Fatalf("just renewed: %v", err)
+	}
+	l.mu.Lock()
+	l.lastRenew = time.Now().Add(-3 * time.Second) // as after a SIGSTOP of 3 s
+	l.mu.Unlock()
+	if err := l.Check(1); err == nil || !strings.Contains(err.Error(), "last renewed") {
+		t.Fatalf("after a pause: %v; want the hold lost", err)
+	}
+}
