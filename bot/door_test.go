@@ -2,12 +2,17 @@ package bot
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -346,5 +351,100 @@ func TestHoldLostAfterAPause(t *testing.T) {
 	l.mu.Unlock()
 	if err := l.Check(1); err == nil || !strings.Contains(err.Error(), "last renewed") {
 		t.Fatalf("after a pause: %v; want the hold lost", err)
+	}
+}
+
+// fillStore makes st refuse writes as a full disk does: no new page, and
+// the events' pages full to the last byte.
+func fillStore(t *testing.T, st *store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	filler, err := st.CreateJob(ctx, store.Job{Command: "filler", Platform: "test", User: "u", Room: "r", Status: store.Refused})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.LimitSize(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	for _, size := range []int{64 << 10, 4 << 10, 256, 16, 1} { // until even small rows do not fit
+		for ; ; i++ {
+			err := st.AppendEvent(ctx, store.Event{JobID: filler.ID, At: time.Now(), Step: "fill", Status: "done",
+				Message: strings.Repeat("x", size)})
+			if store.IsRefusingWrites(err) {
+				break
+			}
+			if err != nil || i > 5000 {
+				t.Fatalf("filling the store: %v", err)
+			}
+		}
+	}
+}
+
+// TestStoreRefusingWritesMidJob: the store fills up while a job runs. The
+// thread says at once that the store cannot record; the job is asked to
+// wind down (the pipeline sees it); what it could not record is kept and,
+// once the store takes writes again, recorded: every event, the job failed
+// naming the store and how it ended, and its status message edited to that.
+func TestStoreRefusingWritesMidJob(t *testing.T) {
+	filled := make(chan struct{})
+	var wound atomic.Value
+	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		rep.Report(ops.Event{Step: "stop", Status: ops.StepDone, Message: "stopped"})
+		<-filled
+		rep.Report(ops.Event{Step: "start", Status: ops.StepDone, Message: "started the previous unit again"})
+		deadline := time.Now().Add(10 * time.Second)
+		for ops.WindDownAsked(ctx) == nil && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		err := ops.WindDownAsked(ctx)
+		wound.Store(fmt.Sprint(err))
+		return &ops.Result{Summary: "qwen serves steps 3 as before"}, fmt.Errorf("stopped before the write: %w; the unit is unchanged and serves again", err)
+	})
+	h := newHarness(t, backend, roles)
+	ctx := context.Background()
+	r := h.handle("olga", "mtp steps 8 qwen")
+	if r.Outcome != Queued {
+		t.Fatalf("%s %q", r.Outcome, r.Text)
+	}
+	waitFor(t, "the job's first event stored", func() bool {
+		evs, _ := h.store.Events(ctx, r.JobID)
+		return len(evs) == 1
+	})
+	fillStore(t, h.store)
+	close(filled)
+	waitFor(t, "the thread told the store refuses writes", func() bool {
+		_, reps := h.chat.thread("1")
+		for _, m := range reps {
+			if strings.Contains(m.Text, "store refuses writes") && strings.Contains(m.Text, "makes no new change") {
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, "the pipeline asked to wind down", func() bool { return wound.Load() != nil })
+	if err := h.store.WriteHealth(); !errors.Is(err, store.ErrRefusingWrites) {
+		t.Fatalf("write health %v", err)
+	}
+	if err := h.store.LimitSize(ctx, -1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job and its events recorded once the store takes writes", func() bool {
+		j, _ := h.store.Job(ctx, r.JobID)
+		evs, _ := h.store.Events(ctx, r.JobID)
+		return j.Status.Final() && len(evs) == 2
+	})
+	j, _ := h.store.Job(ctx, r.JobID)
+	if j.Status != store.Failed || !strings.Contains(j.Error, "store refuses writes") || !strings.Contains(j.Error, "unchanged and serves again") {
+		t.Fatalf("recorded %s %q; want failed, naming the store and the state", j.Status, j.Error)
+	}
+	evs, _ := h.store.Events(ctx, r.JobID)
+	if len(evs) != 2 || evs[1].Step != "start" {
+		t.Fatalf("events %+v; want both, the refused one recorded later", evs)
+	}
+	h.eng.ShowFinals(ctx)
+	edits, _ := h.chat.thread("1")
+	if last := edits[len(edits)-1]; !last.Final || last.Status != StatusFailed || !strings.Contains(last.Text, "store refuses writes") {
+		t.Fatalf("last edit %+v", last)
 	}
 }

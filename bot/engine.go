@@ -62,6 +62,11 @@ type Engine struct {
 	editFailed map[int64]bool
 	closed     bool
 	wg         sync.WaitGroup
+	// recording counts the jobs waiting for the store to take writes again
+	// (recordLater); quit, closed by Shutdown, makes them give up.
+	recording sync.WaitGroup
+	quit      chan struct{}
+	quitOnce  sync.Once
 }
 
 type jobRun struct {
@@ -79,6 +84,9 @@ type jobRun struct {
 	// leases (nil: it still does); a job whose hold is lost mutates
 	// nothing more and edits none of its messages.
 	hold func() error
+	// storeErr is the first write of this job the store refused (nil while
+	// it takes them): the job then winds down (see storedown.go).
+	storeErr atomic.Pointer[error]
 
 	// cancelSeen is set once a cancel request from another process was acted on.
 	cancelSeen atomic.Bool
@@ -99,7 +107,7 @@ func NewEngine(opts EngineOptions) *Engine {
 	if log == nil {
 		log = slog.Default()
 	}
-	e := &Engine{opts: opts, log: log, jobs: map[int64]*jobRun{}, locks: map[string]chan struct{}{}}
+	e := &Engine{opts: opts, log: log, jobs: map[int64]*jobRun{}, locks: map[string]chan struct{}{}, quit: make(chan struct{})}
 	if opts.Leases != nil {
 		opts.Leases.start(e.leaseLost, e.tick)
 	}
@@ -304,6 +312,8 @@ func (e *Engine) Shutdown(ctx context.Context) {
 		e.mu.Unlock()
 		<-done
 	}
+	e.quitOnce.Do(func() { close(e.quit) })
+	e.recording.Wait()
 	if e.opts.Leases != nil {
 		e.opts.Leases.close()
 	}
@@ -426,6 +436,7 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 		ctx = remote.WithHold(ctx, r.hold)
 		defer l.forgetJob(r.job.ID)
 	}
+	ctx = ops.WithWindDown(ctx, r.storeRefusedErr)
 	// Hold the service for the whole run (released even on panic or cancel).
 	lockWait := time.Duration(0)
 	if svc := r.cmd.LockedService(); svc != "" {
@@ -507,6 +518,9 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 		}
 		errText = Explain(err)
 	}
+	if r.storeRefusedErr() != nil && status != store.Cancelled && status != store.Interrupted {
+		status, errText = store.Failed, refusedOutcome(r, res, errText)
+	}
 	if res != nil && res.Incidents == nil {
 		res.Incidents = []string{}
 	}
@@ -543,7 +557,11 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 			"status", status)
 		fErr = e.opts.Store.FinishJobLate(ctx, r.job.ID, status, errText, raw)
 	}
-	if fErr != nil {
+	if store.IsRefusingWrites(fErr) || (fErr == nil && len(th.unsaved) > 0) {
+		// Kept here, recorded once the store takes writes again.
+		e.recordLater(pendingRecord{jobID: r.job.ID, events: th.unsaved, finished: fErr == nil, status: status, errText: errText, result: raw})
+		th.unsaved = nil
+	} else if fErr != nil {
 		e.log.Error("finish job", "job", r.job.ID, "err", fErr)
 	}
 	r.res = res

@@ -228,7 +228,9 @@ func (l *Leases) Check(jobID int64) error {
 	if lost {
 		return fmt.Errorf("%w: a lease of job #%d expired and another opsbot process may have taken it over", remote.ErrHoldLost, jobID)
 	}
-	if limit := l.ttl - l.holdMargin(); since > limit {
+	if limit := l.ttl - l.holdMargin(); since > limit && l.st.WriteHealth() == nil {
+		// (While the store refuses writes, no process on it can take a
+		// lease over either: the hold stands until it takes writes again.)
 		return fmt.Errorf("%w: its leases were last renewed %s ago, past lease_ttl %s less a margin of %s",
 			remote.ErrHoldLost, since.Round(time.Millisecond), l.ttl, l.holdMargin())
 	}

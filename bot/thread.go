@@ -26,6 +26,11 @@ type thread struct {
 	pending []ops.Event
 	view    JobView
 
+	// unsaved are the events the store refused, in order, kept for the
+	// engine to record later; only the thread's loop touches it until
+	// drain returns.
+	unsaved []store.Event
+
 	wake     chan struct{}
 	stop     chan struct{}
 	stopped  chan struct{}
@@ -96,8 +101,13 @@ func (t *thread) flush(ctx context.Context) {
 	}
 	lines := make([]string, 0, len(evs))
 	for _, ev := range evs {
-		if err := t.e.opts.Store.AppendEvent(ctx, store.Event{JobID: t.r.job.ID, At: ev.At, Step: ev.Step,
-			Status: string(ev.Status), Message: ev.Message}); err != nil {
+		se := store.Event{JobID: t.r.job.ID, At: ev.At, Step: ev.Step, Status: string(ev.Status), Message: ev.Message}
+		if len(t.unsaved) > 0 {
+			t.unsaved = append(t.unsaved, se) // after a refused one: kept in order
+		} else if err := t.e.opts.Store.AppendEvent(ctx, se); store.IsRefusingWrites(err) {
+			t.unsaved = append(t.unsaved, se)
+			t.e.storeRefused(ctx, t, err)
+		} else if err != nil {
 			t.e.log.Error("store job event", "job", t.r.job.ID, "err", err)
 		}
 		lines = append(lines, RenderEvent(ev))

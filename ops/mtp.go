@@ -175,6 +175,9 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 		}
 		return res, nil
 	}
+	if err := windDown(ctx); err != nil && len(e.Changed) > 0 {
+		return res, fmt.Errorf("not started: %w; nothing was changed on %s", err, service)
+	}
 	if len(e.Changed) > 0 {
 		if err := r.deploy(ctx, t, p, res, rep); err != nil {
 			return res, err
@@ -193,6 +196,10 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 	if !benchmark {
 		res.Summary = fmt.Sprintf("steps %d -> %d on %s, serving", from, steps, service)
 		return res, nil
+	}
+	if err := windDown(ctx); err != nil {
+		res.Summary = fmt.Sprintf("steps %d -> %d on %s, serving; benchmark skipped", from, steps, service)
+		return res, fmt.Errorf("benchmark skipped: %w; %s serves the new settings (steps %d)", err, service, steps)
 	}
 	b, err := r.benchmark(ctx, t, commands.BenchParams{}, res, rep)
 	if err != nil {
@@ -237,7 +244,13 @@ func (r *Runbook) deploy(ctx context.Context, t *target, p *planned, res *Result
 	if err := r.stop(ctx, t, res, rep); err != nil {
 		return err
 	}
+	if err := r.windDownBeforeWrite(ctx, t, res, rep); err != nil {
+		return err
+	}
 	if err := r.clearGPUs(ctx, t, res, rep, false); err != nil {
+		return err
+	}
+	if err := r.windDownBeforeWrite(ctx, t, res, rep); err != nil {
 		return err
 	}
 	if err := r.writeUnit(ctx, t, p, UnitNew, res, rep); err != nil {
@@ -268,6 +281,20 @@ func (r *Runbook) deploy(ctx context.Context, t *target, p *planned, res *Result
 	}
 	// The new unit does not serve: put the previous one back.
 	return r.rollback(ctx, t, p, res, rep, err)
+}
+
+// windDownBeforeWrite, when the job is asked to wind down after it stopped
+// the service and before it wrote the new unit, starts the unchanged unit
+// again and returns why it stopped there; else nil.
+func (r *Runbook) windDownBeforeWrite(ctx context.Context, t *target, res *Result, rep Reporter) error {
+	why := windDown(ctx)
+	if why == nil {
+		return nil
+	}
+	if err := r.startAndServe(ctx, t, res, rep, true); err != nil {
+		return fmt.Errorf("stopped before the write: %w; the unit is unchanged, and starting it again failed: %v", why, err)
+	}
+	return fmt.Errorf("stopped before the write: %w; the unit is unchanged and serves again", why)
 }
 
 // doesNotServe reports a start that did not lead to a serving engine: it

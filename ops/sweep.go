@@ -141,7 +141,10 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 			strings.Join(names, "; "), service, len(grid), intList(at), leave)
 		return res, nil
 	}
-	for _, n := range grid {
+	for i, n := range grid {
+		if err := windDown(ctx); err != nil {
+			return res, fmt.Errorf("sweep stopped after %d of %d settings: %w; %s serves the last setting it deployed", i, len(grid), err, service)
+		}
 		pts, restarted, err := r.sweepValue(ctx, t, service, n, at, res, rep)
 		res.Points = append(res.Points, pts...)
 		if restarted {

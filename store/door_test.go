@@ -138,3 +138,37 @@ func TestFinalShownClaimedOnce(t *testing.T) {
 		t.Fatalf("a late outcome for a job not interrupted: %v", err)
 	}
 }
+
+// TestWriteHealthFollowsAFullStore: writes refused by a full database are
+// counted and make WriteHealth (and Ping, hence /readyz) name the store;
+// the first write that succeeds again clears it.
+func TestWriteHealthFollowsAFullStore(t *testing.T) {
+	s := openTemp(t)
+	ctx := context.Background()
+	if err := s.LimitSize(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	big := string(make([]byte, 64<<10))
+	var err error
+	for i := 0; i < 50 && err == nil; i++ {
+		err = s.SetSyncToken(ctx, "fill", big+string(rune('a'+i%26)))
+	}
+	if !IsRefusingWrites(err) {
+		t.Fatalf("writes into a full store: %v; want a refusal", err)
+	}
+	if h := s.WriteHealth(); !errors.Is(h, ErrRefusingWrites) || s.WriteErrors() == 0 {
+		t.Fatalf("health %v, %d write errors", h, s.WriteErrors())
+	}
+	if err := s.Ping(ctx); !errors.Is(err, ErrRefusingWrites) {
+		t.Fatalf("ping of a full store: %v", err)
+	}
+	if err := s.LimitSize(ctx, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetSyncToken(ctx, "fill", "small"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteHealth(); err != nil {
+		t.Fatalf("health after a write succeeded: %v", err)
+	}
+}

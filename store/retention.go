@@ -119,13 +119,16 @@ func Backup(ctx context.Context, path, dest string) error {
 	return nil
 }
 
-// Ping checks that the store is open and answers a read: nil, or why not
-// (ErrClosed after Close).
+// Ping checks that the store is open, takes writes (see WriteHealth) and
+// answers a read: nil, or why not (ErrClosed after Close).
 func (s *Store) Ping(ctx context.Context) error {
 	select {
 	case <-s.closing:
 		return fmt.Errorf("store %s: %w", s.path, ErrClosed)
 	default:
+	}
+	if err := s.WriteHealth(); err != nil {
+		return err
 	}
 	var one int
 	if err := s.rdb.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {

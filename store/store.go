@@ -109,6 +109,8 @@ type Store struct {
 	ownerMu sync.Mutex
 	ownerID string
 
+	health writeHealth // whether the database refuses writes
+
 	closing   chan struct{}
 	closeOnce sync.Once
 	writerWG  sync.WaitGroup

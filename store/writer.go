@@ -64,12 +64,15 @@ func (s *Store) submit(ctx context.Context, op *writeOp) error {
 	}
 	select {
 	case err := <-op.done:
+		s.health.note(err)
 		return err
 	case <-ctx.Done():
 		if op.state.CompareAndSwap(opPending, opAbandoned) {
 			return ctx.Err()
 		}
-		return <-op.done
+		err := <-op.done
+		s.health.note(err)
+		return err
 	}
 }
 

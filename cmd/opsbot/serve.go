@@ -96,6 +96,12 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	s := &server{log: log}
 	s.metrics = serve.NewMetrics(serve.BuildInfo(version, revision), s.sshStats)
+	s.metrics.CountStoreWriteErrors(func() int64 {
+		if e := s.env.Load(); e != nil {
+			return e.app.Store.WriteErrors()
+		}
+		return 0
+	})
 	return s.run(ctx, sigs, setupOptions{ConfigPath: *configPath, Lab: *useLab, LabFaults: *labFaults, LabUnit: *labUnit})
 }
 

@@ -98,6 +98,15 @@ func NewMetrics(b Build, ssh func() []remote.HostState) *Metrics {
 	return m
 }
 
+// CountStoreWriteErrors exports opsbot_store_write_errors_total, read from
+// n at each scrape: the writes the store's database refused (a full disk, a
+// read-only file, an I/O error). Call it once.
+func (m *Metrics) CountStoreWriteErrors(n func() int64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "opsbot_store_write_errors_total",
+		Help: "Writes the store's database refused (a full disk, a read-only file, an I/O error)."},
+		func() float64 { return float64(n()) }))
+}
+
 // Registry is where the metrics are registered, for /metrics and tests.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 

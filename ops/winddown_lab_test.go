@@ -1,0 +1,76 @@
+package ops_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/opsbot/opsbot/ops"
+)
+
+// windAfter is a Reporter that asks the job to wind down once step ends.
+type windAfter struct {
+	events
+	step  string
+	asked atomic.Bool
+}
+
+func (w *windAfter) Report(ev ops.Event) {
+	w.events.Report(ev)
+	if ev.Step == w.step && ev.Status == ops.StepDone {
+		w.asked.Store(true)
+	}
+}
+
+var errStoreFull = errors.New("opsbot's store refuses writes (database or disk is full)")
+
+func (w *windAfter) ctx(t *testing.T) context.Context {
+	return ops.WithWindDown(testCtx(t), func() error {
+		if w.step == "" || w.asked.Load() {
+			return errStoreFull
+		}
+		return nil
+	})
+}
+
+// TestWindDownLeavesTheServiceServing: a job asked to wind down (opsbot's
+// store refuses writes) makes no new change and never leaves down a service
+// it stopped: asked before the deploy, nothing changes; after the stop, the
+// unchanged unit is started again; after the write, the new unit is started
+// and verified and the benchmark is skipped. Each error names the reason
+// and the state.
+func TestWindDownLeavesTheServiceServing(t *testing.T) {
+	for _, c := range []struct {
+		after   string // the step after which the wind down is asked; "" before any
+		newUnit bool
+		says    string
+	}{
+		{"", false, "not started"},
+		{"stop", false, "the unit is unchanged and serves again"},
+		{"write unit", true, "benchmark skipped"},
+	} {
+		t.Run("after "+c.after, func(t *testing.T) {
+			r := newRig(t, labOpts(), nil)
+			before := r.unitText(t)
+			w := &windAfter{step: c.after}
+			res, err := r.rb.MTPSteps(w.ctx(t), "qwen", 10, false, w)
+			if err == nil || !errors.Is(err, errStoreFull) || !strings.Contains(err.Error(), c.says) {
+				t.Fatalf("err %v; want the store named and %q\n%s", err, c.says, w.text())
+			}
+			if changed := r.unitText(t) != before; changed != c.newUnit {
+				t.Fatalf("unit changed: %v, want %v", changed, c.newUnit)
+			}
+			if st := r.lab.Host("gpu1").Unit(r.svc.Unit); !st.Ready {
+				t.Fatalf("the service is left not serving: %+v\n%s", st, w.text())
+			}
+			if res != nil && res.Bench != nil {
+				t.Fatal("benchmarked while winding down")
+			}
+			if strings.Contains(w.text(), "benchmark started") {
+				t.Fatalf("the benchmark began:\n%s", w.text())
+			}
+		})
+	}
+}

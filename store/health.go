@@ -1,0 +1,100 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// ErrRefusingWrites is wrapped by WriteHealth's error while the database
+// refuses writes.
+var ErrRefusingWrites = errors.New("the store refuses writes")
+
+// writeHealth tracks whether the database refuses writes: a full disk or
+// filesystem, a read-only file, an I/O error.
+type writeHealth struct {
+	errors atomic.Int64 // writes that failed because the database refused them
+
+	mu    sync.Mutex
+	since time.Time // zero while writes succeed
+	last  error
+}
+
+// refusal reports whether err says the database cannot take writes at all
+// (as opposed to one write's own problem: a constraint, a missing row).
+func refusal(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN,
+		sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_PERM:
+		return true
+	}
+	return false
+}
+
+// note records the outcome of one write.
+func (h *writeHealth) note(err error) {
+	switch {
+	case err == nil:
+		h.mu.Lock()
+		h.since, h.last = time.Time{}, nil
+		h.mu.Unlock()
+	case refusal(err):
+		h.errors.Add(1)
+		h.mu.Lock()
+		if h.since.IsZero() {
+			h.since = time.Now()
+		}
+		h.last = err
+		h.mu.Unlock()
+	}
+}
+
+// WriteHealth returns nil while the store takes writes; while its database
+// refuses them (its last write failed so: a full disk, a read-only file, an
+// I/O error), an error wrapping ErrRefusingWrites that says since when and
+// why. /readyz reports it.
+func (s *Store) WriteHealth() error {
+	s.health.mu.Lock()
+	defer s.health.mu.Unlock()
+	if s.health.since.IsZero() {
+		return nil
+	}
+	return fmt.Errorf("store %s: %w since %s: %v", s.path, ErrRefusingWrites, s.health.since.UTC().Format("15:04:05"), s.health.last)
+}
+
+// WriteErrors counts the writes the database refused since Open.
+func (s *Store) WriteErrors() int64 { return s.health.errors.Load() }
+
+// IsRefusingWrites reports whether err is a write the database refused as a
+// whole (see WriteHealth), so the caller keeps what it wanted to record and
+// tries again later.
+func IsRefusingWrites(err error) bool { return refusal(err) }
+
+// LimitSize caps the database at its current size plus extra pages
+// (SQLite's max_page_count), so that writes beyond fail as on a full disk:
+// for tests and fire drills of what opsbot does when its store fills up.
+// extra < 0 removes the cap.
+func (s *Store) LimitSize(ctx context.Context, extra int) error {
+	return s.write(ctx, func(tx *wtx) error {
+		var pages int
+		if err := tx.QueryRowContext(context.Background(), `PRAGMA page_count`).Scan(&pages); err != nil {
+			return err
+		}
+		limit := pages + extra
+		if extra < 0 {
+			limit = 1 << 30
+		}
+		_, err := tx.ExecContext(context.Background(), fmt.Sprintf(`PRAGMA max_page_count = %d`, limit))
+		return err
+	})
+}
