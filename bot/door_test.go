@@ -442,7 +442,11 @@ func TestStoreRefusingWritesMidJob(t *testing.T) {
 	if len(evs) != 2 || evs[1].Step != "start" {
 		t.Fatalf("events %+v; want both, the refused one recorded later", evs)
 	}
-	h.eng.ShowFinals(ctx)
+	waitFor(t, "the final edit", func() bool {
+		h.eng.ShowFinals(ctx)
+		edits, _ := h.chat.thread("1")
+		return len(edits) > 0 && edits[len(edits)-1].Final
+	})
 	edits, _ := h.chat.thread("1")
 	if last := edits[len(edits)-1]; !last.Final || last.Status != StatusFailed || !strings.Contains(last.Text, "store refuses writes") {
 		t.Fatalf("last edit %+v", last)

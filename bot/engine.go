@@ -608,16 +608,8 @@ func (e *Engine) recordBench(ctx context.Context, r *jobRun, res *ops.Result) {
 
 // loadOf returns the load a benchmark ran under, from its settings.
 func loadOf(f *ops.BenchResult) store.Load {
-	get := func(k string) int {
-		switch v := f.Settings[k].(type) {
-		case int:
-			return v
-		case float64:
-			return int(v)
-		}
-		return 0
-	}
-	l := store.Load{Prompts: get("prompts"), Concurrency: get("concurrency"), InputLen: get("input_len"), OutputLen: get("output_len")}
+	s := f.Settings
+	l := store.Load{Prompts: s.Prompts, Concurrency: s.Concurrency, InputLen: s.InputLen, OutputLen: s.OutputLen}
 	if l.Concurrency == 0 {
 		l.Concurrency = f.Concurrency
 	}

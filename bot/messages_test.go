@@ -11,6 +11,7 @@ import (
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -39,8 +40,8 @@ func TestLogsResultGolden(t *testing.T) {
 }
 
 // benchLoad is a benchmark's settings map as ops/bench fills it: the load.
-func benchLoad(prompts, conc, in, out int) map[string]any {
-	return map[string]any{"prompts": prompts, "concurrency": conc, "input_len": in, "output_len": out}
+func benchLoad(prompts, conc, in, out int) bench.Settings {
+	return bench.Settings{Prompts: prompts, Concurrency: conc, InputLen: in, OutputLen: out}
 }
 
 // A benchmark is compared like for like only: the same service, settings

@@ -11,6 +11,7 @@ import (
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -102,7 +103,7 @@ func TestCheckRegressionComparesLikeForLike(t *testing.T) {
 	h := newHarness(t, pipelineFunc(nil), roles)
 	ctx := context.Background()
 	spec := &ops.Spec{Engine: "sglang", Steps: 10, TopK: 1, DraftTokens: 11}
-	load := map[string]any{"prompts": 16, "concurrency": 4, "input_len": 256, "output_len": 256}
+	load := bench.Settings{Prompts: 16, Concurrency: 4, InputLen: 256, OutputLen: 256}
 	for _, tok := range []float64{300, 280, 290, 1000} {
 		job, err := h.store.CreateJob(ctx, store.Job{Command: "bench qwen", Service: "qwen"})
 		if err != nil {

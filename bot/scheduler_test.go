@@ -12,6 +12,7 @@ import (
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -467,7 +468,7 @@ func TestScheduledRunRegressionAlert(t *testing.T) {
 	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
 		return &ops.Result{Summary: "benchmarked", Spec: &ops.Spec{Engine: "sglang", Steps: 3, TopK: 1, DraftTokens: 4},
 			Bench: &ops.BenchResult{OutputTokS: float64(tokS.Load()), RequestsOK: 16, Concurrency: 4,
-				Settings: map[string]any{"prompts": 16, "concurrency": 4, "input_len": 256, "output_len": 128}}}, nil
+				Settings: bench.Settings{Prompts: 16, Concurrency: 4, InputLen: 256, OutputLen: 128}}}, nil
 	})
 	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), backend, "")
 	ctx := context.Background()

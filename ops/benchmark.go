@@ -39,10 +39,7 @@ func (r *Runbook) benchmark(ctx context.Context, t *target, p commands.BenchPara
 	if res.Spec == nil {
 		return "", st.fail(errors.New("no speculative settings known for this service"))
 	}
-	k := res.Spec.Steps
-	if res.Spec.Engine != "vllm" && res.Spec.TopK > 1 && res.Spec.DraftTokens > 0 {
-		k = res.Spec.DraftTokens - 1
-	}
+	k := bench.DraftsPerStep(res.Spec.Engine == "vllm", res.Spec.Steps, res.Spec.TopK, res.Spec.DraftTokens)
 	var acc bench.Acceptance
 	if engineOf(t, res) == unit.VLLM {
 		acc = bench.VLLMAcceptance(t.eng)
@@ -51,8 +48,8 @@ func (r *Runbook) benchmark(ctx context.Context, t *target, p commands.BenchPara
 			return t.unit.Journal(ctx, systemd.JournalQuery{Since: since.Add(-time.Second), Lines: 20000})
 		})
 	}
-	settings := map[string]any{"steps": res.Spec.Steps, "topk": res.Spec.TopK, "draft_tokens": res.Spec.DraftTokens,
-		"prompts": p.Prompts, "concurrency": p.Concurrency, "input_len": p.InputLen, "output_len": p.OutputLen}
+	settings := bench.Settings{Steps: res.Spec.Steps, TopK: res.Spec.TopK, DraftTokens: res.Spec.DraftTokens,
+		Prompts: p.Prompts, Concurrency: p.Concurrency, InputLen: p.InputLen, OutputLen: p.OutputLen}
 	lastProgress := time.Time{}
 	out, err := bench.Run(ctx, bench.Options{
 		URL: t.cfg.URL, Prompts: p.Prompts, Concurrency: p.Concurrency, InputLen: p.InputLen, OutputLen: p.OutputLen,

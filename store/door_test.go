@@ -141,9 +141,10 @@ func TestFinalShownClaimedOnce(t *testing.T) {
 
 // TestWriteHealthFollowsAFullStore: writes refused by a full database are
 // counted and make WriteHealth (and Ping, hence /readyz) name the store;
-// the first write that succeeds again clears it.
+// a write that succeeds once the refusals settled clears it.
 func TestWriteHealthFollowsAFullStore(t *testing.T) {
 	s := openTemp(t)
+	s.health.settled = 50 * time.Millisecond
 	ctx := context.Background()
 	if err := s.LimitSize(ctx, 0); err != nil {
 		t.Fatal(err)
@@ -168,7 +169,17 @@ func TestWriteHealthFollowsAFullStore(t *testing.T) {
 	if err := s.SetSyncToken(ctx, "fill", "small"); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.WriteHealth(); !errors.Is(err, ErrRefusingWrites) {
+		t.Fatalf("health after one write right after the refusals: %v; want still refusing", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.WriteHealth() != nil && time.Now().Before(deadline) {
+		if err := s.SetSyncToken(ctx, "fill", "small"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := s.WriteHealth(); err != nil {
-		t.Fatalf("health after a write succeeded: %v", err)
+		t.Fatalf("health after writes succeeded again: %v", err)
 	}
 }

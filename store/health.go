@@ -21,10 +21,17 @@ var ErrRefusingWrites = errors.New("the store refuses writes")
 type writeHealth struct {
 	errors atomic.Int64 // writes that failed because the database refused them
 
-	mu    sync.Mutex
-	since time.Time // zero while writes succeed
-	last  error
+	mu      sync.Mutex
+	since   time.Time // zero while writes succeed
+	lastAt  time.Time // the last refusal
+	last    error
+	settled time.Duration
 }
+
+// refusalSettles is how long after its last refused write a store counts
+// as taking writes again once one succeeds: on a full disk some writes
+// still fit (an update in place) while others do not.
+const refusalSettles = 5 * time.Second
 
 // refusal reports whether err says the database cannot take writes at all
 // (as opposed to one write's own problem: a constraint, a missing row).
@@ -46,7 +53,9 @@ func (h *writeHealth) note(err error) {
 	switch {
 	case err == nil:
 		h.mu.Lock()
-		h.since, h.last = time.Time{}, nil
+		if !h.since.IsZero() && time.Since(h.lastAt) >= h.settled {
+			h.since, h.last = time.Time{}, nil
+		}
 		h.mu.Unlock()
 	case refusal(err):
 		h.errors.Add(1)
@@ -54,14 +63,14 @@ func (h *writeHealth) note(err error) {
 		if h.since.IsZero() {
 			h.since = time.Now()
 		}
-		h.last = err
+		h.last, h.lastAt = err, time.Now()
 		h.mu.Unlock()
 	}
 }
 
 // WriteHealth returns nil while the store takes writes; while its database
-// refuses them (its last write failed so: a full disk, a read-only file, an
-// I/O error), an error wrapping ErrRefusingWrites that says since when and
+// refuses them (a write failed so: a full disk, a read-only file, an I/O
+// error; until a write succeeds 5 s or more after the last refusal), an error wrapping ErrRefusingWrites that says since when and
 // why. /readyz reports it.
 func (s *Store) WriteHealth() error {
 	s.health.mu.Lock()

@@ -109,7 +109,7 @@ type Store struct {
 	ownerMu sync.Mutex
 	ownerID string
 
-	health writeHealth // whether the database refuses writes
+	health writeHealth // whether the database refuses writes; see WriteHealth
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -202,6 +202,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		stmts:   map[string]*sql.Stmt{},
 		closing: make(chan struct{}),
 	}
+	s.health.settled = refusalSettles
 	s.writerWG.Add(2)
 	go s.writer()
 	go s.checkpointer()

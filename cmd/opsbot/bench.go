@@ -98,8 +98,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	res, err := bench.Run(ctx, bench.Options{
 		URL: *u, Model: *model, Chat: *chat, Prompts: *prompts, Concurrency: *conc, InputLen: *in, OutputLen: *out,
 		Rate: *rate, Warmup: *warmup, Timeout: *timeout, Seed: 1, Acceptance: acc, DraftsPerStep: k,
-		Settings: map[string]any{"prompts": *prompts, "concurrency": *conc, "input_len": *in, "output_len": *out,
-			"rate": *rate, "chat": *chat},
+		Settings: bench.Settings{Prompts: *prompts, Concurrency: *conc, InputLen: *in, OutputLen: *out, Rate: *rate, Chat: *chat},
 		Progress: p.update,
 	})
 	p.finish()
@@ -140,10 +139,7 @@ func acceptanceFor(ctx context.Context, base, engineName string) (bench.Acceptan
 		if err != nil {
 			return bench.SGLangAcceptance(c, nil), 0, "engine=sglang"
 		}
-		k := info.Steps
-		if info.TopK > 1 && info.DraftTokens > 0 {
-			k = info.DraftTokens - 1
-		}
+		k := bench.DraftsPerStep(false, info.Steps, info.TopK, info.DraftTokens)
 		return bench.SGLangAcceptance(c, nil), k, bot.SettingsKey(&ops.Spec{Steps: info.Steps, TopK: info.TopK, DraftTokens: info.DraftTokens})
 	}
 	return bench.VLLMAcceptance(c), 0, "engine=vllm"

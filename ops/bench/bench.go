@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -37,8 +36,37 @@ type Options struct {
 	Acceptance    Acceptance // nil = no acceptance measure
 	DraftsPerStep int        // k, for accept_rate = (accept_len-1)/k; 0 = as measured (vLLM)
 
-	Settings map[string]any // copied into Result.Settings
+	Settings Settings       // copied into Result.Settings
 	Progress func(Progress) // about every 500ms and once at the end (Final), from one goroutine at a time
+}
+
+// Settings are what a benchmark ran under, as its result records them: the
+// speculative settings (when known) and the load. Results are compared at
+// equal loads only.
+type Settings struct {
+	Steps       int     `json:"steps,omitempty"`
+	TopK        int     `json:"topk,omitempty"`
+	DraftTokens int     `json:"draft_tokens,omitempty"`
+	Prompts     int     `json:"prompts"`
+	Concurrency int     `json:"concurrency"`
+	InputLen    int     `json:"input_len"`
+	OutputLen   int     `json:"output_len"`
+	Rate        float64 `json:"rate,omitempty"` // requests/s; 0: all at once
+	Chat        bool    `json:"chat,omitempty"` // through the chat completions API
+}
+
+// DraftsPerStep is k in accept_rate = (accept_len - 1) / k for an engine run
+// with these speculative settings: the steps, or with a tree (topk > 1) the
+// draft tokens verified per step less the root (SGLang's tree); vLLM
+// proposes num_speculative_tokens per step: the steps.
+func DraftsPerStep(vllm bool, steps, topk, draftTokens int) int {
+	switch {
+	case vllm:
+		return steps
+	case topk > 1 && draftTokens > 0:
+		return draftTokens - 1
+	}
+	return steps
 }
 
 // ErrMostFailed: more than half the measured requests failed. Run returns it
@@ -122,8 +150,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Chat {
 		c.url = base + "/v1/chat/completions"
 	}
-	res := &Result{Settings: map[string]any{}, Model: model, Concurrency: o.Concurrency, RequestRate: o.Rate}
-	maps.Copy(res.Settings, o.Settings)
+	res := &Result{Settings: o.Settings, Model: model, Concurrency: o.Concurrency, RequestRate: o.Rate}
 
 	if o.Warmup > 0 {
 		rows, _, _ := pool(ctx, c, o, o.Warmup, 0, true)

@@ -334,7 +334,7 @@ func TestPercentile(t *testing.T) {
 }
 
 func TestResultJSONAndTable(t *testing.T) {
-	r := &Result{OutputTokS: 1234.5, RequestsOK: 3, Settings: map[string]any{"steps": 3}, AcceptLen: 3.1, AcceptRate: 0.7,
+	r := &Result{OutputTokS: 1234.5, RequestsOK: 3, Settings: Settings{Steps: 3}, AcceptLen: 3.1, AcceptRate: 0.7,
 		Model: "m", Concurrency: 8, TTFT: Stat{1, 2, 3}}
 	b, err := json.Marshal(r)
 	if err != nil {

@@ -69,23 +69,23 @@ func percentile(v []float64, p float64) float64 {
 // (a cross-check: SGLang changed its meaning). Failed requests are counted in
 // RequestsFailed and described in Errors, never folded into the figures.
 type Result struct {
-	OutputTokS       float64        `json:"output_tok_s"`
-	PerStreamTokS    float64        `json:"per_stream_tok_s"`
-	TTFT             Stat           `json:"ttft_ms"`
-	TPOT             Stat           `json:"tpot_ms"`
-	ITL              Stat           `json:"itl_ms"`
-	E2E              Stat           `json:"e2e_ms"`
-	RequestsOK       int            `json:"requests_ok"`
-	RequestsFailed   int            `json:"requests_failed"`
-	DurationS        float64        `json:"duration_s"`
-	OutputTokens     int            `json:"output_tokens"`
-	AcceptLen        float64        `json:"accept_len"`
-	AcceptRate       float64        `json:"accept_rate"`
-	EngineAcceptRate float64        `json:"engine_accept_rate"`
-	AcceptSource     string         `json:"accept_source,omitempty"`
-	Settings         map[string]any `json:"settings"`
-	Errors           []string       `json:"errors,omitempty"`
-	Requests         []RequestRow   `json:"requests,omitempty"`
+	OutputTokS       float64      `json:"output_tok_s"`
+	PerStreamTokS    float64      `json:"per_stream_tok_s"`
+	TTFT             Stat         `json:"ttft_ms"`
+	TPOT             Stat         `json:"tpot_ms"`
+	ITL              Stat         `json:"itl_ms"`
+	E2E              Stat         `json:"e2e_ms"`
+	RequestsOK       int          `json:"requests_ok"`
+	RequestsFailed   int          `json:"requests_failed"`
+	DurationS        float64      `json:"duration_s"`
+	OutputTokens     int          `json:"output_tokens"`
+	AcceptLen        float64      `json:"accept_len"`
+	AcceptRate       float64      `json:"accept_rate"`
+	EngineAcceptRate float64      `json:"engine_accept_rate"`
+	AcceptSource     string       `json:"accept_source,omitempty"`
+	Settings         Settings     `json:"settings"`
+	Errors           []string     `json:"errors,omitempty"`
+	Requests         []RequestRow `json:"requests,omitempty"`
 
 	// Additions: context for the table and for comparisons.
 	Model             string  `json:"model,omitempty"`
