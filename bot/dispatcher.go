@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -84,7 +85,7 @@ type wrongBurst struct {
 // NewDispatcher returns a dispatcher.
 func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 	if opts.ConfirmTTL <= 0 {
-		opts.ConfirmTTL = 2 * time.Minute
+		opts.ConfirmTTL = config.DefaultConfirmTTL
 	}
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = DefaultMaxPending

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/store"
@@ -101,7 +102,7 @@ var ErrShutdown = errors.New("opsbot is shutting down")
 // NewEngine returns an engine; call Close to stop it.
 func NewEngine(opts EngineOptions) *Engine {
 	if opts.JobTimeout <= 0 {
-		opts.JobTimeout = 30 * time.Minute
+		opts.JobTimeout = config.DefaultJobTimeout
 	}
 	log := opts.Logger
 	if log == nil {

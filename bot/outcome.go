@@ -23,8 +23,23 @@ func (a *App) Previewed(ctx context.Context, token, messageID string) error {
 	return a.Dispatcher.Previewed(ctx, token, messageID)
 }
 
-// Parse parses text as Handle would, without acting.
-func (a *App) Parse(text string) (*commands.Command, error) { return a.Dispatcher.Parse(text) }
+// Check parses text as Handle would, without acting: nil, or the usage
+// error Handle would answer.
+func (a *App) Check(text string) error {
+	_, err := a.Dispatcher.Parse(text)
+	return err
+}
+
+// Result is a pipeline's result as a job carries it (ops.Result), for the
+// adapters, which import bot only.
+type Result = ops.Result
+
+// Event is one step event of a job (ops.Event; its JSON is the terminal's
+// --json events), for the adapters, which import bot only.
+type Event = ops.Event
+
+// MaxInputLen is the longest command text the door takes.
+const MaxInputLen = commands.MaxInputLen
 
 // Active returns the ids of jobs queued or running in this process.
 func (a *App) Active() []int64 { return a.Engine.Active() }

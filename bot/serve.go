@@ -99,10 +99,6 @@ type safePoints struct {
 	forward ops.Reporter
 }
 
-// critical are the steps a stop waits for: the unit write (with its
-// daemon-reload) and the start (systemctl start and the settle watch).
-var critical = map[string]bool{"write unit": true, "start": true}
-
 // Report forwards ev to the job's thread, times the step for the observer,
 // and stops the job once its last critical step ended if a stop is pending.
 func (s *safePoints) Report(ev ops.Event) {
@@ -111,7 +107,7 @@ func (s *safePoints) Report(ev ops.Event) {
 	s.mu.Lock()
 	switch ev.Status {
 	case ops.StepStarted:
-		if critical[ev.Step] {
+		if ops.Critical(ev.Step) {
 			s.open[ev.Step] = true
 		}
 		if s.obs != nil {

@@ -357,7 +357,7 @@ func (r *Runbook) writeUnit(ctx context.Context, t *target, p *planned, which st
 	if which == UnitOld {
 		text, remove, steps = p.before, p.created, p.edit.SpecBefore.DraftSteps()
 	}
-	st := begin(rep, "write unit", "writing %s", p.path)
+	st := begin(rep, StepWriteUnit, "writing %s", p.path)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	res.did.changed = true

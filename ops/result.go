@@ -44,6 +44,18 @@ type Event struct {
 	Message string     `json:"message"`
 }
 
+// Steps a stop must not cut: the unit write (with its daemon-reload: a unit
+// is never half-deployed) and the start (systemctl start and the watch that
+// follows it). A job asked to stop (a shutdown) waits until every critical
+// step it began has ended.
+const (
+	StepWriteUnit = "write unit"
+	StepStart     = "start"
+)
+
+// Critical reports whether a stop must wait for step to end.
+func Critical(step string) bool { return step == StepWriteUnit || step == StepStart }
+
 // Reporter receives a pipeline's events. Report must be safe for concurrent use
 // and must not block for long: the job engine persists and renders events.
 type Reporter interface {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/config"
 )
 
 // HostConfig is one SSH-reachable host.
@@ -140,10 +141,10 @@ func (c *Config) withDefaults() Config {
 	services := make(map[string]ServiceConfig, len(c.Services))
 	for name, s := range c.Services {
 		if s.ReadyTimeout <= 0 {
-			s.ReadyTimeout = 15 * time.Minute
+			s.ReadyTimeout = config.DefaultReadyTimeout
 		}
 		if s.ClearMiB <= 0 {
-			s.ClearMiB = 1024
+			s.ClearMiB = config.DefaultClearMiB
 		}
 		if s.Engine == "" {
 			s.Engine = "sglang"

@@ -161,7 +161,7 @@ func (r *Runbook) recoverStart(ctx context.Context, t *target, res *Result, rep 
 // startOnce starts the unit (clearing a failed state first), watches it settle
 // and waits until the engine is ready.
 func (r *Runbook) startOnce(ctx context.Context, t *target, res *Result, rep Reporter) error {
-	st := begin(rep, "start", "starting %s on %s", t.cfg.Unit, t.cfg.Host)
+	st := begin(rep, StepStart, "starting %s on %s", t.cfg.Unit, t.cfg.Host)
 	s0, err := t.unit.Show(ctx)
 	if err != nil {
 		return st.fail(err)

@@ -12,12 +12,11 @@ import (
 	"golang.org/x/term"
 
 	"github.com/opsbot/opsbot/bot"
-	"github.com/opsbot/opsbot/commands"
 )
 
 // MaxLine is the longest input line the demo reads as a command; a longer
 // one is answered "line too long" and skipped.
-const MaxLine = commands.MaxInputLen
+const MaxLine = bot.MaxInputLen
 
 // DemoOptions configure Demo.
 type DemoOptions struct {

@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/opsbot/opsbot/bot"
-	"github.com/opsbot/opsbot/commands"
-	"github.com/opsbot/opsbot/ops"
 )
 
 // Exit codes of `opsbot run`.
@@ -30,7 +27,7 @@ const Room = "terminal"
 // of a job it started, the jobs still running, and parsing without acting.
 type Bot interface {
 	bot.Inbound
-	Parse(text string) (*commands.Command, error)
+	Check(text string) error
 	Wait(ctx context.Context, id int64) (bot.JobOutcome, error)
 	Active() []int64
 }
@@ -69,14 +66,6 @@ func (o RunOptions) request(text string) bot.Request {
 	return r
 }
 
-// JSONEvent is one event in the JSON output.
-type JSONEvent struct {
-	At      time.Time `json:"at"`
-	Step    string    `json:"step"`
-	Status  string    `json:"status"`
-	Message string    `json:"message"`
-}
-
 // JSONJob identifies the job in the JSON output.
 type JSONJob struct {
 	ID     int64  `json:"id"`
@@ -87,8 +76,8 @@ type JSONJob struct {
 type JSONLine struct {
 	Command string      `json:"command"`
 	Job     *JSONJob    `json:"job"`
-	Events  []JSONEvent `json:"events"`
-	Result  *ops.Result `json:"result"`
+	Events  []bot.Event `json:"events"`
+	Result  *bot.Result `json:"result"`
 	Reply   string      `json:"reply,omitempty"`
 	Error   *string     `json:"error"`
 }
@@ -98,7 +87,7 @@ type JSONLine struct {
 // usage error runs nothing and returns ExitUsage.
 func Run(ctx context.Context, o RunOptions, cmds []string) int {
 	for _, text := range cmds {
-		if _, err := o.Bot.Parse(text); err != nil {
+		if err := o.Bot.Check(text); err != nil {
 			msg := err.Error()
 			if q, ok := regroup(o.Bot, cmds); ok {
 				// The shell split a command into words: say how to quote it.
@@ -114,7 +103,7 @@ func Run(ctx context.Context, o RunOptions, cmds []string) int {
 				text = strings.Join(cmds, " ")
 			}
 			if o.JSON {
-				writeJSON(o.Out, JSONLine{Command: text, Events: []JSONEvent{}, Error: ptr(msg)})
+				writeJSON(o.Out, JSONLine{Command: text, Events: []bot.Event{}, Error: ptr(msg)})
 			} else {
 				fmt.Fprintf(o.Err, "opsbot: %s\n", msg)
 			}
@@ -161,7 +150,7 @@ func runOne(ctx context.Context, o RunOptions, text string) int {
 		return ExitFail
 	case bot.Answered:
 		if o.JSON {
-			writeJSON(o.Out, JSONLine{Command: text, Events: []JSONEvent{}, Reply: reply.Text})
+			writeJSON(o.Out, JSONLine{Command: text, Events: []bot.Event{}, Reply: reply.Text})
 		} else {
 			fmt.Fprintln(o.Out, bot.Plain(reply.Text))
 		}
@@ -173,10 +162,10 @@ func runOne(ctx context.Context, o RunOptions, text string) int {
 		return ExitFail
 	}
 	if o.JSON {
-		line := JSONLine{Command: text, Job: &JSONJob{ID: job.ID, Status: string(job.Status)}, Events: make([]JSONEvent, 0, len(job.Events)),
+		line := JSONLine{Command: text, Job: &JSONJob{ID: job.ID, Status: string(job.Status)}, Events: make([]bot.Event, 0, len(job.Events)),
 			Result: job.Result}
 		for _, e := range job.Events {
-			line.Events = append(line.Events, JSONEvent{At: e.At, Step: e.Step, Status: string(e.Status), Message: e.Message})
+			line.Events = append(line.Events, e)
 		}
 		if job.Error != "" {
 			line.Error = ptr(job.Error)
@@ -221,7 +210,7 @@ func action(req bot.Request, a bot.Action) bot.ActionRequest {
 
 func report(o RunOptions, text string, job *JSONJob, msg string) {
 	if o.JSON {
-		writeJSON(o.Out, JSONLine{Command: text, Job: job, Events: []JSONEvent{}, Error: ptr(msg)})
+		writeJSON(o.Out, JSONLine{Command: text, Job: job, Events: []bot.Event{}, Error: ptr(msg)})
 		return
 	}
 	fmt.Fprintf(o.Err, "opsbot: %s\n", msg)
@@ -243,7 +232,7 @@ func regroup(b Bot, words []string) ([]string, bool) {
 	for i := 0; i < len(words); {
 		j := len(words)
 		for ; j > i; j-- {
-			if _, err := b.Parse(strings.Join(words[i:j], " ")); err == nil {
+			if err := b.Check(strings.Join(words[i:j], " ")); err == nil {
 				break
 			}
 		}
