@@ -19,7 +19,7 @@ type App struct {
 	Engine     *Engine
 	Dispatcher *Dispatcher
 	// Leases holds services and nodes across the opsbot processes that
-	// share the store; it is also the runbook's ops.NodeLocker.
+	// share the store; it is also the runbook's ops.Locker for nodes.
 	Leases *Leases
 	// Interrupted lists the jobs a previous process left unfinished.
 	Interrupted []store.Job
@@ -49,7 +49,7 @@ type AppOptions struct {
 // the bot: the node locker (the store's leases) and the job history `mtp
 // undo` reads.
 type BackendDeps struct {
-	Nodes   ops.NodeLocker
+	Nodes   ops.Locker
 	Changes ops.ChangeLog
 }
 

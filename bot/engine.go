@@ -58,7 +58,7 @@ type Engine struct {
 
 	mu    sync.Mutex
 	jobs  map[int64]*jobRun
-	locks map[string]chan struct{}
+	local *ops.ProcessLocker // the locker without store leases
 	// editFailed remembers the jobs whose final edit failed, to log each once.
 	editFailed map[int64]bool
 	closed     bool
@@ -108,7 +108,7 @@ func NewEngine(opts EngineOptions) *Engine {
 	if log == nil {
 		log = slog.Default()
 	}
-	e := &Engine{opts: opts, log: log, jobs: map[int64]*jobRun{}, locks: map[string]chan struct{}{}, quit: make(chan struct{})}
+	e := &Engine{opts: opts, log: log, jobs: map[int64]*jobRun{}, local: ops.NewProcessLocker(), quit: make(chan struct{})}
 	if opts.Leases != nil {
 		opts.Leases.start(e.leaseLost, e.tick)
 	}
@@ -378,38 +378,26 @@ func (e *Engine) lockService(ctx, bg context.Context, r *jobRun, th *thread, svc
 	waiting := func(holder string) {
 		th.queued(bg, fmt.Sprintf("waiting for %s: %s is changing it", svc, holder))
 	}
-	if l := e.opts.Leases; l != nil {
-		release, a, err := l.Acquire(ctx, "service:"+svc, r.job.ID, waiting)
-		if err != nil {
-			return nil, err
-		}
-		if a.TookOver() {
-			// The holder died: report its job before this one changes anything.
-			if _, err := e.RecoverInterrupted(bg); err != nil {
-				e.log.Warn("report the previous holder's job", "job", r.job.ID, "err", err)
-			}
-		}
-		return release, nil
+	hold, err := e.locker().Lock(ctx, "service:"+svc, waiting)
+	if err != nil {
+		return nil, err
 	}
-	e.mu.Lock()
-	l, ok := e.locks[svc]
-	if !ok {
-		l = make(chan struct{}, 1)
-		e.locks[svc] = l
-	}
-	e.mu.Unlock()
-	select {
-	case l <- struct{}{}:
-	default:
-		waiting("another job of this opsbot process")
-		select {
-		case l <- struct{}{}:
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
+	if hold.TookOverFrom != "" {
+		// The holder died: report its job before this one changes anything.
+		if _, err := e.RecoverInterrupted(bg); err != nil {
+			e.log.Warn("report the previous holder's job", "job", r.job.ID, "err", err)
 		}
 	}
-	var once sync.Once
-	return func() { once.Do(func() { <-l }) }, nil
+	return hold.Release, nil
+}
+
+// locker is the engine's one ops.Locker: the store leases, or within this
+// process when it has none.
+func (e *Engine) locker() ops.Locker {
+	if e.opts.Leases != nil {
+		return e.opts.Leases
+	}
+	return e.local
 }
 
 func (e *Engine) run(ctx context.Context, r *jobRun) {

@@ -61,9 +61,14 @@ type heldKey struct {
 type heldLease struct {
 	jobID int64
 	seq   uint64
+	hold  *ops.Hold // set by Lock; nil for Acquire's own callers
 }
 
-var _ ops.NodeLocker = (*Leases)(nil)
+var _ ops.Locker = (*Leases)(nil)
+
+// Hold is a key held by the runtime's locker (ops.Hold), for the adapters,
+// which import bot only: a Matrix sync holds its account with it.
+type Hold = ops.Hold
 
 // LeaseOptions configure Leases.
 type LeaseOptions struct {
@@ -205,8 +210,12 @@ func (l *Leases) renew(ctx context.Context) bool {
 	for _, g := range gone {
 		l.log.Error("lease lost: it expired and another opsbot process may have taken it over",
 			"lease", g.key, "job", g.h.jobID, "owner", l.owner.ID)
+		lostErr := fmt.Errorf("%w: %w: %s expired and another opsbot process may have taken it over", remote.ErrHoldLost, store.ErrLeaseLost, g.key)
+		if g.h.hold != nil {
+			g.h.hold.MarkLost(lostErr)
+		}
 		if l.onLost != nil {
-			l.onLost(g.key, g.h.jobID, fmt.Errorf("%w: %s", store.ErrLeaseLost, g.key))
+			l.onLost(g.key, g.h.jobID, lostErr)
 		}
 	}
 	return err == nil
@@ -223,11 +232,20 @@ func (l *Leases) holdMargin() time.Duration { return max(l.ttl/10, 100*time.Mill
 // remote.ErrHoldLost. The runtime calls it right before each host command.
 func (l *Leases) Check(jobID int64) error {
 	l.mu.Lock()
-	since, lost := time.Since(l.lastRenew), l.lostJobs[jobID]
+	lost := l.lostJobs[jobID]
 	l.mu.Unlock()
 	if lost {
 		return fmt.Errorf("%w: a lease of job #%d expired and another opsbot process may have taken it over", remote.ErrHoldLost, jobID)
 	}
+	return l.fresh()
+}
+
+// fresh returns nil while this process's leases were renewed less than the
+// TTL less a margin ago.
+func (l *Leases) fresh() error {
+	l.mu.Lock()
+	since := time.Since(l.lastRenew)
+	l.mu.Unlock()
 	if limit := l.ttl - l.holdMargin(); since > limit && l.st.WriteHealth() == nil {
 		// (While the store refuses writes, no process on it can take a
 		// lease over either: the hold stands until it takes writes again.)
@@ -345,15 +363,40 @@ func (l *Leases) describe(h store.Lease) string {
 	return h.Holder()
 }
 
-// LockNode implements ops.NodeLocker with the lease "node:NODE", held by the
-// job whose context this is.
-func (l *Leases) LockNode(ctx context.Context, node string, waiting func(holder string)) (func(), error) {
-	release, _, err := l.Acquire(ctx, "node:"+node, jobIDFrom(ctx), waiting)
+// Lock implements ops.Locker with the store lease key, held by the job
+// whose context this is (none for a leader: the scheduler, the watchdog, a
+// Matrix sync). The hold carries the lease's epoch; it is marked lost when
+// the heartbeat finds the lease taken over, and its Check fails once the
+// leases were not renewed for the TTL less a margin.
+func (l *Leases) Lock(ctx context.Context, key string, onWait func(holder string)) (*ops.Hold, error) {
+	jobID := jobIDFrom(ctx)
+	release, a, err := l.Acquire(ctx, key, jobID, onWait)
 	if err != nil {
 		return nil, err
 	}
-	return release, nil
+	h := ops.NewHold(key, a.Epoch, l.fresh, release)
+	if a.TookOver() {
+		h.TookOverFrom = a.Holder.Holder()
+	}
+	l.mu.Lock()
+	if hl, ok := l.held[key]; ok && hl.jobID == jobID {
+		hl.hold = h
+		l.held[key] = hl
+	} else {
+		h.MarkLost(fmt.Errorf("%w: %s was lost as it was taken", remote.ErrHoldLost, key))
+	}
+	l.mu.Unlock()
+	return h, nil
 }
+
+// Start runs the heartbeat for a Leases used without an Engine (a Matrix
+// sync): it renews the leases every TTL/3 and marks lost holds. Stop it with
+// Close.
+func (l *Leases) Start() { l.start(nil, nil) }
+
+// Close stops the heartbeat and unregisters this owner, releasing every
+// lease it holds.
+func (l *Leases) Close() { l.close() }
 
 // reapDead ends at once the owners on this machine whose process is gone,
 // so their leases and jobs need not wait for the expiry.

@@ -85,9 +85,12 @@ func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
 			if !held {
 				return nil, fmt.Errorf("service lease not held by this job: %+v", ls)
 			}
-			unlock, err := h.eng.opts.Leases.LockNode(ctx, "pve", nil)
+			hold, err := h.eng.opts.Leases.Lock(ctx, "node:pve", nil)
 			if err != nil {
 				return nil, err
+			}
+			if hold.Epoch < 1 || hold.Check() != nil {
+				return nil, fmt.Errorf("node hold: epoch %d, check %v", hold.Epoch, hold.Check())
 			}
 			ls, err = h.store.Leases(ctx)
 			if err != nil {
@@ -97,7 +100,7 @@ func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
 			for _, l := range ls {
 				nodeHeld = nodeHeld || (l.Key == "node:pve" && l.JobID == jobIDFrom(ctx))
 			}
-			unlock()
+			hold.Release()
 			if !nodeHeld {
 				return nil, fmt.Errorf("node lease not held by this job: %+v", ls)
 			}

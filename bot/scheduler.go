@@ -139,14 +139,15 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	})
 }
 
-// runLeader holds lease key while body runs; body's held checks the lease
+// runLeader holds lease key while body runs; body's held checks the hold
+// (locally: found lost, or not renewed in time) and the lease in the store
 // before each action. When the lease is lost body's error is errLeaseLost,
 // and runLeader waits for the lease again; other errors are logged, and body
 // is started again after a pause.
 func runLeader(ctx context.Context, app *App, key string, log *slog.Logger,
 	body func(ctx context.Context, held func(context.Context) error) error) error {
 	for ctx.Err() == nil {
-		release, _, err := app.Leases.Acquire(ctx, key, 0, nil)
+		hold, err := app.Leases.Lock(ctx, key, nil)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -157,9 +158,14 @@ func runLeader(ctx context.Context, app *App, key string, log *slog.Logger,
 			}
 			continue
 		}
-		log.Info("this opsbot process now holds the lease", "lease", key)
-		err = body(ctx, func(ctx context.Context) error { return leaseHeld(ctx, app, key) })
-		release()
+		log.Info("this opsbot process now holds the lease", "lease", key, "epoch", hold.Epoch)
+		err = body(ctx, func(ctx context.Context) error {
+			if err := hold.Check(); err != nil {
+				return fmt.Errorf("%w: %w", errLeaseLost, err)
+			}
+			return leaseHeld(ctx, app, key)
+		})
+		hold.Release()
 		if err != nil && !errors.Is(err, errLeaseLost) && ctx.Err() == nil {
 			log.Error("leader stopped", "lease", key, "err", err)
 			if sleepOrDone(ctx, time.Second) {

@@ -6,47 +6,110 @@ import (
 	"sync"
 )
 
-// NodeLocker holds a physical node (a Proxmox node, or a bare host itself)
-// exclusively for the mutating window of a pipeline: from the stop of the
-// service through its start and readiness (clear GPUs, write, start). Two
-// services that share a node therefore never clear or start at the same time,
-// while a long job on one (a sweep, a benchmark) does not block the other
-// between its mutating windows.
+// Locker is opsbot's one way to hold a key exclusively: a service
+// ("service:qwen") for a job's whole run, a physical node ("node:pve") for a
+// pipeline's mutating window (from the stop of a service through its start
+// and readiness, so two services that share a node never clear or start at
+// once), and the leaders' keys (the scheduler, the watchdog, a Matrix sync).
+// ProcessLocker holds keys within one process; the bot's store leases hold
+// them across every opsbot process on the store.
 //
-// LockNode blocks until node is held or ctx ends (then it returns ctx's cause
-// and holds nothing). While it waits it calls waiting once with a description
-// of the current holder (for example "job #12 on serve@host1"), if it knows one.
-// The returned unlock releases the node; it is safe to call more than once.
-// Implementations must be safe for concurrent use.
-type NodeLocker interface {
-	LockNode(ctx context.Context, node string, waiting func(holder string)) (unlock func(), err error)
+// Lock blocks until key is held or ctx ends (then it returns ctx's cause
+// and holds nothing). While it waits it calls onWait once with a
+// description of the current holder ("job #12 on serve@host1"), if it knows
+// one. Implementations must be safe for concurrent use.
+type Locker interface {
+	Lock(ctx context.Context, key string, onWait func(holder string)) (*Hold, error)
 }
 
-// processNodeLocks is the NodeLocker used when Config.NodeLocks is nil: it
-// holds nodes within this process only.
-type processNodeLocks struct {
+// Hold is a key a Locker holds until Release.
+type Hold struct {
+	Key string
+	// Epoch increases with every acquisition of Key across the processes
+	// sharing it (a fencing token); 0 for a ProcessLocker's holds.
+	Epoch int64
+	// TookOverFrom names the holder this hold was taken over from because
+	// it stopped renewing (a dead process); "" otherwise.
+	TookOverFrom string
+
+	check    func() error // nil: held until Release
+	release  func()
+	lost     chan struct{}
+	lostOnce sync.Once
+	relOnce  sync.Once
+	lostErr  error
+}
+
+// NewHold returns a hold of key for a Locker: check, when set, says whether
+// it still holds the key right now (a lease renewed recently enough);
+// release gives it up.
+func NewHold(key string, epoch int64, check func() error, release func()) *Hold {
+	return &Hold{Key: key, Epoch: epoch, check: check, release: release, lost: make(chan struct{})}
+}
+
+// MarkLost is for the Locker: the key was taken over or expired while held.
+func (h *Hold) MarkLost(err error) {
+	h.lostOnce.Do(func() {
+		h.lostErr = err
+		close(h.lost)
+	})
+}
+
+// Lost is closed once the Locker found the hold lost: long holders (a
+// leader, a sync) stop on it.
+func (h *Hold) Lost() <-chan struct{} { return h.lost }
+
+// Check returns nil while the key is still held here: not found lost, and
+// the Locker's own check (for leases: renewed less than their TTL less a
+// margin ago, by the monotonic clock) passes. The runtime calls it right
+// before each host mutation.
+func (h *Hold) Check() error {
+	select {
+	case <-h.lost:
+		return h.lostErr
+	default:
+	}
+	if h.check != nil {
+		return h.check()
+	}
+	return nil
+}
+
+// Release gives the key up; it is safe to call more than once.
+func (h *Hold) Release() {
+	h.relOnce.Do(func() {
+		if h.release != nil {
+			h.release()
+		}
+	})
+}
+
+// ProcessLocker is a Locker that holds keys within this process only: the
+// default of Config.NodeLocks, and the bot's when it has no store leases.
+type ProcessLocker struct {
 	mu    sync.Mutex
 	locks map[string]chan struct{}
 }
 
-func newProcessNodeLocks() *processNodeLocks {
-	return &processNodeLocks{locks: map[string]chan struct{}{}}
+// NewProcessLocker returns an empty ProcessLocker.
+func NewProcessLocker() *ProcessLocker {
+	return &ProcessLocker{locks: map[string]chan struct{}{}}
 }
 
-// LockNode implements NodeLocker within one process.
-func (p *processNodeLocks) LockNode(ctx context.Context, node string, waiting func(holder string)) (func(), error) {
+// Lock implements Locker within one process.
+func (p *ProcessLocker) Lock(ctx context.Context, key string, onWait func(holder string)) (*Hold, error) {
 	p.mu.Lock()
-	l, ok := p.locks[node]
+	l, ok := p.locks[key]
 	if !ok {
 		l = make(chan struct{}, 1)
-		p.locks[node] = l
+		p.locks[key] = l
 	}
 	p.mu.Unlock()
 	select {
 	case l <- struct{}{}:
 	default:
-		if waiting != nil {
-			waiting("another job of this opsbot process")
+		if onWait != nil {
+			onWait("another job of this opsbot process")
 		}
 		select {
 		case l <- struct{}{}:
@@ -54,8 +117,7 @@ func (p *processNodeLocks) LockNode(ctx context.Context, node string, waiting fu
 			return nil, context.Cause(ctx)
 		}
 	}
-	var once sync.Once
-	return func() { once.Do(func() { <-l }) }, nil
+	return NewHold(key, 0, nil, func() { <-l }), nil
 }
 
 // holdNode holds t's physical node for a mutating window (stop through ready)
@@ -67,7 +129,7 @@ func (r *Runbook) holdNode(ctx context.Context, t *target, rep Reporter) (func()
 		mu sync.Mutex
 		st *step
 	)
-	unlock, err := r.cfg.NodeLocks.LockNode(ctx, t.nodeName, func(holder string) {
+	hold, err := r.cfg.NodeLocks.Lock(ctx, "node:"+t.nodeName, func(holder string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if st == nil {
@@ -86,5 +148,5 @@ func (r *Runbook) holdNode(ctx context.Context, t *target, rep Reporter) (func()
 	if st != nil {
 		st.done("node %s is ours", t.nodeName)
 	}
-	return unlock, nil
+	return hold.Release, nil
 }

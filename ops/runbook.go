@@ -75,7 +75,7 @@ type Config struct {
 	// NodeLocks holds a physical node for a pipeline's mutating window
 	// (nil: within this process only). Set it to a store-backed lease so
 	// that it holds across opsbot processes.
-	NodeLocks NodeLocker
+	NodeLocks Locker
 	// Changes is the job history `mtp undo` reads (nil: mtp undo fails
 	// saying it has none).
 	Changes ChangeLog
@@ -136,7 +136,7 @@ func (c *Config) withDefaults() Config {
 		cc.Logger = slog.Default()
 	}
 	if cc.NodeLocks == nil {
-		cc.NodeLocks = newProcessNodeLocks()
+		cc.NodeLocks = NewProcessLocker()
 	}
 	services := make(map[string]ServiceConfig, len(c.Services))
 	for name, s := range c.Services {

@@ -256,6 +256,9 @@ func (s *Store) Owners(ctx context.Context) ([]Owner, error) {
 // Acquisition is the outcome of AcquireLease.
 type Acquisition struct {
 	Acquired bool
+	// Epoch counts the acquisitions of the key, this one included (a
+	// fencing token); 0 when not acquired.
+	Epoch int64
 	// Holder is who holds the lease when it was not acquired; when it was,
 	// the expired holder it was taken over from (Holder.Owner is then not
 	// empty and not the caller).
@@ -304,7 +307,11 @@ func (s *Store) AcquireLease(ctx context.Context, key, owner string, jobID int64
 		if prev.Key != "" {
 			a.Holder = prev
 		}
-		return nil
+		if !a.Acquired {
+			return nil
+		}
+		return tx.QueryRowContext(context.Background(), `INSERT INTO lease_epochs (key, epoch) VALUES (?, 1)
+			ON CONFLICT (key) DO UPDATE SET epoch = epoch + 1 RETURNING epoch`, key).Scan(&a.Epoch)
 	})
 	if err != nil {
 		return Acquisition{}, fmt.Errorf("acquire lease %s for %s: %w", key, owner, err)

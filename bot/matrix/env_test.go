@@ -144,7 +144,7 @@ func (in *instance) waitReady(t testing.TB) {
 }
 
 // runbook builds the ops layer from cfg, as opsbot's main does.
-func runbook(cfg *config.Config, nodes ops.NodeLocker, log *slog.Logger) (*ops.Runbook, error) {
+func runbook(cfg *config.Config, nodes ops.Locker, log *slog.Logger) (*ops.Runbook, error) {
 	oc := ops.Config{KeyFile: cfg.SSH.KeyFile, KnownHosts: cfg.SSH.KnownHosts, ConnectTimeout: cfg.SSH.ConnectTimeout.D(),
 		KeepAlive: cfg.SSH.KeepAlive.D(), Hosts: map[string]ops.HostConfig{}, Services: map[string]ops.ServiceConfig{},
 		Bench: ops.BenchDefaults{Prompts: cfg.Bench.Prompts, Concurrency: cfg.Bench.Concurrency,

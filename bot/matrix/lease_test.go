@@ -2,19 +2,22 @@ package matrix
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/store"
 )
 
-// TestSyncLeaseTakeover: a holder that dies without giving the sync lease
-// up (it stops renewing) loses it to a standby once it expires, and learns
-// at its next renewal that it no longer holds it; the standby was told who
-// held it meanwhile.
+// TestSyncLeaseTakeover: the sync is held with the runtime's locker. A
+// holder that dies without giving the sync lease up (it stops renewing)
+// loses it to a standby once it expires, with a newer epoch; the old
+// holder's hold no longer checks; the standby was told who held it
+// meanwhile.
 func TestSyncLeaseTakeover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -24,31 +27,41 @@ func TestSyncLeaseTakeover(t *testing.T) {
 	}
 	defer st.Close()
 	const ttl = 500 * time.Millisecond
-	dead, err := newSyncLease(ctx, st, "@opsbot:example.org", ttl)
+	const key = "matrix-sync:@opsbot:example.org"
+	dead, err := bot.NewLeases(ctx, st, bot.LeaseOptions{TTL: ttl}) // never started: it renews nothing
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := dead.acquire(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	standby, err := newSyncLease(ctx, st, "@opsbot:example.org", ttl)
+	old, err := dead.Lock(ctx, key, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer standby.close()
+	standby, err := bot.NewLeases(ctx, st, bot.LeaseOptions{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	standby.Start()
+	defer standby.Close()
 	var told atomic.Value
 	began := time.Now()
-	if err := standby.acquire(ctx, func(h string) { told.Store(h) }); err != nil {
+	taken, err := standby.Lock(ctx, key, func(h string) { told.Store(h) })
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer taken.Release()
 	if h, _ := told.Load().(string); !strings.Contains(h, "opsbot on ") {
 		t.Errorf("the standby was told %q about the holder", h)
 	}
 	if waited := time.Since(began); waited < ttl/2 {
 		t.Errorf("taken over after %s: before the holder's lease (%s) expired", waited, ttl)
 	}
-	held, err := dead.renew(ctx)
-	if err != nil || held {
-		t.Errorf("the old holder's renewal: held %v, err %v; want it lost", held, err)
+	if taken.Epoch <= old.Epoch || taken.TookOverFrom == "" {
+		t.Errorf("epochs %d -> %d, took over from %q: want a newer epoch, from the old holder", old.Epoch, taken.Epoch, taken.TookOverFrom)
+	}
+	if err := old.Check(); err == nil || !strings.Contains(err.Error(), "last renewed") {
+		t.Errorf("the old holder's check: %v; want it lost", err)
+	}
+	if err := taken.Check(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("the new holder's check: %v", err)
 	}
 }

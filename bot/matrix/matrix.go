@@ -282,18 +282,21 @@ func (a *Adapter) Run(ctx context.Context, in bot.Inbound) error {
 		}
 	}
 	a.client.Store(cli)
-	lease, err := newSyncLease(ctx, st, a.cfg.UserID, a.opts.LeaseTTL)
+	// The sync is held with the runtime's one locker (store leases), as
+	// services and the scheduler are: one process syncs, others stand by.
+	leases, err := bot.NewLeases(ctx, st, bot.LeaseOptions{TTL: a.opts.LeaseTTL, Logger: a.log})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("matrix: %w", err)
 	}
-	defer lease.close()
-	s := &syncer{a: a, st: st, cli: cli, in: in, lease: lease}
+	leases.Start()
+	defer leases.Close()
+	s := &syncer{a: a, st: st, cli: cli, in: in}
 	for {
 		a.setNotReady("standing by: waiting for the matrix sync lease")
-		err := lease.acquire(ctx, func(holder string) {
+		hold, err := leases.Lock(ctx, "matrix-sync:"+a.cfg.UserID, func(holder string) {
 			a.setNotReady("standing by: " + holder + " syncs " + a.cfg.UserID)
 			a.log.Info("standing by: another opsbot process syncs this account", "holder", holder)
 		})
@@ -303,8 +306,9 @@ func (a *Adapter) Run(ctx context.Context, in bot.Inbound) error {
 		if err != nil {
 			return fmt.Errorf("matrix: %w", err)
 		}
-		a.log.Info("syncing", "user", a.cfg.UserID)
-		s.run(ctx)
+		a.log.Info("syncing", "user", a.cfg.UserID, "epoch", hold.Epoch)
+		s.run(ctx, hold)
+		hold.Release()
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -31,44 +31,26 @@ type syncer struct {
 	st    *store.Store
 	cli   *mautrix.Client
 	in    bot.Inbound
-	lease *syncLease
 
 	crypto  e2ee           // the device's encryption while syncing; nil without matrix.encryption
 	waiting sync.WaitGroup // encrypted events waiting for their room keys
 }
 
-// run syncs while the lease is held and ctx lasts.
-func (s *syncer) run(ctx context.Context) {
+// run syncs while hold is held and ctx lasts.
+func (s *syncer) run(ctx context.Context, hold *bot.Hold) {
 	a := s.a
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	// The lease is renewed beside the sync: a sync waits up to 30 s.
+	// The heartbeat renews the lease beside the sync (a sync waits up to
+	// 30 s) and marks the hold lost when another process took it over.
 	lost := make(chan struct{})
 	go func() {
 		defer close(lost)
-		t := time.NewTicker(s.lease.ttl / 3)
-		defer t.Stop()
-		good := time.Now()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			held, err := s.lease.renew(ctx)
-			switch {
-			case ctx.Err() != nil:
-				return
-			case err == nil && held:
-				good = time.Now()
-				continue
-			case err != nil && time.Since(good) < s.lease.ttl:
-				a.log.Warn("renew the matrix sync lease (retried)", "err", err)
-				continue
-			}
-			a.log.Error("lost the matrix sync lease: another opsbot process may sync now; standing by", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-hold.Lost():
+			a.log.Error("lost the matrix sync lease: another opsbot process may sync now; standing by", "err", hold.Check())
 			stop()
-			return
 		}
 	}()
 	defer func() { stop(); <-lost }()

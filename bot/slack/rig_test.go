@@ -188,7 +188,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 
 // labRunbook is the ops layer on the lab's hosts, as cmd/opsbot builds it
 // from a config, with short benchmarks.
-func labRunbook(t testing.TB, l *lab.Lab, nodes ops.NodeLocker) (*ops.Runbook, error) {
+func labRunbook(t testing.TB, l *lab.Lab, nodes ops.Locker) (*ops.Runbook, error) {
 	topo := l.Topology()
 	cfg := labtest.OpsConfig(t, topo, 60*time.Second)
 	cfg.Bench = ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48}

@@ -40,3 +40,11 @@ ALTER TABLE jobs ADD COLUMN final_shown INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN recorded_late INTEGER NOT NULL DEFAULT 0;
 UPDATE jobs SET final_shown = 1 WHERE status IN ('succeeded', 'failed', 'cancelled', 'refused', 'interrupted');
 CREATE INDEX jobs_final_unshown ON jobs (id) WHERE final_shown = 0 AND thread <> '';
+
+-- lease_epochs: how many times each lease key was acquired. The count at an
+-- acquisition is the holder's epoch, a fencing token: a holder that lost
+-- its lease carries an older epoch than the one that took it over.
+CREATE TABLE lease_epochs (
+	key   TEXT    PRIMARY KEY CHECK (key <> ''),
+	epoch INTEGER NOT NULL
+) WITHOUT ROWID;
