@@ -27,10 +27,10 @@ const claimKeep = 7 * 24 * time.Hour
 
 // syncer is one holder's sync loop.
 type syncer struct {
-	a     *Adapter
-	st    *store.Store
-	cli   *mautrix.Client
-	in    bot.Inbound
+	a   *Adapter
+	st  *store.Store
+	cli *mautrix.Client
+	in  bot.Inbound
 
 	crypto  e2ee           // the device's encryption while syncing; nil without matrix.encryption
 	waiting sync.WaitGroup // encrypted events waiting for their room keys
