@@ -22,20 +22,24 @@ type Claim struct {
 // platform (a Slack delivery's key, a Matrix event id) and reports whether it
 // is the first to; a later claim of the same key counts a replay. A nil
 // error with First means the claim is committed. Claims older than keep are
-// removed on the way (keep <= 0 keeps them all): keep must outlast the
-// platform's replay window.
+// removed now and then (at most once a minute; keep <= 0 keeps them all):
+// keep must outlast the platform's replay window. The claim is one statement
+// batched with the other writes of the moment: the door's hot path.
 func (s *Store) ClaimDelivery(ctx context.Context, platform, key string, keep time.Duration) (Claim, error) {
 	if strings.TrimSpace(platform) == "" || strings.TrimSpace(key) == "" {
 		return Claim{}, fmt.Errorf("claim chat delivery: %w: empty platform or key", ErrInvalid)
 	}
-	var c Claim
-	err := s.write(ctx, func(tx *wtx) error {
-		t := now()
-		if keep > 0 {
-			if _, err := tx.ExecContext(context.Background(), `DELETE FROM chat_events WHERE seen_at < ?`, t.Add(-keep).UnixNano()); err != nil {
-				return err
-			}
+	t := now()
+	if last := s.claimsPruned.Load(); keep > 0 && t.UnixNano()-last > int64(time.Minute) && s.claimsPruned.CompareAndSwap(last, t.UnixNano()) {
+		if err := s.write1(ctx, func(tx *wtx) error {
+			_, err := tx.ExecContext(context.Background(), `DELETE FROM chat_events WHERE seen_at < ?`, t.Add(-keep).UnixNano())
+			return err
+		}); err != nil {
+			return Claim{}, fmt.Errorf("prune old chat claims: %w", err)
 		}
+	}
+	var c Claim
+	err := s.write1(ctx, func(tx *wtx) error {
 		err := tx.QueryRowContext(context.Background(), `INSERT INTO chat_events (platform, event_id, seen_at) VALUES (?, ?, ?)
 			ON CONFLICT (platform, event_id) DO UPDATE SET replays = replays + 1
 			RETURNING replays`, platform, key, t.UnixNano()).Scan(&c.Replays)

@@ -55,6 +55,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
@@ -110,6 +111,8 @@ type Store struct {
 	ownerID string
 
 	health writeHealth // whether the database refuses writes; see WriteHealth
+	// claimsPruned is when ClaimDelivery last removed old claims (Unix ns).
+	claimsPruned atomic.Int64
 
 	closing   chan struct{}
 	closeOnce sync.Once
