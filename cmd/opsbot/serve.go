@@ -229,10 +229,15 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 			}
 		}()
 	}
-	wg.Add(1)
+	// The leaders (the scheduler, the watchdog) and the pruning stop before
+	// the app does, so that they release their leases while the store is
+	// open: a standby takes them at once, and a clean stop logs no error.
+	leaders, stopLeaders := context.WithCancel(context.Background())
+	var leadersWG sync.WaitGroup
+	leadersWG.Add(1)
 	go func() {
-		defer wg.Done()
-		s.prune(bg, e.app.Store, cfg.Store.Retention.D())
+		defer leadersWG.Done()
+		s.prune(leaders, e.app.Store, cfg.Store.Retention.D())
 	}()
 	// The scheduler and the watchdog act only on the holder of their store
 	// lease: with two serve on one store, a schedule fires once and an
@@ -240,21 +245,25 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 	sched, err := bot.NewScheduler(ctx, e.app, bot.SchedulerOptions{Logger: log,
 		Regressions: &bot.RegressionPolicy{Pct: cfg.Alerts.RegressionPct, Runs: cfg.Alerts.RegressionRuns}})
 	if err != nil {
+		stopLeaders()
+		leadersWG.Wait()
 		stopBG()
 		wg.Wait()
 		return fmt.Errorf("start the scheduler: %w", err)
 	}
 	watchdog, err := bot.NewWatchdog(e.app, bot.WatchdogOptions{Logger: log})
 	if err != nil {
+		stopLeaders()
+		leadersWG.Wait()
 		stopBG()
 		wg.Wait()
 		return fmt.Errorf("start the watchdog: %w", err)
 	}
 	for _, run := range []func(context.Context) error{sched.Run, watchdog.Run} {
-		wg.Add(1)
+		leadersWG.Add(1)
 		go func() {
-			defer wg.Done()
-			if err := run(bg); err != nil {
+			defer leadersWG.Done()
+			if err := run(leaders); err != nil {
 				log.Error("scheduler or watchdog stopped", "err", err)
 			}
 		}()
@@ -294,6 +303,12 @@ wait:
 			}
 		}
 	}()
+	// Stop taking work, stop the leaders (their leases released while the
+	// store is open), then let the jobs reach their safe points; the app
+	// releases the job leases and closes the store last.
+	e.app.Dispatcher.Drain()
+	stopLeaders()
+	leadersWG.Wait()
 	gctx, cancel := context.WithTimeout(context.Background(), grace)
 	err = e.app.Shutdown(gctx)
 	cancel()

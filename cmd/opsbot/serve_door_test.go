@@ -5,7 +5,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,5 +97,50 @@ func TestServeSlackKilledMidJobThenRestarted(t *testing.T) {
 	}
 	if replayed != 1 || offList != 1 {
 		t.Errorf("audit: %d replay rows and %d channel refusals, want 1 and 1: %+v", replayed, offList, audit)
+	}
+}
+
+// TestServeCleanStopReleasesLeases: SIGTERM to `opsbot serve`: it stops
+// taking work, stops the scheduler and the watchdog, lets jobs end, then
+// releases every lease and closes the store, in that order. It exits 0, logs
+// no ERROR line, and leaves no lease behind (a standby need not wait for
+// their expiry).
+func TestServeCleanStopReleasesLeases(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, filepath.Join(dir, "opsbot.yaml"), "store: {path: opsbot.db}\nhttp: {listen: \"127.0.0.1:0\"}\n")
+	p := startServe(t, "", nil, "serve", "--config", cfg, "--lab")
+	base := serveURL(t, p)
+	pollServe(t, p, time.Minute, "/readyz 200", func() bool { code, _ := httpGet(t, base+"/readyz"); return code == 200 })
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(dir, "opsbot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	held := func() []string {
+		ls, err := st.Leases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, l := range ls {
+			keys = append(keys, l.Key)
+		}
+		return keys
+	}
+	pollServe(t, p, 30*time.Second, "the scheduler and watchdog leases held", func() bool { return len(held()) == 2 })
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("serve after SIGTERM: exit %d\n%s", code, p.out.String())
+	}
+	for _, line := range strings.Split(p.out.String(), "\n") {
+		if strings.Contains(line, "level=ERROR") {
+			t.Errorf("a clean stop logged an error: %s", line)
+		}
+	}
+	if keys := held(); len(keys) != 0 {
+		t.Errorf("leases left after a clean stop: %v", keys)
 	}
 }
