@@ -3,7 +3,6 @@ package slack
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -158,7 +157,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	}
 	opts := bot.AppOptions{Backend: o.backend, Chats: map[string]bot.Chat{Platform: r.ad}, Logger: log}
 	if o.lab {
-		opts.NewBackend = func(deps bot.BackendDeps) (bot.Backend, error) { return labRunbook(t, l, deps.Nodes) }
+		opts.NewBackend = func(deps bot.BackendDeps) (bot.Backend, error) { return labtest.Runbook(t, l, deps.Nodes) }
 	}
 	ctx := context.Background()
 	r.app, err = bot.NewApp(ctx, cfg, opts)
@@ -184,28 +183,6 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	})
 	r.waitFor("the adapter to be ready", 10*time.Second, func() bool { return r.ad.Ready() == nil })
 	return r
-}
-
-// labRunbook is the ops layer on the lab's hosts, as cmd/opsbot builds it
-// from a config, with short benchmarks.
-func labRunbook(t testing.TB, l *lab.Lab, nodes ops.Locker) (*ops.Runbook, error) {
-	topo := l.Topology()
-	cfg := labtest.OpsConfig(t, topo, 60*time.Second)
-	cfg.Bench = ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48}
-	cfg.MaxSteps, cfg.NodeLocks = 16, nodes
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, s := range topo.Services {
-		if err := l.WaitReady(ctx, s.Name); err != nil {
-			return nil, fmt.Errorf("lab service %s: %w", s.Name, err)
-		}
-	}
-	rb, err := ops.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	t.Cleanup(func() { rb.Close() })
-	return rb, nil
 }
 
 // waitFor polls cond until it holds or the deadline passes.

@@ -6,6 +6,7 @@ package labtest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -99,4 +100,27 @@ func OpsConfig(t testing.TB, topo lab.Topology, readyTimeout time.Duration) ops.
 			ProxmoxNode: s.ProxmoxNode, VMID: s.VMID, ReadyTimeout: readyTimeout}
 	}
 	return cfg
+}
+
+// Runbook is the ops layer on l's hosts as cmd/opsbot builds it from a
+// config, with short benchmarks, its node locks held by nodes (nil: within
+// the process), once every lab service is ready. It closes with the test.
+func Runbook(t testing.TB, l *lab.Lab, nodes ops.Locker) (*ops.Runbook, error) {
+	topo := l.Topology()
+	cfg := OpsConfig(t, topo, 60*time.Second)
+	cfg.Bench = ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48}
+	cfg.MaxSteps, cfg.NodeLocks = 16, nodes
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, s := range topo.Services {
+		if err := l.WaitReady(ctx, s.Name); err != nil {
+			return nil, fmt.Errorf("lab service %s: %w", s.Name, err)
+		}
+	}
+	rb, err := ops.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { rb.Close() })
+	return rb, nil
 }

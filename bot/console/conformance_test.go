@@ -1,0 +1,62 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/chattest"
+	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/lab"
+	"github.com/opsbot/opsbot/store"
+)
+
+// terminal drives the conformance suite as `opsbot run` does: Run with the
+// OS user olga (an operator) or mallory (no role). A terminal has no rooms
+// to refuse and no deliveries to replay.
+type terminal struct{ app *bot.App }
+
+func (c terminal) Name() string        { return Platform }
+func (c terminal) Store() *store.Store { return c.app.Store }
+func (c terminal) HasRooms() bool      { return false }
+
+func (c terminal) Send(t testing.TB, as chattest.User, _ chattest.Room, text string) chattest.Sent {
+	user := "olga"
+	if as == chattest.NoRole {
+		user = "mallory"
+	}
+	var out, errs bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	Run(ctx, RunOptions{Bot: c.app, OSUser: user, Out: &out, Err: &errs}, []string{text})
+	return nil
+}
+
+func (terminal) Replay(testing.TB, chattest.Sent) bool { return false }
+
+// TestConformance: the chat conformance suite through the terminal.
+func TestConformance(t *testing.T) {
+	l := labtest.Start(t, lab.Options{})
+	path, err := l.WriteConfig(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Auth = config.Auth{DefaultRole: "none", Users: map[string]string{"console:olga": "operator"}}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	app, err := bot.NewApp(context.Background(), cfg, bot.AppOptions{Logger: log,
+		NewBackend: func(deps bot.BackendDeps) (bot.Backend, error) { return labtest.Runbook(t, l, deps.Nodes) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Close() })
+	chattest.Run(t, terminal{app})
+}

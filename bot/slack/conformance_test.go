@@ -1,0 +1,52 @@
+package slack
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/opsbot/opsbot/internal/chattest"
+	"github.com/opsbot/opsbot/store"
+)
+
+// slackChat drives the conformance suite through the adapter's HTTP
+// endpoint as Slack does: signed slash commands from the operator or a user
+// with no role, in the allowed channel or another.
+type slackChat struct{ r *rig }
+
+func (s slackChat) Name() string        { return Platform }
+func (s slackChat) Store() *store.Store { return s.r.app.Store }
+func (s slackChat) HasRooms() bool      { return true }
+
+func (s slackChat) Send(t testing.TB, as chattest.User, in chattest.Room, text string) chattest.Sent {
+	user, channel := operatorID, opsChannel
+	if as == chattest.NoRole {
+		user = "U0NOBODY"
+	}
+	if in == chattest.OffList {
+		channel = "C0RANDOM"
+	}
+	word, rest, _ := strings.Cut(text, " ")
+	command := "/" + word
+	if !strings.Contains(strings.Join(Commands, " "), command+" ") && command != "/opsbot" {
+		command, rest = "/opsbot", text
+	}
+	d := s.r.sign(delivery{body: slashForm(command, rest, user, channel, s.r.responseURL(user)).Encode()})
+	if code, body := s.r.post(d); code != http.StatusOK {
+		t.Fatalf("%s %s: HTTP %d %s", command, rest, code, body)
+	}
+	return d
+}
+
+// Replay posts the same signed delivery again: 409, nothing runs.
+func (s slackChat) Replay(t testing.TB, sent chattest.Sent) bool {
+	if code, body := s.r.post(sent.(delivery)); code != http.StatusConflict {
+		t.Fatalf("replay: HTTP %d %s, want 409", code, body)
+	}
+	return true
+}
+
+// TestConformance: the chat conformance suite through Slack's HTTP mode.
+func TestConformance(t *testing.T) {
+	chattest.Run(t, slackChat{newRig(t, rigOptions{lab: true})})
+}
