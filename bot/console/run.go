@@ -162,11 +162,8 @@ func runOne(ctx context.Context, o RunOptions, text string) int {
 		return ExitFail
 	}
 	if o.JSON {
-		line := JSONLine{Command: text, Job: &JSONJob{ID: job.ID, Status: string(job.Status)}, Events: make([]bot.Event, 0, len(job.Events)),
-			Result: job.Result}
-		for _, e := range job.Events {
-			line.Events = append(line.Events, e)
-		}
+		line := JSONLine{Command: text, Job: &JSONJob{ID: job.ID, Status: string(job.Status)},
+			Events: append(make([]bot.Event, 0, len(job.Events)), job.Events...), Result: job.Result}
 		if job.Error != "" {
 			line.Error = ptr(job.Error)
 		}

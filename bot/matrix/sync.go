@@ -340,16 +340,3 @@ func (s *syncer) audit(ctx context.Context, e store.AuditEntry) {
 		s.a.log.Error("append audit", "err", err)
 	}
 }
-
-// clip shortens user text for audit rows and notices.
-func clip(s string) string {
-	const n = 200
-	if len(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	if len(r) > n {
-		r = r[:n]
-	}
-	return string(r) + "…"
-}
