@@ -117,7 +117,7 @@ type server struct {
 
 func (s *server) sshStats() []remote.HostState {
 	if e := s.env.Load(); e != nil {
-		return e.runbooks.sshStats()
+		return e.runbooks.SSHStats()
 	}
 	return nil
 }
@@ -229,44 +229,15 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 			}
 		}()
 	}
-	// The leaders (the scheduler, the watchdog) and the pruning stop before
-	// the app does, so that they release their leases while the store is
-	// open: a standby takes them at once, and a clean stop logs no error.
-	leaders, stopLeaders := context.WithCancel(context.Background())
-	var leadersWG sync.WaitGroup
-	leadersWG.Add(1)
-	go func() {
-		defer leadersWG.Done()
-		s.prune(leaders, e.app.Store, cfg.Store.Retention.D())
-	}()
 	// The scheduler and the watchdog act only on the holder of their store
 	// lease: with two serve on one store, a schedule fires once and an
 	// incident alerts once.
-	sched, err := bot.NewScheduler(ctx, e.app, bot.SchedulerOptions{Logger: log,
+	svc, err := bot.StartService(ctx, e.app, bot.ServiceOptions{Logger: log, Retention: cfg.Store.Retention.D(),
 		Regressions: &bot.RegressionPolicy{Pct: cfg.Alerts.RegressionPct, Runs: cfg.Alerts.RegressionRuns}})
 	if err != nil {
-		stopLeaders()
-		leadersWG.Wait()
 		stopBG()
 		wg.Wait()
-		return fmt.Errorf("start the scheduler: %w", err)
-	}
-	watchdog, err := bot.NewWatchdog(e.app, bot.WatchdogOptions{Logger: log})
-	if err != nil {
-		stopLeaders()
-		leadersWG.Wait()
-		stopBG()
-		wg.Wait()
-		return fmt.Errorf("start the watchdog: %w", err)
-	}
-	for _, run := range []func(context.Context) error{sched.Run, watchdog.Run} {
-		leadersWG.Add(1)
-		go func() {
-			defer leadersWG.Done()
-			if err := run(leaders); err != nil {
-				log.Error("scheduler or watchdog stopped", "err", err)
-			}
-		}()
+		return err
 	}
 	log.Info("opsbot serving", "version", serve.BuildInfo(version, revision).Version, "adapters", platforms(s.adapters),
 		"http", cfg.HTTP.Listen, "lab", o.Lab)
@@ -303,15 +274,7 @@ wait:
 			}
 		}
 	}()
-	// Stop taking work, stop the leaders (their leases released while the
-	// store is open), then let the jobs reach their safe points; the app
-	// releases the job leases and closes the store last.
-	e.app.Dispatcher.Drain()
-	stopLeaders()
-	leadersWG.Wait()
-	gctx, cancel := context.WithTimeout(context.Background(), grace)
-	err = e.app.Shutdown(gctx)
-	cancel()
+	err = svc.Stop(grace) // then the adapters, which showed the jobs' last states
 	stopBG()
 	wg.Wait()
 	stopHTTP()
@@ -335,17 +298,8 @@ func (s *server) reload(o setupOptions, e *env) {
 		s.log.Error("config reload refused: the config in effect stays", "config", o.ConfigPath, "err", err)
 		return
 	}
-	old := e.app.CurrentConfig()
-	for key, same := range map[string]bool{
-		"store.path":  cfg.Store.Path == old.Store.Path,
-		"http.listen": cfg.HTTP.Listen == old.HTTP.Listen,
-		"log":         cfg.Log == old.Log,
-		"limits":      cfg.Limits == old.Limits,
-		"adapters":    fmt.Sprint(cfg.EnabledAdapters()) == fmt.Sprint(old.EnabledAdapters()),
-	} {
-		if !same {
-			s.log.Warn("config reload: this change takes effect at the next restart", "key", key)
-		}
+	for _, key := range bot.RestartOnly(e.app.CurrentConfig(), cfg) {
+		s.log.Warn("config reload: this change takes effect at the next restart", "key", key)
 	}
 	if err := e.reload(cfg); err != nil {
 		s.log.Error("config reload refused: the config in effect stays", "config", o.ConfigPath, "err", err)
@@ -359,27 +313,6 @@ func (s *server) reload(o setupOptions, e *env) {
 		}
 	}
 	s.log.Info("config reloaded", "config", o.ConfigPath, "services", cfg.ServiceNames(), "users", len(cfg.Auth.Users))
-}
-
-// prune deletes job events and audit entries older than retention, now and
-// then once a day, until ctx ends.
-func (s *server) prune(ctx context.Context, st *store.Store, retention time.Duration) {
-	t := time.NewTicker(24 * time.Hour)
-	defer t.Stop()
-	for {
-		p, err := st.Prune(ctx, time.Now().Add(-retention))
-		switch {
-		case err != nil && ctx.Err() == nil:
-			s.log.Warn("prune the store", "err", err)
-		case err == nil && (p.Events > 0 || p.Audit > 0):
-			s.log.Info("pruned the store", "events", p.Events, "audit_entries", p.Audit, "retention", retention)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // loadSchedules sets each schedule's last success from the store.

@@ -2,21 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/user"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/opsbot/opsbot/bot"
-	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
-	"github.com/opsbot/opsbot/ops/remote"
 )
 
 // setupOptions say where the bot's hosts are: a config file or an in-process lab.
@@ -38,138 +33,20 @@ type env struct {
 	lab      *lab.Lab
 	labDir   string // the lab's config, key and store; removed by Close
 	labCfg   string // the lab's config file, in labDir
-	runbooks runbooks
+	runbooks bot.Runbooks // the Backend: the runbook of the config in effect
 	deps     bot.BackendDeps // what the runbooks take from the store: node leases, job history
 	app      *bot.App
 	cfg      *config.Config
 	log      *slog.Logger
 }
 
-// runbooks is the Backend jobs run on: the runbook of the config in effect.
-// A reload swaps in a new one; jobs already running keep the one they
-// started with, and a replaced runbook is closed (its SSH connections and
-// engine clients) as soon as the last of those jobs ends. Close closes
-// whatever is left.
-type runbooks struct {
-	cur atomic.Pointer[ops.Runbook]
-
-	mu      sync.Mutex
-	running map[*ops.Runbook]int // jobs running on each runbook not closed yet
-	retired map[*ops.Runbook]bool
-}
-
-var _ bot.Backend = (*runbooks)(nil)
-
-func (r *runbooks) Run(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
-	rb := r.take()
-	if rb == nil {
-		return nil, errors.New("no hosts are configured: add hosts and services to the config (or run with --lab)")
-	}
-	defer r.done(rb)
-	return rb.Run(ctx, cmd, rep)
-}
-
-// take returns the runbook in effect, counted as used by one more job.
-func (r *runbooks) take() *ops.Runbook {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rb := r.cur.Load()
-	if rb != nil {
-		r.running[rb]++
-	}
-	return rb
-}
-
-// done ends a job's use of rb, closing rb when it was replaced and this was
-// its last job.
-func (r *runbooks) done(rb *ops.Runbook) {
-	r.mu.Lock()
-	if r.running == nil { // Close closed it
-		r.mu.Unlock()
-		return
-	}
-	r.running[rb]--
-	last := r.running[rb] == 0 && r.retired[rb]
-	if last {
-		delete(r.running, rb)
-		delete(r.retired, rb)
-	}
-	r.mu.Unlock()
-	if last {
-		rb.Close()
-	}
-}
-
-// set makes rb the runbook of the jobs that start from now on; the one it
-// replaces is closed at once when no job uses it, else when the last does.
-func (r *runbooks) set(rb *ops.Runbook) {
-	r.mu.Lock()
-	if r.running == nil {
-		r.running, r.retired = map[*ops.Runbook]int{}, map[*ops.Runbook]bool{}
-	}
-	if _, ok := r.running[rb]; !ok {
-		r.running[rb] = 0 // open, no job yet
-	}
-	old := r.cur.Swap(rb)
-	idle := old != nil && r.running[old] == 0
-	if idle {
-		delete(r.running, old)
-	} else if old != nil {
-		r.retired[old] = true
-	}
-	r.mu.Unlock()
-	if idle {
-		old.Close()
-	}
-}
-
-// open is how many runbooks are not closed yet: the one in effect and those
-// replaced ones jobs still run on.
-func (r *runbooks) open() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.running)
-}
-
-// sshStats is the SSH state of the runbook in effect.
-func (r *runbooks) sshStats() []remote.HostState {
-	if rb := r.cur.Load(); rb != nil {
-		return rb.SSHStats()
-	}
-	return nil
-}
-
-func (r *runbooks) Close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for rb := range r.running {
-		rb.Close()
-	}
-	r.running, r.retired = nil, nil
-	r.cur.Store(nil)
-}
-
-// reload builds the ops layer of cfg for the jobs that start from now on
-// and applies cfg's roles and services to later requests.
+// reload applies cfg as `opsbot serve` does on SIGHUP (bot.Runbooks.Reload).
 func (e *env) reload(cfg *config.Config) error {
-	var rb *ops.Runbook
-	if len(cfg.Hosts) > 0 {
-		var err error
-		if rb, err = newRunbook(cfg, e.deps, e.log); err != nil {
-			return err
-		}
+	err := e.runbooks.Reload(e.app, cfg, func(cfg *config.Config) (*ops.Runbook, error) { return newRunbook(cfg, e.deps, e.log) })
+	if err == nil {
+		e.cfg = cfg
 	}
-	if err := e.app.Reload(cfg); err != nil {
-		if rb != nil {
-			rb.Close()
-		}
-		return err
-	}
-	if rb != nil {
-		e.runbooks.set(rb)
-	}
-	e.cfg = cfg
-	return nil
+	return err
 }
 
 func (e *env) Close() {
@@ -244,7 +121,7 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 		if err != nil {
 			return nil, err
 		}
-		e.runbooks.set(rb)
+		e.runbooks.Set(rb)
 		return &e.runbooks, nil
 	}
 	app, err := bot.NewApp(ctx, cfg, bot.AppOptions{NewBackend: newBackend, Chats: o.Chats, Logger: o.Logger,

@@ -1,0 +1,253 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/ops/remote"
+)
+
+// Runbooks is the Backend jobs run on: the runbook of the config in effect.
+// A reload swaps in a new one; jobs already running keep the one they
+// started with, and a replaced runbook is closed (its SSH connections and
+// engine clients) as soon as the last of those jobs ends. Close closes
+// whatever is left. The zero value has no runbook: jobs fail saying no
+// hosts are configured. Safe for concurrent use.
+type Runbooks struct {
+	cur atomic.Pointer[ops.Runbook]
+
+	mu      sync.Mutex
+	running map[*ops.Runbook]int // jobs running on each runbook not closed yet
+	retired map[*ops.Runbook]bool
+}
+
+var _ Backend = (*Runbooks)(nil)
+
+// Run runs cmd on the runbook in effect.
+func (r *Runbooks) Run(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	rb := r.take()
+	if rb == nil {
+		return nil, errors.New("no hosts are configured: add hosts and services to the config (or run with --lab)")
+	}
+	defer r.done(rb)
+	return rb.Run(ctx, cmd, rep)
+}
+
+// take returns the runbook in effect, counted as used by one more job.
+func (r *Runbooks) take() *ops.Runbook {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rb := r.cur.Load()
+	if rb != nil {
+		r.running[rb]++
+	}
+	return rb
+}
+
+// done ends a job's use of rb, closing rb when it was replaced and this was
+// its last job.
+func (r *Runbooks) done(rb *ops.Runbook) {
+	r.mu.Lock()
+	if r.running == nil { // Close closed it
+		r.mu.Unlock()
+		return
+	}
+	r.running[rb]--
+	last := r.running[rb] == 0 && r.retired[rb]
+	if last {
+		delete(r.running, rb)
+		delete(r.retired, rb)
+	}
+	r.mu.Unlock()
+	if last {
+		rb.Close()
+	}
+}
+
+// Set makes rb the runbook of the jobs that start from now on; the one it
+// replaces is closed at once when no job uses it, else when the last does.
+func (r *Runbooks) Set(rb *ops.Runbook) {
+	r.mu.Lock()
+	if r.running == nil {
+		r.running, r.retired = map[*ops.Runbook]int{}, map[*ops.Runbook]bool{}
+	}
+	if _, ok := r.running[rb]; !ok {
+		r.running[rb] = 0 // open, no job yet
+	}
+	old := r.cur.Swap(rb)
+	idle := old != nil && r.running[old] == 0
+	if idle {
+		delete(r.running, old)
+	} else if old != nil {
+		r.retired[old] = true
+	}
+	r.mu.Unlock()
+	if idle {
+		old.Close()
+	}
+}
+
+// Open is how many runbooks are not closed yet: the one in effect and those
+// replaced ones jobs still run on.
+func (r *Runbooks) Open() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.running)
+}
+
+// SSHStats is the SSH state of the runbook in effect.
+func (r *Runbooks) SSHStats() []remote.HostState {
+	if rb := r.cur.Load(); rb != nil {
+		return rb.SSHStats()
+	}
+	return nil
+}
+
+// Close closes every runbook.
+func (r *Runbooks) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for rb := range r.running {
+		rb.Close()
+	}
+	r.running, r.retired = nil, nil
+	r.cur.Store(nil)
+}
+
+// Reload is the reload policy (SIGHUP): cfg's ops layer, built by build
+// (skipped when cfg has no hosts), runs the jobs that start from now on,
+// while running jobs keep theirs; cfg's roles, services, hosts and rooms
+// apply to later requests. An error changes nothing. What only a restart
+// changes is listed by RestartOnly, for the caller to say so.
+func (r *Runbooks) Reload(app *App, cfg *config.Config, build func(*config.Config) (*ops.Runbook, error)) error {
+	var rb *ops.Runbook
+	if len(cfg.Hosts) > 0 {
+		var err error
+		if rb, err = build(cfg); err != nil {
+			return err
+		}
+	}
+	if err := app.Reload(cfg); err != nil {
+		if rb != nil {
+			rb.Close()
+		}
+		return err
+	}
+	if rb != nil {
+		r.Set(rb)
+	}
+	return nil
+}
+
+// RestartOnly lists the config keys whose change from old to cfg takes
+// effect only at the next restart: the store, the listener, the log,
+// the limits and which adapters run.
+func RestartOnly(old, cfg *config.Config) []string {
+	var keys []string
+	for key, same := range map[string]bool{
+		"store.path":  cfg.Store.Path == old.Store.Path,
+		"http.listen": cfg.HTTP.Listen == old.HTTP.Listen,
+		"log":         cfg.Log == old.Log,
+		"limits":      cfg.Limits == old.Limits,
+		"adapters":    fmt.Sprint(cfg.EnabledAdapters()) == fmt.Sprint(old.EnabledAdapters()),
+	} {
+		if !same {
+			keys = append(keys, key)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Service is an App run as `opsbot serve` runs it: the scheduler and the
+// watchdog, each on the holder of its store lease, and the retention
+// prune, until Stop stops everything in order.
+type Service struct {
+	app     *App
+	log     *slog.Logger
+	cancel  context.CancelFunc
+	leaders sync.WaitGroup
+}
+
+// ServiceOptions configure a Service.
+type ServiceOptions struct {
+	Logger *slog.Logger
+	// Regressions, when set, judges scheduled runs' benchmarks.
+	Regressions *RegressionPolicy
+	// Retention is how long job events and audit entries are kept
+	// (store.retention); 0 keeps them.
+	Retention time.Duration
+}
+
+// StartService starts app's scheduler, watchdog and retention prune.
+func StartService(ctx context.Context, app *App, o ServiceOptions) (*Service, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	sched, err := NewScheduler(ctx, app, SchedulerOptions{Logger: log, Regressions: o.Regressions})
+	if err != nil {
+		return nil, fmt.Errorf("start the scheduler: %w", err)
+	}
+	watchdog, err := NewWatchdog(app, WatchdogOptions{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("start the watchdog: %w", err)
+	}
+	leaders, cancel := context.WithCancel(context.Background())
+	s := &Service{app: app, log: log, cancel: cancel}
+	for _, run := range []func(context.Context) error{sched.Run, watchdog.Run} {
+		s.leaders.Go(func() {
+			if err := run(leaders); err != nil {
+				log.Error("scheduler or watchdog stopped", "err", err)
+			}
+		})
+	}
+	if o.Retention > 0 {
+		s.leaders.Go(func() { s.prune(leaders, o.Retention) })
+	}
+	return s, nil
+}
+
+// Stop stops the service in order: it takes no new work (requests are
+// answered RestartingText), stops the scheduler and the watchdog (their
+// leases released while the store is open, so a standby takes them at
+// once), lets the running jobs reach their safe points within grace, then
+// releases the job leases and closes the store (App.Shutdown).
+func (s *Service) Stop(grace time.Duration) error {
+	s.app.Dispatcher.Drain()
+	s.cancel()
+	s.leaders.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	return s.app.Shutdown(ctx)
+}
+
+// prune deletes job events and audit entries older than retention, now and
+// then once a day, until ctx ends.
+func (s *Service) prune(ctx context.Context, retention time.Duration) {
+	t := time.NewTicker(24 * time.Hour)
+	defer t.Stop()
+	for {
+		p, err := s.app.Store.Prune(ctx, time.Now().Add(-retention))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("prune the store", "err", err)
+		case err == nil && (p.Events > 0 || p.Audit > 0):
+			s.log.Info("pruned the store", "events", p.Events, "audit_entries", p.Audit, "retention", retention)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
