@@ -31,9 +31,9 @@ type setupOptions struct {
 // env is an assembled bot (and the lab it runs on, if any).
 type env struct {
 	lab      *lab.Lab
-	labDir   string // the lab's config, key and store; removed by Close
-	labCfg   string // the lab's config file, in labDir
-	runbooks bot.Runbooks // the Backend: the runbook of the config in effect
+	labDir   string          // the lab's config, key and store; removed by Close
+	labCfg   string          // the lab's config file, in labDir
+	runbooks bot.Runbooks    // the Backend: the runbook of the config in effect
 	deps     bot.BackendDeps // what the runbooks take from the store: node leases, job history
 	app      *bot.App
 	cfg      *config.Config
