@@ -101,10 +101,10 @@ func TestMentionRunsCommand(t *testing.T) {
 	}
 }
 
-// TestEditsPaced: edits of one message within EditInterval are held and
-// the latest sent once the interval is up; a final edit goes at once,
-// replaces any held one, and nothing sent later covers it.
-func TestEditsPaced(t *testing.T) {
+// TestEditsSentAsGiven: the adapter paces nothing of its own (the bot's
+// runtime does): each edit is one chat.update at once, in order, and a
+// final status edit also gets the outcome's reaction, by its typed status.
+func TestEditsSentAsGiven(t *testing.T) {
 	f := slackfake.New(t)
 	ad := chatAdapter(t, f)
 	ctx := context.Background()
@@ -112,47 +112,24 @@ func TestEditsPaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, text := range []string{"🔄 #9 running · a", "🔄 #9 running · b", "🔄 #9 running · c"} {
-		if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Text: text}); err != nil {
+	for _, text := range []string{"🔄 #9 running · a", "🔄 #9 running · b"} {
+		if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Text: text, Status: bot.StatusRunning}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for f.State().Count("chat.update") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the held edit was never sent")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	s := f.State()
-	if e := s.Edits[root.ID]; len(e) != 1 || e[0].Text != "🔄 #9 running · c" {
-		t.Fatalf("edits %+v; want one, the latest", e)
-	}
-	if gap := e0(s, root.ID).At.Sub(s.Msgs[0].At); gap < EditInterval-50*time.Millisecond {
-		t.Errorf("held edit sent %s after the post; want about %s", gap, EditInterval)
-	}
-	// Held again (within the interval of the last update), then the final edit.
-	if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Text: "🔄 #9 running · d"}); err != nil {
-		t.Fatal(err)
 	}
 	if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Final: true, Text: "✅ #9 succeeded", Status: bot.StatusSucceeded}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ad.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Text: "🔄 #9 late"}); err != nil {
-		t.Fatal(err)
-	}
-	ad.tasks.wait() // every held edit sent or dropped
-	s = f.State()
+	s := f.State()
 	e := s.Edits[root.ID]
-	if len(e) != 2 || e[1].Text != "✅ #9 succeeded" {
-		t.Fatalf("edits %+v; want the held one dropped and the final one last", e)
+	if len(e) != 3 || e[0].Text != "🔄 #9 running · a" || e[2].Text != "✅ #9 succeeded" {
+		t.Fatalf("edits %+v; want each, in order", e)
 	}
 	if len(s.Reactions) != 1 || s.Reactions[0].Name != "white_check_mark" {
 		t.Errorf("reactions %+v", s.Reactions)
 	}
 }
 
-func e0(s slackfake.State, ts string) slackfake.Msg { return s.Edits[ts][0] }
 
 // TestServerErrorRetried: a root message Slack fails with a 5xx is sent
 // again, so the job still gets its thread; Slack's own refusal is not.

@@ -18,8 +18,8 @@
 // channels slack.channels lists, and in DMs only with slack.allow_dms.
 //
 // As a bot.Chat it posts one root message per job, edits it in place with
-// chat.update (at most one update a second per message; the final edit at
-// once), threads step lines under it, uploads long output and charts as
+// chat.update (as often as the bot's runtime sends edits: it paces them to
+// EditInterval, the one pacer), threads step lines under it, uploads long output and charts as
 // files into the thread (files.getUploadURLExternal, then
 // files.completeUploadExternal), and reacts to the final status with the
 // outcome. A call Slack rate-limits (429) is sent again after Retry-After,
@@ -77,7 +77,6 @@ type Adapter struct {
 	status atomic.Pointer[string]     // why not ready; "" when ready
 	groups groupCache
 	calls  atomic.Int64 // Web API calls made, for figures
-	edits  editPacer
 
 	tasks tasks // answers sent after their ack, held edits
 }
@@ -311,7 +310,6 @@ func (a *Adapter) Post(ctx context.Context, room string, m bot.Message) (bot.Ref
 		return bot.Ref{}, err
 	}
 	ref := bot.Ref{Room: room, ID: ts}
-	a.posted(ref)
 	if m.Image != nil {
 		if err := a.upload(ctx, room, ts, m.Image.Name, m.Image.PNG, ""); err != nil {
 			return ref, err

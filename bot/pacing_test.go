@@ -1,0 +1,76 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/ops"
+)
+
+// pacedChat is a recChat that asks for one update per interval (bot.Pacer),
+// as Slack does.
+type pacedChat struct {
+	*recChat
+	interval time.Duration
+}
+
+func (c pacedChat) EditInterval() time.Duration { return c.interval }
+
+// TestRuntimePacesUpdates: the runtime is the one pacer. Twenty steps
+// reported in well under a second (each given up to 20 ms to be shown on its
+// own) reach a chat with a one-second interval as a few coalesced updates
+// (every line kept, in order), not twenty edits and twenty replies; the
+// final edit follows them, last.
+func TestRuntimePacesUpdates(t *testing.T) {
+	var chat pacedChat
+	shown := func(line string) bool {
+		chat.mu.Lock()
+		defer chat.mu.Unlock()
+		for _, rs := range chat.reps {
+			for _, m := range rs {
+				if strings.Contains(m.Text, line) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		for i := range 20 {
+			line := fmt.Sprintf("line %02d", i)
+			rep.Report(ops.Event{Step: "work", Status: ops.StepProgress, Message: line})
+			for deadline := time.Now().Add(20 * time.Millisecond); !shown(line) && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		return &ops.Result{Summary: "all good"}, nil
+	})
+	h := newHarness(t, backend, roles)
+	chat = pacedChat{newRecChat(), time.Second}
+	h.eng.opts.Chats = map[string]Chat{"test": chat}
+	r := h.handle("olga", "mtp steps 4 qwen")
+	j := h.wait(r.JobID)
+	edits, replies := chat.thread(j.Thread)
+	if len(edits) > 6 || len(replies) > 5 {
+		t.Fatalf("%d edits and %d replies for 20 steps reported at once; want them coalesced", len(edits), len(replies))
+	}
+	var all strings.Builder
+	for _, m := range replies {
+		all.WriteString(m.Text + "\n")
+	}
+	last := -1
+	for i := range 20 {
+		at := strings.Index(all.String(), fmt.Sprintf("line %02d", i))
+		if at < last {
+			t.Fatalf("line %02d missing or out of order:\n%s", i, all.String())
+		}
+		last = at
+	}
+	if f := edits[len(edits)-1]; !f.Final || f.Status != StatusSucceeded {
+		t.Fatalf("last edit %+v; want the final one", f)
+	}
+}
