@@ -130,7 +130,6 @@ func TestEditsSentAsGiven(t *testing.T) {
 	}
 }
 
-
 // TestServerErrorRetried: a root message Slack fails with a 5xx is sent
 // again, so the job still gets its thread; Slack's own refusal is not.
 func TestServerErrorRetried(t *testing.T) {
