@@ -30,6 +30,15 @@ type Adapter interface {
 	Ready() error
 }
 
+// Rejecter is an HTTPAdapter that refuses deliveries by its platform's own
+// checks (a signature, a timestamp) before they reach the door: opsbot serve
+// gives it count, told of each refusal's reason, so that floods of forged
+// traffic are counted (opsbot_http_rejected_total), not stored or logged
+// one by one.
+type Rejecter interface {
+	CountRejects(count func(reason string))
+}
+
 // HTTPAdapter is an Adapter that also receives deliveries on opsbot's own HTTP
 // listener (`http.listen`), such as Slack's HTTP mode on POST /slack/events.
 type HTTPAdapter interface {

@@ -27,8 +27,12 @@ const EventsPath = "/slack/events"
 // MaxSkew is how far a request's X-Slack-Request-Timestamp may be from now.
 const MaxSkew = 5 * time.Minute
 
-// maxBody bounds a delivery's body; Slack's are a few KiB.
-const maxBody = 1 << 20
+// maxBody bounds a delivery's body. The largest Slack sends is a
+// block_actions interaction carrying the message it came from: up to 50
+// blocks of 3,000 characters, form-encoded, about 450 KiB. (opsbot serve's
+// listener caps every route's body at the same size, and the bodies read
+// at once.)
+const maxBody = 512 << 10
 
 // Verification errors, each answered 401.
 var (
@@ -41,18 +45,40 @@ var (
 // "v0:TIMESTAMP:BODY", compared in constant time, and the timestamp within
 // MaxSkew of now.
 func Verify(secret string, h http.Header, body []byte, now time.Time) error {
-	tsText := h.Get("X-Slack-Request-Timestamp")
-	ts, err := strconv.ParseInt(tsText, 10, 64)
+	if err := checkHeaders(h, now); err != nil {
+		return err
+	}
+	if !hmac.Equal([]byte(Sign(secret, h.Get("X-Slack-Request-Timestamp"), body)), []byte(h.Get("X-Slack-Signature"))) {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// checkHeaders checks what can be checked before the body is read: a
+// signature is there, and the timestamp is within MaxSkew of now.
+func checkHeaders(h http.Header, now time.Time) error {
+	if !strings.HasPrefix(h.Get("X-Slack-Signature"), "v0=") {
+		return fmt.Errorf("%w: no v0 X-Slack-Signature", ErrBadSignature)
+	}
+	ts, err := strconv.ParseInt(h.Get("X-Slack-Request-Timestamp"), 10, 64)
 	if err != nil {
 		return fmt.Errorf("%w: no valid X-Slack-Request-Timestamp", ErrBadSignature)
 	}
 	if d := now.Sub(time.Unix(ts, 0)); d > MaxSkew || d < -MaxSkew {
 		return ErrStale
 	}
-	if !hmac.Equal([]byte(Sign(secret, tsText, body)), []byte(h.Get("X-Slack-Signature"))) {
-		return ErrBadSignature
-	}
 	return nil
+}
+
+// rejectReason names a verification error for opsbot_http_rejected_total.
+func rejectReason(err error) string {
+	switch {
+	case errors.Is(err, ErrStale):
+		return "stale_timestamp"
+	case strings.Contains(err.Error(), "no v0") || strings.Contains(err.Error(), "no valid"):
+		return "no_signature"
+	}
+	return "bad_signature"
 }
 
 // Sign returns the X-Slack-Signature of body sent at timestamp ts (Unix
@@ -80,14 +106,25 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "opsbot's Slack adapter is not running yet", http.StatusServiceUnavailable)
 		return
 	}
+	// Unsigned or stale deliveries are refused before their body is read;
+	// refusals are counted (Options.Reject), not logged one by one.
+	now := a.now()
+	if err := checkHeaders(r.Header, now); err != nil {
+		a.reject(rejectReason(err))
+		// Connection: close, so that net/http answers at once instead of
+		// reading the unread body first to keep the connection.
+		w.Header().Set("Connection", "close")
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
+		a.reject("bad_body")
 		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	now := a.now()
 	if err := Verify(a.cfg.SigningSecret.Value(), r.Header, body, now); err != nil {
-		a.log.Warn("refused a delivery", "remote", r.RemoteAddr, "err", err)
+		a.reject(rejectReason(err))
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}

@@ -1,9 +1,13 @@
 package slack
 
 import (
+	"bufio"
+	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,5 +134,43 @@ func TestDirectMessagesWhenAllowed(t *testing.T) {
 	}
 	if m := r.slash("/mtp", "steps 10", operatorID, otherChan); !strings.Contains(slackfake.BlocksOf(t, m), "no commands in this channel") {
 		t.Fatalf("a channel outside the list, DMs allowed: %q", slackfake.BlocksOf(t, m))
+	}
+}
+
+// TestUnsignedRefusedBeforeTheBody: a delivery without a signature, or with
+// a timestamp 10 minutes old, is answered 401 before its body is read (a
+// body that never comes holds nothing), and counted by reason, not logged.
+func TestUnsignedRefusedBeforeTheBody(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	var mu sync.Mutex
+	reasons := map[string]int{}
+	r.ad.CountRejects(func(reason string) { mu.Lock(); reasons[reason]++; mu.Unlock() })
+	for _, c := range []struct{ ts, sig, reason string }{
+		{"", "", "no_signature"},
+		{strconv.FormatInt(time.Now().Add(-10*time.Minute).Unix(), 10), "v0=00", "stale_timestamp"},
+	} {
+		conn, err := net.Dial("tcp", r.events.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 4096\r\n", EventsPath)
+		if c.ts != "" {
+			fmt.Fprintf(conn, "X-Slack-Request-Timestamp: %s\r\nX-Slack-Signature: %s\r\n", c.ts, c.sig)
+		}
+		fmt.Fprint(conn, "\r\n") // and no body
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		status, err := bufio.NewReader(conn).ReadString('\n')
+		conn.Close()
+		if err != nil || !strings.Contains(status, "401") {
+			t.Errorf("%s: %q %v; want 401 at once", c.reason, status, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if reasons["no_signature"] != 1 || reasons["stale_timestamp"] != 1 {
+		t.Errorf("counted %v", reasons)
+	}
+	if n := r.in.handled.Load() + r.in.acted.Load(); n != 0 {
+		t.Errorf("%d refused deliveries reached the bot", n)
 	}
 }

@@ -72,6 +72,8 @@ type Adapter struct {
 	log     *slog.Logger
 	now     func() time.Time
 	refresh time.Duration
+	// onReject counts a refused delivery (CountRejects).
+	onReject func(reason string)
 
 	in     atomic.Pointer[inboundRef] // set while Run runs
 	status atomic.Pointer[string]     // why not ready; "" when ready
@@ -150,6 +152,20 @@ func (a *Adapter) EditInterval() time.Duration { return EditInterval }
 
 // Calls returns how many Slack Web API calls the adapter has made.
 func (a *Adapter) Calls() int64 { return a.calls.Load() }
+
+// CountRejects is bot.Rejecter: count is told of each delivery refused by
+// the adapter's own checks (no_signature, stale_timestamp, bad_signature,
+// bad_body) instead of a log line each. Call it before the routes serve.
+func (a *Adapter) CountRejects(count func(reason string)) { a.onReject = count }
+
+// reject counts a refused delivery.
+func (a *Adapter) reject(reason string) {
+	if a.onReject != nil {
+		a.onReject(reason)
+		return
+	}
+	a.log.Warn("refused a delivery", "reason", reason)
+}
 
 // Ready returns nil while the adapter is connected to Slack and takes
 // requests, else why not ("connecting to Slack (auth.test)"; the host names

@@ -167,6 +167,7 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 		factories = append(factories, f)
 	}
 	factories = append(factories, extraAdapters...)
+	rejects := serve.NewRejects(s.metrics, log)
 	for _, f := range factories {
 		a, err := f(cfg0, log)
 		if err != nil {
@@ -177,6 +178,10 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 		if h, ok := a.(bot.HTTPAdapter); ok {
 			for p, r := range h.Routes() {
 				routes[p] = r
+				if rj, ok := a.(bot.Rejecter); ok {
+					_, path, _ := strings.Cut(p, " ")
+					rj.CountRejects(func(reason string) { rejects.Reject(path, reason) })
+				}
 			}
 		}
 	}
@@ -187,7 +192,7 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 	defer stopHTTP()
 	var httpDone chan error
 	if addr := cfg0.HTTP.Listen; addr != "" {
-		h, err := serve.Handler(serve.Options{Ready: s.ready, Metrics: s.metrics, Routes: routes})
+		h, err := serve.Handler(serve.Options{Ready: s.ready, Metrics: s.metrics, Routes: routes, Rejects: rejects})
 		if err != nil {
 			return err
 		}

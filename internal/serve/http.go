@@ -22,6 +22,9 @@ type Options struct {
 	Metrics *Metrics
 	// Routes are the adapters' handlers by ServeMux pattern ("POST /slack/events").
 	Routes map[string]http.Handler
+	// Rejects counts the requests refused before they reach the bot; nil
+	// counts nothing.
+	Rejects *Rejects
 }
 
 // Handler serves GET /healthz (200 while the process is alive), GET /readyz
@@ -58,7 +61,7 @@ func Handler(o Options) (_ http.Handler, err error) {
 	for pattern, h := range o.Routes {
 		mux.Handle(pattern, h)
 	}
-	return mux, nil
+	return limitBodies(mux, &bodyGate{}, o.Rejects), nil
 }
 
 // Listen opens the listener for http.listen (HOST:PORT).
@@ -73,8 +76,8 @@ func Listen(addr string) (net.Listener, error) {
 // Serve serves h on ln until ctx ends, then lets requests in flight finish
 // for up to 5 s. It returns nil after ctx ends, or why serving stopped.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout,
+		IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

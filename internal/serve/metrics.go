@@ -42,6 +42,7 @@ type Metrics struct {
 	chatErrs  *prometheus.CounterVec
 	requests  *prometheus.CounterVec
 	schedule  *prometheus.GaugeVec
+	rejected  *prometheus.CounterVec
 
 	started sync.Map // job id -> struct{}: started and not yet ended
 }
@@ -81,6 +82,9 @@ func NewMetrics(b Build, ssh func() []remote.HostState) *Metrics {
 			Help: "Draft-token acceptance rate (0..1) in the last benchmark of a service at a steps value."}, []string{"service", "steps"}),
 		chatErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "opsbot_chat_api_errors_total",
 			Help: "Failed calls to a chat platform's API (post, edit, reply), by platform."}, []string{"platform"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "opsbot_http_rejected_total",
+			Help: "HTTP requests refused before they reached the bot (bad signature, stale timestamp, over the body limits), by route and reason."},
+			[]string{"route", "reason"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "opsbot_requests_total",
 			Help: "Chat requests and actions answered, by platform and outcome."}, []string{"platform", "outcome"}),
 		schedule: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "opsbot_schedule_last_success_timestamp_seconds",
@@ -90,7 +94,7 @@ func NewMetrics(b Build, ssh func() []remote.HostState) *Metrics {
 		Help: "opsbot's version, VCS revision and Go version; always 1."}, []string{"version", "revision", "goversion"})
 	info.WithLabelValues(b.Version, b.Revision, b.GoVersion).Set(1)
 	reg.MustRegister(m.jobs, m.jobDur, m.stepDur, m.queued, m.running, m.lockWait, m.benchOut, m.benchOne,
-		m.acceptLen, m.acceptPct, m.chatErrs, m.requests, m.schedule, info,
+		m.acceptLen, m.acceptPct, m.chatErrs, m.requests, m.schedule, m.rejected, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if ssh != nil {
 		reg.MustRegister(&sshCollector{stats: ssh})
