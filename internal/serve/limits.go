@@ -30,38 +30,57 @@ const (
 	// up to 50 blocks of 3,000 characters, form-encoded (up to three bytes a
 	// character), about 450 KiB.
 	MaxBody = 512 << 10
-	// MaxBodies and MaxBodyBytes cap the request bodies read at the same
-	// time, in count and in bytes (by Content-Length, MaxBody when it is
-	// unknown): beyond them a request is answered 503 with Retry-After at
-	// once, so that held-open bodies cannot hold the process's memory.
-	MaxBodies    = 64
-	MaxBodyBytes = 8 << 20
+	// The request bodies read at the same time are capped in two pools, so
+	// that large bodies held open cannot crowd out slash commands: small
+	// ones (at most SmallBody by Content-Length: slash commands, events,
+	// most clicks) up to MaxSmallBodies at once; larger ones (and those of
+	// unknown length, counted as MaxBody) up to MaxLargeBodies and
+	// MaxLargeBytes in all. Beyond them a request is answered 503 with
+	// Retry-After at once. With ReadTimeout, this bounds what held-open
+	// bodies can hold: about 64 MiB at the very worst, far less in practice
+	// (a body is only buffered as it arrives).
+	SmallBody      = 64 << 10
+	MaxSmallBodies = 1024
+	MaxLargeBodies = 16
+	MaxLargeBytes  = 8 << 20
 )
 
-// bodyGate admits the request bodies read at the same time, within
-// MaxBodies and MaxBodyBytes.
+// bodyGate admits the request bodies read at the same time, within the
+// small and large pools.
 type bodyGate struct {
-	mu    sync.Mutex
-	n     int
-	bytes int64
+	mu     sync.Mutex
+	small  int
+	large  int
+	lbytes int64
 }
 
 func (g *bodyGate) take(size int64) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.n+1 > MaxBodies || g.bytes+size > MaxBodyBytes {
+	if size <= SmallBody {
+		if g.small+1 > MaxSmallBodies {
+			return false
+		}
+		g.small++
+		return true
+	}
+	if g.large+1 > MaxLargeBodies || g.lbytes+size > MaxLargeBytes {
 		return false
 	}
-	g.n++
-	g.bytes += size
+	g.large++
+	g.lbytes += size
 	return true
 }
 
 func (g *bodyGate) give(size int64) {
 	g.mu.Lock()
-	g.n--
-	g.bytes -= size
-	g.mu.Unlock()
+	defer g.mu.Unlock()
+	if size <= SmallBody {
+		g.small--
+		return
+	}
+	g.large--
+	g.lbytes -= size
 }
 
 // Rejects counts the requests the listener or a route refused before they

@@ -20,17 +20,18 @@ import (
 )
 
 // TestBodiesLimited: a body over MaxBody is refused 413 before it is read;
-// past MaxBodies bodies being read at once, the next is answered 503 with
-// Retry-After at once; each refusal is counted by route and reason, and
-// logged once for the second with its count; a body within the limits goes
-// through once the others are done.
+// past MaxLargeBodies large bodies being read at once, the next large one is
+// answered 503 with Retry-After at once, while a small one (a slash command)
+// still goes through; each refusal is counted by route and reason, and
+// logged once for the second with its count; a large body goes through
+// again once the others are done.
 func TestBodiesLimited(t *testing.T) {
 	m := NewMetrics(BuildInfo("v", "r"), func() []remote.HostState { return nil })
 	var logged bytes.Buffer
 	var logMu sync.Mutex
 	rej := NewRejects(m, slog.New(slog.NewTextHandler(lockedWriter{&logged, &logMu}, nil)))
 	release := make(chan struct{})
-	inside := make(chan struct{}, MaxBodies)
+	inside := make(chan struct{}, MaxLargeBodies+1)
 	h, err := Handler(Options{Metrics: m, Rejects: rej, Routes: map[string]http.Handler{
 		"POST /slack/events": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			inside <- struct{}{}
@@ -64,21 +65,28 @@ func TestBodiesLimited(t *testing.T) {
 	if err != nil || !strings.Contains(status, "413") {
 		t.Fatalf("a body over MaxBody: %q %v, want 413", status, err)
 	}
+	large := strings.Repeat("x", SmallBody+1)
 	var wg sync.WaitGroup
-	for range MaxBodies {
-		wg.Go(func() { post(strings.NewReader("{}"), 2) })
+	for range MaxLargeBodies {
+		wg.Go(func() { post(strings.NewReader(large), int64(len(large))) })
 	}
-	for range MaxBodies {
+	for range MaxLargeBodies {
 		<-inside
 	}
-	resp := post(strings.NewReader("{}"), 2)
+	resp := post(strings.NewReader(large), int64(len(large)))
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
-		t.Fatalf("past MaxBodies: %d, Retry-After %q; want 503 and 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+		t.Fatalf("past MaxLargeBodies: %d, Retry-After %q; want 503 and 1", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
+	small := make(chan int, 1)
+	go func() { small <- post(strings.NewReader("{}"), 2).StatusCode }()
+	<-inside // the small one is in, beside the large ones held
 	close(release)
+	if code := <-small; code != http.StatusOK {
+		t.Fatalf("a small body while the large pool is full: %d", code)
+	}
 	wg.Wait()
 	go func() { <-inside }()
-	if resp := post(strings.NewReader("{}"), 2); resp.StatusCode != http.StatusOK {
+	if resp := post(strings.NewReader(large), int64(len(large))); resp.StatusCode != http.StatusOK {
 		t.Fatalf("once the others were read: %d", resp.StatusCode)
 	}
 	for reason, want := range map[string]float64{"too_large": 1, "over_capacity": 1} {
