@@ -1,8 +1,12 @@
 # syntax=docker/dockerfile:1
 # opsbot in a container: a static binary on a minimal base, as a non-root user.
 #   docker build -t opsbot .
+#   chgrp 65532 /etc/opsbot /etc/opsbot/opsbot.yaml /etc/opsbot/id_ed25519
 #   docker run -d --name opsbot -v /etc/opsbot:/etc/opsbot:ro -v opsbot-data:/var/lib/opsbot \
-#     -p 127.0.0.1:9090:9090 opsbot
+#     --env-file /etc/opsbot/env -p 127.0.0.1:9090:9090 opsbot
+# The files as README "Point it at a real host" says, with group 65532 (the
+# image's user) for opsbot: /etc/opsbot 0750, opsbot.yaml and id_ed25519 0640
+# root:65532, known_hosts 0644 root:root, env 0600 root:root (read by docker).
 #   docker stop -t 70 opsbot     # longer than limits.shutdown_grace (60 s)
 # The config's http.listen must be 0.0.0.0:9090 (or the port published) for
 # the HEALTHCHECK and Prometheus to reach it.

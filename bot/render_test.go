@@ -66,6 +66,9 @@ func renderReply(r Reply) string {
 // answers of dry runs, and a queued job's acknowledgement.
 func TestRepliesGolden(t *testing.T) {
 	h := newHarness(t, okBackend(), roles)
+	// A fixed clock: a schedule's dry run names its first firing.
+	fixed := time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC)
+	h.now.Store(&fixed)
 	ctx := context.Background()
 	var b strings.Builder
 	add := func(title string, r Reply) {

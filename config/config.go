@@ -61,6 +61,13 @@ type Config struct {
 
 	// Dir is the directory of the config file; relative paths are resolved against it.
 	Dir string `yaml:"-"`
+	// Warnings are what Load found worth saying that does not stop opsbot:
+	// a group-writable known_hosts, a secret others may read (trust.go).
+	// `config check` prints them; a start logs them.
+	Warnings []string `yaml:"-" json:"-"`
+
+	literalSecrets []string // keys of secrets written in the file itself
+	envSecrets     []string // environment variables the secrets come from
 }
 
 // Store says where the database lives and how long it keeps history.
@@ -401,9 +408,9 @@ func Inspect(path string) (*Config, error) {
 	if fi, err := os.Stat(path); err != nil {
 		problems = append([]error{fmt.Errorf("read config: %w", err)}, problems...)
 	} else if fi.Mode().Perm()&0o002 != 0 {
-		problems = append([]error{fmt.Errorf("%s is writable by every user (mode %04o): anyone on this machine could change what opsbot does as root on your hosts; run: chmod o-w %s",
-			path, uint32(fi.Mode().Perm()), path)}, problems...)
+		problems = append([]error{worldWritable(path, fi, "what opsbot does as root on your hosts")}, problems...)
 	}
+	problems = append(problems, c.trust(path)...)
 	if len(problems) > 0 {
 		return c, &Error{Problems: problems}
 	}
@@ -430,7 +437,7 @@ func LoadOver(path string, base []byte, supplied []string) (*Config, error) {
 	}
 	var problems []error
 	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o002 != 0 {
-		problems = append(problems, fmt.Errorf("%s is writable by every user (mode %04o): run: chmod o-w %s", path, uint32(fi.Mode().Perm()), path))
+		problems = append(problems, worldWritable(path, fi, "what opsbot does as root on your hosts"))
 	}
 	top, err := decodeNode(data)
 	if err != nil {
@@ -457,6 +464,7 @@ func LoadOver(path string, base []byte, supplied []string) (*Config, error) {
 	}
 	c, ps := parseNode(top, filepath.Dir(abs), os.LookupEnv)
 	problems = append(problems, ps...)
+	problems = append(problems, c.trust(path)...)
 	if len(problems) > 0 {
 		return nil, &Error{Problems: problems}
 	}
@@ -579,28 +587,28 @@ var quotedValue = regexp.MustCompile("`[^`]*`")
 
 var envRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
 
-func resolveSecret(name string, s *Secret, dir string, lookup func(string) (string, bool)) error {
+func (c *Config) resolveSecret(name string, s *Secret, lookup func(string) (string, bool)) error {
 	v := string(*s)
 	switch {
 	case v == "":
 		return nil
 	case envRef.MatchString(v):
 		key := envRef.FindStringSubmatch(v)[1]
+		c.envSecrets = append(c.envSecrets, key)
 		val, ok := lookup(key)
 		if !ok || val == "" {
 			return fmt.Errorf("%s refers to ${%s}, which is not set in the environment", name, key)
 		}
 		*s = Secret(val)
 	case strings.HasPrefix(v, "file:"):
-		p := strings.TrimPrefix(v, "file:")
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
+		p := c.Path(strings.TrimPrefix(v, "file:"))
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return fmt.Errorf("%s: read secret file: %w", name, err)
 		}
 		*s = Secret(strings.TrimSpace(string(b)))
+	default:
+		c.literalSecrets = append(c.literalSecrets, name)
 	}
 	return nil
 }
@@ -622,7 +630,7 @@ func (c *Config) resolveSecrets(lookup func(string) (string, bool)) []error {
 	}
 	var errs []error
 	for _, r := range refs {
-		if err := resolveSecret(r.name, r.s, c.Dir, lookup); err != nil {
+		if err := c.resolveSecret(r.name, r.s, lookup); err != nil {
 			errs = append(errs, err)
 		}
 	}

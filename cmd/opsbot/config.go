@@ -21,8 +21,9 @@ var adapterNames = map[string]string{"slack": "Slack", "matrix": "Matrix"}
 
 // cmdConfig is `opsbot config check --config FILE`: every problem the bot
 // would meet at start-up or at its first job, listed at once, one per line
-// with its key; or the effective config with secrets redacted.
-func cmdConfig(ctx context.Context, args []string, stdout io.Writer) error {
+// with its key; or the effective config with secrets redacted. Warnings
+// (config.Config.Warnings) go to stderr either way and do not fail it.
+func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if wantsHelp(args) {
 		flags := newFlagSet("config", io.Discard)
 		flags.String("config", "", "config `FILE` to check")
@@ -49,6 +50,11 @@ func cmdConfig(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	problems = append(problems, checkResources(ctx, cfg)...)
+	if cfg != nil {
+		for _, w := range cfg.Warnings {
+			fmt.Fprintf(stderr, "opsbot config: warning: %s\n", w)
+		}
+	}
 	if len(problems) > 0 {
 		return &config.Error{Problems: problems}
 	}

@@ -252,3 +252,35 @@ func TestRunConfigOverLab(t *testing.T) {
 		t.Fatalf("job #1 in the file's store: %+v, %v", j, err)
 	}
 }
+
+// The files that decide trust have one recipe: README, the unit's header,
+// the Dockerfile (group 65532) and the example config say the same modes and
+// owners, and none says another mode for the key.
+func TestOneRecipeForTrustFiles(t *testing.T) {
+	root := repoRoot(t)
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for name, wants := range map[string][]string{
+		"README.md":                  {"0750 | root:opsbot", "`id_ed25519` | 0640 | root:opsbot", "`known_hosts` | 0644 | root:root", "`env` | 0600 | root:root", "chown root:opsbot /etc/opsbot/id_ed25519 && chmod 0640"},
+		"deploy/opsbot.service":      {"install -d -m 0750 -o root -g opsbot /etc/opsbot", "id_ed25519: 0640 root:opsbot", "known_hosts: 0644 root:root", "0600 root:root"},
+		"Dockerfile":                 {"/etc/opsbot 0750", "id_ed25519 0640\n# root:65532", "known_hosts 0644 root:root", "env 0600 root:root"},
+		"deploy/opsbot.example.yaml": {"/etc/opsbot/env (0600 root:root", "This file and the key: 0640 root:opsbot", "known_hosts: 0644 root:root", "/etc/opsbot: 0750 root:opsbot"},
+	} {
+		text := read(name)
+		for _, w := range wants {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s does not say %q", name, w)
+			}
+		}
+		for _, other := range []string{"install -d -m 700 /etc/opsbot", "id_ed25519 (0600", "key (0600)"} {
+			if strings.Contains(text, other) {
+				t.Errorf("%s still says %q: one recipe", name, other)
+			}
+		}
+	}
+}

@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "bench":
 		code, err = cmdBench(ctx, args[1:], stdout, stderr)
 	case "config":
-		err = cmdConfig(ctx, args[1:], stdout)
+		err = cmdConfig(ctx, args[1:], stdout, stderr)
 	case "serve":
 		err = cmdServe(ctx, args[1:], stderr)
 	case "store":

@@ -298,7 +298,7 @@ wait:
 // reload is SIGHUP: load the config again and apply it, or keep the old
 // one and log why.
 func (s *server) reload(o setupOptions, e *env) {
-	cfg, err := loadConfig(o.ConfigPath, e.labCfg)
+	cfg, err := loadConfig(o.ConfigPath, e.labCfg, s.log)
 	if err != nil {
 		s.log.Error("config reload refused: the config in effect stays", "config", o.ConfigPath, "err", err)
 		return

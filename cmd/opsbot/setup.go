@@ -105,7 +105,7 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 	case cfgPath == "":
 		return nil, usagef("say where the hosts are: --config FILE, or --lab for the simulated GPU host")
 	}
-	cfg, err := loadConfig(cfgPath, labCfg)
+	cfg, err := loadConfig(cfgPath, labCfg, o.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -136,18 +136,28 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 // loadConfig loads the config: the file at path, the lab's config at
 // labPath, or, with both, the file on top of the lab's, which supplies
 // config.LabKeys (the hosts and services) and what the file leaves out.
-func loadConfig(path, labPath string) (*config.Config, error) {
+// The config's warnings go to log (when not nil).
+func loadConfig(path, labPath string, log *slog.Logger) (*config.Config, error) {
+	var cfg *config.Config
+	var err error
 	switch {
 	case labPath == "":
-		return config.Load(path)
+		cfg, err = config.Load(path)
 	case path == "":
-		return config.Load(labPath)
+		cfg, err = config.Load(labPath)
+	default:
+		var base []byte
+		if base, err = os.ReadFile(labPath); err != nil {
+			return nil, fmt.Errorf("read lab config: %w", err)
+		}
+		cfg, err = config.LoadOver(path, base, config.LabKeys)
 	}
-	base, err := os.ReadFile(labPath)
-	if err != nil {
-		return nil, fmt.Errorf("read lab config: %w", err)
+	if err == nil && log != nil {
+		for _, w := range cfg.Warnings {
+			log.Warn(w)
+		}
 	}
-	return config.LoadOver(path, base, config.LabKeys)
+	return cfg, err
 }
 
 // startLab starts the simulated hosts with the given faults and unit file.
