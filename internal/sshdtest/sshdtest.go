@@ -2,6 +2,12 @@
 // authorized keys in a temporary directory, a free port, and a login user with /bin/sh. As root
 // it logs in a dedicated user (opsbot-test, created when missing); otherwise the current user.
 // Tests skip when /usr/sbin/sshd is missing, unless OPSBOT_REQUIRE_SSHD=1 makes that a failure.
+//
+// The one known exception to "tests leave the machine as they found it": as root, what sshd
+// needs on the machine stays there after the tests, the privilege separation directory
+// /run/sshd (made when missing, as Debian's ssh.service makes it) and the user opsbot-test
+// (an account with no password, a locked "*" hash, reachable only with a test's key while a
+// test's sshd runs). Both are made once and reused; nothing else of the machine is changed.
 package sshdtest
 
 import (

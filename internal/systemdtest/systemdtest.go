@@ -9,10 +9,15 @@
 // would be the machine's), binds /etc read-only, and masks systemd-timesyncd (no NTP packet may
 // leave the machine), every timer, ssh.service, postgresql.service and systemd-pstore. Units of
 // the test go in /run/systemd/system (UnitDir), a valid unit directory on that private tmpfs.
+// Its /dev is its own too: a tmpfs with the machine's null, zero, full, random, urandom and tty
+// bound in, a devpts of its own (ptmx links to it), a tmpfs /dev/shm and the fd links; no
+// console and no kmsg, so nothing it logs reaches the machine's console or kernel log, and
+// journald's /dev/log link is made there, not on the machine.
 //
 // The host ends with the test: its PID 1 gets SIGKILL (the kernel then kills every process of
 // the namespace), and the cleanup checks that no process is left in its cgroup, that the cgroup
-// is removed and that the machine's mount table is as it was.
+// is removed, that the machine's mount table is as it was, and that the machine's /dev (its
+// nodes and links), /run/systemd and /tmp/systemd-private-* are as before the boot.
 //
 // It needs root, unshare(1), systemd, sshd and cgroup v2. Tests skip when the namespaces cannot
 // be made, unless OPSBOT_REQUIRE_SYSTEMD=1 makes that a failure (CI sets it).
@@ -76,11 +81,12 @@ type Host struct {
 	Cgroup string        // the cgroup v2 directory the namespace lives in, on the machine
 	Boot   time.Duration // from the start of unshare to the sshd answering SSH
 
-	cmd    *exec.Cmd
-	exited chan struct{}
-	log    *sshdtest.SyncBuffer
-	pidNS  string // readlink of /proc/PID/ns/pid
-	mounts []string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	log     *sshdtest.SyncBuffer
+	pidNS   string // readlink of /proc/PID/ns/pid
+	mounts  []string
+	machine []string // machineState before the boot
 }
 
 // Start boots systemd with the test's sshd and waits until the sshd answers; the namespace is
@@ -192,6 +198,23 @@ mount --bind /etc /etc
 mount -o remount,bind,ro /etc
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t proc proc /proc
+d=/run/opsbot-dev
+mkdir "$d"
+mount -t tmpfs -o mode=755,nosuid opsbot-test "$d"
+for n in null zero full random urandom tty; do
+	touch "$d/$n"
+	mount --bind "/dev/$n" "$d/$n"
+done
+mkdir "$d/pts" "$d/shm"
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$d/pts"
+ln -s pts/ptmx "$d/ptmx"
+mount -t tmpfs -o mode=1777,nosuid,nodev opsbot-test "$d/shm"
+ln -s /proc/self/fd "$d/fd"
+ln -s /proc/self/fd/0 "$d/stdin"
+ln -s /proc/self/fd/1 "$d/stdout"
+ln -s /proc/self/fd/2 "$d/stderr"
+mount --move "$d" /dev
+rmdir "$d"
 u=/run/systemd/system
 mkdir -p "$u" /run/systemd/journald.conf.d /run/sshd
 printf '[Journal]\nStorage=volatile\n' > /run/systemd/journald.conf.d/opsbot-test.conf
@@ -260,6 +283,7 @@ func boot(t testing.TB, cg2 string) (*Host, error) {
 	if h.mounts, err = mountPoints(); err != nil {
 		return nil, err
 	}
+	h.machine = machineState()
 	own, err := ownCgroup()
 	if err != nil {
 		return nil, err
@@ -440,7 +464,51 @@ func (h *Host) stop() error {
 	} else if added := minus(now, h.mounts); len(added) > 0 {
 		errs = append(errs, fmt.Errorf("mounts left on the machine: %v", added))
 	}
+	if gone, added := minus(h.machine, machineState()), minus(machineState(), h.machine); len(gone)+len(added) > 0 {
+		errs = append(errs, fmt.Errorf("the machine's /dev, /run/systemd or /tmp/systemd-private-* changed: gone %v, added %v", gone, added))
+	}
 	return errors.Join(errs...)
+}
+
+// machineState lists what a systemd sharing the machine's /dev, /run or /tmp would change
+// there: /dev's entries with their types and modes (device numbers, link targets), but not
+// what other processes of the machine make on their own (terminals in /dev/pts, segments in
+// /dev/shm); everything under /run/systemd; the names of /tmp/systemd-private-* (PrivateTmp=).
+func machineState() []string {
+	var out []string
+	filepath.WalkDir("/dev", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && (p == "/dev/pts" || p == "/dev/shm" || p == "/dev/mqueue") {
+			out = append(out, p+" dir")
+			return filepath.SkipDir
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		line := fmt.Sprintf("%s %v", p, fi.Mode())
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode()&(os.ModeDevice|os.ModeCharDevice) != 0 {
+			line += fmt.Sprintf(" %d", st.Rdev)
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			target, _ := os.Readlink(p)
+			line += " -> " + target
+		}
+		out = append(out, line)
+		return nil
+	})
+	filepath.WalkDir("/run/systemd", func(p string, d os.DirEntry, err error) error {
+		if err == nil {
+			out = append(out, p+" "+d.Type().String())
+		}
+		return nil
+	})
+	private, _ := filepath.Glob("/tmp/systemd-private-*")
+	out = append(out, private...)
+	slices.Sort(out)
+	return out
 }
 
 // Stopped reports whether the namespace is gone: its PID 1 exited and its cgroup was removed.

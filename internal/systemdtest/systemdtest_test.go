@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,8 +77,9 @@ func diff(a, b []string) (gone, added []string) {
 
 // TestBootIsolated boots systemd and checks what the package promises: only journald and the
 // test's sshd run, only that sshd listens, timers and timesyncd are masked, journald keeps its
-// journal under the private /run, the namespace's /tmp is its own; and after the test the
-// machine's /tmp (an old file systemd-tmpfiles would delete), /var/log and /etc are unchanged,
+// journal under the private /run, the namespace's /tmp and /dev are its own; and after the test
+// the machine's /tmp (an old file systemd-tmpfiles would delete), /var/log and /etc are unchanged
+// (its /dev, /run/systemd and /tmp/systemd-private-* are compared by the host's clean-up),
 // the sshd no longer answers, and no process or cgroup of the namespace is left.
 func TestBootIsolated(t *testing.T) {
 	if _, err := Available(); err != nil && os.Getenv(EnvRequire) != "1" {
@@ -142,6 +145,18 @@ func TestBootIsolated(t *testing.T) {
 		}
 		if got := run(t, c, "ls -d /run/log/journal/*/ | wc -l; findmnt -n -o FSTYPE /var/log; findmnt -n -o FSTYPE /tmp; findmnt -n -o OPTIONS /etc | tr , '\\n' | grep -x ro"); got != "1\ntmpfs\ntmpfs\nro\n" {
 			t.Errorf("journal in /run, tmpfs on /var/log and /tmp, /etc read-only: got %q", got)
+		}
+		// Its /dev is its own: journald's /dev/log link is made there.
+		var machinePTS syscall.Stat_t
+		if err := syscall.Stat("/dev/pts", &machinePTS); err != nil {
+			t.Fatal(err)
+		}
+		want := "tmpfs\ndevpts\n/run/systemd/journal/dev-log\nnodes\n"
+		if got := run(t, c, "stat -f -c %T /dev /dev/pts; readlink /dev/log; test -c /dev/null && test -c /dev/urandom && echo nodes"); got != want {
+			t.Errorf("a private /dev (tmpfs, a devpts, journald's /dev/log, the device nodes): got %q, want %q", got, want)
+		}
+		if got := strings.TrimSpace(run(t, c, "stat -c %d /dev/pts")); got == strconv.FormatUint(machinePTS.Dev, 10) {
+			t.Errorf("the namespace's /dev/pts is the machine's (device %s)", got)
 		}
 		if got := run(t, c, "ls -A /tmp"); strings.Contains(got, filepath.Base(sentinel.Name())) {
 			t.Errorf("the namespace sees the machine's /tmp: %q", got)
