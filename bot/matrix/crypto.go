@@ -288,22 +288,28 @@ func (d *olmDevice) Init(context.Context) error { return nil }
 
 // Encrypt encrypts content for room with the device's outbound Megolm
 // session, first sharing a new session with the room's members' devices
-// when there is none (or it expired, or a member left).
+// when there is none (or it expired, or a member left). A membership change
+// the sync handles between the share and the encryption discards the new
+// session again (mautrix rotates it when members change): the share is then
+// repeated, up to shareAttempts times.
 func (d *olmDevice) Encrypt(ctx context.Context, room id.RoomID, typ event.Type, content any) (*event.EncryptedEventContent, error) {
 	d.encMu.Lock()
 	defer d.encMu.Unlock()
-	enc, err := d.mach.EncryptMegolmEvent(ctx, room, typ, content)
-	if err == nil || (!errors.Is(err, crypto.ErrSessionExpired) && !errors.Is(err, crypto.ErrNoGroupSession) && !errors.Is(err, crypto.ErrSessionNotShared)) {
-		return enc, err
+	const shareAttempts = 3
+	for attempt := 1; ; attempt++ {
+		enc, err := d.mach.EncryptMegolmEvent(ctx, room, typ, content)
+		if err == nil || attempt > shareAttempts ||
+			(!errors.Is(err, crypto.ErrSessionExpired) && !errors.Is(err, crypto.ErrNoGroupSession) && !errors.Is(err, crypto.ErrSessionNotShared)) {
+			return enc, err
+		}
+		members, err := d.states.GetRoomJoinedOrInvitedMembers(ctx, room)
+		if err != nil {
+			return nil, fmt.Errorf("list the members of %s: %w", room, err)
+		}
+		if err := d.mach.ShareGroupSession(ctx, room, members); err != nil {
+			return nil, fmt.Errorf("share a room key with the members of %s: %w", room, err)
+		}
 	}
-	members, err := d.states.GetRoomJoinedOrInvitedMembers(ctx, room)
-	if err != nil {
-		return nil, fmt.Errorf("list the members of %s: %w", room, err)
-	}
-	if err := d.mach.ShareGroupSession(ctx, room, members); err != nil {
-		return nil, fmt.Errorf("share a room key with the members of %s: %w", room, err)
-	}
-	return d.mach.EncryptMegolmEvent(ctx, room, typ, content)
 }
 
 // Decrypt implements mautrix.CryptoHelper.
