@@ -46,7 +46,6 @@ const (
 	importTime    = 3 * time.Second         // python imports before the first log line
 	failExitDelay = 1 * time.Second         // from a fatal error to the process exit
 	shutdownTime  = 1500 * time.Millisecond // graceful shutdown after SIGTERM
-	memOverhead   = 2600                    // MiB beyond mem-fraction-static: CUDA context, graphs
 )
 
 // engineRun is one start of an engine by a unit: its processes, GPU memory, listener and the
@@ -189,7 +188,13 @@ func (r *engineRun) boot() {
 	holders := r.gpuHolders()
 	for i, g := range r.gpus {
 		gg := w.gpuByIndex(g)
-		holders[i].mem[g] = min(need[i]+memOverhead, gg.total-w.used(g))
+		// The static pool and the context now; SGLang's CUDA graphs after the load (loaded),
+		// vLLM's allowance for them at once.
+		claim := need[i] + engContextMiB
+		if r.flavor == "vllm" {
+			claim += s.GraphMiB
+		}
+		holders[i].mem[g] = min(claim, gg.total-w.used(g))
 		holders[i].gpuFDs = true
 		holders[i].state = 'R'
 		r.armFaults(holders[i], i)
@@ -269,6 +274,62 @@ func (r *engineRun) memoryError(free, need []int, unbalanced bool) []string {
 	}
 }
 
+// captureGraphs claims the CUDA graphs' memory on each GPU of the run (mu held). When a GPU
+// has less free than the graphs need, the start fails as SGLang's CudaGraphRunner fails
+// (PyTorch's out-of-memory text, which names every process using the GPU by its host PID,
+// then SGLang's remedies) and captureGraphs returns false.
+func (r *engineRun) captureGraphs() bool {
+	w := r.h.w
+	for i, g := range r.gpus {
+		if free := w.gpuByIndex(g).total - w.used(g); free < r.s.GraphMiB {
+			r.fail(r.captureOOM(i, g, free), 1)
+			return false
+		}
+	}
+	holders := r.gpuHolders()
+	for i, g := range r.gpus {
+		holders[i].mem[g] += r.s.GraphMiB
+	}
+	return true
+}
+
+// captureOOM is SGLang's "Capture cuda graph failed" on GPU g (rank i) with free MiB left.
+func (r *engineRun) captureOOM(i, g, free int) []string {
+	w := r.h.w
+	gib := func(mib int) string { return fmt.Sprintf("%.2f GiB", float64(mib)/1024) }
+	var procs []string
+	// PyTorch lists the processes using the GPU: here the engine's main process (its context)
+	// and whatever holds memory on it.
+	procs = append(procs, fmt.Sprintf("Process %d has %s memory in use.", r.main.hostPID, gib(engContextMiB)))
+	for _, p := range w.procs {
+		if m := p.mem[g]; m > 0 && !p.dead {
+			procs = append(procs, fmt.Sprintf("Process %d has %s memory in use.", p.hostPID, gib(m)))
+		}
+	}
+	tp := fmt.Sprintf("TP%d", i)
+	site := "/opt/sglang/.venv/lib/python3.12/site-packages/sglang/srt"
+	return []string{
+		fmt.Sprintf("%s Capture cuda graph begin. This can take up to several minutes. avail mem=%s", r.stamp(tp), gib(free)),
+		fmt.Sprintf("%s Scheduler hit an exception: Traceback (most recent call last):", r.stamp(tp)),
+		"  File \"" + site + "/managers/scheduler.py\", line 2914, in run_scheduler_process",
+		"    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)",
+		"  File \"" + site + "/model_executor/model_runner.py\", line 1989, in init_device_graphs",
+		"    self.graph_runner = CudaGraphRunner(self)",
+		"  File \"" + site + "/model_executor/cuda_graph_runner.py\", line 385, in __init__",
+		"    raise Exception(",
+		fmt.Sprintf("Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. %s",
+			gib(r.s.GraphMiB), i, gib(w.gpuByIndex(g).total), gib(free), strings.Join(procs, " ")),
+		"Possible solutions:",
+		"1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
+		"2. set --cuda-graph-max-bs to a smaller value (e.g., 16)",
+		"3. disable torch compile by not using --enable-torch-compile",
+		"4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)",
+		"Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose",
+		"",
+		r.stamp("") + " Received sigquit from a child process. It usually means the child failed.",
+	}
+}
+
 func crashTraceback(flavor string) []string {
 	if flavor == "vllm" {
 		return []string{"Traceback (most recent call last):",
@@ -328,7 +389,10 @@ func (r *engineRun) loaded() {
 			r.logf("%s Load weight end. type=Qwen3_5MoeForCausalLM, dtype=torch.bfloat16, avail mem=%.2f GB", r.stamp(fmt.Sprintf("TP%d", i)), 9.1)
 		}
 		r.logf("%s KV Cache is allocated. #tokens: 1423360, K size: 10.86 GB, V size: 10.86 GB", r.stamp("TP0"))
-		r.logf("%s Capture cuda graph end. Time elapsed: 41.27 s. mem usage=2.31 GB", r.stamp("TP0"))
+		if !r.captureGraphs() {
+			return
+		}
+		r.logf("%s Capture cuda graph end. Time elapsed: 41.27 s. mem usage=%.2f GB", r.stamp("TP0"), float64(r.s.GraphMiB)/1024)
 	}
 	s := r.s
 	h := r.h

@@ -25,13 +25,13 @@ func TestNvidiaSMIFormats(t *testing.T) {
 	apps := c.must(t, "nvidia-smi", "--query-compute-apps=pid,used_memory,gpu_uuid,process_name", "--format=csv,noheader,nounits")
 	// qwen's workers on GPUs 0-3 (0.88 of each), then coder's on GPUs 4-7 (0.85): host PIDs,
 	// seen from inside either container.
-	line := regexp.MustCompile(`^\d+, (74371|71925), GPU-[0-9a-f-]+, sglang::schedul$`)
+	line := regexp.MustCompile(`^\d+, (74863|72417), GPU-[0-9a-f-]+, sglang::schedul$`)
 	ls := strings.Split(strings.TrimSpace(apps), "\n")
 	if len(ls) != 8 {
 		t.Fatalf("compute apps:\n%s", apps)
 	}
 	for i, ln := range ls {
-		if !line.MatchString(ln) || strings.Contains(ln, ", 74371, ") != (i < 4) {
+		if !line.MatchString(ln) || strings.Contains(ln, ", 74863, ") != (i < 4) {
 			t.Fatalf("compute app line %d %q", i, ln)
 		}
 	}
@@ -39,7 +39,7 @@ func TestNvidiaSMIFormats(t *testing.T) {
 	if code != 2 || !strings.Contains(out, `Field "bogus" is not a valid field to query.`) {
 		t.Fatalf("bad field: %d %q", code, out)
 	}
-	if tbl := c.must(t, "nvidia-smi"); !strings.Contains(tbl, "74371MiB / 81559MiB") || !strings.Contains(tbl, "sglang::schedul") {
+	if tbl := c.must(t, "nvidia-smi"); !strings.Contains(tbl, "74863MiB / 81559MiB") || !strings.Contains(tbl, "sglang::schedul") {
 		t.Fatalf("table:\n%s", tbl)
 	}
 }

@@ -15,8 +15,12 @@ type engSettings struct {
 	Flavor      string
 	TP          int
 	MemFraction float64
+	GraphMiB    int // CUDA graphs per GPU, beyond mem-fraction-static and the context
 	s           engine.Settings
 }
+
+// engContextMiB is an engine's CUDA context per GPU, beyond mem-fraction-static.
+const engContextMiB = engine.ContextMiB
 
 type engInstance interface {
 	Handler() http.Handler
@@ -30,7 +34,7 @@ type engStartError struct {
 }
 
 func wrapSettings(s engine.Settings) engSettings {
-	return engSettings{Flavor: s.Flavor, TP: s.TP, MemFraction: s.MemFractionStatic, s: s}
+	return engSettings{Flavor: s.Flavor, TP: s.TP, MemFraction: s.MemFractionStatic, GraphMiB: s.GraphMiB(), s: s}
 }
 
 func engParse(argv []string) (engSettings, *engStartError) {

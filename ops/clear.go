@@ -30,6 +30,7 @@ func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Rep
 	}
 	recordGPUs(res, t.cfg.Host, gpus, t.cfg.GPUs)
 	if held := heldGPUs(gpus, t.cfg.GPUs, t.cfg.ClearMiB); len(held) == 0 {
+		res.did.gpusClear = true
 		st.done("%s", clearSummary(gpus, t.cfg.GPUs, t.cfg.ClearMiB))
 		return nil
 	}
@@ -91,6 +92,8 @@ func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Rep
 		}
 		return st.fail(err)
 	}
+	// Clear, unless holders left alone keep memory (they were allowed for).
+	res.did.gpusClear = len(s.kept) == 0
 	st.done("%s", clearSummary(gpus, t.cfg.GPUs, t.cfg.ClearMiB))
 	return nil
 }

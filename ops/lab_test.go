@@ -464,13 +464,15 @@ func TestVLLMStepsAndAcceptance(t *testing.T) {
 // when it is the service's own (an orphan in its container), never when it
 // belongs to the node itself.
 func TestForeignHolderIsLeftAlone(t *testing.T) {
+	// The holders are small enough to fit beside qwen at steps 10: 0.88 of the
+	// GPU, its context and its CUDA graphs leave 2160 MiB (lab/engine/memory.go).
 	r := newRig(t, labOpts(), nil)
 	ctx := testCtx(t)
-	nodeProc, err := r.lab.Host("pve").HoldGPU(0, 6000, "python3", "train.py", "--epochs", "3")
+	nodeProc, err := r.lab.Host("pve").HoldGPU(0, 2000, "python3", "train.py", "--epochs", "3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	own, err := r.lab.Host("gpu1").HoldGPUIn("/", 1, 3000, "python3", "eval.py")
+	own, err := r.lab.Host("gpu1").HoldGPUIn("/", 1, 1500, "python3", "eval.py")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,8 +483,8 @@ func TestForeignHolderIsLeftAlone(t *testing.T) {
 	}
 	thread := ev.text()
 	for _, want := range []string{
-		fmt.Sprintf("PID %d (python3 train.py) on pve GPU 0, 6000 MiB: the node (/user.slice/user-0.slice/session-1.scope), not qwen's: never killed", nodeProc.HostPID),
-		fmt.Sprintf("PID %d (python3 eval.py) on pve GPU 1, 3000 MiB: not an engine process (`gpu recover qwen --force` would kill it)", own.HostPID),
+		fmt.Sprintf("PID %d (python3 train.py) on pve GPU 0, 2000 MiB: the node (/user.slice/user-0.slice/session-1.scope), not qwen's: never killed", nodeProc.HostPID),
+		fmt.Sprintf("PID %d (python3 eval.py) on pve GPU 1, 1500 MiB: not an engine process (`gpu recover qwen --force` would kill it)", own.HostPID),
 	} {
 		if !strings.Contains(thread, want) {
 			t.Errorf("thread lacks %q:\n%s", want, thread)
@@ -517,7 +519,7 @@ func alive(l *lab.Lab, pid int) bool {
 // wait for clear GPUs does not wait for the memory the foreign process keeps.
 func TestOrphansBesideAForeignHolder(t *testing.T) {
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
-	p, err := r.lab.Host("pve").HoldGPU(1, 3000, "python3", "eval.py")
+	p, err := r.lab.Host("pve").HoldGPU(1, 1500, "python3", "eval.py")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -696,5 +698,61 @@ func TestSweepTopKDraftGrid(t *testing.T) {
 	}
 	if after := r.unitText(t); after != before {
 		t.Errorf("unit not put back as it was:\n%s\nwas:\n%s", after, before)
+	}
+}
+
+// Steps that do not fit the GPU: the engine runs out of memory capturing its
+// CUDA graphs on GPUs the job had just seen clear. The error blames the
+// settings, quotes the engine and names what to try, never sends anyone to
+// reap processes; and the failing unit is started once, not twice, before the
+// previous one is restored. (At the lab's time scale RestartSec=5 is 5 ms, so
+// systemd may have restarted it once by the time the crash is seen: that is
+// reported as it is, never as "NRestarts 0".)
+func TestStepsThatDoNotFitRollBackAtOnce(t *testing.T) {
+	r := newRig(t, labOpts(), nil)
+	before := r.unitText(t)
+	ev := &events{}
+	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 14, false, ev)
+	if err == nil {
+		t.Fatalf("mtp steps 14 fitted the GPU\n%s", ev.text())
+	}
+	msg := err.Error()
+	for _, want := range []string{"Capture cuda graph failed: CUDA out of memory", "GPUs were clear just before this start",
+		"fewer steps", "--mem-fraction-static", "--cuda-graph-max-bs", "restored the previous unit (steps 3)"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	for _, bad := range []string{"reap them", "NRestarts 0"} {
+		if strings.Contains(msg, bad) {
+			t.Errorf("error says %q: %v", bad, err)
+		}
+	}
+	if n := strings.Count(ev.text(), "starting "+r.svc.Unit); n != 2 {
+		t.Errorf("%d starts, want 2 (the new unit once, then the restored one)\n%s", n, ev.text())
+	}
+	if res.HasIncident(ops.IncidentGPUMemoryHeld) || !res.HasIncident(ops.IncidentRolledBack) {
+		t.Errorf("incidents %v: want rolled_back, no gpu_memory_held", res.Incidents)
+	}
+	if got := r.unitText(t); got != before {
+		t.Fatalf("unit not restored:\n%s", got)
+	}
+	if st := r.lab.Host("gpu1").Unit(r.svc.Unit); !st.Ready {
+		t.Fatalf("previous unit not serving after the rollback: %+v", st)
+	}
+}
+
+// Orphans of the previous run still holding memory are the other cause of an
+// out-of-memory start: when the job did not see the GPUs clear before the
+// start (svc restart does not clear them), the diagnosis stays "held by other
+// processes" and the start is recovered once.
+func TestOutOfMemoryWithoutClearGPUsStillBlamesHolders(t *testing.T) {
+	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
+	ev := &events{}
+	if _, err := r.rb.ServiceAction(testCtx(t), "qwen", "restart", false, ev); err != nil {
+		t.Fatalf("svc restart: %v\n%s", err, ev.text())
+	}
+	if strings.Contains(ev.text(), "GPUs were clear just before") {
+		t.Errorf("blamed the settings though the GPUs were never seen clear:\n%s", ev.text())
 	}
 }

@@ -72,6 +72,7 @@ type did struct {
 	rolledBack bool
 	advice     string // set when no command of opsbot helps (D state)
 	gpuHeld    bool   // the GPUs could not be cleared
+	gpusClear  bool   // the GPUs were seen clear since the last start (clearGPUs); a start consumes it
 }
 
 // leftReadTimeout bounds the reading of a service's state for Result.Left,

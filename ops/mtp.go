@@ -441,7 +441,7 @@ func (r *Runbook) ensureServing(ctx context.Context, t *target, res *Result, rep
 		return err
 	}
 	if s.Active() {
-		return r.waitServing(ctx, t, res, rep, s.ActiveEnterTimestamp, s.NRestarts)
+		return r.waitServing(ctx, t, res, rep, s.ActiveEnterTimestamp, false, s.NRestarts)
 	}
 	unlock, err := r.holdNode(ctx, t, rep)
 	if err != nil {

@@ -184,7 +184,7 @@ func TestForeignEngineOnQwensGPUsIsNeverKilled(t *testing.T) {
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	waitBoth(t, r)
 	ctx := testCtx(t)
-	other, err := r.lab.Host("gpu2").HoldGPU(0, 3000, "python3", "-m", "sglang.launch_server", "--model-path", "/models/probe")
+	other, err := r.lab.Host("gpu2").HoldGPU(0, 1500, "python3", "-m", "sglang.launch_server", "--model-path", "/models/probe")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestForeignEngineOnQwensGPUsIsNeverKilled(t *testing.T) {
 	}
 	thread := ev.text()
 	for _, want := range []string{
-		fmt.Sprintf("PID %d (python3 -m sglang.launch_server) on pve GPU 0, 3000 MiB: container 130, not qwen's: never killed", other.HostPID),
+		fmt.Sprintf("PID %d (python3 -m sglang.launch_server) on pve GPU 0, 1500 MiB: container 130, not qwen's: never killed", other.HostPID),
 		fmt.Sprintf("PID %d (sglang::scheduler_TP0) on pve GPU 1, 2000 MiB: unit sglang-draft.service, not qwen's: never killed", draft.HostPID),
 		fmt.Sprintf("PID %d (sglang::detokenizer) on pve GPU 2: container 130, not qwen's: never killed", devOnly.HostPID),
 	} {

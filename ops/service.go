@@ -61,7 +61,7 @@ func (r *Runbook) ServiceAction(ctx context.Context, service, verb string, dryRu
 			}
 		} else if s.Active() {
 			// Running, but perhaps only one more attempt of a loop: see it serve.
-			err := r.waitServing(ctx, t, res, rep, s.ActiveEnterTimestamp, s.NRestarts)
+			err := r.waitServing(ctx, t, res, rep, s.ActiveEnterTimestamp, false, s.NRestarts)
 			if err == nil {
 				res.Summary = fmt.Sprintf("%s was already running (PID %d) and serves", service, s.MainPID)
 				return res, nil

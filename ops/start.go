@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/opsbot/opsbot/ops/engine"
@@ -24,8 +25,12 @@ type StartError struct {
 
 func (e *StartError) Error() string {
 	what := "failed to start (" + e.State + ")"
-	if e.Loop {
+	switch {
+	case e.Loop:
 		what = fmt.Sprintf("is in a restart loop (NRestarts %d)", e.Restarts)
+	case strings.HasSuffix(e.State, "/auto-restart"):
+		// Restart= will start it again, but it has not yet: one crash, not a loop.
+		what = "crashed while starting (" + e.State + ", before any automatic restart)"
 	}
 	msg := fmt.Sprintf("%s %s", e.Unit, what)
 	if e.Diag.Line != "" {
@@ -142,10 +147,12 @@ func (r *Runbook) startAndServe(ctx context.Context, t *target, res *Result, rep
 
 // recoverStart recovers a start that failed with err, once, when the cause is
 // GPU memory held by something else: stop, clear the GPUs, start again. Any
-// other err is returned as it is.
+// other err is returned as it is, among them an out-of-memory start on GPUs
+// seen clear just before it (systemd.CauseSettingsDoNotFit): starting the same
+// settings again would fail the same way after one more model load.
 func (r *Runbook) recoverStart(ctx context.Context, t *target, res *Result, rep Reporter, err error) error {
 	var se *StartError
-	if !errors.As(err, &se) || se.Diag.Cause != "gpu_memory_held" || ctx.Err() != nil {
+	if !errors.As(err, &se) || se.Diag.Cause != systemd.CauseGPUMemoryHeld || ctx.Err() != nil {
 		return err
 	}
 	res.AddIncident(IncidentGPUMemoryHeld)
@@ -172,11 +179,13 @@ func (r *Runbook) startOnce(ctx context.Context, t *target, res *Result, rep Rep
 		}
 	}
 	since := time.Now()
+	clear := res.did.gpusClear
+	res.did.gpusClear = false
 	res.did.changed, res.did.started = true, true
 	if err := r.systemctl(ctx, t, res, st, "start"); err != nil {
 		var ce *systemd.CommandError
 		if errors.As(err, &ce) {
-			return st.fail(r.startError(ctx, t, res, since, false, s0.NRestarts, systemd.State{ActiveState: "failed"}))
+			return st.fail(r.startError(ctx, t, res, since, clear, false, s0.NRestarts, systemd.State{ActiveState: "failed"}))
 		}
 		return st.fail(err)
 	}
@@ -186,19 +195,23 @@ func (r *Runbook) startOnce(ctx context.Context, t *target, res *Result, rep Rep
 		var failed *systemd.FailedError
 		switch {
 		case errors.As(err, &loop):
-			return st.fail(r.startError(ctx, t, res, since, true, loop.State.NRestarts, loop.State))
+			return st.fail(r.startError(ctx, t, res, since, clear, true, loop.State.NRestarts, loop.State))
 		case errors.As(err, &failed):
-			return st.fail(r.startError(ctx, t, res, since, false, failed.State.NRestarts, failed.State))
+			return st.fail(r.startError(ctx, t, res, since, clear, false, failed.State.NRestarts, failed.State))
 		}
 		return st.fail(err)
 	}
 	st.done("active (PID %d)", s.MainPID)
-	return r.waitServing(ctx, t, res, rep, since, s.NRestarts)
+	return r.waitServing(ctx, t, res, rep, since, clear, s.NRestarts)
 }
 
 // startError builds the *StartError of a start, diagnosed from the journal
-// lines written since the start.
-func (r *Runbook) startError(ctx context.Context, t *target, res *Result, since time.Time, loop bool, restarts int, s systemd.State) *StartError {
+// lines written since the start. clear says the GPUs were seen clear just
+// before the start: an out-of-memory line then blames the settings
+// (systemd.Diagnosis.OnClearGPUs). A unit that crashed once and waits for
+// Restart= (NRestarts 0) is a failed start, not a loop.
+func (r *Runbook) startError(ctx context.Context, t *target, res *Result, since time.Time, clear, loop bool, restarts int, s systemd.State) *StartError {
+	loop = loop && restarts > 0
 	if loop {
 		res.AddIncident(IncidentRestartLoop)
 	} else {
@@ -209,6 +222,9 @@ func (r *Runbook) startError(ctx context.Context, t *target, res *Result, since 
 	lines, err := t.unit.Journal(ctx, systemd.JournalQuery{Since: since.Add(-time.Second), Lines: 500})
 	if err == nil {
 		e.Diag = systemd.Diagnose(lines)
+		if clear {
+			e.Diag = e.Diag.OnClearGPUs(t.cfg.Engine)
+		}
 	}
 	return e
 }
@@ -217,7 +233,7 @@ func (r *Runbook) startError(ctx context.Context, t *target, res *Result, since 
 // phases (port refused while loading, 503 while warming up). It also watches
 // the unit: a crash or restart while loading ends the wait at once with a
 // *StartError instead of waiting out the ready timeout.
-func (r *Runbook) waitServing(ctx context.Context, t *target, res *Result, rep Reporter, since time.Time, restarts int) error {
+func (r *Runbook) waitServing(ctx context.Context, t *target, res *Result, rep Reporter, since time.Time, clear bool, restarts int) error {
 	st := begin(rep, "wait until ready", "waiting for %s to serve (up to %s)", t.cfg.URL, t.cfg.ReadyTimeout)
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.ReadyTimeout)
@@ -246,7 +262,7 @@ func (r *Runbook) waitServing(ctx context.Context, t *target, res *Result, rep R
 			s, err := t.unit.Show(ctx)
 			if err == nil && (s.NRestarts > restarts || s.ActiveState != "active") {
 				loop := s.AutoRestarting() || s.NRestarts > restarts
-				return st.fail(r.startError(ctx, t, res, since, loop, s.NRestarts, s))
+				return st.fail(r.startError(ctx, t, res, since, clear, loop, s.NRestarts, s))
 			}
 			if err != nil && ctx.Err() == nil && !isUnknownOutcome(ctx, err) {
 				return st.fail(err)

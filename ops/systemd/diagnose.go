@@ -12,6 +12,10 @@ const (
 	CauseCrash         = "crash"
 	CauseShmFull       = "shm_full"
 	CausePortInUse     = "port_in_use"
+	// CauseSettingsDoNotFit is an out-of-memory start on GPUs seen clear just
+	// before it (Diagnosis.OnClearGPUs): the engine's own settings need more
+	// GPU memory than there is.
+	CauseSettingsDoNotFit = "settings_do_not_fit"
 )
 
 // Diagnosis is the known cause of a failed or looping start, read from the
@@ -59,14 +63,18 @@ func has(subs ...string) func(line, lower string) bool {
 	}
 }
 
+// The engines' out-of-memory lines at start (lower case).
+const (
+	lineNoRoom     = "not enough memory. please try to increase --mem-fraction-static" // SGLang: no room left for the KV cache
+	lineUnbalanced = "the memory capacity is unbalanced. some gpus may be occupied by other processes"
+	lineCUDAOOM    = "cuda out of memory"                                     // PyTorch, e.g. SGLang's "Capture cuda graph failed: CUDA out of memory ..."
+	lineFreeLess   = "on startup is less than desired gpu memory utilization" // vLLM, after "Free memory on device"
+)
+
 var patterns = []pattern{
-	{cause: CauseGPUMemoryHeld, hint: hintMemory, rank: rankKnown, match: has(
-		"not enough memory. please try to increase --mem-fraction-static",
-		"the memory capacity is unbalanced. some gpus may be occupied by other processes",
-		"cuda out of memory",
-	)},
+	{cause: CauseGPUMemoryHeld, hint: hintMemory, rank: rankKnown, match: has(lineNoRoom, lineUnbalanced, lineCUDAOOM)},
 	{cause: CauseGPUMemoryHeld, hint: hintMemory, rank: rankKnown, match: func(_, lower string) bool {
-		return strings.Contains(lower, "free memory on device") && strings.Contains(lower, "on startup is less than desired gpu memory utilization")
+		return strings.Contains(lower, "free memory on device") && strings.Contains(lower, lineFreeLess)
 	}},
 	{cause: CauseBadArgument, hint: hintArg, rank: rankKnown, match: func(_, lower string) bool {
 		return strings.Contains(lower, "error: unrecognized arguments") || strings.Contains(lower, "error: argument ") ||
@@ -77,6 +85,43 @@ var patterns = []pattern{
 	}},
 	{cause: CauseShmFull, hint: hintShm, rank: rankKnown, match: has("fatal python error: bus error")},
 	{cause: CausePortInUse, hint: hintPort, rank: rankKnown, match: has("address already in use")},
+}
+
+// Hints for an out-of-memory start on GPUs seen clear just before it.
+const (
+	clearBefore     = "the GPUs were clear just before this start, so no other process held this memory, whatever PIDs the line names (they are the engine's own, gone now): "
+	hintFitSGLang   = clearBefore + "the settings need more GPU memory than there is (deeper speculation means larger CUDA graphs); try fewer steps, a lower --mem-fraction-static (e.g. 0.8) or a smaller --cuda-graph-max-bs (e.g. 16)"
+	hintFitVLLM     = clearBefore + "the settings need more GPU memory than there is (more speculative tokens mean larger CUDA graphs); try fewer steps, a lower --gpu-memory-utilization or a smaller --max-num-seqs"
+	hintFitNoRoom   = clearBefore + "the model's weights leave no room for the KV cache within --mem-fraction-static; raise it (e.g. 0.9) or spread the model over more GPUs (--tp)"
+	hintFitVLLMUtil = clearBefore + "--gpu-memory-utilization asks for more than a clear GPU has free; lower it (e.g. 0.85)"
+)
+
+// OnClearGPUs is d for a start on GPUs that were seen clear just before it,
+// by the engine named (sglang, vllm or "" when unknown). An out-of-memory
+// line then cannot mean memory held by others, whatever processes it names
+// (inside a container they are host PIDs, and the engine's own): the cause is
+// the settings (CauseSettingsDoNotFit), with what to change. SGLang's
+// "memory capacity is unbalanced" still means that something took memory on
+// some GPUs since, and every other diagnosis is returned as it is.
+func (d Diagnosis) OnClearGPUs(engine string) Diagnosis {
+	if d.Cause != CauseGPUMemoryHeld {
+		return d
+	}
+	lower := strings.ToLower(d.Line)
+	hint := ""
+	switch {
+	case strings.Contains(lower, lineUnbalanced):
+		return d
+	case strings.Contains(lower, lineNoRoom):
+		hint = hintFitNoRoom
+	case strings.Contains(lower, lineFreeLess):
+		hint = hintFitVLLMUtil
+	case engine == "vllm":
+		hint = hintFitVLLM
+	default:
+		hint = hintFitSGLang
+	}
+	return Diagnosis{Cause: CauseSettingsDoNotFit, Line: d.Line, Hint: hint}
 }
 
 // exceptionLine matches a Python exception line such as "RuntimeError: ..."

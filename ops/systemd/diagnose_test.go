@@ -64,3 +64,40 @@ func TestDiagnose(t *testing.T) {
 		})
 	}
 }
+
+// On GPUs seen clear just before the start, an out-of-memory line blames the
+// settings with the remedy that fits the line and the engine; "unbalanced"
+// (something took memory since) and causes other than memory stay as they are.
+func TestOnClearGPUs(t *testing.T) {
+	capture := "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 9.49 GiB. GPU 0 has a total capacity of 79.65 GiB of which 9.07 GiB is free. Process 1048 has 0.49 GiB memory in use. Process 1050 has 70.58 GiB memory in use."
+	for _, tc := range []struct {
+		name, engine string
+		lines        []string
+		cause        string
+		inHint       []string
+		notInHint    string
+	}{
+		{"sglang graphs", "sglang", []string{capture}, CauseSettingsDoNotFit, []string{"fewer steps", "--mem-fraction-static", "--cuda-graph-max-bs", "PIDs the line names"}, "reap"},
+		{"engine unknown", "", []string{capture}, CauseSettingsDoNotFit, []string{"--cuda-graph-max-bs"}, "reap"},
+		{"vllm cuda oom", "vllm", []string{"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."}, CauseSettingsDoNotFit, []string{"--gpu-memory-utilization", "--max-num-seqs"}, "--cuda-graph-max-bs"},
+		{"sglang no room", "sglang", []string{"RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."}, CauseSettingsDoNotFit, []string{"raise it", "--tp"}, "reap"},
+		{"vllm utilization", "vllm", []string{"ValueError: Free memory on device cuda:0 (70.10/79.19 GiB) on startup is less than desired GPU memory utilization (0.95, 75.23 GiB)."}, CauseSettingsDoNotFit, []string{"lower it"}, "reap"},
+		{"unbalanced", "sglang", []string{"RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes."}, CauseGPUMemoryHeld, []string{"reap"}, "settings"},
+		{"bad argument", "sglang", []string{"launch_server.py: error: unrecognized arguments: --x"}, CauseBadArgument, []string{"flag"}, "settings"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Diagnose(tc.lines).OnClearGPUs(tc.engine)
+			if d.Cause != tc.cause || d.Line != strings.TrimSpace(tc.lines[0]) {
+				t.Fatalf("got %+v, want cause %s quoting the line", d, tc.cause)
+			}
+			for _, w := range tc.inHint {
+				if !strings.Contains(d.Hint, w) {
+					t.Errorf("hint %q lacks %q", d.Hint, w)
+				}
+			}
+			if strings.Contains(d.Hint, tc.notInHint) {
+				t.Errorf("hint %q has %q", d.Hint, tc.notInHint)
+			}
+		})
+	}
+}
