@@ -48,3 +48,11 @@ type HTTPAdapter interface {
 	// then they answer 503.
 	Routes() map[string]http.Handler
 }
+
+// Transient is a Chat whose rooms nobody reads once this process ends (a
+// terminal): a schedule added there reports elsewhere by default (see
+// Dispatcher.SetReportRooms), as does anything posted after the process
+// ends. A platform with no Chat in this process counts as transient too.
+type Transient interface {
+	Transient() bool
+}

@@ -107,8 +107,9 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 		}
 	}
 	d := NewDispatcher(DispatcherOptions{Store: st, Engine: eng, Auth: auth, Commands: cfg.CommandOptions(),
-		ConfirmTTL: cfg.Limits.ConfirmTTL.D(), Logger: o.Logger, Timezone: loc, Now: o.Now})
+		ConfirmTTL: cfg.Limits.ConfirmTTL.D(), Logger: o.Logger, Timezone: loc, Now: o.Now, ConfigFile: cfg.File})
 	d.SetAdmissions(AdmissionsFromConfig(cfg))
+	d.SetReportRooms(ReportRooms(cfg))
 	return &App{Config: cfg, Store: st, Engine: eng, Dispatcher: d, Leases: leases, Interrupted: interrupted}, nil
 }
 

@@ -20,6 +20,7 @@ func (g groupsOf) GroupsOf(user string) []string { return g[user] }
 // highest; everyone else keeps the default; WithMembership leaves the
 // original Auth as it was.
 func TestGroupRoles(t *testing.T) {
+	t.Parallel()
 	base, err := NewAuth("none", map[string]string{"slack:U1": "viewer", "slack-group:S1": "operator",
 		"slack-group:S2": "admin", "slack:U4": "admin"})
 	if err != nil {
@@ -77,6 +78,7 @@ func (l *roomLevels) set(room, user string, level int) {
 // never lowers a role; a reload replaces the grants and keeps the adapter's
 // levels.
 func TestPowerLevelRoles(t *testing.T) {
+	t.Parallel()
 	cfg := &config.Config{Auth: config.Auth{DefaultRole: "none", Users: map[string]string{
 		"matrix:@vic:hs": "viewer", "matrix:@ada:hs": "admin"}},
 		Matrix: &config.Matrix{Enabled: true, PowerLevels: map[string]int{"operator": 50, "admin": 100}}}
@@ -174,6 +176,7 @@ func TestPowerLevelRoles(t *testing.T) {
 // the room of the request, for a command and for a confirmation, and a
 // refusal says which level would grant the role and what the user's is.
 func TestPowerLevelDispatch(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, okBackend(), nil)
 	auth, err := NewAuth("none", nil)
 	if err != nil {

@@ -145,6 +145,7 @@ func okBackend() pipelineFunc {
 }
 
 func TestUsageErrorStartsNothing(t *testing.T) {
+	t.Parallel()
 	var ran atomic.Int32
 	h := newHarness(t, pipelineFunc(func(context.Context, *commands.Command, ops.Reporter) (*ops.Result, error) {
 		ran.Add(1)
@@ -173,6 +174,7 @@ func TestUsageErrorStartsNothing(t *testing.T) {
 }
 
 func TestRefusedSaysWhichRoleAndIsRecorded(t *testing.T) {
+	t.Parallel()
 	var ran atomic.Int32
 	h := newHarness(t, pipelineFunc(func(context.Context, *commands.Command, ops.Reporter) (*ops.Result, error) {
 		ran.Add(1)
@@ -204,6 +206,7 @@ func TestRefusedSaysWhichRoleAndIsRecorded(t *testing.T) {
 }
 
 func TestJobRunsAndRendersThread(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, okBackend(), roles)
 	r := h.handle("olga", "/mtp steps 10 qwen")
 	if r.Outcome != Queued {
@@ -236,6 +239,7 @@ func TestJobRunsAndRendersThread(t *testing.T) {
 }
 
 func TestOneMutatingJobPerHost(t *testing.T) {
+	t.Parallel()
 	var running, maxRunning atomic.Int32
 	release := make(chan struct{})
 	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
@@ -283,6 +287,7 @@ func TestOneMutatingJobPerHost(t *testing.T) {
 }
 
 func TestCancelRunningAndQueued(t *testing.T) {
+	t.Parallel()
 	started := make(chan struct{}, 2)
 	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
 		started <- struct{}{}
@@ -318,6 +323,7 @@ func TestCancelRunningAndQueued(t *testing.T) {
 }
 
 func TestTimeoutAndPanicFailOnlyThatJob(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
 		switch cmd.Steps {
 		case 6:
@@ -344,6 +350,7 @@ func TestTimeoutAndPanicFailOnlyThatJob(t *testing.T) {
 }
 
 func TestInterruptedJobsReported(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	st, err := store.Open(ctx, path)
@@ -381,6 +388,7 @@ func TestInterruptedJobsReported(t *testing.T) {
 }
 
 func TestBenchResultComparedWithPrevious(t *testing.T) {
+	t.Parallel()
 	tok := 200.0
 	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
 		tok += 50
@@ -404,6 +412,7 @@ func TestBenchResultComparedWithPrevious(t *testing.T) {
 }
 
 func TestExplainNamesCause(t *testing.T) {
+	t.Parallel()
 	err := &jobStopped{cause: ErrCancelled, err: fmt.Errorf("wait until ready: %w", context.Canceled)}
 	if got := Explain(err); !strings.Contains(got, "cancelled") || !strings.Contains(got, "wait until ready") {
 		t.Fatalf("Explain = %q", got)
@@ -416,6 +425,7 @@ func TestExplainNamesCause(t *testing.T) {
 // After a change of settings the result also stands beside the service's
 // previous result, at the old settings.
 func TestBenchResultComparedWithOtherSettings(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
 		steps, tok := 3, 200.0
 		if cmd.Spec == commands.Lookup("mtp steps") {
@@ -439,6 +449,7 @@ func TestBenchResultComparedWithOtherSettings(t *testing.T) {
 
 // Each benchmarked point of a sweep is kept in the service's history.
 func TestSweepPointsJoinHistory(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
 		res := &ops.Result{}
 		for _, n := range cmd.SweepSteps {

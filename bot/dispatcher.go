@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +56,9 @@ type DispatcherOptions struct {
 	// Timezone is the zone of cron specs without CRON_TZ= (config
 	// timezone); nil is UTC.
 	Timezone *time.Location
+	// ConfigFile is the config file, named where an answer sends people to
+	// change it; "" when unknown.
+	ConfigFile string
 }
 
 // Dispatcher turns requests into jobs: parse, authorise, confirm, record,
@@ -69,6 +73,9 @@ type Dispatcher struct {
 
 	// admissions are the platforms' Admission rules, replaced on reload.
 	admissions atomic.Pointer[map[string]Admission]
+	// reportRooms are where a schedule added in a transient chat without
+	// --to reports (SetReportRooms).
+	reportRooms atomic.Pointer[[]Target]
 
 	// wrong counts wrong confirmation attempts per "platform:user": a rate
 	// limit of this process (confirmations themselves are in the store).
@@ -137,6 +144,9 @@ func (d *Dispatcher) Handle(ctx context.Context, req Request) (r Reply) {
 		return d.act(ctx, ActionRequest{ID: string(ActConfirm) + ":" + tok, Platform: req.Platform, User: req.User,
 			UserName: req.UserName, Room: req.Room, Via: req.Via, DM: req.DM})
 	}
+	if word, ok := yesWord(text); ok {
+		return d.confirmPending(ctx, req, word)
+	}
 	// The length limit applies to the text as typed: Parse trims it itself.
 	cmd, err := commands.Parse(req.Text, d.commands())
 	if err != nil {
@@ -153,7 +163,13 @@ func (d *Dispatcher) Handle(ctx context.Context, req Request) (r Reply) {
 		return d.refuseRole(ctx, req, cmd)
 	}
 	if cmd.NeedsConfirm() && !req.Confirmed {
-		return d.askConfirm(ctx, req, cmd, false)
+		if vet := handlers[cmd.Spec].vet; vet != nil {
+			if r, bad := vet(d, req, cmd); bad {
+				d.audit(ctx, req, cmd.Text, store.DecisionInvalid, r.Text, 0)
+				return r
+			}
+		}
+		return d.askConfirm(ctx, req, cmd, offer{})
 	}
 	return d.start(ctx, req, cmd, store.DecisionAccepted)
 }
@@ -201,6 +217,53 @@ func confirmToken(text string) (string, bool) {
 		return strings.ToLower(f[1]), true
 	}
 	return "", false
+}
+
+// YesWords answer yes to the one confirmation waiting in a room for the
+// one who types them (a terminal's prompt, a text-only chat).
+var YesWords = []string{"y", "yes"}
+
+// yesWord reports whether text is one of YesWords (after a chat's / or !
+// prefix), and which.
+func yesWord(text string) (string, bool) {
+	w := strings.ToLower(strings.TrimSpace(strings.TrimLeft(text, "/!")))
+	return w, slices.Contains(YesWords, w)
+}
+
+// confirmPending is `y` or `yes`: the Confirm action of the one confirmation
+// waiting in req's room for req's user (theirs, or one the bot proposed
+// there), under the rules of the action. With several waiting it confirms
+// none and lists them, each with the `confirm TOKEN` that confirms it.
+func (d *Dispatcher) confirmPending(ctx context.Context, req Request, word string) Reply {
+	all, err := d.opts.Store.PendingConfirmations(ctx, req.Platform, req.Room, d.opts.Now())
+	if err != nil {
+		d.log.Error("read pending confirmations", "err", err)
+		return Reply{Outcome: Failed, Text: StoreDownText, Err: err}
+	}
+	var mine []store.Confirmation
+	for _, c := range all {
+		if c.Proposed || c.User == req.User {
+			mine = append(mine, c)
+		}
+	}
+	switch len(mine) {
+	case 0:
+		return Reply{Outcome: Invalid, Text: fmt.Sprintf("`%s` confirms a command that waits for your confirmation, and none waits here: "+
+			"it was used, expired or never asked. Run the command again.", word), Err: errors.New("no confirmation waits")}
+	case 1:
+		return d.act(ctx, ActionRequest{ID: string(ActConfirm) + ":" + mine[0].Token, Platform: req.Platform, User: req.User,
+			UserName: req.UserName, Room: req.Room, Via: req.Via, DM: req.DM})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d commands wait for your confirmation here, so `%s` confirmed none. Type the one you mean:", len(mine), word)
+	for _, c := range mine {
+		until := "until " + Clock(c.Expires)
+		if c.Incident != 0 {
+			until = fmt.Sprintf("while incident #%d is open", c.Incident)
+		}
+		fmt.Fprintf(&b, "\n`confirm %s` runs `%s` (%s)", c.Token, c.Command, until)
+	}
+	return Reply{Outcome: Answered, Text: b.String(), Audience: ToUser}
 }
 
 func (d *Dispatcher) refuseRole(ctx context.Context, req Request, cmd *commands.Command) Reply {
@@ -291,14 +354,37 @@ func (d *Dispatcher) Propose(ctx context.Context, platform, room, text, reason s
 		d.audit(ctx, req, text, store.DecisionInvalid, "proposal: "+err.Error(), 0)
 		return Reply{Outcome: Invalid, Text: err.Error(), Err: err}
 	}
-	r := d.askConfirm(ctx, req, cmd, true)
+	r := d.askConfirm(ctx, req, cmd, offer{proposed: true})
 	if reason != "" && r.Outcome == NeedsConfirm {
 		r.Text = reason + "\n" + r.Text
 	}
 	return r
 }
 
-func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd *commands.Command, proposed bool) Reply {
+// ProposeForIncident is Propose for the alert of a watchdog incident: the
+// offer holds as long as the incident is open, across restarts (not
+// limits.confirm_ttl), and ends when it closes. Whoever settles it must
+// hold the command's role when they do.
+func (d *Dispatcher) ProposeForIncident(ctx context.Context, platform, room, text string, incident int64) Reply {
+	req := Request{Platform: platform, User: "opsbot", Room: room, Text: text}
+	cmd, err := commands.Parse(strings.TrimSpace(text), d.commands())
+	if err != nil {
+		d.audit(ctx, req, text, store.DecisionInvalid, "proposal: "+err.Error(), 0)
+		return Reply{Outcome: Invalid, Text: err.Error(), Err: err}
+	}
+	return d.askConfirm(ctx, req, cmd, offer{proposed: true, incident: incident})
+}
+
+// offer says who may settle a confirmation and how long it holds: the
+// requester until limits.confirm_ttl; when proposed, anyone in the room
+// with the role; for an incident, while that incident is open.
+type offer struct {
+	proposed bool
+	incident int64
+}
+
+func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd *commands.Command, o offer) Reply {
+	proposed := o.proposed
 	now := d.opts.Now()
 	expires := now.Add(d.opts.ConfirmTTL)
 	var tok string
@@ -306,7 +392,7 @@ func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd *commands.
 		tok = newToken()
 		err := d.opts.Store.AddConfirmation(ctx, store.Confirmation{Token: tok, Platform: req.Platform, User: req.User,
 			UserName: req.UserName, Room: req.Room, Via: req.Via, ReplyTo: req.ReplyTo, Command: cmd.Text, Proposed: proposed,
-			CreatedAt: now, Expires: expires}, now, d.opts.MaxPending, d.opts.MaxPendingPerUser)
+			CreatedAt: now, Expires: expires, Incident: o.incident}, now, d.opts.MaxPending, d.opts.MaxPendingPerUser)
 		if errors.Is(err, store.ErrTokenTaken) && attempt < 3 {
 			continue // a new confirmation never replaces another
 		}
@@ -332,7 +418,14 @@ func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd *commands.
 	}
 	text := fmt.Sprintf("%s\n%s `confirm %s` within %s to go ahead, or run it with --dry-run to see the plan.",
 		Preview(cmd), who, tok, d.opts.ConfirmTTL)
-	d.audit(ctx, req, cmd.Text, "confirm_asked", "until "+Clock(expires), 0)
+	until := "until " + Clock(expires)
+	if o.incident != 0 {
+		// The offer lasts as long as the incident: no expiry to show.
+		text = fmt.Sprintf("%s\n%s `confirm %s` while incident #%d is open to go ahead, or run it with --dry-run to see the plan.",
+			Preview(cmd), who, tok, o.incident)
+		until, expires = fmt.Sprintf("while incident #%d is open", o.incident), time.Time{}
+	}
+	d.audit(ctx, req, cmd.Text, "confirm_asked", until, 0)
 	return Reply{Outcome: NeedsConfirm, Text: text, Audience: aud, Command: cmd, Token: tok, Actions: []Action{
 		{ID: string(ActConfirm) + ":" + tok, Kind: ActConfirm, Label: "Confirm", Expires: expires},
 		{ID: string(ActAbort) + ":" + tok, Kind: ActAbort, Label: "Abort", Expires: expires},
@@ -422,9 +515,27 @@ func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, t
 		return d.unknownConfirmation(ctx, req, kind, now)
 	}
 	cmd, perr := commands.Parse(c.Command, d.commands())
-	if now.After(c.Expires) || perr != nil {
+	expired := now.After(c.Expires)
+	var ended *store.Incident // the closed incident whose offer this was
+	if c.Incident != 0 {
+		in, err := d.opts.Store.Incident(ctx, c.Incident)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			d.log.Error("read the incident of a confirmation", "incident", c.Incident, "err", err)
+			return Reply{Outcome: Failed, Text: StoreDownText, Err: err}
+		}
+		expired = err != nil || !in.Open()
+		if err == nil && !in.Open() {
+			ended = &in
+		}
+	}
+	if expired || perr != nil {
 		if _, err := d.opts.Store.TakeConfirmation(ctx, token); err != nil {
 			d.log.Warn("drop a confirmation", "err", err)
+		}
+		if ended != nil {
+			d.audit(ctx, req, c.Command, store.DecisionExpired, fmt.Sprintf("incident #%d closed", ended.ID), 0)
+			return Reply{Outcome: Invalid, Text: fmt.Sprintf("incident #%d closed at %s, and its offer of `%s` with it: %s is well again (`svc status %s` shows it now); nothing was changed.",
+				ended.ID, Stamp(ended.ClosedAt), c.Command, ended.Service, ended.Service), Command: cmd, Err: errors.New("incident closed")}
 		}
 		if perr != nil {
 			d.audit(ctx, req, c.Command, store.DecisionInvalid, "confirmed command no longer valid: "+perr.Error(), 0)
@@ -558,10 +669,10 @@ func (d *Dispatcher) cancelJob(ctx context.Context, req Request, text string, id
 		return Reply{Outcome: Invalid, Text: fmt.Sprintf("job #%d already %s", j.ID, j.Status), Err: errors.New("job already final")}
 	}
 	need := commands.Lookup("cancel").Role
-	isOwner := jobOwner(j) == req.Platform+":"+req.User
+	isOwner := JobOwner(j) == req.Platform+":"+req.User
 	isAdmin := d.opts.Auth.RoleIn(req.Platform, req.Room, req.User) == commands.Admin
 	if !d.opts.Auth.AllowedIn(req.Platform, req.Room, req.User, need) || (!isOwner && !isAdmin) {
-		msg := fmt.Sprintf("only %s, who started #%d, or an admin may cancel it.", jobOwner(j), j.ID)
+		msg := fmt.Sprintf("only %s, who started #%d, or an admin may cancel it.", JobOwner(j), j.ID)
 		d.audit(ctx, req, text, store.DecisionRefused, msg, j.ID)
 		return Reply{Outcome: Refused, Text: msg, JobID: j.ID, Err: errors.New(msg)}
 	}
@@ -578,10 +689,12 @@ func (d *Dispatcher) cancelJob(ctx context.Context, req Request, text string, id
 		Audience: ToRoom, JobID: j.ID}
 }
 
-// jobOwner is the auth key of who started j: its platform user, or the
-// creator of the schedule that ran it (scheduled jobs record the key).
-func jobOwner(j store.Job) string {
-	if j.ScheduleID != 0 {
+// JobOwner is the auth key of who started j ("slack:U024BE7LH"): its
+// platform user, or the creator of the schedule that ran it (scheduled jobs
+// record the key, on the platform of the room they report to). It is how a
+// job's user is shown, in the log and in replies.
+func JobOwner(j store.Job) string {
+	if j.ScheduleID != 0 || j.Platform == "" {
 		return j.User
 	}
 	return j.Platform + ":" + j.User
@@ -652,6 +765,9 @@ func (d *Dispatcher) audit(ctx context.Context, req Request, command, decision, 
 func (d *Dispatcher) Parse(text string) (*commands.Command, error) {
 	if _, ok := confirmToken(strings.TrimSpace(text)); ok && len(text) <= commands.MaxInputLen {
 		return nil, errors.New("confirm only answers a question the bot asked")
+	}
+	if w, ok := yesWord(text); ok {
+		return nil, fmt.Errorf("%s only answers a question the bot asked", w)
 	}
 	return commands.Parse(text, d.commands())
 }

@@ -54,6 +54,9 @@ const (
 	RefusedDM    Refusal = "dm"    // a direct message where DMs are off
 	RefusedStale Refusal = "stale" // sent longer ago than the platform's StaleAfter
 	RefusedRole  Refusal = "role"  // the user lacks the role the command needs
+	// RefusedConfig: what the command would change belongs to the config
+	// file (a schedule of config.schedules); change it there.
+	RefusedConfig Refusal = "config"
 )
 
 // Audit decisions the door writes besides the store's common ones.
@@ -82,6 +85,42 @@ func AdmissionsFromConfig(cfg *config.Config) map[string]Admission {
 		adm["matrix"] = Admission{Rooms: m.Rooms, RoomsKey: "matrix.rooms", StaleAfter: m.StaleAfter.D()}
 	}
 	return adm
+}
+
+// ReportRooms returns the rooms cfg names for the bot's own reports when
+// nothing else names them: slack.channel and the first of matrix.rooms, of
+// the platforms it enables, in that order (none when it names neither).
+func ReportRooms(cfg *config.Config) []Target {
+	var to []Target
+	if cfg.Slack != nil && cfg.Slack.Enabled && cfg.Slack.Channel != "" {
+		to = append(to, Target{Platform: "slack", Room: cfg.Slack.Channel})
+	}
+	if cfg.Matrix != nil && cfg.Matrix.Enabled && len(cfg.Matrix.Rooms) > 0 {
+		to = append(to, Target{Platform: "matrix", Room: cfg.Matrix.Rooms[0]})
+	}
+	return to
+}
+
+// SetReportRooms sets where a schedule added without --to in a transient
+// chat (a terminal) reports (ReportRooms of the config; at start and on
+// reload). With none, such a schedule is refused.
+func (d *Dispatcher) SetReportRooms(to []Target) {
+	c := append([]Target(nil), to...)
+	d.reportRooms.Store(&c)
+}
+
+// transient reports whether nobody reads platform's rooms once this process
+// ends: its Chat says so, or this process has none for it.
+func (d *Dispatcher) transient(platform string) bool {
+	if d.opts.Engine == nil {
+		return false
+	}
+	c, ok := d.opts.Engine.opts.Chats[platform]
+	if !ok || c == nil {
+		return true
+	}
+	t, ok := c.(Transient)
+	return ok && t.Transient()
 }
 
 // SetAdmissions replaces the admission rules of every platform (at start

@@ -56,6 +56,7 @@ func auditOf(t *testing.T, st *store.Store, decision string) []store.AuditEntry 
 // the same delivery again, to this process or to another on the store,
 // runs nothing; the first replay is audited, later ones only counted.
 func TestReplayRunsOnceAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, okBackend(), roles)
 	ctx := context.Background()
 	req := Request{Platform: "test", User: "olga", Room: "ops", Text: "mtp steps 4 qwen", Delivery: "http:abc"}
@@ -91,6 +92,7 @@ func TestReplayRunsOnceAcrossProcesses(t *testing.T) {
 // an audit row and a Refusal the adapter can show its own way; nothing is
 // parsed or run. A platform without admission rules is not restricted.
 func TestAdmissionIsTheDoors(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, okBackend(), map[string]string{"slack:olga": "operator", "matrix:olga": "operator", "test:olga": "operator"})
 	h.disp.SetAdmissions(map[string]Admission{
 		"slack":  {Rooms: []string{"C1"}, RoomNames: []string{"<#C1>"}, RoomsKey: "slack.channels", RoomWord: "channel", DMKey: "slack.allow_dms"},
@@ -147,6 +149,7 @@ func (panicking) GroupsOf(string) []string { panic("groups exploded") }
 // handled is recovered and answered InternalError, nothing was recorded, and
 // the dispatcher goes on serving.
 func TestPanicInHandleIsAnswered(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, okBackend(), roles)
 	good := h.disp.opts.Auth
 	h.disp.opts.Auth = good.WithMembership("test", panicking{})
@@ -173,6 +176,7 @@ func TestPanicInHandleIsAnswered(t *testing.T) {
 // once; a reaction settles the confirmation its message shows; a reaction
 // to a message that asks nothing is ignored.
 func TestConfirmationsLiveInTheStore(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, okBackend(), roles)
 	ctx := context.Background()
 	ask := h.handle("olga", "svc stop qwen")
@@ -208,10 +212,72 @@ func TestConfirmationsLiveInTheStore(t *testing.T) {
 	}
 }
 
+// `y` and `yes` confirm the one confirmation waiting in the room for the one
+// who types them (not someone else's); with none they say so, with several
+// they confirm none and list each with the `confirm TOKEN` that confirms it.
+func TestYesConfirmsTheOnePending(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, okBackend(), roles)
+	ctx := context.Background()
+	jobs := func() int {
+		n, err := h.store.CountJobs(ctx, store.JobFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if r := h.handle("olga", "y"); r.Outcome != Invalid || !strings.Contains(r.Text, "none waits here") {
+		t.Fatalf("y with nothing to confirm: %s %q", r.Outcome, r.Text)
+	}
+	if r := h.handle("alice", "svc stop llama"); r.Outcome != NeedsConfirm {
+		t.Fatalf("alice's svc stop: %s %q", r.Outcome, r.Text)
+	}
+	if r := h.handle("olga", "svc stop qwen"); r.Outcome != NeedsConfirm {
+		t.Fatalf("olga's svc stop: %s %q", r.Outcome, r.Text)
+	}
+	r := h.handle("olga", "YES")
+	if r.Outcome != Queued || r.Command == nil || r.Command.Text != "svc stop qwen" {
+		t.Fatalf("olga's yes: %s %q, want her svc stop qwen queued", r.Outcome, r.Text)
+	}
+	if j := h.wait(r.JobID); j.User != "olga" || j.Status != store.Succeeded {
+		t.Fatalf("job %+v", j)
+	}
+	if r := h.handle("olga", "y"); r.Outcome != Invalid {
+		t.Fatalf("y once more: %s %q, want nothing left to confirm", r.Outcome, r.Text)
+	}
+
+	a := h.handle("olga", "svc stop qwen")
+	b := h.handle("olga", "svc stop llama")
+	before := jobs()
+	r = h.handle("olga", "/y")
+	if r.Outcome != Answered || jobs() != before {
+		t.Fatalf("y with two waiting: %s %q, jobs %d -> %d; want an answer that starts nothing", r.Outcome, r.Text, before, jobs())
+	}
+	for _, want := range []string{"2 commands wait", "`confirm " + a.Token + "` runs `svc stop qwen`", "`confirm " + b.Token + "` runs `svc stop llama`"} {
+		if !strings.Contains(r.Text, want) {
+			t.Errorf("the list lacks %q:\n%s", want, r.Text)
+		}
+	}
+	if r := h.handle("olga", "confirm "+b.Token); r.Outcome != Queued {
+		t.Fatalf("confirm as listed: %s %q", r.Outcome, r.Text)
+	} else {
+		h.wait(r.JobID)
+	}
+	later := time.Now().Add(time.Hour)
+	h.now.Store(&later)
+	if r := h.handle("olga", "yes"); r.Outcome != Invalid {
+		t.Fatalf("yes after the confirmation expired: %s %q", r.Outcome, r.Text)
+	}
+	if _, err := h.disp.Parse("yes"); err == nil {
+		t.Error("Parse takes yes as a command")
+	}
+}
+
 // TestRefusalSaysNothingToWhoMayNotKnow: someone with no role who clicks
 // another's Confirm is told only that they have no role; someone with a
 // role is told whose it is; neither changes it, and its owner still may.
 func TestRefusalSaysNothingToWhoMayNotKnow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, okBackend(), roles)
 	ctx := context.Background()
 	ask := h.handle("olga", "svc stop qwen")
@@ -234,6 +300,7 @@ func TestRefusalSaysNothingToWhoMayNotKnow(t *testing.T) {
 // that final state (with what to check next) from the store, exactly once
 // although two processes look for it at the same time.
 func TestFinalEditFromTheStoreOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	st, err := store.Open(ctx, path)
@@ -304,6 +371,7 @@ func TestFinalEditFromTheStoreOnce(t *testing.T) {
 // real outcome after another marked the job interrupted (it had lost its
 // lease); the status message is edited again to that outcome, marked late.
 func TestLateOutcomeReplacesInterrupted(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, okBackend(), roles)
 	ctx := context.Background()
 	j, err := h.store.CreateJob(ctx, store.Job{Command: "mtp steps 8 qwen", Platform: "test", User: "olga", Room: "ops", Service: "qwen"})
@@ -332,6 +400,7 @@ func TestLateOutcomeReplacesInterrupted(t *testing.T) {
 // ago than the TTL less the margin (it was paused) no longer holds its
 // jobs, whatever its heartbeat will find.
 func TestHoldLostAfterAPause(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "opsbot.db"))
 	if err != nil {
@@ -387,6 +456,7 @@ func fillStore(t *testing.T, st *store.Store) {
 // once the store takes writes again, recorded: every event, the job failed
 // naming the store and how it ended, and its status message edited to that.
 func TestStoreRefusingWritesMidJob(t *testing.T) {
+	t.Parallel()
 	filled := make(chan struct{})
 	var wound atomic.Value
 	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {

@@ -410,7 +410,7 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 	}()
 	// Persistence and rendering must finish even when the job is cancelled.
 	bg := context.WithoutCancel(ctx)
-	e.log.Info("job queued", "job", r.job.ID, "command", r.job.Command, "user", r.job.Platform+":"+r.job.User,
+	e.log.Info("job queued", "job", r.job.ID, "command", r.job.Command, "user", JobOwner(r.job),
 		"service", r.job.Service)
 
 	th := newThread(e, r)
@@ -447,7 +447,7 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 		return
 	}
 	th.started(bg)
-	e.log.Info("job started", "job", r.job.ID, "command", r.job.Command, "user", r.job.Platform+":"+r.job.User,
+	e.log.Info("job started", "job", r.job.ID, "command", r.job.Command, "user", JobOwner(r.job),
 		"service", r.job.Service, "lock_wait", lockWait.Round(time.Millisecond))
 	if o := e.opts.Observer; o != nil {
 		o.JobStarted(r.job, r.cmd.Spec.Path, lockWait)
@@ -555,7 +555,7 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 	}
 	r.res = res
 	th.finished(ctx, status, errText, res)
-	e.log.Info("job finished", "job", r.job.ID, "command", r.job.Command, "user", r.job.Platform+":"+r.job.User,
+	e.log.Info("job finished", "job", r.job.ID, "command", r.job.Command, "user", JobOwner(r.job),
 		"service", r.job.Service, "status", status, "err", errText)
 	if o := e.opts.Observer; o != nil {
 		o.JobEnded(r.job, r.cmd.Spec.Path, status, time.Since(r.queuedAt), res)

@@ -17,6 +17,7 @@ import (
 // command that helps next. Explain and RenderResult run as the engine runs
 // them at the end of a job.
 func TestFinalMessagesGolden(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 12, 3, 3, 4, 5, 0, time.UTC)
 	stopped := func(cause, err error) error { return &jobStopped{cause: cause, err: err} }
 	waitErr := fmt.Errorf("wait until ready: http://127.0.0.1:30000 not serving after 4s (last: port refused (loading the model)): %w", context.Canceled)
@@ -92,6 +93,7 @@ func TestFinalMessagesGolden(t *testing.T) {
 
 // Times the bot renders carry their zone: thread lines, comparisons, history.
 func TestTimesSayUTC(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 12, 3, 10, 4, 5, 0, time.FixedZone("CET", 3600))
 	prev := store.BenchResult{JobID: 7, At: at, OutputTokS: 270, AcceptLen: 3.1}
 	for name, got := range map[string]string{

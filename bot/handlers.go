@@ -19,6 +19,9 @@ type handler struct {
 	// preview says in one line what the command will do, for its
 	// confirmation; nil for the generic line.
 	preview func(cmd *commands.Command) string
+	// vet turns down, before its confirmation is asked, a command that
+	// could not run as asked (its reply, and true); nil for none.
+	vet func(d *Dispatcher, req Request, cmd *commands.Command) (Reply, bool)
 }
 
 // handlers binds every command of the registry to its handler, by its Spec:
@@ -43,7 +46,7 @@ func init() {
 		spec("svc logs"):         job,
 		spec("bench"):            job,
 		spec("sweep"):            job,
-		spec("schedule add"):     {answer: answerScheduleAdd, preview: previewScheduleAdd},
+		spec("schedule add"):     {answer: answerScheduleAdd, preview: previewScheduleAdd, vet: vetScheduleAdd},
 		spec("schedule list"):    {answer: answerScheduleList},
 		spec("schedule rm"):      {answer: answerScheduleRm},
 		spec("schedule pause"):   {answer: answerSchedulePause(true)},
@@ -104,23 +107,44 @@ func answerHelp(_ context.Context, _ *Dispatcher, _ Request, cmd *commands.Comma
 	return say("%s", text)
 }
 
+// JobsListed is how many jobs `jobs` lists at most, the newest.
+const JobsListed = 20
+
 func answerJobs(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Command) Reply {
-	jobs, err := d.opts.Store.ListJobs(ctx, store.JobFilter{Active: !cmd.All, Limit: 20})
+	f := store.JobFilter{Active: !cmd.All, Limit: JobsListed}
+	jobs, err := d.opts.Store.ListJobs(ctx, f)
 	if err != nil {
 		return failed(err, "could not list jobs: %v", err)
 	}
-	if len(jobs) == 0 {
-		if cmd.All {
-			return say("no jobs yet")
+	omitted := 0
+	if len(jobs) == JobsListed {
+		n, err := d.opts.Store.CountJobs(ctx, f)
+		if err != nil {
+			return failed(err, "could not count jobs: %v", err)
 		}
-		return say("no job is queued or running (`jobs all` lists the recent ones)")
+		omitted = max(0, n-len(jobs))
 	}
-	var b strings.Builder
+	r := say("no jobs yet")
+	switch {
+	case len(jobs) == 0 && !cmd.All:
+		r = say("no job is queued or running (`jobs all` lists the recent ones)")
+	case len(jobs) > 0:
+		var b strings.Builder
+		for _, j := range jobs {
+			fmt.Fprintf(&b, "%s #%d `%s` %s · %s · by %s\n", statusIcon(j.Status), j.ID, j.Command, j.Status,
+				j.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), j.User)
+		}
+		if omitted > 0 {
+			fmt.Fprintf(&b, "… and %d older not listed (`job N` shows any one)\n", omitted)
+		}
+		r = say("%s", strings.TrimRight(b.String(), "\n"))
+	}
+	r.Jobs = make([]JobOutcome, 0, len(jobs))
 	for _, j := range jobs {
-		fmt.Fprintf(&b, "%s #%d `%s` %s · %s · by %s\n", statusIcon(j.Status), j.ID, j.Command, j.Status,
-			j.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), j.User)
+		r.Jobs = append(r.Jobs, jobOutcome(j))
 	}
-	return say("%s", strings.TrimRight(b.String(), "\n"))
+	r.Omitted = omitted
+	return r
 }
 
 func answerHistory(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Command) Reply {
@@ -160,12 +184,27 @@ func answerCancel(ctx context.Context, d *Dispatcher, req Request, cmd *commands
 
 func answerScheduleAdd(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Command) Reply {
 	where := "here"
-	if cmd.To != "" {
-		where = "to " + cmd.To
+	to := cmd.To
+	if to != "" {
+		where = "to " + to
 	}
 	sched, zone, err := ParseSchedule(cmd.Cron, d.location())
 	if err != nil {
 		return Reply{Outcome: Invalid, Text: err.Error(), Err: err}
+	}
+	if to == "" && d.transient(req.Platform) {
+		// Here is a terminal: nobody reads it when `opsbot serve` runs the
+		// schedule. Report to the config's rooms, or refuse.
+		if r, bad := vetScheduleAdd(d, req, cmd); bad {
+			return r
+		}
+		rooms := *d.reportRooms.Load()
+		ts := make([]commands.Target, len(rooms))
+		for i, r := range rooms {
+			ts[i] = commands.Target{Platform: r.Platform, Room: r.Room}
+		}
+		to = commands.FormatTargets(ts)
+		where = "to " + to + " (the config's report rooms: nobody reads this terminal when `opsbot serve` runs it; --to names others)"
 	}
 	next := sched.Next(d.opts.Now())
 	if cmd.DryRun {
@@ -173,12 +212,37 @@ func answerScheduleAdd(ctx context.Context, d *Dispatcher, req Request, cmd *com
 			cmd.Sub.Text, cmd.Cron, where, zoneStamp(next, zone))
 	}
 	s, err := d.opts.Store.AddSchedule(ctx, store.Schedule{Spec: cmd.Cron, Command: cmd.Sub.Text,
-		Platform: req.Platform, Room: req.Room, CreatedBy: req.User, Creator: req.Platform + ":" + req.User, Targets: cmd.To})
+		Platform: req.Platform, Room: req.Room, CreatedBy: req.User, Creator: req.Platform + ":" + req.User, Targets: to})
 	if err != nil {
 		return failed(err, "could not add the schedule: %v", err)
 	}
 	return say("schedule #%d added: `%s` at `%s`, reporting %s; first run %s. Runs are authorised as %s:%s each time.",
 		s.ID, s.Command, s.Spec, where, zoneStamp(next, zone), req.Platform, req.User)
+}
+
+// vetScheduleAdd refuses a schedule added without --to in a transient chat
+// (a terminal, which nobody reads when `opsbot serve` runs the schedule)
+// when the config names no report rooms to send its reports to instead.
+func vetScheduleAdd(d *Dispatcher, req Request, cmd *commands.Command) (Reply, bool) {
+	if cmd.To != "" || !d.transient(req.Platform) {
+		return Reply{}, false
+	}
+	if rooms := d.reportRooms.Load(); rooms != nil && len(*rooms) > 0 {
+		return Reply{}, false
+	}
+	msg := fmt.Sprintf("not added: a schedule reports where it was added, and nobody reads this terminal when `opsbot serve` runs it; "+
+		"the config names no room to report to instead (slack.channel, matrix.rooms). Say where its reports go: `%s`. Nothing was changed.",
+		scheduleAddTo(cmd, "slack:CHANNEL"))
+	return Reply{Outcome: Invalid, Text: msg, Command: cmd, Err: errors.New("a schedule added in a terminal needs --to")}, true
+}
+
+// scheduleAddTo is cmd (a schedule add) written with --to targets.
+func scheduleAddTo(cmd *commands.Command, targets string) string {
+	cron := cmd.Cron
+	if strings.ContainsAny(cron, " \t") {
+		cron = `"` + cron + `"`
+	}
+	return fmt.Sprintf("schedule add --to %s %s %s", targets, cron, cmd.Sub.Text)
 }
 
 func answerScheduleList(ctx context.Context, d *Dispatcher, _ Request, _ *commands.Command) Reply {
@@ -217,11 +281,23 @@ func answerScheduleList(ctx context.Context, d *Dispatcher, _ Request, _ *comman
 }
 
 func answerScheduleRm(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Command) Reply {
-	if cmd.DryRun {
-		s, err := d.opts.Store.Schedule(ctx, cmd.ScheduleID)
-		if err != nil {
-			return scheduleErr(cmd, err)
+	s, err := d.opts.Store.Schedule(ctx, cmd.ScheduleID)
+	if err != nil {
+		return scheduleErr(cmd, err)
+	}
+	if s.ConfigKey != "" {
+		// The config's schedules are the config's: removed here, the next
+		// start would add it again from the file.
+		where := "the config file"
+		if d.opts.ConfigFile != "" {
+			where = d.opts.ConfigFile
 		}
+		msg := fmt.Sprintf("schedule #%d (`%s` at `%s`) comes from the config, so chat cannot remove it: delete it from `schedules:` in %s "+
+			"and reload opsbot (`systemctl reload opsbot`, or SIGHUP). Until then `schedule pause %d` stops it. Nothing was changed.",
+			s.ID, s.Command, s.Spec, where, s.ID)
+		return Reply{Outcome: Refused, Refusal: RefusedConfig, Text: msg, Command: cmd, Err: errors.New("a schedule of the config")}
+	}
+	if cmd.DryRun {
 		return say("dry run: would remove schedule #%d (`%s` at `%s`); nothing was changed", s.ID, s.Command, s.Spec)
 	}
 	if err := d.opts.Store.RemoveSchedule(ctx, cmd.ScheduleID); err != nil {

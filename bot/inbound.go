@@ -162,6 +162,14 @@ type Reply struct {
 	Rooms []Target
 	// Refusal says why a Refused reply was refused at the door.
 	Refusal Refusal
+	// Job is the job an answer is about (`job N`), with its steps and
+	// result, as data for adapters that print it so (the terminal's --json).
+	Job *JobOutcome
+	// Jobs are the jobs an answer lists (`jobs`), newest first, without
+	// their steps and results; non-nil, if empty, for such an answer.
+	// Omitted is how many it left out (it lists the newest JobsListed).
+	Jobs    []JobOutcome
+	Omitted int
 	Err     error
 }
 

@@ -17,6 +17,7 @@ import (
 // Every spec of the registry has exactly one handler: an answer given here,
 // or a job whose pipeline ops binds to the same spec.
 func TestEverySpecHasOneHandler(t *testing.T) {
+	t.Parallel()
 	specs := commands.Specs()
 	for _, s := range specs {
 		h, ok := handlers[s]
@@ -67,6 +68,7 @@ func (h *harness) audit(user string) []store.AuditEntry {
 // token, and an admin clicking Confirm, are refused; neither uses the
 // confirmation up, and the requester's confirm then runs it.
 func TestConfirmBelongsToRequester(t *testing.T) {
+	t.Parallel()
 	var ran atomic.Int32
 	h := newHarness(t, countingBackend(&ran), roles)
 	r := h.handle("olga", "gpu recover qwen")
@@ -131,6 +133,7 @@ func TestConfirmBelongsToRequester(t *testing.T) {
 // What the bot proposes belongs to the room: anyone there holding the role
 // the command needs may confirm it, and the job is the confirmer's.
 func TestProposalConfirmableByRole(t *testing.T) {
+	t.Parallel()
 	var ran atomic.Int32
 	h := newHarness(t, countingBackend(&ran), roles)
 	p := h.disp.Propose(context.Background(), "test", "ops", "gpu recover qwen", "qwen is in a restart loop: GPU memory is held.")
@@ -156,6 +159,7 @@ func TestProposalConfirmableByRole(t *testing.T) {
 // A job may be cancelled by the user who started it or an admin; anyone
 // else is refused, audited with the job's id, and the job runs on.
 func TestCancelByOwnerOrAdmin(t *testing.T) {
+	t.Parallel()
 	started := make(chan struct{}, 4)
 	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
 		started <- struct{}{}
@@ -209,6 +213,7 @@ func TestCancelByOwnerOrAdmin(t *testing.T) {
 
 // Tokens carry 128 random bits.
 func TestTokenCarries128Bits(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, okBackend(), roles)
 	seen := map[string]bool{}
 	for range 8 {
@@ -228,6 +233,7 @@ func TestTokenCarries128Bits(t *testing.T) {
 // the window ends, the burst is audited once, and the pending confirmation
 // of another user is untouched.
 func TestWrongConfirmationsRateLimited(t *testing.T) {
+	t.Parallel()
 	var ran atomic.Int32
 	h := newHarness(t, countingBackend(&ran), roles)
 	r := h.handle("olga", "gpu recover qwen")
@@ -271,6 +277,7 @@ func TestWrongConfirmationsRateLimited(t *testing.T) {
 // Pending confirmations are capped per user and in all; a new one never
 // replaces another: every token asked still confirms its own command.
 func TestPendingCapNoOverwrite(t *testing.T) {
+	t.Parallel()
 	var ran atomic.Int32
 	h := newHarness(t, countingBackend(&ran), roles)
 	h.disp.opts.MaxPendingPerUser = 3
@@ -306,6 +313,7 @@ func TestPendingCapNoOverwrite(t *testing.T) {
 
 // Acting as another user needs the admin role; the audit names both.
 func TestViaNeedsAdmin(t *testing.T) {
+	t.Parallel()
 	var ran atomic.Int32
 	h := newHarness(t, countingBackend(&ran), roles)
 	ctx := context.Background()
@@ -334,6 +342,7 @@ func TestViaNeedsAdmin(t *testing.T) {
 }
 
 func TestAuthRejectsKeysWithoutID(t *testing.T) {
+	t.Parallel()
 	for _, k := range []string{"console:", ":alice", "alice", "console: "} {
 		if _, err := NewAuth("none", map[string]string{k: "admin"}); err == nil {
 			t.Errorf("NewAuth accepted key %q", k)
@@ -346,6 +355,7 @@ func TestAuthRejectsKeysWithoutID(t *testing.T) {
 
 // A refused request's audit row names its job row.
 func TestRefusedAuditedWithJobID(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, okBackend(), roles)
 	r := h.handle("vic", "mtp steps 10 qwen")
 	if r.Outcome != Refused || r.JobID == 0 {
@@ -361,6 +371,7 @@ func TestRefusedAuditedWithJobID(t *testing.T) {
 // their creator's role at run time, no confirmation (given at schedule add),
 // their thread in the first target room.
 func TestScheduledRunDoor(t *testing.T) {
+	t.Parallel()
 	var ran atomic.Int32
 	h := newHarness(t, countingBackend(&ran), roles)
 	ctx := context.Background()
@@ -404,6 +415,7 @@ func TestScheduledRunDoor(t *testing.T) {
 
 // schedule add|rm|pause|resume --dry-run change nothing.
 func TestScheduleDryRunChangesNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, okBackend(), roles)
 	ctx := context.Background()
 	r := h.handle("alice", `schedule add --dry-run "0 3 * * *" svc restart qwen`)
@@ -437,6 +449,7 @@ func TestScheduleDryRunChangesNothing(t *testing.T) {
 // Scheduling a command that needs confirmation asks for it at schedule add;
 // only the confirmation adds the schedule.
 func TestScheduleAddAsksConfirmation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, okBackend(), roles)
 	ctx := context.Background()
 	r := h.handle("alice", `schedule add @daily gpu recover qwen`)

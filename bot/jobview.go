@@ -72,7 +72,12 @@ func answerJob(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Comm
 	if c, err := d.Parse(j.Command); err == nil {
 		needsConfirm = c.NeedsConfirm()
 	}
-	return say("%s", RenderJob(j, evs, audit, res, needsConfirm))
+	r := say("%s", RenderJob(j, evs, audit, res, needsConfirm))
+	o := jobOutcome(j)
+	o.Result = res
+	o.Events = opsEvents(evs)
+	r.Job = &o
+	return r
 }
 
 // RenderJob draws one job in full for `job N`: its status line, who asked
@@ -87,7 +92,7 @@ func RenderJob(j store.Job, evs []store.Event, audit []store.AuditEntry, res *op
 	}
 	var b strings.Builder
 	b.WriteString(RenderStatus(v, j.EndedAt))
-	fmt.Fprintf(&b, "\nasked by %s at %s UTC", userKey(j.Platform, j.User), j.CreatedAt.UTC().Format("2006-01-02 15:04:05"))
+	fmt.Fprintf(&b, "\nasked by %s at %s UTC", JobOwner(j), j.CreatedAt.UTC().Format("2006-01-02 15:04:05"))
 	if j.ScheduleID != 0 {
 		fmt.Fprintf(&b, " (schedule #%d)", j.ScheduleID)
 	}

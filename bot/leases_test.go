@@ -59,6 +59,7 @@ type span struct {
 // runs at once; the other process's start-up recovery leaves the running
 // job alone.
 func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	var mu sync.Mutex
 	var spans []span
@@ -175,6 +176,7 @@ func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
 
 // cancel of a job run by another live process reaches it through the store.
 func TestCancelReachesAnotherProcess(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	started := make(chan struct{}, 1)
 	blocking := func(*harness) Backend {
@@ -202,6 +204,7 @@ func TestCancelReachesAnotherProcess(t *testing.T) {
 // the expiry) stops the holder's job with a clear cause instead of letting
 // two writers go on.
 func TestLostLeaseStopsTheJob(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	started := make(chan struct{}, 1)
 	a, leases := newLeaseHarness(t, path, 600*time.Millisecond, func(*harness) Backend {
@@ -250,6 +253,7 @@ func rawDBFor(t *testing.T, path string) *sql.DB {
 // An owner whose record vanished (its heartbeat cannot renew anything) stops
 // its jobs rather than go on unprotected, and registers again.
 func TestVanishedOwnerStopsItsJobs(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	started := make(chan struct{}, 1)
 	a, leases := newLeaseHarness(t, path, 600*time.Millisecond, func(*harness) Backend {

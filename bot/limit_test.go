@@ -10,6 +10,7 @@ import (
 // The input limit counts the text as typed: padding that trimming would remove
 // still counts, so a flood of spaces cannot carry a command past the limit.
 func TestInputLimitCountsRawText(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, okBackend(), roles)
 	for _, text := range []string{
 		strings.Repeat(" ", 1020) + "jobs all",

@@ -18,6 +18,7 @@ import (
 // `svc logs` shows its journal lines on every platform: one preformatted
 // block after the summary (fenced for chats; a terminal prints it plain).
 func TestLogsResultGolden(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 3, 1, 3, 4, 5, 0, time.UTC)
 	v := JobView{ID: 7, Command: "svc logs qwen lines=3", User: "olga", Status: store.Succeeded, Started: t0, Ended: t0.Add(40 * time.Millisecond),
 		Summary: "last 3 journal lines of sglang-qwen.service on gpu1"}
@@ -51,6 +52,7 @@ func benchLoad(prompts, conc, in, out int) bench.Settings {
 // one before at other settings. History shows each result's load, and a
 // result of `opsbot bench` (no job) as "opsbot bench", not "#0".
 func TestComparisonsLikeForLikeGolden(t *testing.T) {
+	t.Parallel()
 	type run struct {
 		cmd     string
 		tok     float64
@@ -109,6 +111,7 @@ func stable(s string) string {
 // with their times, its result and the unit diff it applied. `mtp undo`
 // needs the operator role and a confirmation whose preview says what it does.
 func TestJobAndUndoGolden(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 3, 1, 3, 4, 5, 0, time.UTC)
 	diff := "--- a/etc/systemd/system/sglang-qwen.service\n+++ b/etc/systemd/system/sglang-qwen.service\n@@ -3,2 +3,2 @@\n" +
 		"-    --speculative-num-steps 3 \\\n+    --speculative-num-steps 10 \\\n"
@@ -149,6 +152,7 @@ func TestJobAndUndoGolden(t *testing.T) {
 // sweep's table) is one preformatted block: fenced for chats, where
 // proportional fonts would break its columns; plain in a terminal.
 func TestTableDetailsGolden(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 3, 1, 3, 4, 5, 0, time.UTC)
 	v := JobView{ID: 9, Command: "gpu status", Status: store.Succeeded, Started: t0, Ended: t0.Add(11 * time.Millisecond), Summary: "GPU memory on pve"}
 	table := "pve: services qwen (sglang-qwen.service on gpu1)\n" +

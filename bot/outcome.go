@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops"
@@ -44,7 +45,8 @@ const MaxInputLen = commands.MaxInputLen
 // Active returns the ids of jobs queued or running in this process.
 func (a *App) Active() []int64 { return a.Engine.Active() }
 
-// JobOutcome is how a job ended, as Go values.
+// JobOutcome is how a job ended (or, in an answer about jobs, where it
+// stands), as Go values.
 type JobOutcome struct {
 	ID      int64
 	Command string
@@ -52,6 +54,15 @@ type JobOutcome struct {
 	Error   string // why it failed, was refused or cancelled; "" when it succeeded
 	Events  []ops.Event
 	Result  *ops.Result // nil when the pipeline returned none
+	// Created, Started and Ended are when the job was asked for, began and
+	// ended; zero when it has not (yet).
+	Created, Started, Ended time.Time
+}
+
+// jobOutcome is j as a JobOutcome, without its events and result.
+func jobOutcome(j store.Job) JobOutcome {
+	return JobOutcome{ID: j.ID, Command: j.Command, Status: j.Status, Error: j.Error,
+		Created: j.CreatedAt, Started: j.StartedAt, Ended: j.EndedAt}
 }
 
 // Succeeded reports whether the job succeeded.
@@ -69,7 +80,8 @@ func (a *App) Wait(ctx context.Context, id int64) (JobOutcome, error) {
 	if err != nil {
 		return JobOutcome{ID: id}, fmt.Errorf("read job #%d: %w", id, err)
 	}
-	o := JobOutcome{ID: j.ID, Command: j.Command, Status: j.Status, Error: j.Error, Result: res}
+	o := jobOutcome(j)
+	o.Result = res
 	if !ran && len(j.Result) > 0 {
 		// A job of an earlier process: its result as the store keeps it.
 		var r ops.Result
@@ -82,11 +94,17 @@ func (a *App) Wait(ctx context.Context, id int64) (JobOutcome, error) {
 	if err != nil {
 		return o, fmt.Errorf("read the events of job #%d: %w", id, err)
 	}
-	o.Events = make([]ops.Event, 0, len(evs))
-	for _, e := range evs {
-		o.Events = append(o.Events, ops.Event{At: e.At, Step: e.Step, Status: ops.StepStatus(e.Status), Message: e.Message})
-	}
+	o.Events = opsEvents(evs)
 	return o, nil
+}
+
+// opsEvents are a job's stored events as the pipeline reported them.
+func opsEvents(evs []store.Event) []ops.Event {
+	out := make([]ops.Event, 0, len(evs))
+	for _, e := range evs {
+		out = append(out, ops.Event{At: e.At, Step: e.Step, Status: ops.StepStatus(e.Status), Message: e.Message})
+	}
+	return out
 }
 
 // result waits until job id ends when it runs in this process and returns

@@ -26,6 +26,7 @@ func (c pacedChat) EditInterval() time.Duration { return c.interval }
 // (every line kept, in order), not twenty edits and twenty replies; the
 // final edit follows them, last.
 func TestRuntimePacesUpdates(t *testing.T) {
+	t.Parallel()
 	var chat pacedChat
 	shown := func(line string) bool {
 		chat.mu.Lock()

@@ -43,6 +43,7 @@ func labRunbook(t testing.TB) (*lab.Lab, *ops.Runbook) {
 // regression, and after the engine is made 1.6x slower and restarted the next
 // benchmark is one, with both figures and the job in the alert.
 func TestRegressionDetectedWhenTheEngineGetsSlower(t *testing.T) {
+	t.Parallel()
 	l, rb := labRunbook(t)
 	h := newHarness(t, rb, roles)
 	ctx := context.Background()
@@ -100,6 +101,7 @@ func TestRegressionDetectedWhenTheEngineGetsSlower(t *testing.T) {
 
 // Only comparable runs count, and the threshold is the policy's.
 func TestCheckRegressionComparesLikeForLike(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, pipelineFunc(nil), roles)
 	ctx := context.Background()
 	spec := &ops.Spec{Engine: "sglang", Steps: 10, TopK: 1, DraftTokens: 11}

@@ -65,6 +65,7 @@ func renderReply(r Reply) string {
 // The replies people read: previews with their actions, refusals, the
 // answers of dry runs, and a queued job's acknowledgement.
 func TestRepliesGolden(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, okBackend(), roles)
 	// A fixed clock: a schedule's dry run names its first firing.
 	fixed := time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC)
@@ -90,6 +91,7 @@ func TestRepliesGolden(t *testing.T) {
 
 // The status message, step lines and result block of a job.
 func TestThreadGolden(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 3, 1, 3, 4, 5, 0, time.UTC)
 	v := JobView{ID: 42, Command: "mtp steps 10 qwen", User: "olga", Status: store.Queued}
 	var b strings.Builder

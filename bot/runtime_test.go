@@ -20,6 +20,7 @@ import (
 // at once. Reload after reload, opsbot holds the connections of one runbook
 // (and of those still finishing jobs), not of every config it ever had.
 func TestReloadClosesReplacedRunbook(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	l := labtest.Start(t, lab.Options{})

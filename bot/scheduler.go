@@ -74,16 +74,25 @@ func NewScheduler(ctx context.Context, app *App, o SchedulerOptions) (*Scheduler
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: timezone %q: %w", tz, err)
 	}
-	var list []store.Schedule
-	for _, c := range app.Config.Schedules {
-		list = append(list, store.Schedule{Spec: c.Cron, Command: c.Command, Creator: c.As, Targets: c.To,
-			Missed: c.Missed, ConfigKey: fmt.Sprintf("config|%s|%s|%s|%s|%s", c.Cron, c.Command, c.As, c.To, c.Missed),
-			CreatedBy: c.As, CreatedAt: o.Now()})
-	}
-	if _, err := app.Store.SyncConfigSchedules(ctx, list); err != nil {
+	if err := SyncConfigSchedules(ctx, app, o.Now()); err != nil {
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
 	return &Scheduler{app: app, opts: o, loc: loc, log: log}, nil
+}
+
+// SyncConfigSchedules makes the schedules of the config in effect the
+// store's config schedules (store.Store.SyncConfigSchedules): NewScheduler
+// does it at start, `opsbot serve` again after a reload. Schedules added
+// from chat are left alone. now is when a new one counts as created.
+func SyncConfigSchedules(ctx context.Context, app *App, now time.Time) error {
+	var list []store.Schedule
+	for _, c := range app.CurrentConfig().Schedules {
+		list = append(list, store.Schedule{Spec: c.Cron, Command: c.Command, Creator: c.As, Targets: c.To,
+			Missed: c.Missed, ConfigKey: fmt.Sprintf("config|%s|%s|%s|%s|%s", c.Cron, c.Command, c.As, c.To, c.Missed),
+			CreatedBy: c.As, CreatedAt: now})
+	}
+	_, err := app.Store.SyncConfigSchedules(ctx, list)
+	return err
 }
 
 // ParseSchedule parses a stored cron spec the way the scheduler runs it: a

@@ -98,6 +98,7 @@ var night = time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC) // an hour before the n
 // handover race): the nightly schedule runs exactly once, posts its thread
 // to the room it was added in, and records its last and next run.
 func TestScheduleNightlyFiresOnceAcrossTwoApps(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	var runs atomic.Int64
 	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
@@ -194,6 +195,7 @@ func nextAt(t time.Time, hour int) time.Time {
 // TestScheduleSkipsWhileRunning: the previous run is still going at the next
 // firing, so that firing is skipped and the room is told why.
 func TestScheduleSkipsWhileRunning(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var runs atomic.Int64
 	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
@@ -250,6 +252,7 @@ func TestScheduleSkipsWhileRunning(t *testing.T) {
 // once at start (missed: run) or skipped with a notice (missed: skip, the
 // default), config schedules with `as` and `to`.
 func TestScheduleMissedPolicy(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		missed   string
 		wantJobs int
@@ -309,6 +312,7 @@ func TestScheduleMissedPolicy(t *testing.T) {
 // creator at run time; a creator who is now a viewer gets a refusal in the
 // room, and nothing runs.
 func TestScheduleRefusedWhenCreatorLostRole(t *testing.T) {
+	t.Parallel()
 	var runs atomic.Int64
 	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
 		runs.Add(1)
@@ -344,6 +348,7 @@ func TestScheduleRefusedWhenCreatorLostRole(t *testing.T) {
 // lease holder fires. When the holder stops (its process ends), the other
 // takes the lease over and fires the next firing once.
 func TestSchedulerLeaseOneHolder(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	var runs atomic.Int64
 	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
@@ -405,6 +410,7 @@ func ranAll(t *testing.T, st *store.Store, n int) bool {
 // creator; schedule list shows each schedule's next run in its own zone
 // (CRON_TZ= or the config's timezone), who it runs as and where it reports.
 func TestScheduleListAndTo(t *testing.T) {
+	t.Parallel()
 	app, _ := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), okBackend(), "timezone: Europe/Berlin\n")
 	clock := newFakeClock(night)
 	app.Dispatcher.opts.Now = clock.now
@@ -435,6 +441,7 @@ func TestScheduleListAndTo(t *testing.T) {
 // TestScheduleAfterRunHook: AfterRun gets each scheduled job's final row
 // (regression checks hook in here).
 func TestScheduleAfterRunHook(t *testing.T) {
+	t.Parallel()
 	app, _ := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), okBackend(), "")
 	ctx := context.Background()
 	if _, err := app.Store.AddSchedule(ctx, store.Schedule{Spec: "@hourly", Command: "bench qwen", Platform: "console", Room: "ops",
@@ -463,6 +470,7 @@ func TestScheduleAfterRunHook(t *testing.T) {
 // its comparable runs posts one alert, with both figures, to the schedule's
 // room; runs within the threshold post none.
 func TestScheduledRunRegressionAlert(t *testing.T) {
+	t.Parallel()
 	var tokS atomic.Int64
 	tokS.Store(300)
 	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {

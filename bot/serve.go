@@ -58,6 +58,7 @@ func (a *App) Reload(cfg *config.Config) error {
 	}
 	a.Dispatcher.Reload(auth, cfg.CommandOptions())
 	a.Dispatcher.SetAdmissions(AdmissionsFromConfig(cfg))
+	a.Dispatcher.SetReportRooms(ReportRooms(cfg))
 	a.mu.Lock()
 	a.Config = cfg
 	a.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 // right after it, and ends interrupted; meanwhile the dispatcher refuses
 // new requests with "opsbot is restarting, try again in a minute".
 func TestShutdownStopsAtSafePoint(t *testing.T) {
+	t.Parallel()
 	inWrite, finishWrite := make(chan struct{}), make(chan struct{})
 	cutInWrite := make(chan bool, 1)
 	backend := pipelineFunc(func(ctx context.Context, _ *commands.Command, rep ops.Reporter) (*ops.Result, error) {
@@ -75,6 +76,7 @@ func TestShutdownStopsAtSafePoint(t *testing.T) {
 // Reload changes the roles and the services later requests are checked
 // against.
 func TestDispatcherReload(t *testing.T) {
+	t.Parallel()
 	backend := pipelineFunc(func(context.Context, *commands.Command, ops.Reporter) (*ops.Result, error) { return &ops.Result{}, nil })
 	h := newHarness(t, backend, map[string]string{"test:alice": "operator"})
 	if r := h.handle("bob", "mtp steps 4 llama"); r.Outcome != Refused {

@@ -15,6 +15,7 @@ import (
 // concurrency with the best point and the current setting marked, each point
 // beside its previous result, and a PNG chart attached to the job's thread.
 func TestSweepReportWithChartOnTheLab(t *testing.T) {
+	t.Parallel()
 	_, rb := labRunbook(t)
 	h := newHarness(t, rb, roles)
 	result := func(cmd string) (store.Job, Message) {
@@ -74,6 +75,7 @@ func TestSweepReportWithChartOnTheLab(t *testing.T) {
 // The tables and the chart need nothing but the points: failed points are
 // listed with their error and left out of the chart; the metric picks the best.
 func TestSweepTablesAndChart(t *testing.T) {
+	t.Parallel()
 	pts := []ops.SweepPoint{
 		{Steps: 2, Concurrency: 1, OK: true, OutputTokS: 250, PerStreamTokS: 250, AcceptLen: 2.8, AcceptRate: 0.9},
 		{Steps: 4, Concurrency: 1, OK: true, OutputTokS: 240, PerStreamTokS: 240, AcceptLen: 3.9, AcceptRate: 0.85},
@@ -99,6 +101,7 @@ func TestSweepTablesAndChart(t *testing.T) {
 // mtp tune through the bot: the thread gets the search explained, the table
 // and the chart, and the service is left on the best value.
 func TestTuneReportOnTheLab(t *testing.T) {
+	t.Parallel()
 	_, rb := labRunbook(t)
 	h := newHarness(t, rb, roles)
 	j := h.wait(h.handle("olga", "mtp tune qwen 2..6 at 1").JobID)
@@ -130,6 +133,7 @@ func TestTuneReportOnTheLab(t *testing.T) {
 
 // Topk and draft columns show when the points vary them.
 func TestSweepTablesShowTheGrid(t *testing.T) {
+	t.Parallel()
 	pts := []ops.SweepPoint{
 		{Steps: 3, TopK: 1, DraftTokens: 4, Concurrency: 1, OK: true, OutputTokS: 200},
 		{Steps: 3, TopK: 4, DraftTokens: 8, Concurrency: 1, OK: true, OutputTokS: 230},

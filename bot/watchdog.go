@@ -376,7 +376,7 @@ func (w *Watchdog) recover(ctx context.Context, in *store.Incident, now time.Tim
 		return
 	}
 	for _, a := range in.Alerts {
-		r := w.app.Dispatcher.Propose(ctx, a.Platform, a.Room, text, "")
+		r := w.app.Dispatcher.ProposeForIncident(ctx, a.Platform, a.Room, text, in.ID)
 		m := Message{Kind: KindStep, Text: fmt.Sprintf("To recover: `%s` (stop, clear the service's GPU memory, start fresh).", text)}
 		if r.Outcome == NeedsConfirm {
 			m.Text, m.Actions = r.Text, r.Actions

@@ -106,6 +106,7 @@ var confirmRE = regexp.MustCompile("`confirm ([0-9a-f]{32})`")
 // offer recovers qwen, and the next pass closes the alert. Its neighbour
 // coder is never alerted on.
 func TestWatchdogSeesOrphansLoopAlertsOnceAndCloses(t *testing.T) {
+	t.Parallel()
 	l := labtest.Start(t, lab.Options{Faults: []lab.Fault{{Name: "orphans"}}, TimeScale: 50, LoadTime: 5 * time.Second})
 	waitCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -211,6 +212,7 @@ func TestWatchdogSeesOrphansLoopAlertsOnceAndCloses(t *testing.T) {
 // it runs once, posting one status thread to its room whose final result
 // holds the sweep's table; ticking the same night again runs nothing more.
 func TestScheduledSweepOnLabFiresOnce(t *testing.T) {
+	t.Parallel()
 	l := labtest.Start(t, lab.Options{TimeScale: 50, LoadTime: 5 * time.Second})
 	wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

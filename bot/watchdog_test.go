@@ -82,6 +82,7 @@ const watchYAML = "watchdog: {to: \"console:oncall\"}\n"
 // TestWatchdogTwoAppsAlertOnce: two processes on one store pass over the same
 // looping service at once: one incident, one alert.
 func TestWatchdogTwoAppsAlertOnce(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	hosts := newFakeHosts()
 	a1, c1 := newSchedApp(t, path, hosts, watchYAML)
@@ -114,6 +115,7 @@ func TestWatchdogTwoAppsAlertOnce(t *testing.T) {
 // alert, and stops the reminders; the alert is still edited as the service
 // evolves.
 func TestWatchdogRemindsUntilAck(t *testing.T) {
+	t.Parallel()
 	hosts := newFakeHosts()
 	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, "watchdog: {to: \"console:oncall\", remind: 20m}\n")
 	clock := newFakeClock(night)
@@ -174,6 +176,7 @@ func TestWatchdogRemindsUntilAck(t *testing.T) {
 // TestWatchdogSilence: a silenced service opens no alert; after the silence
 // ends, the next pass alerts.
 func TestWatchdogSilence(t *testing.T) {
+	t.Parallel()
 	hosts := newFakeHosts()
 	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, watchYAML)
 	clock := newFakeClock(night)
@@ -204,6 +207,7 @@ func TestWatchdogSilence(t *testing.T) {
 // TestWatchdogAutoRecover: with services.qwen.auto_recover the watchdog
 // starts gpu recover itself, once, and closes the incident once it serves.
 func TestWatchdogAutoRecover(t *testing.T) {
+	t.Parallel()
 	hosts := newFakeHosts()
 	extra := watchYAML
 	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, extra)
@@ -243,6 +247,7 @@ func TestWatchdogAutoRecover(t *testing.T) {
 // with `svc stop` is inactive on purpose: no alert; the same state without
 // such a job is an incident.
 func TestWatchdogStoppedOnPurposeIsNoIncident(t *testing.T) {
+	t.Parallel()
 	hosts := newFakeHosts()
 	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, watchYAML)
 	w, _ := NewWatchdog(app, WatchdogOptions{})
@@ -275,6 +280,7 @@ func TestWatchdogStoppedOnPurposeIsNoIncident(t *testing.T) {
 // holder of the watchdog lease looks, one alert is posted; when the holder
 // stops, the other takes over and closes the incident.
 func TestWatchdogRunOnLeaseHolder(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	hosts := newFakeHosts()
 	cfg := "watchdog: {interval: 1s, to: \"console:oncall\"}\n"

@@ -81,7 +81,11 @@ func overview(b *strings.Builder) {
 	for _, s := range registry {
 		fmt.Fprintf(b, "\n  %s\n      %s [%s]", s.Usage, s.Summary, s.Role)
 	}
-	b.WriteString("\n\nType them in Slack as `/mtp steps 10`, in Matrix as `!mtp steps 10`, in a terminal as `mtp steps 10`.\n")
+	b.WriteString("\n\nType them in a terminal as `mtp steps 10`, in Matrix as `!mtp steps 10`, in Slack as `/mtp steps 10`.\n")
+	slash := SlashCommands()
+	own := slash[:len(slash)-1]
+	fmt.Fprintf(b, "In Slack, %s and %s are slash commands of their own; type the others after %s: `%s`, `%s`.\n",
+		strings.Join(own[:len(own)-1], ", "), own[len(own)-1], SlackCatchAll, InSlack(Lookup("ack").Examples[0]), InSlack(Lookup("job").Examples[0]))
 	b.WriteString("Roles: viewer (read-only) < operator (changes hosts) < admin (schedules, gpu recover --force).\n")
 	b.WriteString("Every command that changes something takes --dry-run: it shows what it would do and changes nothing.\n")
 	b.WriteString("SERVICE may be left out when only one service is configured, or the config sets default_service.\n")
@@ -195,6 +199,7 @@ func detail(b *strings.Builder, s *Spec) {
 	for _, e := range s.Examples {
 		fmt.Fprintf(b, "  %s\n", e)
 	}
+	fmt.Fprintf(b, "In Slack: `%s`\n", InSlack(s.Examples[0]))
 }
 
 // wrap writes text word-wrapped at width columns, each line prefixed by indent.

@@ -61,6 +61,9 @@ type Config struct {
 
 	// Dir is the directory of the config file; relative paths are resolved against it.
 	Dir string `yaml:"-"`
+	// File is the config file's absolute path ("" for a config parsed from
+	// text): where an operator changes what the config decides.
+	File string `yaml:"-"`
 	// Warnings are what Load found worth saying that does not stop opsbot:
 	// a group-writable known_hosts, a secret others may read (trust.go).
 	// `config check` prints them; a start logs them.
@@ -138,6 +141,12 @@ type Service struct {
 	// AutoRecover lets the watchdog run `gpu recover` on a restart loop or a
 	// down service by itself instead of offering it.
 	AutoRecover bool `yaml:"auto_recover,omitempty"`
+	// ViaSSH reaches URL through the SSH connection to Host (a direct-tcpip
+	// channel, dialled from the host's side: 127.0.0.1 is the host's own
+	// loopback) for every use of it: readiness, /server_info, the cache
+	// flush, metrics, the benchmark, the watchdog and `opsbot bench
+	// --service`. The host's sshd needs AllowTcpForwarding yes (or local).
+	ViaSSH bool `yaml:"via_ssh,omitempty"`
 }
 
 // Schedule is a command the config runs on a cron schedule.
@@ -362,8 +371,27 @@ func ParseDuration(s string) (time.Duration, error) {
 	return time.ParseDuration(s)
 }
 
-// MarshalYAML writes the duration as a string.
-func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+// MarshalYAML writes the duration as a string, as String does.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// String writes the duration the way an operator does, in a form
+// ParseDuration reads back: whole days as "90d", else Go's form without its
+// zero units ("2m", "1h30m", "36h", "1.5s"); zero is "0s".
+func (d Duration) String() string {
+	v := time.Duration(d)
+	const day = 24 * time.Hour
+	if v > 0 && v%day == 0 {
+		return strconv.FormatInt(int64(v/day), 10) + "d"
+	}
+	s := v.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
 
 // Defaults applied by Load when a field is unset.
 const (
@@ -411,6 +439,7 @@ func Inspect(path string) (*Config, error) {
 		problems = append([]error{worldWritable(path, fi, "what opsbot does as root on your hosts")}, problems...)
 	}
 	problems = append(problems, c.trust(path)...)
+	c.File = abs
 	if len(problems) > 0 {
 		return c, &Error{Problems: problems}
 	}
@@ -418,14 +447,22 @@ func Inspect(path string) (*Config, error) {
 }
 
 // LabKeys are the top-level keys the lab supplies to a config given with
-// --lab: the config file must not set them.
+// --lab: the config file must not set them, except the LabServiceKeys of
+// the lab's services.
 var LabKeys = []string{"ssh", "hosts", "services", "default_service", "bench"}
+
+// LabServiceKeys are the keys of a supplied service that a config file on
+// top of the lab's may still set (services.qwen.auto_recover: true): the
+// watchdog's options, which the lab has no opinion on. Every other key of
+// a service stays the lab's.
+var LabServiceKeys = []string{"auto_recover"}
 
 // LoadOver reads the config file at path as Load does, on top of base (the
 // text of a config whose paths are absolute, such as the lab's): base
 // supplies the top-level keys in supplied, which the file must not set (a
-// problem naming the key and the file), and every other top-level key the
-// file leaves out. Relative paths in the file resolve against its directory.
+// problem naming the key and the file) but for the LabServiceKeys of base's
+// services, and every other top-level key the file leaves out. Relative
+// paths in the file resolve against its directory.
 func LoadOver(path string, base []byte, supplied []string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -455,14 +492,21 @@ func LoadOver(path string, base []byte, supplied []string) (*Config, error) {
 		return Load(path) // reports the shape of the file
 	}
 	has := topKeys(m)
-	problems = append(problems, suppliedSet(path, has, supplied)...)
+	problems = append(problems, suppliedSet(path, m, supplied)...)
 	b := under.Content[0]
+	if i := keyIndex(m, "services"); i >= 0 && slices.Contains(supplied, "services") {
+		// The file's services only add LabServiceKeys to base's.
+		merged, ps := overServices(path, m.Content[i+1], b)
+		problems = append(problems, ps...)
+		m.Content[i+1] = merged
+	}
 	for i := 0; i+1 < len(b.Content); i += 2 {
 		if _, ok := has[b.Content[i].Value]; !ok {
 			m.Content = append(m.Content, b.Content[i], b.Content[i+1])
 		}
 	}
 	c, ps := parseNode(top, filepath.Dir(abs), os.LookupEnv)
+	c.File = abs
 	problems = append(problems, ps...)
 	problems = append(problems, c.trust(path)...)
 	if len(problems) > 0 {
@@ -479,15 +523,89 @@ func topKeys(m *yaml.Node) map[string]int {
 	return has
 }
 
-func suppliedSet(path string, has map[string]int, supplied []string) []error {
-	var problems []error
-	for _, k := range supplied {
-		if line, ok := has[k]; ok {
-			problems = append(problems, fmt.Errorf("%s: set in %s (line %d), but --lab supplies it (and %s): remove it from the file, or run without --lab",
-				k, path, line, strings.Join(supplied, ", ")))
+// keyIndex returns the index in mapping m of key's key node, or -1.
+func keyIndex(m *yaml.Node, key string) int {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return i
 		}
 	}
+	return -1
+}
+
+// suppliedSet reports the keys of supplied that the top-level mapping m of
+// the file at path sets; for services, the keys of a service other than
+// LabServiceKeys.
+func suppliedSet(path string, m *yaml.Node, supplied []string) []error {
+	var problems []error
+	for _, k := range supplied {
+		i := keyIndex(m, k)
+		if i < 0 {
+			continue
+		}
+		if v := m.Content[i+1]; k == "services" && v.Kind == yaml.MappingNode {
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				name, svc := v.Content[j].Value, v.Content[j+1]
+				if svc.Kind != yaml.MappingNode {
+					problems = append(problems, labServiceKey(path, "services."+name, v.Content[j].Line))
+					continue
+				}
+				for n := 0; n+1 < len(svc.Content); n += 2 {
+					if key := svc.Content[n].Value; !slices.Contains(LabServiceKeys, key) {
+						problems = append(problems, labServiceKey(path, "services."+name+"."+key, svc.Content[n].Line))
+					}
+				}
+			}
+			continue
+		}
+		problems = append(problems, fmt.Errorf("%s: set in %s (line %d), but --lab supplies it (and %s): remove it from the file, or run without --lab",
+			k, path, m.Content[i].Line, strings.Join(supplied, ", ")))
+	}
 	return problems
+}
+
+func labServiceKey(path, key string, line int) error {
+	return fmt.Errorf("%s: set in %s (line %d), but --lab supplies its services: of a lab service the file may set only %s (the watchdog's options); remove it from the file, or run without --lab",
+		key, path, line, strings.Join(LabServiceKeys, ", "))
+}
+
+// overServices returns base's services with the LabServiceKeys the file's
+// services node sets, and a problem for each service base does not have.
+func overServices(path string, file, base *yaml.Node) (*yaml.Node, []error) {
+	i := keyIndex(base, "services")
+	if i < 0 || base.Content[i+1].Kind != yaml.MappingNode || file.Kind != yaml.MappingNode {
+		return file, nil
+	}
+	merged := base.Content[i+1]
+	var names []string
+	for j := 0; j+1 < len(merged.Content); j += 2 {
+		names = append(names, merged.Content[j].Value)
+	}
+	var problems []error
+	for j := 0; j+1 < len(file.Content); j += 2 {
+		name, svc := file.Content[j].Value, file.Content[j+1]
+		k := keyIndex(merged, name)
+		if k < 0 {
+			problems = append(problems, fmt.Errorf("services.%s: set in %s (line %d), but the lab has no service %s (it has %s)",
+				name, path, file.Content[j].Line, name, strings.Join(names, ", ")))
+			continue
+		}
+		into := merged.Content[k+1]
+		if svc.Kind != yaml.MappingNode || into.Kind != yaml.MappingNode {
+			continue // suppliedSet reported it
+		}
+		for n := 0; n+1 < len(svc.Content); n += 2 {
+			if !slices.Contains(LabServiceKeys, svc.Content[n].Value) {
+				continue // suppliedSet reported it
+			}
+			if at := keyIndex(into, svc.Content[n].Value); at >= 0 {
+				into.Content[at+1] = svc.Content[n+1]
+			} else {
+				into.Content = append(into.Content, svc.Content[n], svc.Content[n+1])
+			}
+		}
+	}
+	return merged, problems
 }
 
 // CheckNotSet reports, as a *Error, the keys of supplied that the config
@@ -505,7 +623,7 @@ func CheckNotSet(path string, supplied []string) error {
 	if top.Kind == 0 || top.Content[0].Kind != yaml.MappingNode {
 		return nil
 	}
-	if ps := suppliedSet(path, topKeys(top.Content[0]), supplied); len(ps) > 0 {
+	if ps := suppliedSet(path, top.Content[0], supplied); len(ps) > 0 {
 		return &Error{Problems: ps}
 	}
 	return nil

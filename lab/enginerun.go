@@ -65,6 +65,10 @@ type engineRun struct {
 	ready    bool
 	alive    bool
 	stopping bool
+	// keepWorkers: the workers survive the main process (busy in CUDA
+	// teardown), as with the orphans fault, for this run only
+	// (Lab.RestartLeavingWorkers).
+	keepWorkers bool
 }
 
 // startProgram runs the unit's ExecStart program in process main (mu held).
@@ -408,7 +412,11 @@ func (r *engineRun) listen(port int, s engSettings, logFn func(string)) {
 	slow := r.h.w.slowdown
 	r.h.w.unlock()
 	inst := engNew(s, logFn, slow)
-	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if r.h.lab.opts.LoopbackEngines {
+		addr = "127.0.0.1:0" // reached only through the host's SSH server (forward.go)
+	}
+	ln, err := net.Listen("tcp", addr)
 	w := r.h.w
 	w.lock()
 	defer w.unlock()
@@ -537,7 +545,7 @@ func (r *engineRun) mainDied() {
 		if p.dead || p.state == 'D' {
 			continue
 		}
-		if r.h.lab.faults.orphans && p.heldMiB() > 0 {
+		if (r.h.lab.faults.orphans || r.keepWorkers) && p.heldMiB() > 0 {
 			p.leftover = true // stays in the unit's cgroup, as under systemd
 			continue
 		}

@@ -31,9 +31,18 @@ import (
 //	                unit) drops the connection after the rename took effect (once)
 //	ssh-drop=reload the next systemctl daemon-reload drops the connection after systemd
 //	                reloaded (once)
+//	restart-loop=DUR DUR after the lab started (lab time, scaled like slow-load), the default
+//	                service (qwen) is restarted behind opsbot's back, as a person would with
+//	                `systemctl restart`, while its workers are busy in CUDA teardown: they
+//	                survive the stop holding their GPU memory and the unit falls into the
+//	                incident's restart loop, outside any job of opsbot (once; see
+//	                Lab.RestartLeavingWorkers)
+//	no-forwarding   the hosts' SSH servers refuse every direct-tcpip channel as sshd does with
+//	                AllowTcpForwarding no (administratively prohibited): a service reached
+//	                through SSH (via_ssh) cannot be reached
 type Fault struct {
 	Name     string
-	Duration time.Duration // slow-load only
+	Duration time.Duration // slow-load and restart-loop only
 	Factor   float64       // slow-engine only
 	// Stage is where ssh-drop drops the connection: "" (systemctl start/stop/restart),
 	// "upload", "write" or "reload".
@@ -42,8 +51,8 @@ type Fault struct {
 
 func (f Fault) String() string {
 	switch {
-	case f.Name == "slow-load":
-		return "slow-load=" + f.Duration.String()
+	case f.Name == "slow-load" || f.Name == "restart-loop":
+		return f.Name + "=" + f.Duration.String()
 	case f.Name == "slow-engine":
 		return "slow-engine=" + strconv.FormatFloat(f.Factor, 'g', -1, 64)
 	case f.Stage != "":
@@ -62,7 +71,7 @@ type FaultError struct {
 }
 
 func (e *FaultError) Error() string {
-	return fmt.Sprintf("fault %q: %s (known: orphans, dstate, slow-load=DUR, slow-engine=F, crash-on-start, ssh-drop[=upload|write|reload])", e.Item, e.Problem)
+	return fmt.Sprintf("fault %q: %s (known: orphans, dstate, slow-load=DUR, slow-engine=F, crash-on-start, ssh-drop[=upload|write|reload], no-forwarding, restart-loop=DUR)", e.Item, e.Problem)
 }
 
 // ParseFaults parses a comma separated fault list such as "orphans,slow-load=3m". Blank input is
@@ -80,7 +89,7 @@ func ParseFaults(s string) ([]Fault, error) {
 		name = strings.ToLower(strings.TrimSpace(name))
 		f := Fault{Name: name}
 		switch name {
-		case "orphans", "dstate", "crash-on-start":
+		case "orphans", "dstate", "crash-on-start", "no-forwarding":
 			if hasVal {
 				return nil, &FaultError{Item: item, Problem: "takes no value"}
 			}
@@ -91,9 +100,9 @@ func ParseFaults(s string) ([]Fault, error) {
 					return nil, &FaultError{Item: item, Problem: "drops at upload, write or reload (or, without a value, at systemctl start/stop)"}
 				}
 			}
-		case "slow-load":
+		case "slow-load", "restart-loop":
 			if !hasVal {
-				return nil, &FaultError{Item: item, Problem: "needs a duration, e.g. slow-load=5m"}
+				return nil, &FaultError{Item: item, Problem: "needs a duration, e.g. " + name + "=5m"}
 			}
 			d, err := time.ParseDuration(strings.TrimSpace(val))
 			if err != nil || d <= 0 {
@@ -120,7 +129,9 @@ func ParseFaults(s string) ([]Fault, error) {
 
 type faultSet struct {
 	orphans, dstate, crashOnStart bool
+	noForwarding                  bool // read under world.mu
 	slowLoad                      time.Duration
+	restartLoop                   time.Duration // 0: no restart-loop fault
 	slowEngine                    float64
 	sshDropArmed                  bool       // guarded by world.mu
 	sshDropStage                  string     // guarded by world.mu; "" once fired
@@ -171,6 +182,15 @@ func (l *Lab) SlowEngine(factor float64) {
 	l.w.unlock()
 }
 
+// RefuseForwarding turns the no-forwarding fault on or off while the lab
+// runs: on, every host's SSH server refuses direct-tcpip channels as sshd
+// with AllowTcpForwarding no does; channels already open stay open.
+func (l *Lab) RefuseForwarding(on bool) {
+	l.w.lock()
+	l.faults.noForwarding = on
+	l.w.unlock()
+}
+
 // HoldUnitWrite arms a WriteHold for the next rename into a unit directory on
 // any of the lab's hosts. Release it (a test's cleanup, at the latest) or that
 // host's SSH server cannot finish closing.
@@ -205,8 +225,12 @@ func newFaultSet(fs []Fault) faultSet {
 			s.dstate = true
 		case "crash-on-start":
 			s.crashOnStart = true
+		case "no-forwarding":
+			s.noForwarding = true
 		case "slow-load":
 			s.slowLoad = f.Duration
+		case "restart-loop":
+			s.restartLoop = f.Duration
 		case "slow-engine":
 			s.slowEngine = f.Factor
 		case "ssh-drop":

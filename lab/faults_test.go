@@ -35,6 +35,7 @@ func replaceUnit(c *testClient, name, text string) error {
 // the unit changed, write after the rename took effect, reload after systemd
 // reloaded; a second attempt goes through.
 func TestSSHDropStages(t *testing.T) {
+	t.Parallel()
 	path := "/etc/systemd/system/" + qwenUnit
 	for _, stage := range []string{"upload", "write", "reload"} {
 		t.Run(stage, func(t *testing.T) {
@@ -91,6 +92,7 @@ func TestSSHDropStages(t *testing.T) {
 // A WriteHold stalls the unit's replace after the temporary file is written,
 // until released; then the rename goes ahead.
 func TestWriteHold(t *testing.T) {
+	t.Parallel()
 	l := readyLab(t, fastOpts())
 	path := "/etc/systemd/system/" + qwenUnit
 	old, err := l.Host("gpu1").ReadFile(path)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestNvidiaSMIFormats(t *testing.T) {
+	t.Parallel()
 	l := readyLab(t, fastOpts())
 	c := dialHost(t, l, "gpu1")
 	var b strings.Builder
@@ -45,6 +46,7 @@ func TestNvidiaSMIFormats(t *testing.T) {
 }
 
 func TestShellCommandFormats(t *testing.T) {
+	t.Parallel()
 	l := readyLab(t, fastOpts())
 	c := dialHost(t, l, "gpu1")
 	main := itoa(l.Host("gpu1").Unit(qwenUnit).MainPID)
@@ -96,6 +98,7 @@ func TestShellCommandFormats(t *testing.T) {
 }
 
 func TestWriteConfig(t *testing.T) {
+	t.Parallel()
 	l := startLab(t, fastOpts())
 	dir := t.TempDir()
 	p, err := l.WriteConfig(dir)

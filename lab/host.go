@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -27,6 +28,8 @@ type SimHost struct {
 	journal *journal
 	hostKey ssh.Signer
 	srv     *sshServer
+
+	forwards atomic.Int64 // direct-tcpip channels opened (Forwarded)
 }
 
 // Name is the host's name ("gpu1", "pve").

@@ -52,6 +52,7 @@ func healthCode(url string) int {
 // loops with NRestarts rising; killing the holders from the Proxmox node with host pids frees
 // the memory after the lag, and a fresh start gets to /health 200.
 func TestIncidentReplay(t *testing.T) {
+	t.Parallel()
 	opts := fastOpts()
 	opts.Faults = []Fault{{Name: "orphans"}}
 	opts.ReleaseLag = 300 * time.Second // 0.3 s real: long enough to observe, short enough to wait

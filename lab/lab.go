@@ -2,12 +2,13 @@
 // restart loop on GPU memory held by dead processes can be replayed against it over real SSH.
 //
 // A Lab runs one SSH server per simulated host on 127.0.0.1 (ed25519 host keys, public-key auth,
-// exec and sftp): a Proxmox node ("pve") with 8 simulated H100 GPUs split between two LXC
-// containers, each running systemd and its own engine service: "gpu1" (VMID 129) runs the default
-// service qwen (SGLang-like or vLLM-like) on GPUs 0-3, "gpu2" (VMID 130) runs the neighbour's
-// SGLang service coder on GPUs 4-7. Faults apply to both. Commands arrive as
-// POSIX-quoted strings and run against simulated state: systemctl, journalctl, nvidia-smi, ps,
-// cat (with /proc and /sys/fs/cgroup), fuser, kill, pct exec and a few shell utilities.
+// exec, sftp, and direct-tcpip channels to the host's own engines): a Proxmox node ("pve") with
+// 8 simulated H100 GPUs split between two LXC containers, each running systemd and its own
+// engine service: "gpu1" (VMID 129) runs the default service qwen (SGLang-like or vLLM-like) on
+// GPUs 0-3, "gpu2" (VMID 130) runs the neighbour's SGLang service coder on GPUs 4-7. Faults
+// apply to both. Commands arrive as POSIX-quoted strings and run against simulated state:
+// systemctl, journalctl, nvidia-smi, ps, cat (with /proc and /sys/fs/cgroup), fuser, kill, pct
+// exec and a few shell utilities.
 // Faults (see Fault) make it fail the way real hosts do.
 //
 // All lab time (model load, warm-up, RestartSec, TimeoutStopSec, start limits, GPU memory release
@@ -51,6 +52,12 @@ type Options struct {
 	GPUs int
 	// Node names the Proxmox node ("" = "pve").
 	Node string
+	// LoopbackEngines binds each engine to its host's loopback only, as
+	// `--host 127.0.0.1` does on a real host: it is reached through that
+	// host's SSH server (a direct-tcpip channel to the service's URL, which
+	// names 127.0.0.1 there), and nothing answers on the URL from the
+	// machine running the lab.
+	LoopbackEngines bool
 	// Services, when 1 to 8, replaces qwen and coder with that many SGLang
 	// services splitting the node's GPUs evenly, named NODE-sI in containers
 	// NODE-ctI (VMIDs 201, 202, ...). StartFleet puts N of them on N/4 nodes.
@@ -73,8 +80,9 @@ type Lab struct {
 	services  []ServiceInfo
 	faults    *faultSet
 	seedArgv  map[string][]string // unit -> argv the lab was seeded with
-	wg        sync.WaitGroup      // http servers
+	wg        sync.WaitGroup      // http servers, the restart-loop fault's restart
 	closeOnce sync.Once
+	done      chan struct{} // closed by Close: what the lab runs of its own stops
 }
 
 // HostInfo is how to reach one simulated host.
@@ -142,7 +150,7 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Lab{opts: opts, log: opts.Logger, seedArgv: map[string][]string{}}
+	l := &Lab{opts: opts, log: opts.Logger, seedArgv: map[string][]string{}, done: make(chan struct{})}
 	fs := newFaultSet(opts.Faults)
 	l.faults = &fs
 	if opts.Dir == "" {
@@ -161,6 +169,7 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 		l.Close()
 		return nil, fmt.Errorf("start lab: %w", err)
 	}
+	l.armRestartLoop()
 	return l, nil
 }
 
@@ -425,6 +434,7 @@ func loadOrCreateKey(path, comment string) (ed25519.PrivateKey, error) {
 func (l *Lab) Close() error {
 	var err error
 	l.closeOnce.Do(func() {
+		close(l.done)
 		for _, h := range l.hosts {
 			h.closeSSH()
 		}

@@ -14,6 +14,7 @@ import (
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 func TestSplitShell(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want []string
@@ -64,6 +65,7 @@ func FuzzSplitShell(f *testing.F) {
 }
 
 func TestParseExecStart(t *testing.T) {
+	t.Parallel()
 	env := []string{"MODEL=/models/q", "ARGS=--a 1"}
 	for _, tc := range []struct {
 		in   string
@@ -105,6 +107,7 @@ func FuzzParseExecStart(f *testing.F) {
 }
 
 func TestParseUnitText(t *testing.T) {
+	t.Parallel()
 	text := "# comment\n[Unit]\nDescription=x\n\n[Service]\nExecStart=/bin/a \\\n  --b \\\n# inner comment\n  --c\nRestart=on-failure\nRestartSec=1min 30s\nKillMode=mixed\nEnvironment=\"A=1 2\" B=3\n"
 	es, err := parseUnitText("u", text)
 	if err != nil {
@@ -140,6 +143,7 @@ func FuzzParseUnitText(f *testing.F) {
 }
 
 func TestParseFaults(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want []Fault
@@ -164,6 +168,8 @@ func TestParseFaults(t *testing.T) {
 		{in: "slow-load=-1s", bad: true},
 		{in: "orphans=1", bad: true},
 		{in: "gremlins", bad: true},
+		{in: "no-forwarding,orphans", want: []Fault{{Name: "no-forwarding"}, {Name: "orphans"}}},
+		{in: "no-forwarding=yes", bad: true},
 	} {
 		got, err := ParseFaults(tc.in)
 		var fe *FaultError
@@ -198,6 +204,7 @@ func FuzzParseFaults(f *testing.F) {
 }
 
 func TestParseSince(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]time.Time{
 		"@1764700800.5":       time.Unix(1764700800, 500000000),
 		"2026-12-02 18:00:00": time.Date(2026, 12, 2, 18, 0, 0, 0, time.UTC),

@@ -10,6 +10,7 @@ import (
 // TestReadinessPhases: while loading the port refuses connections, during warm-up /health is
 // 503, then 200 with the ready line in the journal; the port stays the same across restarts.
 func TestReadinessPhases(t *testing.T) {
+	t.Parallel()
 	opts := fastOpts()
 	opts.Faults = []Fault{{Name: "slow-load", Duration: 400 * time.Second}}
 	opts.WarmUp = 400 * time.Second
@@ -48,6 +49,7 @@ func TestReadinessPhases(t *testing.T) {
 }
 
 func TestEngineRejectsArgvExit2(t *testing.T) {
+	t.Parallel()
 	opts := fastOpts()
 	unit := strings.Replace(defaultUnit("sglang"), "--enable-metrics", "--enable-metrics --speculative-num-stepz 3", 1)
 	// A long start-limit interval: at this time scale the default 10 s is 10 ms of real time,
@@ -75,6 +77,7 @@ func TestEngineRejectsArgvExit2(t *testing.T) {
 }
 
 func TestVLLMUnit(t *testing.T) {
+	t.Parallel()
 	opts := fastOpts()
 	opts.Engine = "vllm"
 	l := readyLab(t, opts)
@@ -100,6 +103,7 @@ func TestVLLMUnit(t *testing.T) {
 // TestSlowLoadAddsToLoadTime: slow-load=DUR makes the load DUR longer than usual, so no
 // slow-load value ever makes the engine load faster than without the fault.
 func TestSlowLoadAddsToLoadTime(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		faults string
 		want   time.Duration
@@ -123,6 +127,7 @@ func TestSlowLoadAddsToLoadTime(t *testing.T) {
 // The lab's banner explains its time scale in terms a person can use: how long a model
 // load takes in lab time and in real time.
 func TestDescribeExplainsTheTimeScale(t *testing.T) {
+	t.Parallel()
 	fl, err := ParseFaults("slow-load=60s")
 	if err != nil {
 		t.Fatal(err)

@@ -111,8 +111,16 @@ func (s *sshServer) serveConn(c net.Conn) {
 		}
 	}()
 	for nc := range chans {
+		if nc.ChannelType() == "direct-tcpip" {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.forward(nc)
+			}()
+			continue
+		}
 		if nc.ChannelType() != "session" {
-			nc.Reject(ssh.UnknownChannelType, "only session channels")
+			nc.Reject(ssh.UnknownChannelType, "only session and direct-tcpip channels")
 			continue
 		}
 		ch, creqs, err := nc.Accept()

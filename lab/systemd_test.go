@@ -31,6 +31,7 @@ func readyLab(t *testing.T, opts Options) *Lab {
 }
 
 func TestStartLimitBurstEndsInFailed(t *testing.T) {
+	t.Parallel()
 	l := startLab(t, fastOpts())
 	h := l.Host("gpu1")
 	unit := "[Unit]\nDescription=flappy\nStartLimitBurst=3\nStartLimitIntervalSec=600\n[Service]\nExecStart=/bin/false\nRestart=always\nRestartSec=1\n"
@@ -64,6 +65,7 @@ func TestStartLimitBurstEndsInFailed(t *testing.T) {
 }
 
 func TestDaemonReloadAndDropIn(t *testing.T) {
+	t.Parallel()
 	l := readyLab(t, fastOpts())
 	c := dialHost(t, l, "gpu1")
 	sc, err := sftp.NewClient(c.c)
@@ -125,6 +127,7 @@ func writeAtomic(t *testing.T, sc *sftp.Client, path, text string) {
 }
 
 func TestSFTPAtomicWrite(t *testing.T) {
+	t.Parallel()
 	l := startLab(t, fastOpts())
 	c := dialHost(t, l, "gpu1")
 	sc, err := sftp.NewClient(c.c)
@@ -157,6 +160,7 @@ func TestSFTPAtomicWrite(t *testing.T) {
 }
 
 func TestPctExec(t *testing.T) {
+	t.Parallel()
 	l := readyLab(t, fastOpts())
 	pve, gpu1 := dialHost(t, l, "pve"), dialHost(t, l, "gpu1")
 	if out := pve.must(t, "pct", "exec", "129", "--", "systemctl", "is-active", qwenUnit); out != "active\n" {
@@ -205,6 +209,7 @@ func TestPctExec(t *testing.T) {
 }
 
 func TestDStateWorkerSurvivesKill(t *testing.T) {
+	t.Parallel()
 	opts := fastOpts()
 	opts.Faults = []Fault{{Name: "dstate"}}
 	l := readyLab(t, opts)
@@ -241,6 +246,7 @@ func TestDStateWorkerSurvivesKill(t *testing.T) {
 }
 
 func TestKillModeProcessLeavesWorkers(t *testing.T) {
+	t.Parallel()
 	opts := fastOpts()
 	opts.UnitText = strings.Replace(defaultUnit("sglang"), "Restart=always\n", "Restart=always\nKillMode=process\n", 1)
 	l := readyLab(t, opts)
@@ -259,6 +265,7 @@ func TestKillModeProcessLeavesWorkers(t *testing.T) {
 }
 
 func TestSSHDropFault(t *testing.T) {
+	t.Parallel()
 	opts := fastOpts()
 	opts.Faults = []Fault{{Name: "ssh-drop"}}
 	l := readyLab(t, opts)
@@ -278,6 +285,7 @@ func TestSSHDropFault(t *testing.T) {
 }
 
 func TestCrashOnStartUntilRollback(t *testing.T) {
+	t.Parallel()
 	opts := fastOpts()
 	opts.Faults = []Fault{{Name: "crash-on-start"}}
 	l := readyLab(t, opts)
@@ -311,6 +319,7 @@ func TestCrashOnStartUntilRollback(t *testing.T) {
 }
 
 func TestSSHRefusesUnknownKey(t *testing.T) {
+	t.Parallel()
 	l := startLab(t, fastOpts())
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	signer, _ := ssh.NewSignerFromKey(priv)
@@ -331,6 +340,7 @@ func TestSSHRefusesUnknownKey(t *testing.T) {
 }
 
 func TestCloseStopsEverything(t *testing.T) {
+	t.Parallel()
 	before := runtime.NumGoroutine()
 	l, err := Start(context.Background(), fastOpts())
 	if err != nil {

@@ -52,7 +52,7 @@ func (r *Runbook) benchmark(ctx context.Context, t *target, p commands.BenchPara
 		Prompts: p.Prompts, Concurrency: p.Concurrency, InputLen: p.InputLen, OutputLen: p.OutputLen}
 	lastProgress := time.Time{}
 	out, err := bench.Run(ctx, bench.Options{
-		URL: t.cfg.URL, Prompts: p.Prompts, Concurrency: p.Concurrency, InputLen: p.InputLen, OutputLen: p.OutputLen,
+		URL: t.cfg.URL, Dial: t.dial, Prompts: p.Prompts, Concurrency: p.Concurrency, InputLen: p.InputLen, OutputLen: p.OutputLen,
 		Timeout: 10 * time.Minute, Acceptance: acc, DraftsPerStep: k, Settings: settings,
 		Progress: func(pr bench.Progress) {
 			if time.Since(lastProgress) >= 2*time.Second {
@@ -100,6 +100,9 @@ func (r *Runbook) Bench(ctx context.Context, service string, p commands.BenchPar
 		res.Summary = fmt.Sprintf("dry run: would benchmark %s with %d prompts at concurrency %d (%d in, %d out)",
 			service, p.Prompts, p.Concurrency, p.InputLen, p.OutputLen)
 		return res, nil
+	}
+	if err := r.checkReach(ctx, t); err != nil {
+		return res, err
 	}
 	ph, _ := t.eng.Probe(ctx)
 	if ph.String() != "ready" {

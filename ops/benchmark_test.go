@@ -36,6 +36,7 @@ func labTruth(t *testing.T, url string) (tokens, steps float64) {
 // /server_info when the engine is idle at the start; from the unit's decode log lines, read
 // from the journal over SSH, when another client's request keeps the engine from flushing.
 func TestBenchAcceptanceOverWindow(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(), nil)
 	url := r.svc.URL
 	bp := commands.BenchParams{Prompts: 8, Concurrency: 2, InputLen: 32, OutputLen: 256}
@@ -91,6 +92,7 @@ func TestBenchAcceptanceOverWindow(t *testing.T) {
 // acceptance over it: the summary says acceptance was not measured, and the thread says
 // why and what to run instead.
 func TestBenchTooShortForAWindow(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(), nil)
 	ev := &events{}
 	res, err := r.rb.Bench(testCtx(t), "qwen", commands.BenchParams{Prompts: 1, Concurrency: 1, InputLen: 16, OutputLen: 20}, false, ev)

@@ -13,6 +13,7 @@ import (
 // /dev/nvidiactl alone holds no GPU of qwen's and is left alone, said so; a
 // neighbour on its own GPUs is none of qwen's business and not listed.
 func TestSortHolders(t *testing.T) {
+	t.Parallel()
 	tg := &target{name: "qwen", cfg: ServiceConfig{GPUs: []int{0, 1, 2, 3}}, nodeName: "pve",
 		scope: gpu.Scope{Unit: "sglang-qwen.service", VMID: 129}}
 	var gpus []gpu.GPU

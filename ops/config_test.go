@@ -18,6 +18,7 @@ import (
 // -> host -> node mapping and reach hosts; the rules of a valid config live in
 // the config package (config.Validate), which opsbot runs before New.
 func TestNewRefusesBadConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	kh := filepath.Join(dir, "known_hosts")
 	if err := os.WriteFile(kh, nil, 0o600); err != nil {

@@ -45,6 +45,11 @@ func (r *Runbook) GPURecover(ctx context.Context, service string, o RecoverOptio
 			res.Left.Next = "gpu status " + t.cfg.Host
 		}
 	}()
+	if !o.NoStart {
+		if err := r.checkReach(ctx, t); err != nil {
+			return res, err
+		}
+	}
 	unlock, err := r.holdNode(ctx, t, rep)
 	if err != nil {
 		return res, err

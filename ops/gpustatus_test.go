@@ -12,6 +12,7 @@ import (
 // holders, each with column headers; every holder row says which GPU it
 // holds, and that GPU's row lists its PID and the service it is for.
 func TestGPUStatusTables(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	st, err := r.rb.GPUStatus(testCtx(t), "", ops.Discard)
 	if err != nil || len(st.Details) == 0 {

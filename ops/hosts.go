@@ -81,8 +81,9 @@ type target struct {
 	node     *remote.Host // sees host PIDs of GPU processes: the Proxmox node, or host itself
 	nodeName string       // the physical node: what NodeLocks holds
 	unit     systemd.Service
-	eng      *engine.Client // one per service, reused across jobs
-	scope    gpu.Scope      // whose processes are the service's
+	eng      *engine.Client  // one per service, reused across jobs
+	dial     engine.DialFunc // how eng and the benchmark reach the URL (engineDial); nil = directly
+	scope    gpu.Scope       // whose processes are the service's
 }
 
 func (r *Runbook) newTarget(name string, sc ServiceConfig) (*target, error) {
@@ -90,8 +91,9 @@ func (r *Runbook) newTarget(name string, sc ServiceConfig) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
+	dial := engineDial(sc, h)
 	t := &target{name: name, cfg: sc, host: h, node: h, nodeName: sc.Host,
-		unit: systemd.Service{R: h, Unit: sc.Unit, Poll: r.cfg.Poll}, eng: engine.New(sc.URL),
+		unit: systemd.Service{R: h, Unit: sc.Unit, Poll: r.cfg.Poll}, eng: engine.NewVia(sc.URL, dial), dial: dial,
 		scope: gpu.Scope{Unit: sc.Unit}}
 	if sc.ProxmoxNode != "" {
 		if t.node, err = r.pool.Host(sc.ProxmoxNode); err != nil {

@@ -112,6 +112,7 @@ func argvDiff(t *testing.T, a, b []string) map[string]string {
 // `mtp steps 10` reaps them from the Proxmox node, starts cleanly, and the engine
 // then runs steps 10 with draft tokens 11; the unit changes only at those flags.
 func TestIncidentMTPSteps10(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	before := r.unitText(t)
 	ev := &events{}
@@ -167,6 +168,7 @@ func TestIncidentMTPSteps10(t *testing.T) {
 // The night itself: the service is already in a restart loop (orphans from a
 // manual restart hold the memory) when `mtp steps 10` arrives.
 func TestMTPStepsOnALoopingService(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	ctx := testCtx(t)
 	gpu1 := r.lab.Host("gpu1")
@@ -191,6 +193,7 @@ func TestMTPStepsOnALoopingService(t *testing.T) {
 // `svc restart` with orphans hits the incident's loop itself: the start loops on
 // held memory, the bot diagnoses it from the journal, reaps and starts once more.
 func TestSvcRestartRecoversTheLoop(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	ev := &events{}
 	res, err := r.rb.ServiceAction(testCtx(t), "qwen", "restart", false, ev)
@@ -208,6 +211,7 @@ func TestSvcRestartRecoversTheLoop(t *testing.T) {
 }
 
 func TestCrashOnStartRollsBack(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "crash-on-start"}), nil)
 	before := r.unitText(t)
 	ev := &events{}
@@ -233,6 +237,7 @@ func TestCrashOnStartRollsBack(t *testing.T) {
 }
 
 func TestDStateFailsNamingThePID(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "dstate"}), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -252,6 +257,7 @@ func TestDStateFailsNamingThePID(t *testing.T) {
 }
 
 func TestSSHDropMidJobLeavesOldOrNewUnit(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "ssh-drop"}), nil)
 	before := r.unitText(t)
 	ev := &events{}
@@ -272,6 +278,7 @@ func TestSSHDropMidJobLeavesOldOrNewUnit(t *testing.T) {
 }
 
 func TestRefusedStepsChangeNothing(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(), nil)
 	before := r.unitText(t)
 	st0 := r.lab.Host("gpu1").Unit(r.svc.Unit)
@@ -291,6 +298,7 @@ func TestRefusedStepsChangeNothing(t *testing.T) {
 }
 
 func TestRecoverStatusLogsShow(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	ctx := testCtx(t)
 	gpu1 := r.lab.Host("gpu1")
@@ -345,6 +353,7 @@ func TestRecoverStatusLogsShow(t *testing.T) {
 // With edit: drop-in the main unit stays as it was; the change is a drop-in
 // that systemd applies on daemon-reload, and the engine runs it.
 func TestDropInDeploy(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(), func(c *ops.Config) {
 		s := c.Services["qwen"]
 		s.DropIn = true
@@ -373,6 +382,7 @@ func TestDropInDeploy(t *testing.T) {
 // `svc start` on a looping service stops the loop, clears the GPUs the orphans
 // hold and starts it once more; `svc status` names the loop before that.
 func TestSvcStartOnALoopingService(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	ctx := testCtx(t)
 	gpu1 := r.lab.Host("gpu1")
@@ -402,6 +412,7 @@ func TestSvcStartOnALoopingService(t *testing.T) {
 // A sweep deploys and benchmarks each value, marks the best, and leaves the
 // service where it was.
 func TestSweepLeavesServiceWhereItWas(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(), nil)
 	before := r.unitText(t)
 	ev := &events{}
@@ -434,6 +445,7 @@ func TestSweepLeavesServiceWhereItWas(t *testing.T) {
 // vLLM: the edit changes num_speculative_tokens inside the JSON only, and the
 // benchmark's acceptance comes from the /metrics counter deltas.
 func TestVLLMStepsAndAcceptance(t *testing.T) {
+	t.Parallel()
 	opts := labOpts()
 	opts.Engine = "vllm"
 	r := newRig(t, opts, func(c *ops.Config) { c.Bench.OutputLen = 200 })
@@ -464,6 +476,7 @@ func TestVLLMStepsAndAcceptance(t *testing.T) {
 // when it is the service's own (an orphan in its container), never when it
 // belongs to the node itself.
 func TestForeignHolderIsLeftAlone(t *testing.T) {
+	t.Parallel()
 	// The holders are small enough to fit beside qwen at steps 10: 0.88 of the
 	// GPU, its context and its CUDA graphs leave 2160 MiB (lab/engine/memory.go).
 	r := newRig(t, labOpts(), nil)
@@ -518,6 +531,7 @@ func alive(l *lab.Lab, pid int) bool {
 // Orphaned workers and a foreign holder at once: the orphans are reaped and the
 // wait for clear GPUs does not wait for the memory the foreign process keeps.
 func TestOrphansBesideAForeignHolder(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	p, err := r.lab.Host("pve").HoldGPU(1, 1500, "python3", "eval.py")
 	if err != nil {
@@ -543,6 +557,7 @@ func TestOrphansBesideAForeignHolder(t *testing.T) {
 // A long model load is never silent: the wait for readiness says at least every
 // ProgressEvery how long it has waited and for what.
 func TestLongLoadReportsProgress(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOptsScale(100, lab.Fault{Name: "slow-load", Duration: 60 * time.Second}), func(c *ops.Config) {
 		c.ProgressEvery = 150 * time.Millisecond
 	})
@@ -573,6 +588,7 @@ func TestLongLoadReportsProgress(t *testing.T) {
 // concurrency of the list; a value whose deploy fails is a failed point and
 // the sweep goes on; --apply-best leaves the service on the best point.
 func TestSweepGridGoesOnPastAFailedValueAndAppliesTheBest(t *testing.T) {
+	t.Parallel()
 	// ssh-drop=upload: the first unit upload (steps 2's) loses its connection.
 	r := newRig(t, labOpts(lab.Fault{Name: "ssh-drop", Stage: "upload"}), nil)
 	ev := &events{}
@@ -630,6 +646,7 @@ func TestSweepGridGoesOnPastAFailedValueAndAppliesTheBest(t *testing.T) {
 // physics, is within 1% of the optimum's, with fewer restarts than the 16 of
 // a full sweep, and leaves the service on it.
 func TestTuneFindsTheOptimumWithFewerRestarts(t *testing.T) {
+	t.Parallel()
 	const conc = 4
 	r := newRig(t, labOpts(), func(c *ops.Config) {
 		c.Bench = ops.BenchDefaults{Prompts: 16, Concurrency: 2, InputLen: 32, OutputLen: 64}
@@ -676,6 +693,7 @@ func TestTuneFindsTheOptimumWithFewerRestarts(t *testing.T) {
 // engine and benchmarked; a draft count the tree of a steps value cannot hold
 // is skipped there and said; the unit ends byte for byte as it was.
 func TestSweepTopKDraftGrid(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(), nil)
 	before := r.unitText(t)
 	ev := &events{}
@@ -709,6 +727,7 @@ func TestSweepTopKDraftGrid(t *testing.T) {
 // systemd may have restarted it once by the time the crash is seen: that is
 // reported as it is, never as "NRestarts 0".)
 func TestStepsThatDoNotFitRollBackAtOnce(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(), nil)
 	before := r.unitText(t)
 	ev := &events{}
@@ -747,6 +766,7 @@ func TestStepsThatDoNotFitRollBackAtOnce(t *testing.T) {
 // start (svc restart does not clear them), the diagnosis stays "held by other
 // processes" and the start is recovered once.
 func TestOutOfMemoryWithoutClearGPUsStillBlamesHolders(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	ev := &events{}
 	if _, err := r.rb.ServiceAction(testCtx(t), "qwen", "restart", false, ev); err != nil {

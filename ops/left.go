@@ -59,6 +59,10 @@ type ServiceLeft struct {
 	// Advice is what helps when no command of opsbot does, such as a GPU
 	// reset or a reboot for a process in D state.
 	Advice string `json:"advice,omitempty"`
+	// Unreachable: the unit is active but its engine cannot be reached to
+	// see whether it serves (the host's SSH server refuses to forward to a
+	// via_ssh service's URL); State is then LeftUnknown.
+	Unreachable bool `json:"unreachable,omitempty"`
 }
 
 // did is what a pipeline has done to its service so far; leave turns it into
@@ -105,8 +109,15 @@ func (r *Runbook) leave(ctx context.Context, t *target, res *Result, serving boo
 				l.State = LeftStopped
 			case s.ActiveState == "active":
 				l.State = LeftStarting
-				if ph, _ := t.eng.Probe(rctx); ph == engine.PhaseReady {
+				ph, perr := t.eng.Probe(rctx)
+				if ph == engine.PhaseReady {
 					l.State = LeftServing
+				} else if fe := forwardProhibited(perr); fe != nil {
+					l.State, l.Unreachable = LeftUnknown, true
+					if l.Advice == "" {
+						l.Advice = fmt.Sprintf("allow TCP forwarding on %s (AllowTcpForwarding local in its sshd_config, then reload sshd), or drop via_ssh from %s",
+							t.cfg.Host, t.name)
+					}
 				}
 			default: // activating, deactivating, reloading
 				l.State = LeftStarting
@@ -116,8 +127,9 @@ func (r *Runbook) leave(ctx context.Context, t *target, res *Result, serving boo
 	l.Started = d.started && l.State == LeftStarting
 	switch {
 	case l.State == LeftServing:
-	case d.advice != "":
-		// Nothing opsbot runs helps until the GPU is reset or the node rebooted.
+	case l.Advice != "":
+		// Nothing opsbot runs helps until the GPU is reset or the node
+		// rebooted, or until the host forwards to the engine.
 	case l.State == LeftUnknown, l.State == LeftStarting:
 		l.Next = "svc status " + t.name
 	case d.gpuHeld:
@@ -169,6 +181,9 @@ func (l *ServiceLeft) Sentence() string {
 		}
 	default:
 		s = l.Service + " is in an unknown state (its host did not answer)"
+		if l.Unreachable {
+			s = l.Service + "'s unit is active" + on + ", but opsbot cannot reach its engine to see whether it serves"
+		}
 	}
 	if !l.Changed {
 		s += "; the job changed nothing"

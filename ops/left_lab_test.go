@@ -55,6 +55,7 @@ func newUnitText(before string, steps string, drafts string) string {
 // start: the service is left starting on the new unit, and the next command
 // says how to see it serve, or put steps 3 back.
 func TestCancelDuringLoadLeavesNewUnitStarting(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "slow-load", Duration: 30 * time.Minute}), nil)
 	before := r.unitText(t)
 	ctx, cancel := context.WithCancel(testCtx(t))
@@ -74,6 +75,7 @@ func TestCancelDuringLoadLeavesNewUnitStarting(t *testing.T) {
 // A cancel during the write lets the write (and its daemon-reload) finish,
 // then stops before the start: the new unit is in place, whole, not started.
 func TestCancelDuringWriteLeavesNewUnitNotStarted(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(), nil)
 	before := r.unitText(t)
 	ctx, cancel := context.WithCancel(testCtx(t))
@@ -100,6 +102,7 @@ func TestCancelDuringWriteLeavesNewUnitNotStarted(t *testing.T) {
 // what vLLM offers (its per-position speculative counters on /metrics), not
 // SGLang's /server_info, and the job succeeds on the new unit.
 func TestVLLMStepsVerifiedFromMetrics(t *testing.T) {
+	t.Parallel()
 	text, err := os.ReadFile("../deploy/vllm-qwen.service")
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +160,7 @@ func engineProxy(t *testing.T, target string, rewrite func(path string, body []b
 // An engine that serves but ignores the new steps (it reports steps 3) fails
 // verify: the previous unit is restored and started, and the error says so.
 func TestVerifyMismatchRollsBack(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(), func(c *ops.Config) {
 		s := c.Services["qwen"]
 		s.URL = engineProxy(t, s.URL, func(path string, b []byte) (int, []byte, bool) {
@@ -195,6 +199,7 @@ func TestVerifyMismatchRollsBack(t *testing.T) {
 // An engine that serves the new settings but fails every generation fails
 // the benchmark only: the new unit stays, and the error says so.
 func TestBenchFailureKeepsNewUnit(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(), func(c *ops.Config) {
 		s := c.Services["qwen"]
 		s.URL = engineProxy(t, s.URL, func(path string, b []byte) (int, []byte, bool) {
@@ -228,6 +233,7 @@ func TestBenchFailureKeepsNewUnit(t *testing.T) {
 // back like a failed start. slow-load slows every start, the rollback's too,
 // so the previous unit is restored and left starting.
 func TestReadyTimeoutRollsBack(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "slow-load", Duration: 40 * time.Minute}), func(c *ops.Config) {
 		s := c.Services["qwen"]
 		s.ReadyTimeout = time.Second
@@ -254,6 +260,7 @@ func TestReadyTimeoutRollsBack(t *testing.T) {
 // says the service is down and advises a GPU reset or a reboot, never `gpu
 // recover`; `gpu status` afterwards advises the same.
 func TestDStateSaysNodeGPUsAndReset(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "dstate"}), nil)
 	ev := &events{}
 	res, err := r.rb.GPURecover(testCtx(t), "qwen", ops.RecoverOptions{}, ev)
@@ -285,6 +292,7 @@ func asNotServing(err error, target **ops.NotServingError) bool { return errors.
 // The driver releasing the stopped engine's memory is progress, not an
 // alarm; only a release that lasts beyond ops.ReleaseWarnAfter is a warning.
 func TestSlowReleaseWarnsOnlyAfterAWhile(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		lag  time.Duration // simulated, at x1000
 		warn bool

@@ -118,6 +118,7 @@ func realRunbook(t *testing.T) (*systemdtest.Host, *ops.Runbook, *remote.Host) {
 // `gpu recover --no-start` reaps it (SIGKILL after SIGTERM was ignored); then nothing holds
 // GPU memory. `svc status` and `svc logs` read the real state and journal on the way.
 func TestRealKillModeProcessLeftoverReaped(t *testing.T) {
+	t.Parallel()
 	_, rb, rh := realRunbook(t)
 	ctx := testCtx(t)
 	svc := systemd.Service{R: rh, Unit: "opsbot-engine.service", Poll: 20 * time.Millisecond}
@@ -184,6 +185,7 @@ func TestRealKillModeProcessLeftoverReaped(t *testing.T) {
 // TestRealStatusAndLogsOfALoop: `svc status` on a real restart loop names it (restart_loop)
 // and points to svc logs; `svc logs` shows the journal's lines with the known cause.
 func TestRealStatusAndLogsOfALoop(t *testing.T) {
+	t.Parallel()
 	_, rb, rh := realRunbook(t)
 	ctx := testCtx(t)
 	svc := systemd.Service{R: rh, Unit: "opsbot-looper.service", Poll: 20 * time.Millisecond}

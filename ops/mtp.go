@@ -166,6 +166,9 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 	} else {
 		st.done("steps %d -> %d: %s", from, steps, changeList(e.Changed))
 	}
+	if err := r.checkReach(ctx, t); err != nil {
+		return res, err
+	}
 	if dryRun {
 		res.Summary = fmt.Sprintf("dry run: steps %d -> %d on %s, nothing changed", from, steps, service)
 		res.Details = append(res.Details, "would: stop "+t.cfg.Unit+", clear GPU memory held by dead engine processes, write "+

@@ -96,6 +96,7 @@ func tokS(t *testing.T, res *ops.Result) float64 {
 // same node, keeps serving: the same engine PIDs, NRestarts and GPU memory,
 // and its tok/s before and after within noise.
 func TestMTPStepsReapsOnlyItsOwnOrphans(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	waitBoth(t, r)
 	ctx := testCtx(t)
@@ -138,6 +139,7 @@ func TestMTPStepsReapsOnlyItsOwnOrphans(t *testing.T) {
 // `gpu recover` on each service, with and without --force, never touches the
 // other: its PIDs, NRestarts and the memory of its GPUs stay as they were.
 func TestRecoverNeverTouchesTheNeighbour(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	waitBoth(t, r)
 	ctx := testCtx(t)
@@ -181,6 +183,7 @@ func TestRecoverNeverTouchesTheNeighbour(t *testing.T) {
 // orphan on a GPU that is not qwen's. The wait for clear GPUs does not wait
 // for the memory they keep.
 func TestForeignEngineOnQwensGPUsIsNeverKilled(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	waitBoth(t, r)
 	ctx := testCtx(t)
@@ -242,6 +245,7 @@ func TestForeignEngineOnQwensGPUsIsNeverKilled(t *testing.T) {
 // second job says it waits for the node, and the first one's benchmark runs
 // while the second one's window is open.
 func TestJobsOnOneNodeQueueOnlyForTheirMutatingWindows(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "slow-load", Duration: 300 * time.Second}), nil)
 	waitBoth(t, r)
 	ctx := testCtx(t)

@@ -10,6 +10,7 @@ import (
 // read-only host command and mtp undo (a host job no schedule runs) has a
 // pipeline; nothing else does.
 func TestPipelinesCoverJobCommands(t *testing.T) {
+	t.Parallel()
 	hostOnly := map[string]bool{"mtp show": true, "gpu status": true, "svc status": true, "svc logs": true, "mtp undo": true}
 	n := 0
 	for _, s := range commands.Specs() {

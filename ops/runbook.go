@@ -24,9 +24,13 @@ type HostConfig struct {
 
 // ServiceConfig is one inference server under systemd.
 type ServiceConfig struct {
-	Host   string // where systemd and the engine run
-	Unit   string // e.g. sglang-qwen.service
-	URL    string // the engine's base URL
+	Host string // where systemd and the engine run
+	Unit string // e.g. sglang-qwen.service
+	URL  string // the engine's base URL
+	// ViaSSH reaches URL through the SSH connection to Host (a direct-tcpip
+	// channel; the host's sshd must allow TCP forwarding) instead of
+	// directly: for an engine bound to its host's loopback.
+	ViaSSH bool
 	Engine string // sglang or vllm
 	GPUs   []int  // the GPUs it uses; empty = all
 	// ProxmoxNode and VMID say the host is an LXC container: GPU-holding

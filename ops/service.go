@@ -35,6 +35,11 @@ func (r *Runbook) ServiceAction(ctx context.Context, service, verb string, dryRu
 		res.Summary = fmt.Sprintf("dry run: would %s %s on %s (now %s/%s); nothing changed", verb, t.cfg.Unit, t.cfg.Host, s.ActiveState, s.SubState)
 		return res, nil
 	}
+	if verb != "stop" {
+		if err := r.checkReach(ctx, t); err != nil {
+			return res, err
+		}
+	}
 	unlock, err := r.holdNode(ctx, t, rep)
 	if err != nil {
 		return res, err
@@ -119,10 +124,15 @@ func (r *Runbook) ServiceStatus(ctx context.Context, service string, rep Reporte
 	if err != nil {
 		return res, hostErr("systemctl show "+t.cfg.Unit, t.cfg.Host, err)
 	}
-	ph, _ := t.eng.Probe(ctx)
+	ph, perr := t.eng.Probe(ctx)
 	res.Service = serviceState(t, s, ph.String())
+	if fe := forwardProhibited(perr); fe != nil {
+		// What the engine does is unknown: the watchdog must not read it as unhealthy.
+		return res, fmt.Errorf("%s (%s on %s) is %s/%s, but its engine cannot be checked: %w",
+			service, t.cfg.Unit, t.cfg.Host, s.ActiveState, s.SubState, fe)
+	}
 	res.Summary = fmt.Sprintf("%s (%s on %s): %s/%s, PID %d, NRestarts %d, engine %s",
-		service, t.cfg.Unit, t.cfg.Host, s.ActiveState, s.SubState, s.MainPID, s.NRestarts, phaseText(ph))
+		service, t.cfg.Unit, t.cfg.Host, s.ActiveState, s.SubState, s.MainPID, s.NRestarts, engineText(service, s, ph))
 	if restartedSinceStart(s) {
 		res.AddIncident(IncidentRestartLoop)
 		res.Details = append(res.Details, fmt.Sprintf("systemd restarted the unit %d times since it was last started: a restart loop. "+

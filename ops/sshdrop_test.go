@@ -16,6 +16,7 @@ import (
 // beside it, the service serves, and the job's final message says which text
 // the unit has.
 func TestSSHDropDuringUnitWriteLeavesOldOrNewUnit(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		stage   string
 		wantNew bool // the unit on disk afterwards

@@ -117,7 +117,7 @@ func (r *Runbook) stop(ctx context.Context, t *target, res *Result, rep Reporter
 		st.warn("%s was in a restart loop (%s/%s, NRestarts %d): stopping it", t.cfg.Unit, s.ActiveState, s.SubState, s.NRestarts)
 	}
 	if s.Stopped() {
-		st.done("already %s", s.ActiveState)
+		st.done("already %s", stoppedText(s))
 		return nil
 	}
 	res.did.changed, res.did.started = true, false
@@ -129,8 +129,18 @@ func (r *Runbook) stop(ctx context.Context, t *target, res *Result, rep Reporter
 	if s, err = t.unit.WaitStopped(wctx); err != nil {
 		return st.fail(err)
 	}
-	st.done("%s", s.ActiveState)
+	st.done("%s", stoppedText(s))
 	return nil
+}
+
+// stoppedText says how a stopped unit reads: "inactive", or, for one systemd
+// marks failed, that it is stopped all the same (failed is what its last run
+// left, not a failure of the stop).
+func stoppedText(s systemd.State) string {
+	if s.ActiveState == "failed" {
+		return "stopped (systemd marks the unit failed: its last run ended in an error)"
+	}
+	return s.ActiveState
 }
 
 // startAndServe starts the service and waits until the engine serves. With
@@ -242,7 +252,10 @@ func (r *Runbook) waitServing(ctx context.Context, t *target, res *Result, rep R
 	last := engine.Phase(-1)
 	lastShow, lastSaid := time.Time{}, time.Now()
 	for {
-		ph, _ := t.eng.Probe(ctx)
+		ph, perr := t.eng.Probe(ctx)
+		if fe := forwardProhibited(perr); fe != nil {
+			return st.fail(fe) // no wait makes it reachable
+		}
 		switch {
 		case ph != last:
 			if ph == engine.PhaseReady {
@@ -303,6 +316,20 @@ func awaited(p engine.Phase) string {
 		return "/health to answer 200"
 	}
 	return "the engine to answer /health"
+}
+
+// engineText says what the engine of service does, phase p, knowing its
+// unit's state s: a stopped unit's port is closed because it is stopped,
+// not because the engine is loading.
+func engineText(service string, s systemd.State, p engine.Phase) string {
+	if p == engine.PhaseRefused && s.Stopped() {
+		why := "the unit is stopped"
+		if s.ActiveState == "failed" {
+			why = fmt.Sprintf("the unit is stopped, its last run failed (`svc logs %s` shows why)", service)
+		}
+		return fmt.Sprintf("port closed: %s; `svc start %s` starts it", why, service)
+	}
+	return phaseText(p)
 }
 
 func phaseText(p engine.Phase) string {

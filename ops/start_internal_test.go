@@ -8,6 +8,7 @@ import (
 // A unit that crashed once and waits for Restart= has not been restarted: it
 // is a crash at start, never "a restart loop (NRestarts 0)".
 func TestStartErrorWording(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		e         StartError
 		want, not string

@@ -380,7 +380,37 @@ func (r *Runbook) Tune(ctx context.Context, service string, o TuneOptions, rep R
 	res.Spec = res.Best.Spec
 	res.Summary = fmt.Sprintf("mtp tune %s at concurrency %d: steps %d, %.1f tok/s, applied; %d restarts for %d values (a full sweep: %d)",
 		service, conc, best, res.Best.OutputTokS, res.Restarts, len(res.Tried), o.To-o.From+1)
+	if e := tuneEdge(service, o.From, o.To, conc, best, r.cfg.MaxSteps, memo); e != "" {
+		res.Summary += ". " + e
+		res.Details = append(res.Details, e)
+	}
 	return res, nil
+}
+
+// tuneEdge says so when the best steps value of a search over from..to lies
+// on the edge of the range, where the peak may lie beyond it, and gives the
+// command that searches the wider range (up to maxSteps, down to 1); ""
+// when the best lies inside, or on an edge nothing lies beyond. tok are
+// the output tok/s measured by steps value.
+func tuneEdge(service string, from, to, conc, best, maxSteps int, tok map[int]float64) string {
+	width := max(to-from, 2)
+	var side string
+	var lo, hi, next int
+	switch {
+	case best == to && to < maxSteps:
+		side, next = "top", best-1
+		lo, hi = best, min(maxSteps, best+width)
+	case best == from && from > 1:
+		side, next = "bottom", best+1
+		lo, hi = max(1, best-width), best
+	default:
+		return ""
+	}
+	s := fmt.Sprintf("Steps %d is the %s of the range %d..%d searched", best, side, from, to)
+	if v, ok := tok[next]; ok && !math.IsInf(v, -1) {
+		s += fmt.Sprintf(", and tok/s was still rising toward it (steps %d: %.1f, steps %d: %.1f)", next, v, best, tok[best])
+	}
+	return s + fmt.Sprintf(": the peak may lie beyond it. `mtp tune %s %d..%d at %d` searches the wider range.", service, lo, hi, conc)
 }
 
 func tokText(v float64) string {

@@ -37,6 +37,7 @@ func (h *history) add(c ops.AppliedChange) {
 // and when the unit changed since that change, naming the job that changed
 // it when one did.
 func TestMTPUndo(t *testing.T) {
+	t.Parallel()
 	h := &history{}
 	r := newRig(t, labOpts(), func(c *ops.Config) { c.Changes = h })
 	original := r.unitText(t)
@@ -105,6 +106,7 @@ func TestMTPUndo(t *testing.T) {
 // puts back what it replaced (nothing: the drop-in is emptied) and the
 // engine runs the main unit's settings again.
 func TestMTPUndoDropIn(t *testing.T) {
+	t.Parallel()
 	h := &history{}
 	r := newRig(t, labOpts(), func(c *ops.Config) {
 		s := c.Services["qwen"]

@@ -42,6 +42,7 @@ func (w *windAfter) ctx(t *testing.T) context.Context {
 // and verified and the benchmark is skipped. Each error names the reason
 // and the state.
 func TestWindDownLeavesTheServiceServing(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		after   string // the step after which the wind down is asked; "" before any
 		newUnit bool

@@ -9,6 +9,7 @@ import (
 )
 
 func TestAudit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	at := time.Date(2026, 12, 2, 18, 0, 0, 42, time.UTC)
@@ -45,6 +46,7 @@ func TestAudit(t *testing.T) {
 // TestAuditAppendOnly goes around the Store: even raw SQL on another handle
 // cannot change or delete audit entries.
 func TestAuditAppendOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	if err := s.AppendAudit(ctx, AuditEntry{User: "U1", Command: "gpu recover", Decision: DecisionRefused}); err != nil {
@@ -70,6 +72,7 @@ func TestAuditAppendOnly(t *testing.T) {
 }
 
 func TestCreateJobAudited(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	j, err := s.CreateJobAudited(ctx, Job{Command: "mtp steps 10", User: "U1"},

@@ -10,6 +10,7 @@ import (
 )
 
 func TestBenchResults(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	job := mustCreate(t, s, Job{Command: "bench qwen"})
@@ -68,6 +69,7 @@ func TestBenchResults(t *testing.T) {
 }
 
 func TestBenchResultRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	ok := BenchResult{Service: "qwen", Settings: "steps=3"}
@@ -104,6 +106,7 @@ func TestBenchResultRejectsBadInput(t *testing.T) {
 // The comparable runs of a result are those of the same service, settings and
 // load, newest first, at most n, the judged job's own left out.
 func TestRecentAtLoadAndMedian(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	load := Load{Prompts: 16, Concurrency: 4, InputLen: 256, OutputLen: 256}

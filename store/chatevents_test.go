@@ -9,6 +9,7 @@ import (
 // Store on the same file too) is refused, and another platform's event of the
 // same id is its own.
 func TestClaimEvent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := t.TempDir() + "/opsbot.db"
 	a, err := Open(ctx, path)

@@ -24,8 +24,13 @@ type Confirmation struct {
 	Command   string
 	Proposed  bool
 	CreatedAt time.Time
+	// Expires is until when it may be confirmed, unless Incident is set.
 	Expires   time.Time
 	MessageID string // the preview's platform message id; "" until set
+	// Incident, when not 0, is the watchdog incident whose alert offers the
+	// command (Proposed): the offer holds while that incident is open,
+	// whatever Expires says, and ends when it closes.
+	Incident int64
 }
 
 // ConfirmationCapError says AddConfirmation refused a confirmation because
@@ -41,12 +46,18 @@ func (e *ConfirmationCapError) Error() string {
 // ErrTokenTaken says a confirmation with that token exists already.
 var ErrTokenTaken = errors.New("confirmation token already in use")
 
-const confirmationColumns = `token, platform, user_id, user_name, room, via, reply_to, command, proposed, created_at, expires_at, message_id`
+const confirmationColumns = `token, platform, user_id, user_name, room, via, reply_to, command, proposed, created_at, expires_at, message_id, incident_id`
+
+// confirmationLive is the SQL condition of a confirmation that may still be
+// settled at the time bound to its one parameter: unexpired, or offered by
+// an incident that is still open.
+const confirmationLive = `((incident_id = 0 AND expires_at >= ?) OR incident_id IN (SELECT id FROM incidents WHERE closed_at IS NULL))`
 
 // AddConfirmation records c unless maxAll confirmations unexpired at at wait
 // already, or (for a confirmation that is not Proposed) maxMine of c's
 // user's on c's platform: then the error is a *ConfirmationCapError and
-// nothing is written. Expired confirmations are removed on the way. A token
+// nothing is written. Expired confirmations (and offers of incidents that
+// closed) are removed on the way. A token
 // in use gives ErrTokenTaken. The count and the insert are one transaction,
 // so processes sharing the store share the caps.
 func (s *Store) AddConfirmation(ctx context.Context, c Confirmation, at time.Time, maxAll, maxMine int) error {
@@ -56,7 +67,7 @@ func (s *Store) AddConfirmation(ctx context.Context, c Confirmation, at time.Tim
 	c.CreatedAt = orNow(c.CreatedAt)
 	err := s.write1(ctx, func(tx *wtx) error {
 		t := at.UTC().UnixNano()
-		if _, err := tx.ExecContext(context.Background(), `DELETE FROM confirmations WHERE expires_at < ?`, t); err != nil {
+		if _, err := tx.ExecContext(context.Background(), `DELETE FROM confirmations WHERE NOT `+confirmationLive, t); err != nil {
 			return err
 		}
 		var all, mine int
@@ -69,9 +80,9 @@ func (s *Store) AddConfirmation(ctx context.Context, c Confirmation, at time.Tim
 			return &ConfirmationCapError{Mine: mine, All: all}
 		}
 		res, err := tx.ExecContext(context.Background(), `INSERT INTO confirmations (`+confirmationColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 			c.Token, c.Platform, c.User, c.UserName, c.Room, c.Via, c.ReplyTo, c.Command, c.Proposed,
-			c.CreatedAt.UnixNano(), c.Expires.UTC().UnixNano(), c.MessageID)
+			c.CreatedAt.UnixNano(), c.Expires.UTC().UnixNano(), c.MessageID, c.Incident)
 		if err != nil {
 			return err
 		}
@@ -103,6 +114,30 @@ func (s *Store) ConfirmationByMessage(ctx context.Context, platform, id string) 
 	return s.confirmation(ctx, `platform = ? AND message_id = ?`, platform, id)
 }
 
+// PendingConfirmations returns the confirmations asked on platform in room
+// that may still be settled at at (unexpired, or offered by an incident
+// still open), oldest first.
+func (s *Store) PendingConfirmations(ctx context.Context, platform, room string, at time.Time) ([]Confirmation, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+confirmationColumns+` FROM confirmations
+		WHERE platform = ? AND room = ? AND `+confirmationLive+` ORDER BY created_at, token`, platform, room, at.UTC().UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("read pending confirmations: %w", err)
+	}
+	defer rows.Close()
+	var out []Confirmation
+	for rows.Next() {
+		c, err := scanConfirmation(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read pending confirmations: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read pending confirmations: %w", err)
+	}
+	return out, nil
+}
+
 func (s *Store) confirmation(ctx context.Context, where string, args ...any) (Confirmation, error) {
 	c, err := scanConfirmation(s.rdb.QueryRowContext(ctx, `SELECT `+confirmationColumns+` FROM confirmations WHERE `+where, args...))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -118,7 +153,7 @@ func scanConfirmation(sc scanner) (Confirmation, error) {
 	var c Confirmation
 	var created, expires int64
 	err := sc.Scan(&c.Token, &c.Platform, &c.User, &c.UserName, &c.Room, &c.Via, &c.ReplyTo, &c.Command, &c.Proposed,
-		&created, &expires, &c.MessageID)
+		&created, &expires, &c.MessageID, &c.Incident)
 	c.CreatedAt, c.Expires = time.Unix(0, created).UTC(), time.Unix(0, expires).UTC()
 	return c, err
 }

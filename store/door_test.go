@@ -11,6 +11,7 @@ import (
 // TestClaimDeliveryCountsReplays: the first claim of a key is First; each
 // later one, from this handle or another on the file, counts a replay.
 func TestClaimDeliveryCountsReplays(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	a, b := openAt(t, path), openAt(t, path)
 	ctx := context.Background()
@@ -35,6 +36,7 @@ func TestClaimDeliveryCountsReplays(t *testing.T) {
 // confirmations only; a confirmation is found by token or by its message,
 // and taken once.
 func TestConfirmationsCappedAndTakenOnce(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t)
 	ctx := context.Background()
 	now := time.Now()
@@ -88,6 +90,7 @@ func TestConfirmationsCappedAndTakenOnce(t *testing.T) {
 // until its final edit is claimed; a released claim lists it again; a late
 // outcome after an interruption lists it again, marked late.
 func TestFinalShownClaimedOnce(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t)
 	ctx := context.Background()
 	j := mustCreate(t, s, Job{Command: "mtp steps 7 qwen", Platform: "slack", User: "U1", Room: "C1"})
@@ -143,6 +146,7 @@ func TestFinalShownClaimedOnce(t *testing.T) {
 // counted and make WriteHealth (and Ping, hence /readyz) name the store;
 // a write that succeeds once the refusals settled clears it.
 func TestWriteHealthFollowsAFullStore(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t)
 	s.health.settled = 50 * time.Millisecond
 	ctx := context.Background()

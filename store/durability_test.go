@@ -25,6 +25,7 @@ const (
 // TestHelperProcess is not a test: it is the body of the child process that
 // the durability tests start. Without the environment it does nothing.
 func TestHelperProcess(t *testing.T) {
+	t.Parallel()
 	mode := os.Getenv(helperModeEnv)
 	if mode == "" {
 		t.Skip("helper process for the durability tests")
@@ -122,6 +123,7 @@ func helper(t *testing.T, mode, path string, env ...string) (*exec.Cmd, *bufio.S
 // reopens the file: it is intact, nothing committed is lost, and the job it
 // was running is found and interrupted.
 func TestCrashRecovery(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := t.TempDir() + "/crash.db"
 	cmd, out := helper(t, "crash", path)
@@ -213,6 +215,7 @@ func TestCrashRecovery(t *testing.T) {
 // TestTwoProcesses writes from a child process and this one at the same time
 // on one file: no call fails (no SQLITE_BUSY surfaces) and every row lands.
 func TestTwoProcesses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := t.TempDir() + "/two.db"
 	s := openAt(t, path) // creates and migrates the file first
@@ -262,6 +265,7 @@ func TestTwoProcesses(t *testing.T) {
 
 // TestTwoStoresOneFile does the same with two Store values in one process.
 func TestTwoStoresOneFile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a := openTemp(t)
 	b := openAt(t, a.Path())
@@ -309,6 +313,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 
 // TestReopen writes one of everything, closes, reopens and reads it back.
 func TestReopen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := t.TempDir() + "/sub/dir/opsbot.db"
 	s, err := Open(ctx, path)

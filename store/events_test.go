@@ -9,6 +9,7 @@ import (
 )
 
 func TestEvents(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	j := mustCreate(t, s, Job{Command: "mtp steps 10"})
@@ -62,6 +63,7 @@ func TestEvents(t *testing.T) {
 // TestEventSeqConcurrent appends to one job from many goroutines and two
 // Store values on the same file: the sequence is 1..n without repeats.
 func TestEventSeqConcurrent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	a := openTemp(t)
 	b := openAt(t, a.Path())

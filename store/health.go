@@ -94,6 +94,20 @@ func IsRefusingWrites(err error) bool { return refusal(err) }
 // for tests and fire drills of what opsbot does when its store fills up.
 // extra < 0 removes the cap.
 func (s *Store) LimitSize(ctx context.Context, extra int) error {
+	if extra < 0 {
+		// A batch that this call shares with a write the full store refuses is rolled back as a
+		// whole: removing the cap tries again (a disk that is really full refuses every try).
+		for try := 1; ; try++ {
+			err := s.limitSize(ctx, extra)
+			if !refusal(err) || ctx.Err() != nil || try == 100 {
+				return err
+			}
+		}
+	}
+	return s.limitSize(ctx, extra)
+}
+
+func (s *Store) limitSize(ctx context.Context, extra int) error {
 	return s.write(ctx, func(tx *wtx) error {
 		var pages int
 		if err := tx.QueryRowContext(context.Background(), `PRAGMA page_count`).Scan(&pages); err != nil {

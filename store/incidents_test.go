@@ -13,6 +13,7 @@ import (
 // firing at once; exactly one wins, and an older firing is never claimed
 // after a newer one.
 func TestClaimFiringOnceAcrossStores(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	a, b := openAt(t, path), openAt(t, path)
 	ctx := context.Background()
@@ -54,6 +55,7 @@ func TestClaimFiringOnceAcrossStores(t *testing.T) {
 // TestOpenIncidentOncePerService: one open incident per service, however
 // many open it at once; once closed, a new one may open; ack keeps the first.
 func TestOpenIncidentOncePerService(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	a, b := openAt(t, path), openAt(t, path)
 	ctx := context.Background()
@@ -102,6 +104,7 @@ func TestOpenIncidentOncePerService(t *testing.T) {
 // TestSyncConfigSchedules: a kept config entry keeps its id and firings, a
 // removed one goes, chat schedules stay.
 func TestSyncConfigSchedules(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t)
 	ctx := context.Background()
 	chat, _ := s.AddSchedule(ctx, Schedule{Spec: "@daily", Command: "bench qwen", Platform: "slack", Room: "C1", CreatedBy: "U1"})

@@ -17,6 +17,7 @@ import (
 // permissive): the directory, the database and its -wal and -shm files
 // are still private to the owner.
 func TestStoreFilesArePrivate(t *testing.T) {
+	t.Parallel()
 	old := syscall.Umask(0)
 	t.Cleanup(func() { syscall.Umask(old) })
 	dir := filepath.Join(t.TempDir(), "state")
@@ -38,6 +39,7 @@ func TestStoreFilesArePrivate(t *testing.T) {
 // TestEmptyFileIsNotAStore: an existing 0-byte file is refused with the
 // message that says what to do, and is left as it was.
 func TestEmptyFileIsNotAStore(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -60,6 +62,7 @@ func TestEmptyFileIsNotAStore(t *testing.T) {
 
 // TestNotADatabaseIsNamed: a file that is not SQLite is refused as damaged.
 func TestNotADatabaseIsNamed(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	text := strings.Repeat("store: {path: opsbot.db}\n", 400)
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
@@ -82,6 +85,7 @@ func TestNotADatabaseIsNamed(t *testing.T) {
 // TestDamagedStoreRefusedAtOpen damages a table page of a closed store: the
 // next Open names the damage (quick_check) instead of starting jobs on it.
 func TestDamagedStoreRefusedAtOpen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	s, err := Open(ctx, path)
@@ -145,6 +149,7 @@ func TestDamagedStoreRefusedAtOpen(t *testing.T) {
 // TestCheckFileChangesNothing: the check `opsbot config check` runs reads a
 // store without creating or migrating it, and refuses an empty file.
 func TestCheckFileChangesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.db")

@@ -384,6 +384,30 @@ type JobFilter struct {
 
 // ListJobs returns the jobs f selects, newest first.
 func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
+	where, args := f.where()
+	q := `SELECT ` + jobColumns + ` FROM jobs` + where + ` ORDER BY id DESC LIMIT ?`
+	args = append(args, limitOr(f.Limit, 100))
+	jobs, err := queryJobs(ctx, s.rdb, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// CountJobs returns how many jobs f selects, whatever its Limit: with
+// ListJobs, how many a list left out.
+func (s *Store) CountJobs(ctx context.Context, f JobFilter) (int, error) {
+	where, args := f.where()
+	var n int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs`+where, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count jobs: %w", err)
+	}
+	return n, nil
+}
+
+// where is f's WHERE clause (" WHERE ...", or "" for every job) and its
+// arguments; the Limit is left to the caller.
+func (f JobFilter) where() (string, []any) {
 	var where []string
 	var args []any
 	if f.Active {
@@ -397,17 +421,10 @@ func (s *Store) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 		where = append(where, `user_id = ?`)
 		args = append(args, f.User)
 	}
-	q := `SELECT ` + jobColumns + ` FROM jobs`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
+	if len(where) == 0 {
+		return "", args
 	}
-	q += ` ORDER BY id DESC LIMIT ?`
-	args = append(args, limitOr(f.Limit, 100))
-	jobs, err := queryJobs(ctx, s.rdb, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	return jobs, nil
+	return ` WHERE ` + strings.Join(where, ` AND `), args
 }
 
 // InterruptUnfinished ends as Interrupted, with Error set to

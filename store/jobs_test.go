@@ -11,6 +11,7 @@ import (
 )
 
 func TestStatusFinal(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		s            Status
 		final, valid bool
@@ -30,6 +31,7 @@ func TestStatusFinal(t *testing.T) {
 }
 
 func TestJobRoundTrip(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	created := time.Date(2026, 12, 2, 18, 0, 0, 123456789, time.FixedZone("CET", 3600))
@@ -77,6 +79,7 @@ func TestJobRoundTrip(t *testing.T) {
 }
 
 func TestCreateJobRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	for name, j := range map[string]Job{
@@ -99,6 +102,7 @@ func TestCreateJobRejectsBadInput(t *testing.T) {
 }
 
 func TestCreateJobInFinalOrRunningState(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	r := mustCreate(t, s, Job{Command: "mtp steps 10", Status: Refused, Error: "needs operator"})
@@ -123,6 +127,7 @@ func isTransition(err error, from, to Status) bool {
 }
 
 func TestJobTransitions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 
@@ -185,6 +190,7 @@ func TestJobTransitions(t *testing.T) {
 }
 
 func TestJobNotFound(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	const id = 4242
@@ -204,6 +210,7 @@ func TestJobNotFound(t *testing.T) {
 }
 
 func TestSetJobThread(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	j := mustCreate(t, s, Job{Command: "jobs", Status: Succeeded})
@@ -216,6 +223,7 @@ func TestSetJobThread(t *testing.T) {
 }
 
 func TestListJobs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	var ids []int64
@@ -257,6 +265,7 @@ func TestListJobs(t *testing.T) {
 }
 
 func TestInterruptUnfinished(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	q := mustCreate(t, s, Job{Command: "a"})
@@ -302,6 +311,7 @@ func TestInterruptUnfinished(t *testing.T) {
 // TestConcurrentTransitions races many goroutines to start and finish the
 // same jobs: exactly one wins each transition.
 func TestConcurrentTransitions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	const jobs, racers = 20, 8

@@ -10,6 +10,7 @@ import (
 // newest first: not dry runs, not jobs that found nothing to change, not
 // another service's, not jobs still running.
 func TestUnitChangeJobs(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t)
 	ctx := context.Background()
 	add := func(cmd, service string, st Status, result string) int64 {

@@ -7,6 +7,7 @@ import (
 )
 
 func TestSyncToken(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	if v, err := s.SyncToken(ctx, "matrix.next_batch"); v != "" || err != nil {

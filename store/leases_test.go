@@ -31,6 +31,7 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 func TestLeaseAcquireReleaseAndHolder(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	register(t, s, "a", time.Minute)
@@ -76,6 +77,7 @@ func TestLeaseAcquireReleaseAndHolder(t *testing.T) {
 // the old holder learns it lost it: its heartbeat no longer returns the key
 // and its release changes nothing.
 func TestLeaseTakeoverAfterExpiry(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	const ttl = 200 * time.Millisecond
@@ -117,6 +119,7 @@ func TestLeaseTakeoverAfterExpiry(t *testing.T) {
 // frees its leases at its own expiry even when the lease's is later, and
 // ExpireOwner frees them at once.
 func TestHeartbeatKeepsLeasesAndOwnerDeathFreesThem(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	const ttl = 300 * time.Millisecond
@@ -167,6 +170,7 @@ func TestHeartbeatKeepsLeasesAndOwnerDeathFreesThem(t *testing.T) {
 // Two Stores on one file (two connections, as two processes have) contend
 // for one lease from many goroutines: exactly one holds it at any time.
 func TestLeaseContentionAcrossTwoStores(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	s1, s2 := openAt(t, path), openAt(t, path)
@@ -222,6 +226,7 @@ func TestLeaseContentionAcrossTwoStores(t *testing.T) {
 // Jobs carry their creator's owner; only a dead owner's unfinished jobs are
 // interrupted.
 func TestInterruptUnfinishedSparesLiveOwners(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	s1, s2 := openAt(t, path), openAt(t, path)
@@ -272,6 +277,7 @@ func TestInterruptUnfinishedSparesLiveOwners(t *testing.T) {
 }
 
 func TestCancelRequests(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	s1, s2 := openAt(t, path), openAt(t, path)
@@ -345,6 +351,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 // Owners dead for long, with no unfinished job, are removed with their
 // leases; live ones and dead ones with unfinished jobs stay.
 func TestPruneOwners(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	register(t, s, "live", time.Minute)

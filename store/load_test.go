@@ -11,6 +11,7 @@ import (
 // (prompts, concurrency, in, out); a result whose load is unknown (stored
 // before the load was) is never compared.
 func TestPreviousAtLoadIsLikeForLike(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t)
 	ctx := context.Background()
 	a := Load{Prompts: 16, Concurrency: 1, InputLen: 256, OutputLen: 256}

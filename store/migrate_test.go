@@ -43,6 +43,7 @@ func known(t *testing.T) int {
 }
 
 func TestMigrationsIdempotent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	path := s.Path()
@@ -77,6 +78,7 @@ func TestMigrationsIdempotent(t *testing.T) {
 }
 
 func TestMigrateUpgradeThenNewerRefused(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	path := s.Path()
@@ -116,6 +118,7 @@ CREATE INDEX jobs_priority ON jobs (priority);`,
 }
 
 func TestMigrationFailureRollsBack(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	n := known(t)
@@ -138,6 +141,7 @@ ALTER TABLE no_such_table ADD COLUMN y INTEGER;`,
 }
 
 func TestMigrationNameMismatchRefused(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	other := fstest.MapFS{"0001_something_else.sql": {Data: []byte("CREATE TABLE x (a);")}}
@@ -148,6 +152,7 @@ func TestMigrationNameMismatchRefused(t *testing.T) {
 }
 
 func TestLoadMigrationsRejects(t *testing.T) {
+	t.Parallel()
 	for name, files := range map[string][]string{
 		"gap":        {"0001_a.sql", "0003_c.sql"},
 		"duplicate":  {"0001_a.sql", "0001_b.sql"},
@@ -175,6 +180,7 @@ func TestLoadMigrationsRejects(t *testing.T) {
 // TestOpenConcurrentFresh opens a new file from several goroutines at once:
 // each migration is applied exactly once and every Open succeeds.
 func TestOpenConcurrentFresh(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := t.TempDir() + "/fresh.db"
 	var wg sync.WaitGroup
@@ -208,6 +214,7 @@ func TestOpenConcurrentFresh(t *testing.T) {
 }
 
 func TestOpenNotADatabase(t *testing.T) {
+	t.Parallel()
 	path := t.TempDir() + "/junk.db"
 	junk := []byte(strings.Repeat("this is not sqlite\n", 300))
 	if err := os.WriteFile(path, junk, 0o600); err != nil {

@@ -12,6 +12,7 @@ import (
 // audit entries, and nothing newer; the audit log still refuses every other
 // delete.
 func TestPruneKeepsWhatIsNewer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	old := time.Now().Add(-100 * 24 * time.Hour)
@@ -63,6 +64,7 @@ func TestPruneKeepsWhatIsNewer(t *testing.T) {
 // Backup copies a store in use into a new 0600 file that opens as a store
 // with the same jobs, and refuses to overwrite a file.
 func TestBackupWhileOpen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	j, err := s.CreateJob(ctx, Job{Command: "gpu status", Status: Queued})

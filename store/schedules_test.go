@@ -8,6 +8,7 @@ import (
 )
 
 func TestSchedules(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	a, err := s.AddSchedule(ctx, Schedule{Spec: "0 3 * * *", Command: "sweep qwen steps 1..5", Platform: "matrix", Room: "!r:x", CreatedBy: "@ann:x"})
@@ -75,6 +76,7 @@ func TestSchedules(t *testing.T) {
 }
 
 func TestSchedulesBadInputAndNotFound(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	for name, sc := range map[string]Schedule{

@@ -10,6 +10,7 @@ import (
 )
 
 func TestWriteCancelledBeforeStart(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -22,6 +23,7 @@ func TestWriteCancelledBeforeStart(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := Open(ctx, t.TempDir()+"/c.db")
 	if err != nil {
@@ -39,6 +41,7 @@ func TestClosed(t *testing.T) {
 }
 
 func TestOpenBadPath(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	if _, err := Open(ctx, ""); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Open(\"\") = %v, want ErrInvalid", err)
@@ -63,6 +66,7 @@ func TestOpenBadPath(t *testing.T) {
 // call and a panicking call, as the writer batches them: only the good
 // call's row is committed and each caller gets its own outcome.
 func TestBatchIsolation(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t)
 	insert := func(cmd string) func(tx *wtx) error {
 		return func(tx *wtx) error {
@@ -133,6 +137,7 @@ func TestBatchIsolation(t *testing.T) {
 // TestBatchOneStatement does the same for calls that run without their own
 // savepoint (write1): a constraint violation undoes only that statement.
 func TestBatchOneStatement(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t)
 	insert := func(cmd string) func(tx *wtx) error {
 		return func(tx *wtx) error {
@@ -192,6 +197,7 @@ func TestBatchOneStatement(t *testing.T) {
 // calls fail and succeed in mixed order; every good call lands and no bad
 // call leaves a trace.
 func TestConcurrentMixedWrites(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openTemp(t)
 	const goroutines, each = 20, 30
@@ -239,6 +245,7 @@ func TestConcurrentMixedWrites(t *testing.T) {
 // either committed (nil) or refused with ErrClosed, and what returned nil
 // is in the file.
 func TestCloseWhileWriting(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := t.TempDir() + "/close.db"
 	s, err := Open(ctx, path)

@@ -44,7 +44,14 @@ func New(w io.Writer) *Console {
 	return &Console{w: w, last: map[string]string{}, steps: map[string]bool{}}
 }
 
-var _ bot.Chat = (*Console)(nil)
+var (
+	_ bot.Chat      = (*Console)(nil)
+	_ bot.Transient = (*Console)(nil)
+)
+
+// Transient implements bot.Transient: nobody reads a terminal once opsbot
+// has ended, so a schedule added here reports elsewhere.
+func (c *Console) Transient() bool { return true }
 
 // write prints text (plain) and a newline, moving a prompt on screen out of
 // the way first and drawing it again after; c.mu is held.
@@ -70,7 +77,22 @@ func (c *Console) Post(_ context.Context, room string, m bot.Message) (bot.Ref, 
 	c.next++
 	ref := bot.Ref{Room: room, ID: strconv.Itoa(c.next)}
 	c.last[ref.ID] = m.Text
-	return ref, c.write(m.Text)
+	return ref, c.write(hang(m.Text))
+}
+
+// statusIndent indents the lines of a root message after its first (a failed
+// job's error under its status line) so that they read as part of it, set
+// apart from the next message and from step lines (indented further).
+const statusIndent = "   "
+
+// hang indents text's lines after the first by statusIndent, dropping
+// preformatted blocks' fences first.
+func hang(text string) string {
+	text = bot.Plain(text)
+	if !strings.Contains(text, "\n") {
+		return text
+	}
+	return strings.ReplaceAll(text, "\n", "\n"+statusIndent)
 }
 
 // Edit prints the new status when it is final (or, when Live, until the
@@ -89,7 +111,7 @@ func (c *Console) Edit(_ context.Context, ref bot.Ref, m bot.Message) error {
 		delete(c.last, ref.ID)
 		delete(c.steps, ref.ID)
 	}
-	return c.write(m.Text)
+	return c.write(hang(m.Text))
 }
 
 // Reply prints m indented under its root.
@@ -123,9 +145,14 @@ func (c *Console) Notice(text string) {
 }
 
 // Show prints a reply: its text, whoever it is for (a terminal has one
-// reader). A queued job's reply is not printed: its status thread follows.
+// reader), and under a confirmation's preview that `y` confirms it. A queued
+// job's reply is not printed: its status thread follows.
 func (c *Console) Show(r bot.Reply) {
-	if r.Outcome == bot.Queued {
+	switch r.Outcome {
+	case bot.Queued:
+		return
+	case bot.NeedsConfirm:
+		c.Notice(r.Text + "\n`y` confirms it here.")
 		return
 	}
 	c.Notice(r.Text)

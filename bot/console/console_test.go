@@ -71,3 +71,23 @@ func TestBlocksPrintedPlain(t *testing.T) {
 		t.Errorf("printed:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
+
+// A root message's lines after the first (a failed job's error under its
+// status line) are indented under it, when posted and when edited, so that
+// they do not read as a message of their own; step lines stay indented
+// further.
+func TestStatusContinuationIndented(t *testing.T) {
+	var out bytes.Buffer
+	c := New(&out)
+	ctx := context.Background()
+	ref, _ := c.Post(ctx, Room, bot.Message{Kind: bot.KindStatus, Text: "#1 queued"})
+	c.Reply(ctx, ref, bot.Message{Kind: bot.KindStep, Text: "step stop"})
+	c.Edit(ctx, ref, bot.Message{Kind: bot.KindStatus, Final: true,
+		Text: "❌ #1 `svc start qwen` — failed in 3s\nstart sglang-qwen.service on gpu1: the unit failed\n" + bot.Pre("line 1")})
+	c.Post(ctx, Room, bot.Message{Kind: bot.KindStatus, Text: "⚠️ #2 interrupted\nnow: qwen is stopped"})
+	want := "#1 queued\n    step stop\n❌ #1 `svc start qwen` — failed in 3s\n   start sglang-qwen.service on gpu1: the unit failed\n   line 1\n" +
+		"⚠️ #2 interrupted\n   now: qwen is stopped\n"
+	if out.String() != want {
+		t.Errorf("printed:\n%s\nwant:\n%s", out.String(), want)
+	}
+}

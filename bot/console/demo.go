@@ -30,9 +30,9 @@ type DemoOptions struct {
 // Demo is the prompt of `opsbot demo`: it reads commands from o.In, one a
 // line, sends each through the bot and shows the replies; the jobs render
 // their threads on the console as they run. `quit`, `exit` or the end of the
-// input ends it; at the end of the input the jobs already started finish
-// first. A line longer than MaxLine is answered "line too long" and the
-// next lines still run.
+// input ends it once the jobs already started have finished (ctx ending
+// stops waiting: the caller stops the jobs). A line longer than MaxLine is
+// answered "line too long" and the next lines still run.
 func Demo(ctx context.Context, o DemoOptions) error {
 	c := o.Console
 	if o.Intro != "" {
@@ -53,13 +53,8 @@ func Demo(ctx context.Context, o DemoOptions) error {
 		}
 		c.inputRead()
 		if !ok {
-			// End of input: let the jobs already started finish (Ctrl-C stops them).
 			c.Notice("")
-			for _, id := range o.Bot.Active() {
-				if _, err := o.Bot.Wait(ctx, id); err != nil {
-					return nil
-				}
-			}
+			finish(ctx, o.Bot, c)
 			return nil
 		}
 		if in.err != nil {
@@ -74,10 +69,30 @@ func Demo(ctx context.Context, o DemoOptions) error {
 			continue
 		}
 		if line == "quit" || line == "exit" {
+			finish(ctx, o.Bot, c)
 			return nil
 		}
 		r := o.Bot.Handle(ctx, bot.Request{Platform: Platform, User: o.User, Room: Room, Text: line})
 		c.Show(r)
+	}
+}
+
+// finish waits until the jobs already started have ended, saying which it
+// waits for, or until ctx ends (Ctrl-C, which stops them).
+func finish(ctx context.Context, b Bot, c *Console) {
+	ids := b.Active()
+	if len(ids) == 0 {
+		return
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprintf("#%d", id)
+	}
+	c.Notice(fmt.Sprintf("waiting for job %s to finish before quitting (Ctrl-C stops it)", strings.Join(s, ", ")))
+	for _, id := range ids {
+		if _, err := b.Wait(ctx, id); err != nil {
+			return
+		}
 	}
 }
 

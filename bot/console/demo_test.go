@@ -4,7 +4,11 @@ import (
 	"context"
 	"io"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/bot"
 )
 
 func TestIsYes(t *testing.T) {
@@ -62,3 +66,94 @@ func TestReadLinesError(t *testing.T) {
 type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
+
+// waitBot is a Bot whose one job, #1, runs until release is closed; it
+// says on waiting when someone starts waiting for it.
+type waitBot struct {
+	release chan struct{}
+	waiting chan struct{}
+	handled []string
+}
+
+func (b *waitBot) Handle(_ context.Context, req bot.Request) bot.Reply {
+	b.handled = append(b.handled, req.Text)
+	return bot.Reply{Outcome: bot.Queued, JobID: 1}
+}
+func (b *waitBot) Act(context.Context, bot.ActionRequest) bot.Reply { return bot.Reply{} }
+func (b *waitBot) Previewed(context.Context, string, string) error  { return nil }
+func (b *waitBot) Check(string) error                               { return nil }
+func (b *waitBot) Active() []int64 {
+	select {
+	case <-b.release:
+		return nil
+	default:
+		return []int64{1}
+	}
+}
+func (b *waitBot) Wait(ctx context.Context, id int64) (bot.JobOutcome, error) {
+	close(b.waiting)
+	select {
+	case <-b.release:
+		return bot.JobOutcome{ID: id, Status: "succeeded"}, nil
+	case <-ctx.Done():
+		return bot.JobOutcome{ID: id}, ctx.Err()
+	}
+}
+
+// `quit` (and `exit`, and the end of the input) ends the demo only after the
+// jobs already started have finished, as its help promises; lines after
+// `quit` are not run.
+func TestDemoQuitWaitsForRunningJobs(t *testing.T) {
+	for _, in := range []string{"mtp steps 4\nquit\nmtp steps 5\n", "mtp steps 4\nexit\n", "mtp steps 4\n"} {
+		b := &waitBot{release: make(chan struct{}), waiting: make(chan struct{})}
+		var out syncBuf
+		done := make(chan error, 1)
+		go func() {
+			done <- Demo(context.Background(), DemoOptions{Bot: b, Console: New(&out), User: "op", In: strings.NewReader(in)})
+		}()
+		select {
+		case <-b.waiting:
+		case err := <-done:
+			t.Fatalf("%q: the demo ended (%v) without waiting for job #1:\n%s", in, err, out.String())
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%q: the demo never waited for job #1", in)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("%q: the demo ended (%v) while job #1 still ran", in, err)
+		default:
+		}
+		close(b.release)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%q: %v", in, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%q: the demo did not end after job #1 did", in)
+		}
+		if len(b.handled) != 1 {
+			t.Errorf("%q: ran %q, want only the line before quit", in, b.handled)
+		}
+		if !strings.Contains(out.String(), "waiting for job #1 to finish") {
+			t.Errorf("%q: the demo does not say what it waits for:\n%s", in, out.String())
+		}
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -6,15 +6,20 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/opsbot/opsbot/bot"
 )
 
-// Exit codes of `opsbot run`.
+// Exit codes of `opsbot run`: the highest of its commands', or ExitUsage
+// when a command did not parse and so none ran.
 const (
-	ExitOK    = 0 // every job succeeded (or was answered)
-	ExitFail  = 1 // a job failed, was refused or cancelled
-	ExitUsage = 2 // a command did not parse; nothing was run
+	ExitOK = 0 // every job succeeded (or was answered)
+	// ExitFail: a job failed, was refused or cancelled, or a command was
+	// turned down when it ran (`job 7` of a job that does not exist, an
+	// expired confirmation).
+	ExitFail  = 1
+	ExitUsage = 2 // a command did not parse; none was run
 )
 
 // Platform is the platform name of terminal requests.
@@ -66,10 +71,20 @@ func (o RunOptions) request(text string) bot.Request {
 	return r
 }
 
-// JSONJob identifies the job in the JSON output.
+// JSONJob is a job in the JSON output: the job a command ran, or the one
+// it is about (`job N`), or one of a list (`jobs`). ID and Status are always
+// there; the rest when known.
 type JSONJob struct {
-	ID     int64  `json:"id"`
-	Status string `json:"status"`
+	ID      int64  `json:"id"`
+	Status  string `json:"status"`
+	Command string `json:"command,omitempty"`
+	// Created, Started and Ended: when it was asked for, began and ended.
+	Created *time.Time `json:"created_at,omitempty"`
+	Started *time.Time `json:"started_at,omitempty"`
+	Ended   *time.Time `json:"ended_at,omitempty"`
+	// Error says why it failed, was refused or cancelled.
+	Error  string      `json:"error,omitempty"`
+	Result *bot.Result `json:"result,omitempty"`
 }
 
 // JSONLine is the JSON object printed for each command with --json.
@@ -80,11 +95,32 @@ type JSONLine struct {
 	Result  *bot.Result `json:"result"`
 	Reply   string      `json:"reply,omitempty"`
 	Error   *string     `json:"error"`
+	// Jobs are the jobs a list answers with (`jobs`, `jobs all`), newest
+	// first, and Omitted how many older ones it left out; both only on such
+	// a line.
+	Jobs    *[]JSONJob `json:"jobs,omitempty"`
+	Omitted *int       `json:"omitted,omitempty"`
+}
+
+// jsonJob is o as the JSON output shows it; events stay out (a line
+// carries its job's events in its own field).
+func jsonJob(o bot.JobOutcome) *JSONJob {
+	at := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		u := t.UTC()
+		return &u
+	}
+	return &JSONJob{ID: o.ID, Status: string(o.Status), Command: o.Command, Created: at(o.Created),
+		Started: at(o.Started), Ended: at(o.Ended), Error: o.Error, Result: o.Result}
 }
 
 // Run sends each command through the bot in order, waits for its job and
 // prints the thread (or JSON). Every command is parsed before any runs: one
-// usage error runs nothing and returns ExitUsage.
+// usage error runs nothing and returns ExitUsage. Otherwise it returns the
+// highest exit code of its commands (ExitOK, ExitFail), each run whatever
+// became of the ones before.
 func Run(ctx context.Context, o RunOptions, cmds []string) int {
 	for _, text := range cmds {
 		if err := o.Bot.Check(text); err != nil {
@@ -136,8 +172,10 @@ func runOne(ctx context.Context, o RunOptions, text string) int {
 	}
 	switch reply.Outcome {
 	case bot.Invalid:
+		// It parsed (Run checked): turned down as it ran, e.g. a job or a
+		// confirmation that does not exist.
 		report(o, text, nil, reply.Text)
-		return ExitUsage
+		return ExitFail
 	case bot.Refused:
 		var job *JSONJob
 		if reply.JobID != 0 {
@@ -150,7 +188,7 @@ func runOne(ctx context.Context, o RunOptions, text string) int {
 		return ExitFail
 	case bot.Answered:
 		if o.JSON {
-			writeJSON(o.Out, JSONLine{Command: text, Events: []bot.Event{}, Reply: reply.Text})
+			writeJSON(o.Out, answerLine(text, reply))
 		} else {
 			fmt.Fprintln(o.Out, bot.Plain(reply.Text))
 		}
@@ -162,7 +200,7 @@ func runOne(ctx context.Context, o RunOptions, text string) int {
 		return ExitFail
 	}
 	if o.JSON {
-		line := JSONLine{Command: text, Job: &JSONJob{ID: job.ID, Status: string(job.Status)},
+		line := JSONLine{Command: text, Job: jsonJob(job),
 			Events: append(make([]bot.Event, 0, len(job.Events)), job.Events...), Result: job.Result}
 		if job.Error != "" {
 			line.Error = ptr(job.Error)
@@ -173,6 +211,25 @@ func runOne(ctx context.Context, o RunOptions, text string) int {
 		return ExitFail
 	}
 	return ExitOK
+}
+
+// answerLine is the JSON line of an answer: the job it is about (`job N`,
+// with that job's steps as its events) or the jobs it lists.
+func answerLine(text string, r bot.Reply) JSONLine {
+	line := JSONLine{Command: text, Events: []bot.Event{}, Reply: r.Text}
+	if r.Job != nil {
+		line.Job = jsonJob(*r.Job)
+		line.Events = append(line.Events, r.Job.Events...)
+	}
+	if r.Jobs != nil {
+		list := make([]JSONJob, 0, len(r.Jobs))
+		for _, j := range r.Jobs {
+			list = append(list, *jsonJob(j))
+		}
+		omitted := r.Omitted
+		line.Jobs, line.Omitted = &list, &omitted
+	}
+	return line
 }
 
 // confirm asks the terminal about a reply that needs confirmation and acts

@@ -73,6 +73,7 @@ func (m *matrixChat) Replay(t testing.TB, s chattest.Sent) bool {
 
 // TestConformance: the chat conformance suite through a real Dendrite.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	m := &matrixChat{e: e, in: e.start(nil)}
 	m.in.waitReady(t)

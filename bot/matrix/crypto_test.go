@@ -60,6 +60,7 @@ func (e *env) encryptedRoom(t testing.TB) id.RoomID {
 // account refuses to post to the encrypted room rather than post in the
 // clear.
 func TestEncryptedRoom(t *testing.T) {
+	t.Parallel()
 	// The bot has published its device keys before it syncs.
 	e, alice, room, in := encryptedEnv(t, 0)
 
@@ -139,6 +140,7 @@ func hasMember(j *mautrix.RespJoinedMembers, u id.UserID) bool {
 // the bot is not run; its sender is told so (once, however many such
 // messages they send) and how to fix it, and it is audited.
 func TestEncryptedUnreadable(t *testing.T) {
+	t.Parallel()
 	e, alice, room, in := encryptedEnv(t, 1500*time.Millisecond)
 	// A Megolm message of a session nobody shared with the bot.
 	ctx := testCtx(t, 30*time.Second)
@@ -202,6 +204,7 @@ func TestEncryptedUnreadable(t *testing.T) {
 // up encrypted (the file's key travels in the encrypted event), and the
 // member's client decrypts them to the bytes the bot had.
 func TestEncryptedAttachments(t *testing.T) {
+	t.Parallel()
 	_, alice, room, in := encryptedEnv(t, 0)
 	ctx := testCtx(t, 60*time.Second)
 	root, err := in.adapter.Post(ctx, string(room), bot.Message{Kind: bot.KindStatus, Text: "⏳ #9 `sweep` — queued"})

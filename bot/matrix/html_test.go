@@ -11,6 +11,7 @@ import (
 // TestToHTML: the bot's light markup becomes HTML, and everything else,
 // text from users and hosts included, stays text.
 func TestToHTML(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, want string }{
 		{"*Result of #3* `mtp steps 10`", "<strong>Result of #3</strong> <code>mtp steps 10</code>"},
 		{"a\nb", "a<br/>b"},
@@ -26,6 +27,7 @@ func TestToHTML(t *testing.T) {
 
 // TestNewRefuses: New refuses what it cannot serve, naming each problem.
 func TestNewRefuses(t *testing.T) {
+	t.Parallel()
 	good := config.Matrix{Enabled: true, Homeserver: "http://127.0.0.1:8008", UserID: "@opsbot:example.org",
 		Password: "pw", Rooms: []string{"!abc:example.org"}}
 	if _, err := New(good, Options{StorePath: "x.db"}); err != nil {
@@ -49,6 +51,7 @@ func TestNewRefuses(t *testing.T) {
 // TestHead: long output is cut to whole lines and at most maxInline bytes of
 // valid UTF-8.
 func TestHead(t *testing.T) {
+	t.Parallel()
 	if got := head("a\nb\nc", 2); got != "a\nb" {
 		t.Errorf("head: %q", got)
 	}

@@ -19,6 +19,7 @@ import (
 // holder's hold no longer checks; the standby was told who held it
 // meanwhile.
 func TestSyncLeaseTakeover(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "opsbot.db"))

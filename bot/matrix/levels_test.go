@@ -39,6 +39,7 @@ func setLevel(t testing.TB, admin *dendritetest.User, room id.RoomID, user id.Us
 // knows his level; a confirmation by reaction is judged by his level when
 // he reacts; a config reload changes which levels grant roles.
 func TestPowerLevelRoles(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := testCtx(t, time.Minute)
 	resp, err := e.alice.Client.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat",

@@ -49,6 +49,7 @@ func (e *env) thread(root msg) []msg {
 // a thread with the steps and the result with tok/s and acceptance, and a ✅
 // reaction; `!mtp show` then reports steps 10.
 func TestMtpStepsInRoom(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	in := e.start(nil)
 	in.waitReady(t)
@@ -99,6 +100,7 @@ func TestMtpStepsInRoom(t *testing.T) {
 // TestRefusedWithoutRole: a member without a role is told which role the
 // command needs, and no job runs.
 func TestRefusedWithoutRole(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	in := e.start(nil)
 	in.waitReady(t)
@@ -126,6 +128,7 @@ func TestRefusedWithoutRole(t *testing.T) {
 // matrix.stale_after, and answered "stale, not run" when it comes back
 // later.
 func TestRestartNoReplay(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	in := e.start(nil)
 	in.waitReady(t)
@@ -169,6 +172,7 @@ func TestRestartNoReplay(t *testing.T) {
 // TestOtherRooms: a command in a room outside matrix.rooms gets no answer
 // (the door refuses and audits it); an invite to such a room is declined.
 func TestOtherRooms(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	in := e.start(nil)
 	in.waitReady(t)
@@ -209,6 +213,7 @@ func TestOtherRooms(t *testing.T) {
 // on the preview runs it; bob's ✅ on it is refused, and as bob has no
 // role he is told only that, not who asked or for what.
 func TestConfirmByReaction(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	in := e.start(nil)
 	in.waitReady(t)
@@ -247,6 +252,7 @@ func TestConfirmByReaction(t *testing.T) {
 // the other stands by and says so; when the first stops, the second takes
 // the sync over; every command is answered exactly once.
 func TestTwoInstancesOneSyncs(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	a := e.start(nil)
 	a.waitReady(t)
@@ -273,6 +279,7 @@ func TestTwoInstancesOneSyncs(t *testing.T) {
 // TestLoginKept: a password login happens once; restarts use the device
 // and access token kept in the store (the account gains no device).
 func TestLoginKept(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for range 3 {
 		in := e.start(nil)
@@ -293,6 +300,7 @@ func TestLoginKept(t *testing.T) {
 // output over 16 KiB as its first lines and an m.file; an encrypted event
 // in an allowed room is answered with a notice that the bot cannot read it.
 func TestAttachmentsAndEncrypted(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	in := e.start(nil)
 	in.waitReady(t)
@@ -329,6 +337,7 @@ func TestAttachmentsAndEncrypted(t *testing.T) {
 // TestBadCredentials: a wrong password, or another account's access token,
 // makes Run return an error that says so, without retrying for ever.
 func TestBadCredentials(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, c := range []struct {
 		name string
@@ -358,6 +367,7 @@ func TestBadCredentials(t *testing.T) {
 // TestCancelJob: `!cancel N` from the operator who started job N stops it;
 // its status message ends cancelled with the 🚫 reaction.
 func TestCancelJob(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	in := e.start(nil)
 	in.waitReady(t)
@@ -378,6 +388,7 @@ func TestCancelJob(t *testing.T) {
 // reported interrupted in its thread when the bot starts again, before the
 // adapter's sync runs (the kept login serves the bot's first messages).
 func TestInterruptedJobReported(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	in := e.start(nil) // logs in once: the login is kept
 	in.waitReady(t)

@@ -35,6 +35,7 @@ func (r *rig) response(name string, n int) slackfake.Response {
 // only and changes nothing; the requester's Confirm queues the job with a
 // Cancel button, which a viewer cannot use and the requester can.
 func TestConfirmAbortCancelButtons(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	defer close(release)
 	r := newRig(t, rigOptions{backend: quickBackend(release)})

@@ -63,6 +63,7 @@ var goldenReplies = []struct {
 // testdata/, and every golden file keeps within Block Kit's limits (50
 // blocks, 3000 characters in a text field, 75 in a button's label).
 func TestGoldenBlocks(t *testing.T) {
+	t.Parallel()
 	for _, c := range goldenMessages {
 		blocks, fallback := renderMessage(c.m)
 		golden(t, c.name, map[string]any{"text": fallback, "blocks": slack.Blocks{BlockSet: blocks}})
@@ -160,6 +161,7 @@ func checkLimits(t *testing.T, path string) {
 // TestSplitTextKeepsEverything: text cut into sections keeps every
 // character in order, each part within the limit, code blocks closed.
 func TestSplitTextKeepsEverything(t *testing.T) {
+	t.Parallel()
 	inputs := []string{"", "short", longLog(), strings.Repeat("é", 7000), strings.Repeat("word ", 2000) + "\n" + strings.Repeat("x\n", 3000)}
 	for _, in := range inputs {
 		parts := splitText(in, MaxTextLen)

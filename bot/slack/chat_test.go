@@ -29,6 +29,7 @@ func chatAdapter(t *testing.T, f *slackfake.Server) *Adapter {
 // its first line as the comment, a chart as a PNG, both with the two-step
 // upload; short output stays a message.
 func TestLongOutputAndChartsGoInAsFiles(t *testing.T) {
+	t.Parallel()
 	f := slackfake.New(t)
 	ad := chatAdapter(t, f)
 	ctx := context.Background()
@@ -68,6 +69,7 @@ func TestLongOutputAndChartsGoInAsFiles(t *testing.T) {
 // runs its text; the answer for the user goes to them alone
 // (chat.postEphemeral); a retried delivery of the same event runs nothing.
 func TestMentionRunsCommand(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, rigOptions{backend: quickBackend(nil)})
 	event := func(id, user, channel, text string) string {
 		b, _ := json.Marshal(map[string]any{"type": "event_callback", "event_id": id, "team_id": "T0TEAM", "api_app_id": "A0APP",
@@ -105,6 +107,7 @@ func TestMentionRunsCommand(t *testing.T) {
 // runtime does): each edit is one chat.update at once, in order, and a
 // final status edit also gets the outcome's reaction, by its typed status.
 func TestEditsSentAsGiven(t *testing.T) {
+	t.Parallel()
 	f := slackfake.New(t)
 	ad := chatAdapter(t, f)
 	ctx := context.Background()
@@ -133,6 +136,7 @@ func TestEditsSentAsGiven(t *testing.T) {
 // TestServerErrorRetried: a root message Slack fails with a 5xx is sent
 // again, so the job still gets its thread; Slack's own refusal is not.
 func TestServerErrorRetried(t *testing.T) {
+	t.Parallel()
 	f := slackfake.New(t)
 	ad := chatAdapter(t, f)
 	f.Inject("chat.postMessage", 1, false)

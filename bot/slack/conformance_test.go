@@ -48,5 +48,6 @@ func (s slackChat) Replay(t testing.TB, sent chattest.Sent) bool {
 
 // TestConformance: the chat conformance suite through Slack's HTTP mode.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	chattest.Run(t, slackChat{newRig(t, rigOptions{lab: true})})
 }

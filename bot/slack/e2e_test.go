@@ -93,6 +93,7 @@ func stepLag(t testing.TB, thread []slackfake.Msg) time.Duration {
 // the job moves, the steps in its thread, the final result block and the
 // outcome's reaction.
 func TestMtpStepsOverHTTP(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, rigOptions{lab: true})
 	before := len(r.slack.State().Calls)
 	ack := r.slash("/mtp", "steps 10", operatorID, opsChannel)
@@ -159,6 +160,7 @@ func checkJobThread(t *testing.T, jt jobThread) {
 // Slack shows the same thread; the envelope delivered again is acked and
 // runs nothing.
 func TestMtpStepsOverSocketMode(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, rigOptions{lab: true, mode: config.SlackModeSocket})
 	before := len(r.slack.State().Calls)
 	cmd := map[string]string{"command": "/mtp", "text": "steps 10", "user_id": operatorID, "user_name": "olga",
@@ -189,6 +191,7 @@ func TestMtpStepsOverSocketMode(t *testing.T) {
 // confirmed by a click delivered through Socket Mode; the answer goes to
 // the click's response_url.
 func TestButtonsOverSocketMode(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, rigOptions{backend: quickBackend(nil), mode: config.SlackModeSocket})
 	r.slack.Send("env-a", "slash_commands", map[string]string{"command": "/gpu", "text": "recover", "user_id": operatorID,
 		"channel_id": opsChannel, "response_url": r.responseURL("socket-preview")})

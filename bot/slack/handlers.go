@@ -13,10 +13,11 @@ import (
 	"github.com/opsbot/opsbot/bot"
 )
 
-// Commands are the slash commands the app defines (deploy/slack-manifest.yaml).
-// The text after one is the console's language: `/mtp steps 10` is
-// `mtp steps 10`; `/opsbot TEXT` is TEXT (help, history, cancel, confirm).
-var Commands = []string{"/mtp", "/gpu", "/svc", "/bench", "/sweep", "/schedule", "/jobs", "/opsbot"}
+// Commands are the slash commands the app defines (deploy/slack-manifest.yaml),
+// as the command language has them (bot.SlashCommands). The text after
+// one is the console's language: `/mtp steps 10` is `mtp steps 10`;
+// `/opsbot TEXT` is TEXT (`/opsbot ack 3`, `/opsbot job 42`).
+var Commands = bot.SlashCommands()
 
 // answerTimeout bounds an answer sent after the ack (response_url, ephemeral).
 const answerTimeout = 15 * time.Second
@@ -31,7 +32,7 @@ func commandText(command, text string) (string, bool) {
 		return "", false
 	}
 	text = strings.TrimSpace(text)
-	if command == "/opsbot" {
+	if command == bot.SlashCatchAll {
 		if text == "" {
 			return "help", true
 		}

@@ -17,6 +17,7 @@ import (
 // TestSignedDeliveries: a good signature runs; a bad one, a stale (or
 // future) timestamp and a replay are refused and start nothing.
 func TestSignedDeliveries(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, rigOptions{backend: quickBackend(nil)})
 	body := slashForm("/mtp", "steps 10", operatorID, opsChannel, r.responseURL("sig")).Encode()
 	now := strconv.FormatInt(time.Now().Unix(), 10)
@@ -62,6 +63,7 @@ func TestSignedDeliveries(t *testing.T) {
 // TestURLVerificationAnswered: the Events API's url_verification is
 // answered with its challenge, signed like every delivery.
 func TestURLVerificationAnswered(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, rigOptions{backend: quickBackend(nil)})
 	body := `{"token":"x","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`
 	code, text := r.post(r.sign(delivery{body: body, contentType: "application/json"}))
@@ -78,6 +80,7 @@ func TestURLVerificationAnswered(t *testing.T) {
 // the allowlist and a DM (allow_dms off) go back to the user only and start
 // nothing.
 func TestRefusalsAreEphemeral(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, rigOptions{backend: quickBackend(nil)})
 	cases := []struct {
 		name, command, text, user, channel, want string
@@ -113,6 +116,7 @@ func TestRefusalsAreEphemeral(t *testing.T) {
 // TestUserGroupGrantsRole: a member of a user group listed in auth.users
 // holds its role; who it is comes from the user id, never a name.
 func TestUserGroupGrantsRole(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, rigOptions{backend: quickBackend(nil)})
 	m := r.slash("/mtp", "steps 10", groupMember, opsChannel)
 	if !strings.Contains(m.Text, "queued") {
@@ -128,6 +132,7 @@ func TestUserGroupGrantsRole(t *testing.T) {
 
 // TestDirectMessagesWhenAllowed: with slack.allow_dms a command in a DM runs.
 func TestDirectMessagesWhenAllowed(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, rigOptions{backend: quickBackend(nil), allowDM: true})
 	if m := r.slash("/mtp", "steps 10", operatorID, "D0DM"); !strings.Contains(m.Text, "#1 queued") {
 		t.Fatalf("DM with allow_dms: %q", m.Text)
@@ -141,6 +146,7 @@ func TestDirectMessagesWhenAllowed(t *testing.T) {
 // a timestamp 10 minutes old, is answered 401 before its body is read (a
 // body that never comes holds nothing), and counted by reason, not logged.
 func TestUnsignedRefusedBeforeTheBody(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, rigOptions{})
 	var mu sync.Mutex
 	reasons := map[string]int{}

@@ -13,6 +13,7 @@ import (
 // thread) shows one button per action, each carrying the action's id back,
 // with the expiry; a message without actions shows none.
 func TestMessageActionsAreButtons(t *testing.T) {
+	t.Parallel()
 	exp := time.Now().Add(2 * time.Minute)
 	m := bot.Message{Kind: bot.KindNotice, Text: "qwen is in a restart loop: recover it?",
 		Actions: []bot.Action{

@@ -14,6 +14,7 @@ import (
 // TestRateLimitHonoured: a 429 on chat.update is waited out for its
 // Retry-After and the same update sent again; the thread ends complete.
 func TestRateLimitHonoured(t *testing.T) {
+	t.Parallel()
 	r := newRig(t, rigOptions{backend: quickBackend(nil)})
 	r.slack.Inject("chat.update", 1, true)
 	start := time.Now()
@@ -46,6 +47,7 @@ func TestRateLimitHonoured(t *testing.T) {
 // runs and ends as it would (its state is in the store); the next update
 // that goes through shows the whole state.
 func TestFailedPostsLoseNothing(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	r := newRig(t, rigOptions{backend: quickBackend(release)})
 	r.slack.Inject("chat.update", 1000, false)
@@ -70,6 +72,7 @@ func TestFailedPostsLoseNothing(t *testing.T) {
 // checked the token; a token Slack refuses ends Run with an error that
 // names the fix.
 func TestReadyFollowsSlack(t *testing.T) {
+	t.Parallel()
 	f := slackfake.New(t)
 	ad, err := New(config.Slack{Enabled: true, Mode: config.SlackModeHTTP, BotToken: "xoxb-x", SigningSecret: testSecret,
 		APIURL: f.URL(), Channels: []string{opsChannel}}, Options{Logger: testLogger(t)})

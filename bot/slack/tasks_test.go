@@ -7,6 +7,7 @@ import (
 
 // TestTasksWaitForLateStarts: a task started while wait waits is waited for.
 func TestTasksWaitForLateStarts(t *testing.T) {
+	t.Parallel()
 	var ts tasks
 	first, second := make(chan struct{}), make(chan struct{})
 	ts.Go(func() { <-first })

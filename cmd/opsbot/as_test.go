@@ -44,6 +44,7 @@ func labConfigWithAuth(t *testing.T, ctx context.Context, auth string) string {
 // `opsbot run --as ID` acts as another console user only when the OS user is
 // an admin; the audit row names both.
 func TestRunAsNeedsAdmin(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	me := defaultUser()
@@ -86,6 +87,7 @@ func TestRunAsNeedsAdmin(t *testing.T) {
 // `opsbot demo` reads a line of any length: one over the limit is answered
 // "line too long" and the commands after it still run; it exits 0.
 func TestDemoLineTooLong(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, errb bytes.Buffer

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
@@ -30,10 +32,13 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	fs := newFlagSet("bench", stderr)
 	u := fs.String("url", "", "server `URL`, e.g. http://gpu1:30000 (required)")
 	model := fs.String("model", "", "model name (default: the first of /v1/models)")
-	prompts := fs.Int("prompts", 100, "number of measured requests")
-	conc := fs.Int("concurrency", 8, "requests in flight at once")
-	in := fs.Int("in", 512, "prompt length in tokens")
-	out := fs.Int("out", 256, "output length in tokens (ignore_eos)")
+	// The load defaults are the jobs' own (the config's bench section, else
+	// its defaults), so that results stored beside the jobs' compare.
+	def := commands.DefaultBench()
+	prompts := fs.Int("prompts", def.Prompts, "number of measured requests (default: the config's bench.prompts)")
+	conc := fs.Int("concurrency", def.Concurrency, "requests in flight at once (default: the config's bench.concurrency)")
+	in := fs.Int("in", def.InputLen, "prompt length in tokens (default: the config's bench.input_len)")
+	out := fs.Int("out", def.OutputLen, "output length in tokens, ignore_eos (default: the config's bench.output_len)")
 	rate := fs.Float64("rate", 0, "requests per second, Poisson arrivals (0: all at once)")
 	warmup := fs.Int("warmup", 0, "warm-up requests, excluded from the result")
 	timeout := fs.Duration("timeout", 10*time.Minute, "limit per request (0: none)")
@@ -52,7 +57,19 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 			return 0, err
 		}
 		cfg = c
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, v := range map[string]struct {
+			p   *int
+			def int
+		}{"prompts": {prompts, cfg.Bench.Prompts}, "concurrency": {conc, cfg.Bench.Concurrency},
+			"in": {in, cfg.Bench.InputLen}, "out": {out, cfg.Bench.OutputLen}} {
+			if !set[name] && v.def > 0 {
+				*v.p = v.def
+			}
+		}
 	}
+	var dial engine.DialFunc
 	if *service != "" {
 		if cfg == nil {
 			return 0, usagef("--service needs --config: the service is looked up in the config")
@@ -63,6 +80,17 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		}
 		if *u == "" {
 			*u = sc.URL
+			if sc.ViaSSH {
+				// Reach it as jobs do: through the SSH connection to its host.
+				rb, err := newRunbook(cfg, bot.BackendDeps{}, nil)
+				if err != nil {
+					return 1, fmt.Errorf("reach %s through SSH (services.%s.via_ssh): %w", *service, *service, err)
+				}
+				defer rb.Close()
+				if dial, err = rb.EngineDial(*service); err != nil {
+					return 1, err
+				}
+			}
 		}
 		if *engineName == "auto" && sc.Engine != "" {
 			*engineName = sc.Engine
@@ -93,10 +121,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if pu, err := url.Parse(*u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
 		return 0, usagef("--url %q: want http://HOST:PORT or https://HOST:PORT", *u)
 	}
-	acc, k, settingsKey := acceptanceFor(ctx, *u, *engineName)
+	acc, k, settingsKey := acceptanceFor(ctx, *u, *engineName, dial)
 	p := newProgressWriter(stderr)
 	res, err := bench.Run(ctx, bench.Options{
-		URL: *u, Model: *model, Chat: *chat, Prompts: *prompts, Concurrency: *conc, InputLen: *in, OutputLen: *out,
+		URL: *u, Dial: dial, Model: *model, Chat: *chat, Prompts: *prompts, Concurrency: *conc, InputLen: *in, OutputLen: *out,
 		Rate: *rate, Warmup: *warmup, Timeout: *timeout, Seed: 1, Acceptance: acc, DraftsPerStep: k,
 		Settings: bench.Settings{Prompts: *prompts, Concurrency: *conc, InputLen: *in, OutputLen: *out, Rate: *rate, Chat: *chat},
 		Progress: p.update,
@@ -131,9 +159,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 // /server_info after a /flush_cache at the window's start, falling back to
 // figures that are not over the window, named as such (the decode log needs
 // the host, which only jobs have); vLLM from /metrics counter deltas. It also returns k (drafts per
-// step, 0 when the engine says) and the settings key results are stored under.
-func acceptanceFor(ctx context.Context, base, engineName string) (bench.Acceptance, int, string) {
-	c := engine.New(base)
+// step, 0 when the engine says) and the settings key results are stored under. dial reaches
+// base (nil: directly).
+func acceptanceFor(ctx context.Context, base, engineName string, dial engine.DialFunc) (bench.Acceptance, int, string) {
+	c := engine.NewVia(base, dial)
 	info, err := c.ServerInfo(ctx)
 	if engineName == "sglang" || (engineName == "auto" && err == nil) {
 		if err != nil {

@@ -37,6 +37,7 @@ func labServer(t *testing.T) string {
 }
 
 func TestBenchStandaloneStoresResult(t *testing.T) {
+	t.Parallel()
 	url := labServer(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "opsbot.yaml")
@@ -83,6 +84,7 @@ services: {qwen: {host: gpu1, unit: sglang-qwen.service, url: "` + url + `"}}
 }
 
 func TestBenchUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"bench"},
 		{"bench", "--url", "gpu1:30000"},

@@ -21,6 +21,7 @@ func runArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // and says on stdout what the subcommand does, with examples; run's help
 // adds how to quote a chat command.
 func TestSubcommandHelpExitsZero(t *testing.T) {
+	t.Parallel()
 	for _, sub := range []string{"run", "demo", "lab", "bench", "config", "serve", "store", "health", "version"} {
 		for _, args := range [][]string{{sub, "--help"}, {sub, "-h"}, {"help", sub}} {
 			code, out, errs := runArgs(t, args...)
@@ -45,6 +46,7 @@ func TestSubcommandHelpExitsZero(t *testing.T) {
 
 // `opsbot run 'help'` and `help COMMAND` need no hosts: no --lab, no --config.
 func TestRunHelpNeedsNoHosts(t *testing.T) {
+	t.Parallel()
 	code, out, errs := runArgs(t, "run", "help", "help svc logs")
 	if code != 0 {
 		t.Fatalf("exit %d, want 0; stderr %s", code, errs)
@@ -62,6 +64,7 @@ func TestRunHelpNeedsNoHosts(t *testing.T) {
 // A command split into words by the shell is answered with how to quote it,
 // exit 2, and nothing runs; so is a chat command's flag left outside its quotes.
 func TestRunUnquotedCommandHint(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -82,6 +85,7 @@ func TestRunUnquotedCommandHint(t *testing.T) {
 // A flag after the command text is understood; `svc logs` prints the
 // journal's lines in the terminal, not only its header.
 func TestRunFlagAfterCommandAndLogsShown(t *testing.T) {
+	t.Parallel()
 	code, out, errs := runArgs(t, "run", "svc logs lines=5", "--lab")
 	if code != 0 {
 		t.Fatalf("exit %d, want 0\n%s\n%s", code, out, errs)
@@ -103,6 +107,7 @@ func TestRunFlagAfterCommandAndLogsShown(t *testing.T) {
 // change replaced (verified and benchmarked); `job 2` shows that change in
 // full, with its diff.
 func TestRunUndoAndJobView(t *testing.T) {
+	t.Parallel()
 	code, lines, errs := runJSON(t, "mtp undo", "mtp steps 4", "mtp undo", "job 2")
 	if len(lines) != 4 {
 		t.Fatalf("exit %d, %d lines, want 4\n%s", code, len(lines), errs)
@@ -127,6 +132,32 @@ func TestRunUndoAndJobView(t *testing.T) {
 	for _, want := range []string{"#2 `mtp steps 4 qwen` — succeeded", "asked by console:", "▶ stop:", "the unit diff it applied", "+    --speculative-num-steps 4"} {
 		if !strings.Contains(view, want) {
 			t.Errorf("job 2 lacks %q:\n%s", want, view)
+		}
+	}
+}
+
+// Every flag a subcommand takes is in its usage line, as its --help lists
+// them below it.
+func TestUsageLinesListEveryFlag(t *testing.T) {
+	t.Parallel()
+	for _, sub := range [][]string{{"run"}, {"demo"}, {"lab"}, {"bench"}, {"config", "check"}, {"serve"}, {"store", "backup"}, {"health"}} {
+		code, out, errs := runArgs(t, append(sub, "--help")...)
+		if code != 0 {
+			t.Fatalf("%v --help: exit %d; stderr %s", sub, code, errs)
+		}
+		usage, _, _ := strings.Cut(out, "\n\n") // it may wrap
+		_, flags, ok := strings.Cut(out, "\nflags:\n")
+		if !strings.HasPrefix(usage, "usage: opsbot "+sub[0]) || !ok {
+			t.Fatalf("%v --help: no usage line or flags:\n%s", sub, out)
+		}
+		for _, line := range strings.Split(flags, "\n") {
+			if !strings.HasPrefix(line, "  -") {
+				continue
+			}
+			name := strings.FieldsFunc(strings.TrimPrefix(line, "  -"), func(r rune) bool { return r == ' ' || r == '\t' })[0]
+			if !strings.Contains(usage+" ", "-"+name+" ") && !strings.Contains(usage, "-"+name+"]") && !strings.Contains(usage, "-"+name+"|") {
+				t.Errorf("%v: the usage line leaves out -%s:\n%s", sub, name, usage)
+			}
 		}
 	}
 }

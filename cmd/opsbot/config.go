@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"sort"
 
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops/remote"
@@ -34,13 +35,29 @@ func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fs := newFlagSet("config check", io.Discard)
 	path := fs.String("config", "", "config `FILE`")
+	withLab := fs.Bool("lab", false, "check FILE as `opsbot serve --lab` runs it: on top of the lab's config")
 	if err := fs.Parse(args[1:]); err != nil {
-		return usagef("usage: opsbot config check --config FILE")
+		return usagef("usage: opsbot config check --config FILE [--lab]")
 	}
 	if *path == "" || fs.NArg() > 0 {
-		return usagef("usage: opsbot config check --config FILE")
+		return usagef("usage: opsbot config check --config FILE [--lab]")
 	}
-	cfg, err := config.Inspect(*path)
+	var cfg *config.Config
+	var err error
+	if *withLab {
+		// The lab supplies its keys: check the file as serve --lab loads it.
+		ls, lerr := startLabConfig(ctx, setupOptions{ConfigPath: *path, Lab: true})
+		if lerr != nil {
+			return lerr
+		}
+		cfg, err = loadConfig(*path, ls.cfg, nil)
+		defer ls.Close()
+		if err != nil {
+			return err
+		}
+	} else {
+		cfg, err = config.Inspect(*path)
+	}
 	var problems []error
 	var ce *config.Error
 	switch {
@@ -89,11 +106,43 @@ func checkResources(ctx context.Context, cfg *config.Config) []error {
 				cfg.SSH.KnownHosts, cfg.SSH.KnownHosts, err))
 		} else if err != nil {
 			problems = append(problems, fmt.Errorf("ssh.known_hosts: %w", err))
+		} else {
+			problems = append(problems, unknownHosts(cfg)...)
 		}
 	}
 	if cfg.Store.Path != "" {
 		if err := store.CheckFile(ctx, cfg.Store.Path); err != nil {
 			problems = append(problems, fmt.Errorf("store.path: %w", err))
+		}
+	}
+	return problems
+}
+
+// unknownHosts names each configured host whose address has no key in the
+// known_hosts file, with the ssh-keyscan line that adds it: without one,
+// every job on that host fails at its first connection.
+func unknownHosts(cfg *config.Config) []error {
+	names := make([]string, 0, len(cfg.Hosts))
+	for name := range cfg.Hosts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var problems []error
+	for _, name := range names {
+		addr := cfg.Hosts[name].Addr
+		known, err := remote.KnownHostsHas(cfg.SSH.KnownHosts, addr)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("hosts.%s: %w", name, err))
+			continue
+		}
+		if !known {
+			var via []remote.HostConfig
+			if j, ok := cfg.Hosts[cfg.Hosts[name].Jump]; ok {
+				via = append(via, remote.HostConfig{Addr: j.Addr, User: j.User})
+			}
+			problems = append(problems, fmt.Errorf("hosts.%s: %s has no key for %s, so every job on %s fails at its first connection: "+
+				"add it with `%s`, after checking the host's key fingerprint out of band (on the host: `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`)",
+				name, cfg.SSH.KnownHosts, addr, name, remote.KeyscanCommand(addr, "", cfg.SSH.KnownHosts, via...)))
 		}
 	}
 	return problems

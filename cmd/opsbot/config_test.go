@@ -191,6 +191,7 @@ func TestConfigCheckListsEveryProblem(t *testing.T) {
 // TestConfigCheckNamesDamagedStore: a store that SQLite finds damaged is
 // named by config check, which changes nothing in it.
 func TestConfigCheckNamesDamagedStore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	writeSSHFiles(t, dir, 0o600)

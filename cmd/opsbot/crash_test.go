@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/store"
 )
@@ -36,6 +37,7 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
+	testrun.RaiseParallel()
 	os.Exit(m.Run())
 }
 
@@ -46,6 +48,7 @@ func TestMain(m *testing.M) {
 // the lab, inside the unit's write (the new text uploaded, not yet renamed
 // over the unit).
 func TestKilledMidJobIsInterruptedAtNextStart(t *testing.T) {
+	t.Parallel()
 	t.Run("waiting until ready", func(t *testing.T) {
 		killedMidJob(t, func(t *testing.T, l *lab.Lab) (func(ctx context.Context, st *store.Store) bool, func()) {
 			return func(ctx context.Context, st *store.Store) bool {
@@ -104,7 +107,7 @@ func killedMidJob(t *testing.T, armed func(*testing.T, *lab.Lab) (func(context.C
 	}
 	reached, afterKill := armed(t, l)
 	child := exec.Command(os.Args[0], "-test.run=^$", "--", "run", "--config", cfg, "--json", "mtp steps 10")
-	child.Env = append(os.Environ(), "OPSBOT_TEST_MAIN=1")
+	child.Env = append(os.Environ(), "OPSBOT_TEST_MAIN=1", "TMPDIR="+t.TempDir()) // it is killed: nothing it makes may outlive the test
 	var childOut bytes.Buffer
 	child.Stdout, child.Stderr = &childOut, &childOut
 	if err := child.Start(); err != nil {

@@ -31,6 +31,7 @@ func repoRoot(t *testing.T) string {
 // `config check` passes on deploy/opsbot.example.yaml once its key and
 // known_hosts paths point at real files (the test rewrites only those).
 func TestExampleConfigChecks(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "opsbot.example.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +51,7 @@ func TestExampleConfigChecks(t *testing.T) {
 		t.Fatalf("config check on the example: exit %d\n%s", code, errOut)
 	}
 	// Every key this issue adds is in the example, and so in the check's output.
-	for _, want := range []string{"listen: 127.0.0.1:9090", "retention: 2160h0m0s", "shutdown_grace: 1m0s", "format: text", "level: info"} {
+	for _, want := range []string{"listen: 127.0.0.1:9090", "retention: 90d", "shutdown_grace: 1m", "format: text", "level: info"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("effective config lacks %q:\n%s", want, out)
 		}
@@ -59,6 +60,7 @@ func TestExampleConfigChecks(t *testing.T) {
 
 // A broken config fails `config check` with a line naming each bad key.
 func TestBrokenConfigsNameTheKey(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unknown key", "http: {listen: \"127.0.0.1:9090\", port: 9090}\n", "http.port: unknown key"},
 		{"bad duration", "limits: {shutdown_grace: 10 parsecs}\n", "limits.shutdown_grace: expected a duration"},
@@ -92,6 +94,7 @@ func TestBrokenConfigsNameTheKey(t *testing.T) {
 // With --lab, the config must not set what the lab supplies: the error
 // names the key, and nothing starts.
 func TestServeLabRefusesLabKeys(t *testing.T) {
+	t.Parallel()
 	cfg := writeFile(t, filepath.Join(t.TempDir(), "opsbot.yaml"), "store: {path: opsbot.db}\ndefault_service: qwen\n")
 	var out, errb bytes.Buffer
 	code := run(context.Background(), []string{"run", "--config", cfg, "--lab", "help"}, strings.NewReader(""), &out, &errb)
@@ -104,6 +107,7 @@ func TestServeLabRefusesLabKeys(t *testing.T) {
 // pointing at a binary that exists here) and sets the hardening the issue
 // asks for.
 func TestUnitFileVerifies(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "opsbot.service"))
 	if err != nil {
 		t.Fatal(err)
@@ -153,6 +157,7 @@ func TestUnitFileVerifies(t *testing.T) {
 // root) and checks it is static and reports the version set by -ldflags;
 // and it checks the Dockerfile's contract lines.
 func TestDockerfileBuild(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds opsbot")
 	}
@@ -204,6 +209,7 @@ func TestDockerfileBuild(t *testing.T) {
 // deploy/opsbot.example.yaml documents every key of the config (set, or
 // shown in a comment as `key:`).
 func TestExampleConfigDocumentsEveryKey(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "opsbot.example.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -237,6 +243,7 @@ func TestExampleConfigDocumentsEveryKey(t *testing.T) {
 // `opsbot run --config FILE --lab`: the lab supplies the hosts and
 // services, the file the rest (here its own store, which the job lands in).
 func TestRunConfigOverLab(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := writeFile(t, filepath.Join(dir, "opsbot.yaml"), "store: {path: mine.db}\nauth: {default_role: viewer}\n")
 	var out, errb bytes.Buffer
@@ -257,6 +264,7 @@ func TestRunConfigOverLab(t *testing.T) {
 // the Dockerfile (group 65532) and the example config say the same modes and
 // owners, and none says another mode for the key.
 func TestOneRecipeForTrustFiles(t *testing.T) {
+	t.Parallel()
 	root := repoRoot(t)
 	read := func(name string) string {
 		b, err := os.ReadFile(filepath.Join(root, name))

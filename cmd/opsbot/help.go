@@ -25,11 +25,14 @@ explains one; neither needs --lab or --config.`
 // ("opsbot run"), for --help and for the usage printed after a bad flag.
 var subcommands = map[string]subcommandDoc{
 	"opsbot run": {
-		usage: "opsbot run [--config FILE | --lab [--lab-faults LIST] [--lab-unit FILE]] [--json] [--as ID] [--yes] 'CMD' ['CMD' ...]",
+		usage: "opsbot run [--config FILE | --lab [--lab-faults LIST] [--lab-unit FILE]] [--json] [--as ID] [--yes] [-v] 'CMD' ['CMD' ...]",
 		what: "Runs chat commands through the same dispatcher as Slack and Matrix, one after the other, and prints\n" +
 			"each job's status thread (or, with --json, one JSON object per command). Flags may come before or\n" +
-			"after the commands. Exit 0 when every job succeeded, 1 when one failed, was refused or cancelled,\n" +
-			"2 for a usage error (then nothing runs).",
+			"after the commands. Exit 2 when a command does not parse (then none runs); otherwise the highest\n" +
+			"of the commands' codes: 0 when every job succeeded or was answered, 1 when one failed, was refused\n" +
+			"or cancelled, or was turned down as it ran (`job 7` of a job that does not exist).\n" +
+			"--lab alone keeps no store: `job 1` in a later run finds nothing. --config FILE --lab runs on the lab\n" +
+			"with FILE's store, which lasts.",
 		examples: []string{
 			"opsbot run 'help'",
 			"opsbot run 'help mtp steps'",
@@ -40,20 +43,21 @@ var subcommands = map[string]subcommandDoc{
 		},
 	},
 	"opsbot demo": {
-		usage: "opsbot demo [--lab-faults LIST] [--lab-unit FILE]",
+		usage: "opsbot demo [--lab-faults LIST] [--lab-unit FILE] [-v]",
 		what: "Starts the lab (a simulated GPU node with services qwen and coder) and a prompt: type chat\n" +
 			"commands one a line and watch their status threads. Ctrl-D (or quit) ends it after the jobs\n" +
 			"already started; Ctrl-C stops them.",
 		examples: []string{"opsbot demo", "opsbot demo --lab-faults orphans"},
 	},
 	"opsbot lab": {
-		usage: "opsbot lab [--faults LIST] [--unit FILE] [--engine sglang|vllm] [--config-out FILE]",
+		usage: "opsbot lab [--faults LIST] [--unit FILE] [--engine sglang|vllm] [--config-out FILE] [--services N] [-v]",
 		what: "Runs the simulated GPU node standalone until Ctrl-C, and writes an opsbot config that reaches it,\n" +
 			"for `opsbot run --config` from another terminal.",
 		examples: []string{"opsbot lab --config-out lab/opsbot.yaml", "opsbot lab --faults orphans,slow-load=5s --engine vllm"},
 	},
 	"opsbot bench": {
-		usage: "opsbot bench --url URL | --config FILE --service NAME [--model M] [--prompts N] [--concurrency C] [--in I] [--out O] [--rate R] [--json]",
+		usage: "opsbot bench --url URL | --config FILE --service NAME [--model M] [--prompts N] [--concurrency C] [--in I] [--out O]\n" +
+			"       [--rate R] [--warmup N] [--timeout D] [--chat] [--engine sglang|vllm|auto] [--json]",
 		what: "Benchmarks any OpenAI-compatible server (sglang bench_serving definitions): tok/s, latency and\n" +
 			"acceptance. With --config and --service, the result joins the service's history (shown as\n" +
 			"\"opsbot bench\" there).",
@@ -63,8 +67,8 @@ var subcommands = map[string]subcommandDoc{
 		},
 	},
 	"opsbot config": {
-		usage:    "opsbot config check --config FILE",
-		what:     "Validates a config file and prints the effective config with secrets redacted.",
+		usage:    "opsbot config check --config FILE [--lab]",
+		what:     "Validates a config file and prints the effective config with secrets redacted. With --lab, the\nfile is checked as `opsbot serve --lab` runs it, on top of the lab's config.",
 		examples: []string{"opsbot config check --config deploy/opsbot.example.yaml"},
 	},
 	"opsbot serve": {
@@ -72,7 +76,8 @@ var subcommands = map[string]subcommandDoc{
 		what: "Runs the bot as a service: the chat adapters the config enables, the job engine, the scheduler,\n" +
 			"the watchdog, and the HTTP listener (/healthz, /readyz, /metrics) of http.listen. SIGTERM or SIGINT\n" +
 			"stops it within limits.shutdown_grace (a second one at once), SIGHUP reloads the config. With --lab\n" +
-			"the lab supplies ssh, hosts, services, default_service and bench.",
+			"the lab supplies ssh, hosts, services, default_service and bench (the config may still set the watchdog's\n" +
+			"options of the lab's services: services.qwen.auto_recover).",
 		examples: []string{"opsbot serve --config /etc/opsbot/opsbot.yaml", "opsbot serve --config chat-only.yaml --lab --lab-faults orphans"},
 	},
 	"opsbot store backup": {

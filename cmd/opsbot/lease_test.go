@@ -37,7 +37,10 @@ func spawn(t testing.TB, ctx context.Context, env []string, args ...string) *ops
 	t.Helper()
 	p := &opsbotProc{out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
-	p.cmd.Env = append(append(os.Environ(), "OPSBOT_TEST_MAIN=1"), env...)
+	// A temporary directory of its own: a child killed with SIGKILL cannot remove the lab's
+	// and --lab's directories it made, and the machine's /tmp must stay as it was.
+	tmp := t.TempDir()
+	p.cmd.Env = append(append(os.Environ(), "OPSBOT_TEST_MAIN=1", "TMPDIR="+tmp), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -152,6 +155,7 @@ func reachedStep(st *store.Store, id int64, step string) bool {
 // Two processes change the same service at the same time: one waits for the
 // other, so their jobs' running times never overlap, and both succeed.
 func TestTwoProcessesNeverOverlapOnOneService(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	_, cfg, st := leaseLab(t, ctx, nil)
@@ -188,6 +192,7 @@ func TestTwoProcessesNeverOverlapOnOneService(t *testing.T) {
 // `jobs` from a second process while the first runs `mtp steps 6` with a slow
 // load leaves the first's job running, and it succeeds.
 func TestReadOnlyCommandFromSecondProcessLeavesJobRunning(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// 150 s of lab time: about 6 s of wall-clock time in "wait until ready".
@@ -223,6 +228,7 @@ func TestReadOnlyCommandFromSecondProcessLeavesJobRunning(t *testing.T) {
 // machine, or its lease expired), reports the killed job interrupted and
 // runs its own job.
 func TestKilledHolderIsTakenOverAndReportedInterrupted(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// A load that takes an hour of lab time: the job waits in "wait until ready".
@@ -276,6 +282,7 @@ func TestKilledHolderIsTakenOverAndReportedInterrupted(t *testing.T) {
 // `cancel N` from a second process reaches the job the first runs: the
 // answer says where it runs, and the first process cancels it.
 func TestCancelFromSecondProcessReachesTheJob(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	_, cfg, st := leaseLab(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}})

@@ -46,6 +46,7 @@ func mustContain(t *testing.T, out string, wants ...string) {
 // the process exits, saying the service was started on the new unit and what
 // to run next.
 func TestSIGTERMDuringJobPrintsTheStateLeft(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	_, cfg, st := leaseLab(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}})
@@ -77,6 +78,7 @@ func TestSIGTERMDuringJobPrintsTheStateLeft(t *testing.T) {
 // With --json, SIGTERM still prints the stopped job's line, its "left"
 // object included.
 func TestSIGTERMDuringJobJSON(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	_, cfg, st := leaseLab(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}})
@@ -111,6 +113,7 @@ func TestSIGTERMDuringJobJSON(t *testing.T) {
 // `cancel N` from another `opsbot run` during `mtp steps 6` (slow load): the
 // cancelled job's final message says where it left the service.
 func TestCancelDuringLoadSaysTheStateLeft(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	_, cfg, st := leaseLab(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}})
@@ -135,6 +138,7 @@ func TestCancelDuringLoadSaysTheStateLeft(t *testing.T) {
 // 4'`: verify reads vLLM's counters (no 404 from /server_info) and the job
 // succeeds; --json carries "left".
 func TestRunVLLMStepsVerifies(t *testing.T) {
+	t.Parallel()
 	code, lines, stderr := runJSON(t, "--lab-unit", "../../deploy/vllm-qwen.service", "mtp steps 4")
 	if code != 0 || len(lines) != 1 {
 		t.Fatalf("exit %d, %d lines\n%s", code, len(lines), stderr)
@@ -176,6 +180,7 @@ func runJSONRaw(t *testing.T, args ...string) (int, string) {
 // PID holds, says qwen is down and advises a GPU reset or a reboot; `gpu
 // status` afterwards advises the same, not `gpu recover`.
 func TestRunDStateAdvisesReset(t *testing.T) {
+	t.Parallel()
 	code, out := runText(t, "--lab-faults", "dstate", "gpu recover", "gpu status")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1\n%s", code, out)
@@ -194,6 +199,7 @@ func TestRunDStateAdvisesReset(t *testing.T) {
 // A clean `mtp steps` does not alarm with memory held by no process: the
 // driver releasing the stopped engine's memory is a progress line.
 func TestCleanRunDoesNotAlarm(t *testing.T) {
+	t.Parallel()
 	code, out := runText(t, "mtp steps 4")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, out)

@@ -20,7 +20,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	stdout = &lockedWriter{w: stdout} // jobs render from their own goroutines
 	fs := newFlagSet("run", stderr)
 	configPath := fs.String("config", "", "config `FILE`")
-	useLab := fs.Bool("lab", false, "run on the simulated GPU host (the lab)")
+	useLab := fs.Bool("lab", false, "run on the simulated GPU host (the lab), with a store that lasts this run only; --config FILE --lab keeps FILE's store")
 	labFaults := fs.String("lab-faults", "", "lab faults, e.g. orphans,slow-load=5s")
 	labUnit := fs.String("lab-unit", "", "seed the lab service's unit with this `FILE`")
 	asJSON := fs.Bool("json", false, "print one JSON object per command per line")
@@ -34,8 +34,9 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if len(cmds) == 0 {
 		return 2, usagef("no command given, e.g. opsbot run --lab 'mtp steps 10'")
 	}
-	if *configPath == "" && !*useLab {
-		// help needs no hosts: answer it without a config or the lab.
+	if *configPath == "" {
+		// help needs no hosts: answer it without a config, and without
+		// booting the lab (whose store lasts this run only).
 		if text, ok := helpOnly(cmds); ok {
 			fmt.Fprint(stdout, text)
 			return 0, nil
@@ -133,7 +134,7 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	defer e.Close()
 	return console.Demo(ctx, console.DemoOptions{Bot: e.app, Console: con, User: defaultUser(), In: stdin,
-		Intro: fmt.Sprintf("opsbot demo on the lab (simulated GPU host).\n%s\nType commands (help, mtp steps 10, gpu status, gpu recover, ...); confirm with `confirm TOKEN`; Ctrl-D quits.",
+		Intro: fmt.Sprintf("opsbot demo on the lab (simulated GPU host).\n%s\nType commands (help, mtp steps 10, gpu status, gpu recover, ...); y confirms what asks for confirmation; quit or Ctrl-D ends it once the jobs started have finished.",
 			e.lab.Describe())})
 }
 

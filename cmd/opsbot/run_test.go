@@ -74,6 +74,7 @@ func runJSON(t *testing.T, args ...string) (int, []runLine, string) {
 // The incident replayed through `opsbot run`: the job succeeds, reaps the
 // orphans from the Proxmox node, and the unit changes only at steps and draft tokens.
 func TestRunIncidentJSON(t *testing.T) {
+	t.Parallel()
 	code, lines, stderr := runJSON(t, "--lab-faults", "orphans", "/mtp steps 10", "/gpu status", "/mtp show", "/svc logs lines=5")
 	if code != 0 || len(lines) != 4 {
 		t.Fatalf("exit %d, %d lines; stderr:\n%s", code, len(lines), stderr)
@@ -110,6 +111,7 @@ func TestRunIncidentJSON(t *testing.T) {
 }
 
 func TestRunCrashOnStartRollsBack(t *testing.T) {
+	t.Parallel()
 	code, lines, stderr := runJSON(t, "--lab-faults", "crash-on-start", "mtp steps 10")
 	if code != 1 || len(lines) != 1 {
 		t.Fatalf("exit %d (want 1), lines %d; stderr:\n%s", code, len(lines), stderr)
@@ -124,6 +126,7 @@ func TestRunCrashOnStartRollsBack(t *testing.T) {
 }
 
 func TestRunUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, cmd := range []string{"mtp steps 10; rm -rf /", "mtp steps $(reboot)", "mtp steps 99", "frobnicate"} {
 		code, lines, stderr := runJSON(t, cmd)
 		if code != 2 {
@@ -140,6 +143,7 @@ func TestRunUsageErrors(t *testing.T) {
 // it started still finish. The lab's default_service makes `mtp show` mean
 // qwen; `gpu status` shows the whole node (both services' hosts).
 func TestDemoFinishesJobsAtEndOfInput(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, errb bytes.Buffer
@@ -156,6 +160,7 @@ func TestDemoFinishesJobsAtEndOfInput(t *testing.T) {
 // `opsbot lab --config-out FILE` runs the lab standalone and writes a config
 // that `opsbot config check` accepts and `opsbot run --config` acts through.
 func TestLabStandaloneConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := dir + "/lab.yaml"
 	ctx, cancel := context.WithCancel(context.Background())
@@ -214,6 +219,7 @@ func (s *syncBuffer) String() string {
 // A stop with orphans leaves GPU memory held; `gpu recover` (confirmed with
 // --yes) kills the holders from the Proxmox node and starts the service fresh.
 func TestRunStopThenRecover(t *testing.T) {
+	t.Parallel()
 	code, lines, stderr := runJSON(t, "--lab-faults", "orphans", "svc stop", "gpu recover")
 	if code != 0 || len(lines) != 2 {
 		t.Fatalf("exit %d, %d lines; stderr:\n%s", code, len(lines), stderr)
@@ -239,6 +245,7 @@ func TestRunStopThenRecover(t *testing.T) {
 
 // A benchmark's result is in the history and its job in the job list.
 func TestRunBenchThenHistory(t *testing.T) {
+	t.Parallel()
 	code, lines, stderr := runJSON(t, "bench", "history", "jobs all")
 	if code != 0 || len(lines) != 3 {
 		t.Fatalf("exit %d, %d lines; stderr:\n%s", code, len(lines), stderr)
@@ -256,6 +263,7 @@ func TestRunBenchThenHistory(t *testing.T) {
 // result.points[].bench, with the same field names as result.bench and
 // without the per-request rows.
 func TestRunSweepJSON(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out, errb bytes.Buffer

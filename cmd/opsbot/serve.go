@@ -81,7 +81,10 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	// The file alone says how to log, before anything else runs.
+	// The file alone says how to log, before anything else runs. With --lab
+	// the file alone may not load (its schedules name the lab's services):
+	// its log section still counts, and run stops on what does not load
+	// once the lab completes it.
 	first, err := config.Load(*configPath)
 	if err != nil && !*useLab {
 		return err
@@ -89,6 +92,8 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	logCfg := config.Log{Format: "text", Level: "info"}
 	if first != nil {
 		logCfg = first.Log
+	} else if c, _ := config.Inspect(*configPath); c != nil && c.Log.Level != "" {
+		logCfg = c.Log
 	}
 	log, err := newServeLogger(stderr, logCfg)
 	if err != nil {
@@ -147,14 +152,30 @@ func (s *server) ready(ctx context.Context) error {
 
 func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions) error {
 	log := s.log
-	// The config as the lab will complete it is known only after setup;
-	// the listener and the adapters come from the file.
-	cfg0, err := config.Load(o.ConfigPath)
-	if err != nil && !o.Lab {
-		return err
+	// The listener and the adapters come from the config as it will run:
+	// with --lab, the file on top of the lab's config, so the lab starts
+	// first (setup waits until its services serve). A config that does not
+	// load stops serve here, with or without --lab.
+	var cfg0 *config.Config
+	var err error
+	if o.Lab {
+		o.Logger = log
+		var ls *labStart
+		if ls, err = startLabConfig(ctx, o); err != nil {
+			return err
+		}
+		defer func() {
+			if o.Started != nil { // not handed over to setup
+				o.Started.Close()
+			}
+		}()
+		o.Started = ls
+		cfg0, err = loadConfig(o.ConfigPath, ls.cfg, nil)
+	} else {
+		cfg0, err = config.Load(o.ConfigPath)
 	}
-	if cfg0 == nil {
-		cfg0 = &config.Config{}
+	if err != nil {
+		return err
 	}
 	chats := map[string]bot.Chat{}
 	var routes = map[string]http.Handler{}
@@ -209,6 +230,7 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 
 	o.Chats, o.Logger, o.Observer = chats, log, s.metrics
 	e, err := setup(ctx, o)
+	o.Started = nil // setup owns the lab now, and closed it on error
 	if err != nil {
 		return err
 	}
@@ -216,7 +238,7 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 	s.env.Store(e)
 	cfg := e.cfg
 	for _, j := range e.app.Interrupted {
-		log.Warn("job interrupted by the previous stop", "job", j.ID, "command", j.Command, "user", j.Platform+":"+j.User, "service", j.Service)
+		log.Warn("job interrupted by the previous stop", "job", j.ID, "command", j.Command, "user", bot.JobOwner(j), "service", j.Service)
 	}
 	s.loadSchedules(ctx, e.app.Store)
 
@@ -310,6 +332,12 @@ func (s *server) reload(o setupOptions, e *env) {
 		s.log.Error("config reload refused: the config in effect stays", "config", o.ConfigPath, "err", err)
 		return
 	}
+	// The config's schedules follow the file: one removed there is gone.
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	if err := bot.SyncConfigSchedules(sctx, e.app, time.Now()); err != nil {
+		s.log.Error("config reload: the schedules stay as they were", "config", o.ConfigPath, "err", err)
+	}
+	cancel()
 	for _, a := range s.adapters {
 		if r, ok := a.(bot.Reloader); ok {
 			if err := r.Reload(cfg); err != nil {

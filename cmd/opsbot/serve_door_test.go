@@ -24,6 +24,7 @@ import (
 // a channel off slack.channels is refused privately and audited, as Matrix's
 // are.
 func TestServeSlackKilledMidJobThenRestarted(t *testing.T) {
+	t.Parallel()
 	api := newSlackServer(t)
 	_, cfg, openStore := sigtermLab(t, 3*time.Second)
 	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
@@ -106,6 +107,7 @@ func TestServeSlackKilledMidJobThenRestarted(t *testing.T) {
 // no ERROR line, and leaves no lease behind (a standby need not wait for
 // their expiry).
 func TestServeCleanStopReleasesLeases(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := writeFile(t, filepath.Join(dir, "opsbot.yaml"), "store: {path: opsbot.db}\nhttp: {listen: \"127.0.0.1:0\"}\n")
 	p := startServe(t, "", nil, "serve", "--config", cfg, "--lab")

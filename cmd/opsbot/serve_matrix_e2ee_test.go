@@ -19,6 +19,7 @@ import (
 // encrypted, and she reads them. The keys are in serve's store: after a
 // restart the same device reads her `!jobs all` and answers it.
 func TestServeMatrixEncrypted(t *testing.T) {
+	t.Parallel()
 	m := newMatrixRig(t)
 	alice := dendritetest.NewE2EEMember(t, m.alice)
 	m.room = dendritetest.CreateEncryptedRoom(t, m.alice, m.bot.ID)

@@ -166,6 +166,7 @@ func (m *matrixRig) final(t *testing.T, p *opsbotProc, root roomEvent, state str
 // same command in a room outside matrix.rooms gets no answer. SIGTERM exits 0; a command sent while serve is down is answered
 // once by the next serve, and nothing before it is answered again.
 func TestServeMatrixMtpSteps(t *testing.T) {
+	t.Parallel()
 	m := newMatrixRig(t)
 	p, _ := m.serve(t)
 
@@ -273,6 +274,7 @@ func TestServeMatrixMtpSteps(t *testing.T) {
 // job's root notice in the room is edited one last time to say it was
 // interrupted.
 func TestServeMatrixSIGTERMMidJob(t *testing.T) {
+	t.Parallel()
 	const grace = 3 * time.Second
 	m := newMatrixRig(t)
 	_, cfg, _ := sigtermLab(t, grace)

@@ -252,6 +252,7 @@ func checkSlackMtpSteps(t *testing.T, p *opsbotProc, api *slackServer, t0 time.T
 // (running, then succeeded with tok/s), the steps in its thread, the result
 // block (tok/s, acceptance) and the ✅ reaction; SIGTERM then exits 0.
 func TestServeSlackMtpSteps(t *testing.T) {
+	t.Parallel()
 	api := newSlackServer(t)
 	p, base := startSlackServe(t, slackSection(api))
 
@@ -350,6 +351,7 @@ func actions(m slack.WebhookMessage) map[string]string {
 // button, and the operator's Cancel ends it cancelled, which its root
 // message in Slack shows.
 func TestServeSlackButtons(t *testing.T) {
+	t.Parallel()
 	api := newSlackServer(t)
 	p, base := startSlackServe(t, slackSection(api))
 	code, body := signedSlash(e2eSigningSecret, time.Now(), "/gpu", "recover").post(t, base)
@@ -397,6 +399,7 @@ func TestServeSlackButtons(t *testing.T) {
 // command is answered 503 and runs nothing; once auth.test answers, /readyz
 // is 200 and the same kind of command runs.
 func TestServeSlackReadyzFollowsSlack(t *testing.T) {
+	t.Parallel()
 	api := newSlackServer(t)
 	api.SetDown("auth.test", true)
 	cfg := writeFile(t, filepath.Join(t.TempDir(), "opsbot.yaml"), `store: {path: opsbot.db}
@@ -428,6 +431,7 @@ auth: {users: {"slack:`+e2eOperator+`": operator}}
 // serve exits 0 within limits.shutdown_grace, and the job's root message
 // in Slack, edited one last time, says it was interrupted.
 func TestServeSlackSIGTERMMidJob(t *testing.T) {
+	t.Parallel()
 	const grace = 3 * time.Second
 	api := newSlackServer(t)
 	_, cfg, _ := sigtermLab(t, grace)
@@ -482,6 +486,7 @@ func TestServeSlackSIGTERMMidJob(t *testing.T) {
 // job runs on the lab and Slack shows the same thread; the envelope
 // delivered again (Slack's retry) is acked and runs nothing.
 func TestServeSlackSocketModeMtpSteps(t *testing.T) {
+	t.Parallel()
 	api := newSlackServer(t)
 	p, base := startSlackServe(t, `slack:
   enabled: true

@@ -149,6 +149,7 @@ func writeFile(t testing.TB, path, text string) string {
 // adapter (the test adapter), whose thread the adapter received; SIGTERM
 // ends it with exit 0.
 func TestServeLabHealthReadyMetrics(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := writeFile(t, filepath.Join(dir, "opsbot.yaml"), `store: {path: opsbot.db}
 http: {listen: "127.0.0.1:0"}
@@ -266,6 +267,7 @@ func jobsAfter(t *testing.T, cfg string) string {
 // interrupted. A second SIGTERM, while the job is held inside the unit's
 // write (a step a stop never cuts), exits at once with the same guarantee.
 func TestServeSIGTERMMidJob(t *testing.T) {
+	t.Parallel()
 	const grace = 3 * time.Second
 	t.Run("one signal", func(t *testing.T) {
 		l, cfg, openStore := sigtermLab(t, grace)
@@ -372,6 +374,7 @@ func TestServeSIGTERMMidJob(t *testing.T) {
 // reloads the roles without a restart; a config that does not check is
 // refused and the old one stays.
 func TestServeLogsNoSecretsAndReloads(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	secrets := []string{"xoxb-literal-SECRET-1111", "env-SECRET-2222", "xapp-file-SECRET-3333"}
 	writeFile(t, filepath.Join(dir, "app-token"), secrets[2]+"\n")
@@ -450,6 +453,7 @@ auth:
 // without hosts: a chat-only config) holds it open; the copy opens as a
 // store, and an existing DEST is never overwritten.
 func TestStoreBackupWhileServing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := writeFile(t, filepath.Join(dir, "opsbot.yaml"), `store: {path: opsbot.db}
 http: {listen: "127.0.0.1:0"}

@@ -26,6 +26,48 @@ type setupOptions struct {
 	Logger     *slog.Logger
 	// Observer, when set, is told of every job and step (serve's metrics).
 	Observer bot.Observer
+	// Started, with Lab, is the lab startLabConfig already started (serve
+	// needs its config before setup); setup then owns it. nil: setup starts one.
+	Started *labStart
+}
+
+// labStart is an in-process lab and the config that reaches it.
+type labStart struct {
+	lab *lab.Lab
+	dir string // the lab's config, key and store; removed by Close
+	cfg string // the lab's config file, in dir
+}
+
+// Close stops the lab and removes its files.
+func (s *labStart) Close() {
+	s.lab.Close()
+	os.RemoveAll(s.dir)
+}
+
+// startLabConfig starts the lab with o's faults and unit and writes the
+// config that reaches it; the config file at o.ConfigPath, if any, must not
+// set what the lab supplies (checked before the lab starts). It does not
+// wait until the lab's services serve.
+func startLabConfig(ctx context.Context, o setupOptions) (*labStart, error) {
+	if o.ConfigPath != "" {
+		if err := config.CheckNotSet(o.ConfigPath, config.LabKeys); err != nil {
+			return nil, err
+		}
+	}
+	l, err := startLab(ctx, o.LabFaults, o.LabUnit, "", "", o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	s := &labStart{lab: l}
+	if s.dir, err = os.MkdirTemp("", "opsbot-run-"); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("lab config dir: %w", err)
+	}
+	if s.cfg, err = l.WriteConfig(s.dir); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("write lab config: %w", err)
+	}
+	return s, nil
 }
 
 // env is an assembled bot (and the lab it runs on, if any).
@@ -75,33 +117,23 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 	case !o.Lab && (o.LabFaults != "" || o.LabUnit != ""):
 		return nil, usagef("--lab-faults and --lab-unit need --lab")
 	case o.Lab:
-		if cfgPath != "" {
-			// Refuse the lab's keys before the lab starts.
-			if err := config.CheckNotSet(cfgPath, config.LabKeys); err != nil {
+		ls := o.Started
+		if ls == nil {
+			if ls, err = startLabConfig(ctx, o); err != nil {
 				return nil, err
 			}
 		}
-		l, err := startLab(ctx, o.LabFaults, o.LabUnit, "", "", o.Logger)
-		if err != nil {
-			return nil, err
-		}
-		e.lab = l
+		e.lab, e.labDir, e.labCfg = ls.lab, ls.dir, ls.cfg
+		labCfg = ls.cfg
 		// Start from a serving service, as a real host would be before a change.
-		for _, svc := range l.Topology().Services {
+		for _, svc := range e.lab.Topology().Services {
 			wctx, cancel := context.WithTimeout(ctx, time.Minute)
-			err := l.WaitReady(wctx, svc.Name)
+			err := e.lab.WaitReady(wctx, svc.Name)
 			cancel()
 			if err != nil {
 				return nil, fmt.Errorf("lab service %s did not come up: %w", svc.Name, err)
 			}
 		}
-		if e.labDir, err = os.MkdirTemp("", "opsbot-run-"); err != nil {
-			return nil, fmt.Errorf("lab config dir: %w", err)
-		}
-		if labCfg, err = l.WriteConfig(e.labDir); err != nil {
-			return nil, fmt.Errorf("write lab config: %w", err)
-		}
-		e.labCfg = labCfg
 	case cfgPath == "":
 		return nil, usagef("say where the hosts are: --config FILE, or --lab for the simulated GPU host")
 	}
@@ -204,7 +236,7 @@ func newRunbook(cfg *config.Config, deps bot.BackendDeps, log *slog.Logger) (*op
 	}
 	for name, s := range cfg.Services {
 		sc := ops.ServiceConfig{Host: s.Host, Unit: s.Unit, URL: s.URL, Engine: s.Engine, GPUs: s.GPUs,
-			DropIn: s.Edit == "drop-in", ReadyTimeout: s.ReadyTimeout.D(), ClearMiB: s.ClearMiB, DefaultSteps: s.DefaultSteps}
+			DropIn: s.Edit == "drop-in", ReadyTimeout: s.ReadyTimeout.D(), ClearMiB: s.ClearMiB, DefaultSteps: s.DefaultSteps, ViaSSH: s.ViaSSH}
 		if s.Proxmox != nil {
 			sc.ProxmoxNode, sc.VMID = s.Proxmox.Node, s.Proxmox.VMID
 		}

@@ -29,6 +29,7 @@ func knownHostsOf(t *testing.T, cfgPath string) string {
 // at start, as a world-writable config is; a group-writable one is run with
 // a warning naming the file and the fix.
 func TestKnownHostsWritableByOthers(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := labConfigWithAuth(t, ctx, "auth:\n  default_role: admin")
@@ -131,6 +132,7 @@ func TestSecretsReadableByOthersWarned(t *testing.T) {
 // and the one recipe. Run as uid 65532 (the Dockerfile's user, with no name
 // on this machine) against a key only root may read.
 func TestKeyUnreadableNamesTheUser(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run opsbot as another user")
 	}

@@ -31,6 +31,8 @@ import (
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/id"
 	"maunium.net/go/mautrix/synapseadmin"
+
+	"github.com/opsbot/opsbot/internal/testrun"
 )
 
 // ServerName is the homeserver's name: users are @NAME:localhost.
@@ -67,6 +69,7 @@ func Binaries() string {
 // with OPSBOT_REQUIRE_DENDRITE=1) when Dendrite is not built.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	testrun.Long(t)
 	bin := Binaries()
 	if bin == "" {
 		msg := "dendrite is not built: GOFLAGS= CGO_ENABLED=1 GOBIN=DIR go install github.com/matrix-org/dendrite/cmd/...@v0.13.8, then OPSBOT_DENDRITE_DIR=DIR"

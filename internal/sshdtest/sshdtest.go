@@ -54,9 +54,10 @@ type Server struct {
 	ClientSigner   ssh.Signer // client key accepted for User
 	ClientKeyPEM   []byte     // ClientSigner's private key, OpenSSH PEM
 
-	cmd    *exec.Cmd
-	exited chan struct{}
-	log    *SyncBuffer
+	cmd        *exec.Cmd
+	exited     chan struct{}
+	forwarding string // AllowTcpForwarding
+	log        *SyncBuffer
 }
 
 // Options change the server Start makes.
@@ -65,6 +66,9 @@ type Options struct {
 	// one (KnownHostsLine still lists only the ed25519 key): a client that does not restrict its
 	// host key algorithms to the known ones sees the ECDSA key.
 	ECDSAHostKey bool
+	// NoTCPForwarding sets AllowTcpForwarding no: the server refuses direct-tcpip channels
+	// (administratively prohibited).
+	NoTCPForwarding bool
 }
 
 // Start starts sshd and waits until it accepts SSH connections; it stops on t.Cleanup.
@@ -106,7 +110,10 @@ func start(t testing.TB, opts Options) (*Server, error) {
 	if os.Geteuid() == 0 {
 		os.MkdirAll("/run/sshd", 0o755) // privilege separation directory
 	}
-	s := &Server{User: u.Username, Home: u.HomeDir, Dir: dir}
+	s := &Server{User: u.Username, Home: u.HomeDir, Dir: dir, forwarding: "yes"}
+	if opts.NoTCPForwarding {
+		s.forwarding = "no"
+	}
 	if s.HostKey, _, err = NewKey(filepath.Join(dir, "host_ed25519"), 0o600, false); err != nil {
 		return nil, err
 	}
@@ -155,12 +162,12 @@ StrictModes no
 UsePAM no
 UseDNS no
 PrintMotd no
-AllowTcpForwarding yes
+AllowTcpForwarding %[5]s
 MaxSessions 100
 MaxStartups 100
 LogLevel VERBOSE
 Subsystem sftp internal-sftp
-`, port, s.Dir, s.User, hostKeys)
+`, port, s.Dir, s.User, hostKeys, s.forwarding)
 	cfgPath := filepath.Join(s.Dir, "sshd_config")
 	if err := os.WriteFile(cfgPath, []byte(conf), 0o644); err != nil {
 		return err

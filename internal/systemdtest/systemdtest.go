@@ -44,6 +44,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/opsbot/opsbot/internal/sshdtest"
+	"github.com/opsbot/opsbot/internal/testrun"
 )
 
 // Paths and names on the machine and inside the namespace.
@@ -94,6 +95,7 @@ type Host struct {
 // machine cannot make the namespaces.
 func Start(t testing.TB) *Host {
 	t.Helper()
+	testrun.Long(t)
 	cg, err := Available()
 	if err != nil {
 		if os.Getenv(EnvRequire) == "1" {

@@ -39,6 +39,7 @@ func vllmServer(t *testing.T, drafts, draftTokens, accepted float64) *httptest.S
 }
 
 func TestVLLMAcceptance(t *testing.T) {
+	t.Parallel()
 	// 400 drafts of 3 tokens, 700 accepted: L = 1 + 700/400 = 2.75, rate 700/1200.
 	srv := vllmServer(t, 400, 1200, 700)
 	a := VLLMAcceptance(engine.New(srv.URL))
@@ -56,6 +57,7 @@ func TestVLLMAcceptance(t *testing.T) {
 }
 
 func TestVLLMAcceptanceNoDrafts(t *testing.T) {
+	t.Parallel()
 	srv := vllmServer(t, 0, 0, 0)
 	a := VLLMAcceptance(engine.New(srv.URL))
 	if err := a.Begin(context.Background()); err != nil {
@@ -108,6 +110,7 @@ func sglangServerGauge(t *testing.T, gauge, lifetime float64) (*httptest.Server,
 func stamp(t time.Time) string { return t.Format("[2006-01-02 15:04:05 TP0]") }
 
 func TestSGLangAcceptanceFromLines(t *testing.T) {
+	t.Parallel()
 	srv := sglangServer(t, 2.0, 1.9)
 	var lines []string
 	var since time.Time
@@ -144,6 +147,7 @@ func TestSGLangAcceptanceFromLines(t *testing.T) {
 }
 
 func TestSGLangAcceptanceFallbacks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	noLines := func(context.Context, time.Time) ([]string, error) { return nil, nil }
 	// gauge, updated during the run
@@ -187,6 +191,7 @@ func TestSGLangAcceptanceFallbacks(t *testing.T) {
 // TestRunAcceptance: Run folds acceptance in: accept_rate = (L-1)/k with the
 // given k, or vLLM's measured k.
 func TestRunAcceptance(t *testing.T) {
+	t.Parallel()
 	f := fake{}
 	srv := f.start(t)
 	m := vllmServer(t, 400, 1200, 700)

@@ -32,6 +32,7 @@ type Options struct {
 	Timeout time.Duration // per request
 	Seed    int64         // of the random prompts
 	HTTP    *http.Client
+	Dial    engine.DialFunc // opens the connections of the client Run builds when HTTP is nil; nil = direct TCP
 
 	Acceptance    Acceptance // nil = no acceptance measure
 	DraftsPerStep int        // k, for accept_rate = (accept_len-1)/k; 0 = as measured (vLLM)
@@ -100,10 +101,17 @@ func (o *Options) check() error {
 // NewHTTPClient is a client fit for conc concurrent streams: enough idle
 // connections per host, no compression, no overall timeout (streams are
 // bounded by their contexts).
-func NewHTTPClient(conc int) *http.Client {
+func NewHTTPClient(conc int) *http.Client { return NewHTTPClientVia(conc, nil) }
+
+// NewHTTPClientVia is NewHTTPClient with connections opened by dial (nil =
+// direct TCP), e.g. through an SSH connection to the server's host.
+func NewHTTPClientVia(conc int, dial engine.DialFunc) *http.Client {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
 	t := &http.Transport{
 		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dial,
 		MaxIdleConns:        conc + 16,
 		MaxIdleConnsPerHost: conc + 16,
 		IdleConnTimeout:     90 * time.Second,
@@ -130,7 +138,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	base := engine.TrimBase(o.URL)
 	hc := o.HTTP
 	if hc == nil {
-		hc = NewHTTPClient(o.Concurrency)
+		hc = NewHTTPClientVia(o.Concurrency, o.Dial)
 		defer hc.CloseIdleConnections()
 	}
 	model := o.Model

@@ -23,6 +23,7 @@ func run(t *testing.T, o Options) (*Result, error) {
 }
 
 func TestStreamingVariants(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		f    *fake
@@ -71,6 +72,7 @@ func TestStreamingVariants(t *testing.T) {
 }
 
 func TestErrorMidStream(t *testing.T) {
+	t.Parallel()
 	f := fake{ErrorAfter: 3}
 	srv := f.start(t)
 	res, err := run(t, opts(srv.URL))
@@ -86,6 +88,7 @@ func TestErrorMidStream(t *testing.T) {
 }
 
 func TestNoUsageIsFailure(t *testing.T) {
+	t.Parallel()
 	f := fake{NoUsage: true}
 	srv := f.start(t)
 	res, err := run(t, opts(srv.URL))
@@ -98,6 +101,7 @@ func TestNoUsageIsFailure(t *testing.T) {
 }
 
 func TestSomeServerErrorsCounted(t *testing.T) {
+	t.Parallel()
 	f := fake{Status: 500, StatusEvery: 3}
 	srv := f.start(t)
 	res, err := run(t, opts(srv.URL))
@@ -122,6 +126,7 @@ func TestSomeServerErrorsCounted(t *testing.T) {
 }
 
 func TestMostFailed500(t *testing.T) {
+	t.Parallel()
 	f := fake{Status: 500}
 	srv := f.start(t)
 	res, err := run(t, opts(srv.URL))
@@ -134,6 +139,7 @@ func TestMostFailed500(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
+	t.Parallel()
 	f := fake{Hang: true}
 	srv := f.start(t)
 	o := opts(srv.URL)
@@ -153,6 +159,7 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestTextFallback(t *testing.T) {
+	t.Parallel()
 	f := fake{RefuseIDs: true}
 	srv := f.start(t)
 	o := opts(srv.URL)
@@ -170,6 +177,7 @@ func TestTextFallback(t *testing.T) {
 }
 
 func TestWarmupExcluded(t *testing.T) {
+	t.Parallel()
 	f := fake{}
 	srv := f.start(t)
 	o := opts(srv.URL)
@@ -194,6 +202,7 @@ func TestWarmupExcluded(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	f := fake{ChunkDelay: 5 * time.Millisecond}
 	srv := f.start(t)
 	o := opts(srv.URL)
@@ -214,6 +223,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestBadOptions(t *testing.T) {
+	t.Parallel()
 	for _, o := range []Options{
 		{Prompts: 1, InputLen: 1, OutputLen: 1},
 		{URL: "http://127.0.0.1:1", InputLen: 1, OutputLen: 1},
@@ -234,6 +244,7 @@ func TestBadOptions(t *testing.T) {
 // bounds the server's sleeps guarantee on any machine, however loaded (how
 // close they come is BenchmarkStatsKnownServer's figure).
 func TestStatsMath(t *testing.T) {
+	t.Parallel()
 	f := fake{FirstDelay: 60 * time.Millisecond, ChunkDelay: 15 * time.Millisecond}
 	srv := f.start(t)
 	o := opts(srv.URL)
@@ -302,6 +313,7 @@ func BenchmarkStatsKnownServer(b *testing.B) {
 }
 
 func TestPoissonRate(t *testing.T) {
+	t.Parallel()
 	f := fake{}
 	srv := f.start(t)
 	o := opts(srv.URL)
@@ -321,6 +333,7 @@ func TestPoissonRate(t *testing.T) {
 }
 
 func TestPercentile(t *testing.T) {
+	t.Parallel()
 	v := []float64{1, 2, 3, 4}
 	if p := percentile(v, 50); p != 2.5 {
 		t.Fatalf("p50 %v", p)
@@ -334,6 +347,7 @@ func TestPercentile(t *testing.T) {
 }
 
 func TestResultJSONAndTable(t *testing.T) {
+	t.Parallel()
 	r := &Result{OutputTokS: 1234.5, RequestsOK: 3, Settings: Settings{Steps: 3}, AcceptLen: 3.1, AcceptRate: 0.7,
 		Model: "m", Concurrency: 8, TTFT: Stat{1, 2, 3}}
 	b, err := json.Marshal(r)

@@ -25,6 +25,7 @@ const helperEnv = "OPSBOT_BENCH_SSE_SERVER"
 // it serves the lab's engine (labPhysics, speculation on) instead. It prints its
 // address and serves until stdin closes.
 func TestHelperSSEServer(t *testing.T) {
+	t.Parallel()
 	iv := os.Getenv(helperEnv)
 	if iv == "" {
 		t.Skip("helper process for BenchmarkClient512Streams")

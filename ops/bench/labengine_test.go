@@ -120,6 +120,7 @@ func relErr(got, want float64) float64 { return math.Abs(got-want) / want }
 // length over the window, measured as over plain HTTP (/flush_cache, then /server_info),
 // within 1% of the engine's truth delta.
 func TestAgainstLabEngine(t *testing.T) {
+	t.Parallel()
 	const steps = 3
 	eng, url := startLab(t, nil)
 	for _, tc := range []struct{ conc, prompts, out int }{{1, 12, 256}, {8, 48, 256}, {64, 256, 128}} {
@@ -229,6 +230,7 @@ func BenchmarkAgainstLab512Streams(b *testing.B) {
 // from the journal, and is still within 1% of the engine's truth over the window (the
 // neighbour's tokens included: they are in the engine's figures too).
 func TestAcceptanceFromDecodeLog(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var lines []string
 	eng, url := startLab(t, func(l string) { mu.Lock(); lines = append(lines, l); mu.Unlock() })
@@ -278,6 +280,7 @@ func TestAcceptanceFromDecodeLog(t *testing.T) {
 // TestAcceptanceNotMeasured: an engine that gives nothing over the window (no flush, no
 // metrics, no decode line yet) leaves accept_len 0 and says why, naming the window.
 func TestAcceptanceNotMeasured(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/server_info" {
 			io.WriteString(w, `{"speculative_num_steps":3,"internal_states":[{}]}`)
@@ -298,6 +301,7 @@ func TestAcceptanceNotMeasured(t *testing.T) {
 // nothing over the window after the flush: accept_len stays 0 and the error says why and
 // what to do.
 func TestAcceptanceRunShorterThanAWindow(t *testing.T) {
+	t.Parallel()
 	_, url := startLab(t, nil)
 	res, err := Run(context.Background(), Options{URL: url, Prompts: 1, Concurrency: 1, InputLen: 16, OutputLen: 20,
 		Timeout: time.Minute, DraftsPerStep: 3, Acceptance: SGLangAcceptance(engine.New(url), nil)})

@@ -11,6 +11,7 @@ import (
 
 // Figures are rounded where they are made: no float noise reaches JSON or text.
 func TestFiguresAreRounded(t *testing.T) {
+	t.Parallel()
 	acceptLen, k := 7.68, 10.0 // the incident's steps 10; variables: constant arithmetic would be exact
 	if got := (acceptLen - 1) / k; got == 0.668 {
 		t.Fatalf("the example no longer shows float noise (%v): pick another", got)

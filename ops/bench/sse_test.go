@@ -16,6 +16,7 @@ func parse(t *testing.T, body string) (stream, error) {
 }
 
 func TestReadStream(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 300) // longer than the 64-byte test buffer
 	usage := `data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":9}}` + "\n\n"
 	for _, tc := range []struct {

@@ -34,10 +34,22 @@ type Client struct {
 }
 
 // New returns a Client for baseURL (a trailing "/" or "/v1" is dropped) with
-// its own keep-alive HTTP client.
-func New(baseURL string) *Client {
+// its own keep-alive HTTP client, connecting directly over TCP.
+func New(baseURL string) *Client { return NewVia(baseURL, nil) }
+
+// DialFunc opens a connection to addr (host:port); net.Dialer.DialContext
+// has its signature.
+type DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// NewVia is New with connections opened by dial (for example through an SSH
+// connection to the engine's host); nil dial connects directly over TCP. No
+// proxy from the environment applies to a dialled client: dial decides.
+func NewVia(baseURL string, dial DialFunc) *Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DisableCompression = true
+	if dial != nil {
+		t.DialContext, t.Proxy = dial, nil
+	}
 	return &Client{BaseURL: TrimBase(baseURL), HTTP: &http.Client{Transport: t}}
 }
 

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/base64"
@@ -28,11 +29,7 @@ type HostKeyError struct {
 }
 
 func (e *HostKeyError) Error() string {
-	host, port, err := net.SplitHostPort(e.Addr)
-	if err != nil {
-		host, port = e.Addr, "22"
-	}
-	add := fmt.Sprintf("ssh-keyscan -t %s -p %s %s >> %s", keyscanType(e.KeyType), port, host, e.KnownHosts)
+	add := KeyscanCommand(e.Addr, keyscanType(e.KeyType), e.KnownHosts)
 	if e.Changed {
 		return fmt.Sprintf("host key of %s (%s) CHANGED: it offers %s %s, but %s line %d holds another key "+
 			"(someone may be intercepting the connection, or the host was reinstalled); "+
@@ -43,6 +40,39 @@ func (e *HostKeyError) Error() string {
 	return fmt.Sprintf("host key of %s (%s) is unknown: it offers %s %s, which is not in %s; "+
 		"verify the fingerprint out of band (on the host: `ssh-keygen -lf /etc/ssh/ssh_host_%s_key.pub`), then trust it with `%s`",
 		e.Host, e.Addr, e.KeyType, e.Fingerprint, e.KnownHosts, keyscanType(e.KeyType), add)
+}
+
+// KeyscanCommand is the shell command that appends addr's (host:port) host key of keyType (an
+// ssh-keyscan -t name such as ed25519; "" for every type) to the known_hosts file at path: the
+// one home of that advice. Port 22 needs no -p; on another port the entry ssh-keyscan writes is
+// [host]:port, which is what opsbot looks up. With via (the jump host's address and user, for
+// a host reached through it) ssh-keyscan runs there, where addr resolves. Every word is
+// shell-quoted.
+func KeyscanCommand(addr, keyType, path string, via ...HostConfig) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		host, port = addr, "22"
+	}
+	argv := []string{"ssh-keyscan"}
+	if keyType != "" {
+		argv = append(argv, "-t", keyType)
+	}
+	if port != "22" {
+		argv = append(argv, "-p", port)
+	}
+	argv = append(argv, host)
+	if len(via) > 0 {
+		jhost, jport, err := net.SplitHostPort(via[0].Addr)
+		if err != nil {
+			jhost, jport = via[0].Addr, "22"
+		}
+		ssh := []string{"ssh"}
+		if jport != "22" {
+			ssh = append(ssh, "-p", jport)
+		}
+		argv = append(ssh, via[0].User+"@"+jhost, Quote(argv))
+	}
+	return Quote(argv) + " >> " + Quote([]string{path})
 }
 
 // keyscanType is the ssh-keyscan -t (and ssh_host_TYPE_key) name of a key type.
@@ -175,3 +205,36 @@ func hashMatches(entry, want string) bool {
 	m.Write([]byte(want))
 	return bytes.Equal(m.Sum(nil), sum)
 }
+
+// KnownHostsHas reports whether the known_hosts file at path holds a host key for addr
+// (host:port) in any form ssh itself matches: plain, [host]:port, hashed or a wildcard pattern.
+// A host without one is refused at its first connection (a *HostKeyError): KeyscanCommand says
+// how to add it. The error is for a file that cannot be read or parsed.
+func KnownHostsHas(path, addr string) (bool, error) {
+	cb, err := knownhosts.New(path)
+	if err != nil {
+		return false, fmt.Errorf("read known_hosts %s: %w", path, err)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return false, fmt.Errorf("look up %q in known_hosts %s: %w", addr, path, err)
+	}
+	// No real key equals probeKey: a host with any key known answers with the keys it wants.
+	err = cb(addr, &net.TCPAddr{IP: net.IPv4zero}, probeKey)
+	var ke *knownhosts.KeyError
+	if errors.As(err, &ke) {
+		return len(ke.Want) > 0, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up %s in known_hosts %s: %w", addr, path, err)
+	}
+	return true, nil
+}
+
+// probeKey is an ed25519 public key of all zero bytes: the point no real host key has.
+var probeKey = func() ssh.PublicKey {
+	k, err := ssh.NewPublicKey(ed25519.PublicKey(make([]byte, ed25519.PublicKeySize)))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()

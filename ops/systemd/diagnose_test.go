@@ -6,6 +6,7 @@ import (
 )
 
 func TestDiagnose(t *testing.T) {
+	t.Parallel()
 	sglangOOM := []string{
 		"[2026-12-02 18:00:01 TP0] Load weight begin. avail mem=3.20 GB",
 		"[2026-12-02 18:00:02 TP1] Scheduler hit an exception: Traceback (most recent call last):",
@@ -69,6 +70,7 @@ func TestDiagnose(t *testing.T) {
 // settings with the remedy that fits the line and the engine; "unbalanced"
 // (something took memory since) and causes other than memory stay as they are.
 func TestOnClearGPUs(t *testing.T) {
+	t.Parallel()
 	capture := "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 9.49 GiB. GPU 0 has a total capacity of 79.65 GiB of which 9.07 GiB is free. Process 1048 has 0.49 GiB memory in use. Process 1050 has 70.58 GiB memory in use."
 	for _, tc := range []struct {
 		name, engine string

@@ -44,6 +44,7 @@ func host(t testing.TB, p *remote.Pool, name string) *remote.Host {
 // WatchStart reports a *LoopError, and Diagnose on the journal since the start
 // names gpu_memory_held with SGLang's line.
 func TestLabRestartLoopDiagnosed(t *testing.T) {
+	t.Parallel()
 	l, pool := labPool(t, lab.Options{Faults: []lab.Fault{{Name: "orphans"}}, TimeScale: 50, LoadTime: 5 * time.Second})
 	svc := systemd.Service{R: host(t, pool, "gpu1"), Unit: unit, Poll: 25 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -94,6 +95,7 @@ func TestLabRestartLoopDiagnosed(t *testing.T) {
 // same through the Proxmox node with the pct prefix; Cat and a bounded Journal
 // read the unit.
 func TestLabStartSettles(t *testing.T) {
+	t.Parallel()
 	l, pool := labPool(t, lab.Options{TimeScale: 1000})
 	svc := systemd.Service{R: host(t, pool, "gpu1"), Unit: unit, Poll: 25 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -131,6 +133,7 @@ func TestLabStartSettles(t *testing.T) {
 // with its failure's result (exit-code, as systemd 252 reports it), after which
 // Start is refused (ErrJobFailed) until ResetFailed.
 func TestLabFailedAndStartLimit(t *testing.T) {
+	t.Parallel()
 	l, pool := labPool(t, lab.Options{TimeScale: 1000})
 	gpu1 := host(t, pool, "gpu1")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

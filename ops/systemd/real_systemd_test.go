@@ -62,6 +62,7 @@ func engineUnit(steps string) string {
 // NeedDaemonReload as systemd reports them, a start watched until it settles and the journal of
 // each run.
 func TestRealUnitEditDropInRollback(t *testing.T) {
+	t.Parallel()
 	_, h := realHost(t)
 	ctx := tctx(t, 60*time.Second)
 	const name = "opsbot-engine.service"
@@ -170,6 +171,7 @@ func TestRealUnitEditDropInRollback(t *testing.T) {
 // journal; a stop ends it for good. A unit that keeps failing within its start limit ends
 // failed with start-limit-hit; Start is refused until reset-failed.
 func TestRealRestartLoop(t *testing.T) {
+	t.Parallel()
 	_, h := realHost(t)
 	ctx := tctx(t, 60*time.Second)
 	write(t, ctx, h, systemdtest.UnitDir+"/loop.service", "[Unit]\nStartLimitIntervalSec=0\n\n[Service]\n"+

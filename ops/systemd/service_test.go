@@ -46,6 +46,7 @@ func show(active, sub string, nrestarts int, result string) string {
 }
 
 func TestShowArgvAndParse(t *testing.T) {
+	t.Parallel()
 	r := &scripted{shows: []string{show("active", "running", 0, "success")}}
 	st, err := Service{R: r, Unit: "x.service"}.Show(context.Background())
 	if err != nil {
@@ -61,6 +62,7 @@ func TestShowArgvAndParse(t *testing.T) {
 }
 
 func TestBadUnitNameRunsNothing(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"", "-x.service", "a b.service", "a\nb"} {
 		r := &scripted{shows: []string{show("active", "running", 0, "success")}}
 		s := Service{R: r, Unit: name}
@@ -81,6 +83,7 @@ func TestBadUnitNameRunsNothing(t *testing.T) {
 }
 
 func TestControlErrors(t *testing.T) {
+	t.Parallel()
 	r := &scripted{other: remote.Output{ExitStatus: 1, Stderr: []byte("Job for x.service failed because start of the service was attempted too often.\nSee ...\n")}}
 	err := Service{R: r, Unit: "x.service"}.Start(context.Background())
 	var ce *CommandError
@@ -112,6 +115,7 @@ func TestControlErrors(t *testing.T) {
 }
 
 func TestJournalArgv(t *testing.T) {
+	t.Parallel()
 	since := time.Date(2026, 12, 2, 18, 0, 5, 700, time.FixedZone("CET", 3600))
 	for _, tc := range []struct {
 		q    JournalQuery
@@ -140,6 +144,7 @@ func TestJournalArgv(t *testing.T) {
 }
 
 func TestSplitJournal(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string][]string{
 		"":                      nil,
 		"-- No entries --\n":    nil,
@@ -154,6 +159,7 @@ func TestSplitJournal(t *testing.T) {
 }
 
 func TestWatchStart(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	svc := func(shows ...string) Service {
 		return Service{R: &scripted{shows: shows}, Unit: "x.service", Poll: time.Millisecond}
@@ -222,6 +228,7 @@ func TestWatchStart(t *testing.T) {
 }
 
 func TestWaitStopped(t *testing.T) {
+	t.Parallel()
 	r := &scripted{shows: []string{show("deactivating", "stop-sigterm", 0, "success"), show("activating", "auto-restart", 0, "exit-code"), show("inactive", "dead", 0, "success")}}
 	st, err := Service{R: r, Unit: "x.service", Poll: time.Millisecond}.WaitStopped(context.Background())
 	if err != nil || st.ActiveState != "inactive" || r.nShows != 3 {
@@ -246,6 +253,7 @@ func (f *flaky) Run(ctx context.Context, stdin []byte, argv ...string) (remote.O
 }
 
 func TestWaitRidesOutADroppedConnection(t *testing.T) {
+	t.Parallel()
 	ok := &flaky{n: transportRetries, next: &scripted{shows: []string{show("inactive", "dead", 0, "success")}}}
 	if st, err := (Service{R: ok, Unit: "x.service", Poll: time.Millisecond}).WaitStopped(context.Background()); err != nil || st.ActiveState != "inactive" {
 		t.Fatalf("after %d transport failures: %v %v", transportRetries, st, err)

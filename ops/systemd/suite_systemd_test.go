@@ -28,6 +28,7 @@ func suiteHost(h *remote.Host, unitDir string, leftover func(t *testing.T) strin
 
 // TestSuiteRealSystemd runs the systemd conformance suite against a real systemd 252.
 func TestSuiteRealSystemd(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	_, h := realHost(t)
 	leftover := func(t *testing.T) string {
@@ -45,6 +46,7 @@ func TestSuiteRealSystemd(t *testing.T) {
 // TestSuiteLab runs the systemd conformance suite against the lab's emulation, in real time
 // (TimeScale 1) so that its timings are systemd's.
 func TestSuiteLab(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	l := labtest.Start(t, lab.Options{TimeScale: 1, LoadTime: time.Second, WarmUp: 100 * time.Millisecond, ReleaseLag: 100 * time.Millisecond})
 	h := host(t, labtest.Pool(t, l), "gpu1")

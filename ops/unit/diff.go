@@ -6,7 +6,9 @@ import (
 )
 
 // UnifiedDiff returns a unified diff (3 lines of context) from a to b, with
-// "--- a/NAME" and "+++ b/NAME" headers; "" when the texts are equal. It is
+// "--- a/NAME" and "+++ b/NAME" headers (an absolute NAME without its
+// leading slash, as git writes them: a/etc/...); "" when the texts are
+// equal. It is
 // meant for unit-sized texts: above about 4 million line pairs it shows the
 // whole file as replaced.
 func UnifiedDiff(name, a, b string) string {
@@ -16,6 +18,7 @@ func UnifiedDiff(name, a, b string) string {
 	al, bl := splitLines(a), splitLines(b)
 	ops := diffLines(al, bl)
 	var out strings.Builder
+	name = strings.TrimLeft(name, "/")
 	fmt.Fprintf(&out, "--- a/%s\n+++ b/%s\n", name, name)
 	const ctx = 3
 	// ops: sequence of (kind, aIndex, bIndex); kind ' ', '-', '+'.

@@ -236,4 +236,8 @@ func TestUnifiedDiff(t *testing.T) {
 	if UnifiedDiff("f", a, a) != "" {
 		t.Error("diff of equal texts not empty")
 	}
+	// An absolute path reads as git writes it: a/etc/..., never a//etc/...
+	if got := UnifiedDiff("/etc/systemd/system/q.service", a, b); !strings.HasPrefix(got, "--- a/etc/systemd/system/q.service\n+++ b/etc/systemd/system/q.service\n@@") {
+		t.Errorf("headers of an absolute path:\n%s", got)
+	}
 }
