@@ -73,9 +73,23 @@ type Config struct {
 	envSecrets     []string // environment variables the secrets come from
 }
 
-// Store says where the database lives and how long it keeps history.
+// Store says which database opsbot keeps its state in and how long it keeps
+// history. Driver "sqlite" (the default) keeps it in the file Path; driver
+// "postgres" in the PostgreSQL database URL names, which several opsbot
+// processes on several machines share. Path is for sqlite only and URL for
+// postgres only: Validate refuses the other by name.
 type Store struct {
-	Path string `yaml:"path"`
+	// Driver is "sqlite" (default) or "postgres".
+	Driver string `yaml:"driver,omitempty"`
+	// Path is the SQLite file (driver sqlite).
+	Path string `yaml:"path,omitempty"`
+	// URL is the PostgreSQL connection string (driver postgres), a
+	// postgres:// URL or key=value pairs, written literally, as ${ENV} or as
+	// file:/path. It may hold a password: a secret, never printed.
+	URL Secret `yaml:"url,omitempty"`
+	// MaxConns bounds the connections to PostgreSQL (driver postgres).
+	// Default DefaultStoreMaxConns.
+	MaxConns int `yaml:"max_conns,omitempty"`
 	// Retention is how long job events and audit entries are kept; older
 	// ones are pruned once a day by `opsbot serve`. Default 90d.
 	Retention Duration `yaml:"retention,omitempty"`
@@ -403,6 +417,8 @@ const (
 	DefaultClearMiB     = 1024
 	// DefaultShutdownGrace is limits.shutdown_grace when unset.
 	DefaultShutdownGrace = 60 * time.Second
+	// DefaultStoreMaxConns is store.max_conns when unset.
+	DefaultStoreMaxConns = 8
 	// DefaultRetention is store.retention when unset.
 	DefaultRetention = 90 * 24 * time.Hour
 )
@@ -746,6 +762,9 @@ func (c *Config) resolveSecrets(lookup func(string) (string, bool)) []error {
 	if c.Matrix != nil && c.Matrix.Enabled {
 		refs = append(refs, ref{"matrix.access_token", &c.Matrix.AccessToken}, ref{"matrix.password", &c.Matrix.Password})
 	}
+	if c.Store.Driver == StorePostgres {
+		refs = append(refs, ref{"store.url", &c.Store.URL})
+	}
 	var errs []error
 	for _, r := range refs {
 		if err := c.resolveSecret(r.name, r.s, lookup); err != nil {
@@ -789,6 +808,12 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Store.Retention == 0 {
 		c.Store.Retention = Duration(DefaultRetention)
+	}
+	if c.Store.Driver == "" {
+		c.Store.Driver = StoreSQLite
+	}
+	if c.Store.Driver == StorePostgres && c.Store.MaxConns == 0 {
+		c.Store.MaxConns = DefaultStoreMaxConns
 	}
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
@@ -858,7 +883,9 @@ func (c *Config) applyDefaults() {
 		}
 		c.Services[name] = s
 	}
-	c.Store.Path = c.Path(c.Store.Path)
+	if c.Store.Driver != StorePostgres {
+		c.Store.Path = c.Path(c.Store.Path)
+	}
 	c.SSH.KeyFile = c.Path(c.SSH.KeyFile)
 	c.SSH.KnownHosts = c.Path(c.SSH.KnownHosts)
 }
@@ -898,9 +925,7 @@ func (c *Config) Validate() error {
 	if c.Alerts.RegressionRuns < 0 || c.Alerts.RegressionRuns > 1000 {
 		bad("alerts.regression_runs: %d is not in 1..1000 (the comparable runs whose median a result is judged against)", c.Alerts.RegressionRuns)
 	}
-	if c.Store.Path == "" {
-		bad("store.path is required (the SQLite file, e.g. opsbot.db)")
-	}
+	c.validateStore(bad)
 	if len(c.Services) > 0 {
 		if c.SSH.KeyFile == "" {
 			bad("ssh.key_file is required when services are configured")
@@ -1185,6 +1210,7 @@ func (c *Config) Redacted() ([]byte, error) {
 		m.AccessToken, m.Password = redact(m.AccessToken), redact(m.Password)
 		cp.Matrix = &m
 	}
+	cp.Store.URL = redact(c.Store.URL)
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
@@ -1285,4 +1311,54 @@ func (c *Config) CommandOptions() commands.Options {
 		opts.Services = append(opts.Services, commands.ServiceRef{Name: name, Host: c.Services[name].Host})
 	}
 	return opts
+}
+
+// The store drivers (store.driver).
+const (
+	StoreSQLite   = "sqlite"
+	StorePostgres = "postgres"
+)
+
+// validateStore checks the store section: the driver, and the one key that
+// names the database for it (store.path for sqlite, store.url for postgres),
+// refusing the other by name. store.url is a secret: no message shows it.
+func (c *Config) validateStore(bad func(format string, a ...any)) {
+	st := c.Store
+	switch st.Driver {
+	case "", StoreSQLite:
+		if st.Path == "" {
+			bad("store.path is required (the SQLite file, e.g. opsbot.db)")
+		}
+		if st.URL != "" {
+			bad("store.url is for store.driver postgres; with driver sqlite the store is the file store.path (remove store.url, or set store.driver: postgres)")
+		}
+		if st.MaxConns != 0 {
+			bad("store.max_conns is for store.driver postgres; a sqlite store has one writer (remove store.max_conns)")
+		}
+	case StorePostgres:
+		if st.URL == "" {
+			bad("store.url is required with store.driver postgres (postgres://USER@HOST:5432/DB?sslmode=verify-full, ${ENV} or file:/path)")
+		} else if resolved(st.URL) && !postgresURL(st.URL.Value()) {
+			bad("store.url is not a PostgreSQL connection string: expected postgres://USER@HOST:PORT/DB or key=value pairs such as host=HOST dbname=DB (the value is a secret and is not shown)")
+		}
+		if st.Path != "" {
+			bad("store.path is for store.driver sqlite; with driver postgres the store is store.url (remove store.path)")
+		}
+		if st.MaxConns < 1 || st.MaxConns > 1000 {
+			bad("store.max_conns: %d is not in 1..1000 (the most connections opsbot opens to PostgreSQL; default %d)", st.MaxConns, DefaultStoreMaxConns)
+		}
+	default:
+		bad("store.driver: %q is not one of sqlite, postgres", st.Driver)
+	}
+}
+
+// postgresURL reports whether s has the shape of a PostgreSQL connection
+// string: a postgres:// or postgresql:// URL with a host or a socket
+// directory, or libpq's key=value pairs.
+func postgresURL(s string) bool {
+	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
+		u, err := url.Parse(s)
+		return err == nil && (u.Host != "" || u.Query().Get("host") != "")
+	}
+	return strings.Contains(s, "=") && !strings.Contains(s, "://")
 }

@@ -17,9 +17,9 @@ var secretKeys = map[string]bool{
 	"password": true, "access_token": true,
 }
 
-// secretSections are the sections that hold secrets: no value under them is
+// secretSections are the sections (and keys, by path) that hold secrets: no value under them is
 // ever quoted in an error, whatever key it was written under.
-var secretSections = map[string]bool{"slack": true, "matrix": true}
+var secretSections = map[string]bool{"slack": true, "matrix": true, "store.url": true}
 
 // maxShownValue is the longest value an error quotes: a token pasted in the
 // wrong place is longer.
