@@ -38,7 +38,9 @@ func TestMain(m *testing.M) {
 		os.Exit(code)
 	}
 	testrun.RaiseParallel()
-	os.Exit(m.Run())
+	code := m.Run()
+	testrun.RunAtExit()
+	os.Exit(code)
 }
 
 // Killed mid-job with SIGKILL, opsbot finds the job interrupted at its next

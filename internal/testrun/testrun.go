@@ -10,6 +10,7 @@ import (
 	"flag"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 )
 
@@ -21,7 +22,35 @@ const Parallel = 8
 // says otherwise (-test.parallel, -parallel to go test), and exits with their result.
 func Main(m *testing.M) {
 	RaiseParallel()
-	os.Exit(m.Run())
+	code := m.Run()
+	RunAtExit()
+	os.Exit(code)
+}
+
+var (
+	atExitMu sync.Mutex
+	atExit   []func()
+)
+
+// AtExit registers fn to run once this test binary's tests have all ended, before it exits:
+// for what a package's tests share and start lazily (a PostgreSQL cluster, see
+// internal/pgtest). Functions run last registered first. A TestMain of its own calls RunAtExit
+// after m.Run.
+func AtExit(fn func()) {
+	atExitMu.Lock()
+	defer atExitMu.Unlock()
+	atExit = append(atExit, fn)
+}
+
+// RunAtExit runs and forgets the functions AtExit registered, last first.
+func RunAtExit() {
+	atExitMu.Lock()
+	fns := atExit
+	atExit = nil
+	atExitMu.Unlock()
+	for i := len(fns) - 1; i >= 0; i-- {
+		fns[i]()
+	}
 }
 
 // RaiseParallel parses the command line and sets -test.parallel to Parallel unless it was
