@@ -76,18 +76,13 @@ func (s *Store) AddBenchResult(ctx context.Context, r BenchResult) (BenchResult,
 				return err
 			}
 		}
-		res, err := tx.ExecContext(context.Background(), `INSERT INTO bench_results
+		return tx.QueryRowContext(context.Background(), `INSERT INTO bench_results
 			(job_id, service, settings, at, output_tok_s, per_stream_tok_s, accept_len, accept_rate, requests_ok, requests_failed, concurrency, raw,
 			 prompts, input_len, output_len)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 			nullID(r.JobID), r.Service, r.Settings, r.At.UnixNano(),
 			nullFloat(r.OutputTokS), nullFloat(r.PerStreamTokS), nullFloat(r.AcceptLen), nullFloat(r.AcceptRate),
-			r.RequestsOK, r.RequestsFailed, r.Concurrency, nullJSON(r.Raw), r.Prompts, r.InputLen, r.OutputLen)
-		if err != nil {
-			return err
-		}
-		r.ID, err = res.LastInsertId()
-		return err
+			r.RequestsOK, r.RequestsFailed, r.Concurrency, nullJSON(r.Raw), r.Prompts, r.InputLen, r.OutputLen).Scan(&r.ID)
 	})
 	if err != nil {
 		return BenchResult{}, fmt.Errorf("add bench result for %s %s: %w", r.Service, r.Settings, err)

@@ -78,7 +78,7 @@ func (s *Store) WriteHealth() error {
 	if s.health.since.IsZero() {
 		return nil
 	}
-	return fmt.Errorf("store %s: %w since %s: %v", s.path, ErrRefusingWrites, s.health.since.UTC().Format("15:04:05"), s.health.last)
+	return fmt.Errorf("store %s: %w since %s: %v", s.name, ErrRefusingWrites, s.health.since.UTC().Format("15:04:05"), s.health.last)
 }
 
 // WriteErrors counts the writes the database refused since Open.

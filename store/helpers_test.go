@@ -4,9 +4,75 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/opsbot/opsbot/internal/pgtest"
 )
+
+// driver opens the stores of a test that runs against each of the store's
+// drivers (eachDriver).
+type driver struct {
+	name string
+	pg   bool
+	urls *sync.Map // postgres: path -> database URL, so openAt of one path opens one database
+}
+
+var drivers = []driver{{name: "sqlite"}, {name: "postgres", pg: true, urls: &sync.Map{}}}
+
+// eachDriver runs test once per driver, as subtests named by the driver.
+// PostgreSQL's subtest skips (or fails, with OPSBOT_REQUIRE_POSTGRES=1)
+// where PostgreSQL is not installed.
+func eachDriver(t *testing.T, test func(t *testing.T, drv driver)) {
+	t.Helper()
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			if d.pg {
+				pgtest.Skip(t)
+			}
+			test(t, d)
+		})
+	}
+}
+
+// openTemp opens a fresh, empty store of the driver, closed at cleanup.
+func (d driver) openTemp(t testing.TB) *Store {
+	t.Helper()
+	if !d.pg {
+		return openTemp(t)
+	}
+	return openURL(t, pgtest.Database(t))
+}
+
+// openAt opens the store at path: for postgres, the database that stands
+// for path in this test binary (created on first use), so that two calls
+// with one path are two processes on one database.
+func (d driver) openAt(t testing.TB, path string) *Store {
+	t.Helper()
+	if !d.pg {
+		return openAt(t, path)
+	}
+	u, ok := d.urls.Load(path)
+	if !ok {
+		u, _ = d.urls.LoadOrStore(path, pgtest.Database(t))
+	}
+	return openURL(t, u.(string))
+}
+
+func openURL(t testing.TB, url string) *Store {
+	t.Helper()
+	s, err := OpenPostgres(context.Background(), url, 0)
+	if err != nil {
+		t.Fatalf("OpenPostgres: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
 
 // openTemp opens a store in a fresh temporary directory, closed at cleanup.
 func openTemp(t testing.TB) *Store {
@@ -40,7 +106,9 @@ func rawDB(t testing.TB, path string) *sql.DB {
 	return db
 }
 
-func count(t testing.TB, db *sql.DB, table string) int {
+func count(t testing.TB, db interface {
+	QueryRow(string, ...any) *sql.Row
+}, table string) int {
 	t.Helper()
 	var n int
 	if err := db.QueryRow(`SELECT COUNT(*) FROM ` + table).Scan(&n); err != nil {

@@ -203,8 +203,13 @@ func integrity(ctx context.Context, db *sql.DB, abs, pragma string) error {
 // open store, on a read connection, without blocking writers. It returns a
 // *CorruptError naming what is damaged, or another error when the check
 // could not run. It reads the whole file: `opsbot config check` calls it.
+// On PostgreSQL, whose integrity is the server's, it checks that the
+// database answers.
 func (s *Store) Check(ctx context.Context) error {
-	return checkDB(ctx, s.rdb, s.path)
+	if s.dialect == postgresSQL {
+		return s.Ping(ctx)
+	}
+	return checkDB(ctx, s.rdb.DB, s.path)
 }
 
 // CheckFile checks the store at path without changing it (no migration, no

@@ -220,7 +220,7 @@ func BenchmarkQuickCheck10kJobs(b *testing.B) {
 	defer s.Close()
 	b.ResetTimer()
 	for b.Loop() {
-		if err := integrity(ctx, s.rdb, path, "quick_check"); err != nil {
+		if err := integrity(ctx, s.rdb.DB, path, "quick_check"); err != nil {
 			b.Fatal(err)
 		}
 	}

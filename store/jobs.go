@@ -119,15 +119,13 @@ func (s *Store) jobDefaults(j Job) Job {
 }
 
 func insertJob(tx *wtx, j Job) (int64, error) {
-	res, err := tx.ExecContext(context.Background(), `INSERT INTO jobs
+	var id int64
+	err := tx.QueryRowContext(context.Background(), `INSERT INTO jobs
 		(command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		j.Command, j.Platform, j.User, j.Room, j.Thread, j.Service, j.Host, string(j.Status), j.Error,
-		nullJSON(j.Result), nullID(j.ScheduleID), j.CreatedAt.UnixNano(), nanos(j.StartedAt), nanos(j.EndedAt), j.Owner)
-	if err != nil {
-		return 0, err
-	}
-	return res.LastInsertId()
+		nullJSON(j.Result), nullID(j.ScheduleID), j.CreatedAt.UnixNano(), nanos(j.StartedAt), nanos(j.EndedAt), j.Owner).Scan(&id)
+	return id, err
 }
 
 // jobExists returns ErrNotFound (wrapped) unless job id exists.

@@ -12,10 +12,13 @@ import (
 // first, at most limit (<= 0: 50). Dry runs (a canonical command with
 // --dry-run) are left out: they changed nothing.
 func (s *Store) UnitChangeJobs(ctx context.Context, service string, limit int) ([]Job, error) {
+	changed := s.dialect.pick(`json_extract(result, '$.unit.after') IS NOT NULL
+		AND json_extract(result, '$.unit.before') IS NOT json_extract(result, '$.unit.after')`,
+		`(result::jsonb #>> '{unit,after}') IS NOT NULL
+		AND (result::jsonb #>> '{unit,before}') IS DISTINCT FROM (result::jsonb #>> '{unit,after}')`)
 	jobs, err := queryJobs(ctx, s.rdb, `SELECT `+jobColumns+` FROM jobs
 		WHERE service = ? AND status IN ('succeeded', 'failed', 'cancelled', 'interrupted') AND result IS NOT NULL
-		AND json_extract(result, '$.unit.after') IS NOT NULL
-		AND json_extract(result, '$.unit.before') IS NOT json_extract(result, '$.unit.after')
+		AND `+changed+`
 		AND ' ' || command || ' ' NOT LIKE '% --dry-run %'
 		ORDER BY id DESC LIMIT ?`, service, limitOr(limit, 50))
 	if err != nil {

@@ -98,8 +98,10 @@ func (s *Store) RegisterOwner(ctx context.Context, o Owner, ttl time.Duration) (
 	err := s.write1(ctx, func(tx *wtx) error {
 		t := now()
 		o.StartedAt, o.HeartbeatAt, o.ExpiresAt = t, t, t.Add(ttl)
-		_, err := tx.ExecContext(context.Background(), `INSERT OR REPLACE INTO owners
-			(id, host, pid, machine, started_at, heartbeat_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(context.Background(), `INSERT INTO owners
+			(id, host, pid, machine, started_at, heartbeat_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, machine = excluded.machine,
+				started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at`,
 			o.ID, o.Host, o.PID, o.Machine, t.UnixNano(), t.UnixNano(), o.ExpiresAt.UnixNano())
 		return err
 	})
@@ -311,7 +313,7 @@ func (s *Store) AcquireLease(ctx context.Context, key, owner string, jobID int64
 			return nil
 		}
 		return tx.QueryRowContext(context.Background(), `INSERT INTO lease_epochs (key, epoch) VALUES (?, 1)
-			ON CONFLICT (key) DO UPDATE SET epoch = epoch + 1 RETURNING epoch`, key).Scan(&a.Epoch)
+			ON CONFLICT (key) DO UPDATE SET epoch = lease_epochs.epoch + 1 RETURNING epoch`, key).Scan(&a.Epoch)
 	})
 	if err != nil {
 		return Acquisition{}, fmt.Errorf("acquire lease %s for %s: %w", key, owner, err)

@@ -12,10 +12,22 @@ import (
 	"strconv"
 )
 
+// Migrations: one version sequence for both dialects, embedded in the
+// binary. Version N is the file NNNN_name.sql, which both SQLite and
+// PostgreSQL run, unless a variant for one dialect sits beside it:
+// NNNN_name.sqlite.sql or NNNN_name.postgres.sql (that dialect runs the
+// variant instead). A version may also be only the two variants, with no
+// common file. Every version must exist for both dialects, under one name:
+// the database records "NNNN_name" whichever file ran. A migration written
+// once for both should stay within what both accept (BIGINT for integers,
+// DOUBLE PRECISION for reals, TEXT, ALTER TABLE ... ADD COLUMN, CREATE
+// INDEX); anything else (triggers, identity keys, WITHOUT ROWID, JSON
+// functions) gets a variant per dialect.
+//
 //go:embed migrations/*.sql
 var embedded embed.FS
 
-// migrationFS holds this binary's migrations, NNNN_name.sql at its root.
+// migrationFS holds this binary's migrations at its root.
 var migrationFS = mustSub(embedded, "migrations")
 
 func mustSub(fsys fs.FS, dir string) fs.FS {
@@ -44,27 +56,52 @@ type migration struct {
 	sql     string
 }
 
-var migrationName = regexp.MustCompile(`^([0-9]{4})_[a-z0-9_]+\.sql$`)
+var migrationName = regexp.MustCompile(`^(([0-9]{4})_[a-z0-9_]+)(\.(sqlite|postgres))?\.sql$`)
 
-// loadMigrations reads NNNN_name.sql files from the root of fsys. Versions
-// must run 1, 2, 3, ... without gaps or duplicates.
-func loadMigrations(fsys fs.FS) ([]migration, error) {
+// loadMigrations reads the migrations for dialect d from the root of fsys
+// (see migrationFS for the scheme). Versions must run 1, 2, 3, ... without
+// gaps or duplicates, and each must exist for d.
+func loadMigrations(fsys fs.FS, d dialect) ([]migration, error) {
 	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		return nil, fmt.Errorf("read migrations: %w", err)
 	}
-	var ms []migration
+	byName := map[string]*migration{} // the file chosen so far for each NNNN_name
+	variant := map[string]bool{}      // whether it is d's own variant
+	have := map[string]bool{}         // whether a file for d was found
+	var names []string
 	for _, e := range entries {
 		m := migrationName.FindStringSubmatch(e.Name())
 		if m == nil || e.IsDir() {
-			return nil, fmt.Errorf("migration %q: name is not NNNN_name.sql", e.Name())
+			return nil, fmt.Errorf("migration %q: name is not NNNN_name.sql, NNNN_name.sqlite.sql or NNNN_name.postgres.sql", e.Name())
 		}
-		v, _ := strconv.Atoi(m[1])
+		name, forDialect := m[1], m[4]
+		v, _ := strconv.Atoi(m[2])
+		if _, ok := byName[name]; !ok {
+			byName[name] = &migration{version: v, name: name}
+			names = append(names, name)
+		}
+		if forDialect != "" && forDialect != d.String() {
+			continue
+		}
+		if variant[name] || (forDialect == "" && have[name]) {
+			continue
+		}
 		text, err := fs.ReadFile(fsys, e.Name())
 		if err != nil {
 			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
 		}
-		ms = append(ms, migration{version: v, name: e.Name()[:len(e.Name())-len(".sql")], sql: string(text)})
+		byName[name].sql = string(text)
+		variant[name] = forDialect != ""
+		have[name] = true
+	}
+	var ms []migration
+	for _, name := range names {
+		m := byName[name]
+		if !have[name] {
+			return nil, fmt.Errorf("migration %s has no file for %s: add %s.sql (both dialects) or %s.%s.sql", name, d, name, name, d)
+		}
+		ms = append(ms, *m)
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
 	for i, m := range ms {
@@ -82,13 +119,31 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 // write transaction. The current version is read inside each transaction, so
 // processes that open the same file at once apply each migration exactly
 // once. A database newer than fsys is refused with *SchemaVersionError.
-func migrate(ctx context.Context, db *sql.DB, fsys fs.FS) error {
-	ms, err := loadMigrations(fsys)
+//
+// On PostgreSQL each transaction first takes schema_migrations' table lock
+// (LOCK TABLE, released at commit: never a session lock, which would
+// outlive or vanish with a pooled backend), so processes that start
+// together migrate one after the other.
+func migrate(ctx context.Context, db *sql.DB, fsys fs.FS, d dialect) error {
+	ms, err := loadMigrations(fsys, d)
 	if err != nil {
 		return err
 	}
+	if d == postgresSQL {
+		// Two processes creating the table at once may collide on
+		// PostgreSQL's catalog; the loser finds it there on its next try.
+		for try := 0; ; try++ {
+			_, err := db.ExecContext(ctx, createMigrationsTable(d))
+			if err == nil {
+				break
+			}
+			if try == 2 || ctx.Err() != nil {
+				return fmt.Errorf("migrate: create schema_migrations: %w", err)
+			}
+		}
+	}
 	for {
-		done, err := migrateStep(ctx, db, ms)
+		done, err := migrateStep(ctx, db, ms, d)
 		if err != nil || done {
 			return err
 		}
@@ -97,7 +152,7 @@ func migrate(ctx context.Context, db *sql.DB, fsys fs.FS) error {
 
 // migrateStep applies the next migration, if any, and reports whether the
 // schema is now current.
-func migrateStep(ctx context.Context, db *sql.DB, ms []migration) (done bool, err error) {
+func migrateStep(ctx context.Context, db *sql.DB, ms []migration, d dialect) (done bool, err error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("migrate: begin: %w", err)
@@ -107,11 +162,11 @@ func migrateStep(ctx context.Context, db *sql.DB, ms []migration) (done bool, er
 			_ = tx.Rollback()
 		}
 	}()
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    INTEGER PRIMARY KEY,
-		name       TEXT    NOT NULL,
-		applied_at INTEGER NOT NULL
-	)`); err != nil {
+	if d == postgresSQL {
+		if _, err := tx.ExecContext(ctx, `LOCK TABLE schema_migrations IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+			return false, fmt.Errorf("migrate: lock schema_migrations: %w", err)
+		}
+	} else if _, err := tx.ExecContext(ctx, createMigrationsTable(d)); err != nil {
 		return false, fmt.Errorf("migrate: create schema_migrations: %w", err)
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT version, name FROM schema_migrations ORDER BY version`)
@@ -148,7 +203,7 @@ func migrateStep(ctx context.Context, db *sql.DB, ms []migration) (done bool, er
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 		return false, fmt.Errorf("migrate: apply %s: %w", m.name, err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+	if _, err := tx.ExecContext(ctx, d.rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
 		m.version, m.name, now().UnixNano()); err != nil {
 		return false, fmt.Errorf("migrate: record %s: %w", m.name, err)
 	}
@@ -156,6 +211,14 @@ func migrateStep(ctx context.Context, db *sql.DB, ms []migration) (done bool, er
 		return false, fmt.Errorf("migrate: commit %s: %w", m.name, err)
 	}
 	return m.version == len(ms), nil
+}
+
+func createMigrationsTable(d dialect) string {
+	return `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    ` + d.pick("INTEGER", "BIGINT") + ` PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at ` + d.pick("INTEGER", "BIGINT") + ` NOT NULL
+	)`
 }
 
 // SchemaVersion returns the newest migration applied to the database.

@@ -35,7 +35,7 @@ func withExtra(t *testing.T, extra map[string]string) fs.FS {
 
 func known(t *testing.T) int {
 	t.Helper()
-	ms, err := loadMigrations(migrationFS)
+	ms, err := loadMigrations(migrationFS, sqliteSQL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestMigrationsIdempotent(t *testing.T) {
 		if jobs := must(s2.ListJobs(ctx, JobFilter{}))(t); len(jobs) != 1 {
 			t.Fatalf("data lost on reopen: %+v", jobs)
 		}
-		if err := migrate(ctx, s2.wdb, migrationFS); err != nil {
+		if err := migrate(ctx, s2.wdb, migrationFS, sqliteSQL); err != nil {
 			t.Fatalf("migrate on a current database: %v", err)
 		}
 		s2.Close()
@@ -88,7 +88,7 @@ func TestMigrateUpgradeThenNewerRefused(t *testing.T) {
 		fmt.Sprintf("%04d_job_priority.sql", n+1): `ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX jobs_priority ON jobs (priority);`,
 	})
-	if err := migrate(ctx, s.wdb, newer); err != nil {
+	if err := migrate(ctx, s.wdb, newer, sqliteSQL); err != nil {
 		t.Fatalf("upgrade: %v", err)
 	}
 	if v := must(s.SchemaVersion(ctx))(t); v != n+1 {
@@ -126,7 +126,7 @@ func TestMigrationFailureRollsBack(t *testing.T) {
 		fmt.Sprintf("%04d_broken.sql", n+1): `CREATE TABLE half_done (x INTEGER);
 ALTER TABLE no_such_table ADD COLUMN y INTEGER;`,
 	})
-	if err := migrate(ctx, s.wdb, bad); err == nil || !strings.Contains(err.Error(), "broken") {
+	if err := migrate(ctx, s.wdb, bad, sqliteSQL); err == nil || !strings.Contains(err.Error(), "broken") {
 		t.Fatalf("broken migration: err = %v, want one naming it", err)
 	}
 	if v := must(s.SchemaVersion(ctx))(t); v != n {
@@ -145,7 +145,7 @@ func TestMigrationNameMismatchRefused(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t)
 	other := fstest.MapFS{"0001_something_else.sql": {Data: []byte("CREATE TABLE x (a);")}}
-	err := migrate(ctx, s.wdb, other)
+	err := migrate(ctx, s.wdb, other, sqliteSQL)
 	if err == nil || !strings.Contains(err.Error(), "0001_something_else") {
 		t.Fatalf("mismatched migration name: err = %v", err)
 	}
@@ -166,14 +166,52 @@ func TestLoadMigrationsRejects(t *testing.T) {
 		for _, f := range files {
 			m[f] = &fstest.MapFile{Data: []byte("SELECT 1;")}
 		}
-		if _, err := loadMigrations(m); err == nil {
+		if _, err := loadMigrations(m, sqliteSQL); err == nil {
 			t.Errorf("%s: loadMigrations(%v) accepted", name, files)
 		}
 	}
 	ms, err := loadMigrations(fstest.MapFS{"0002_b.sql": {}, "0001_a.sql": {}, "0010_j.sql": {}, "0003_c.sql": {},
-		"0004_d.sql": {}, "0005_e.sql": {}, "0006_f.sql": {}, "0007_g.sql": {}, "0008_h.sql": {}, "0009_i.sql": {}})
+		"0004_d.sql": {}, "0005_e.sql": {}, "0006_f.sql": {}, "0007_g.sql": {}, "0008_h.sql": {}, "0009_i.sql": {}}, sqliteSQL)
 	if err != nil || len(ms) != 10 || ms[0].name != "0001_a" || ms[9].name != "0010_j" {
 		t.Errorf("loadMigrations sorted = %+v, %v", ms, err)
+	}
+}
+
+// One version sequence for both dialects: a dialect runs its own variant
+// where there is one and the common file otherwise, and a version missing
+// for a dialect is named.
+func TestMigrationsPerDialect(t *testing.T) {
+	t.Parallel()
+	fsys := fstest.MapFS{
+		"0001_a.sql":          {Data: []byte("common 1")},
+		"0001_a.postgres.sql": {Data: []byte("pg 1")},
+		"0002_b.sql":          {Data: []byte("common 2")},
+		"0003_c.sqlite.sql":   {Data: []byte("lite 3")},
+		"0003_c.postgres.sql": {Data: []byte("pg 3")},
+	}
+	want := map[dialect][]string{sqliteSQL: {"common 1", "common 2", "lite 3"}, postgresSQL: {"pg 1", "common 2", "pg 3"}}
+	for d, texts := range want {
+		ms, err := loadMigrations(fsys, d)
+		if err != nil || len(ms) != 3 {
+			t.Fatalf("%s: %+v, %v", d, ms, err)
+		}
+		for i, m := range ms {
+			if m.sql != texts[i] || m.name != []string{"0001_a", "0002_b", "0003_c"}[i] {
+				t.Errorf("%s: migration %d is %s %q, want %q", d, i+1, m.name, m.sql, texts[i])
+			}
+		}
+	}
+	fsys["0004_d.sqlite.sql"] = &fstest.MapFile{Data: []byte("lite 4")}
+	if _, err := loadMigrations(fsys, postgresSQL); err == nil || !strings.Contains(err.Error(), "0004_d has no file for postgres") {
+		t.Errorf("a version without a postgres file: %v", err)
+	}
+	// This binary's own migrations load for both.
+	for _, d := range []dialect{sqliteSQL, postgresSQL} {
+		a, errA := loadMigrations(migrationFS, d)
+		b, errB := loadMigrations(migrationFS, sqliteSQL)
+		if errA != nil || errB != nil || len(a) != len(b) {
+			t.Errorf("%s: %d migrations (%v), sqlite %d (%v)", d, len(a), errA, len(b), errB)
+		}
 	}
 }
 

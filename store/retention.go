@@ -124,7 +124,7 @@ func Backup(ctx context.Context, path, dest string) error {
 func (s *Store) Ping(ctx context.Context) error {
 	select {
 	case <-s.closing:
-		return fmt.Errorf("store %s: %w", s.path, ErrClosed)
+		return fmt.Errorf("store %s: %w", s.name, ErrClosed)
 	default:
 	}
 	if err := s.WriteHealth(); err != nil {
@@ -132,7 +132,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	var one int
 	if err := s.rdb.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
-		return fmt.Errorf("store %s: %w", s.path, err)
+		return fmt.Errorf("store %s: %w", s.name, err)
 	}
 	return nil
 }

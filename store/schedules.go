@@ -74,16 +74,11 @@ func (s *Store) AddSchedule(ctx context.Context, sc Schedule) (Schedule, error) 
 	}
 	sc.CreatedAt = orNow(sc.CreatedAt)
 	err := s.write1(ctx, func(tx *wtx) error {
-		res, err := tx.ExecContext(context.Background(), `INSERT INTO schedules
+		return tx.QueryRowContext(context.Background(), `INSERT INTO schedules
 			(spec, command, platform, room, created_by, paused, created_at, creator, targets, missed, config_key)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 			sc.Spec, sc.Command, sc.Platform, sc.Room, sc.CreatedBy, sc.Paused, sc.CreatedAt.UnixNano(),
-			sc.Creator, sc.Targets, sc.Missed, nullString(sc.ConfigKey))
-		if err != nil {
-			return err
-		}
-		sc.ID, err = res.LastInsertId()
-		return err
+			sc.Creator, sc.Targets, sc.Missed, nullString(sc.ConfigKey)).Scan(&sc.ID)
 	})
 	if err != nil {
 		return Schedule{}, fmt.Errorf("add schedule %q %q: %w", sc.Spec, sc.Command, err)

@@ -92,10 +92,18 @@ const (
 // Store is an open opsbot database. It is safe for concurrent use by any
 // number of goroutines. Close it when done.
 type Store struct {
-	path string
-	wdb  *sql.DB // exactly one connection, used only by the writer goroutine
-	rdb  *sql.DB // read-only pool
-	cdb  *sql.DB // one connection for the checkpointer goroutine
+	path    string  // the SQLite file; "" on PostgreSQL
+	name    string  // what messages call the store: the file, or the PostgreSQL host and database (never the password)
+	dialect dialect // the SQL the database speaks
+	m       *metrics
+	// SQLite: wdb has exactly one connection, used only by the writer
+	// goroutine, rdb is a read-only pool and cdb one connection for the
+	// checkpointer goroutine. PostgreSQL: wdb and rdb share one bounded
+	// pool (the writer takes one of its connections per transaction), and
+	// cdb is nil.
+	wdb *sql.DB
+	rdb *db
+	cdb *sql.DB
 
 	commits int           // by the writer, since the last checkpoint request
 	ckpt    chan struct{} // capacity 1: a checkpoint is wanted
@@ -167,7 +175,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		wdb.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	if err := retryBusy(ctx, func() error { return migrate(ctx, wdb, migrationFS) }); err != nil {
+	if err := retryBusy(ctx, func() error { return migrate(ctx, wdb, migrationFS, sqliteSQL) }); err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -195,10 +203,14 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	cdb.SetMaxOpenConns(1)
 
+	m := &metrics{}
 	s := &Store{
 		path:    abs,
+		name:    abs,
+		dialect: sqliteSQL,
+		m:       m,
 		wdb:     wdb,
-		rdb:     rdb,
+		rdb:     &db{DB: rdb, d: sqliteSQL, m: m},
 		cdb:     cdb,
 		ckpt:    make(chan struct{}, 1),
 		ops:     make(chan *writeOp),
@@ -262,8 +274,15 @@ func dsn(abs string, readOnly bool) string {
 	return u.String()
 }
 
-// Path is the absolute path of the database file.
+// Path is the absolute path of the SQLite database file; "" on PostgreSQL.
 func (s *Store) Path() string { return s.path }
+
+// Name says which database the store is, for people: the SQLite file, or
+// "postgres HOST:PORT/DB" (never the password).
+func (s *Store) Name() string { return s.name }
+
+// Driver is "sqlite" or "postgres".
+func (s *Store) Driver() string { return s.dialect.String() }
 
 // checkpointer runs a passive WAL checkpoint whenever the writer asks. A
 // passive checkpoint neither waits for nor blocks readers and writers, of
@@ -289,9 +308,14 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		s.writerWG.Wait()
-		err := errors.Join(s.rdb.Close(), s.cdb.Close(), s.wdb.Close())
+		var err error
+		if s.dialect == postgresSQL {
+			err = s.wdb.Close()
+		} else {
+			err = errors.Join(s.rdb.Close(), s.cdb.Close(), s.wdb.Close())
+		}
 		if err != nil {
-			s.closeErr = fmt.Errorf("close store %s: %w", s.path, err)
+			s.closeErr = fmt.Errorf("close store %s: %w", s.name, err)
 		}
 	})
 	return s.closeErr

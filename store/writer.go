@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -98,7 +99,14 @@ func (s *Store) writer() {
 		// before the batch is cut: without this, half the transactions
 		// carry a single call and the rest wait behind them.
 		runtime.Gosched()
-		tx, err := s.wdb.BeginTx(context.Background(), nil)
+		// On PostgreSQL the whole transaction is bounded: a database that
+		// stops answering fails the batch instead of holding its callers.
+		txCtx, cancel := context.Background(), context.CancelFunc(func() {})
+		if s.dialect == postgresSQL {
+			txCtx, cancel = context.WithTimeout(txCtx, StatementTimeout)
+		}
+		t0 := time.Now()
+		tx, err := s.wdb.BeginTx(txCtx, nil)
 	drain:
 		for len(batch) < maxBatch {
 			select {
@@ -109,6 +117,8 @@ func (s *Store) writer() {
 			}
 		}
 		if err != nil {
+			cancel()
+			s.m.observe(t0, err)
 			err = fmt.Errorf("begin write transaction: %w", err)
 			for _, op := range batch {
 				if op.state.CompareAndSwap(opPending, opTaken) {
@@ -117,15 +127,18 @@ func (s *Store) writer() {
 			}
 			continue
 		}
-		s.runBatch(tx, batch)
+		s.m.observe(t0, s.runBatch(txCtx, tx, batch))
+		cancel()
 		clear(batch)
 		s.prepareNew()
 	}
 }
 
-// runBatch runs the pending calls of batch in tx and commits.
-func (s *Store) runBatch(sqlTx *sql.Tx, batch []*writeOp) {
-	tx := &wtx{tx: sqlTx, s: s}
+// runBatch runs the pending calls of batch in tx and commits. It returns
+// the error of the transaction itself (nil when it committed or had
+// nothing to commit), for the store's metrics.
+func (s *Store) runBatch(txCtx context.Context, sqlTx *sql.Tx, batch []*writeOp) error {
+	tx := &wtx{tx: sqlTx, s: s, ctx: txCtx}
 	taken := make([]*writeOp, 0, len(batch))
 	for _, op := range batch {
 		if op.state.CompareAndSwap(opPending, opTaken) {
@@ -139,7 +152,9 @@ func (s *Store) runBatch(sqlTx *sql.Tx, batch []*writeOp) {
 		switch {
 		case len(taken) == 1:
 			errs[i] = runOp(tx, op.fn)
-		case op.one:
+		case op.one && s.dialect == sqliteSQL:
+			// (PostgreSQL aborts the whole transaction on any failed
+			// statement: there every call of a batch has a savepoint.)
 			errs[i] = runOp(tx, op.fn)
 			poisoned = txLost(errs[i])
 		default:
@@ -179,6 +194,7 @@ func (s *Store) runBatch(sqlTx *sql.Tx, batch []*writeOp) {
 		}
 		op.done <- err
 	}
+	return commitErr
 }
 
 // txLost reports, as an error, whether err from a statement may have ended
@@ -238,11 +254,27 @@ func runSavepoint(tx *wtx, fn func(tx *wtx) error) (err, poisoned error) {
 type wtx struct {
 	tx *sql.Tx
 	s  *Store
+	// ctx bounds the transaction on PostgreSQL (StatementTimeout): its
+	// statements run under it, whatever context a call passes.
+	ctx context.Context
+}
+
+// bound returns the context a statement of the transaction runs under.
+func (t *wtx) bound(ctx context.Context) context.Context {
+	if t.s.dialect == postgresSQL && t.ctx != nil {
+		return t.ctx
+	}
+	return ctx
 }
 
 // stmt returns the transaction's handle on the cached statement for query,
 // or nil when it is not prepared yet (it will be, between transactions).
+// On PostgreSQL nothing is prepared: no statement outlives its call, so
+// that PgBouncer in transaction mode may pool the connections.
 func (t *wtx) stmt(ctx context.Context, query string) *sql.Stmt {
+	if t.s.dialect == postgresSQL {
+		return nil
+	}
 	st, ok := t.s.stmts[query]
 	if !ok {
 		t.s.stmts[query] = nil
@@ -258,21 +290,21 @@ func (t *wtx) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 	if st := t.stmt(ctx, query); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
-	return t.tx.ExecContext(ctx, query, args...)
+	return t.tx.ExecContext(t.bound(ctx), t.s.dialect.rebind(query), t.s.dialect.args(args)...)
 }
 
 func (t *wtx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
-	return t.tx.QueryContext(ctx, query, args...)
+	return t.tx.QueryContext(t.bound(ctx), t.s.dialect.rebind(query), t.s.dialect.args(args)...)
 }
 
 func (t *wtx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
-	return t.tx.QueryRowContext(ctx, query, args...)
+	return t.tx.QueryRowContext(t.bound(ctx), t.s.dialect.rebind(query), t.s.dialect.args(args)...)
 }
 
 // prepareNew prepares the statements first seen in the last transaction. It

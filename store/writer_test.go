@@ -91,7 +91,7 @@ func TestBatchIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.runBatch(tx, ops)
+	s.runBatch(context.Background(), tx, ops)
 	outcome := func(i int) error { return <-ops[i].done }
 	if err := outcome(0); err != nil {
 		t.Errorf("good call: %v", err)
@@ -158,7 +158,7 @@ func TestBatchOneStatement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.runBatch(tx, ops)
+	s.runBatch(context.Background(), tx, ops)
 	for i, wantErr := range []bool{false, true, true, false} {
 		if err := <-ops[i].done; (err != nil) != wantErr {
 			t.Errorf("op %d: err = %v, want error %v", i, err, wantErr)
@@ -182,7 +182,7 @@ func TestBatchOneStatement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.runBatch(tx, ops)
+	s.runBatch(context.Background(), tx, ops)
 	for i := range ops {
 		if err := <-ops[i].done; err == nil {
 			t.Errorf("op %d of the abandoned batch reported success", i)

@@ -1,0 +1,107 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// Config says which database to open (config.Store's keys).
+type Config struct {
+	Driver   string // "sqlite" (default) or "postgres"
+	Path     string // the SQLite file (driver sqlite)
+	URL      string // the PostgreSQL connection string (driver postgres); a secret, never in an error
+	MaxConns int    // the most connections to PostgreSQL; DefaultMaxConns when 0
+}
+
+// DefaultMaxConns is Config.MaxConns when 0.
+const DefaultMaxConns = 8
+
+// OpenConfig opens the store c names: Open for sqlite, OpenPostgres for
+// postgres. An unknown driver gives ErrInvalid.
+func OpenConfig(ctx context.Context, c Config) (*Store, error) {
+	switch c.Driver {
+	case "", "sqlite":
+		return Open(ctx, c.Path)
+	case "postgres":
+		return OpenPostgres(ctx, c.URL, c.MaxConns)
+	}
+	return nil, fmt.Errorf("open store: %w: driver %q is not sqlite or postgres", ErrInvalid, c.Driver)
+}
+
+// OpenPostgres opens the PostgreSQL database that url names (a postgres://
+// URL or key=value pairs) with at most maxConns connections
+// (DefaultMaxConns when 0), and creates or migrates its schema, under
+// schema_migrations' table lock, to the newest version this binary knows;
+// a schema newer than that is refused with a *SchemaVersionError and left
+// untouched. Several opsbot processes, on several machines, may share the
+// database.
+//
+// The connections keep no session state and no prepared statements (pgx's
+// simple protocol), so PgBouncer in transaction mode may sit between opsbot
+// and the database. Every statement and every write transaction is bounded
+// by StatementTimeout. Errors never show url (it may hold a password).
+func OpenPostgres(ctx context.Context, url string, maxConns int) (*Store, error) {
+	if url == "" {
+		return nil, fmt.Errorf("open store: %w: the PostgreSQL URL is empty", ErrInvalid)
+	}
+	cc, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w: store.url is not a valid PostgreSQL connection string", ErrInvalid)
+	}
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	cc.StatementCacheCapacity = 0
+	cc.DescriptionCacheCapacity = 0
+	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > StatementTimeout {
+		cc.ConnectTimeout = StatementTimeout
+	}
+	name := fmt.Sprintf("postgres %s:%d/%s", cc.Host, cc.Port, cc.Database)
+	pool := stdlib.OpenDB(*cc)
+	pool.SetMaxOpenConns(maxConns)
+	pool.SetMaxIdleConns(maxConns)
+	pool.SetConnMaxIdleTime(5 * time.Minute)
+	pool.SetConnMaxLifetime(time.Hour)
+	pctx, cancel := context.WithTimeout(ctx, 5*StatementTimeout)
+	err = pool.PingContext(pctx)
+	cancel()
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open store %s: %w", name, err)
+	}
+	// Migrations may take longer than one statement; they are bounded by
+	// ctx and a minute.
+	mctx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = migrate(mctx, pool, migrationFS, postgresSQL)
+	cancel()
+	if err != nil {
+		pool.Close()
+		var sv *SchemaVersionError
+		if errors.As(err, &sv) {
+			return nil, fmt.Errorf("open store %s: %w", name, err)
+		}
+		return nil, fmt.Errorf("open store %s: %w", name, err)
+	}
+	m := &metrics{}
+	s := &Store{
+		name:    name,
+		dialect: postgresSQL,
+		m:       m,
+		wdb:     pool,
+		rdb:     &db{DB: pool, d: postgresSQL, m: m},
+		ckpt:    make(chan struct{}, 1),
+		ops:     make(chan *writeOp),
+		closing: make(chan struct{}),
+	}
+	s.health.settled = refusalSettles
+	s.writerWG.Add(1)
+	go s.writer()
+	return s, nil
+}
+
