@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-func TestAudit(t *testing.T) {
+func testAudit(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	at := time.Date(2026, 12, 2, 18, 0, 0, 42, time.UTC)
 	entries := []AuditEntry{
 		{At: at, Platform: "slack", User: "U1", Room: "C1", Command: "mtp steps 10", Decision: DecisionAccepted, Detail: "job 1"},
@@ -43,6 +43,8 @@ func TestAudit(t *testing.T) {
 	}
 }
 
+func TestAudit(t *testing.T) { t.Parallel(); eachDriver(t, testAudit) }
+
 // TestAuditAppendOnly goes around the Store: even raw SQL on another handle
 // cannot change or delete audit entries.
 func TestAuditAppendOnly(t *testing.T) {
@@ -71,10 +73,10 @@ func TestAuditAppendOnly(t *testing.T) {
 	}
 }
 
-func TestCreateJobAudited(t *testing.T) {
+func testCreateJobAudited(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	j, err := s.CreateJobAudited(ctx, Job{Command: "mtp steps 10", User: "U1"},
 		AuditEntry{Platform: "slack", User: "U1", Command: "mtp steps 10", Decision: DecisionAccepted})
 	if err != nil {
@@ -107,3 +109,5 @@ func TestCreateJobAudited(t *testing.T) {
 		t.Errorf("AppendAudit(job) = %v", err)
 	}
 }
+
+func TestCreateJobAudited(t *testing.T) { t.Parallel(); eachDriver(t, testCreateJobAudited) }

@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-func TestBenchResults(t *testing.T) {
+func testBenchResults(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	job := mustCreate(t, s, Job{Command: "bench qwen"})
 	at := time.Date(2026, 12, 2, 18, 30, 0, 987654321, time.UTC)
 	r1, err := s.AddBenchResult(ctx, BenchResult{
@@ -68,10 +68,12 @@ func TestBenchResults(t *testing.T) {
 	}
 }
 
-func TestBenchResultRejectsBadInput(t *testing.T) {
+func TestBenchResults(t *testing.T) { t.Parallel(); eachDriver(t, testBenchResults) }
+
+func testBenchResultRejectsBadInput(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	ok := BenchResult{Service: "qwen", Settings: "steps=3"}
 	for name, mod := range map[string]func(*BenchResult){
 		"no service":   func(r *BenchResult) { r.Service = "" },
@@ -103,12 +105,17 @@ func TestBenchResultRejectsBadInput(t *testing.T) {
 	}
 }
 
+func TestBenchResultRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testBenchResultRejectsBadInput)
+}
+
 // The comparable runs of a result are those of the same service, settings and
 // load, newest first, at most n, the judged job's own left out.
-func TestRecentAtLoadAndMedian(t *testing.T) {
+func testRecentAtLoadAndMedian(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	load := Load{Prompts: 16, Concurrency: 4, InputLen: 256, OutputLen: 256}
 	add := func(job int64, svc, settings string, l Load, tok float64) BenchResult {
 		return must(s.AddBenchResult(ctx, BenchResult{JobID: job, Service: svc, Settings: settings, OutputTokS: tok,
@@ -158,3 +165,5 @@ func TestRecentAtLoadAndMedian(t *testing.T) {
 		t.Error("median of nothing is ok")
 	}
 }
+
+func TestRecentAtLoadAndMedian(t *testing.T) { t.Parallel(); eachDriver(t, testRecentAtLoadAndMedian) }

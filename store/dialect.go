@@ -43,8 +43,8 @@ const StatementTimeout = 2 * time.Second
 
 var rebound sync.Map // query text -> its PostgreSQL form
 
-// rebind returns query with its ? placeholders numbered for PostgreSQL
-// ($1, $2, ...); a ? inside a quoted string or identifier is left alone.
+// rebind returns query with its ? and ?NNN placeholders numbered for
+// PostgreSQL ($1, $2, ...); a ? inside a quoted string or identifier is left alone.
 // For SQLite it returns query as it is.
 func (d dialect) rebind(query string) string {
 	if d != postgresSQL || !strings.Contains(query, "?") {
@@ -66,6 +66,20 @@ func (d dialect) rebind(query string) string {
 		case c == '\'' || c == '"':
 			quote = c
 		case c == '?':
+			// ?NNN is parameter NNN; a bare ? the one after the highest
+			// so far, as SQLite numbers them.
+			j := i + 1
+			for j < len(query) && query[j] >= '0' && query[j] <= '9' {
+				j++
+			}
+			if j > i+1 {
+				k, _ := strconv.Atoi(query[i+1 : j])
+				n = max(n, k)
+				b.WriteByte('$')
+				b.WriteString(query[i+1 : j])
+				i = j - 1
+				continue
+			}
 			n++
 			b.WriteByte('$')
 			b.WriteString(strconv.Itoa(n))
@@ -147,4 +161,28 @@ func (b *db) Query(query string, args ...any) (*sql.Rows, error) {
 
 func (b *db) Exec(query string, args ...any) (sql.Result, error) {
 	return b.ExecContext(context.Background(), query, args...)
+}
+
+// rtx is a read transaction on db: *sql.Tx's query methods, with the
+// dialect's placeholders. On PostgreSQL the whole transaction is bounded by
+// StatementTimeout.
+type rtx struct {
+	*sql.Tx
+	d dialect
+}
+
+func (b *db) BeginTx(ctx context.Context, opts *sql.TxOptions) (*rtx, error) {
+	tx, err := b.DB.BeginTx(b.bound(ctx), opts)
+	if err != nil {
+		return nil, err
+	}
+	return &rtx{Tx: tx, d: b.d}, nil
+}
+
+func (t *rtx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return t.Tx.QueryContext(ctx, t.d.rebind(query), t.d.args(args)...)
+}
+
+func (t *rtx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.Tx.QueryRowContext(ctx, t.d.rebind(query), t.d.args(args)...)
 }

@@ -10,10 +10,10 @@ import (
 
 // TestClaimDeliveryCountsReplays: the first claim of a key is First; each
 // later one, from this handle or another on the file, counts a replay.
-func TestClaimDeliveryCountsReplays(t *testing.T) {
+func testClaimDeliveryCountsReplays(t *testing.T, drv driver) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
-	a, b := openAt(t, path), openAt(t, path)
+	a, b := drv.openAt(t, path), drv.openAt(t, path)
 	ctx := context.Background()
 	for i, s := range []*Store{a, b, a} {
 		c, err := s.ClaimDelivery(ctx, "slack", "http:1", time.Hour)
@@ -32,12 +32,17 @@ func TestClaimDeliveryCountsReplays(t *testing.T) {
 	}
 }
 
+func TestClaimDeliveryCountsReplays(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testClaimDeliveryCountsReplays)
+}
+
 // TestConfirmationsCappedAndTakenOnce: the caps count unexpired
 // confirmations only; a confirmation is found by token or by its message,
 // and taken once.
-func TestConfirmationsCappedAndTakenOnce(t *testing.T) {
+func testConfirmationsCappedAndTakenOnce(t *testing.T, drv driver) {
 	t.Parallel()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	ctx := context.Background()
 	now := time.Now()
 	add := func(tok, user string, proposed bool, expires time.Time) error {
@@ -86,12 +91,17 @@ func TestConfirmationsCappedAndTakenOnce(t *testing.T) {
 	}
 }
 
+func TestConfirmationsCappedAndTakenOnce(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testConfirmationsCappedAndTakenOnce)
+}
+
 // TestFinalShownClaimedOnce: a final job with a status message is listed
 // until its final edit is claimed; a released claim lists it again; a late
 // outcome after an interruption lists it again, marked late.
-func TestFinalShownClaimedOnce(t *testing.T) {
+func testFinalShownClaimedOnce(t *testing.T, drv driver) {
 	t.Parallel()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	ctx := context.Background()
 	j := mustCreate(t, s, Job{Command: "mtp steps 7 qwen", Platform: "slack", User: "U1", Room: "C1"})
 	if err := s.SetJobThread(ctx, j.ID, "1.2"); err != nil {
@@ -141,6 +151,8 @@ func TestFinalShownClaimedOnce(t *testing.T) {
 		t.Fatalf("a late outcome for a job not interrupted: %v", err)
 	}
 }
+
+func TestFinalShownClaimedOnce(t *testing.T) { t.Parallel(); eachDriver(t, testFinalShownClaimedOnce) }
 
 // TestWriteHealthFollowsAFullStore: writes refused by a full database are
 // counted and make WriteHealth (and Ping, hence /readyz) name the store;

@@ -31,7 +31,10 @@ func TestHelperProcess(t *testing.T) {
 		t.Skip("helper process for the durability tests")
 	}
 	ctx := context.Background()
-	s, err := Open(ctx, os.Getenv(helperPathEnv))
+	s, err := OpenConfig(ctx, Config{Path: os.Getenv(helperPathEnv)})
+	if u := os.Getenv(helperPathEnv); strings.HasPrefix(u, "postgres://") {
+		s, err = OpenPostgres(ctx, u, 0)
+	}
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(3)
@@ -214,13 +217,13 @@ func TestCrashRecovery(t *testing.T) {
 
 // TestTwoProcesses writes from a child process and this one at the same time
 // on one file: no call fails (no SQLITE_BUSY surfaces) and every row lands.
-func TestTwoProcesses(t *testing.T) {
+func testTwoProcesses(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
 	path := t.TempDir() + "/two.db"
-	s := openAt(t, path) // creates and migrates the file first
+	s := drv.openAt(t, path) // creates and migrates the file first
 	const n = 400
-	cmd, out := helper(t, "write", path, fmt.Sprintf("OPSBOT_STORE_N=%d", n))
+	cmd, out := helper(t, "write", drv.where(t, path), fmt.Sprintf("OPSBOT_STORE_N=%d", n))
 	if !out.Scan() || out.Text() != "started" {
 		t.Fatalf("child: %q %v", out.Text(), out.Err())
 	}
@@ -262,6 +265,8 @@ func TestTwoProcesses(t *testing.T) {
 		t.Errorf("jobs %d, events %d; want %d each", jobs, evs, 2*n)
 	}
 }
+
+func TestTwoProcesses(t *testing.T) { t.Parallel(); eachDriver(t, testTwoProcesses) }
 
 // TestTwoStoresOneFile does the same with two Store values in one process.
 func TestTwoStoresOneFile(t *testing.T) {
@@ -312,11 +317,11 @@ func TestTwoStoresOneFile(t *testing.T) {
 }
 
 // TestReopen writes one of everything, closes, reopens and reads it back.
-func TestReopen(t *testing.T) {
+func testReopen(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
 	path := t.TempDir() + "/sub/dir/opsbot.db"
-	s, err := Open(ctx, path)
+	s, err := drv.open(t, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +346,7 @@ func TestReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s = openAt(t, path)
+	s = drv.openAt(t, path)
 	got, err := s.Job(ctx, j.ID)
 	if err != nil || got.Status != Succeeded || string(got.Result) != `{"ok":true}` {
 		t.Errorf("job after reopen: %+v, %v", got, err)
@@ -365,3 +370,5 @@ func TestReopen(t *testing.T) {
 		t.Errorf("a cleanly finished job was interrupted: %+v, %v", unfinished, err)
 	}
 }
+
+func TestReopen(t *testing.T) { t.Parallel(); eachDriver(t, testReopen) }

@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-func TestEvents(t *testing.T) {
+func testEvents(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	j := mustCreate(t, s, Job{Command: "mtp steps 10"})
 	other := mustCreate(t, s, Job{Command: "gpu status"})
 
@@ -59,6 +59,8 @@ func TestEvents(t *testing.T) {
 		t.Errorf("AppendEvent(year 3000) = %v, want ErrInvalid", err)
 	}
 }
+
+func TestEvents(t *testing.T) { t.Parallel(); eachDriver(t, testEvents) }
 
 // TestEventSeqConcurrent appends to one job from many goroutines and two
 // Store values on the same file: the sequence is 1..n without repeats.

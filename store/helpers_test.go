@@ -148,3 +148,31 @@ func must[T any](v T, err error) func(testing.TB) T {
 		return v
 	}
 }
+
+// open is Open (or OpenPostgres, on the database that stands for path),
+// without a cleanup: the caller closes the store.
+func (d driver) open(t testing.TB, path string) (*Store, error) {
+	t.Helper()
+	if !d.pg {
+		return Open(context.Background(), path)
+	}
+	u, ok := d.urls.Load(path)
+	if !ok {
+		u, _ = d.urls.LoadOrStore(path, pgtest.Database(t))
+	}
+	return OpenPostgres(context.Background(), u.(string), 0)
+}
+
+// where is what names the store at path for another process: the path,
+// or the URL of the database that stands for it.
+func (d driver) where(t testing.TB, path string) string {
+	t.Helper()
+	if !d.pg {
+		return path
+	}
+	u, ok := d.urls.Load(path)
+	if !ok {
+		u, _ = d.urls.LoadOrStore(path, pgtest.Database(t))
+	}
+	return u.(string)
+}

@@ -12,10 +12,10 @@ import (
 // TestClaimFiringOnceAcrossStores: two Stores on one file claim the same
 // firing at once; exactly one wins, and an older firing is never claimed
 // after a newer one.
-func TestClaimFiringOnceAcrossStores(t *testing.T) {
+func testClaimFiringOnceAcrossStores(t *testing.T, drv driver) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
-	a, b := openAt(t, path), openAt(t, path)
+	a, b := drv.openAt(t, path), drv.openAt(t, path)
 	ctx := context.Background()
 	sc, err := a.AddSchedule(ctx, Schedule{Spec: "0 3 * * *", Command: "bench qwen"})
 	if err != nil {
@@ -52,12 +52,17 @@ func TestClaimFiringOnceAcrossStores(t *testing.T) {
 	}
 }
 
+func TestClaimFiringOnceAcrossStores(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testClaimFiringOnceAcrossStores)
+}
+
 // TestOpenIncidentOncePerService: one open incident per service, however
 // many open it at once; once closed, a new one may open; ack keeps the first.
-func TestOpenIncidentOncePerService(t *testing.T) {
+func testOpenIncidentOncePerService(t *testing.T, drv driver) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
-	a, b := openAt(t, path), openAt(t, path)
+	a, b := drv.openAt(t, path), drv.openAt(t, path)
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	opened := make([]bool, 2)
@@ -101,11 +106,16 @@ func TestOpenIncidentOncePerService(t *testing.T) {
 	}
 }
 
+func TestOpenIncidentOncePerService(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testOpenIncidentOncePerService)
+}
+
 // TestSyncConfigSchedules: a kept config entry keeps its id and firings, a
 // removed one goes, chat schedules stay.
-func TestSyncConfigSchedules(t *testing.T) {
+func testSyncConfigSchedules(t *testing.T, drv driver) {
 	t.Parallel()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	ctx := context.Background()
 	chat, _ := s.AddSchedule(ctx, Schedule{Spec: "@daily", Command: "bench qwen", Platform: "slack", Room: "C1", CreatedBy: "U1"})
 	one := Schedule{Spec: "0 3 * * *", Command: "sweep qwen steps 1..3", Creator: "slack:U1", Targets: "slack:C0OPS", ConfigKey: "k1"}
@@ -127,3 +137,5 @@ func TestSyncConfigSchedules(t *testing.T) {
 		t.Fatalf("%+v", all)
 	}
 }
+
+func TestSyncConfigSchedules(t *testing.T) { t.Parallel(); eachDriver(t, testSyncConfigSchedules) }

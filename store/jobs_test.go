@@ -30,10 +30,10 @@ func TestStatusFinal(t *testing.T) {
 	}
 }
 
-func TestJobRoundTrip(t *testing.T) {
+func testJobRoundTrip(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	created := time.Date(2026, 12, 2, 18, 0, 0, 123456789, time.FixedZone("CET", 3600))
 	in := Job{
 		Command: "mtp steps 10 qwen", Platform: "slack", User: "U1", Room: "C1", Thread: "1.2",
@@ -78,10 +78,12 @@ func TestJobRoundTrip(t *testing.T) {
 	}
 }
 
-func TestCreateJobRejectsBadInput(t *testing.T) {
+func TestJobRoundTrip(t *testing.T) { t.Parallel(); eachDriver(t, testJobRoundTrip) }
+
+func testCreateJobRejectsBadInput(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	for name, j := range map[string]Job{
 		"empty command":  {},
 		"blank command":  {Command: " \t"},
@@ -101,10 +103,15 @@ func TestCreateJobRejectsBadInput(t *testing.T) {
 	}
 }
 
-func TestCreateJobInFinalOrRunningState(t *testing.T) {
+func TestCreateJobRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testCreateJobRejectsBadInput)
+}
+
+func testCreateJobInFinalOrRunningState(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	r := mustCreate(t, s, Job{Command: "mtp steps 10", Status: Refused, Error: "needs operator"})
 	if !r.EndedAt.Equal(r.CreatedAt) {
 		t.Errorf("refused job EndedAt = %v, want CreatedAt %v", r.EndedAt, r.CreatedAt)
@@ -121,15 +128,20 @@ func TestCreateJobInFinalOrRunningState(t *testing.T) {
 	}
 }
 
+func TestCreateJobInFinalOrRunningState(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testCreateJobInFinalOrRunningState)
+}
+
 func isTransition(err error, from, to Status) bool {
 	var te *TransitionError
 	return errors.As(err, &te) && te.From == from && te.To == to
 }
 
-func TestJobTransitions(t *testing.T) {
+func testJobTransitions(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 
 	j := mustCreate(t, s, Job{Command: "mtp steps 10"})
 	if err := s.StartJob(ctx, j.ID); err != nil {
@@ -189,10 +201,12 @@ func TestJobTransitions(t *testing.T) {
 	}
 }
 
-func TestJobNotFound(t *testing.T) {
+func TestJobTransitions(t *testing.T) { t.Parallel(); eachDriver(t, testJobTransitions) }
+
+func testJobNotFound(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	const id = 4242
 	var te *TransitionError
 	for name, err := range map[string]error{
@@ -209,10 +223,12 @@ func TestJobNotFound(t *testing.T) {
 	}
 }
 
-func TestSetJobThread(t *testing.T) {
+func TestJobNotFound(t *testing.T) { t.Parallel(); eachDriver(t, testJobNotFound) }
+
+func testSetJobThread(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	j := mustCreate(t, s, Job{Command: "jobs", Status: Succeeded})
 	if err := s.SetJobThread(ctx, j.ID, "1733160000.000100"); err != nil {
 		t.Fatal(err)
@@ -222,10 +238,12 @@ func TestSetJobThread(t *testing.T) {
 	}
 }
 
-func TestListJobs(t *testing.T) {
+func TestSetJobThread(t *testing.T) { t.Parallel(); eachDriver(t, testSetJobThread) }
+
+func testListJobs(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	var ids []int64
 	for i, spec := range []struct {
 		svc, user string
@@ -264,10 +282,12 @@ func TestListJobs(t *testing.T) {
 	}
 }
 
-func TestInterruptUnfinished(t *testing.T) {
+func TestListJobs(t *testing.T) { t.Parallel(); eachDriver(t, testListJobs) }
+
+func testInterruptUnfinished(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	q := mustCreate(t, s, Job{Command: "a"})
 	r := mustCreate(t, s, Job{Command: "b"})
 	if err := s.StartJob(ctx, r.ID); err != nil {
@@ -308,12 +328,14 @@ func TestInterruptUnfinished(t *testing.T) {
 	}
 }
 
+func TestInterruptUnfinished(t *testing.T) { t.Parallel(); eachDriver(t, testInterruptUnfinished) }
+
 // TestConcurrentTransitions races many goroutines to start and finish the
 // same jobs: exactly one wins each transition.
-func TestConcurrentTransitions(t *testing.T) {
+func testConcurrentTransitions(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	const jobs, racers = 20, 8
 	var ids []int64
 	for i := range jobs {
@@ -356,3 +378,5 @@ func TestConcurrentTransitions(t *testing.T) {
 		}
 	}
 }
+
+func TestConcurrentTransitions(t *testing.T) { t.Parallel(); eachDriver(t, testConcurrentTransitions) }

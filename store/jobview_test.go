@@ -9,9 +9,9 @@ import (
 // UnitChangeJobs lists the finished jobs of a service that changed its unit,
 // newest first: not dry runs, not jobs that found nothing to change, not
 // another service's, not jobs still running.
-func TestUnitChangeJobs(t *testing.T) {
+func testUnitChangeJobs(t *testing.T, drv driver) {
 	t.Parallel()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	ctx := context.Background()
 	add := func(cmd, service string, st Status, result string) int64 {
 		t.Helper()
@@ -61,3 +61,5 @@ func TestUnitChangeJobs(t *testing.T) {
 		t.Errorf("JobAudit = %+v, %v", audit, err)
 	}
 }
+
+func TestUnitChangeJobs(t *testing.T) { t.Parallel(); eachDriver(t, testUnitChangeJobs) }

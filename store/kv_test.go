@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-func TestSyncToken(t *testing.T) {
+func testSyncToken(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	if v, err := s.SyncToken(ctx, "matrix.next_batch"); v != "" || err != nil {
 		t.Errorf("missing key = %q, %v; want \"\", nil", v, err)
 	}
@@ -31,3 +31,5 @@ func TestSyncToken(t *testing.T) {
 		t.Errorf("empty key = %v, want ErrInvalid", err)
 	}
 }
+
+func TestSyncToken(t *testing.T) { t.Parallel(); eachDriver(t, testSyncToken) }

@@ -30,10 +30,10 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func TestLeaseAcquireReleaseAndHolder(t *testing.T) {
+func testLeaseAcquireReleaseAndHolder(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	register(t, s, "a", time.Minute)
 	register(t, s, "b", time.Minute)
 
@@ -73,13 +73,18 @@ func TestLeaseAcquireReleaseAndHolder(t *testing.T) {
 	}
 }
 
+func TestLeaseAcquireReleaseAndHolder(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testLeaseAcquireReleaseAndHolder)
+}
+
 // A lease whose holder stopped renewing is taken over after its expiry, and
 // the old holder learns it lost it: its heartbeat no longer returns the key
 // and its release changes nothing.
-func TestLeaseTakeoverAfterExpiry(t *testing.T) {
+func testLeaseTakeoverAfterExpiry(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	const ttl = 200 * time.Millisecond
 	register(t, s, "a", time.Minute) // a's process lives on, but stalls on this lease
 	register(t, s, "b", time.Minute)
@@ -115,13 +120,18 @@ func TestLeaseTakeoverAfterExpiry(t *testing.T) {
 	}
 }
 
+func TestLeaseTakeoverAfterExpiry(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testLeaseTakeoverAfterExpiry)
+}
+
 // Heartbeats keep a lease held past its ttl; a dead owner (no heartbeat)
 // frees its leases at its own expiry even when the lease's is later, and
 // ExpireOwner frees them at once.
-func TestHeartbeatKeepsLeasesAndOwnerDeathFreesThem(t *testing.T) {
+func testHeartbeatKeepsLeasesAndOwnerDeathFreesThem(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	const ttl = 300 * time.Millisecond
 	register(t, s, "a", ttl)
 	register(t, s, "b", time.Minute)
@@ -167,13 +177,18 @@ func TestHeartbeatKeepsLeasesAndOwnerDeathFreesThem(t *testing.T) {
 	}
 }
 
+func TestHeartbeatKeepsLeasesAndOwnerDeathFreesThem(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testHeartbeatKeepsLeasesAndOwnerDeathFreesThem)
+}
+
 // Two Stores on one file (two connections, as two processes have) contend
 // for one lease from many goroutines: exactly one holds it at any time.
-func TestLeaseContentionAcrossTwoStores(t *testing.T) {
+func testLeaseContentionAcrossTwoStores(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
-	s1, s2 := openAt(t, path), openAt(t, path)
+	s1, s2 := drv.openAt(t, path), drv.openAt(t, path)
 	register(t, s1, "one", time.Minute)
 	register(t, s2, "two", time.Minute)
 
@@ -223,13 +238,18 @@ func TestLeaseContentionAcrossTwoStores(t *testing.T) {
 	}
 }
 
+func TestLeaseContentionAcrossTwoStores(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testLeaseContentionAcrossTwoStores)
+}
+
 // Jobs carry their creator's owner; only a dead owner's unfinished jobs are
 // interrupted.
-func TestInterruptUnfinishedSparesLiveOwners(t *testing.T) {
+func testInterruptUnfinishedSparesLiveOwners(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
-	s1, s2 := openAt(t, path), openAt(t, path)
+	s1, s2 := drv.openAt(t, path), drv.openAt(t, path)
 	register(t, s1, "live", time.Minute)
 	register(t, s2, "dying", time.Minute)
 	live := mustCreate(t, s1, Job{Command: "mtp steps 6 qwen"})
@@ -276,11 +296,16 @@ func TestInterruptUnfinishedSparesLiveOwners(t *testing.T) {
 	}
 }
 
-func TestCancelRequests(t *testing.T) {
+func TestInterruptUnfinishedSparesLiveOwners(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testInterruptUnfinishedSparesLiveOwners)
+}
+
+func testCancelRequests(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
-	s1, s2 := openAt(t, path), openAt(t, path)
+	s1, s2 := drv.openAt(t, path), drv.openAt(t, path)
 	register(t, s1, "runner", time.Minute)
 	j := mustCreate(t, s1, Job{Command: "mtp steps 6 qwen"})
 	other := mustCreate(t, s1, Job{Command: "svc restart qwen"})
@@ -308,6 +333,8 @@ func TestCancelRequests(t *testing.T) {
 		t.Fatalf("cancel of a missing job = %v, want ErrNotFound", err)
 	}
 }
+
+func TestCancelRequests(t *testing.T) { t.Parallel(); eachDriver(t, testCancelRequests) }
 
 // BenchmarkLeaseAcquireRelease measures one acquire and one release of a
 // free lease (two write transactions), the cost a mutating job pays per
@@ -350,10 +377,10 @@ func BenchmarkHeartbeat(b *testing.B) {
 
 // Owners dead for long, with no unfinished job, are removed with their
 // leases; live ones and dead ones with unfinished jobs stay.
-func TestPruneOwners(t *testing.T) {
+func testPruneOwners(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	register(t, s, "live", time.Minute)
 	register(t, s, "dead-idle", time.Minute)
 	register(t, s, "dead-busy", time.Minute)
@@ -393,3 +420,5 @@ func TestPruneOwners(t *testing.T) {
 		t.Fatalf("after its job was interrupted, the dead owner was not pruned (%d)", n)
 	}
 }
+
+func TestPruneOwners(t *testing.T) { t.Parallel(); eachDriver(t, testPruneOwners) }

@@ -10,9 +10,9 @@ import (
 // A result is compared only with one of the same service, settings and load
 // (prompts, concurrency, in, out); a result whose load is unknown (stored
 // before the load was) is never compared.
-func TestPreviousAtLoadIsLikeForLike(t *testing.T) {
+func testPreviousAtLoadIsLikeForLike(t *testing.T, drv driver) {
 	t.Parallel()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	ctx := context.Background()
 	a := Load{Prompts: 16, Concurrency: 1, InputLen: 256, OutputLen: 256}
 	b := Load{Prompts: 100, Concurrency: 8, InputLen: 512, OutputLen: 256}
@@ -51,6 +51,11 @@ func TestPreviousAtLoadIsLikeForLike(t *testing.T) {
 	if _, err := s.AddBenchResult(ctx, BenchResult{Service: "qwen", Settings: "x", Prompts: -1}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("negative prompts: %v, want ErrInvalid", err)
 	}
+}
+
+func TestPreviousAtLoadIsLikeForLike(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testPreviousAtLoadIsLikeForLike)
 }
 
 // BenchmarkPreviousAtLoad reads the like-for-like result a new benchmark is

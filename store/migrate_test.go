@@ -266,3 +266,21 @@ func TestOpenNotADatabase(t *testing.T) {
 		t.Error("Open changed a file that is not a database")
 	}
 }
+
+func TestRebind(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		`SELECT 1`:                             `SELECT 1`,
+		`a = ? AND b = ?`:                      `a = $1 AND b = $2`,
+		`a = ?, b = ?2 WHERE c > ?2 AND d = ?`: `a = $1, b = $2 WHERE c > $2 AND d = $3`,
+		`VALUES (?1, ?2) WHERE x <= ?2`:        `VALUES ($1, $2) WHERE x <= $2`,
+		`x = '?' AND "y?" = ?`:                 `x = '?' AND "y?" = $1`,
+	} {
+		if got := postgresSQL.rebind(in); got != want {
+			t.Errorf("rebind(%q) = %q, want %q", in, got, want)
+		}
+		if got := sqliteSQL.rebind(in); got != in {
+			t.Errorf("sqlite rebind(%q) = %q", in, got)
+		}
+	}
+}

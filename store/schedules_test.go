@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-func TestSchedules(t *testing.T) {
+func testSchedules(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	a, err := s.AddSchedule(ctx, Schedule{Spec: "0 3 * * *", Command: "sweep qwen steps 1..5", Platform: "matrix", Room: "!r:x", CreatedBy: "@ann:x"})
 	if err != nil {
 		t.Fatal(err)
@@ -75,10 +75,12 @@ func TestSchedules(t *testing.T) {
 	}
 }
 
-func TestSchedulesBadInputAndNotFound(t *testing.T) {
+func TestSchedules(t *testing.T) { t.Parallel(); eachDriver(t, testSchedules) }
+
+func testSchedulesBadInputAndNotFound(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	for name, sc := range map[string]Schedule{
 		"no spec":    {Command: "x"},
 		"no command": {Spec: "@daily"},
@@ -112,4 +114,9 @@ func TestSchedulesBadInputAndNotFound(t *testing.T) {
 	if got := must(s.Schedule(ctx, sc.ID))(t); !got.LastRunAt.IsZero() {
 		t.Errorf("failed RecordScheduleRun changed the schedule: %+v", got)
 	}
+}
+
+func TestSchedulesBadInputAndNotFound(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testSchedulesBadInputAndNotFound)
 }

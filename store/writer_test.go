@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-func TestWriteCancelledBeforeStart(t *testing.T) {
+func testWriteCancelledBeforeStart(t *testing.T, drv driver) {
 	t.Parallel()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := s.CreateJob(ctx, Job{Command: "x"}); !errors.Is(err, context.Canceled) {
@@ -20,6 +20,11 @@ func TestWriteCancelledBeforeStart(t *testing.T) {
 	if n := count(t, s.rdb, "jobs"); n != 0 {
 		t.Errorf("a cancelled call wrote %d rows", n)
 	}
+}
+
+func TestWriteCancelledBeforeStart(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testWriteCancelledBeforeStart)
 }
 
 func TestClosed(t *testing.T) {
@@ -196,10 +201,10 @@ func TestBatchOneStatement(t *testing.T) {
 // TestConcurrentMixedWrites drives the writer with many goroutines whose
 // calls fail and succeed in mixed order; every good call lands and no bad
 // call leaves a trace.
-func TestConcurrentMixedWrites(t *testing.T) {
+func testConcurrentMixedWrites(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	const goroutines, each = 20, 30
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines*each)
@@ -240,6 +245,8 @@ func TestConcurrentMixedWrites(t *testing.T) {
 		t.Errorf("failed calls left %d events", n)
 	}
 }
+
+func TestConcurrentMixedWrites(t *testing.T) { t.Parallel(); eachDriver(t, testConcurrentMixedWrites) }
 
 // TestCloseWhileWriting closes the store under load: every call returns,
 // either committed (nil) or refused with ErrClosed, and what returned nil
