@@ -70,7 +70,7 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 			auth = auth.WithRoomLevels(platform, l)
 		}
 	}
-	st, err := store.Open(ctx, cfg.Store.Path)
+	st, err := store.OpenConfig(ctx, StoreConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -126,4 +126,10 @@ func (a *App) CurrentConfig() *config.Config {
 func (a *App) Close() error {
 	a.Engine.Close()
 	return a.Store.Close()
+}
+
+// StoreConfig is the store the config names (store.driver, store.path,
+// store.url, store.max_conns), for store.OpenConfig.
+func StoreConfig(cfg *config.Config) store.Config {
+	return store.Config{Driver: cfg.Store.Driver, Path: cfg.Store.Path, URL: cfg.Store.URL.Value(), MaxConns: cfg.Store.MaxConns}
 }

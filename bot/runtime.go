@@ -154,7 +154,7 @@ func (r *Runbooks) Reload(app *App, cfg *config.Config, build func(*config.Confi
 func RestartOnly(old, cfg *config.Config) []string {
 	var keys []string
 	for key, same := range map[string]bool{
-		"store.path":  cfg.Store.Path == old.Store.Path,
+		"store":       cfg.Store.Driver == old.Store.Driver && cfg.Store.Path == old.Store.Path && cfg.Store.URL == old.Store.URL && cfg.Store.MaxConns == old.Store.MaxConns,
 		"http.listen": cfg.HTTP.Listen == old.HTTP.Listen,
 		"log":         cfg.Log == old.Log,
 		"limits":      cfg.Limits == old.Limits,

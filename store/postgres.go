@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -82,22 +81,19 @@ func OpenPostgres(ctx context.Context, url string, maxConns int) (*Store, error)
 	cancel()
 	if err != nil {
 		pool.Close()
-		var sv *SchemaVersionError
-		if errors.As(err, &sv) {
-			return nil, fmt.Errorf("open store %s: %w", name, err)
-		}
 		return nil, fmt.Errorf("open store %s: %w", name, err)
 	}
 	m := &metrics{}
 	s := &Store{
-		name:    name,
-		dialect: postgresSQL,
-		m:       m,
-		wdb:     pool,
-		rdb:     &db{DB: pool, d: postgresSQL, m: m},
-		ckpt:    make(chan struct{}, 1),
-		ops:     make(chan *writeOp),
-		closing: make(chan struct{}),
+		pgConfig: cc,
+		name:     name,
+		dialect:  postgresSQL,
+		m:        m,
+		wdb:      pool,
+		rdb:      &db{DB: pool, d: postgresSQL, m: m},
+		ckpt:     make(chan struct{}, 1),
+		ops:      make(chan *writeOp),
+		closing:  make(chan struct{}),
 	}
 	s.health.settled = refusalSettles
 	s.writerWG.Add(1)
@@ -105,3 +101,54 @@ func OpenPostgres(ctx context.Context, url string, maxConns int) (*Store, error)
 	return s, nil
 }
 
+// Name says which database c names, for people, as Store.Name does: the
+// SQLite file, or "postgres HOST:PORT/DB" (never the password).
+func (c Config) Name() string {
+	if c.Driver != "postgres" {
+		return c.Path
+	}
+	cc, err := pgx.ParseConfig(c.URL)
+	if err != nil {
+		return "postgres (store.url does not parse)"
+	}
+	return fmt.Sprintf("postgres %s:%d/%s", cc.Host, cc.Port, cc.Database)
+}
+
+// CheckConfig checks the store c names without changing it: CheckFile for
+// sqlite; for postgres, that the database answers within StatementTimeout
+// and holds no schema newer than this binary (a *SchemaVersionError). An
+// empty database is fine: the first start creates the schema.
+func CheckConfig(ctx context.Context, c Config) error {
+	if c.Driver != "postgres" {
+		return CheckFile(ctx, c.Path)
+	}
+	cc, err := pgx.ParseConfig(c.URL)
+	if err != nil {
+		return fmt.Errorf("%w: store.url is not a valid PostgreSQL connection string", ErrInvalid)
+	}
+	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > StatementTimeout {
+		cc.ConnectTimeout = StatementTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*StatementTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.Name(), err)
+	}
+	defer conn.Close(context.Background())
+	var v int
+	err = conn.QueryRow(ctx, `SELECT COALESCE((SELECT MAX(version) FROM schema_migrations), 0)
+		WHERE to_regclass('schema_migrations') IS NOT NULL`).Scan(&v)
+	if err != nil && err != pgx.ErrNoRows {
+		return fmt.Errorf("%s: read schema version: %w", c.Name(), err)
+	}
+	ms, err := loadMigrations(migrationFS, postgresSQL)
+	if err != nil {
+		return err
+	}
+	if v > len(ms) {
+		return fmt.Errorf("%s: %w", c.Name(), &SchemaVersionError{Database: v, Binary: len(ms)})
+	}
+	return nil
+}

@@ -58,6 +58,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -104,6 +105,9 @@ type Store struct {
 	wdb *sql.DB
 	rdb *db
 	cdb *sql.DB
+	// pgConfig is the PostgreSQL connection's configuration (SideDB opens
+	// with it); nil for SQLite.
+	pgConfig *pgx.ConnConfig
 
 	commits int           // by the writer, since the last checkpoint request
 	ckpt    chan struct{} // capacity 1: a checkpoint is wanted

@@ -57,11 +57,11 @@ func startE2EE(ctx context.Context, a *Adapter, login *mautrix.Client, st *store
 	if err != nil {
 		return nil, err
 	}
-	db, err := st.SideDB()
+	db, dialect, err := st.SideDB()
 	if err != nil {
 		return nil, err
 	}
-	d, err := openDevice(ctx, a, login, db, pickle)
+	d, err := openDevice(ctx, a, login, db, dialect, pickle)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -69,9 +69,9 @@ func startE2EE(ctx context.Context, a *Adapter, login *mautrix.Client, st *store
 	return d, nil
 }
 
-func openDevice(ctx context.Context, a *Adapter, login *mautrix.Client, db *sql.DB, pickle []byte) (*olmDevice, error) {
+func openDevice(ctx context.Context, a *Adapter, login *mautrix.Client, db *sql.DB, dialect string, pickle []byte) (*olmDevice, error) {
 	zl := zerologTo(a.log)
-	dbu, err := dbutil.NewWithDB(db, "sqlite3")
+	dbu, err := dbutil.NewWithDB(db, dialect)
 	if err != nil {
 		return nil, err
 	}

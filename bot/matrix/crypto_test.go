@@ -99,7 +99,7 @@ func TestEncryptedRoom(t *testing.T) {
 	})
 
 	// A second process on the same store, not syncing, must not post there.
-	standby, err := matrix.New(*e.cfg.Matrix, matrix.Options{StorePath: e.cfg.Store.Path, Logger: testLogger(t)})
+	standby, err := matrix.New(*e.cfg.Matrix, matrix.Options{Store: bot.StoreConfig(e.cfg), Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

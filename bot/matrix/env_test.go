@@ -102,7 +102,7 @@ func (e *env) start(now func() time.Time) *instance {
 	t := e.t
 	t.Helper()
 	log := testLogger(t)
-	a, err := matrix.New(*e.cfg.Matrix, matrix.Options{StorePath: e.cfg.Store.Path, LeaseTTL: e.cfg.Limits.LeaseTTL.D(), Logger: log})
+	a, err := matrix.New(*e.cfg.Matrix, matrix.Options{Store: bot.StoreConfig(e.cfg), LeaseTTL: e.cfg.Limits.LeaseTTL.D(), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/store"
 )
 
 // TestToHTML: the bot's light markup becomes HTML, and everything else,
@@ -30,7 +31,7 @@ func TestNewRefuses(t *testing.T) {
 	t.Parallel()
 	good := config.Matrix{Enabled: true, Homeserver: "http://127.0.0.1:8008", UserID: "@opsbot:example.org",
 		Password: "pw", Rooms: []string{"!abc:example.org"}}
-	if _, err := New(good, Options{StorePath: "x.db"}); err != nil {
+	if _, err := New(good, Options{Store: store.Config{Path: "x.db"}}); err != nil {
 		t.Fatalf("a good config: %v", err)
 	}
 	bad := good

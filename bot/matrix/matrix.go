@@ -125,9 +125,10 @@ const maxInline = 16 << 10
 
 // Options are what New needs besides the matrix section.
 type Options struct {
-	// StorePath is the bot's store (store.path): the adapter opens its own
-	// handle on it for its login, sync token, event claims and sync lease.
-	StorePath string
+	// Store is the bot's store (bot.StoreConfig): the adapter opens its own
+	// handle on it for its login, sync token, event claims, sync lease and
+	// encryption keys.
+	Store store.Config
 	// LeaseTTL is limits.lease_ttl: how long the sync lease outlives its
 	// holder's last heartbeat. config.DefaultLeaseTTL when zero.
 	LeaseTTL time.Duration
@@ -194,8 +195,8 @@ func New(cfg config.Matrix, o Options) (*Adapter, error) {
 	if cfg.Encryption && !config.MatrixEncryptionBuilt {
 		problems = append(problems, "matrix.encryption: end-to-end encryption is not in this build of opsbot (build it with -tags goolm)")
 	}
-	if o.StorePath == "" {
-		problems = append(problems, "the store path is required (the adapter keeps its login and sync token there)")
+	if o.Store.Path == "" && o.Store.URL == "" {
+		problems = append(problems, "the store is required (the adapter keeps its login and sync token there)")
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("matrix adapter: %s", strings.Join(problems, "; "))
@@ -249,7 +250,7 @@ func (a *Adapter) setReady()              { a.ready.Store(nil) }
 // homeserver refuses the credentials (or they are another account's).
 func (a *Adapter) Run(ctx context.Context, in bot.Inbound) error {
 	defer a.setNotReady("stopped")
-	st, err := store.Open(ctx, a.opts.StorePath)
+	st, err := store.OpenConfig(ctx, a.opts.Store)
 	if ctx.Err() != nil {
 		if err == nil {
 			st.Close()
@@ -439,7 +440,7 @@ func (a *Adapter) conn(ctx context.Context) (*mautrix.Client, error) {
 // keptLogin reads the login a password login left in the store, if it
 // is for this homeserver.
 func (a *Adapter) keptLogin(ctx context.Context) (savedLogin, error) {
-	st, err := store.Open(ctx, a.opts.StorePath)
+	st, err := store.OpenConfig(ctx, a.opts.Store)
 	if err != nil {
 		return savedLogin{}, fmt.Errorf("matrix: open store: %w", err)
 	}

@@ -350,7 +350,7 @@ func TestBadCredentials(t *testing.T) {
 	} {
 		m := *e.cfg.Matrix
 		c.edit(&m)
-		a, err := matrix.New(m, matrix.Options{StorePath: e.cfg.Store.Path, Logger: testLogger(t)})
+		a, err := matrix.New(m, matrix.Options{Store: bot.StoreConfig(e.cfg), Logger: testLogger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -28,5 +28,5 @@ func newSlackAdapter(cfg *config.Config, log *slog.Logger) (bot.HTTPAdapter, err
 // (enabled). It keeps its login and sync token in the store at store.path,
 // and syncs only while it holds the store's sync lease (limits.lease_ttl).
 func newMatrixAdapter(cfg *config.Config, log *slog.Logger) (bot.Adapter, error) {
-	return matrix.New(*cfg.Matrix, matrix.Options{StorePath: cfg.Store.Path, LeaseTTL: cfg.Limits.LeaseTTL.D(), Logger: log})
+	return matrix.New(*cfg.Matrix, matrix.Options{Store: bot.StoreConfig(cfg), LeaseTTL: cfg.Limits.LeaseTTL.D(), Logger: log})
 }

@@ -146,7 +146,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		if serr := storeResult(ctx, cfg, *service, settingsKey, load, res); serr != nil {
 			fmt.Fprintf(stderr, "opsbot bench: result not stored: %v\n", serr)
 		} else {
-			fmt.Fprintf(stderr, "stored as a %s result of %s (%s)\n", settingsKey, *service, cfg.Store.Path)
+			fmt.Fprintf(stderr, "stored as a %s result of %s (%s)\n", settingsKey, *service, bot.StoreConfig(cfg).Name())
 		}
 	}
 	if err != nil {
@@ -177,7 +177,7 @@ func acceptanceFor(ctx context.Context, base, engineName string, dial engine.Dia
 // storeResult adds res to service's history, with no job: history shows it
 // as "opsbot bench".
 func storeResult(ctx context.Context, cfg *config.Config, service, settings string, load store.Load, res *bench.Result) error {
-	st, err := store.Open(ctx, cfg.Store.Path)
+	st, err := store.OpenConfig(ctx, bot.StoreConfig(cfg))
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"sort"
 
+	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/store"
@@ -110,7 +111,12 @@ func checkResources(ctx context.Context, cfg *config.Config) []error {
 			problems = append(problems, unknownHosts(cfg)...)
 		}
 	}
-	if cfg.Store.Path != "" {
+	switch {
+	case cfg.Store.Driver == config.StorePostgres && cfg.Store.URL != "":
+		if err := store.CheckConfig(ctx, bot.StoreConfig(cfg)); err != nil {
+			problems = append(problems, fmt.Errorf("store.url: %w", err))
+		}
+	case cfg.Store.Path != "":
 		if err := store.CheckFile(ctx, cfg.Store.Path); err != nil {
 			problems = append(problems, fmt.Errorf("store.path: %w", err))
 		}

@@ -450,6 +450,9 @@ func cmdStore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	dest := rest[0]
+	if cfg.Store.Driver == config.StorePostgres {
+		return fmt.Errorf("opsbot store backup copies a SQLite store; this config's store is PostgreSQL (%s): back it up with pg_dump (pg_dump --format=custom --file=%s DATABASE), or copy it into a SQLite store with opsbot store copy", bot.StoreConfig(cfg).Name(), dest)
+	}
 	t0 := time.Now()
 	if err := store.Backup(ctx, cfg.Store.Path, dest); err != nil {
 		return err
