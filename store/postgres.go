@@ -138,9 +138,12 @@ func CheckConfig(ctx context.Context, c Config) error {
 	}
 	defer conn.Close(context.Background())
 	var v int
-	err = conn.QueryRow(ctx, `SELECT COALESCE((SELECT MAX(version) FROM schema_migrations), 0)
-		WHERE to_regclass('schema_migrations') IS NOT NULL`).Scan(&v)
-	if err != nil && err != pgx.ErrNoRows {
+	var exists bool
+	err = conn.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists)
+	if err == nil && exists {
+		err = conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
+	}
+	if err != nil {
 		return fmt.Errorf("%s: read schema version: %w", c.Name(), err)
 	}
 	ms, err := loadMigrations(migrationFS, postgresSQL)

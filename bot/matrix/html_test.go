@@ -38,7 +38,7 @@ func TestNewRefuses(t *testing.T) {
 	bad.Homeserver, bad.UserID, bad.Password, bad.Rooms, bad.Encryption = "ftp://x", "opsbot", "", nil, true
 	_, err := New(bad, Options{})
 	for _, want := range []string{"matrix.homeserver", "matrix.user_id", "matrix.access_token or matrix.password",
-		"matrix.rooms", "store path"} {
+		"matrix.rooms", "the store is required"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("err %v, want it to name %s", err, want)
 		}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opsbot/opsbot/internal/pgtest"
+)
+
+// postgresStore rewrites the example config's store section to driver
+// postgres at url (given through ${OPSBOT_TEST_DB_URL}, as an operator
+// would), plus extra lines.
+func postgresStore(url, extra string) func(string) string {
+	return func(s string) string {
+		i := strings.Index(s, "store:\n")
+		j := strings.Index(s[i:], "\n\n")
+		return s[:i] + "store:\n  driver: postgres\n  url: " + url + "\n" + extra + s[i+j+1:]
+	}
+}
+
+// config check with store.driver postgres: the database is reached (and its
+// schema checked), an unreachable one and store.path are named, and the
+// URL's password is never shown.
+func TestConfigCheckPostgres(t *testing.T) {
+	pgtest.Skip(t)
+	const password = "PgTopSecret42"
+	dir := t.TempDir()
+	writeSSHFiles(t, dir, 0o600)
+	url := pgtest.Database(t)
+	withPassword := strings.Replace(url, "postgres@", "postgres:"+password+"@", 1)
+	t.Setenv("OPSBOT_TEST_DB_URL", withPassword)
+
+	path := exampleIn(t, dir, postgresStore(`"${OPSBOT_TEST_DB_URL}"`, ""))
+	code, stdout, stderr := configCheck(t, "config", "check", "--config", path)
+	if code != 0 {
+		t.Fatalf("a reachable database: exit %d:\n%s", code, stderr)
+	}
+	if !strings.Contains(stdout, "driver: postgres") || !strings.Contains(stdout, "url: '[redacted]'") || !strings.Contains(stdout, "max_conns: 8") {
+		t.Errorf("the effective config does not show the store as expected:\n%s", stdout)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	t.Setenv("OPSBOT_TEST_DB_URL", "postgres://opsbot:"+password+"@"+closed+"/opsbot?sslmode=disable")
+	code, _, stderr = configCheck(t, "config", "check", "--config", path)
+	if code != 1 || !strings.Contains(stderr, "store.url: postgres "+closed+"/opsbot") {
+		t.Errorf("an unreachable database: exit %d:\n%s", code, stderr)
+	}
+
+	path = exampleIn(t, dir, postgresStore(`"${OPSBOT_TEST_DB_URL}"`, "  path: "+filepath.Join(dir, "opsbot.db")+"\n"))
+	code, _, stderr = configCheck(t, "config", "check", "--config", path)
+	if code != 1 || !strings.Contains(stderr, "store.path is for store.driver sqlite") {
+		t.Errorf("store.path with postgres: exit %d:\n%s", code, stderr)
+	}
+	for _, out := range []string{stdout, stderr} {
+		if strings.Contains(out, password) {
+			t.Errorf("config check shows store.url's password:\n%s", out)
+		}
+	}
+}
