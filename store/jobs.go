@@ -436,8 +436,11 @@ func (f JobFilter) where() (string, []any) {
 func (s *Store) InterruptUnfinished(ctx context.Context) ([]Job, error) {
 	var jobs []Job
 	err := s.write(ctx, func(tx *wtx) error {
-		var err error
-		t := now().UnixNano()
+		tt, err := tx.now()
+		if err != nil {
+			return err
+		}
+		t := tt.UnixNano()
 		jobs, err = queryJobs(context.Background(), tx, `UPDATE jobs SET status = 'interrupted', error = ?, ended_at = ?2
 			WHERE status IN ('queued', 'running')
 			  AND NOT EXISTS (SELECT 1 FROM owners o WHERE o.id = jobs.owner AND o.expires_at > ?2)

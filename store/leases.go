@@ -20,9 +20,14 @@ import (
 // live, and anyone may take it over after that. Heartbeat renews an owner's
 // leases together with the owner.
 //
-// Every time is taken from this machine's clock when the statement runs,
-// inside the write transaction: processes that share a file share a machine
-// (SQLite's locking needs a local file system), so they share the clock.
+// Every time is taken when the statement runs, inside the write
+// transaction, from the store's clock (wtx.now): on SQLite this machine's
+// (processes that share a file share a machine, SQLite's locking needs a
+// local file system, so they share the clock); on PostgreSQL the
+// database's clock_timestamp(), so that processes on machines whose clocks
+// differ agree on every expiry. A holder on another machine is dead only
+// once its expiry passes; ExpireOwner's same-machine shortcut needs the
+// same Machine (host, boot id and PID namespace).
 
 // ErrLeaseLost is wrapped by errors about a lease this owner no longer holds
 // (it expired and was taken over, or was never held).
@@ -95,10 +100,13 @@ func (s *Store) RegisterOwner(ctx context.Context, o Owner, ttl time.Duration) (
 	if err := checkTTL(ttl); err != nil {
 		return Owner{}, fmt.Errorf("register owner %s: %w", o.ID, err)
 	}
-	err := s.write1(ctx, func(tx *wtx) error {
-		t := now()
+	err := s.write(ctx, func(tx *wtx) error {
+		t, err := tx.now()
+		if err != nil {
+			return err
+		}
 		o.StartedAt, o.HeartbeatAt, o.ExpiresAt = t, t, t.Add(ttl)
-		_, err := tx.ExecContext(context.Background(), `INSERT INTO owners
+		_, err = tx.ExecContext(context.Background(), `INSERT INTO owners
 			(id, host, pid, machine, started_at, heartbeat_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, machine = excluded.machine,
 				started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at`,
@@ -126,7 +134,10 @@ func (s *Store) Heartbeat(ctx context.Context, owner string, ttl time.Duration) 
 	var keys []string
 	err := s.write(ctx, func(tx *wtx) error {
 		keys = keys[:0]
-		t := now()
+		t, err := tx.now()
+		if err != nil {
+			return err
+		}
 		exp := t.Add(ttl).UnixNano()
 		res, err := tx.ExecContext(context.Background(),
 			`UPDATE owners SET heartbeat_at = ?, expires_at = ? WHERE id = ?`, t.UnixNano(), exp, owner)
@@ -166,10 +177,14 @@ func (s *Store) Heartbeat(ctx context.Context, owner string, ttl time.Duration) 
 // It reports whether the owner was expired.
 func (s *Store) ExpireOwner(ctx context.Context, owner string, pid int, machine string) (bool, error) {
 	var n int64
-	err := s.write1(ctx, func(tx *wtx) error {
+	err := s.write(ctx, func(tx *wtx) error {
+		t, err := tx.now()
+		if err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(context.Background(),
-			`UPDATE owners SET expires_at = ? WHERE id = ? AND pid = ? AND machine = ? AND machine <> '' AND expires_at > ?`,
-			now().UnixNano(), owner, pid, machine, now().UnixNano())
+			`UPDATE owners SET expires_at = ?1 WHERE id = ?2 AND pid = ?3 AND machine = ?4 AND machine <> '' AND expires_at > ?1`,
+			t.UnixNano(), owner, pid, machine)
 		if err != nil {
 			return err
 		}
@@ -286,7 +301,11 @@ func (s *Store) AcquireLease(ctx context.Context, key, owner string, jobID int64
 	var a Acquisition
 	err := s.write(ctx, func(tx *wtx) error {
 		a = Acquisition{}
-		t := now().UnixNano()
+		tt, err := tx.now()
+		if err != nil {
+			return err
+		}
+		t := tt.UnixNano()
 		prev, err := leaseRow(tx, key)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -407,7 +426,11 @@ func (s *Store) JobOwner(ctx context.Context, id int64) (Owner, bool, error) {
 	if exp.Valid {
 		o.ExpiresAt = time.Unix(0, exp.Int64).UTC()
 	}
-	return o, o.ID != "" && exp.Valid && o.ExpiresAt.After(now()), nil
+	t, err := s.Now(ctx)
+	if err != nil {
+		return Owner{}, false, fmt.Errorf("owner of job %d: %w", id, err)
+	}
+	return o, o.ID != "" && exp.Valid && o.ExpiresAt.After(t), nil
 }
 
 // RequestCancel asks the process that runs job id to cancel it; that

@@ -321,3 +321,37 @@ func (s *Store) prepareNew() {
 	}
 	s.unprepared = s.unprepared[:0]
 }
+
+// clockNow is the statement's SQL for the database's clock in UTC
+// microseconds since the Unix epoch (PostgreSQL's clock_timestamp(): the
+// moment the statement runs, not the transaction's start).
+const clockNow = `SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::bigint`
+
+// now is the time leases and liveness are judged by. On PostgreSQL it is
+// the database's clock, so that processes on machines whose clocks differ
+// agree on every expiry; on SQLite it is this machine's clock, which every
+// process on the file shares (SQLite's locking needs a local file system).
+func (t *wtx) now() (time.Time, error) {
+	if t.s.dialect != postgresSQL {
+		return now(), nil
+	}
+	var us int64
+	if err := t.QueryRowContext(context.Background(), clockNow).Scan(&us); err != nil {
+		return time.Time{}, fmt.Errorf("read the database's clock: %w", err)
+	}
+	return time.UnixMicro(us).UTC(), nil
+}
+
+// Now is the time by the store's clock (see wtx.now): the database's on
+// PostgreSQL, this machine's on SQLite. Callers that compare times the
+// store wrote for leases and liveness (an owner's expiry) use it.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	if s.dialect != postgresSQL {
+		return now(), nil
+	}
+	var us int64
+	if err := s.rdb.QueryRowContext(ctx, clockNow).Scan(&us); err != nil {
+		return time.Time{}, fmt.Errorf("store %s: read the database's clock: %w", s.name, err)
+	}
+	return time.UnixMicro(us).UTC(), nil
+}
