@@ -1,0 +1,154 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// fill writes at least one row into every table Copy copies (and into the
+// ones it skips), with times that use every nanosecond digit.
+func fill(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := context.Background()
+	base := time.Date(2026, 3, 14, 15, 9, 26, 535897932, time.UTC)
+	o, err := s.RegisterOwner(ctx, Owner{ID: "src-owner", Host: "a", PID: 1}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last Job
+	for i := range 1203 { // more than two batches
+		j := must(s.CreateJob(ctx, Job{Command: fmt.Sprintf("mtp steps %d", i%16+1), Service: "qwen", User: "U1",
+			CreatedAt: base.Add(time.Duration(i) * 1001 * time.Nanosecond)}))(t)
+		if i%3 == 0 {
+			must(0, s.StartJob(ctx, j.ID))(t)
+			must(0, s.AppendEvent(ctx, Event{JobID: j.ID, Step: "stop", Status: "done", Message: "ü ✓", At: base.Add(time.Duration(i) + 7)}))(t)
+			must(0, s.FinishJob(ctx, j.ID, Succeeded, "", json.RawMessage(`{"unit":{"before":"a","after":"b"}}`)))(t)
+		}
+		last = j
+	}
+	must(s.AddBenchResult(ctx, BenchResult{JobID: last.ID, Service: "qwen", Settings: "steps=10", At: base, OutputTokS: 283.25, AcceptLen: 3.5,
+		Concurrency: 1, Prompts: 8, InputLen: 512, OutputLen: 256, Raw: json.RawMessage(`{"x":1}`)}))(t)
+	sc := must(s.AddSchedule(ctx, Schedule{Spec: "@daily", Command: "bench", Missed: "run", CreatedAt: base}))(t)
+	sc2 := must(s.AddSchedule(ctx, Schedule{Spec: "@hourly", Command: "status"}))(t)
+	must(0, s.RemoveSchedule(ctx, sc2.ID))(t) // the counter stays past it
+	must(s.ClaimFiring(ctx, sc.ID, base.Add(time.Hour), base.Add(25*time.Hour)))(t)
+	must(0, s.AppendAudit(ctx, AuditEntry{At: base, User: "U1", Decision: DecisionAccepted, JobID: last.ID}))(t)
+	must(0, s.SetSyncToken(ctx, "matrix.next_batch", "s123_456"))(t)
+	must(s.ClaimDelivery(ctx, "slack", "Ev1", time.Hour))(t)
+	must(0, s.AddConfirmation(ctx, Confirmation{Token: "tok1", Platform: "slack", User: "U1", Room: "C1", Command: "gpu recover",
+		Proposed: true, CreatedAt: base, Expires: base.Add(time.Minute)}, base, 10, 10))(t)
+	in, _ := must2(s.OpenIncident(ctx, Incident{Service: "qwen", Kind: "down", Summary: "503", OpenedAt: base, UpdatedAt: base}))(t)
+	must(0, s.CloseIncident(ctx, in.ID, "back", base.Add(time.Minute)))(t)
+	must(0, s.Silence(ctx, "qwen", base.Add(time.Hour), "U1", base))(t)
+	must(s.AcquireLease(ctx, "service:qwen", o.ID, last.ID, time.Minute))(t)
+	must(0, s.RequestCancel(ctx, last.ID, "U1"))(t)
+}
+
+// must2 is must for a call with two results.
+func must2[A, B any](a A, b B, err error) func(testing.TB) (A, B) {
+	return func(t testing.TB) (A, B) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		return a, b
+	}
+}
+
+// dump reads every row of table as Go values normalised across drivers.
+func dump(t *testing.T, s *Store, table string) [][]any {
+	t.Helper()
+	rows, err := s.rdb.DB.Query(`SELECT * FROM ` + table + ` ORDER BY 1, 2`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out [][]any
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range vals {
+			if b, ok := v.([]byte); ok {
+				vals[i] = string(b)
+			}
+		}
+		out = append(out, vals)
+	}
+	return out
+}
+
+// store copy moves every row exactly, in each direction between the
+// drivers, skips what describes running processes, moves the id sequences
+// past the copied ids, and refuses a target that is not empty.
+func TestCopy(t *testing.T) {
+	t.Parallel()
+	for _, from := range drivers {
+		for _, to := range drivers {
+			t.Run(from.name+"_to_"+to.name, func(t *testing.T) {
+				t.Parallel()
+				if from.pg || to.pg {
+					drivers[1].openTemp(t) // skips without PostgreSQL
+				}
+				ctx := context.Background()
+				src := from.openAt(t, filepath.Join(t.TempDir(), "src.db"))
+				dst := to.openAt(t, filepath.Join(t.TempDir(), "dst.db"))
+				fill(t, src)
+				copied, skipped, err := Copy(ctx, src, dst)
+				if err != nil {
+					t.Fatalf("Copy: %v", err)
+				}
+				for _, c := range copied {
+					if c.Rows == 0 {
+						t.Errorf("no rows of %s copied", c.Table)
+					}
+					if want := dump(t, src, c.Table); !reflect.DeepEqual(dump(t, dst, c.Table), want) || int64(len(want)) != c.Rows {
+						t.Errorf("%s differs after the copy (%d rows reported):\nsource %v\ntarget %v", c.Table, c.Rows, want[:min(2, len(want))], dump(t, dst, c.Table)[:min(2, len(want))])
+					}
+				}
+				if got := fmt.Sprint(skipped); got != "[{owners 1} {leases 1} {cancel_requests 1}]" {
+					t.Errorf("skipped %s", got)
+				}
+				for _, tb := range SkippedTables {
+					if n := must(tableRows(ctx, dst, tb))(t); n != 0 {
+						t.Errorf("%s: %d rows copied, want none", tb, n)
+					}
+				}
+				// Times are exact to the nanosecond.
+				j1 := must(src.Job(ctx, 1))(t)
+				j2 := must(dst.Job(ctx, 1))(t)
+				if !reflect.DeepEqual(j1, j2) || j2.CreatedAt.Nanosecond() != 535897932 {
+					t.Errorf("job 1: source %+v, copy %+v", j1, j2)
+				}
+				// New ids continue past the copied ones (and past a removed schedule's).
+				if j := must(dst.CreateJob(ctx, Job{Command: "status"}))(t); j.ID != 1204 {
+					t.Errorf("the next job in the copy is #%d, want #1204", j.ID)
+				}
+				if sc := must(dst.AddSchedule(ctx, Schedule{Spec: "@daily", Command: "x"}))(t); sc.ID != 3 {
+					t.Errorf("the next schedule in the copy is #%d, want #3 (after the removed #2)", sc.ID)
+				}
+				must(0, dst.AppendAudit(ctx, AuditEntry{User: "U2", Decision: DecisionAccepted}))(t)
+				// A second copy into the now non-empty target is refused and changes nothing.
+				before := dump(t, dst, "jobs")
+				if _, _, err := Copy(ctx, src, dst); !errors.Is(err, ErrNotEmpty) {
+					t.Errorf("second copy: %v, want ErrNotEmpty", err)
+				}
+				if !reflect.DeepEqual(dump(t, dst, "jobs"), before) {
+					t.Error("a refused copy changed the target")
+				}
+			})
+		}
+	}
+}
