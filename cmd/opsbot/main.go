@@ -7,6 +7,7 @@
 //	opsbot config check --config FILE
 //	opsbot serve --config FILE [--lab [--lab-faults LIST] [--lab-unit FILE]]
 //	opsbot store backup [--config FILE] DEST
+//	opsbot store copy --config FROM.yaml TO.yaml
 //	opsbot health [--url URL]
 //	opsbot version
 //
@@ -36,6 +37,7 @@ usage:
   opsbot config check --config FILE
   opsbot serve --config FILE [--lab [--lab-faults LIST] [--lab-unit FILE]]
   opsbot store backup [--config FILE] DEST
+  opsbot store copy --config FROM.yaml TO.yaml
   opsbot health [--url URL]
   opsbot version
 

@@ -423,7 +423,10 @@ const defaultConfig = "/etc/opsbot/opsbot.yaml"
 // cmdStore is `opsbot store backup [--config FILE] DEST`: a consistent copy
 // of the store the config names, taken while opsbot runs.
 func cmdStore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const use = "usage: opsbot store backup [--config FILE] DEST"
+	const use = "usage: opsbot store backup [--config FILE] DEST\n       opsbot store copy --config FROM.yaml TO.yaml"
+	if len(args) > 0 && args[0] == "copy" {
+		return cmdStoreCopy(ctx, args[1:], stdout, stderr)
+	}
 	fs := newFlagSet("store backup", stderr)
 	configPath := fs.String("config", defaultConfig, "config `FILE` naming store.path")
 	if len(args) > 0 && wantsHelp(args[:1]) {
@@ -462,5 +465,67 @@ func cmdStore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintf(stdout, "backed up %s to %s (%d bytes, %s)\n", cfg.Store.Path, dest, fi.Size(), time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// cmdStoreCopy is `opsbot store copy --config FROM.yaml TO.yaml`: every
+// job, event, bench result, schedule, incident, silence, confirmation, chat
+// claim, audit entry and kv row of FROM's store into TO's empty store,
+// either driver to either (store.Copy), then the counts. Stop the opsbot
+// that uses FROM first.
+func cmdStoreCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const use = "usage: opsbot store copy --config FROM.yaml TO.yaml"
+	fs := newFlagSet("store copy", stderr)
+	from := fs.String("config", "", "config `FROM.yaml` naming the store to copy from")
+	if wantsHelp(args) {
+		return &helpRequest{text: helpText(fs)}
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	rest := fs.Args()
+	if len(rest) == 1 && *from == "" {
+		return usagef("%s (--config FROM.yaml names the store to copy from)", use)
+	}
+	if len(rest) > 1 { // flags after TO.yaml
+		if err := parseFlags(fs, rest[1:]); err != nil {
+			return err
+		}
+		rest = append(rest[:1], fs.Args()...)
+	}
+	if len(rest) != 1 || *from == "" {
+		return usagef(use)
+	}
+	fromCfg, err := config.Load(*from)
+	if err != nil {
+		return err
+	}
+	toCfg, err := config.Load(rest[0])
+	if err != nil {
+		return err
+	}
+	src, err := store.OpenConfig(ctx, bot.StoreConfig(fromCfg))
+	if err != nil {
+		return fmt.Errorf("store copy: from %s: %w", *from, err)
+	}
+	defer src.Close()
+	dst, err := store.OpenConfig(ctx, bot.StoreConfig(toCfg))
+	if err != nil {
+		return fmt.Errorf("store copy: to %s: %w", rest[0], err)
+	}
+	defer dst.Close()
+	t0 := time.Now()
+	copied, skipped, err := store.Copy(ctx, src, dst)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "copied %s to %s in %s:\n", src.Name(), dst.Name(), time.Since(t0).Round(time.Millisecond))
+	for _, c := range copied {
+		fmt.Fprintf(stdout, "  %-16s %d\n", c.Table, c.Rows)
+	}
+	fmt.Fprintln(stdout, "not copied (they describe the processes running on the source):")
+	for _, c := range skipped {
+		fmt.Fprintf(stdout, "  %-16s %d\n", c.Table, c.Rows)
+	}
 	return nil
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/opsbot/opsbot/internal/pgtest"
+	"github.com/opsbot/opsbot/store"
 )
 
 // postgresStore rewrites the example config's store section to driver
@@ -62,5 +65,54 @@ func TestConfigCheckPostgres(t *testing.T) {
 		if strings.Contains(out, password) {
 			t.Errorf("config check shows store.url's password:\n%s", out)
 		}
+	}
+}
+
+// opsbot store copy moves a SQLite store into an empty PostgreSQL one and
+// prints the counts; a second copy into the now full store is refused;
+// store backup on the PostgreSQL config points at pg_dump.
+func TestStoreCopyCommand(t *testing.T) {
+	pgtest.Skip(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	writeSSHFiles(t, dir, 0o600)
+	from := exampleIn(t, dir, nil)
+	st, err := store.Open(ctx, filepath.Join(dir, "opsbot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := st.CreateJob(ctx, store.Job{Command: fmt.Sprintf("mtp steps %d", i+1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	toDir := t.TempDir()
+	writeSSHFiles(t, toDir, 0o600)
+	t.Setenv("OPSBOT_TEST_DB_URL", pgtest.Database(t))
+	to := exampleIn(t, toDir, postgresStore(`"${OPSBOT_TEST_DB_URL}"`, ""))
+
+	code, stdout, stderr := configCheck(t, "store", "copy", "--config", from, to)
+	if code != 0 {
+		t.Fatalf("store copy: exit %d:\n%s", code, stderr)
+	}
+	for _, want := range []string{"copied " + filepath.Join(dir, "opsbot.db") + " to postgres 127.0.0.1:", "  jobs             3\n",
+		"not copied (they describe the processes running on the source):", "  owners           0\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("store copy output lacks %q:\n%s", want, stdout)
+		}
+	}
+	code, _, stderr = configCheck(t, "store", "copy", "--config", from, to)
+	if code != 1 || !strings.Contains(stderr, "the target store is not empty (jobs: 3)") {
+		t.Errorf("a second copy: exit %d:\n%s", code, stderr)
+	}
+	code, _, stderr = configCheck(t, "store", "backup", "--config", to, filepath.Join(toDir, "backup.db"))
+	if code != 1 || !strings.Contains(stderr, "back it up with pg_dump") {
+		t.Errorf("store backup of a PostgreSQL store: exit %d:\n%s", code, stderr)
+	}
+	if code, _, _ := configCheck(t, "store", "copy", to); code != 2 {
+		t.Errorf("store copy without --config: exit %d, want 2", code)
 	}
 }
