@@ -17,7 +17,9 @@ import (
 var ErrRefusingWrites = errors.New("the store refuses writes")
 
 // writeHealth tracks whether the database refuses writes: a full disk or
-// filesystem, a read-only file, an I/O error.
+// filesystem, a read-only file, an I/O error; on PostgreSQL, a database
+// that cannot be reached, does not answer within StatementTimeout, is
+// shutting down, read-only or out of space.
 type writeHealth struct {
 	errors atomic.Int64 // writes that failed because the database refused them
 
@@ -36,6 +38,12 @@ const refusalSettles = 5 * time.Second
 // refusal reports whether err says the database cannot take writes at all
 // (as opposed to one write's own problem: a constraint, a missing row).
 func refusal(err error) bool {
+	if err == nil {
+		return false
+	}
+	if pgRefusal(err) {
+		return true
+	}
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
 		return false

@@ -2,10 +2,16 @@ package store
 
 import (
 	"context"
+	sqldriver "database/sql/driver"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -154,4 +160,37 @@ func CheckConfig(ctx context.Context, c Config) error {
 		return fmt.Errorf("%s: %w", c.Name(), &SchemaVersionError{Database: v, Binary: len(ms)})
 	}
 	return nil
+}
+
+// ErrUnreachable is wrapped by the error of a write whose transaction the
+// database did not complete within StatementTimeout (it did not answer, or
+// the connection to it broke): a store that refuses writes (see
+// IsRefusingWrites).
+var ErrUnreachable = errors.New("the database did not answer within the statement timeout")
+
+// pgRefusal reports whether err says that PostgreSQL cannot take writes at
+// all, as opposed to one write's own problem: it cannot be reached or the
+// connection broke (pgconn's connect errors, network errors, SQLSTATE
+// class 08), it did not answer in time (ErrUnreachable), it is shutting
+// down or starting (57P), out of resources (53: disk full, too many
+// connections), read-only (25006, a standby), or its system failed (58).
+func pgRefusal(err error) bool {
+	if errors.Is(err, ErrUnreachable) || errors.Is(err, sqldriver.ErrBadConn) || errors.Is(err, pgconn.ErrConnClosed) {
+		return true
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		for _, class := range []string{"08", "53", "57P", "58"} {
+			if strings.HasPrefix(pe.Code, class) {
+				return true
+			}
+		}
+		return pe.Code == "25006"
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF)
 }

@@ -107,6 +107,11 @@ func (s *Store) writer() {
 		}
 		t0 := time.Now()
 		tx, err := s.wdb.BeginTx(txCtx, nil)
+		if err != nil && s.dialect == postgresSQL && pgRefusal(err) && txCtx.Err() == nil {
+			// A pooled connection the server or a proxy closed meanwhile:
+			// once more, on another (or a new) connection.
+			tx, err = s.wdb.BeginTx(txCtx, nil)
+		}
 	drain:
 		for len(batch) < maxBatch {
 			select {
@@ -117,6 +122,9 @@ func (s *Store) writer() {
 			}
 		}
 		if err != nil {
+			if txCtx.Err() != nil {
+				err = fmt.Errorf("%w: %w", ErrUnreachable, err)
+			}
 			cancel()
 			s.m.observe(t0, err)
 			err = fmt.Errorf("begin write transaction: %w", err)
@@ -191,6 +199,10 @@ func (s *Store) runBatch(txCtx context.Context, sqlTx *sql.Tx, batch []*writeOp)
 		err := errs[i]
 		if err == nil {
 			err = commitErr
+		}
+		if err != nil && txCtx.Err() != nil && !errors.Is(err, ErrUnreachable) {
+			// The transaction ran out of StatementTimeout (PostgreSQL only).
+			err = fmt.Errorf("%w: %w", ErrUnreachable, err)
 		}
 		op.done <- err
 	}

@@ -1,0 +1,71 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/internal/pgtest"
+)
+
+// PostgreSQL taken away under an open store: writes fail within
+// StatementTimeout as refused writes (IsRefusingWrites, WriteHealth and
+// Ping name the store), nothing is half-written; once the database is
+// back the same Store takes writes again, without a reopen.
+func TestPostgresUnreachableAndBack(t *testing.T) {
+	t.Parallel()
+	pgtest.Skip(t)
+	ctx := context.Background()
+	proxy, url := pgtest.NewProxy(t, pgtest.Database(t))
+	s := openURL(t, url)
+	if _, err := s.CreateJob(ctx, Job{Command: "status"}); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Cut()
+	t0 := time.Now()
+	_, err := s.CreateJob(ctx, Job{Command: "mtp steps 3"})
+	if took := time.Since(t0); err == nil || !IsRefusingWrites(err) || took > StatementTimeout+time.Second {
+		t.Fatalf("a write with the database away: %v after %s; want a refused write within %s", err, took, StatementTimeout)
+	}
+	if err := s.WriteHealth(); !errors.Is(err, ErrRefusingWrites) {
+		t.Errorf("WriteHealth = %v, want ErrRefusingWrites", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	err = s.Ping(pctx)
+	cancel()
+	if err == nil || !containsAll(err.Error(), "store postgres 127.0.0.1:") {
+		t.Errorf("Ping with the database away = %v, want it to name the store", err)
+	}
+	if st := s.Stats(); st.Errors == 0 {
+		t.Errorf("Stats counts no errors: %+v", st)
+	}
+	proxy.Restore()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := s.CreateJob(ctx, Job{Command: "mtp steps 4"})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the store does not take writes again once the database is back: %v", err)
+		}
+	}
+	jobs, err := s.ListJobs(ctx, JobFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 {
+		t.Errorf("%d jobs, want 2 (the refused write left nothing): %+v", len(jobs), jobs)
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, x := range subs {
+		if !strings.Contains(s, x) {
+			return false
+		}
+	}
+	return true
+}
