@@ -107,6 +107,12 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return 0
 	})
+	s.metrics.ExportStoreStats(func() (store.Stats, bool) {
+		if e := s.env.Load(); e != nil {
+			return e.app.Store.Stats(), true
+		}
+		return store.Stats{}, false
+	})
 	return s.run(ctx, sigs, setupOptions{ConfigPath: *configPath, Lab: *useLab, LabFaults: *labFaults, LabUnit: *labUnit})
 }
 

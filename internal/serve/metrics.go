@@ -318,3 +318,51 @@ func BuildInfo(version, revision string) Build {
 	}
 	return b
 }
+
+// ExportStoreStats exports, read from stats at each scrape (nothing while it
+// reports false, before the store is open): opsbot_store_statement_duration_seconds
+// (a histogram of the store's statements and write transactions, with
+// the driver as a label), opsbot_store_errors_total (those that failed),
+// opsbot_store_connections_in_use and opsbot_store_connections_max (the
+// pool, bounded by store.max_conns on PostgreSQL). Call it once.
+func (m *Metrics) ExportStoreStats(stats func() (store.Stats, bool)) {
+	m.reg.MustRegister(&storeCollector{stats: stats})
+}
+
+var (
+	storeLatencyDesc = prometheus.NewDesc("opsbot_store_statement_duration_seconds",
+		"How long the store's statements (reads) and write transactions took.", []string{"driver"}, nil)
+	storeErrorsDesc = prometheus.NewDesc("opsbot_store_errors_total",
+		"The store's statements and write transactions that failed (the database refused or did not answer in time).", []string{"driver"}, nil)
+	storeInUseDesc = prometheus.NewDesc("opsbot_store_connections_in_use",
+		"Connections to the store's database in use now.", []string{"driver"}, nil)
+	storeMaxDesc = prometheus.NewDesc("opsbot_store_connections_max",
+		"The most connections opsbot opens to the store's database (store.max_conns on PostgreSQL).", []string{"driver"}, nil)
+)
+
+// storeCollector reads the store's counters at each scrape.
+type storeCollector struct {
+	stats func() (store.Stats, bool)
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- storeLatencyDesc
+	ch <- storeErrorsDesc
+	ch <- storeInUseDesc
+	ch <- storeMaxDesc
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	st, ok := c.stats()
+	if !ok {
+		return
+	}
+	buckets := make(map[float64]uint64, len(store.StatementBuckets))
+	for i, le := range store.StatementBuckets {
+		buckets[le] = uint64(st.Buckets[i])
+	}
+	ch <- prometheus.MustNewConstHistogram(storeLatencyDesc, uint64(st.Statements), st.Sum.Seconds(), buckets, st.Driver)
+	ch <- prometheus.MustNewConstMetric(storeErrorsDesc, prometheus.CounterValue, float64(st.Errors), st.Driver)
+	ch <- prometheus.MustNewConstMetric(storeInUseDesc, prometheus.GaugeValue, float64(st.InUse), st.Driver)
+	ch <- prometheus.MustNewConstMetric(storeMaxDesc, prometheus.GaugeValue, float64(st.MaxConns), st.Driver)
+}

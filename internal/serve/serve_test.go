@@ -35,6 +35,11 @@ func exercised(t *testing.T) *Metrics {
 		Bench: &ops.BenchResult{OutputTokS: 280, PerStreamTokS: 280, AcceptLen: 3.2, AcceptRate: 0.22},
 	})
 	m.chatErrs.WithLabelValues("slack").Inc()
+	st := store.Stats{Driver: "postgres", Statements: 10, Sum: 30 * time.Millisecond, Errors: 2, InUse: 3, MaxConns: 8}
+	for i := range store.StatementBuckets {
+		st.Buckets = append(st.Buckets, min(10, int64(i)))
+	}
+	m.ExportStoreStats(func() (store.Stats, bool) { return st, true })
 	return m
 }
 
@@ -72,6 +77,11 @@ func TestMetricsLint(t *testing.T) {
 		`opsbot_schedule_last_success_timestamp_seconds{schedule="7"}`,
 		`opsbot_build_info{goversion=`,
 		`opsbot_jobs_running 0`,
+		`opsbot_store_statement_duration_seconds_bucket{driver="postgres",le="0.001"} 1`,
+		`opsbot_store_statement_duration_seconds_count{driver="postgres"} 10`,
+		`opsbot_store_errors_total{driver="postgres"} 2`,
+		`opsbot_store_connections_in_use{driver="postgres"} 3`,
+		`opsbot_store_connections_max{driver="postgres"} 8`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
