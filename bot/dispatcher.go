@@ -721,6 +721,9 @@ func (d *Dispatcher) start(ctx context.Context, req Request, cmd *commands.Comma
 			Command: cmd.Text, Decision: decision, Detail: d.detail(req, "job queued")})
 	if err != nil {
 		d.log.Error("create job", "command", cmd.Text, "err", err)
+		if store.IsRefusingWrites(err) {
+			return Reply{Outcome: Failed, Text: StoreDownText, Command: cmd, Err: err}
+		}
 		return Reply{Outcome: Failed, Text: "could not record the job, nothing was started: " + err.Error(), Command: cmd, Err: err}
 	}
 	noteCommitted(ctx, job.ID)

@@ -6,9 +6,12 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/opsbot/opsbot/internal/pgtest"
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -114,5 +117,61 @@ func TestStoreCopyCommand(t *testing.T) {
 	}
 	if code, _, _ := configCheck(t, "store", "copy", to); code != 2 {
 		t.Errorf("store copy without --config: exit %d, want 2", code)
+	}
+}
+
+// `opsbot serve` on PostgreSQL, with the database taken away under it and
+// given back: /readyz turns 503 naming the store within 10 s, a command is
+// refused with the store-down answer (nothing started), and once the
+// database is back /readyz is 200 again and commands run, without a
+// restart.
+func TestServePostgresDownAndBack(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	pgtest.Skip(t)
+	proxy, url := pgtest.NewProxy(t, pgtest.Database(t))
+	dir := t.TempDir()
+	cfg := writeFile(t, filepath.Join(dir, "opsbot.yaml"), `store: {driver: postgres, url: "${OPSBOT_TEST_DB_URL}"}
+http: {listen: "127.0.0.1:0"}
+auth:
+  default_role: none
+  users: {"console:tester": operator}
+`)
+	p := startServe(t, "extra", []string{"OPSBOT_TEST_DB_URL=" + url}, "serve", "--config", cfg, "--lab")
+	base := serveURL(t, p)
+	pollServe(t, p, time.Minute, "/readyz 200", func() bool { code, _ := httpGet(t, base+"/readyz"); return code == 200 })
+	if r := command(t, base, "tester", "gpu status"); r.Outcome != "queued" || r.JobID == 0 {
+		t.Fatalf("gpu status with the database up: %+v", r)
+	}
+
+	proxy.Cut()
+	t0 := time.Now()
+	var body string
+	pollServe(t, p, 10*time.Second, "/readyz 503 naming the store", func() bool {
+		var code int
+		code, body = httpGet(t, base+"/readyz")
+		return code == 503 && strings.Contains(body, "store postgres "+proxy.Addr()+"/")
+	})
+	t.Logf("/readyz 503 after %s: %s", time.Since(t0).Round(time.Millisecond), strings.TrimSpace(body))
+	t1 := time.Now()
+	r := command(t, base, "tester", "gpu status")
+	if r.Outcome != "failed" || r.JobID != 0 || !strings.HasPrefix(r.Text, "opsbot cannot reach its store: nothing was started") {
+		t.Errorf("a command with the database away: %+v", r)
+	}
+	if took := time.Since(t1); took > 3*time.Second {
+		t.Errorf("the refusal took %s, over Slack's 3 s", took)
+	}
+
+	proxy.Restore()
+	pollServe(t, p, 30*time.Second, "/readyz 200 again", func() bool { code, _ := httpGet(t, base+"/readyz"); return code == 200 })
+	pollServe(t, p, 30*time.Second, "a command runs again", func() bool {
+		r := command(t, base, "tester", "gpu status")
+		return r.Outcome == "queued" && r.JobID != 0
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("serve after SIGTERM: exit %d\n%s", code, p.out.String())
 	}
 }
