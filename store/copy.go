@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -45,8 +46,12 @@ var ErrNotEmpty = fmt.Errorf("the target store is not empty")
 // dst, which must be empty (ErrNotEmpty, nothing written, otherwise),
 // whatever the two stores' drivers. Ids and times are kept exactly (times
 // are integers in both); dst's id sequences are moved past the copied ids.
-// It skips SkippedTables, and returns the rows copied per table, then the
-// rows skipped. src should not be in use: what is written to it meanwhile
+// A library's tables (SideTables: the Matrix adapter's, which the caller
+// has the library create in dst first) are copied by the columns both
+// sides have; one that dst lacks is reported as skipped, one that dst
+// already fills (a version table) is left as dst has it. It skips
+// SkippedTables, and returns the rows copied per table, then the rows
+// skipped. src should not be in use: what is written to it meanwhile
 // may or may not be copied. A failure part way leaves dst partly filled:
 // empty it (or drop the database) before trying again.
 func Copy(ctx context.Context, src, dst *Store) (copied, skipped []CopyCount, err error) {
@@ -78,14 +83,40 @@ func Copy(ctx context.Context, src, dst *Store) (copied, skipped []CopyCount, er
 			return copied, nil, fmt.Errorf("copy store: move the id sequence of %s: %w", t, err)
 		}
 	}
+	side, err := SideTables(ctx, src)
+	if err != nil {
+		return copied, nil, fmt.Errorf("copy store: %w", err)
+	}
+	have, err := SideTables(ctx, dst)
+	if err != nil {
+		return copied, nil, fmt.Errorf("copy store: %w", err)
+	}
+	for _, t := range side {
+		if !slices.Contains(have, t) {
+			n, err := tableRows(ctx, src, t)
+			if err != nil {
+				return copied, nil, fmt.Errorf("copy store: %w", err)
+			}
+			skipped = append(skipped, CopyCount{Table: t, Rows: n})
+			continue
+		}
+		n, err := copySideTable(ctx, src, dst, t)
+		if err != nil {
+			return copied, nil, fmt.Errorf("copy store: table %s: %w", t, err)
+		}
+		if n >= 0 {
+			copied = append(copied, CopyCount{Table: t, Rows: n})
+		}
+	}
+	var left []CopyCount
 	for _, t := range SkippedTables {
 		n, err := tableRows(ctx, src, t)
 		if err != nil {
 			return copied, nil, fmt.Errorf("copy store: %w", err)
 		}
-		skipped = append(skipped, CopyCount{Table: t, Rows: n})
+		left = append(left, CopyCount{Table: t, Rows: n})
 	}
-	return copied, skipped, nil
+	return copied, append(left, skipped...), nil
 }
 
 func tableRows(ctx context.Context, s *Store, table string) (int64, error) {
@@ -205,4 +236,159 @@ func moveSequence(ctx context.Context, src, dst *Store, table string) error {
 		}
 		return err
 	})
+}
+
+// storeTables are the tables the store's own migrations make, and the
+// databases' own; SideTables are the others.
+var storeTables = map[string]bool{"schema_migrations": true, "sqlite_sequence": true}
+
+func init() {
+	for _, t := range append(append([]string{}, copyTables...), SkippedTables...) {
+		storeTables[t] = true
+	}
+}
+
+// SideTables lists, sorted, the tables in s that the store's migrations do
+// not make: a library's tables kept through SideDB (the Matrix adapter's
+// room state and encryption keys).
+func SideTables(ctx context.Context, s *Store) ([]string, error) {
+	q := s.dialect.pick(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`,
+		`SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename`)
+	rows, err := s.rdb.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("list the tables of %s: %w", s.name, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("list the tables of %s: %w", s.name, err)
+		}
+		if !storeTables[name] {
+			out = append(out, name)
+		}
+	}
+	return out, rows.Err()
+}
+
+// columnTypes returns table's columns in s with their declared types,
+// lower case.
+func columnTypes(ctx context.Context, s *Store, table string) (map[string]string, error) {
+	q := s.dialect.pick(`SELECT name, type FROM pragma_table_info(?)`,
+		`SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ?`)
+	rows, err := s.rdb.QueryContext(ctx, q, table)
+	if err != nil {
+		return nil, fmt.Errorf("read the columns of %s in %s: %w", table, s.name, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			return nil, err
+		}
+		out[name] = strings.ToLower(typ)
+	}
+	return out, rows.Err()
+}
+
+func binaryType(t string) bool { return t == "bytea" || t == "blob" }
+
+// copySideTable copies the rows of a side table that dst has too, by the
+// columns both have, converting what the dialects keep differently: flags
+// (PostgreSQL's boolean, SQLite's integers), bytes and text. A side table
+// that already has rows in dst (a library's version table, written when
+// the library prepared dst) is left as it is: it returns -1.
+func copySideTable(ctx context.Context, src, dst *Store, table string) (int64, error) {
+	if n, err := tableRows(ctx, dst, table); err != nil || n > 0 {
+		return -1, err
+	}
+	st, err := columnTypes(ctx, src, table)
+	if err != nil {
+		return 0, err
+	}
+	dt, err := columnTypes(ctx, dst, table)
+	if err != nil {
+		return 0, err
+	}
+	var cols []string
+	for c := range st {
+		if _, ok := dt[c]; ok {
+			cols = append(cols, c)
+		}
+	}
+	if len(cols) == 0 {
+		return 0, nil
+	}
+	slices.Sort(cols)
+	quoted := make([]string, len(cols))
+	for i, c := range cols {
+		quoted[i] = `"` + strings.ReplaceAll(c, `"`, `""`) + `"`
+	}
+	rows, err := src.rdb.DB.QueryContext(ctx, `SELECT `+strings.Join(quoted, ", ")+` FROM "`+table+`"`)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", src.name, err)
+	}
+	defer rows.Close()
+	insert := `INSERT INTO "` + table + `" (` + strings.Join(quoted, ", ") + `) VALUES (` +
+		strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + `)`
+	var n int64
+	var batch [][]any
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := dst.write(ctx, func(tx *wtx) error {
+			for _, vals := range batch {
+				if _, err := tx.ExecContext(context.Background(), insert, vals...); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("write %s: %w", dst.name, err)
+		}
+		n += int64(len(batch))
+		batch = batch[:0]
+		return nil
+	}
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return n, fmt.Errorf("read %s: %w", src.name, err)
+		}
+		for i, v := range vals {
+			c := cols[i]
+			switch x := v.(type) {
+			case []byte:
+				if !binaryType(st[c]) && !binaryType(dt[c]) {
+					vals[i] = string(x)
+				}
+			case string:
+				if binaryType(dt[c]) {
+					vals[i] = []byte(x)
+				}
+			case int64:
+				if dt[c] == "boolean" && dst.dialect == postgresSQL {
+					vals[i] = x != 0
+				}
+			}
+		}
+		batch = append(batch, vals)
+		if len(batch) == copyBatch {
+			if err := flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return n, fmt.Errorf("read %s: %w", src.name, err)
+	}
+	return n, flush()
 }

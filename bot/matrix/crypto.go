@@ -387,3 +387,27 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	w.log.Log(context.Background(), lvl, "mautrix crypto: "+msg, args...)
 	return len(p), nil
 }
+
+// PrepareStore creates (or upgrades) in st the tables the adapter keeps
+// through store.SideDB, the room state and the encryption keys, empty, as
+// the adapter's first encrypted start would: `opsbot store copy` calls it on
+// its target so that the keys can be copied into it.
+func PrepareStore(ctx context.Context, st *store.Store) error {
+	db, dialect, err := st.SideDB()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	dbu, err := dbutil.NewWithDB(db, dialect)
+	if err != nil {
+		return err
+	}
+	nop := zerolog.Nop()
+	if err := sqlstatestore.NewSQLStateStore(dbu, dbutil.ZeroLogger(nop), false).Upgrade(ctx); err != nil {
+		return fmt.Errorf("prepare the room state tables in %s: %w", st.Name(), err)
+	}
+	if err := crypto.NewSQLCryptoStore(dbu, dbutil.ZeroLogger(nop), "", "", nil).DB.Upgrade(ctx); err != nil {
+		return fmt.Errorf("prepare the key tables in %s: %w", st.Name(), err)
+	}
+	return nil
+}

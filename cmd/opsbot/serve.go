@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/bot/matrix"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/serve"
 	"github.com/opsbot/opsbot/ops/remote"
@@ -521,6 +522,15 @@ func cmdStoreCopy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer dst.Close()
 	t0 := time.Now()
+	if side, err := store.SideTables(ctx, src); err != nil {
+		return err
+	} else if len(side) > 0 {
+		// The Matrix adapter's room state and keys: their tables are the
+		// library's to make.
+		if err := matrix.PrepareStore(ctx, dst); err != nil {
+			return fmt.Errorf("store copy: %w", err)
+		}
+	}
 	copied, skipped, err := store.Copy(ctx, src, dst)
 	if err != nil {
 		return err
@@ -529,7 +539,7 @@ func cmdStoreCopy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	for _, c := range copied {
 		fmt.Fprintf(stdout, "  %-16s %d\n", c.Table, c.Rows)
 	}
-	fmt.Fprintln(stdout, "not copied (they describe the processes running on the source):")
+	fmt.Fprintln(stdout, "not copied (what describes the processes that ran on the source, and tables the target lacks):")
 	for _, c := range skipped {
 		fmt.Fprintf(stdout, "  %-16s %d\n", c.Table, c.Rows)
 	}

@@ -102,7 +102,7 @@ func TestStoreCopyCommand(t *testing.T) {
 		t.Fatalf("store copy: exit %d:\n%s", code, stderr)
 	}
 	for _, want := range []string{"copied " + filepath.Join(dir, "opsbot.db") + " to postgres 127.0.0.1:", "  jobs             3\n",
-		"not copied (they describe the processes running on the source):", "  owners           0\n"} {
+		"not copied (what describes the processes that ran on the source, and tables the target lacks):", "  owners           0\n"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("store copy output lacks %q:\n%s", want, stdout)
 		}
