@@ -124,4 +124,3 @@ func (p *Proxy) stop() {
 	p.Cut()
 	p.wg.Wait()
 }
-
