@@ -31,7 +31,15 @@ func (s *Store) AppendEvent(ctx context.Context, e Event) error {
 		return fmt.Errorf("append event to job %d: %w", e.JobID, err)
 	}
 	at := orNow(e.At).UnixNano()
-	err := s.write1(ctx, func(tx *wtx) error {
+	err := s.write(ctx, func(tx *wtx) error {
+		if s.dialect == postgresSQL {
+			// Other processes may append to the job at once: its row lock
+			// orders them, and the insert's snapshot, taken after the
+			// lock, sees the last event.
+			if _, err := tx.ExecContext(context.Background(), `SELECT 1 FROM jobs WHERE id = ? FOR UPDATE`, e.JobID); err != nil {
+				return err
+			}
+		}
 		res, err := tx.ExecContext(context.Background(), `INSERT INTO job_events (job_id, seq, at, step, status, message)
 			SELECT id, COALESCE((SELECT MAX(seq) FROM job_events WHERE job_id = jobs.id), 0) + 1, ?, ?, ?, ?
 			FROM jobs WHERE id = ?`,

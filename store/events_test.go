@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -64,11 +65,15 @@ func TestEvents(t *testing.T) { t.Parallel(); eachDriver(t, testEvents) }
 
 // TestEventSeqConcurrent appends to one job from many goroutines and two
 // Store values on the same file: the sequence is 1..n without repeats.
-func TestEventSeqConcurrent(t *testing.T) {
+func TestEventSeqConcurrent(t *testing.T) { t.Parallel(); eachDriver(t, testEventSeqConcurrent) }
+
+// Two stores (two processes) on one database append to one job at once.
+func testEventSeqConcurrent(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	a := openTemp(t)
-	b := openAt(t, a.Path())
+	path := filepath.Join(t.TempDir(), "opsbot.db")
+	a := drv.openAt(t, path)
+	b := drv.openAt(t, path)
 	j := mustCreate(t, a, Job{Command: "sweep steps 1..5"})
 	const goroutines, each = 16, 25
 	var wg sync.WaitGroup
