@@ -409,7 +409,7 @@ func (l *Leases) reapDead(ctx context.Context) {
 		l.log.Warn("look for stopped opsbot processes", "err", err)
 		return
 	}
-	now := time.Now()
+	now := l.st.Clock()() // owners' expiries are by the store's clock
 	for _, o := range owners {
 		if o.ID == l.owner.ID || o.Machine != l.owner.Machine || !o.ExpiresAt.After(now) || o.PID <= 0 || pidAlive(o.PID) {
 			continue
@@ -425,7 +425,10 @@ func (l *Leases) reapDead(ctx context.Context) {
 
 // machineID names this machine and PID namespace, so that a pid is only
 // checked where it means the same process: hostname, boot id and the PID
-// namespace. "" when any part is unknown (then only expiry frees leases).
+// namespace. "" when any part is unknown (then only expiry frees leases):
+// so it is under the unit's ProcSubset=pid, which hides the boot id, and
+// two processes on two machines sharing a PostgreSQL store never take each
+// other's pids for their own.
 func machineID(host string) string {
 	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {

@@ -57,7 +57,9 @@ type Scheduler struct {
 // deleted, a kept one keeps its history).
 func NewScheduler(ctx context.Context, app *App, o SchedulerOptions) (*Scheduler, error) {
 	if o.Now == nil {
-		o.Now = time.Now
+		// The store's clock: on PostgreSQL the database's, so that the
+		// instances sharing it agree on which firing is due.
+		o.Now = app.Store.Clock()
 	}
 	if o.Poll <= 0 {
 		o.Poll = time.Second
@@ -206,7 +208,7 @@ func leaseHeld(ctx context.Context, app *App, key string) error {
 		return fmt.Errorf("check lease %s: %w", key, err)
 	}
 	for _, l := range ls {
-		if l.Key == key && l.Owner == app.Leases.Owner().ID && l.ExpiresAt.After(time.Now()) {
+		if l.Key == key && l.Owner == app.Leases.Owner().ID && l.ExpiresAt.After(app.Store.Clock()()) {
 			return nil
 		}
 	}

@@ -125,6 +125,9 @@ type Store struct {
 	health writeHealth // whether the database refuses writes; see WriteHealth
 	// claimsPruned is when ClaimDelivery last removed old claims (Unix ns).
 	claimsPruned atomic.Int64
+	// clockOffset is the database's clock minus this machine's (ns), as
+	// last measured (PostgreSQL); see Clock.
+	clockOffset atomic.Int64
 
 	closing   chan struct{}
 	closeOnce sync.Once

@@ -348,10 +348,32 @@ func (t *wtx) now() (time.Time, error) {
 		return now(), nil
 	}
 	var us int64
+	before := time.Now()
 	if err := t.QueryRowContext(context.Background(), clockNow).Scan(&us); err != nil {
 		return time.Time{}, fmt.Errorf("read the database's clock: %w", err)
 	}
-	return time.UnixMicro(us).UTC(), nil
+	db := time.UnixMicro(us).UTC()
+	t.s.noteClock(before, db)
+	return db, nil
+}
+
+// noteClock records how far the database's clock (db, read by a statement
+// sent at before and answered now) is from this machine's, for Clock.
+func (s *Store) noteClock(before time.Time, db time.Time) {
+	mid := before.Add(time.Since(before) / 2)
+	s.clockOffset.Store(int64(db.Sub(mid)))
+}
+
+// Clock returns the store's clock for callers that need the time often
+// (the scheduler's firings): this machine's clock on SQLite; on PostgreSQL
+// this machine's clock corrected by the database clock's offset from it,
+// as last measured by a lease statement or Now (leases are renewed every
+// few seconds, so the offset stays fresh).
+func (s *Store) Clock() func() time.Time {
+	if s.dialect != postgresSQL {
+		return time.Now
+	}
+	return func() time.Time { return time.Now().Add(time.Duration(s.clockOffset.Load())) }
 }
 
 // Now is the time by the store's clock (see wtx.now): the database's on
@@ -362,8 +384,11 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 		return now(), nil
 	}
 	var us int64
+	before := time.Now()
 	if err := s.rdb.QueryRowContext(ctx, clockNow).Scan(&us); err != nil {
 		return time.Time{}, fmt.Errorf("store %s: read the database's clock: %w", s.name, err)
 	}
-	return time.UnixMicro(us).UTC(), nil
+	db := time.UnixMicro(us).UTC()
+	s.noteClock(before, db)
+	return db, nil
 }
