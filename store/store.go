@@ -1,8 +1,14 @@
 // Package store is opsbot's persistence: jobs and their events, benchmark
 // results, schedules, an append-only audit log, a small key-value table, and
-// the leases that keep several opsbot processes on one file from changing
+// the leases that keep several opsbot processes on one store from changing
 // the same service or node at once (see AcquireLease), kept in one SQLite
-// file (modernc.org/sqlite, pure Go, no cgo).
+// file (modernc.org/sqlite, pure Go, no cgo; Open), or in a PostgreSQL
+// database that opsbot processes on several machines share (pgx;
+// OpenPostgres, see postgres.go for what differs there: the connection
+// pool, statement timeouts, the database's clock for leases). The same
+// statements and the same migration sequence serve both (dialect.go,
+// migrate.go); what follows describes SQLite, and holds for PostgreSQL
+// except where postgres.go says otherwise.
 //
 // The file is opened in WAL mode with a busy timeout, foreign keys on and
 // write transactions that take the write lock up front (BEGIN IMMEDIATE), so
