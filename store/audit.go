@@ -96,6 +96,24 @@ func (s *Store) CreateJobAudited(ctx context.Context, j Job, e AuditEntry) (Job,
 		e.At = j.CreatedAt
 	}
 	e.At = e.At.UTC().Round(0)
+	if s.dialect == postgresSQL {
+		// One statement, so one round trip in autocommit (write1): the
+		// ack path.
+		err := s.write1(ctx, func(tx *wtx) error {
+			return tx.QueryRowContext(context.Background(), `WITH j AS (INSERT INTO jobs
+				(command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id)
+				INSERT INTO audit_log (at, platform, user_id, room, command, decision, detail, job_id)
+				SELECT ?, ?, ?, ?, ?, ?, ?, id FROM j RETURNING job_id`,
+				j.Command, j.Platform, j.User, j.Room, j.Thread, j.Service, j.Host, string(j.Status), j.Error,
+				nullJSON(j.Result), nullID(j.ScheduleID), j.CreatedAt.UnixNano(), nanos(j.StartedAt), nanos(j.EndedAt), j.Owner,
+				e.At.UnixNano(), e.Platform, e.User, e.Room, e.Command, e.Decision, e.Detail).Scan(&j.ID)
+		})
+		if err != nil {
+			return Job{}, fmt.Errorf("create job %q: %w", j.Command, err)
+		}
+		return j, nil
+	}
 	err := s.write(ctx, func(tx *wtx) error {
 		id, err := insertJob(tx, j)
 		if err != nil {

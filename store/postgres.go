@@ -102,8 +102,11 @@ func OpenPostgres(ctx context.Context, url string, maxConns int) (*Store, error)
 		closing:  make(chan struct{}),
 	}
 	s.health.settled = refusalSettles
-	s.writerWG.Add(1)
-	go s.writer()
+	n := pgWriters(maxConns)
+	s.writerWG.Add(n)
+	for range n {
+		go s.writer()
+	}
 	return s, nil
 }
 
@@ -194,3 +197,8 @@ func pgRefusal(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF)
 }
+
+// pgWriters is how many writer goroutines a PostgreSQL store runs with a
+// pool of maxConns connections: all but two, which stay for reads (at
+// least one writer).
+func pgWriters(maxConns int) int { return max(1, maxConns-2) }

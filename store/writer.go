@@ -80,12 +80,18 @@ func (s *Store) submit(ctx context.Context, op *writeOp) error {
 // writer is the only user of s.wdb after Open. It takes one queued call,
 // begins a transaction (waiting for other processes' locks), adds every call
 // that queued up meanwhile, runs them, commits, and reports to each caller.
+//
+// On PostgreSQL several writers run (pgWriters), each call in a
+// transaction of its own: the database orders concurrent transactions
+// itself (as it must for the other machine's anyway), and a call never
+// waits behind another's batch.
 func (s *Store) writer() {
 	defer s.writerWG.Done()
 	batch := make([]*writeOp, 0, maxBatch)
+	var op *writeOp
 	for {
 		select {
-		case op := <-s.ops:
+		case op = <-s.ops:
 			batch = append(batch[:0], op)
 		case <-s.closing:
 			for _, st := range s.stmts {
@@ -99,6 +105,10 @@ func (s *Store) writer() {
 		// before the batch is cut: without this, half the transactions
 		// carry a single call and the rest wait behind them.
 		runtime.Gosched()
+		if s.dialect == postgresSQL && op.one {
+			s.runAutocommit(op)
+			continue
+		}
 		// On PostgreSQL the whole transaction is bounded: a database that
 		// stops answering fails the batch instead of holding its callers.
 		txCtx, cancel := context.Background(), context.CancelFunc(func() {})
@@ -113,7 +123,7 @@ func (s *Store) writer() {
 			tx, err = s.wdb.BeginTx(txCtx, nil)
 		}
 	drain:
-		for len(batch) < maxBatch {
+		for len(batch) < maxBatch && s.dialect == sqliteSQL {
 			select {
 			case op := <-s.ops:
 				batch = append(batch, op)
@@ -188,6 +198,8 @@ func (s *Store) runBatch(txCtx context.Context, sqlTx *sql.Tx, batch []*writeOp)
 		}
 	} else if err := sqlTx.Commit(); err != nil {
 		commitErr = fmt.Errorf("commit: %w", err)
+	} else if s.dialect == postgresSQL {
+		// No checkpointer: PostgreSQL checkpoints by itself.
 	} else if s.commits++; s.commits >= checkpointEvery {
 		s.commits = 0
 		select {
@@ -264,7 +276,7 @@ func runSavepoint(tx *wtx, fn func(tx *wtx) error) (err, poisoned error) {
 // the Store, which saves parsing and planning them on every call (most of
 // the cost of a small insert).
 type wtx struct {
-	tx *sql.Tx
+	tx *sql.Tx // nil: autocommit on s.wdb (PostgreSQL, one statement)
 	s  *Store
 	// ctx bounds the transaction on PostgreSQL (StatementTimeout): its
 	// statements run under it, whatever context a call passes.
@@ -302,6 +314,9 @@ func (t *wtx) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 	if st := t.stmt(ctx, query); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
+	if t.tx == nil {
+		return t.s.wdb.ExecContext(t.bound(ctx), t.s.dialect.rebind(query), t.s.dialect.args(args)...)
+	}
 	return t.tx.ExecContext(t.bound(ctx), t.s.dialect.rebind(query), t.s.dialect.args(args)...)
 }
 
@@ -309,12 +324,18 @@ func (t *wtx) QueryContext(ctx context.Context, query string, args ...any) (*sql
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
+	if t.tx == nil {
+		return t.s.wdb.QueryContext(t.bound(ctx), t.s.dialect.rebind(query), t.s.dialect.args(args)...)
+	}
 	return t.tx.QueryContext(t.bound(ctx), t.s.dialect.rebind(query), t.s.dialect.args(args)...)
 }
 
 func (t *wtx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
+	}
+	if t.tx == nil {
+		return t.s.wdb.QueryRowContext(t.bound(ctx), t.s.dialect.rebind(query), t.s.dialect.args(args)...)
 	}
 	return t.tx.QueryRowContext(t.bound(ctx), t.s.dialect.rebind(query), t.s.dialect.args(args)...)
 }
@@ -391,4 +412,26 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	db := time.UnixMicro(us).UTC()
 	s.noteClock(before, db)
 	return db, nil
+}
+
+// runAutocommit runs op, whose fn makes one statement (write1), on its own
+// without a transaction (PostgreSQL makes the statement atomic by itself):
+// one round trip instead of BEGIN, the statement and COMMIT.
+func (s *Store) runAutocommit(op *writeOp) {
+	if !op.state.CompareAndSwap(opPending, opTaken) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), StatementTimeout)
+	defer cancel()
+	t0 := time.Now()
+	err := runOp(&wtx{s: s, ctx: ctx}, op.fn)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrUnreachable) {
+		err = fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
+	var failed error
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) && !errors.As(err, new(*TransitionError)) {
+		failed = err
+	}
+	s.m.observe(t0, failed)
+	op.done <- err
 }
