@@ -11,10 +11,12 @@ import (
 // Prune deletes the events of jobs that ended before the cutoff and older
 // audit entries, and nothing newer; the audit log still refuses every other
 // delete.
-func TestPruneKeepsWhatIsNewer(t *testing.T) {
+func TestPruneKeepsWhatIsNewer(t *testing.T) { t.Parallel(); eachDriver(t, testPruneKeepsWhatIsNewer) }
+
+func testPruneKeepsWhatIsNewer(t *testing.T, drv driver) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openTemp(t)
+	s := drv.openTemp(t)
 	old := time.Now().Add(-100 * 24 * time.Hour)
 	mk := func(at time.Time) Job {
 		j, err := s.CreateJobAudited(ctx, Job{Command: "mtp steps 3", Platform: "console", User: "alice", Status: Queued, CreatedAt: at},
@@ -32,7 +34,7 @@ func TestPruneKeepsWhatIsNewer(t *testing.T) {
 	}
 	oldJob := mk(old)
 	// FinishJob stamps now: date the old job's end back as it would be.
-	if _, err := s.wdb.Exec(`UPDATE jobs SET ended_at = ? WHERE id = ?`, old.UnixNano(), oldJob.ID); err != nil {
+	if _, err := s.wdb.Exec(s.dialect.rebind(`UPDATE jobs SET ended_at = ? WHERE id = ?`), old.UnixNano(), oldJob.ID); err != nil {
 		t.Fatal(err)
 	}
 	newJob := mk(time.Now())
