@@ -147,7 +147,7 @@ func copyTable(ctx context.Context, src, dst *Store, table string) (int64, error
 		if len(batch) == 0 {
 			return nil
 		}
-		err := dst.write(ctx, func(tx *wtx) error {
+		err := dst.writeLong(ctx, func(tx *wtx) error {
 			for _, vals := range batch {
 				if _, err := tx.ExecContext(context.Background(), insert, vals...); err != nil {
 					return err
@@ -339,7 +339,7 @@ func copySideTable(ctx context.Context, src, dst *Store, table string) (int64, e
 		if len(batch) == 0 {
 			return nil
 		}
-		err := dst.write(ctx, func(tx *wtx) error {
+		err := dst.writeLong(ctx, func(tx *wtx) error {
 			for _, vals := range batch {
 				if _, err := tx.ExecContext(context.Background(), insert, vals...); err != nil {
 					return err

@@ -30,7 +30,7 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (Pruned, error) {
 	}
 	c := cutoff.UnixNano()
 	var p Pruned
-	err := s.write(ctx, func(tx *wtx) error {
+	err := s.writeLong(ctx, func(tx *wtx) error {
 		bg := context.Background()
 		res, err := tx.ExecContext(bg, `DELETE FROM job_events WHERE job_id IN
 			(SELECT id FROM jobs WHERE ended_at IS NOT NULL AND ended_at < ?)`, c)

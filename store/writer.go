@@ -17,6 +17,7 @@ import (
 type writeOp struct {
 	fn    func(tx *wtx) error
 	one   bool         // fn changes the database with at most one statement (see write1)
+	long  bool         // maintenance (see writeLong): MaintenanceTimeout instead of StatementTimeout
 	state atomic.Int32 // opPending, then opTaken (by the writer) or opAbandoned (by the caller)
 	done  chan error   // buffered 1; receives the outcome once the op is taken
 }
@@ -50,6 +51,17 @@ func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
 func (s *Store) write1(ctx context.Context, fn func(tx *wtx) error) error {
 	return s.submit(ctx, &writeOp{fn: fn, one: true})
 }
+
+// writeLong is write for maintenance that may take longer than a chat
+// command may wait (pruning a year of history, a copy's batch): on
+// PostgreSQL its transaction is bounded by MaintenanceTimeout instead of
+// StatementTimeout. No chat command's reply waits on it.
+func (s *Store) writeLong(ctx context.Context, fn func(tx *wtx) error) error {
+	return s.submit(ctx, &writeOp{fn: fn, long: true})
+}
+
+// MaintenanceTimeout bounds writeLong's transactions on PostgreSQL.
+const MaintenanceTimeout = 2 * time.Minute
 
 func (s *Store) submit(ctx context.Context, op *writeOp) error {
 	if err := ctx.Err(); err != nil {
@@ -113,7 +125,12 @@ func (s *Store) writer() {
 		// stops answering fails the batch instead of holding its callers.
 		txCtx, cancel := context.Background(), context.CancelFunc(func() {})
 		if s.dialect == postgresSQL {
-			txCtx, cancel = context.WithTimeout(txCtx, StatementTimeout)
+			// (One call per transaction there: batch is op alone.)
+			limit := StatementTimeout
+			if op.long {
+				limit = MaintenanceTimeout
+			}
+			txCtx, cancel = context.WithTimeout(txCtx, limit)
 		}
 		t0 := time.Now()
 		tx, err := s.wdb.BeginTx(txCtx, nil)
