@@ -6,11 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/pgtest"
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/store"
 )
@@ -70,6 +73,13 @@ func (p *opsbotProc) wait(t *testing.T, d time.Duration) int {
 // leaseLab starts the lab and writes a config for it with a short lease ttl.
 func leaseLab(t *testing.T, ctx context.Context, faults []lab.Fault) (l *lab.Lab, cfg string, st *store.Store) {
 	t.Helper()
+	return leaseLabOn(t, ctx, faults, "")
+}
+
+// leaseLabOn is leaseLab with the store in the PostgreSQL database at
+// pgURL ("": the lab's SQLite file).
+func leaseLabOn(t *testing.T, ctx context.Context, faults []lab.Fault, pgURL string) (l *lab.Lab, cfg string, st *store.Store) {
+	t.Helper()
 	l, err := lab.Start(ctx, lab.Options{Faults: faults})
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +98,22 @@ func leaseLab(t *testing.T, ctx context.Context, faults []lab.Fault) (l *lab.Lab
 		t.Fatal(err)
 	}
 	f.Close()
+	if pgURL != "" {
+		b, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := regexp.MustCompile(`(?m)^store: .*$`).ReplaceAllLiteralString(string(b), "store: {driver: postgres, url: \""+pgURL+"\"}")
+		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		st, err = store.OpenPostgres(ctx, pgURL, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return l, cfg, st
+	}
 	st, err = store.Open(ctx, filepath.Join(dir, "opsbot.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -156,9 +182,24 @@ func reachedStep(st *store.Store, id int64, step string) bool {
 // other, so their jobs' running times never overlap, and both succeed.
 func TestTwoProcessesNeverOverlapOnOneService(t *testing.T) {
 	t.Parallel()
+	for _, driver := range []string{"sqlite", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			pgURL := ""
+			if driver == "postgres" {
+				testrun.Long(t)
+				pgtest.Skip(t)
+				pgURL = pgtest.Database(t)
+			}
+			testTwoProcessesNeverOverlap(t, pgURL)
+		})
+	}
+}
+
+func testTwoProcessesNeverOverlap(t *testing.T, pgURL string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	_, cfg, st := leaseLab(t, ctx, nil)
+	_, cfg, st := leaseLabOn(t, ctx, nil, pgURL)
 	p1 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 6 qwen")
 	p2 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 7 qwen")
 	for _, p := range []*opsbotProc{p1, p2} {
@@ -229,10 +270,25 @@ func TestReadOnlyCommandFromSecondProcessLeavesJobRunning(t *testing.T) {
 // runs its own job.
 func TestKilledHolderIsTakenOverAndReportedInterrupted(t *testing.T) {
 	t.Parallel()
+	for _, driver := range []string{"sqlite", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			pgURL := ""
+			if driver == "postgres" {
+				testrun.Long(t)
+				pgtest.Skip(t)
+				pgURL = pgtest.Database(t)
+			}
+			testKilledHolderIsTakenOver(t, pgURL)
+		})
+	}
+}
+
+func testKilledHolderIsTakenOver(t *testing.T, pgURL string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// A load that takes an hour of lab time: the job waits in "wait until ready".
-	_, cfg, st := leaseLab(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}})
+	_, cfg, st := leaseLabOn(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}}, pgURL)
 	p1 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 6 qwen")
 	job := waitForStep(t, st, "mtp steps 6 qwen", "wait until ready", p1)
 
