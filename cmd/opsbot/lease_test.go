@@ -38,8 +38,15 @@ func startOpsbot(t *testing.T, ctx context.Context, args ...string) *opsbotProc 
 // when ctx ends or the test does.
 func spawn(t testing.TB, ctx context.Context, env []string, args ...string) *opsbotProc {
 	t.Helper()
+	return spawnWith(t, ctx, nil, env, args...)
+}
+
+// spawnWith is spawn with the child's process attributes (its namespaces).
+func spawnWith(t testing.TB, ctx context.Context, attr *syscall.SysProcAttr, env []string, args ...string) *opsbotProc {
+	t.Helper()
 	p := &opsbotProc{out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
+	p.cmd.SysProcAttr = attr
 	// A temporary directory of its own: a child killed with SIGKILL cannot remove the lab's
 	// and --lab's directories it made, and the machine's /tmp must stay as it was.
 	tmp := t.TempDir()
@@ -279,17 +286,39 @@ func TestKilledHolderIsTakenOverAndReportedInterrupted(t *testing.T) {
 				pgtest.Skip(t)
 				pgURL = pgtest.Database(t)
 			}
-			testKilledHolderIsTakenOver(t, pgURL)
+			testKilledHolderIsTakenOver(t, pgURL, nil)
 		})
 	}
 }
 
-func testKilledHolderIsTakenOver(t *testing.T, pgURL string) {
+// The holder as if on another machine (a PID namespace of its own, so its
+// pid means nothing to the other process) on a PostgreSQL store: killed
+// with SIGKILL, it is known dead only once its lease expires, and the other
+// process takes qwen over within limits.lease_ttl + 5 s.
+func TestKilledHolderElsewhereIsTakenOverAtExpiry(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	pgtest.Skip(t)
+	if os.Geteuid() != 0 {
+		t.Skip("a PID namespace of its own needs root")
+	}
+	took := testKilledHolderIsTakenOver(t, pgtest.Database(t), &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID})
+	if took > leaseTTL+5*time.Second {
+		t.Errorf("takeover %s after kill -9, over lease_ttl %s + 5 s", took, leaseTTL)
+	}
+	if took < leaseTTL/2 {
+		t.Errorf("takeover %s after kill -9: too soon for a holder known dead only by its expiry (lease_ttl %s)", took, leaseTTL)
+	}
+}
+
+// testKilledHolderIsTakenOver runs the scenario with the holder started
+// with attr, and returns the takeover time.
+func testKilledHolderIsTakenOver(t *testing.T, pgURL string, attr *syscall.SysProcAttr) time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// A load that takes an hour of lab time: the job waits in "wait until ready".
 	_, cfg, st := leaseLabOn(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}}, pgURL)
-	p1 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 6 qwen")
+	p1 := spawnWith(t, ctx, attr, nil, "run", "--config", cfg, "mtp steps 6 qwen")
 	job := waitForStep(t, st, "mtp steps 6 qwen", "wait until ready", p1)
 
 	p2 := startOpsbot(t, ctx, "run", "--config", cfg, "--yes", "svc stop qwen")
@@ -302,7 +331,7 @@ func testKilledHolderIsTakenOver(t *testing.T, pgURL string) {
 	ls, err := st.Leases(ctx)
 	held := false // the service's lease; the node's is held too, from stop to ready
 	for _, l := range ls {
-		if l.Key == "service:qwen" && l.JobID == job.ID && l.OwnerPID == p1.cmd.Process.Pid {
+		if l.Key == "service:qwen" && l.JobID == job.ID && (l.OwnerPID == p1.cmd.Process.Pid || attr != nil) {
 			held = true
 		}
 	}
@@ -333,6 +362,7 @@ func testKilledHolderIsTakenOver(t *testing.T, pgURL string) {
 		t.Fatalf("the second process did not report %q:\n%s", want, p2.out.String())
 	}
 	t.Logf("takeover %.0f ms after kill -9 (lease ttl %s)", j2.StartedAt.Sub(killed).Seconds()*1000, leaseTTL)
+	return j2.StartedAt.Sub(killed)
 }
 
 // `cancel N` from a second process reaches the job the first runs: the
