@@ -362,6 +362,9 @@ func (t *wtx) QueryRowContext(ctx context.Context, query string, args ...any) *s
 // connection is free. A statement that fails to prepare stays unprepared and
 // keeps running unprepared (it reports its own error there).
 func (s *Store) prepareNew() {
+	if s.dialect == postgresSQL {
+		return // nothing is prepared there (see stmt), and several writers run
+	}
 	for _, q := range s.unprepared {
 		st, err := s.wdb.Prepare(q)
 		if err != nil {
