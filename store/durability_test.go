@@ -31,10 +31,11 @@ func TestHelperProcess(t *testing.T) {
 		t.Skip("helper process for the durability tests")
 	}
 	ctx := context.Background()
-	s, err := OpenConfig(ctx, Config{Path: os.Getenv(helperPathEnv)})
-	if u := os.Getenv(helperPathEnv); strings.HasPrefix(u, "postgres://") {
-		s, err = OpenPostgres(ctx, u, 0)
+	where := Config{Path: os.Getenv(helperPathEnv)}
+	if strings.HasPrefix(where.Path, "postgres://") {
+		where = Config{Driver: "postgres", URL: where.Path}
 	}
+	s, err := OpenConfig(ctx, where)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(3)
