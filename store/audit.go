@@ -97,9 +97,9 @@ func (s *Store) CreateJobAudited(ctx context.Context, j Job, e AuditEntry) (Job,
 	}
 	e.At = e.At.UTC().Round(0)
 	if s.dialect == postgresSQL {
-		// One statement, so one round trip in autocommit (write1): the
+		// One statement, so one round trip in autocommit (writeAuto): the
 		// ack path.
-		err := s.write1(ctx, func(tx *wtx) error {
+		err := s.writeAuto(ctx, func(tx *wtx) error {
 			return tx.QueryRowContext(context.Background(), `WITH j AS (INSERT INTO jobs
 				(command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id)

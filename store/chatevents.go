@@ -39,7 +39,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, platform, key string, keep ti
 		}
 	}
 	var c Claim
-	err := s.write1(ctx, func(tx *wtx) error {
+	err := s.writeAuto(ctx, func(tx *wtx) error {
 		err := tx.QueryRowContext(context.Background(), `INSERT INTO chat_events (platform, event_id, seen_at) VALUES (?, ?, ?)
 			ON CONFLICT (platform, event_id) DO UPDATE SET replays = chat_events.replays + 1
 			RETURNING replays`, platform, key, t.UnixNano()).Scan(&c.Replays)

@@ -89,7 +89,7 @@ func (s *Store) CreateJob(ctx context.Context, j Job) (Job, error) {
 		return Job{}, fmt.Errorf("create job: %w", err)
 	}
 	j = s.jobDefaults(j)
-	err := s.write1(ctx, func(tx *wtx) error {
+	err := s.writeAuto(ctx, func(tx *wtx) error {
 		var err error
 		j.ID, err = insertJob(tx, j)
 		return err

@@ -18,6 +18,7 @@ type writeOp struct {
 	fn    func(tx *wtx) error
 	one   bool         // fn changes the database with at most one statement (see write1)
 	long  bool         // maintenance (see writeLong): MaintenanceTimeout instead of StatementTimeout
+	auto  bool         // exactly one statement: autocommit on PostgreSQL (see writeAuto)
 	state atomic.Int32 // opPending, then opTaken (by the writer) or opAbandoned (by the caller)
 	done  chan error   // buffered 1; receives the outcome once the op is taken
 }
@@ -50,6 +51,14 @@ func (s *Store) write(ctx context.Context, fn func(tx *wtx) error) error {
 // savepoint's journal on the hot paths (new jobs, events, audit entries).
 func (s *Store) write1(ctx context.Context, fn func(tx *wtx) error) error {
 	return s.submit(ctx, &writeOp{fn: fn, one: true})
+}
+
+// writeAuto is write1 for a call whose fn runs exactly one statement (no
+// read before it, nothing after it): on PostgreSQL it runs in autocommit,
+// one round trip, the database making the statement atomic by itself. The
+// hot paths use it (a new job, an audit entry, a delivery's claim).
+func (s *Store) writeAuto(ctx context.Context, fn func(tx *wtx) error) error {
+	return s.submit(ctx, &writeOp{fn: fn, one: true, auto: true})
 }
 
 // writeLong is write for maintenance that may take longer than a chat
@@ -117,7 +126,7 @@ func (s *Store) writer() {
 		// before the batch is cut: without this, half the transactions
 		// carry a single call and the rest wait behind them.
 		runtime.Gosched()
-		if s.dialect == postgresSQL && op.one {
+		if s.dialect == postgresSQL && op.auto {
 			s.runAutocommit(op)
 			continue
 		}
@@ -434,7 +443,7 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return db, nil
 }
 
-// runAutocommit runs op, whose fn makes one statement (write1), on its own
+// runAutocommit runs op, whose fn makes one statement (writeAuto), on its own
 // without a transaction (PostgreSQL makes the statement atomic by itself):
 // one round trip instead of BEGIN, the statement and COMMIT.
 func (s *Store) runAutocommit(op *writeOp) {
