@@ -91,7 +91,7 @@ func TestRegressionDetectedWhenTheEngineGetsSlower(t *testing.T) {
 		t.Errorf("regression %+v (current %.1f tok/s)", r, res.Bench.OutputTokS)
 	}
 	for _, want := range []string{fmt.Sprintf("%.1f tok/s", r.Current), fmt.Sprintf("median %.1f tok/s", r.Median),
-		fmt.Sprintf("job #%d", j.ID), fmt.Sprintf("`job %d`", j.ID), "concurrency=2", "next:"} {
+		fmt.Sprintf("job #%d", j.ID), fmt.Sprintf("`job %d`", j.ID), "concurrency 2, steps=3,topk=1,draft=4: output", "next:"} {
 		if !strings.Contains(al.Text, want) {
 			t.Errorf("alert text lacks %q:\n%s", want, al.Text)
 		}
