@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -16,8 +17,8 @@ import (
 // Runs comparable runs (config alerts.regression_pct and
 // alerts.regression_runs).
 type RegressionPolicy struct {
-	Pct  int // <= 0: 10
-	Runs int // <= 0: 7
+	Pct  int // <= 0: config.DefaultRegressionPct
+	Runs int // <= 0: config.DefaultRegressionRuns
 }
 
 // minRegressionRuns is the fewest comparable runs a median is taken of: with
@@ -86,10 +87,10 @@ func CheckRegression(ctx context.Context, st *store.Store, job store.Job, res *o
 		return nil, nil
 	}
 	if pol.Pct <= 0 {
-		pol.Pct = 10
+		pol.Pct = config.DefaultRegressionPct
 	}
 	if pol.Runs <= 0 {
-		pol.Runs = 7
+		pol.Runs = config.DefaultRegressionRuns
 	}
 	type bench struct {
 		f    *ops.BenchResult
