@@ -130,3 +130,48 @@ func TestCheckRegressionComparesLikeForLike(t *testing.T) {
 		t.Fatalf("255 vs median 290 at 10%%: %+v %v", al, err)
 	}
 }
+
+// Accept length is judged like tok/s, where it was measured: a point with
+// no accept length (speculation off) is judged by tok/s alone, and history
+// rows without one do not count towards its median.
+func TestCheckRegressionJudgesAcceptLength(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, pipelineFunc(nil), roles)
+	ctx := context.Background()
+	spec := &ops.Spec{Engine: "sglang", Steps: 3, TopK: 1, DraftTokens: 4}
+	load := bench.Settings{Prompts: 16, Concurrency: 8, InputLen: 256, OutputLen: 256}
+	for _, acc := range []float64{3.0, 3.2, 0, 2.9} { // one row without an accept length
+		job, err := h.store.CreateJob(ctx, store.Job{Command: "bench qwen", Service: "qwen"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.store.AddBenchResult(ctx, store.BenchResult{JobID: job.ID, Service: "qwen", Settings: SettingsKey(spec),
+			OutputTokS: 900, AcceptLen: acc, Prompts: 16, Concurrency: 8, InputLen: 256, OutputLen: 256}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job, _ := h.store.CreateJob(ctx, store.Job{Command: "bench qwen", Service: "qwen"})
+	check := func(acc float64) *Alert {
+		t.Helper()
+		res := &ops.Result{Spec: spec, Bench: &ops.BenchResult{OutputTokS: 905, AcceptLen: acc, Settings: load}}
+		al, err := CheckRegression(ctx, h.store, job, res, RegressionPolicy{Pct: 10, Runs: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return al
+	}
+	if al := check(0); al != nil {
+		t.Errorf("no accept length measured, tok/s as before: %s", al.Text)
+	}
+	if al := check(2.8); al != nil {
+		t.Errorf("accept length 2.8 against the median 3.0 is within 10%%: %s", al.Text)
+	}
+	al := check(2.4)
+	if al == nil || len(al.Regressions) != 1 {
+		t.Fatalf("accept length 2.4 against the median 3.0: %+v", al)
+	}
+	if r := al.Regressions[0]; r.Metric != ops.MetricAcceptLen || r.Median != 3.0 || r.Runs != 3 || r.Load.Concurrency != 8 ||
+		!strings.Contains(al.Text, "• concurrency 8, steps=3,topk=1,draft=4: accept length 2.40, 20.0% below the median 3.00 of the last 3 runs") {
+		t.Errorf("regression %+v\n%s", r, al.Text)
+	}
+}
