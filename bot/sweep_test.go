@@ -273,3 +273,20 @@ func TestSweepChartManyLines(t *testing.T) {
 		t.Errorf("%d lines, legend %v, top panel %v", len(lay.Colors), lay.Legend, lay.Panels[0])
 	}
 }
+
+// BenchmarkSweepChart renders the chart of a sweep of 6 steps values at 3
+// concurrencies: once per sweep, after its last benchmark.
+func BenchmarkSweepChart(b *testing.B) {
+	var pts []ops.SweepPoint
+	for i, c := range []int{1, 8, 64} {
+		for s := 1; s <= 6; s++ {
+			pts = append(pts, ops.SweepPoint{Steps: s, Concurrency: c, OK: true,
+				OutputTokS: float64(300*(i+1)) * (1 + 0.1*float64(s)), AcceptLen: 1 + 0.5*float64(s)})
+		}
+	}
+	for b.Loop() {
+		if _, err := SweepChart(pts, "", ops.Setting{Steps: 3}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
