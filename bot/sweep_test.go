@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"gonum.org/v1/plot/plotutil"
+
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -50,6 +52,21 @@ func TestSweepReportWithChartOnTheLab(t *testing.T) {
 	}
 	if b := img.Bounds(); b.Dx() != chartWidth || b.Dy() != chartHeight {
 		t.Errorf("chart is %dx%d, want %dx%d", b.Dx(), b.Dy(), chartWidth, chartHeight)
+	}
+	// A line per concurrency (1 and 2), in the chart's first two colours.
+	for i := range 2 {
+		r0, g0, b0, _ := plotutil.Color(i).RGBA()
+		n := 0
+		for y := range chartHeight {
+			for x := range chartWidth {
+				if r, g, b, _ := img.At(x, y).RGBA(); r == r0 && g == g0 && b == b0 {
+					n++
+				}
+			}
+		}
+		if n < 200 {
+			t.Errorf("line %d: %d pixels of its colour, want a line in each panel and its legend entry", i, n)
+		}
 	}
 	for _, want := range []string{"concurrency 1 (best by output_tok_s):", "concurrency 2 (best by output_tok_s):",
 		"TTFT p50", "<- best", "(now)", "none at this load"} {
