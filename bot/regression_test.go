@@ -41,13 +41,15 @@ func labRunbook(t testing.TB) (*lab.Lab, *ops.Runbook) {
 // A regression is detected when the lab's engine gets slower: benchmarks at
 // the default physics build the history, one more at the same physics is no
 // regression, and after the engine is made 1.6x slower and restarted the next
-// benchmark is one, with both figures and the job in the alert.
+// benchmark is one, with both figures and the job in the alert. The
+// threshold is 20%: the lab's tok/s, measured in wall time, varies by more
+// than 10% between runs on a busy machine (seen: 12%); 1.6x slower is 37.5%.
 func TestRegressionDetectedWhenTheEngineGetsSlower(t *testing.T) {
 	t.Parallel()
 	l, rb := labRunbook(t)
 	h := newHarness(t, rb, roles)
 	ctx := context.Background()
-	pol := RegressionPolicy{Pct: 10, Runs: 7}
+	pol := RegressionPolicy{Pct: 20, Runs: 7}
 	bench := func() (store.Job, *ops.Result) {
 		t.Helper()
 		j := h.wait(h.handle("olga", "bench qwen").JobID)
