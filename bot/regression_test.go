@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
@@ -44,6 +45,7 @@ func labRunbook(t testing.TB) (*lab.Lab, *ops.Runbook) {
 // benchmark is one, with both figures and the job in the alert.
 func TestRegressionDetectedWhenTheEngineGetsSlower(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	l, rb := labRunbook(t)
 	h := newHarness(t, rb, roles)
 	ctx := context.Background()
