@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
@@ -46,6 +47,7 @@ func labRunbook(t testing.TB) (*lab.Lab, *ops.Runbook) {
 // than 10% between runs on a busy machine (seen: 12%); 1.6x slower is 37.5%.
 func TestRegressionDetectedWhenTheEngineGetsSlower(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	l, rb := labRunbook(t)
 	h := newHarness(t, rb, roles)
 	ctx := context.Background()

@@ -12,6 +12,7 @@ import (
 
 	"gonum.org/v1/plot/plotutil"
 
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -21,6 +22,7 @@ import (
 // beside its previous result, and a PNG chart attached to the job's thread.
 func TestSweepReportWithChartOnTheLab(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	_, rb := labRunbook(t)
 	h := newHarness(t, rb, roles)
 	result := func(cmd string) (store.Job, Message) {
@@ -122,6 +124,7 @@ func TestSweepTablesAndChart(t *testing.T) {
 // and the chart, and the service is left on the best value.
 func TestTuneReportOnTheLab(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	_, rb := labRunbook(t)
 	h := newHarness(t, rb, roles)
 	j := h.wait(h.handle("olga", "mtp tune qwen 2..6 at 1").JobID)

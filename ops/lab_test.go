@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	labengine "github.com/opsbot/opsbot/lab/engine"
 	"github.com/opsbot/opsbot/ops"
@@ -647,6 +648,7 @@ func TestSweepGridGoesOnPastAFailedValueAndAppliesTheBest(t *testing.T) {
 // a full sweep, and leaves the service on it.
 func TestTuneFindsTheOptimumWithFewerRestarts(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	const conc = 4
 	r := newRig(t, labOpts(), func(c *ops.Config) {
 		c.Bench = ops.BenchDefaults{Prompts: 16, Concurrency: 2, InputLen: 32, OutputLen: 64}

@@ -81,6 +81,7 @@ func runJSON(t *testing.T, args ...string) (int, []runLine, string) {
 // orphans from the Proxmox node, and the unit changes only at steps and draft tokens.
 func TestRunIncidentJSON(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	code, lines, stderr := runJSON(t, "--lab-faults", "orphans", "/mtp steps 10", "/gpu status", "/mtp show", "/svc logs lines=5")
 	if code != 0 || len(lines) != 4 {
 		t.Fatalf("exit %d, %d lines; stderr:\n%s", code, len(lines), stderr)
@@ -118,6 +119,7 @@ func TestRunIncidentJSON(t *testing.T) {
 
 func TestRunCrashOnStartRollsBack(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	code, lines, stderr := runJSON(t, "--lab-faults", "crash-on-start", "mtp steps 10")
 	if code != 1 || len(lines) != 1 {
 		t.Fatalf("exit %d (want 1), lines %d; stderr:\n%s", code, len(lines), stderr)
@@ -133,6 +135,7 @@ func TestRunCrashOnStartRollsBack(t *testing.T) {
 
 func TestRunUsageErrors(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	for _, cmd := range []string{"mtp steps 10; rm -rf /", "mtp steps $(reboot)", "mtp steps 99", "frobnicate"} {
 		code, lines, stderr := runJSON(t, cmd)
 		if code != 2 {
@@ -226,6 +229,7 @@ func (s *syncBuffer) String() string {
 // --yes) kills the holders from the Proxmox node and starts the service fresh.
 func TestRunStopThenRecover(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	code, lines, stderr := runJSON(t, "--lab-faults", "orphans", "svc stop", "gpu recover")
 	if code != 0 || len(lines) != 2 {
 		t.Fatalf("exit %d, %d lines; stderr:\n%s", code, len(lines), stderr)
@@ -252,6 +256,7 @@ func TestRunStopThenRecover(t *testing.T) {
 // A benchmark's result is in the history and its job in the job list.
 func TestRunBenchThenHistory(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	code, lines, stderr := runJSON(t, "bench", "history", "jobs all")
 	if code != 0 || len(lines) != 3 {
 		t.Fatalf("exit %d, %d lines; stderr:\n%s", code, len(lines), stderr)
@@ -271,6 +276,7 @@ func TestRunBenchThenHistory(t *testing.T) {
 // chart_path names the file.
 func TestRunSweepJSON(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out, errb bytes.Buffer
