@@ -44,7 +44,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 			return 0, nil
 		}
 	}
-	charts, err := checkChartDir(*chartDir)
+	charts, err := checkChartDir(*chartDir, flagGiven(fs, "chart-dir"))
 	if err != nil {
 		return 2, err
 	}
@@ -133,7 +133,7 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if fs.NArg() > 0 {
 		return usagef("demo takes no arguments; type commands at its prompt")
 	}
-	charts, err := checkChartDir(*chartDir)
+	charts, err := checkChartDir(*chartDir, flagGiven(fs, "chart-dir"))
 	if err != nil {
 		return err
 	}
@@ -153,13 +153,18 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 }
 
 // checkChartDir returns dir (--chart-dir) as an absolute path, so that the
-// paths printed of the charts saved there are, once charts can be saved in
-// it; else a usage error that names the directory and why, before anything
-// runs.
-func checkChartDir(dir string) (string, error) {
+// paths printed of the charts saved there are. A directory the user named
+// (given) must take a chart before anything runs, else a usage error names
+// it and why. The default, the current directory, is not probed: most runs
+// make no chart, and a run from a directory that cannot take one says so in
+// the thread of the chart it could not save.
+func checkChartDir(dir string, given bool) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", usagef("--chart-dir %s: %v; nothing was run", dir, err)
+	}
+	if !given {
+		return abs, nil
 	}
 	if err := console.CheckChartDir(abs); err != nil {
 		return "", usagef("%v; nothing was run: pass --chart-dir DIR, a directory you can write to", err)
@@ -183,4 +188,11 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
