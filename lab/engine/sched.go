@@ -70,7 +70,7 @@ func (r *request) take(buf []int) ([]int, bool, string) {
 // coarse timer) delayed run back to back until the engine is on time again, and its
 // throughput stays the physics'. Beyond maxLag (a stopped process, a suspended machine) the
 // lost time is lost, as it would be.
-const maxLag = 250 * time.Millisecond
+const maxLag = 2 * time.Second
 
 // loop is the scheduler: one goroutine running batched iterations. A prefill iteration admits
 // waiting requests (up to MaxRunningRequests running, ChunkedPrefillSize prompt tokens per
