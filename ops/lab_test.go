@@ -589,7 +589,8 @@ func TestLongLoadReportsProgress(t *testing.T) {
 // concurrency of the list; a value whose deploy fails is a failed point and
 // the sweep goes on; --apply-best leaves the service on the best point.
 func TestSweepGridGoesOnPastAFailedValueAndAppliesTheBest(t *testing.T) {
-	t.Parallel()
+	// Not t.Parallel(): it compares throughput the lab measures in wall time, so it runs in
+	// the package's serial phase, before and apart from the package's parallel tests.
 	// ssh-drop=upload: the first unit upload (steps 2's) loses its connection.
 	r := newRig(t, labOpts(lab.Fault{Name: "ssh-drop", Stage: "upload"}), nil)
 	ev := &events{}
@@ -647,7 +648,8 @@ func TestSweepGridGoesOnPastAFailedValueAndAppliesTheBest(t *testing.T) {
 // physics, is within 1% of the optimum's, with fewer restarts than the 16 of
 // a full sweep, and leaves the service on it.
 func TestTuneFindsTheOptimumWithFewerRestarts(t *testing.T) {
-	t.Parallel()
+	// Not t.Parallel(): it compares throughput the lab measures in wall time, so it runs in
+	// the package's serial phase, before and apart from the package's parallel tests.
 	testrun.Long(t)
 	const conc = 4
 	r := newRig(t, labOpts(), func(c *ops.Config) {
