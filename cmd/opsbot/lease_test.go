@@ -189,12 +189,12 @@ func reachedStep(st *store.Store, id int64, step string) bool {
 // other, so their jobs' running times never overlap, and both succeed.
 func TestTwoProcessesNeverOverlapOnOneService(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	for _, driver := range []string{"sqlite", "postgres"} {
 		t.Run(driver, func(t *testing.T) {
 			t.Parallel()
 			pgURL := ""
 			if driver == "postgres" {
-				testrun.Long(t)
 				pgtest.Skip(t)
 				pgURL = pgtest.Database(t)
 			}
@@ -241,6 +241,7 @@ func testTwoProcessesNeverOverlap(t *testing.T, pgURL string) {
 // load leaves the first's job running, and it succeeds.
 func TestReadOnlyCommandFromSecondProcessLeavesJobRunning(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// 150 s of lab time: about 6 s of wall-clock time in "wait until ready".
