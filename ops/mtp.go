@@ -89,8 +89,13 @@ func (s Setting) String() string {
 }
 
 func (r *Runbook) plan(t *target, d *deployed, s Setting) (*planned, error) {
-	steps := s.Steps
-	e, err := d.eff.SetSteps(steps, unit.Options{MaxSteps: r.cfg.MaxSteps, TopK: s.TopK, DraftTokens: s.DraftTokens})
+	return r.planWith(t, d, s.Steps, unit.Options{TopK: s.TopK, DraftTokens: s.DraftTokens})
+}
+
+// planWith plans the unit edit of steps with opts (MaxSteps is the config's).
+func (r *Runbook) planWith(t *target, d *deployed, steps int, opts unit.Options) (*planned, error) {
+	opts.MaxSteps = r.cfg.MaxSteps
+	e, err := d.eff.SetSteps(steps, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -179,6 +179,8 @@ type Result struct {
 	// Metric is the figure Best was chosen by (sweeps: output_tok_s,
 	// per_stream_tok_s or accept_len).
 	Metric string `json:"metric,omitempty"`
+	// PerLoad is a per-load tune's proposal.
+	PerLoad *PerLoad `json:"per_load,omitempty"`
 	// Tried are the steps values mtp tune benchmarked, in order.
 	Tried []int `json:"tried,omitempty"`
 	// Restarts counts the deploys a sweep or tune made (each one restart).
