@@ -241,6 +241,9 @@ type Command struct {
 	ApplyBest  bool        // sweep --apply-best: leave the service on the best point
 	TuneFrom   int         // mtp tune RANGE: the lowest steps searched (default 1)
 	TuneTo     int         // mtp tune RANGE: the highest steps searched (default min(16, the steps limit))
+	// PerLoad is mtp tune per-load: the best steps at each concurrency of
+	// SweepAt (two or more, ascending).
+	PerLoad bool
 	Cron       string      // schedule add: the canonical cron spec (whitespace collapsed)
 	Sub        *Command    // schedule add: the scheduled job command
 	ScheduleID int64       // schedule rm/pause/resume ID

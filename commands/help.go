@@ -147,7 +147,9 @@ func detail(b *strings.Builder, s *Spec) {
 		case pAtList:
 			rows = append(rows, row{"at LIST", fmt.Sprintf("concurrencies to benchmark each point at: 1,8,32 or 1..4 (at most %d; default: the configured one)", MaxSweepConcurrencies)})
 		case pAt:
-			rows = append(rows, row{"at N", "the concurrency to benchmark at, 1..1024 (default: the configured one)"})
+			rows = append(rows, row{"at N|LIST", "the concurrency to benchmark at, 1..1024 (default: the configured one); with per-load a list of two or more: 1,8,32,64"})
+		case pPerLoad:
+			rows = append(rows, row{perLoadWord, "find the best steps at each concurrency of the at LIST and propose the engine's per-load configuration"})
 		case pRange:
 			rows = append(rows, row{"RANGE", fmt.Sprintf("the steps values to search: a..b (default 1..%d)", DefaultTuneTo)})
 		case pAll:

@@ -297,6 +297,13 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 			}
 			continue
 		}
+		if strings.EqualFold(w, perLoadWord) && slices.ContainsFunc(params, func(pr param) bool { return pr.kind == pPerLoad }) {
+			if c.PerLoad {
+				return fail(perLoadWord+" is given twice", "")
+			}
+			c.PerLoad = true
+			continue
+		}
 		if eq := strings.IndexByte(w, '='); eq >= 0 {
 			prob, sugg := p.key(c, toks, i, &seenKeys)
 			if prob != "" {
@@ -495,6 +502,19 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 			return fail(prob, sugg)
 		}
 	}
+	if slices.ContainsFunc(params, func(pr param) bool { return pr.kind == pPerLoad }) {
+		switch {
+		case c.PerLoad && len(c.SweepAt) < 2:
+			return fail(spec.Path+" "+perLoadWord+" needs two concurrencies or more after at", didYouMean(spec.Path+" "+nameOr(c.Service)+perLoadWord+" at 1,8,32,64"))
+		case !c.PerLoad && len(c.SweepAt) > 1:
+			return fail(spec.Path+" benchmarks at one concurrency; to tune for several, say "+perLoadWord, didYouMean(spec.Path+" "+nameOr(c.Service)+perLoadWord+" at "+formatList(c.SweepAt)))
+		case c.PerLoad:
+			sorted := slices.Sorted(slices.Values(c.SweepAt))
+			c.SweepAt, c.Bench.Concurrency = sorted, 0
+		default:
+			c.SweepAt = nil
+		}
+	}
 	if len(c.SweepDraft) > 0 && !slices.ContainsFunc(c.SweepTopK, func(k int) bool { return k > 1 }) {
 		return fail("draft tokens follow steps when topk is 1 (SGLang makes them steps+1): a draft LIST needs a topk LIST with a value above 1",
 			"for example `"+spec.Examples[2]+"`")
@@ -555,11 +575,20 @@ func (p *parser) worded(c *Command, pr param, toks []token, i int) (int, string,
 			c.SweepDraft = vals
 		}
 	case pAt:
-		v, prob := parseInt(list, keyConcurrency.min, keyConcurrency.max, "the concurrency")
+		if !strings.ContainsAny(list, ",.") {
+			v, prob := parseInt(list, keyConcurrency.min, keyConcurrency.max, "the concurrency")
+			if prob != "" {
+				return j, prob, ""
+			}
+			c.Bench.Concurrency = v
+			c.SweepAt = []int{v}
+			break
+		}
+		vals, prob := parseConcList(list)
 		if prob != "" {
 			return j, prob, ""
 		}
-		c.Bench.Concurrency = v
+		c.SweepAt = vals
 	default:
 		vals, prob := parseConcList(list)
 		if prob != "" {
@@ -1009,4 +1038,12 @@ func schedulableList() string {
 		}
 	}
 	return orList(names)
+}
+
+// nameOr is "NAME " for a service name, "" for none.
+func nameOr(service string) string {
+	if service == "" {
+		return ""
+	}
+	return service + " "
 }

@@ -104,6 +104,8 @@ func TestParseGood(t *testing.T) {
 		{optsMulti, "mtp tune at 8 llama 2..12", want("mtp tune", "mtp tune llama 2..12 at 8", Command{Service: "llama", Host: "gpu2", TuneFrom: 2, TuneTo: 12, Bench: BenchParams{Concurrency: 8}})},
 		{optsOne, "mtp tune", want("mtp tune", "mtp tune qwen 1..16", Command{Service: "qwen", Host: "gpu1", TuneFrom: 1, TuneTo: 16})},
 		{optsOne, "mtp tune 2..12 at 8", want("mtp tune", "mtp tune qwen 2..12 at 8", Command{Service: "qwen", Host: "gpu1", TuneFrom: 2, TuneTo: 12, Bench: BenchParams{Concurrency: 8}})},
+		{optsOne, "mtp tune qwen per-load at 1,8,32,64", want("mtp tune", "mtp tune qwen per-load 1..16 at 1,8,32,64", Command{Service: "qwen", Host: "gpu1", TuneFrom: 1, TuneTo: 16, PerLoad: true, SweepAt: []int{1, 8, 32, 64}})},
+		{optsMulti, "mtp tune at 64,1 per-load llama 2..12", want("mtp tune", "mtp tune llama per-load 2..12 at 1,64", Command{Service: "llama", Host: "gpu2", TuneFrom: 2, TuneTo: 12, PerLoad: true, SweepAt: []int{1, 64}})},
 		{optsMulti, "mtp tune llama at 4 --dry-run", want("mtp tune", "mtp tune llama 1..16 at 4 --dry-run", Command{Service: "llama", Host: "gpu2", TuneFrom: 1, TuneTo: 16, Bench: BenchParams{Concurrency: 4}, DryRun: true})},
 		{optsBig, "mtp tune qwen 1 .. 32", want("mtp tune", "mtp tune qwen 1..32", Command{Service: "qwen", Host: "gpu1", TuneFrom: 1, TuneTo: 32})},
 		// schedule
@@ -178,6 +180,10 @@ func TestParseBad(t *testing.T) {
 	}{
 		// empty and unknown
 		{optsOne, "", "empty command", general, "`help` lists the commands"},
+		// mtp tune per-load
+		{optsOne, "mtp tune per-load at 8", "mtp tune per-load needs two concurrencies or more after at", u("mtp tune"), "did you mean `mtp tune qwen per-load at 1,8,32,64`?"},
+		{optsOne, "mtp tune qwen at 1,8", "mtp tune benchmarks at one concurrency; to tune for several, say per-load", u("mtp tune"), "did you mean `mtp tune qwen per-load at 1,8`?"},
+		{optsOne, "mtp tune per-load per-load at 1,8", "per-load is given twice", u("mtp tune"), ""},
 		{optsOne, " / ", "empty command", general, "`help` lists the commands"},
 		{optsOne, "foo", `unknown command "foo"`, general, "`help` lists the commands"},
 		{optsOne, "mpt steps 3", `unknown command "mpt"`, general, "did you mean `mtp steps 3`?"},

@@ -2,6 +2,9 @@ package commands
 
 import "strings"
 
+// perLoadWord is the word of mtp tune's per-load form.
+const perLoadWord = "per-load"
+
 // pkind is the kind of a positional argument.
 type pkind uint8
 
@@ -25,6 +28,7 @@ const (
 	pRange                   // [RANGE]: a..b, the steps mtp tune searches
 	pDuration                // DURATION: 30m, 2h, 1d
 	pIncidentID              // INCIDENT: 7 or #7
+	pPerLoad                 // [per-load]: mtp tune finds the best steps at each concurrency of its at LIST
 )
 
 // param is one positional argument of a Spec.
@@ -35,7 +39,7 @@ type param struct {
 
 func (p param) optional() bool {
 	switch p.kind {
-	case pService, pHost, pTarget, pAll, pTopic, pTopKList, pDraftList, pAtList, pAt, pRange:
+	case pService, pHost, pTarget, pAll, pTopic, pTopKList, pDraftList, pAtList, pAt, pRange, pPerLoad:
 		return true
 	}
 	return false
@@ -74,7 +78,9 @@ func (p param) usage() string {
 	case pAtList:
 		return "[at LIST]"
 	case pAt:
-		return "[at N]"
+		return "[at N|LIST]"
+	case pPerLoad:
+		return "[" + perLoadWord + "]"
 	case pRange:
 		return "[RANGE]"
 	case pDuration:
@@ -90,6 +96,8 @@ func (p param) word0() string {
 	switch p.kind {
 	case pAtList, pAt:
 		return "at"
+	case pPerLoad:
+		return perLoadWord
 	case pTopKList:
 		return "topk"
 	case pDraftList:
@@ -237,15 +245,21 @@ var registry = []*Spec{
 	},
 	{
 		Path:    "mtp tune",
-		Summary: "find the steps value with the highest throughput at a load, with few restarts, and apply it",
+		Summary: "find the steps value with the highest throughput at a load (or at each of several), with few restarts",
 		Details: "Searches RANGE (a..b, default 1..16 within the steps limit) for the steps value with the highest " +
 			"output tok/s at concurrency N (default: the configured concurrency): throughput over steps rises to one " +
 			"peak and falls, so it narrows the range around the best value seen (a golden-section search) instead " +
 			"of trying every value. Each value tried is one restart through the mtp steps pipeline and one benchmark. " +
-			"It leaves the service on the best value and says in the thread which values it tried and why it stopped.",
+			"It leaves the service on the best value and says in the thread which values it tried and why it stopped. " +
+			"With per-load and at LIST (two concurrencies or more) it finds the best steps at each concurrency instead: " +
+			"each value tried is started once and benchmarked at every concurrency, and it proposes the engine's own " +
+			"per-load configuration (SGLang: the adaptive config file at the service's adaptive_config and the unit " +
+			"flags that enable it; vLLM: num_speculative_tokens_per_batch_size in --speculative-config) with a table " +
+			"per concurrency, the gain over the best single setting and the diffs; the service is left on the steps " +
+			"it ran and nothing else is changed.",
 		Role: Operator, Mutating: true, Lock: LockService, Schedulable: true,
-		params:   []param{{kind: pService}, {kind: pRange}, {kind: pAt}},
-		Examples: []string{"mtp tune", "mtp tune qwen 2..12 at 8", "mtp tune --dry-run"},
+		params:   []param{{kind: pService}, {kind: pPerLoad}, {kind: pRange}, {kind: pAt}},
+		Examples: []string{"mtp tune", "mtp tune qwen 2..12 at 8", "mtp tune --dry-run", "mtp tune qwen per-load at 1,8,32,64"},
 	},
 	{
 		Path:     "mtp show",

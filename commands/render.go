@@ -68,8 +68,15 @@ func render(c *Command) string {
 				b.WriteString(" at ")
 				b.WriteString(formatList(c.SweepAt))
 			}
+		case pPerLoad:
+			if c.PerLoad {
+				b.WriteString(" " + perLoadWord)
+			}
 		case pAt:
-			if c.Bench.Concurrency > 0 {
+			if c.PerLoad && len(c.SweepAt) > 0 {
+				b.WriteString(" at ")
+				b.WriteString(formatList(c.SweepAt))
+			} else if c.Bench.Concurrency > 0 {
 				b.WriteString(" at ")
 				b.Write(strconv.AppendInt(num[:0], int64(c.Bench.Concurrency), 10))
 			}
