@@ -243,12 +243,12 @@ type Command struct {
 	TuneTo     int         // mtp tune RANGE: the highest steps searched (default min(16, the steps limit))
 	// PerLoad is mtp tune per-load: the best steps at each concurrency of
 	// SweepAt (two or more, ascending).
-	PerLoad bool
-	Cron       string      // schedule add: the canonical cron spec (whitespace collapsed)
-	Sub        *Command    // schedule add: the scheduled job command
-	ScheduleID int64       // schedule rm/pause/resume ID
-	JobID      int64       // cancel JOB, job JOB
-	N          int         // history n=N (default 10)
+	PerLoad    bool
+	Cron       string   // schedule add: the canonical cron spec (whitespace collapsed)
+	Sub        *Command // schedule add: the scheduled job command
+	ScheduleID int64    // schedule rm/pause/resume ID
+	JobID      int64    // cancel JOB, job JOB
+	N          int      // history n=N (default 10)
 	// To are schedule add's --to TARGETS, canonical ("slack:C0OPS,matrix:!r:hs");
 	// empty: the room the command came from.
 	To         string
