@@ -82,10 +82,11 @@ type PerLoad struct {
 // the mtp steps pipeline and benchmarked at every concurrency on that start.
 // The search: a golden-section search (as Tune) at the lowest concurrency
 // over o.From..o.To, then at each higher concurrency a climb to the nearest
-// peak from the best value already measured there (throughput over steps has
-// one peak at each load, and it moves down as the load grows: verify work
-// grows with draft tokens x batch); every value measured is reused at every
-// concurrency. Result.PerLoad holds the proposal: SGLang's adaptive config (a
+// peak from the best value already measured within o.From up to the value
+// the concurrency before found (throughput over steps has one peak at each
+// load, and it moves down as the load grows: verify work grows with draft
+// tokens x batch); every value measured is reused at every concurrency, and
+// each row of the proposal is the best value measured at its concurrency. Result.PerLoad holds the proposal: SGLang's adaptive config (a
 // slot per concurrency, candidate_steps the values within PerLoadNoise of the
 // best) at the service's adaptive_config path and the unit flags that enable
 // it, or vLLM's per-batch table inside --speculative-config; with the gain
@@ -174,6 +175,7 @@ func (r *Runbook) TunePerLoad(ctx context.Context, service string, o PerLoadOpti
 		}
 		return v, nil
 	}
+	hi := o.To
 	for ci, c := range at {
 		f := func(n int) (float64, error) {
 			v, err := measure(n)
@@ -185,20 +187,21 @@ func (r *Runbook) TunePerLoad(ctx context.Context, service string, o PerLoadOpti
 		before := len(res.Tried)
 		var err error
 		if ci == 0 {
-			_, err = goldenMax(o.From, o.To, f)
+			_, err = goldenMax(o.From, hi, f)
 		} else {
-			_, err = climbMax(o.From, o.To, bestMeasured(memo, ci, o.From, o.To), f)
+			_, err = climbMax(o.From, hi, bestMeasured(memo, ci, o.From, hi), f)
 		}
 		if err != nil {
 			return res, r.perLoadLeave(ctx, service, home, res, rep, err)
 		}
-		best := bestMeasured(memo, ci, o.From, o.To)
-		how := "a golden-section search"
+		found := bestMeasured(memo, ci, o.From, hi)
+		how := fmt.Sprintf("a golden-section search over %d..%d", o.From, hi)
 		if ci > 0 {
-			how = "a climb from the best value measured so far"
+			how = fmt.Sprintf("a climb within %d..%d from the best value measured there", o.From, hi)
 		}
-		res.Details = append(res.Details, fmt.Sprintf("concurrency %d: %s, best steps %d (%s); %d new values measured",
-			c, how, best, tokText(memo[best][ci]), len(res.Tried)-before))
+		res.Details = append(res.Details, fmt.Sprintf("concurrency %d: %s found steps %d (%s); %d new values measured",
+			c, how, found, tokText(memo[found][ci]), len(res.Tried)-before))
+		hi = max(found, o.From+1)
 	}
 	pl := perLoadRows(at, memo, res.Points)
 	if pl == nil {
