@@ -109,7 +109,14 @@ func (r *Runbook) planWith(t *target, d *deployed, steps int, opts unit.Options)
 }
 
 func specOf(engineName string, s unit.Spec) *Spec {
-	return &Spec{Engine: engineName, Algorithm: s.Algorithm, Steps: s.DraftSteps(), TopK: s.TopK, DraftTokens: s.DraftTokens}
+	sp := &Spec{Engine: engineName, Algorithm: s.Algorithm, Steps: s.DraftSteps(), TopK: s.TopK, DraftTokens: s.DraftTokens, BatchTable: s.BatchTable}
+	if s.Adaptive {
+		sp.Adaptive = s.AdaptiveConfig
+		if sp.Adaptive == "" {
+			sp.Adaptive = AdaptiveDefaultTable
+		}
+	}
+	return sp
 }
 
 // MTPSteps is `mtp steps N`: edit the unit, stop, clear the GPUs, write,

@@ -162,7 +162,18 @@ type Spec struct {
 	LiveSteps       int `json:"live_steps,omitempty"`
 	LiveTopK        int `json:"live_topk,omitempty"`
 	LiveDraftTokens int `json:"live_draft_tokens,omitempty"`
+	// Adaptive is SGLang's per-load speculation as the unit runs it: the
+	// --speculative-adaptive-config path, AdaptiveDefaultTable without one, ""
+	// when off. BatchTable is vLLM's num_speculative_tokens_per_batch_size as
+	// the unit writes it ("" = none). Steps is then the starting (SGLang) or
+	// largest (vLLM) value, not what runs at every load.
+	Adaptive   string `json:"adaptive,omitempty"`
+	BatchTable string `json:"batch_table,omitempty"`
 }
+
+// AdaptiveDefaultTable stands for SGLang's built-in adaptive table in
+// Spec.Adaptive (--speculative-adaptive without a config file).
+const AdaptiveDefaultTable = "default"
 
 // Result is what a pipeline returns. Every field is optional; the JSON names are
 // the contract of `opsbot run --json`.
