@@ -482,6 +482,25 @@ func VLLMBatchTable(rows []PerLoadRow) (table string, maxK int) {
 	return "[" + strings.Join(parts, ",") + "]", maxK
 }
 
+// queuedNote says how many requests queue at the concurrencies of at above
+// SGLang's cap with speculation on (for a unit without
+// --max-running-requests), and the flag that lifts it; "" when none does.
+func queuedNote(at []int) string {
+	var parts []string
+	top := 0
+	for _, c := range at {
+		if c > sglangSpecCap {
+			parts = append(parts, fmt.Sprintf("%d of %d at concurrency %d", c-sglangSpecCap, c, c))
+			top = max(top, c)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Requests queued: %s. SGLang runs at most %d requests at once with speculation on; "+
+		"--max-running-requests %d in the unit lets them all run, if the GPUs' memory allows it.", strings.Join(parts, ", "), sglangSpecCap, top)
+}
+
 func joinInts(v []int, sep string) string {
 	s := make([]string, len(v))
 	for i, n := range v {
@@ -527,12 +546,14 @@ func (p *PerLoad) Report() []string {
 		fmt.Fprintf(&b, "%-11d  %-10s  %9.1f  %10s  %6s  %22.1f  %+.1f%%\n", row.Concurrency, steps, row.OutputTokS, al, rate, row.SingleTokS, row.GainPct)
 	}
 	out := []string{strings.TrimRight(b.String(), "\n")}
+	var queued []int
 	for _, row := range p.Rows {
 		if row.Queued > 0 {
-			out = append(out, fmt.Sprintf("At concurrency %d, %d requests queued: SGLang runs at most %d with speculation on. "+
-				"Adding --max-running-requests %d to the unit lets them all run, if the GPUs' memory allows it.", row.Concurrency, row.Queued, sglangSpecCap, row.Concurrency))
-			break
+			queued = append(queued, row.Concurrency)
 		}
+	}
+	if note := queuedNote(queued); note != "" {
+		out = append(out, note)
 	}
 	if p.Unit != nil && p.Unit.Diff != "" {
 		out = append(out, p.Unit.Diff)

@@ -51,3 +51,15 @@ func TestPerLoadRowsAndForms(t *testing.T) {
 		t.Error("a concurrency with no successful value gave rows")
 	}
 }
+
+func TestQueuedNote(t *testing.T) {
+	t.Parallel()
+	if n := queuedNote([]int{1, 8, 48}); n != "" {
+		t.Errorf("no concurrency above 48: %q", n)
+	}
+	want := "Requests queued: 16 of 64 at concurrency 64, 80 of 128 at concurrency 128. SGLang runs at most 48 requests at once with speculation on; " +
+		"--max-running-requests 128 in the unit lets them all run, if the GPUs' memory allows it."
+	if n := queuedNote([]int{1, 64, 128}); n != want {
+		t.Errorf("note %q\nwant %q", n, want)
+	}
+}

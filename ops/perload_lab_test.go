@@ -71,6 +71,9 @@ func TestTunePerLoadOnTheLab(t *testing.T) {
 			t.Errorf("row %+v: gain below zero, or acceptance out of bounds", row)
 		}
 	}
+	if !strings.Contains(strings.Join(res.Details, "\n"), "Requests queued: 16 of 64 at concurrency 64.") {
+		t.Errorf("the report does not say how many requests queued at 64:\n%s", strings.Join(res.Details, "\n"))
+	}
 	if after := r.unitText(t); after != before {
 		t.Errorf("unit changed:\n%s", after)
 	}
