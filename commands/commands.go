@@ -243,7 +243,9 @@ type Command struct {
 	TuneTo     int         // mtp tune RANGE: the highest steps searched (default min(16, the steps limit))
 	// PerLoad is mtp tune per-load: the best steps at each concurrency of
 	// SweepAt (two or more, ascending).
-	PerLoad    bool
+	PerLoad bool
+	// LoadTable is mtp per-load's TABLE, concurrencies ascending.
+	LoadTable  []LoadSteps
 	Cron       string   // schedule add: the canonical cron spec (whitespace collapsed)
 	Sub        *Command // schedule add: the scheduled job command
 	ScheduleID int64    // schedule rm/pause/resume ID
@@ -299,3 +301,10 @@ func (c *Command) LockedService() string {
 
 // String returns c.Text.
 func (c *Command) String() string { return c.Text }
+
+// LoadSteps is one entry of mtp per-load's TABLE: the steps for a
+// concurrency, then other candidates the engine may move between.
+type LoadSteps struct {
+	Concurrency int
+	Steps       []int // at least one; the first is the steps for the concurrency
+}

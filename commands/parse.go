@@ -340,7 +340,8 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 			pr := params[pi]
 			lit := nextLiteral(params[pi:])
 			skip := pr.word0() != "" || (lit != "" && strings.EqualFold(lit, w)) ||
-				(pr.kind == pService && rangeLike(w) && laterKind(params[pi+1:], pRange))
+				(pr.kind == pService && rangeLike(w) && laterKind(params[pi+1:], pRange)) ||
+				(pr.kind == pService && strings.Contains(w, ":") && laterKind(params[pi+1:], pLoadTable))
 			if !skip {
 				break
 			}
@@ -410,6 +411,19 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 				return fail(prob, sugg)
 			}
 			c.SweepSteps = vals
+			i = j
+		case pLoadTable:
+			j := i
+			words := []string{w}
+			for j+1 < len(toks) && !toks[j+1].quoted && !strings.HasPrefix(toks[j+1].s, "-") && strings.Contains(toks[j+1].s, ":") {
+				j++
+				words = append(words, toks[j].s)
+			}
+			tab, prob := parseLoadTable(strings.Join(words, ","), p.opts.maxSteps())
+			if prob != "" {
+				return fail(prob, "for example `"+spec.Examples[0]+"`")
+			}
+			c.LoadTable = tab
 			i = j
 		case pRange:
 			j := i
@@ -1046,4 +1060,49 @@ func nameOr(service string) string {
 		return ""
 	}
 	return service + " "
+}
+
+// parseLoadTable parses mtp per-load's TABLE: "1:7,8:6,64:2/3" (commas or
+// the spaces between words), concurrencies rising, steps 0..maxSteps, the
+// first entry's steps at least 1.
+func parseLoadTable(s string, maxSteps int) ([]LoadSteps, string) {
+	var out []LoadSteps
+	for _, part := range strings.Split(s, ",") {
+		if part == "" {
+			continue
+		}
+		cs, ss, ok := strings.Cut(part, ":")
+		if !ok || !isDigits(cs) || ss == "" {
+			return nil, fmt.Sprintf("%s is not concurrency:steps (e.g. 8:6, or 64:2/3 for candidates)", quote(part))
+		}
+		c, prob := parseInt(cs, keyConcurrency.min, keyConcurrency.max, "the concurrency")
+		if prob != "" {
+			return nil, prob
+		}
+		if len(out) > 0 && c <= out[len(out)-1].Concurrency {
+			return nil, fmt.Sprintf("concurrencies must rise, each once: %d after %d", c, out[len(out)-1].Concurrency)
+		}
+		e := LoadSteps{Concurrency: c}
+		for _, w := range strings.Split(ss, "/") {
+			if !isDigits(w) {
+				return nil, fmt.Sprintf("steps %s at concurrency %d: want a number 0..%d", quote(w), c, maxSteps)
+			}
+			n, prob := parseInt(w, 0, maxSteps, "steps")
+			if prob != "" {
+				return nil, prob
+			}
+			if slices.Contains(e.Steps, n) {
+				return nil, fmt.Sprintf("steps %d is given twice at concurrency %d", n, c)
+			}
+			e.Steps = append(e.Steps, n)
+		}
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		return nil, "the table is empty: give concurrency:steps pairs, e.g. 1:10 8:7 32:1 64:1"
+	}
+	if out[0].Steps[0] < 1 {
+		return nil, fmt.Sprintf("the engine starts with the first concurrency's steps: at least 1 at concurrency %d", out[0].Concurrency)
+	}
+	return out, ""
 }

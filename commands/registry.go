@@ -29,6 +29,7 @@ const (
 	pDuration                // DURATION: 30m, 2h, 1d
 	pIncidentID              // INCIDENT: 7 or #7
 	pPerLoad                 // [per-load]: mtp tune finds the best steps at each concurrency of its at LIST
+	pLoadTable               // TABLE: concurrency:steps[/steps...] pairs, e.g. 1:7 8:6 32:2 64:2/3
 )
 
 // param is one positional argument of a Spec.
@@ -81,6 +82,8 @@ func (p param) usage() string {
 		return "[at N|LIST]"
 	case pPerLoad:
 		return "[" + perLoadWord + "]"
+	case pLoadTable:
+		return "TABLE"
 	case pRange:
 		return "[RANGE]"
 	case pDuration:
@@ -260,6 +263,20 @@ var registry = []*Spec{
 		Role: Operator, Mutating: true, Lock: LockService, Schedulable: true,
 		params:   []param{{kind: pService}, {kind: pPerLoad}, {kind: pRange}, {kind: pAt}},
 		Examples: []string{"mtp tune", "mtp tune qwen 2..12 at 8", "mtp tune --dry-run", "mtp tune qwen per-load at 1,8,32,64"},
+	},
+	{
+		Path:    "mtp per-load",
+		Summary: "run a service's speculative decoding per load: the steps for each concurrency, as `mtp tune ... per-load` proposes",
+		Details: "Deploys the engine's own per-load form of TABLE (concurrency:steps pairs; more steps after a slash are " +
+			"candidates the engine may move between): for SGLang the adaptive config file at the service's adaptive_config " +
+			"(written atomically next to the unit) and the unit flags --speculative-adaptive and " +
+			"--speculative-adaptive-config, starting at the first concurrency's steps; for vLLM " +
+			"num_speculative_tokens_per_batch_size inside --speculative-config. It runs the mtp steps pipeline, verifies " +
+			"that the engine runs per load and benchmarks at each concurrency; when the new settings do not serve it puts " +
+			"back both the unit and the file. `mtp undo` restores both.",
+		Role: Operator, Mutating: true, Confirm: true, Lock: LockService,
+		params:   []param{{kind: pService}, {kind: pLoadTable}},
+		Examples: []string{"mtp per-load qwen 1:10 8:7 32:1 64:1", "mtp per-load 1:7 8:6 32:2 64:2/3 --dry-run"},
 	},
 	{
 		Path:     "mtp show",

@@ -2,13 +2,17 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"path"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops/unit"
 )
 
@@ -73,6 +77,8 @@ type PerLoad struct {
 	// GridRestarts is what the full grid of the range at these concurrencies
 	// would restart (one per steps value).
 	GridRestarts int `json:"grid_restarts"`
+	// Apply is the command that deploys the proposal.
+	Apply string `json:"apply"`
 }
 
 // TunePerLoad is `mtp tune SERVICE per-load at LIST [RANGE]`: it finds the
@@ -115,12 +121,7 @@ func (r *Runbook) TunePerLoad(ctx context.Context, service string, o PerLoadOpti
 	if err != nil {
 		return res, err
 	}
-	engine := t.cfg.Engine
-	if sp.Engine == unit.VLLM {
-		engine = "vllm"
-	} else if engine == "" {
-		engine = "sglang"
-	}
+	engine := unitEngine(d)
 	// Refuse before anything changes: each end of the range, and the form the
 	// proposal will take (SGLang: EAGLE with topk 1; a path to write).
 	for _, n := range []int{o.From, o.To} {
@@ -225,11 +226,16 @@ func (r *Runbook) TunePerLoad(ctx context.Context, service string, o PerLoadOpti
 	if err != nil {
 		return res, fmt.Errorf("measured, but the proposal cannot be written: %w", err)
 	}
+	if err := readBeside(ctx, t, prop.planned); err != nil {
+		return res, fmt.Errorf("measured, but: %w", err)
+	}
 	pl.Steps, pl.File, pl.FileText, pl.Table, pl.Unit = prop.steps, prop.file, prop.fileText, prop.table, prop.unit
+	pl.Unit.Files = prop.planned.files
+	pl.Apply = fmt.Sprintf("mtp per-load %s %s", service, perLoadWords(pl.Rows))
 	res.PerLoad = pl
 	res.Details = append(res.Details, pl.Report()...)
-	res.Summary = fmt.Sprintf("mtp tune %s per load at %s: %s; %d restarts for %d values (the full grid: %d); proposed, not applied",
-		service, intList(at), pl.Brief(), res.Restarts, len(res.Tried), grid)
+	res.Summary = fmt.Sprintf("mtp tune %s per load at %s: %s; %d restarts for %d values (the full grid: %d); proposed, not applied: `%s` applies it",
+		service, intList(at), pl.Brief(), res.Restarts, len(res.Tried), grid, pl.Apply)
 	return res, nil
 }
 
@@ -407,6 +413,7 @@ type perLoadProposal struct {
 	file, fileText string
 	table          string
 	unit           *UnitChange
+	planned        *planned // the unit edit, with the file beside it (its Before read at deploy)
 }
 
 // perLoadPlan renders rows in the engine's per-load form and plans the unit
@@ -427,6 +434,10 @@ func (r *Runbook) perLoadPlan(t *target, d *deployed, engine string, rows []PerL
 	if err != nil {
 		return nil, err
 	}
+	if p.file != "" {
+		pl.files = []FileChange{{Path: p.file, After: p.fileText}}
+	}
+	p.planned = pl
 	e := pl.edit
 	p.unit = &UnitChange{Path: pl.path, Before: pl.before, After: pl.after, ArgvBefore: e.ArgvBefore, ArgvAfter: e.ArgvAfter, Diff: e.Diff}
 	if pl.path != e.File {
@@ -558,11 +569,203 @@ func (p *PerLoad) Report() []string {
 	if p.Unit != nil && p.Unit.Diff != "" {
 		out = append(out, p.Unit.Diff)
 	}
-	if p.FileText != "" {
-		out = append(out, fmt.Sprintf("%s (new content):\n%s", p.File, strings.TrimRight(p.FileText, "\n")))
+	if p.Unit != nil {
+		out = append(out, filesText(p.Unit.Files)...)
 	}
 	if p.Table != "" {
 		out = append(out, "--speculative-config gets num_speculative_tokens_per_batch_size "+p.Table)
 	}
 	return out
+}
+
+// unitEngine is the engine the unit launches: "sglang" or "vllm".
+func unitEngine(d *deployed) string {
+	if d.eff.Detection.Engine == unit.VLLM {
+		return "vllm"
+	}
+	return "sglang"
+}
+
+// perLoadWords renders rows as mtp per-load's TABLE: "1:7 8:6 32:2 64:2/3"
+// (a concurrency, its steps, then its other candidates).
+func perLoadWords(rows []PerLoadRow) string {
+	parts := make([]string, len(rows))
+	for i, row := range rows {
+		c := []int{row.Steps}
+		for _, n := range row.Candidates {
+			if n != row.Steps {
+				c = append(c, n)
+			}
+		}
+		parts[i] = fmt.Sprintf("%d:%s", row.Concurrency, joinInts(c, "/"))
+	}
+	return strings.Join(parts, " ")
+}
+
+// filesChange reports whether some file beside the unit changes.
+func (p *planned) filesChange() bool {
+	for _, f := range p.files {
+		if f.Created || f.Removed || f.Before != f.After {
+			return true
+		}
+	}
+	return false
+}
+
+// readBeside reads the present text of the files p writes beside the unit
+// (Before; Created when a file does not exist), and their diffs.
+func readBeside(ctx context.Context, t *target, p *planned) error {
+	for i := range p.files {
+		f := &p.files[i]
+		b, err := t.host.ReadFile(ctx, f.Path)
+		switch {
+		case err != nil && errors.Is(err, fs.ErrNotExist):
+			f.Before, f.Created = "", true
+		case err != nil:
+			return hostErr("read "+f.Path, t.cfg.Host, err)
+		default:
+			f.Before = string(b)
+		}
+		if f.Before != f.After {
+			f.Diff = unit.UnifiedDiff(f.Path, f.Before, f.After)
+		}
+	}
+	return nil
+}
+
+// writeBesideFiles writes the files beside the unit: their After text for
+// UnitNew (removing a file the change removes), their Before text for
+// UnitOld (removing a file the change created). Each write is atomic (a
+// temporary file renamed over it), so a file is always its old or its new
+// text.
+func writeBesideFiles(ctx context.Context, t *target, p *planned, which string) error {
+	for _, f := range p.files {
+		if f.Before == f.After && !f.Created && !f.Removed {
+			continue
+		}
+		if (which == UnitOld && f.Created) || (which == UnitNew && f.Removed) {
+			if err := runOK(ctx, t, "rm", "-f", f.Path); err != nil {
+				return err
+			}
+			continue
+		}
+		text := f.After
+		if which == UnitOld {
+			text = f.Before
+		}
+		if err := runOK(ctx, t, "mkdir", "-p", path.Dir(f.Path)); err != nil {
+			return err
+		}
+		if err := t.host.WriteFileAtomic(ctx, f.Path, []byte(text), 0o644); err != nil {
+			return hostErr("write "+f.Path, t.cfg.Host, err)
+		}
+	}
+	return nil
+}
+
+// filesText describes the files beside the unit a change writes: their diffs,
+// or that one goes.
+func filesText(fs []FileChange) []string {
+	var out []string
+	for _, f := range fs {
+		switch {
+		case f.Removed:
+			out = append(out, "removes "+f.Path)
+		case f.Diff != "":
+			out = append(out, f.Diff)
+		}
+	}
+	return out
+}
+
+// ApplyPerLoad is `mtp per-load [SERVICE] TABLE`: it deploys the engine's
+// per-load form of rows (the TABLE a per-load tune proposes) through the mtp
+// steps pipeline: stop, clear the GPUs, write SGLang's adaptive config file
+// (atomically, at services.NAME.adaptive_config) and then the unit (or, for
+// vLLM, the unit with its per-batch table), daemon-reload, start, wait until
+// ready, verify that the engine runs it (/server_info's
+// speculative_adaptive and its config path; vLLM's draft positions), then
+// benchmark at each concurrency of the rows. When the new unit cannot be made
+// to serve or does not run per load, the unit and the file are both put back
+// (a file the change created is removed) and started again; `mtp undo`
+// restores both. rows: ascending concurrencies, each with its steps first in
+// Candidates or alone; SGLang starts at the first row's steps.
+func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLoadRow, dryRun bool, rep Reporter) (*Result, error) {
+	if err := checkRows(rows); err != nil {
+		return &Result{Incidents: []string{}}, fmt.Errorf("mtp per-load %s: %w; nothing was changed", service, err)
+	}
+	t, err := r.target(service)
+	if err != nil {
+		return nil, err
+	}
+	if t.cfg.AdaptiveConfig == "" && t.cfg.Engine != "vllm" {
+		return &Result{Incidents: []string{}}, fmt.Errorf("mtp per-load %s: services.%s.adaptive_config is not set; nothing was changed", service, service)
+	}
+	set := Setting{Steps: rows[0].Steps, perLoad: &perLoadSet{rows}}
+	res, err := r.mtpSet(ctx, service, set, dryRun, false, rep)
+	if err != nil || dryRun {
+		return res, err
+	}
+	at := make([]int, len(rows))
+	for i, row := range rows {
+		at[i] = row.Concurrency
+	}
+	var lines []string
+	for _, c := range at {
+		if err := windDown(ctx); err != nil {
+			return res, fmt.Errorf("benchmarks stopped: %w; %s serves the per-load configuration", err, service)
+		}
+		res.Bench = nil
+		bp := commands.BenchParams{Concurrency: c, Prompts: max(c, r.withBenchDefaults(commands.BenchParams{}).Prompts)}
+		b, err := r.benchmark(ctx, t, bp, res, prefixed(rep, fmt.Sprintf("at %d: ", c)))
+		pt := SweepPoint{Steps: set.Steps, Concurrency: c, OK: err == nil, Spec: res.Spec}
+		if res.Bench != nil {
+			pt.Bench = res.Bench
+			pt.OutputTokS, pt.PerStreamTokS, pt.AcceptLen, pt.AcceptRate = res.Bench.OutputTokS, res.Bench.PerStreamTokS, res.Bench.AcceptLen, res.Bench.AcceptRate
+		}
+		if err != nil {
+			pt.Error = err.Error()
+			res.AddIncident(IncidentBenchFailed)
+			if ctx.Err() != nil {
+				return res, err
+			}
+		}
+		res.Points = append(res.Points, pt)
+		lines = append(lines, fmt.Sprintf("concurrency %d: %s", c, b))
+	}
+	res.Details = append(res.Details, lines...)
+	res.Summary = fmt.Sprintf("%s now runs per load (%s); `mtp undo %s` puts back the unit and the file", service, perLoadWords(rows), service)
+	return res, nil
+}
+
+// checkRows checks a per-load table: concurrencies ascending from 1 up,
+// steps and candidates within 0..32, the first row's steps at least 1 (the
+// steps the engine starts with).
+func checkRows(rows []PerLoadRow) error {
+	if len(rows) == 0 {
+		return errors.New("the table is empty")
+	}
+	for i, row := range rows {
+		if row.Concurrency < 1 || (i > 0 && row.Concurrency <= rows[i-1].Concurrency) {
+			return fmt.Errorf("concurrencies must rise from 1 or more, each once: %s", perLoadWords(rows))
+		}
+		for _, n := range append([]int{row.Steps}, row.Candidates...) {
+			if n < 0 || n > 32 {
+				return fmt.Errorf("steps %d at concurrency %d: use 0..32", n, row.Concurrency)
+			}
+		}
+	}
+	if rows[0].Steps < 1 {
+		return fmt.Errorf("the first concurrency's steps are the steps the engine starts with: at least 1")
+	}
+	return nil
+}
+
+// besideNames lists the paths of files beside the unit.
+func besideNames(fs []FileChange) string {
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = f.Path
+	}
+	return strings.Join(names, ", ")
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/opsbot/opsbot/internal/testrun"
+	"github.com/opsbot/opsbot/lab"
 	labengine "github.com/opsbot/opsbot/lab/engine"
 	"github.com/opsbot/opsbot/ops"
 )
@@ -78,4 +79,84 @@ func TestTunePerLoadOnTheLab(t *testing.T) {
 		t.Errorf("unit changed:\n%s", after)
 	}
 	t.Logf("%s\n%s", res.Summary, strings.Join(res.Details, "\n"))
+}
+
+// mtp per-load writes the adaptive file next to the unit and the unit's flags,
+// the lab's SGLang runs it (verified on /server_info) and it is benchmarked at
+// each concurrency; mtp undo puts back the unit and removes the file it
+// created.
+func TestApplyPerLoadAndUndo(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	h := &history{}
+	r := newRig(t, labOpts(), func(c *ops.Config) { c.Changes = h })
+	before := r.unitText(t)
+	const file = "/etc/sglang/qwen-adaptive.json"
+	rows := []ops.PerLoadRow{{Concurrency: 1, Steps: 7, Candidates: []int{7}}, {Concurrency: 8, Steps: 5, Candidates: []int{5}},
+		{Concurrency: 64, Steps: 1, Candidates: []int{1, 2}}}
+
+	dry, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", rows, true, ops.Discard)
+	if err != nil || r.unitText(t) != before || !strings.Contains(strings.Join(dry.Details, "\n"), `+  "64": {"candidate_steps": [1, 2]}`) {
+		t.Fatalf("dry run: %v\n%s", err, strings.Join(dry.Details, "\n"))
+	}
+	if _, err := r.lab.Host("gpu1").ReadFile(file); err == nil {
+		t.Fatal("the dry run wrote the file")
+	}
+
+	ev := &events{}
+	res, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", rows, false, ev)
+	if err != nil {
+		t.Fatalf("mtp per-load: %v\n%s", err, ev.text())
+	}
+	b, err := r.lab.Host("gpu1").ReadFile(file)
+	if err != nil || string(b) != ops.SGLangAdaptiveConfig(rows) {
+		t.Fatalf("file on the host: %v\n%s", err, b)
+	}
+	unitNow := r.unitText(t)
+	if !strings.Contains(unitNow, "--speculative-adaptive \\") || !strings.Contains(unitNow, "--speculative-adaptive-config "+file) ||
+		!strings.Contains(unitNow, "--speculative-num-steps 7") {
+		t.Fatalf("unit:\n%s", unitNow)
+	}
+	if res.Spec == nil || res.Spec.Adaptive != file || len(res.Points) != 3 || !strings.Contains(ev.text(), "per load from "+file) {
+		t.Fatalf("result spec %+v, %d points\n%s", res.Spec, len(res.Points), ev.text())
+	}
+	if len(res.Unit.Files) != 1 || !res.Unit.Files[0].Created {
+		t.Fatalf("the change does not record the file it created: %+v", res.Unit.Files)
+	}
+	t.Logf("%s\n%s", res.Summary, ev.text())
+	h.add(ops.AppliedChange{JobID: 1, Command: "mtp per-load qwen 1:7 8:5 64:1/2", Status: "succeeded", Unit: *res.Unit})
+
+	ev = &events{}
+	if _, err := r.rb.MTPUndo(testCtx(t), "qwen", false, ev); err != nil {
+		t.Fatalf("mtp undo: %v\n%s", err, ev.text())
+	}
+	if r.unitText(t) != before {
+		t.Fatalf("undo left the unit:\n%s", r.unitText(t))
+	}
+	if _, err := r.lab.Host("gpu1").ReadFile(file); err == nil {
+		t.Fatal("undo left the adaptive file it should remove")
+	}
+}
+
+// A per-load change that does not serve puts back both the unit and the file.
+func TestApplyPerLoadRollsBackBoth(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	r := newRig(t, labOpts(lab.Fault{Name: "crash-on-start"}), nil)
+	before := r.unitText(t)
+	const file = "/etc/sglang/qwen-adaptive.json"
+	ev := &events{}
+	res, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", []ops.PerLoadRow{{Concurrency: 1, Steps: 7, Candidates: []int{7}}, {Concurrency: 64, Steps: 1, Candidates: []int{1}}}, false, ev)
+	if err == nil {
+		t.Fatalf("a start that crashes succeeded:\n%s", ev.text())
+	}
+	if r.unitText(t) != before {
+		t.Errorf("the unit is not put back:\n%s", r.unitText(t))
+	}
+	if _, err := r.lab.Host("gpu1").ReadFile(file); err == nil {
+		t.Error("the adaptive file the failed change created is still there")
+	}
+	if res == nil || !slices.Contains(res.Incidents, ops.IncidentRolledBack) {
+		t.Errorf("incidents %v, want rolled_back; err %v", res.Incidents, err)
+	}
 }

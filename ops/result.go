@@ -99,6 +99,20 @@ type UnitChange struct {
 	ArgvBefore []string `json:"argv_before"`
 	ArgvAfter  []string `json:"argv_after"`
 	Diff       string   `json:"diff,omitempty"`
+	// Files are the files the change wrote beside the unit (SGLang's adaptive
+	// config of a per-load change): written before the unit, restored after
+	// it on a rollback, and put back by mtp undo with it.
+	Files []FileChange `json:"files,omitempty"`
+}
+
+// FileChange is one file a unit change wrote beside the unit.
+type FileChange struct {
+	Path    string `json:"path"`
+	Before  string `json:"before"`
+	After   string `json:"after"`
+	Created bool   `json:"created,omitempty"` // it did not exist before: undone by removing it
+	Removed bool   `json:"removed,omitempty"` // the change removes it (an undo of its creation)
+	Diff    string `json:"diff,omitempty"`
 }
 
 // GPUMemory is one GPU's memory use before and after a pipeline.
