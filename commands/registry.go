@@ -288,10 +288,12 @@ var registry = []*Spec{
 	{
 		Path:    "mtp undo",
 		Summary: "put back the unit text the service's last successful change replaced, redeploy it and benchmark it",
-		Details: "Finds the last job that changed the service's unit and succeeded (mtp steps, or an earlier mtp undo), " +
-			"and deploys the text that job replaced through the same steps as mtp steps: preview, confirm, stop, clear " +
-			"GPU memory, write, start, wait until it serves, verify, benchmark. Refused when there is nothing to undo, or " +
-			"when the unit changed since that job (by another job or by hand): undo only what the unit still holds.",
+		Details: "Finds the last job that changed the service's unit and succeeded (mtp steps, mtp per-load, or an earlier " +
+			"mtp undo), and deploys the text that job replaced through the same steps as mtp steps: preview, confirm, stop, clear " +
+			"GPU memory, write, start, wait until it serves, verify, benchmark. A file the job wrote beside the unit (mtp " +
+			"per-load's adaptive config) is put back with it, or removed when the job created it. Refused when there is " +
+			"nothing to undo, or when the unit or that file changed since that job (by another job or by hand): undo only " +
+			"what they still hold.",
 		Role: Operator, Mutating: true, Confirm: true, Lock: LockService,
 		params:   []param{{kind: pService}},
 		Examples: []string{"mtp undo", "mtp undo qwen --dry-run"},
