@@ -160,3 +160,33 @@ func TestApplyPerLoadRollsBackBoth(t *testing.T) {
 		t.Errorf("incidents %v, want rolled_back; err %v", res.Incidents, err)
 	}
 }
+
+// On vLLM the per-load form is the per-batch table inside --speculative-config,
+// edited byte-exactly, num_speculative_tokens its largest k; the engine runs
+// it and mtp undo puts the unit back.
+func TestApplyPerLoadVLLM(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	h := &history{}
+	r := newRig(t, lab.Options{TimeScale: 1000, Engine: "vllm"}, func(c *ops.Config) { c.Changes = h })
+	before := r.unitText(t)
+	rows := []ops.PerLoadRow{{Concurrency: 1, Steps: 5, Candidates: []int{5}}, {Concurrency: 8, Steps: 3, Candidates: []int{3}},
+		{Concurrency: 64, Steps: 0, Candidates: []int{0}}}
+	ev := &events{}
+	res, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", rows, false, ev)
+	if err != nil {
+		t.Fatalf("mtp per-load: %v\n%s", err, ev.text())
+	}
+	want := strings.Replace(before, `'{"method":"mtp","num_speculative_tokens":3}'`,
+		`'{"method":"mtp","num_speculative_tokens":5,"num_speculative_tokens_per_batch_size":[[1,7,5],[8,63,3],[64,1024,0]]}'`, 1)
+	if got := r.unitText(t); got != want || got == before {
+		t.Fatalf("unit:\n%s\nwant:\n%s", got, want)
+	}
+	if res.Spec.BatchTable != "[[1,7,5],[8,63,3],[64,1024,0]]" || res.Spec.LiveSteps != 5 || len(res.Points) != 3 {
+		t.Fatalf("spec %+v, %d points\n%s", res.Spec, len(res.Points), ev.text())
+	}
+	h.add(ops.AppliedChange{JobID: 1, Command: "mtp per-load qwen 1:5 8:3 64:0", Status: "succeeded", Unit: *res.Unit})
+	if _, err := r.rb.MTPUndo(testCtx(t), "qwen", false, ops.Discard); err != nil || r.unitText(t) != before {
+		t.Fatalf("undo: %v\n%s", err, r.unitText(t))
+	}
+}
