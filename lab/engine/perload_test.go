@@ -141,8 +141,8 @@ func TestAdaptiveStepsFollowTheBatch(t *testing.T) {
 // count what each batch size drafted.
 func TestVLLMBatchTable(t *testing.T) {
 	t.Parallel()
-	te := startEngine(t, append([]string{"/opt/vllm/.venv/bin/vllm", "serve", "/models/q", "--served-model-name", "qwen",
-		"--speculative-config", `{"method":"mtp","num_speculative_tokens":5,"num_speculative_tokens_per_batch_size":[[1,1,9],[2,64,1]]}`}), fastPhysics())
+	te := startEngine(t, []string{"/opt/vllm/.venv/bin/vllm", "serve", "/models/q", "--served-model-name", "qwen",
+		"--speculative-config", `{"method":"mtp","num_speculative_tokens":5,"num_speculative_tokens_per_batch_size":[[1,1,9],[2,64,1]]}`}, fastPhysics())
 	if tb := te.e.Settings().BatchTable; len(tb) != 2 || tb[0] != (BatchK{1, 1, 9}) {
 		t.Fatalf("table %+v", tb)
 	}
@@ -166,8 +166,8 @@ func TestVLLMBatchTable(t *testing.T) {
 		t.Fatalf("8 streams: %.2f draft tokens per draft, want about 1", got)
 	}
 
-	_, _, err := Check(mustParse(t, append([]string{"/opt/vllm/.venv/bin/vllm", "serve", "/models/q", "--speculative-config",
-		`{"method":"mtp","num_speculative_tokens":3,"num_speculative_tokens_per_batch_size":[[1,8,3],[4,16,1]]}`})))
+	_, _, err := Check(mustParse(t, []string{"/opt/vllm/.venv/bin/vllm", "serve", "/models/q", "--speculative-config",
+		`{"method":"mtp","num_speculative_tokens":3,"num_speculative_tokens_per_batch_size":[[1,8,3],[4,16,1]]}`}))
 	var se *StartError
 	if !errors.As(err, &se) || !strings.Contains(se.Lines[len(se.Lines)-1], "overlap") {
 		t.Fatalf("overlapping ranges: err %v", err)
