@@ -247,7 +247,7 @@ func checkVLLM(s Settings) (Settings, []string, error) {
 			t, err := parseBatchTable(raw)
 			if err != nil {
 				return s, lines, s.vllmTraceback("pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig",
-					"num_speculative_tokens_per_batch_size", "  "+err.Error())
+					"num_speculative_tokens_per_batch_size", "  Value error, "+err.Error())
 			}
 			s.BatchTable = t
 		}
