@@ -190,3 +190,29 @@ func TestApplyPerLoadVLLM(t *testing.T) {
 		t.Fatalf("undo: %v\n%s", err, r.unitText(t))
 	}
 }
+
+// mtp steps on a unit that runs per load takes it back to one setting: the
+// adaptive flags go, and the engine runs the steps given.
+func TestMTPStepsLeavesPerLoad(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	r := newRig(t, labOpts(), nil)
+	before := r.unitText(t)
+	rows := []ops.PerLoadRow{{Concurrency: 1, Steps: 7, Candidates: []int{7}}, {Concurrency: 8, Steps: 2, Candidates: []int{2}}}
+	if _, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", rows, false, ops.Discard); err != nil {
+		t.Fatalf("mtp per-load: %v", err)
+	}
+	ev := &events{}
+	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 5, false, ev)
+	if err != nil {
+		t.Fatalf("mtp steps 5: %v\n%s", err, ev.text())
+	}
+	want := strings.Replace(strings.Replace(before, "--speculative-num-steps 3 ", "--speculative-num-steps 5 ", 1),
+		"--speculative-num-draft-tokens 4 ", "--speculative-num-draft-tokens 6 ", 1)
+	if got := r.unitText(t); got != want {
+		t.Fatalf("unit:\n%s\nwant:\n%s", got, want)
+	}
+	if res.Spec.Adaptive != "" || res.Spec.LiveSteps != 5 {
+		t.Fatalf("spec %+v", res.Spec)
+	}
+}

@@ -110,6 +110,7 @@ type argEdit struct {
 	vi, vj int // byte range of the value replaced (replace) ...
 	text   string
 	insert []string // ... or words inserted before index (when non-nil)
+	del    int      // ... or this many words deleted from index (when > 0)
 }
 
 // SetSteps produces the smallest edit of the file holding the engine command
@@ -266,15 +267,18 @@ func applyArgEdits(argv []string, ed []argEdit) []string {
 		return repl[i].vi > repl[j].vi
 	})
 	for _, a := range repl {
-		if a.insert == nil {
+		if a.insert == nil && a.del == 0 {
 			v := out[a.index]
 			out[a.index] = v[:a.vi] + a.text + v[a.vj:]
 		}
 	}
 	sort.SliceStable(ed, func(i, j int) bool { return ed[i].index > ed[j].index })
 	for _, a := range ed {
-		if a.insert != nil {
+		switch {
+		case a.insert != nil:
 			out = slices.Insert(out, a.index, a.insert...)
+		case a.del > 0:
+			out = slices.Delete(out, a.index, a.index+a.del)
 		}
 	}
 	return out
@@ -339,6 +343,18 @@ func insertAfter(u *Unit, cmd *Command, use FlagUse, opts [][2]string) (splice, 
 	}
 	at := valArg.Span.End
 	return splice{Span{at, at}, b.String()}, argEdit{index: use.ValueIndex + 1, insert: words}
+}
+
+// removeUse builds the splice and argv edit that delete the option use (with
+// its value) and the separator before it (a space, or a line continuation
+// and its indentation).
+func removeUse(cmd *Command, use FlagUse) (splice, argEdit) {
+	prevEnd := cmd.PathWord.Span.End
+	if use.NameIndex > 0 {
+		prevEnd = cmd.Args[use.NameIndex-1].Span.End
+	}
+	end := cmd.Args[use.ValueIndex].Span.End
+	return splice{Span{prevEnd, end}, ""}, argEdit{index: use.NameIndex, del: use.ValueIndex - use.NameIndex + 1}
 }
 
 func lastUse(s Spec, flags ...string) (FlagUse, bool) {
@@ -452,6 +468,16 @@ func planSGLang(eff *Effective, spec Spec, n int, opts Options) ([]splice, []arg
 	if set(FlagDraftTokens, draft) {
 		add = append(add, [2]string{FlagDraftTokens, strconv.Itoa(draft)})
 	}
+	if opts.AdaptiveConfig == "" && (spec.Adaptive || spec.AdaptiveConfig != "") {
+		// A single setting: the unit no longer runs per load.
+		for _, use := range spec.Uses {
+			if use.Flag == FlagAdaptive || use.Flag == FlagAdaptiveConfig {
+				s, a := removeUse(cmd, use)
+				sp, ae = append(sp, s), append(ae, a)
+				ch = append(ch, Change{Flag: use.Flag, From: use.Value, To: "(removed)"})
+			}
+		}
+	}
 	if opts.AdaptiveConfig != "" {
 		if !spec.Adaptive {
 			add = append(add, [2]string{FlagAdaptive, ""})
@@ -488,8 +514,26 @@ func planSGLang(eff *Effective, spec Spec, n int, opts Options) ([]splice, []arg
 
 func planVLLM(eff *Effective, spec Spec, n int, opts Options) ([]splice, []argEdit, []Change, error) {
 	sp, ae, ch, err := planVLLMSteps(eff, spec, n, opts)
-	if err != nil || opts.BatchTable == "" {
+	if err != nil {
 		return sp, ae, ch, err
+	}
+	if opts.BatchTable == "" {
+		if spec.BatchTable == "" {
+			return sp, ae, ch, nil
+		}
+		// A single setting: take the per-batch table out of the JSON.
+		use, _ := lastUse(spec, FlagSpecConfig)
+		cmd := &eff.Engine.Command
+		arg := &cmd.Args[use.ValueIndex]
+		js := arg.Value[use.ValueOffset:]
+		i, j, ok := jsonKeySpan(js, keyBatchTable)
+		if !ok {
+			return nil, nil, nil, refuse(CodeInvalid, "--speculative-config: cannot locate %s to remove it", keyBatchTable)
+		}
+		i, j = use.ValueOffset+i, use.ValueOffset+j
+		sp = append(sp, splice{arg.ValueSpan(i, j), ""})
+		ae = append(ae, argEdit{index: use.ValueIndex, vi: i, vj: j, text: ""})
+		return sp, ae, append(ch, Change{Flag: changeJSONTable, From: spec.BatchTable, To: "(removed)"}), nil
 	}
 	if usesOf(spec, FlagNumSpecTokens) != nil {
 		return nil, nil, nil, refuse(CodeUnsupported, "a per-batch-size table needs --speculative-config (the unit uses the older --num-speculative-tokens)")

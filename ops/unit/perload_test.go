@@ -37,6 +37,19 @@ func TestSetStepsPerLoad(t *testing.T) {
 		t.Fatalf("idempotent: %v %+v", err, e3.Changed)
 	}
 
+	// A single setting takes the unit off per load: the flags go with their line.
+	single, err := SetSteps(e.After, 5, Options{})
+	plain, err2 := SetSteps(sg, 5, Options{})
+	if err != nil || err2 != nil || single.After != plain.After || single.SpecAfter.Adaptive || single.SpecAfter.AdaptiveConfig != "" {
+		t.Fatalf("single setting from per load: %v %v\n%s\nwant:\n%s", err, err2, single.After, plain.After)
+	}
+	inline := "[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /m --speculative-algorithm NEXTN --speculative-adaptive " +
+		"--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 --speculative-adaptive-config=/etc/a.json --port 30000\n"
+	if s, err := SetSteps(inline, 3, Options{}); err != nil || !strings.Contains(s.After, "--speculative-algorithm NEXTN --speculative-num-steps 3 ") ||
+		!strings.Contains(s.After, "--speculative-num-draft-tokens 4 --port 30000") {
+		t.Fatalf("inline flags removed: %v\n%s", err, s.After)
+	}
+
 	vl := "[Service]\nExecStart=/opt/vllm/bin/vllm serve /m --speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 3, \"x\": {\"y\": 1}}' --port 8000\n"
 	v, err := SetSteps(vl, 10, Options{BatchTable: "[[1,1,10],[2,8,6],[9,64,0]]"})
 	if err != nil {
@@ -51,6 +64,18 @@ func TestSetStepsPerLoad(t *testing.T) {
 	if err != nil || v2.After != strings.Replace(strings.Replace(v.After, "[[1,1,10],[2,8,6],[9,64,0]]", "[[1,4,6],[5,64,1]]", 1),
 		`"num_speculative_tokens": 10`, `"num_speculative_tokens": 6`, 1) {
 		t.Fatalf("vLLM table replaced: %v\n%s", err, v2.After)
+	}
+
+	for _, base := range []string{vl, strings.Replace(vl, `{"method": "mtp", "num_speculative_tokens": 3`, `{"num_speculative_tokens_per_batch_size": [[1,2,3]], "method": "mtp", "num_speculative_tokens": 3`, 1)} {
+		with, err := SetSteps(base, 6, Options{BatchTable: "[[1,4,6],[5,64,1]]"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := SetSteps(with.After, 3, Options{})
+		want := strings.Replace(vl, "num_speculative_tokens_per_batch_size", "", 0)
+		if err != nil || back.After != want || back.SpecAfter.BatchTable != "" {
+			t.Fatalf("table removed: %v\n%s\nwant:\n%s", err, back.After, want)
+		}
 	}
 
 	for _, tc := range []struct {

@@ -398,3 +398,36 @@ func jsonKeyValue(js, key string) (valStart, valEnd, closeBrace int, found bool,
 	closeBrace = int(dec.InputOffset()) - 1
 	return valStart, valEnd, closeBrace, found, nil
 }
+
+// jsonKeySpan is the byte range of a top-level key of a JSON object with its
+// value and one comma beside it (the one before it, or after it for the first
+// key) with that comma's spacing: what to cut to remove the key.
+func jsonKeySpan(js, key string) (int, int, bool) {
+	vs, ve, _, found, err := jsonKeyValue(js, key)
+	if err != nil || !found {
+		return 0, 0, false
+	}
+	ks := strings.LastIndex(js[:vs], `"`+key+`"`)
+	if ks < 0 {
+		return 0, 0, false
+	}
+	b := ks
+	for b > 0 && isWS(js[b-1]) {
+		b--
+	}
+	if b > 0 && js[b-1] == ',' {
+		return b - 1, ve, true
+	}
+	e := ve
+	for e < len(js) && isWS(js[e]) {
+		e++
+	}
+	if e < len(js) && js[e] == ',' {
+		e++
+		for e < len(js) && isWS(js[e]) {
+			e++
+		}
+		return ks, e, true
+	}
+	return ks, ve, true
+}
