@@ -662,7 +662,13 @@ func (r *Runbook) MTPShow(ctx context.Context, service string, rep Reporter) (*R
 
 func specLine(s *Spec) string {
 	if s.Engine == unit.VLLM {
+		if s.BatchTable != "" {
+			return fmt.Sprintf("vLLM per load: num_speculative_tokens_per_batch_size %s (at most %d)", s.BatchTable, s.Steps)
+		}
 		return fmt.Sprintf("vLLM num_speculative_tokens %d", s.Steps)
+	}
+	if s.Adaptive != "" {
+		return fmt.Sprintf("%s per load from %s (adaptive), starting at steps %d, topk %d, draft tokens %d", s.Algorithm, s.Adaptive, s.Steps, s.TopK, s.DraftTokens)
 	}
 	return fmt.Sprintf("%s steps %d, topk %d, draft tokens %d", s.Algorithm, s.Steps, s.TopK, s.DraftTokens)
 }

@@ -124,6 +124,9 @@ func TestApplyPerLoadAndUndo(t *testing.T) {
 		t.Fatalf("the change does not record the file it created: %+v", res.Unit.Files)
 	}
 	t.Logf("%s\n%s", res.Summary, ev.text())
+	if show, err := r.rb.MTPShow(testCtx(t), "qwen", ops.Discard); err != nil || !strings.Contains(show.Summary, "per load from "+file+" (adaptive), starting at steps 7") {
+		t.Errorf("mtp show: %v %+v", err, show)
+	}
 	h.add(ops.AppliedChange{JobID: 1, Command: "mtp per-load qwen 1:7 8:5 64:1/2", Status: "succeeded", Unit: *res.Unit})
 
 	ev = &events{}
