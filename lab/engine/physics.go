@@ -7,9 +7,9 @@ import (
 
 // Physics is the speed model of speculative decoding.
 //
-// Acceptance follows the draft tree. Each verify step drafts a tree of Steps levels, TopK
-// candidates per level, and verifies DraftTokens of it (the root included: DraftTokens-1
-// draft nodes, at most TopK*Steps). A level holding w candidates contains the target's token
+// Acceptance follows the draft tree. Each verify step drafts a tree of Steps levels (TopK
+// candidates at the first, TopK x TopK at each further one) and verifies DraftTokens of it
+// (the root included: DraftTokens-1 draft nodes). A level holding w candidates contains the target's token
 // with probability a(w) = 1 - (1-Accept)*w^-TopKGain (w = 1: Accept; wider: more, with
 // diminishing returns). The step emits the tokens accepted along the tree before the first
 // level that misses, plus one bonus token, so the accept length L is at most Steps+1 and at
@@ -74,7 +74,7 @@ func Chain(k int) Shape {
 	return Shape{Steps: k, TopK: 1, DraftTokens: k + 1}
 }
 
-// norm fills unset values: topk 1, and draft tokens steps+1 with topk 1 (else the full tree).
+// norm fills unset values: topk 1, and draft tokens steps+1 with topk 1 (else topk x steps + 1).
 func (s Shape) norm() Shape {
 	if s.Steps <= 0 {
 		return Shape{}
@@ -114,7 +114,7 @@ func (p Physics) Levels(s Shape) []float64 {
 	if s.Steps == 0 {
 		return nil
 	}
-	budget := min(s.DraftTokens-1, s.TopK*s.Steps)
+	budget := min(s.DraftTokens-1, treeNodes(s))
 	widths := make([]int, 0, s.Steps)
 	probs := make([]float64, 0, s.Steps)
 	lenOf := func(pr []float64) float64 {
@@ -135,7 +135,7 @@ func (p Physics) Levels(s Shape) []float64 {
 			best, bestGain = len(widths), gain
 		}
 		for j, w := range widths {
-			if w >= s.TopK {
+			if w >= levelCap(s.TopK, j) {
 				continue
 			}
 			old := probs[j]
@@ -158,6 +158,21 @@ func (p Physics) Levels(s Shape) []float64 {
 		}
 	}
 	return probs
+}
+
+// levelCap is how many candidates level j (0-based) of the draft tree can offer: topk at the
+// first, topk x topk at each further one (each of the topk beams expands topk, SGLang's EAGLE
+// tree; the unit editor's limit on draft tokens, ops/unit planSGLang, is the same count).
+func levelCap(topk, j int) int {
+	if j == 0 {
+		return topk
+	}
+	return topk * topk
+}
+
+// treeNodes is the draft nodes the tree of s offers: topk + (steps-1) x topk^2.
+func treeNodes(s Shape) int {
+	return s.TopK + (s.Steps-1)*s.TopK*s.TopK
 }
 
 // AcceptLen is the mean tokens emitted per verify step with shape s (bonus included): at

@@ -53,7 +53,7 @@ func TestAcceptLenFollowsTheDraftTree(t *testing.T) {
 	p := DefaultPhysics()
 	for steps := 1; steps <= 10; steps++ {
 		for topk := 1; topk <= 8; topk++ {
-			for d := 2; d <= topk*steps+1; d++ {
+			for d := 2; d <= treeNodes(Shape{Steps: steps, TopK: topk})+1; d++ {
 				sh := Shape{Steps: steps, TopK: topk, DraftTokens: d}
 				l := p.AcceptLen(sh)
 				if l < 1 || l > float64(steps+1)+1e-9 || l > float64(sh.Verified())+1e-9 {
