@@ -34,9 +34,10 @@
 //
 // A sweep's or tune's result is reported as a table per concurrency, each
 // point beside its previous result, and a PNG chart attached to the thread
-// (SweepTables, SweepChart). CheckRegression judges a finished job's
-// benchmarks against the median of their last comparable runs and returns
-// the alert to post; it posts nothing itself.
+// (SweepTables, SweepChart, named ChartName). CheckRegression judges a
+// finished job's benchmarks, each setting in each concurrency bucket, by
+// output tok/s and accept length against the median of their last
+// comparable runs and returns the alert to post; it posts nothing itself.
 package bot
 
 import (

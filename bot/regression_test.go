@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
@@ -41,13 +42,18 @@ func labRunbook(t testing.TB) (*lab.Lab, *ops.Runbook) {
 // A regression is detected when the lab's engine gets slower: benchmarks at
 // the default physics build the history, one more at the same physics is no
 // regression, and after the engine is made 1.6x slower and restarted the next
-// benchmark is one, with both figures and the job in the alert.
+// benchmark is one, with both figures and the job in the alert. The
+// threshold is 20%: the lab's tok/s is measured in wall time and varies
+// between runs on a busy machine (5% seen, and once 12%); 1.6x slower is
+// 37.5% below.
 func TestRegressionDetectedWhenTheEngineGetsSlower(t *testing.T) {
-	t.Parallel()
+	// Not t.Parallel(): it compares throughput the lab measures in wall time, so it runs in
+	// the package's serial phase, before and apart from the package's parallel tests.
+	testrun.Long(t)
 	l, rb := labRunbook(t)
 	h := newHarness(t, rb, roles)
 	ctx := context.Background()
-	pol := RegressionPolicy{Pct: 10, Runs: 7}
+	pol := RegressionPolicy{Pct: 20, Runs: 7}
 	bench := func() (store.Job, *ops.Result) {
 		t.Helper()
 		j := h.wait(h.handle("olga", "bench qwen").JobID)
@@ -91,7 +97,7 @@ func TestRegressionDetectedWhenTheEngineGetsSlower(t *testing.T) {
 		t.Errorf("regression %+v (current %.1f tok/s)", r, res.Bench.OutputTokS)
 	}
 	for _, want := range []string{fmt.Sprintf("%.1f tok/s", r.Current), fmt.Sprintf("median %.1f tok/s", r.Median),
-		fmt.Sprintf("job #%d", j.ID), fmt.Sprintf("`job %d`", j.ID), "concurrency=2", "next:"} {
+		fmt.Sprintf("job #%d", j.ID), fmt.Sprintf("`job %d`", j.ID), "concurrency 2, steps=3,topk=1,draft=4: output", "next:"} {
 		if !strings.Contains(al.Text, want) {
 			t.Errorf("alert text lacks %q:\n%s", want, al.Text)
 		}
@@ -128,5 +134,50 @@ func TestCheckRegressionComparesLikeForLike(t *testing.T) {
 	al, err := CheckRegression(ctx, h.store, job, res, RegressionPolicy{Pct: 10})
 	if err != nil || al == nil || al.Regressions[0].Median != 290 || al.Regressions[0].Runs != 3 {
 		t.Fatalf("255 vs median 290 at 10%%: %+v %v", al, err)
+	}
+}
+
+// Accept length is judged like tok/s, where it was measured: a point with
+// no accept length (speculation off) is judged by tok/s alone, and history
+// rows without one do not count towards its median.
+func TestCheckRegressionJudgesAcceptLength(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, pipelineFunc(nil), roles)
+	ctx := context.Background()
+	spec := &ops.Spec{Engine: "sglang", Steps: 3, TopK: 1, DraftTokens: 4}
+	load := bench.Settings{Prompts: 16, Concurrency: 8, InputLen: 256, OutputLen: 256}
+	for _, acc := range []float64{3.0, 3.2, 0, 2.9} { // one row without an accept length
+		job, err := h.store.CreateJob(ctx, store.Job{Command: "bench qwen", Service: "qwen"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.store.AddBenchResult(ctx, store.BenchResult{JobID: job.ID, Service: "qwen", Settings: SettingsKey(spec),
+			OutputTokS: 900, AcceptLen: acc, Prompts: 16, Concurrency: 8, InputLen: 256, OutputLen: 256}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job, _ := h.store.CreateJob(ctx, store.Job{Command: "bench qwen", Service: "qwen"})
+	check := func(acc float64) *Alert {
+		t.Helper()
+		res := &ops.Result{Spec: spec, Bench: &ops.BenchResult{OutputTokS: 905, AcceptLen: acc, Settings: load}}
+		al, err := CheckRegression(ctx, h.store, job, res, RegressionPolicy{Pct: 10, Runs: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return al
+	}
+	if al := check(0); al != nil {
+		t.Errorf("no accept length measured, tok/s as before: %s", al.Text)
+	}
+	if al := check(2.8); al != nil {
+		t.Errorf("accept length 2.8 against the median 3.0 is within 10%%: %s", al.Text)
+	}
+	al := check(2.4)
+	if al == nil || len(al.Regressions) != 1 {
+		t.Fatalf("accept length 2.4 against the median 3.0: %+v", al)
+	}
+	if r := al.Regressions[0]; r.Metric != ops.MetricAcceptLen || r.Median != 3.0 || r.Runs != 3 || r.Load.Concurrency != 8 ||
+		!strings.Contains(al.Text, "• concurrency 8, steps=3,topk=1,draft=4: accept length 2.40, 20.0% below the median 3.00 of the last 3 runs") {
+		t.Errorf("regression %+v\n%s", r, al.Text)
 	}
 }

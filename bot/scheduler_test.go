@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -526,5 +527,88 @@ func TestScheduledRunRegressionAlert(t *testing.T) {
 	a := alerts()
 	if len(a) != 1 || !strings.Contains(a[0], "200") || !strings.Contains(a[0], "297.5") {
 		t.Fatalf("alerts %q: want one naming 200 tok/s against the median 297.5", a)
+	}
+}
+
+// A scheduled sweep is judged per concurrency bucket: each setting at each
+// concurrency against its own history. A night on which concurrency 32 got
+// slower and the accept length at concurrency 1 fell posts one alert naming
+// both buckets, their setting and figure; the buckets that held are not
+// named.
+func TestScheduledSweepRegressionPerBucket(t *testing.T) {
+	t.Parallel()
+	var night5 atomic.Bool
+	spec := &ops.Spec{Engine: "sglang", Steps: 4, TopK: 1, DraftTokens: 5}
+	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		res := &ops.Result{Summary: "swept", Spec: spec, Metric: ops.MetricOutputTokS}
+		for _, c := range []int{1, 32} {
+			tok, acc := 250.0, 3.2
+			if c == 32 {
+				tok, acc = 2400, 3.1
+			}
+			if night5.Load() {
+				if c == 32 {
+					tok = 1700 // 29% slower
+				} else {
+					acc = 2.5 // 22% shorter
+				}
+			}
+			res.Points = append(res.Points, ops.SweepPoint{Steps: 4, TopK: 1, DraftTokens: 5, Concurrency: c, OK: true, Spec: spec,
+				OutputTokS: tok, AcceptLen: acc, Bench: &ops.BenchResult{OutputTokS: tok, AcceptLen: acc, RequestsOK: 16, Concurrency: c,
+					Settings: bench.Settings{Prompts: 64, Concurrency: c, InputLen: 256, OutputLen: 128}}})
+		}
+		return res, nil
+	})
+	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), backend, "")
+	ctx := context.Background()
+	if _, err := app.Store.AddSchedule(ctx, store.Schedule{Spec: "@daily", Command: "sweep qwen steps 4 at 1,32", Platform: "console",
+		Room: "ops", CreatedBy: "olga", CreatedAt: night}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int64, 1)
+	s, err := NewScheduler(ctx, app, SchedulerOptions{Regressions: &RegressionPolicy{Pct: 10, Runs: 7},
+		AfterRun: func(_ context.Context, j store.Job) { done <- j.ID }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := func() []string {
+		chat.mu.Lock()
+		defer chat.mu.Unlock()
+		var out []string
+		for _, m := range chat.posts {
+			if strings.HasPrefix(m.Text, "regression") {
+				out = append(out, m.Text)
+			}
+		}
+		return out
+	}
+	var last int64
+	for d := 1; d <= 5; d++ {
+		night5.Store(d == 5)
+		if err := s.Tick(ctx, night.Add(time.Duration(d)*24*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case last = <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("night %d: the scheduled sweep did not finish", d)
+		}
+		if a := alerts(); d < 5 && len(a) != 0 {
+			t.Fatalf("night %d: alerts for unchanged figures: %q", d, a)
+		}
+	}
+	a := alerts()
+	if len(a) != 1 {
+		t.Fatalf("alerts %q: want one", a)
+	}
+	lines := strings.Split(a[0], "\n")
+	want := []string{
+		fmt.Sprintf("regression: qwen measured more than 10%% below the median of its last comparable runs in job #%d", last),
+		"• concurrency 1, steps=4,topk=1,draft=5: accept length 2.50, 21.9% below the median 3.20 of the last 4 runs (prompts=64 in=256 out=128)",
+		"• concurrency 32, steps=4,topk=1,draft=5: output 1700.0 tok/s, 29.2% below the median 2400.0 tok/s of the last 4 runs (prompts=64 in=256 out=128)",
+	}
+	if len(lines) != 5 || !slices.Equal(lines[:3], want) || !strings.HasPrefix(lines[4], fmt.Sprintf("next: `job %d`", last)) ||
+		!strings.Contains(lines[4], "`mtp show qwen`") {
+		t.Fatalf("alert:\n%s\nwant it to begin:\n%s", a[0], strings.Join(want, "\n"))
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"image"
 	"image/color"
+	"math"
 	"slices"
 	"strings"
 
@@ -17,13 +19,6 @@ import (
 
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
-)
-
-// Chart size in pixels, drawn at chartDPI.
-const (
-	chartWidth  = 1200
-	chartHeight = 900
-	chartDPI    = 96
 )
 
 // sweepReport puts a sweep's (or a tune's) report into res: a table per
@@ -47,7 +42,7 @@ func (e *Engine) sweepReport(ctx context.Context, r *jobRun, res *ops.Result, ro
 		current = ops.Setting{Steps: res.Spec.Steps, TopK: res.Spec.TopK, DraftTokens: res.Spec.DraftTokens}
 	}
 	res.Details = append(res.Details, SweepTables(res.Points, prev, res.Metric, current)...)
-	png, err := SweepChart(res.Points, res.Metric, current.Steps)
+	png, err := SweepChart(res.Points, res.Metric, current)
 	if err != nil {
 		e.log.Warn("render sweep chart", "job", r.job.ID, "err", err)
 		return
@@ -142,11 +137,51 @@ func pctChange(a, b float64) string {
 	return fmt.Sprintf("%+.1f%%", (b-a)/a*100)
 }
 
-// SweepChart renders pts as a PNG, in memory: output tok/s (top) and accept
-// length (bottom) against steps, one line per concurrency, the current steps
-// marked by a dashed vertical line (current 0: none). Failed points are left
+// ChartName is the file name of job jobID's chart, as a chat shows the
+// upload and a terminal saves it: "chart-job-7.png".
+func ChartName(jobID int64) string { return fmt.Sprintf("chart-job-%d.png", jobID) }
+
+// SweepChart renders pts as one PNG, in memory: a panel per figure, output
+// tok/s (top) and accept length (bottom) against steps, a line per
+// concurrency (per concurrency, topk and draft tokens when the points vary
+// them), the current setting marked (a dashed vertical line at its steps and
+// a ring around its points; current.Steps 0: none), and the legend in a box
+// to the right of the panels, where it covers no line. Failed points are left
 // out.
-func SweepChart(pts []ops.SweepPoint, metric string, current int) ([]byte, error) {
+func SweepChart(pts []ops.SweepPoint, metric string, current ops.Setting) ([]byte, error) {
+	b, _, err := sweepChart(pts, metric, current)
+	return b, err
+}
+
+// Chart size in pixels, drawn at chartDPI, and the chart's parts in points.
+const (
+	chartWidth  = 1200
+	chartHeight = 900
+	chartDPI    = 96
+
+	chartLineWidth   = 2 // points: thick enough to read, and to sample in tests
+	chartMargin      = 8 // points around the panels and the legend
+	chartLegendInset = 6 // points between the legend box and its entries
+	chartRingRadius  = 7 // points: the ring around the current setting's points
+)
+
+// chartLayout says where sweepChart drew, in pixels of the PNG (origin top
+// left): each panel's plotted area (tok/s, accept length), the legend's box,
+// each line's colour in legend order, and the x of the current steps in each
+// panel (-1: not marked).
+type chartLayout struct {
+	Panels   [2]image.Rectangle
+	Legend   image.Rectangle
+	Colors   []color.Color
+	CurrentX [2]int
+}
+
+// currentColor marks the current setting: no line, grid or axis is drawn in
+// it inside the panels.
+var currentColor = color.RGBA{A: 255}
+
+func sweepChart(pts []ops.SweepPoint, metric string, current ops.Setting) ([]byte, chartLayout, error) {
+	var lay chartLayout
 	type series struct {
 		conc, topk, draft int
 	}
@@ -162,6 +197,7 @@ func SweepChart(pts []ops.SweepPoint, metric string, current int) ([]byte, error
 		}
 	}
 	top, bottom := plot.New(), plot.New()
+	panels := []*plot.Plot{top, bottom}
 	top.Title.Text = "output tok/s by steps"
 	if metric != "" && metric != ops.MetricOutputTokS {
 		top.Title.Text += " (best chosen by " + metric + ")"
@@ -170,11 +206,12 @@ func SweepChart(pts []ops.SweepPoint, metric string, current int) ([]byte, error
 	bottom.Title.Text = "accept length by steps"
 	bottom.X.Label.Text = "speculative steps"
 	bottom.Y.Label.Text = "accept length"
-	for _, p := range []*plot.Plot{top, bottom} {
+	for _, p := range panels {
 		p.Add(plotter.NewGrid())
-		p.Legend.Top = true
 		p.X.Tick.Marker = integerTicks{}
 	}
+	var entries []chartEntry
+	ring := draw.GlyphStyle{Color: currentColor, Radius: vg.Points(chartRingRadius), Shape: thickRing{}}
 	for i, k := range keys {
 		name := fmt.Sprintf("concurrency %d", k.conc)
 		if isGrid {
@@ -184,10 +221,15 @@ func SweepChart(pts []ops.SweepPoint, metric string, current int) ([]byte, error
 			}
 		}
 		var tok, acc plotter.XYs
+		var now [2]plotter.XYs // the current setting's point in each panel
 		for _, p := range pts {
 			if p.Concurrency == k.conc && (!isGrid || (p.TopK == k.topk && p.Setting().DraftTokens == k.draft)) && p.OK {
 				tok = append(tok, plotter.XY{X: float64(p.Steps), Y: p.OutputTokS})
 				acc = append(acc, plotter.XY{X: float64(p.Steps), Y: p.AcceptLen})
+				if current.Steps > 0 && sameSetting(p, current) {
+					now[0] = append(now[0], tok[len(tok)-1])
+					now[1] = append(now[1], acc[len(acc)-1])
+				}
 			}
 		}
 		if len(tok) == 0 {
@@ -195,48 +237,178 @@ func SweepChart(pts []ops.SweepPoint, metric string, current int) ([]byte, error
 		}
 		sortXY(tok)
 		sortXY(acc)
-		for _, s := range []struct {
-			p  *plot.Plot
-			xy plotter.XYs
-		}{{top, tok}, {bottom, acc}} {
-			l, sc, err := plotter.NewLinePoints(s.xy)
+		clr := plotutil.Color(len(lay.Colors))
+		lay.Colors = append(lay.Colors, clr)
+		var thumbs []plot.Thumbnailer
+		for j, xy := range []plotter.XYs{tok, acc} {
+			l, sc, err := plotter.NewLinePoints(xy)
 			if err != nil {
-				return nil, fmt.Errorf("chart %s: %w", name, err)
+				return nil, lay, fmt.Errorf("chart %s: %w", name, err)
 			}
-			l.Color, sc.Color = plotutil.Color(i), plotutil.Color(i)
+			l.Color, sc.Color = clr, clr
+			l.Width = vg.Points(chartLineWidth)
 			sc.Shape = plotutil.Shape(i)
-			s.p.Add(l, sc)
-			s.p.Legend.Add(name, l, sc)
+			panels[j].Add(l, sc)
+			if len(now[j]) > 0 {
+				r, err := plotter.NewScatter(now[j])
+				if err != nil {
+					return nil, lay, fmt.Errorf("chart the current setting: %w", err)
+				}
+				r.GlyphStyle = ring
+				panels[j].Add(r)
+			}
+			thumbs = []plot.Thumbnailer{l, sc}
 		}
+		entries = append(entries, chartEntry{name: name, thumbs: thumbs})
 	}
-	if current > 0 {
-		for _, p := range []*plot.Plot{top, bottom} {
+	lay.CurrentX = [2]int{-1, -1}
+	if current.Steps > 0 {
+		label := fmt.Sprintf("now: steps %d", current.Steps)
+		if isGrid {
+			label += fmt.Sprintf(", topk %d, draft %d", current.TopK, current.DraftTokens)
+		}
+		dashes := []vg.Length{vg.Points(4), vg.Points(3)}
+		for _, p := range panels {
 			if p.Y.Max < p.Y.Min {
 				continue // nothing plotted
 			}
-			v, err := plotter.NewLine(plotter.XYs{{X: float64(current), Y: p.Y.Min}, {X: float64(current), Y: p.Y.Max}})
+			v, err := plotter.NewLine(plotter.XYs{{X: float64(current.Steps), Y: p.Y.Min}, {X: float64(current.Steps), Y: p.Y.Max}})
 			if err != nil {
-				return nil, fmt.Errorf("chart current steps %d: %w", current, err)
+				return nil, lay, fmt.Errorf("chart current steps %d: %w", current.Steps, err)
 			}
 			v.Color = color.Gray{Y: 96}
-			v.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			v.Dashes = dashes
 			p.Add(v)
-			p.Legend.Add(fmt.Sprintf("now: steps %d", current), v)
 		}
+		mark := draw.LineStyle{Color: color.Gray{Y: 96}, Width: vg.Points(1), Dashes: dashes}
+		entries = append(entries, chartEntry{name: label, thumbs: []plot.Thumbnailer{lineThumb(mark), glyphThumb(ring)}, keep: true})
 	}
+
 	img := vgimg.NewWith(vgimg.UseWH(vg.Inch*chartWidth/chartDPI, vg.Inch*chartHeight/chartDPI), vgimg.UseDPI(chartDPI))
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadX: vg.Points(8), PadY: vg.Points(12), PadTop: vg.Points(8), PadBottom: vg.Points(8),
-		PadLeft: vg.Points(8), PadRight: vg.Points(12)}
-	cs := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, dc)
-	top.Draw(cs[0][0])
-	bottom.Draw(cs[1][0])
+	// The legend's box takes a column at the right, as wide as its longest
+	// entry; the panels share the rest.
+	margin, inset := vg.Points(chartMargin), vg.Points(chartLegendInset)
+	_, w, _ := chartLegend(entries, dc.Size().Y-2*margin-2*inset)
+	box := vg.Rectangle{Min: vg.Point{X: dc.Max.X - margin - w - 2*inset}, Max: vg.Point{X: dc.Max.X - margin}}
+	area := dc
+	area.Max.X = box.Min.X - margin
+	tiles := draw.Tiles{Rows: 2, Cols: 1, PadX: margin, PadY: vg.Points(12), PadTop: margin, PadBottom: margin,
+		PadLeft: margin, PadRight: margin}
+	cs := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, area)
+	for i, p := range panels {
+		p.Draw(cs[i][0])
+		data := p.DataCanvas(cs[i][0])
+		lay.Panels[i] = pixels(data.Rectangle, dc.Max.Y)
+		if current.Steps > 0 && p.Y.Max >= p.Y.Min {
+			x, _ := p.Transforms(&data)
+			lay.CurrentX[i] = int(math.Round(float64(x(float64(current.Steps)) * chartDPI / vg.Inch)))
+		}
+	}
+	// The box's top is level with the top panel's plotted area; its
+	// entries are those that fit below it.
+	top0 := top.DataCanvas(cs[0][0]).Max.Y
+	legend, _, h := chartLegend(entries, top0-dc.Min.Y-margin-2*inset)
+	box.Max.Y, box.Min.Y = top0, top0-h-2*inset
+	if len(entries) > 0 {
+		dc.FillPolygon(color.White, boxCorners(box))
+		dc.StrokeLines(draw.LineStyle{Color: color.Gray{Y: 160}, Width: vg.Points(1)}, append(boxCorners(box), box.Min))
+		legend.Draw(draw.Canvas{Canvas: img, Rectangle: vg.Rectangle{Min: box.Min.Add(vg.Point{X: inset, Y: inset}),
+			Max: box.Max.Sub(vg.Point{X: inset, Y: inset})}})
+		lay.Legend = pixels(box, dc.Max.Y)
+	}
 	var buf bytes.Buffer
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
-		return nil, fmt.Errorf("encode chart: %w", err)
+		return nil, lay, fmt.Errorf("encode chart: %w", err)
 	}
-	return buf.Bytes(), nil
+	return buf.Bytes(), lay, nil
 }
+
+// chartEntry is one entry of a chart's legend.
+type chartEntry struct {
+	name   string
+	thumbs []plot.Thumbnailer
+	keep   bool // shown however many lines are left out (the current setting)
+}
+
+// chartLegend returns the legend of entries (its text style and spacing)
+// and its width and height in points, leaving out the last lines that do
+// not fit in height (entries with keep stay): one entry says how many it
+// leaves out (the tables list every point).
+func chartLegend(entries []chartEntry, height vg.Length) (l plot.Legend, w, h vg.Length) {
+	l = plot.NewLegend()
+	l.Left, l.Top = true, true
+	l.Padding = vg.Points(3)
+	l.ThumbnailWidth = vg.Points(24)
+	size := func(es []chartEntry) (w, h vg.Length) {
+		var eh vg.Length
+		for _, e := range es {
+			w = max(w, l.ThumbnailWidth+l.TextStyle.Rectangle(" "+e.name).Max.X)
+			eh = max(eh, l.TextStyle.Rectangle(e.name).Max.Y)
+		}
+		if len(es) == 0 {
+			return 0, 0
+		}
+		return w, vg.Length(len(es))*eh + vg.Length(len(es)-1)*l.Padding + l.TextStyle.FontExtents().Descent
+	}
+	var lines, kept []chartEntry
+	for _, e := range entries {
+		if e.keep {
+			kept = append(kept, e)
+		} else {
+			lines = append(lines, e)
+		}
+	}
+	shown := entries
+	w, h = size(shown)
+	for n := len(lines) - 1; h > height && n > 0; n-- {
+		shown = append(slices.Clip(lines[:n-1]), chartEntry{name: fmt.Sprintf("… %d more (in the tables)", len(lines)-n+1)})
+		shown = append(shown, kept...)
+		w, h = size(shown)
+	}
+	for _, e := range shown {
+		l.Add(e.name, e.thumbs...)
+	}
+	return l, w, h
+}
+
+// pixels converts r, in points with the origin at the bottom left of a
+// canvas height points high, to pixels of the PNG (origin top left).
+func pixels(r vg.Rectangle, height vg.Length) image.Rectangle {
+	px := func(v vg.Length) float64 { return float64(v * chartDPI / vg.Inch) }
+	return image.Rect(int(math.Floor(px(r.Min.X))), int(math.Floor(px(height-r.Max.Y))),
+		int(math.Ceil(px(r.Max.X))), int(math.Ceil(px(height-r.Min.Y))))
+}
+
+// boxCorners are r's corners, counter-clockwise from its bottom left.
+func boxCorners(r vg.Rectangle) []vg.Point {
+	return []vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}}
+}
+
+// lineThumb and glyphThumb draw a line style and a glyph style as legend
+// thumbnails.
+type lineThumb draw.LineStyle
+
+func (t lineThumb) Thumbnail(c *draw.Canvas) {
+	y := c.Center().Y
+	c.StrokeLine2(draw.LineStyle(t), c.Min.X, y, c.Max.X, y)
+}
+
+type glyphThumb draw.GlyphStyle
+
+// thickRing is a circle's outline as thick as the chart's lines.
+type thickRing struct{}
+
+func (thickRing) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) {
+	c.SetLineStyle(draw.LineStyle{Color: sty.Color, Width: vg.Points(chartLineWidth)})
+	var p vg.Path
+	p.Move(vg.Point{X: pt.X + sty.Radius, Y: pt.Y})
+	p.Arc(pt, sty.Radius, 0, 2*math.Pi)
+	p.Close()
+	c.Stroke(p)
+}
+
+func (t glyphThumb) Thumbnail(c *draw.Canvas) { c.DrawGlyph(draw.GlyphStyle(t), c.Center()) }
 
 func sortXY(xy plotter.XYs) {
 	slices.SortFunc(xy, func(a, b plotter.XY) int {

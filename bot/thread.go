@@ -223,7 +223,7 @@ func (t *thread) finished(ctx context.Context, st store.Status, errText string, 
 	}
 	m := Message{Kind: KindResult, Text: RenderResult(v, res)}
 	if res != nil && len(res.Chart) > 0 {
-		m.Image = &Image{Name: "sweep.png", PNG: res.Chart}
+		m.Image = &Image{Name: ChartName(t.r.job.ID), PNG: res.Chart}
 	}
 	if _, err := t.chat.Reply(ctx, t.ref, m); err != nil {
 		t.e.log.Warn("post result", "job", t.r.job.ID, "err", err)

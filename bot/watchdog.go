@@ -93,12 +93,7 @@ func NewWatchdog(app *App, o WatchdogOptions) (*Watchdog, error) {
 			return nil, fmt.Errorf("watchdog.to %q: not platform:room targets", cfg.Watchdog.To)
 		}
 	default:
-		if cfg.Slack != nil && cfg.Slack.Enabled && cfg.Slack.Channel != "" {
-			w.to = append(w.to, Target{Platform: "slack", Room: cfg.Slack.Channel})
-		}
-		if cfg.Matrix != nil && cfg.Matrix.Enabled && len(cfg.Matrix.Rooms) > 0 {
-			w.to = append(w.to, Target{Platform: "matrix", Room: cfg.Matrix.Rooms[0]})
-		}
+		w.to = ReportRooms(cfg)
 	}
 	if len(w.to) == 0 {
 		log.Warn("the watchdog has no room to alert: set watchdog.to (e.g. slack:C0OPS); alerts are only logged")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/systemd"
@@ -107,6 +108,7 @@ var confirmRE = regexp.MustCompile("`confirm ([0-9a-f]{32})`")
 // coder is never alerted on.
 func TestWatchdogSeesOrphansLoopAlertsOnceAndCloses(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	l := labtest.Start(t, lab.Options{Faults: []lab.Fault{{Name: "orphans"}}, TimeScale: 50, LoadTime: 5 * time.Second})
 	waitCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -237,10 +237,11 @@ type Sweep struct {
 // SweepMetrics are the values sweep.metric takes, the default first.
 var SweepMetrics = []string{"output_tok_s", "per_stream_tok_s", "accept_len"}
 
-// Alerts configures regression alerts: a scheduled sweep or bench whose
-// output tok/s is more than RegressionPct percent below the median of the
-// last RegressionRuns comparable runs (same service, settings and load)
-// posts an alert.
+// Alerts configures regression alerts: a scheduled sweep or bench in which
+// a setting at a concurrency (a bucket) has an output tok/s or accept length
+// more than RegressionPct percent below the median of its last
+// RegressionRuns comparable runs (same service, settings and load) posts an
+// alert naming the bucket, the setting and the figure.
 type Alerts struct {
 	RegressionPct  int `yaml:"regression_pct,omitempty"`  // default DefaultRegressionPct
 	RegressionRuns int `yaml:"regression_runs,omitempty"` // default DefaultRegressionRuns

@@ -290,11 +290,19 @@ func (r *engineRun) captureGraphs() bool {
 			return false
 		}
 	}
+	g0 := r.gpus[0]
+	r.logf("%s", captureBegin(r.stamp("TP0"), w.gpuByIndex(g0).total-w.used(g0)))
 	holders := r.gpuHolders()
 	for i, g := range r.gpus {
 		holders[i].mem[g] += r.s.GraphMiB
 	}
 	return true
+}
+
+// captureBegin is SGLang's line before it captures CUDA graphs, with the memory free on the
+// rank's GPU (cuda_graph_runner.py: "avail mem={before_mem:.2f} GB").
+func captureBegin(stamp string, freeMiB int) string {
+	return fmt.Sprintf("%s Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB", stamp, float64(freeMiB)/1024)
 }
 
 // captureOOM is SGLang's "Capture cuda graph failed" on GPU g (rank i) with free MiB left.
@@ -313,7 +321,7 @@ func (r *engineRun) captureOOM(i, g, free int) []string {
 	tp := fmt.Sprintf("TP%d", i)
 	site := "/opt/sglang/.venv/lib/python3.12/site-packages/sglang/srt"
 	return []string{
-		fmt.Sprintf("%s Capture cuda graph begin. This can take up to several minutes. avail mem=%s", r.stamp(tp), gib(free)),
+		captureBegin(r.stamp(tp), free),
 		fmt.Sprintf("%s Scheduler hit an exception: Traceback (most recent call last):", r.stamp(tp)),
 		"  File \"" + site + "/managers/scheduler.py\", line 2914, in run_scheduler_process",
 		"    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)",

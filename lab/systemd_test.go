@@ -24,8 +24,12 @@ func readyLab(t *testing.T, opts Options) *Lab {
 	l := startLab(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := l.WaitReady(ctx, "qwen"); err != nil {
-		t.Fatal(err)
+	// Every service, not only qwen: tests read the whole node (nvidia-smi lists coder's
+	// workers too), and a busy machine may still have coder loading when qwen serves.
+	for _, s := range l.Topology().Services {
+		if err := l.WaitReady(ctx, s.Name); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return l
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/ops/bench"
 )
 
@@ -37,6 +38,7 @@ func labTruth(t *testing.T, url string) (tokens, steps float64) {
 // from the journal over SSH, when another client's request keeps the engine from flushing.
 func TestBenchAcceptanceOverWindow(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	r := newRig(t, labOpts(), nil)
 	url := r.svc.URL
 	bp := commands.BenchParams{Prompts: 8, Concurrency: 2, InputLen: 32, OutputLen: 256}

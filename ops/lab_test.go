@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	labengine "github.com/opsbot/opsbot/lab/engine"
 	"github.com/opsbot/opsbot/ops"
@@ -588,7 +589,8 @@ func TestLongLoadReportsProgress(t *testing.T) {
 // concurrency of the list; a value whose deploy fails is a failed point and
 // the sweep goes on; --apply-best leaves the service on the best point.
 func TestSweepGridGoesOnPastAFailedValueAndAppliesTheBest(t *testing.T) {
-	t.Parallel()
+	// Not t.Parallel(): it compares throughput the lab measures in wall time, so it runs in
+	// the package's serial phase, before and apart from the package's parallel tests.
 	// ssh-drop=upload: the first unit upload (steps 2's) loses its connection.
 	r := newRig(t, labOpts(lab.Fault{Name: "ssh-drop", Stage: "upload"}), nil)
 	ev := &events{}
@@ -646,7 +648,9 @@ func TestSweepGridGoesOnPastAFailedValueAndAppliesTheBest(t *testing.T) {
 // physics, is within 1% of the optimum's, with fewer restarts than the 16 of
 // a full sweep, and leaves the service on it.
 func TestTuneFindsTheOptimumWithFewerRestarts(t *testing.T) {
-	t.Parallel()
+	// Not t.Parallel(): it compares throughput the lab measures in wall time, so it runs in
+	// the package's serial phase, before and apart from the package's parallel tests.
+	testrun.Long(t)
 	const conc = 4
 	r := newRig(t, labOpts(), func(c *ops.Config) {
 		c.Bench = ops.BenchDefaults{Prompts: 16, Concurrency: 2, InputLen: 32, OutputLen: 64}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 )
@@ -293,6 +294,7 @@ func asNotServing(err error, target **ops.NotServingError) bool { return errors.
 // alarm; only a release that lasts beyond ops.ReleaseWarnAfter is a warning.
 func TestSlowReleaseWarnsOnlyAfterAWhile(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	for _, c := range []struct {
 		lag  time.Duration // simulated, at x1000
 		warn bool

@@ -96,7 +96,8 @@ func tokS(t *testing.T, res *ops.Result) float64 {
 // same node, keeps serving: the same engine PIDs, NRestarts and GPU memory,
 // and its tok/s before and after within noise.
 func TestMTPStepsReapsOnlyItsOwnOrphans(t *testing.T) {
-	t.Parallel()
+	// Not t.Parallel(): it compares throughput the lab measures in wall time, so it runs in
+	// the package's serial phase, before and apart from the package's parallel tests.
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	waitBoth(t, r)
 	ctx := testCtx(t)

@@ -189,13 +189,13 @@ func (r *Runbook) startOnce(ctx context.Context, t *target, res *Result, rep Rep
 		}
 	}
 	since := time.Now()
-	clear := res.did.gpusClear
+	gpusClear := res.did.gpusClear
 	res.did.gpusClear = false
 	res.did.changed, res.did.started = true, true
 	if err := r.systemctl(ctx, t, res, st, "start"); err != nil {
 		var ce *systemd.CommandError
 		if errors.As(err, &ce) {
-			return st.fail(r.startError(ctx, t, res, since, clear, false, s0.NRestarts, systemd.State{ActiveState: "failed"}))
+			return st.fail(r.startError(ctx, t, res, since, gpusClear, false, s0.NRestarts, systemd.State{ActiveState: "failed"}))
 		}
 		return st.fail(err)
 	}
@@ -205,22 +205,22 @@ func (r *Runbook) startOnce(ctx context.Context, t *target, res *Result, rep Rep
 		var failed *systemd.FailedError
 		switch {
 		case errors.As(err, &loop):
-			return st.fail(r.startError(ctx, t, res, since, clear, true, loop.State.NRestarts, loop.State))
+			return st.fail(r.startError(ctx, t, res, since, gpusClear, true, loop.State.NRestarts, loop.State))
 		case errors.As(err, &failed):
-			return st.fail(r.startError(ctx, t, res, since, clear, false, failed.State.NRestarts, failed.State))
+			return st.fail(r.startError(ctx, t, res, since, gpusClear, false, failed.State.NRestarts, failed.State))
 		}
 		return st.fail(err)
 	}
 	st.done("active (PID %d)", s.MainPID)
-	return r.waitServing(ctx, t, res, rep, since, clear, s.NRestarts)
+	return r.waitServing(ctx, t, res, rep, since, gpusClear, s.NRestarts)
 }
 
 // startError builds the *StartError of a start, diagnosed from the journal
-// lines written since the start. clear says the GPUs were seen clear just
+// lines written since the start. gpusClear says the GPUs were seen clear just
 // before the start: an out-of-memory line then blames the settings
 // (systemd.Diagnosis.OnClearGPUs). A unit that crashed once and waits for
 // Restart= (NRestarts 0) is a failed start, not a loop.
-func (r *Runbook) startError(ctx context.Context, t *target, res *Result, since time.Time, clear, loop bool, restarts int, s systemd.State) *StartError {
+func (r *Runbook) startError(ctx context.Context, t *target, res *Result, since time.Time, gpusClear, loop bool, restarts int, s systemd.State) *StartError {
 	loop = loop && restarts > 0
 	if loop {
 		res.AddIncident(IncidentRestartLoop)
@@ -232,7 +232,7 @@ func (r *Runbook) startError(ctx context.Context, t *target, res *Result, since 
 	lines, err := t.unit.Journal(ctx, systemd.JournalQuery{Since: since.Add(-time.Second), Lines: 500})
 	if err == nil {
 		e.Diag = systemd.Diagnose(lines)
-		if clear {
+		if gpusClear {
 			e.Diag = e.Diag.OnClearGPUs(t.cfg.Engine)
 		}
 	}
@@ -243,7 +243,7 @@ func (r *Runbook) startError(ctx context.Context, t *target, res *Result, since 
 // phases (port refused while loading, 503 while warming up). It also watches
 // the unit: a crash or restart while loading ends the wait at once with a
 // *StartError instead of waiting out the ready timeout.
-func (r *Runbook) waitServing(ctx context.Context, t *target, res *Result, rep Reporter, since time.Time, clear bool, restarts int) error {
+func (r *Runbook) waitServing(ctx context.Context, t *target, res *Result, rep Reporter, since time.Time, gpusClear bool, restarts int) error {
 	st := begin(rep, "wait until ready", "waiting for %s to serve (up to %s)", t.cfg.URL, t.cfg.ReadyTimeout)
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.ReadyTimeout)
@@ -275,7 +275,7 @@ func (r *Runbook) waitServing(ctx context.Context, t *target, res *Result, rep R
 			s, err := t.unit.Show(ctx)
 			if err == nil && (s.NRestarts > restarts || s.ActiveState != "active") {
 				loop := s.AutoRestarting() || s.NRestarts > restarts
-				return st.fail(r.startError(ctx, t, res, since, clear, loop, s.NRestarts, s))
+				return st.fail(r.startError(ctx, t, res, since, gpusClear, loop, s.NRestarts, s))
 			}
 			if err != nil && ctx.Err() == nil && !isUnknownOutcome(ctx, err) {
 				return st.fail(err)

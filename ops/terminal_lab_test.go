@@ -13,7 +13,8 @@ import (
 // and says that the peak may lie beyond it, with the command that searches
 // further; it never presents the edge as the narrowed-down peak alone.
 func TestTuneBestOnTheEdgeSaysSo(t *testing.T) {
-	t.Parallel()
+	// Not t.Parallel(): it compares throughput the lab measures in wall time, so it runs in
+	// the package's serial phase, before and apart from the package's parallel tests.
 	ph := labengine.DefaultPhysics()
 	if !(ph.StreamTokS(labengine.Chain(3), 1) > ph.StreamTokS(labengine.Chain(2), 1) && ph.StreamTokS(labengine.Chain(4), 1) > ph.StreamTokS(labengine.Chain(3), 1)) {
 		t.Fatal("the lab's physics no longer rises from steps 2 to 4 at concurrency 1: choose another range")

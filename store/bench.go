@@ -287,10 +287,16 @@ func (s *Store) RecentAtLoad(ctx context.Context, service, settings string, load
 // MedianOutputTokS is the median output tok/s of rs, NaN figures left out;
 // ok is false when none has one.
 func MedianOutputTokS(rs []BenchResult) (median float64, ok bool) {
+	return Median(rs, func(r BenchResult) float64 { return r.OutputTokS })
+}
+
+// Median is the median of figure over rs, NaN figures left out; ok is false
+// when none has one.
+func Median(rs []BenchResult, figure func(BenchResult) float64) (median float64, ok bool) {
 	var v []float64
 	for _, r := range rs {
-		if !math.IsNaN(r.OutputTokS) {
-			v = append(v, r.OutputTokS)
+		if f := figure(r); !math.IsNaN(f) {
+			v = append(v, f)
 		}
 	}
 	if len(v) == 0 {

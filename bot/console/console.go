@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/opsbot/opsbot/bot"
 )
@@ -33,10 +34,14 @@ type Console struct {
 	Live bool
 	// TTY says w is a terminal: a prompt is redrawn in place (erased before
 	// output, printed again after it) instead of after a line break.
-	TTY    bool
-	last   map[string]string
-	steps  map[string]bool // roots whose step lines have been printed
-	prompt string          // the prompt on screen now ("" when none)
+	TTY bool
+	// ChartDir is where a chart posted in a thread (a sweep's, a tune's) is
+	// saved, as a new file whose path is printed in its place (SaveChart);
+	// "" is the current directory.
+	ChartDir string
+	last     map[string]string
+	steps    map[string]bool // roots whose step lines have been printed
+	prompt   string          // the prompt on screen now ("" when none)
 }
 
 // New returns a console writing to w.
@@ -114,7 +119,8 @@ func (c *Console) Edit(_ context.Context, ref bot.Ref, m bot.Message) error {
 	return c.write(hang(m.Text))
 }
 
-// Reply prints m indented under its root.
+// Reply prints m indented under its root; an image is saved in ChartDir and
+// its path printed instead.
 func (c *Console) Reply(_ context.Context, ref bot.Ref, m bot.Message) (bot.Ref, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -124,7 +130,11 @@ func (c *Console) Reply(_ context.Context, ref bot.Ref, m bot.Message) (bot.Ref,
 	}
 	text := bot.Plain(m.Text)
 	if m.Image != nil {
-		text += fmt.Sprintf("\n[image %s, %d bytes]", m.Image.Name, len(m.Image.PNG))
+		if path, err := SaveChart(c.ChartDir, m.Image.Name, m.Image.PNG, time.Now()); err != nil {
+			text += fmt.Sprintf("\nchart not saved: %v", err)
+		} else {
+			text += "\nchart: " + path
+		}
 	}
 	var b strings.Builder
 	for i, line := range strings.Split(text, "\n") {

@@ -58,6 +58,9 @@ type RunOptions struct {
 	Ask Ask
 	Out io.Writer
 	Err io.Writer
+	// ChartDir is where a job's chart is saved with JSON (SaveChart; "":
+	// the current directory); without JSON the Console chat saves it.
+	ChartDir string
 	// Invocation is how the commands were run, flags included ("opsbot run
 	// --lab"), for the hint on quoting them.
 	Invocation string
@@ -100,6 +103,9 @@ type JSONLine struct {
 	// a line.
 	Jobs    *[]JSONJob `json:"jobs,omitempty"`
 	Omitted *int       `json:"omitted,omitempty"`
+	// ChartPath is the file the job's chart (a sweep's, a tune's) was saved
+	// to, in RunOptions.ChartDir; only on the line of a job that made one.
+	ChartPath string `json:"chart_path,omitempty"`
 }
 
 // jsonJob is o as the JSON output shows it; events stay out (a line
@@ -204,6 +210,13 @@ func runOne(ctx context.Context, o RunOptions, text string) int {
 			Events: append(make([]bot.Event, 0, len(job.Events)), job.Events...), Result: job.Result}
 		if job.Error != "" {
 			line.Error = ptr(job.Error)
+		}
+		if job.Result != nil && len(job.Result.Chart) > 0 {
+			path, err := SaveChart(o.ChartDir, bot.ChartName(job.ID), job.Result.Chart, time.Now())
+			if err != nil {
+				fmt.Fprintf(o.Err, "opsbot: job #%d's chart was not saved (the job's result stands): %v\n", job.ID, err)
+			}
+			line.ChartPath = path
 		}
 		writeJSON(o.Out, line)
 	}

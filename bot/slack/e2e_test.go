@@ -11,6 +11,7 @@ import (
 
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/slackfake"
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -94,6 +95,7 @@ func stepLag(t testing.TB, thread []slackfake.Msg) time.Duration {
 // outcome's reaction.
 func TestMtpStepsOverHTTP(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	r := newRig(t, rigOptions{lab: true})
 	before := len(r.slack.State().Calls)
 	ack := r.slash("/mtp", "steps 10", operatorID, opsChannel)
@@ -161,6 +163,7 @@ func checkJobThread(t *testing.T, jt jobThread) {
 // runs nothing.
 func TestMtpStepsOverSocketMode(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	r := newRig(t, rigOptions{lab: true, mode: config.SlackModeSocket})
 	before := len(r.slack.State().Calls)
 	cmd := map[string]string{"command": "/mtp", "text": "steps 10", "user_id": operatorID, "user_name": "olga",

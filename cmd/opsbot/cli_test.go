@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/opsbot/opsbot/internal/testrun"
 )
 
 func runArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -65,6 +67,7 @@ func TestRunHelpNeedsNoHosts(t *testing.T) {
 // exit 2, and nothing runs; so is a chat command's flag left outside its quotes.
 func TestRunUnquotedCommandHint(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -108,6 +111,7 @@ func TestRunFlagAfterCommandAndLogsShown(t *testing.T) {
 // full, with its diff.
 func TestRunUndoAndJobView(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	code, lines, errs := runJSON(t, "mtp undo", "mtp steps 4", "mtp undo", "job 2")
 	if len(lines) != 4 {
 		t.Fatalf("exit %d, %d lines, want 4\n%s", code, len(lines), errs)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -158,6 +159,7 @@ func TestUnitFileVerifies(t *testing.T) {
 // and it checks the Dockerfile's contract lines.
 func TestDockerfileBuild(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	if testing.Short() {
 		t.Skip("builds opsbot")
 	}

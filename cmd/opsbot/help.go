@@ -25,14 +25,16 @@ explains one; neither needs --lab or --config.`
 // ("opsbot run"), for --help and for the usage printed after a bad flag.
 var subcommands = map[string]subcommandDoc{
 	"opsbot run": {
-		usage: "opsbot run [--config FILE | --lab [--lab-faults LIST] [--lab-unit FILE]] [--json] [--as ID] [--yes] [-v] 'CMD' ['CMD' ...]",
+		usage: "opsbot run [--config FILE | --lab [--lab-faults LIST] [--lab-unit FILE]] [--json] [--chart-dir DIR] [--as ID] [--yes] [-v] 'CMD' ['CMD' ...]",
 		what: "Runs chat commands through the same dispatcher as Slack and Matrix, one after the other, and prints\n" +
 			"each job's status thread (or, with --json, one JSON object per command). Flags may come before or\n" +
 			"after the commands. Exit 2 when a command does not parse (then none runs); otherwise the highest\n" +
 			"of the commands' codes: 0 when every job succeeded or was answered, 1 when one failed, was refused\n" +
 			"or cancelled, or was turned down as it ran (`job 7` of a job that does not exist).\n" +
 			"--lab alone keeps no store: `job 1` in a later run finds nothing. --config FILE --lab runs on the lab\n" +
-			"with FILE's store, which lasts.",
+			"with FILE's store, which lasts. A chart (sweep, mtp tune) is saved as a new file in --chart-dir\n" +
+			"(default: the current directory), chart-job-N-YYYYMMDD-HHMMSS.png, and its path printed (with\n" +
+			"--json: \"chart_path\"); a directory that cannot be written to is refused before anything runs.",
 		examples: []string{
 			"opsbot run 'help'",
 			"opsbot run 'help mtp steps'",
@@ -43,10 +45,11 @@ var subcommands = map[string]subcommandDoc{
 		},
 	},
 	"opsbot demo": {
-		usage: "opsbot demo [--lab-faults LIST] [--lab-unit FILE] [-v]",
+		usage: "opsbot demo [--lab-faults LIST] [--lab-unit FILE] [--chart-dir DIR] [-v]",
 		what: "Starts the lab (a simulated GPU node with services qwen and coder) and a prompt: type chat\n" +
 			"commands one a line and watch their status threads. Ctrl-D (or quit) ends it after the jobs\n" +
-			"already started; Ctrl-C stops them.",
+			"already started; Ctrl-C stops them. Charts are saved as new files in --chart-dir (default: the\n" +
+			"current directory) and their paths printed.",
 		examples: []string{"opsbot demo", "opsbot demo --lab-faults orphans"},
 	},
 	"opsbot lab": {

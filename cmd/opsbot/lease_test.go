@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/store"
 )
@@ -156,6 +157,7 @@ func reachedStep(st *store.Store, id int64, step string) bool {
 // other, so their jobs' running times never overlap, and both succeed.
 func TestTwoProcessesNeverOverlapOnOneService(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	_, cfg, st := leaseLab(t, ctx, nil)
@@ -193,6 +195,7 @@ func TestTwoProcessesNeverOverlapOnOneService(t *testing.T) {
 // load leaves the first's job running, and it succeeds.
 func TestReadOnlyCommandFromSecondProcessLeavesJobRunning(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// 150 s of lab time: about 6 s of wall-clock time in "wait until ready".

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/store"
 )
@@ -139,6 +140,7 @@ func TestCancelDuringLoadSaysTheStateLeft(t *testing.T) {
 // succeeds; --json carries "left".
 func TestRunVLLMStepsVerifies(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	code, lines, stderr := runJSON(t, "--lab-unit", "../../deploy/vllm-qwen.service", "mtp steps 4")
 	if code != 0 || len(lines) != 1 {
 		t.Fatalf("exit %d, %d lines\n%s", code, len(lines), stderr)
@@ -181,6 +183,7 @@ func runJSONRaw(t *testing.T, args ...string) (int, string) {
 // status` afterwards advises the same, not `gpu recover`.
 func TestRunDStateAdvisesReset(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	code, out := runText(t, "--lab-faults", "dstate", "gpu recover", "gpu status")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1\n%s", code, out)
@@ -200,6 +203,7 @@ func TestRunDStateAdvisesReset(t *testing.T) {
 // driver releasing the stopped engine's memory is a progress line.
 func TestCleanRunDoesNotAlarm(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	code, out := runText(t, "mtp steps 4")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, out)

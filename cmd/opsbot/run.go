@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -23,7 +24,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	useLab := fs.Bool("lab", false, "run on the simulated GPU host (the lab), with a store that lasts this run only; --config FILE --lab keeps FILE's store")
 	labFaults := fs.String("lab-faults", "", "lab faults, e.g. orphans,slow-load=5s")
 	labUnit := fs.String("lab-unit", "", "seed the lab service's unit with this `FILE`")
-	asJSON := fs.Bool("json", false, "print one JSON object per command per line")
+	asJSON := fs.Bool("json", false, "print one JSON object per command per line (a chart's file in \"chart_path\")")
+	chartDir := fs.String("chart-dir", ".", "save charts (sweeps, tunes) as new files in `DIR`")
 	as := fs.String("as", "", "act as console user `ID` (auth key console:ID); needs the admin role for your OS user")
 	yes := fs.Bool("yes", false, "answer confirmations with yes")
 	verbose := fs.Bool("v", false, "verbose logging to stderr")
@@ -42,9 +44,15 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 			return 0, nil
 		}
 	}
+	charts, err := checkChartDir(*chartDir, flagGiven(fs, "chart-dir"))
+	if err != nil {
+		return 2, err
+	}
 	chats := map[string]bot.Chat{}
 	if !*asJSON {
-		chats[console.Platform] = console.New(stdout)
+		con := console.New(stdout)
+		con.ChartDir = charts
+		chats[console.Platform] = con
 	}
 	e, err := setup(ctx, setupOptions{ConfigPath: *configPath, Lab: *useLab, LabFaults: *labFaults, LabUnit: *labUnit,
 		Chats: chats, Logger: newLogger(stderr, *verbose)})
@@ -67,7 +75,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	})
 	defer stopJobs()
 	return console.Run(context.WithoutCancel(ctx), console.RunOptions{Bot: e.app, OSUser: defaultUser(), As: *as, JSON: *asJSON, Yes: *yes,
-		Ask: console.TerminalAsk(stdin, stderr), Out: stdout, Err: stderr, Invocation: invocation(fs)}, cmds), nil
+		ChartDir: charts, Ask: console.TerminalAsk(stdin, stderr), Out: stdout, Err: stderr, Invocation: invocation(fs)}, cmds), nil
 }
 
 // helpOnly answers cmds when every one is a `help` chat command, as the bot
@@ -117,6 +125,7 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs := newFlagSet("demo", stderr)
 	labFaults := fs.String("lab-faults", "", "lab faults, e.g. orphans,slow-load=5s")
 	labUnit := fs.String("lab-unit", "", "seed the lab service's unit with this `FILE`")
+	chartDir := fs.String("chart-dir", ".", "save charts (sweeps, tunes) as new files in `DIR`")
 	verbose := fs.Bool("v", false, "verbose logging to stderr")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -124,7 +133,12 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if fs.NArg() > 0 {
 		return usagef("demo takes no arguments; type commands at its prompt")
 	}
+	charts, err := checkChartDir(*chartDir, flagGiven(fs, "chart-dir"))
+	if err != nil {
+		return err
+	}
 	con := console.New(stdout)
+	con.ChartDir = charts
 	con.Live = true
 	con.TTY = tty
 	e, err := setup(ctx, setupOptions{Lab: true, LabFaults: *labFaults, LabUnit: *labUnit,
@@ -136,6 +150,26 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	return console.Demo(ctx, console.DemoOptions{Bot: e.app, Console: con, User: defaultUser(), In: stdin,
 		Intro: fmt.Sprintf("opsbot demo on the lab (simulated GPU host).\n%s\nType commands (help, mtp steps 10, gpu status, gpu recover, ...); y confirms what asks for confirmation; quit or Ctrl-D ends it once the jobs started have finished.",
 			e.lab.Describe())})
+}
+
+// checkChartDir returns dir (--chart-dir) as an absolute path, so that the
+// paths printed of the charts saved there are. A directory the user named
+// (given) must take a chart before anything runs, else a usage error names
+// it and why. The default, the current directory, is not probed: most runs
+// make no chart, and a run from a directory that cannot take one says so in
+// the thread of the chart it could not save.
+func checkChartDir(dir string, given bool) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", usagef("--chart-dir %s: %v; nothing was run", dir, err)
+	}
+	if !given {
+		return abs, nil
+	}
+	if err := console.CheckChartDir(abs); err != nil {
+		return "", usagef("%v; nothing was run: pass --chart-dir DIR, a directory you can write to", err)
+	}
+	return abs, nil
 }
 
 // lockedWriter serialises writes from several goroutines to one writer.
@@ -154,4 +188,11 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }

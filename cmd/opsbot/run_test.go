@@ -5,11 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image/png"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/opsbot/opsbot/internal/testrun"
 )
 
 // These tests run the opsbot binary's entry point end to end: the lab (simulated
@@ -75,6 +81,7 @@ func runJSON(t *testing.T, args ...string) (int, []runLine, string) {
 // orphans from the Proxmox node, and the unit changes only at steps and draft tokens.
 func TestRunIncidentJSON(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	code, lines, stderr := runJSON(t, "--lab-faults", "orphans", "/mtp steps 10", "/gpu status", "/mtp show", "/svc logs lines=5")
 	if code != 0 || len(lines) != 4 {
 		t.Fatalf("exit %d, %d lines; stderr:\n%s", code, len(lines), stderr)
@@ -112,6 +119,7 @@ func TestRunIncidentJSON(t *testing.T) {
 
 func TestRunCrashOnStartRollsBack(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	code, lines, stderr := runJSON(t, "--lab-faults", "crash-on-start", "mtp steps 10")
 	if code != 1 || len(lines) != 1 {
 		t.Fatalf("exit %d (want 1), lines %d; stderr:\n%s", code, len(lines), stderr)
@@ -127,6 +135,7 @@ func TestRunCrashOnStartRollsBack(t *testing.T) {
 
 func TestRunUsageErrors(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	for _, cmd := range []string{"mtp steps 10; rm -rf /", "mtp steps $(reboot)", "mtp steps 99", "frobnicate"} {
 		code, lines, stderr := runJSON(t, cmd)
 		if code != 2 {
@@ -220,6 +229,7 @@ func (s *syncBuffer) String() string {
 // --yes) kills the holders from the Proxmox node and starts the service fresh.
 func TestRunStopThenRecover(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	code, lines, stderr := runJSON(t, "--lab-faults", "orphans", "svc stop", "gpu recover")
 	if code != 0 || len(lines) != 2 {
 		t.Fatalf("exit %d, %d lines; stderr:\n%s", code, len(lines), stderr)
@@ -246,6 +256,7 @@ func TestRunStopThenRecover(t *testing.T) {
 // A benchmark's result is in the history and its job in the job list.
 func TestRunBenchThenHistory(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	code, lines, stderr := runJSON(t, "bench", "history", "jobs all")
 	if code != 0 || len(lines) != 3 {
 		t.Fatalf("exit %d, %d lines; stderr:\n%s", code, len(lines), stderr)
@@ -261,19 +272,23 @@ func TestRunBenchThenHistory(t *testing.T) {
 
 // The JSON of a sweep: each point keeps its benchmark under
 // result.points[].bench, with the same field names as result.bench and
-// without the per-request rows.
+// without the per-request rows; its chart is saved in --chart-dir and
+// chart_path names the file.
 func TestRunSweepJSON(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out, errb bytes.Buffer
-	code := run(ctx, []string{"run", "--lab", "--json", "sweep steps 2,4", "bench"}, strings.NewReader(""), &out, &errb)
+	charts := t.TempDir()
+	code := run(ctx, []string{"run", "--lab", "--json", "--chart-dir", charts, "sweep steps 2,4", "bench"}, strings.NewReader(""), &out, &errb)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if code != 0 || len(lines) != 2 {
 		t.Fatalf("exit %d, %d lines\n%s\n%s", code, len(lines), out.String(), errb.String())
 	}
 	var sweep struct {
-		Result struct {
+		ChartPath string `json:"chart_path"`
+		Result    struct {
 			Points []struct {
 				Steps int            `json:"steps"`
 				OK    bool           `json:"ok"`
@@ -317,5 +332,72 @@ func TestRunSweepJSON(t *testing.T) {
 	}
 	if _, ok := bench.Result.Bench["requests"]; ok {
 		t.Error("result.bench carries the per-request rows")
+	}
+	checkChartFile(t, charts, sweep.ChartPath, 1)
+	if strings.Contains(lines[1], "chart_path") {
+		t.Errorf("a bench makes no chart, its line has a chart_path: %s", lines[1])
+	}
+}
+
+// checkChartFile checks that path is job's chart, saved in dir: a PNG of the
+// chart's size, the only file there.
+func checkChartFile(t *testing.T, dir, path string, job int) {
+	t.Helper()
+	if ok, _ := filepath.Match(filepath.Join(dir, fmt.Sprintf("chart-job-%d-*.png", job)), path); !ok {
+		t.Fatalf("chart saved as %q, want chart-job-%d-....png in %s", path, job, dir)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	if err != nil || cfg.Width != 1200 || cfg.Height != 900 {
+		t.Errorf("chart %s: %dx%d %v, want a 1200x900 PNG", path, cfg.Width, cfg.Height, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("%d files in the chart directory, want the chart alone: %v", len(ents), ents)
+	}
+}
+
+// In a terminal a sweep's chart is saved in --chart-dir and its path
+// printed in the thread, where a chat shows the image.
+func TestRunSavesTheChart(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	charts := t.TempDir()
+	code, out, errs := runArgs(t, "run", "--lab", "--chart-dir", charts, "sweep steps 2,3")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	m := regexp.MustCompile(`(?m)^ +chart: (.+)$`).FindStringSubmatch(out)
+	if m == nil || strings.Contains(out, "[image") {
+		t.Fatalf("no chart line in the thread:\n%s", out)
+	}
+	checkChartFile(t, charts, m[1], 1)
+}
+
+// A chart directory that cannot take a chart is refused before anything
+// runs: exit 2, the directory and why on stderr, nothing on stdout.
+func TestRunRefusesAnUnwritableChartDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"run", "--lab", "--chart-dir", filepath.Join(dir, "missing"), "mtp steps 4"}, filepath.Join(dir, "missing") + ": the directory does not exist"},
+		{[]string{"run", "--lab", "--json", "mtp steps 4", "--chart-dir", file}, file + ": it is not a directory"},
+		{[]string{"demo", "--chart-dir", file}, file + ": it is not a directory"},
+	} {
+		code, out, errs := runArgs(t, tc.args...)
+		if code != 2 || out != "" || !strings.Contains(errs, "charts cannot be saved in "+tc.says) ||
+			!strings.Contains(errs, "nothing was run: pass --chart-dir DIR") {
+			t.Errorf("%q: exit %d\nstdout: %s\nstderr: %s", tc.args, code, out, errs)
+		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/opsbot/opsbot/internal/testrun"
 )
 
 // The README's walkthrough of the watchdog on the lab: `opsbot serve --lab
@@ -17,6 +19,7 @@ import (
 // serves again the alert closes.
 func TestServeLabWatchdogAutoRecoversLoopMadeOutsideAJob(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	cfg := writeFile(t, filepath.Join(t.TempDir(), "opsbot.yaml"), `store: {path: opsbot.db}
 http: {listen: "127.0.0.1:0"}
 auth:

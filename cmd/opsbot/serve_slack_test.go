@@ -20,6 +20,7 @@ import (
 
 	slackad "github.com/opsbot/opsbot/bot/slack"
 	"github.com/opsbot/opsbot/internal/slackfake"
+	"github.com/opsbot/opsbot/internal/testrun"
 )
 
 const (
@@ -253,6 +254,7 @@ func checkSlackMtpSteps(t *testing.T, p *opsbotProc, api *slackServer, t0 time.T
 // block (tok/s, acceptance) and the ✅ reaction; SIGTERM then exits 0.
 func TestServeSlackMtpSteps(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	api := newSlackServer(t)
 	p, base := startSlackServe(t, slackSection(api))
 
@@ -487,6 +489,7 @@ func TestServeSlackSIGTERMMidJob(t *testing.T) {
 // delivered again (Slack's retry) is acked and runs nothing.
 func TestServeSlackSocketModeMtpSteps(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	api := newSlackServer(t)
 	p, base := startSlackServe(t, `slack:
   enabled: true

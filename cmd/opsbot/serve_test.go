@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/store"
 )
@@ -268,6 +269,7 @@ func jobsAfter(t *testing.T, cfg string) string {
 // write (a step a stop never cuts), exits at once with the same guarantee.
 func TestServeSIGTERMMidJob(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	const grace = 3 * time.Second
 	t.Run("one signal", func(t *testing.T) {
 		l, cfg, openStore := sigtermLab(t, grace)

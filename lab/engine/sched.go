@@ -66,6 +66,13 @@ func (r *request) take(buf []int) ([]int, bool, string) {
 	return buf, fin, reason
 }
 
+// maxLag is how late the scheduler may wake and still catch up: a GPU's iterations do not
+// slow down when the host's CPU is busy, so iterations a late wake-up (a loaded machine, a
+// coarse timer) delayed run back to back until the engine is on time again, and its
+// throughput stays the physics'. Beyond maxLag (a stopped process, a suspended machine) the
+// lost time is lost, as it would be.
+const maxLag = 2 * time.Second
+
 // loop is the scheduler: one goroutine running batched iterations. A prefill iteration admits
 // waiting requests (up to MaxRunningRequests running, ChunkedPrefillSize prompt tokens per
 // batch); a decode iteration is one verify step that advances every running stream.
@@ -100,8 +107,8 @@ func (e *Engine) loop() {
 			dt = e.phys.StepTime(plan.shape, len(running))
 		}
 		now := time.Now()
-		if next.IsZero() || now.Sub(next) > dt {
-			next = now // idle or too far behind: do not catch up with a burst
+		if next.IsZero() || now.Sub(next) > maxLag {
+			next = now // idle, or too far behind to catch up with a short burst
 		}
 		next = next.Add(dt)
 		if d := time.Until(next); d > 0 {

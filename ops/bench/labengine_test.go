@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/testrun"
 	labengine "github.com/opsbot/opsbot/lab/engine"
 	"github.com/opsbot/opsbot/ops/engine"
 )
@@ -121,6 +122,7 @@ func relErr(got, want float64) float64 { return math.Abs(got-want) / want }
 // within 1% of the engine's truth delta.
 func TestAgainstLabEngine(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	const steps = 3
 	eng, url := startLab(t, nil)
 	for _, tc := range []struct{ conc, prompts, out int }{{1, 12, 256}, {8, 48, 256}, {64, 256, 128}} {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/internal/systemdtest"
+	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/lab/systemdsuite"
 	"github.com/opsbot/opsbot/ops/remote"
@@ -47,6 +48,7 @@ func TestSuiteRealSystemd(t *testing.T) {
 // (TimeScale 1) so that its timings are systemd's.
 func TestSuiteLab(t *testing.T) {
 	t.Parallel()
+	testrun.Long(t)
 	start := time.Now()
 	l := labtest.Start(t, lab.Options{TimeScale: 1, LoadTime: time.Second, WarmUp: 100 * time.Millisecond, ReleaseLag: 100 * time.Millisecond})
 	h := host(t, labtest.Pool(t, l), "gpu1")
