@@ -313,8 +313,10 @@ func bestMeasured(memo map[int][]float64, ci, lo, hi int) int {
 
 // climbMax climbs from start to a local maximum of f within lo..hi: it
 // measures the neighbours of the current value and moves to the better one
-// until neither is better. Throughput over steps has one peak: from a value
-// near it a few neighbours settle it.
+// until neither is better by more than PerLoadNoise (values that close are
+// the same to a benchmark, and the proposal offers them as candidates).
+// Throughput over steps has one peak: from a value near it a few neighbours
+// settle it.
 func climbMax(lo, hi, start int, f func(int) (float64, error)) (int, error) {
 	cur := start
 	v, err := f(cur)
@@ -331,7 +333,7 @@ func climbMax(lo, hi, start int, f func(int) (float64, error)) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			if w > nextV {
+			if w > nextV && w > v*(1+PerLoadNoise) {
 				next, nextV = n, w
 			}
 		}

@@ -17,7 +17,8 @@ import (
 // an adaptive file the lab's SGLang accepts with the unit flags that enable
 // it, and leaves the unit as it was.
 func TestTunePerLoadOnTheLab(t *testing.T) {
-	t.Parallel()
+	// Not t.Parallel(): it compares throughput the lab measures in wall time, so it runs in
+	// the package's serial phase, before and apart from the package's parallel tests.
 	testrun.Long(t)
 	r := newRig(t, labOpts(), func(c *ops.Config) {
 		c.Bench = ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48}
