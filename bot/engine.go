@@ -563,12 +563,21 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 }
 
 // SettingsKey renders a result's settings as the canonical key results are
-// compared by ("steps=10,topk=1,draft=11").
+// compared by ("steps=10,topk=1,draft=11"); per-load speculation adds its
+// form, so a per-load run is compared only with runs of the same one:
+// ",adaptive=PATH" (SGLang's file) or ",table=[[1,1,10],...]" (vLLM's).
 func SettingsKey(s *ops.Spec) string {
 	if s == nil {
 		return ""
 	}
-	return fmt.Sprintf("steps=%d,topk=%d,draft=%d", s.Steps, s.TopK, s.DraftTokens)
+	k := fmt.Sprintf("steps=%d,topk=%d,draft=%d", s.Steps, s.TopK, s.DraftTokens)
+	if s.Adaptive != "" {
+		k += ",adaptive=" + s.Adaptive
+	}
+	if s.BatchTable != "" {
+		k += ",table=" + s.BatchTable
+	}
+	return k
 }
 
 // recordBench stores the job's benchmark result and puts it beside earlier

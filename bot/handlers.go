@@ -35,6 +35,7 @@ func init() {
 	handlers = map[*commands.Spec]handler{
 		spec("mtp steps"):        job,
 		spec("mtp tune"):         job,
+		spec("mtp per-load"):     {preview: previewPerLoad},
 		spec("mtp show"):         job,
 		spec("mtp undo"):         {preview: previewUndo},
 		spec("gpu status"):       job,
@@ -77,6 +78,14 @@ func say(format string, a ...any) Reply {
 
 func failed(err error, format string, a ...any) Reply {
 	return Reply{Outcome: Failed, Text: fmt.Sprintf(format, a...), Err: err}
+}
+
+func previewPerLoad(cmd *commands.Command) string {
+	return fmt.Sprintf("`%s` will run %s's speculative decoding per load: stop %s on %s, clear its GPU memory, write its "+
+		"per-load configuration (SGLang: the adaptive config file next to the unit, then the unit's flags; vLLM: the "+
+		"per-batch table in --speculative-config), start it, wait until it serves, verify it runs per load and benchmark "+
+		"at each concurrency. If it does not serve, the unit and the file are put back. (`%s --dry-run` shows the diffs.)",
+		cmd.Text, cmd.Service, cmd.Service, cmd.Host, cmd.Text)
 }
 
 func previewRecover(cmd *commands.Command) string {

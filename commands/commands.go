@@ -241,11 +241,16 @@ type Command struct {
 	ApplyBest  bool        // sweep --apply-best: leave the service on the best point
 	TuneFrom   int         // mtp tune RANGE: the lowest steps searched (default 1)
 	TuneTo     int         // mtp tune RANGE: the highest steps searched (default min(16, the steps limit))
-	Cron       string      // schedule add: the canonical cron spec (whitespace collapsed)
-	Sub        *Command    // schedule add: the scheduled job command
-	ScheduleID int64       // schedule rm/pause/resume ID
-	JobID      int64       // cancel JOB, job JOB
-	N          int         // history n=N (default 10)
+	// PerLoad is mtp tune per-load: the best steps at each concurrency of
+	// SweepAt (two or more, ascending).
+	PerLoad bool
+	// LoadTable is mtp per-load's TABLE, concurrencies ascending.
+	LoadTable  []LoadSteps
+	Cron       string   // schedule add: the canonical cron spec (whitespace collapsed)
+	Sub        *Command // schedule add: the scheduled job command
+	ScheduleID int64    // schedule rm/pause/resume ID
+	JobID      int64    // cancel JOB, job JOB
+	N          int      // history n=N (default 10)
 	// To are schedule add's --to TARGETS, canonical ("slack:C0OPS,matrix:!r:hs");
 	// empty: the room the command came from.
 	To         string
@@ -296,3 +301,10 @@ func (c *Command) LockedService() string {
 
 // String returns c.Text.
 func (c *Command) String() string { return c.Text }
+
+// LoadSteps is one entry of mtp per-load's TABLE: the steps for a
+// concurrency, then other candidates the engine may move between.
+type LoadSteps struct {
+	Concurrency int
+	Steps       []int // at least one; the first is the steps for the concurrency
+}

@@ -147,7 +147,11 @@ func detail(b *strings.Builder, s *Spec) {
 		case pAtList:
 			rows = append(rows, row{"at LIST", fmt.Sprintf("concurrencies to benchmark each point at: 1,8,32 or 1..4 (at most %d; default: the configured one)", MaxSweepConcurrencies)})
 		case pAt:
-			rows = append(rows, row{"at N", "the concurrency to benchmark at, 1..1024 (default: the configured one)"})
+			rows = append(rows, row{"at N|LIST", "the concurrency to benchmark at, 1..1024 (default: the configured one); with per-load a list of two or more: 1,8,32,64"})
+		case pLoadTable:
+			rows = append(rows, row{"TABLE", "concurrency:steps pairs, concurrencies rising: 1:10 8:7 32:1 64:0; more steps after a slash (64:2/3) are candidates the engine may move between; the first concurrency's steps at least 1"})
+		case pPerLoad:
+			rows = append(rows, row{perLoadWord, "find the best steps at each concurrency of the at LIST and propose the engine's per-load configuration"})
 		case pRange:
 			rows = append(rows, row{"RANGE", fmt.Sprintf("the steps values to search: a..b (default 1..%d)", DefaultTuneTo)})
 		case pAll:

@@ -297,6 +297,13 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 			}
 			continue
 		}
+		if strings.EqualFold(w, perLoadWord) && slices.ContainsFunc(params, func(pr param) bool { return pr.kind == pPerLoad }) {
+			if c.PerLoad {
+				return fail(perLoadWord+" is given twice", "")
+			}
+			c.PerLoad = true
+			continue
+		}
 		if eq := strings.IndexByte(w, '='); eq >= 0 {
 			prob, sugg := p.key(c, toks, i, &seenKeys)
 			if prob != "" {
@@ -333,7 +340,8 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 			pr := params[pi]
 			lit := nextLiteral(params[pi:])
 			skip := pr.word0() != "" || (lit != "" && strings.EqualFold(lit, w)) ||
-				(pr.kind == pService && rangeLike(w) && laterKind(params[pi+1:], pRange))
+				(pr.kind == pService && rangeLike(w) && laterKind(params[pi+1:], pRange)) ||
+				(pr.kind == pService && strings.Contains(w, ":") && laterKind(params[pi+1:], pLoadTable))
 			if !skip {
 				break
 			}
@@ -403,6 +411,19 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 				return fail(prob, sugg)
 			}
 			c.SweepSteps = vals
+			i = j
+		case pLoadTable:
+			j := i
+			words := []string{w}
+			for j+1 < len(toks) && !toks[j+1].quoted && !strings.HasPrefix(toks[j+1].s, "-") && strings.Contains(toks[j+1].s, ":") {
+				j++
+				words = append(words, toks[j].s)
+			}
+			tab, prob := parseLoadTable(strings.Join(words, ","), p.opts.maxSteps())
+			if prob != "" {
+				return fail(prob, "for example `"+spec.Examples[0]+"`")
+			}
+			c.LoadTable = tab
 			i = j
 		case pRange:
 			j := i
@@ -495,6 +516,19 @@ func (p *parser) parse(toks []token, nested bool) (*Command, error) {
 			return fail(prob, sugg)
 		}
 	}
+	if slices.ContainsFunc(params, func(pr param) bool { return pr.kind == pPerLoad }) {
+		switch {
+		case c.PerLoad && len(c.SweepAt) < 2:
+			return fail(spec.Path+" "+perLoadWord+" needs two concurrencies or more after at", didYouMean(spec.Path+" "+nameOr(c.Service)+perLoadWord+" at 1,8,32,64"))
+		case !c.PerLoad && len(c.SweepAt) > 1:
+			return fail(spec.Path+" benchmarks at one concurrency; to tune for several, say "+perLoadWord, didYouMean(spec.Path+" "+nameOr(c.Service)+perLoadWord+" at "+formatList(c.SweepAt)))
+		case c.PerLoad:
+			sorted := slices.Sorted(slices.Values(c.SweepAt))
+			c.SweepAt, c.Bench.Concurrency = sorted, 0
+		default:
+			c.SweepAt = nil
+		}
+	}
 	if len(c.SweepDraft) > 0 && !slices.ContainsFunc(c.SweepTopK, func(k int) bool { return k > 1 }) {
 		return fail("draft tokens follow steps when topk is 1 (SGLang makes them steps+1): a draft LIST needs a topk LIST with a value above 1",
 			"for example `"+spec.Examples[2]+"`")
@@ -555,11 +589,20 @@ func (p *parser) worded(c *Command, pr param, toks []token, i int) (int, string,
 			c.SweepDraft = vals
 		}
 	case pAt:
-		v, prob := parseInt(list, keyConcurrency.min, keyConcurrency.max, "the concurrency")
+		if !strings.ContainsAny(list, ",.") {
+			v, prob := parseInt(list, keyConcurrency.min, keyConcurrency.max, "the concurrency")
+			if prob != "" {
+				return j, prob, ""
+			}
+			c.Bench.Concurrency = v
+			c.SweepAt = []int{v}
+			break
+		}
+		vals, prob := parseConcList(list)
 		if prob != "" {
 			return j, prob, ""
 		}
-		c.Bench.Concurrency = v
+		c.SweepAt = vals
 	default:
 		vals, prob := parseConcList(list)
 		if prob != "" {
@@ -1009,4 +1052,57 @@ func schedulableList() string {
 		}
 	}
 	return orList(names)
+}
+
+// nameOr is "NAME " for a service name, "" for none.
+func nameOr(service string) string {
+	if service == "" {
+		return ""
+	}
+	return service + " "
+}
+
+// parseLoadTable parses mtp per-load's TABLE: "1:7,8:6,64:2/3" (commas or
+// the spaces between words), concurrencies rising, steps 0..maxSteps, the
+// first entry's steps at least 1.
+func parseLoadTable(s string, maxSteps int) ([]LoadSteps, string) {
+	var out []LoadSteps
+	for _, part := range strings.Split(s, ",") {
+		if part == "" {
+			continue
+		}
+		cs, ss, ok := strings.Cut(part, ":")
+		if !ok || !isDigits(cs) || ss == "" {
+			return nil, fmt.Sprintf("%s is not concurrency:steps (e.g. 8:6, or 64:2/3 for candidates)", quote(part))
+		}
+		c, prob := parseInt(cs, keyConcurrency.min, keyConcurrency.max, "the concurrency")
+		if prob != "" {
+			return nil, prob
+		}
+		if len(out) > 0 && c <= out[len(out)-1].Concurrency {
+			return nil, fmt.Sprintf("concurrencies must rise, each once: %d after %d", c, out[len(out)-1].Concurrency)
+		}
+		e := LoadSteps{Concurrency: c}
+		for _, w := range strings.Split(ss, "/") {
+			if !isDigits(w) {
+				return nil, fmt.Sprintf("steps %s at concurrency %d: want a number 0..%d", quote(w), c, maxSteps)
+			}
+			n, prob := parseInt(w, 0, maxSteps, "steps")
+			if prob != "" {
+				return nil, prob
+			}
+			if slices.Contains(e.Steps, n) {
+				return nil, fmt.Sprintf("steps %d is given twice at concurrency %d", n, c)
+			}
+			e.Steps = append(e.Steps, n)
+		}
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		return nil, "the table is empty: give concurrency:steps pairs, e.g. 1:10 8:7 32:1 64:1"
+	}
+	if out[0].Steps[0] < 1 {
+		return nil, fmt.Sprintf("the engine starts with the first concurrency's steps: at least 1 at concurrency %d", out[0].Concurrency)
+	}
+	return out, ""
 }

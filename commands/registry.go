@@ -2,6 +2,9 @@ package commands
 
 import "strings"
 
+// perLoadWord is the word of mtp tune's per-load form.
+const perLoadWord = "per-load"
+
 // pkind is the kind of a positional argument.
 type pkind uint8
 
@@ -25,6 +28,8 @@ const (
 	pRange                   // [RANGE]: a..b, the steps mtp tune searches
 	pDuration                // DURATION: 30m, 2h, 1d
 	pIncidentID              // INCIDENT: 7 or #7
+	pPerLoad                 // [per-load]: mtp tune finds the best steps at each concurrency of its at LIST
+	pLoadTable               // TABLE: concurrency:steps[/steps...] pairs, e.g. 1:7 8:6 32:2 64:2/3
 )
 
 // param is one positional argument of a Spec.
@@ -35,7 +40,7 @@ type param struct {
 
 func (p param) optional() bool {
 	switch p.kind {
-	case pService, pHost, pTarget, pAll, pTopic, pTopKList, pDraftList, pAtList, pAt, pRange:
+	case pService, pHost, pTarget, pAll, pTopic, pTopKList, pDraftList, pAtList, pAt, pRange, pPerLoad:
 		return true
 	}
 	return false
@@ -74,7 +79,11 @@ func (p param) usage() string {
 	case pAtList:
 		return "[at LIST]"
 	case pAt:
-		return "[at N]"
+		return "[at N|LIST]"
+	case pPerLoad:
+		return "[" + perLoadWord + "]"
+	case pLoadTable:
+		return "TABLE"
 	case pRange:
 		return "[RANGE]"
 	case pDuration:
@@ -90,6 +99,8 @@ func (p param) word0() string {
 	switch p.kind {
 	case pAtList, pAt:
 		return "at"
+	case pPerLoad:
+		return perLoadWord
 	case pTopKList:
 		return "topk"
 	case pDraftList:
@@ -237,15 +248,35 @@ var registry = []*Spec{
 	},
 	{
 		Path:    "mtp tune",
-		Summary: "find the steps value with the highest throughput at a load, with few restarts, and apply it",
+		Summary: "find the steps value with the highest throughput at a load (or at each of several), with few restarts",
 		Details: "Searches RANGE (a..b, default 1..16 within the steps limit) for the steps value with the highest " +
 			"output tok/s at concurrency N (default: the configured concurrency): throughput over steps rises to one " +
 			"peak and falls, so it narrows the range around the best value seen (a golden-section search) instead " +
 			"of trying every value. Each value tried is one restart through the mtp steps pipeline and one benchmark. " +
-			"It leaves the service on the best value and says in the thread which values it tried and why it stopped.",
+			"It leaves the service on the best value and says in the thread which values it tried and why it stopped. " +
+			"With per-load and at LIST (two concurrencies or more) it finds the best steps at each concurrency instead: " +
+			"each value tried is started once and benchmarked at every concurrency, and it proposes the engine's own " +
+			"per-load configuration (SGLang: the adaptive config file at the service's adaptive_config and the unit " +
+			"flags that enable it; vLLM: num_speculative_tokens_per_batch_size in --speculative-config) with a table " +
+			"per concurrency, the gain over the best single setting and the diffs; the service is left on the steps " +
+			"it ran and nothing else is changed.",
 		Role: Operator, Mutating: true, Lock: LockService, Schedulable: true,
-		params:   []param{{kind: pService}, {kind: pRange}, {kind: pAt}},
-		Examples: []string{"mtp tune", "mtp tune qwen 2..12 at 8", "mtp tune --dry-run"},
+		params:   []param{{kind: pService}, {kind: pPerLoad}, {kind: pRange}, {kind: pAt}},
+		Examples: []string{"mtp tune", "mtp tune qwen 2..12 at 8", "mtp tune --dry-run", "mtp tune qwen per-load at 1,8,32,64"},
+	},
+	{
+		Path:    "mtp per-load",
+		Summary: "run a service's speculative decoding per load: the steps for each concurrency, as `mtp tune ... per-load` proposes",
+		Details: "Deploys the engine's own per-load form of TABLE (concurrency:steps pairs; more steps after a slash are " +
+			"candidates the engine may move between): for SGLang the adaptive config file at the service's adaptive_config " +
+			"(written atomically next to the unit) and the unit flags --speculative-adaptive and " +
+			"--speculative-adaptive-config, starting at the first concurrency's steps; for vLLM " +
+			"num_speculative_tokens_per_batch_size inside --speculative-config. It runs the mtp steps pipeline, verifies " +
+			"that the engine runs per load and benchmarks at each concurrency; when the new settings do not serve it puts " +
+			"back both the unit and the file. `mtp undo` restores both.",
+		Role: Operator, Mutating: true, Confirm: true, Lock: LockService,
+		params:   []param{{kind: pService}, {kind: pLoadTable}},
+		Examples: []string{"mtp per-load qwen 1:10 8:7 32:1 64:1", "mtp per-load 1:7 8:6 32:2 64:2/3 --dry-run"},
 	},
 	{
 		Path:     "mtp show",
@@ -257,10 +288,12 @@ var registry = []*Spec{
 	{
 		Path:    "mtp undo",
 		Summary: "put back the unit text the service's last successful change replaced, redeploy it and benchmark it",
-		Details: "Finds the last job that changed the service's unit and succeeded (mtp steps, or an earlier mtp undo), " +
-			"and deploys the text that job replaced through the same steps as mtp steps: preview, confirm, stop, clear " +
-			"GPU memory, write, start, wait until it serves, verify, benchmark. Refused when there is nothing to undo, or " +
-			"when the unit changed since that job (by another job or by hand): undo only what the unit still holds.",
+		Details: "Finds the last job that changed the service's unit and succeeded (mtp steps, mtp per-load, or an earlier " +
+			"mtp undo), and deploys the text that job replaced through the same steps as mtp steps: preview, confirm, stop, clear " +
+			"GPU memory, write, start, wait until it serves, verify, benchmark. A file the job wrote beside the unit (mtp " +
+			"per-load's adaptive config) is put back with it, or removed when the job created it. Refused when there is " +
+			"nothing to undo, or when the unit or that file changed since that job (by another job or by hand): undo only " +
+			"what they still hold.",
 		Role: Operator, Mutating: true, Confirm: true, Lock: LockService,
 		params:   []param{{kind: pService}},
 		Examples: []string{"mtp undo", "mtp undo qwen --dry-run"},

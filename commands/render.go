@@ -68,8 +68,20 @@ func render(c *Command) string {
 				b.WriteString(" at ")
 				b.WriteString(formatList(c.SweepAt))
 			}
+		case pLoadTable:
+			for _, e := range c.LoadTable {
+				b.WriteByte(' ')
+				b.WriteString(formatLoadSteps(e))
+			}
+		case pPerLoad:
+			if c.PerLoad {
+				b.WriteString(" " + perLoadWord)
+			}
 		case pAt:
-			if c.Bench.Concurrency > 0 {
+			if c.PerLoad && len(c.SweepAt) > 0 {
+				b.WriteString(" at ")
+				b.WriteString(formatList(c.SweepAt))
+			} else if c.Bench.Concurrency > 0 {
 				b.WriteString(" at ")
 				b.Write(strconv.AppendInt(num[:0], int64(c.Bench.Concurrency), 10))
 			}
@@ -290,4 +302,13 @@ func parseRange(s string, max int) (from, to int, problem, suggestion string) {
 		return 0, 0, fmt.Sprintf("the range %s must go up and hold two values at least", quote(s)), sugg
 	}
 	return a, b, "", ""
+}
+
+// formatLoadSteps renders one TABLE entry: "64:2/3".
+func formatLoadSteps(e LoadSteps) string {
+	parts := make([]string, len(e.Steps))
+	for i, n := range e.Steps {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strconv.Itoa(e.Concurrency) + ":" + strings.Join(parts, "/")
 }

@@ -79,6 +79,15 @@ func TestDefaultsAndRelativePaths(t *testing.T) {
 	}
 }
 
+func TestAdaptiveConfigPath(t *testing.T) {
+	if got := (Service{}).AdaptiveConfigPath("qwen"); got != "/etc/sglang/qwen-adaptive.json" {
+		t.Errorf("default %q", got)
+	}
+	if got := (Service{AdaptiveConfig: "/srv/q.json"}).AdaptiveConfigPath("qwen"); got != "/srv/q.json" {
+		t.Errorf("set %q", got)
+	}
+}
+
 func TestDefaultService(t *testing.T) {
 	two := strings.Replace(minimal, "auth:", "  coder: {host: gpu1, unit: sglang-coder.service, url: \"http://127.0.0.1:30001\"}\nauth:", 1)
 	c, err := Parse([]byte(two+"default_service: qwen\n"), "/etc/opsbot", env(nil))
@@ -107,6 +116,10 @@ func TestInvalidConfigsSayWhatIsWrong(t *testing.T) {
 		{"regression pct out of range", minimal + "alerts: {regression_pct: 150}\n", "alerts.regression_pct: 150"},
 		{"regression runs negative", minimal + "alerts: {regression_runs: -1}\n", "alerts.regression_runs: -1"},
 		{"url without host", strings.Replace(minimal, `"http://127.0.0.1:30000"`, `"http://"`, 1), "services.qwen.url"},
+		{"adaptive config path needing quotes", strings.Replace(minimal, `url: "http://127.0.0.1:30000"`, `url: "http://127.0.0.1:30000", adaptive_config: "/etc/sglang/a b.json"`, 1),
+			`services.qwen.adaptive_config must be an absolute path of letters, digits and /._-+@ only`},
+		{"adaptive config path relative", strings.Replace(minimal, `url: "http://127.0.0.1:30000"`, `url: "http://127.0.0.1:30000", adaptive_config: "a.json"`, 1),
+			`services.qwen.adaptive_config must be an absolute path`},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.edit), "/etc/opsbot", env(nil))

@@ -141,7 +141,7 @@ func (r *engineRun) boot() {
 			return
 		}
 	}
-	s, lines, cerr := engCheck(s)
+	s, lines, cerr := engCheck(s, r.h.ReadFile)
 	if cerr != nil {
 		r.fail(cerr.Lines, cerr.Exit)
 		return

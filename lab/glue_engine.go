@@ -49,8 +49,10 @@ func engParse(argv []string) (engSettings, *engStartError) {
 	return wrapSettings(s), nil
 }
 
-func engCheck(s engSettings) (engSettings, []string, *engStartError) {
-	s2, lines, err := engine.Check(s.s)
+// engCheck checks s as the engine does at start, reading the files it names
+// (--speculative-adaptive-config) with read: the host's file system.
+func engCheck(s engSettings, read func(string) ([]byte, error)) (engSettings, []string, *engStartError) {
+	s2, lines, err := engine.CheckFiles(s.s, read)
 	if err != nil {
 		var se *engine.StartError
 		if errors.As(err, &se) {
@@ -69,6 +71,7 @@ func engNew(s engSettings, log func(string), slowdown float64) engInstance {
 		ph.T0 = time.Duration(float64(ph.T0) * slowdown)
 		ph.C = time.Duration(float64(ph.C) * slowdown)
 		ph.BatchC = time.Duration(float64(ph.BatchC) * slowdown)
+		ph.VerifyC = time.Duration(float64(ph.VerifyC) * slowdown)
 	}
 	return engine.New(s.s, engine.Options{Physics: ph, Log: log})
 }

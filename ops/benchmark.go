@@ -40,6 +40,11 @@ func (r *Runbook) benchmark(ctx context.Context, t *target, p commands.BenchPara
 		return "", st.fail(errors.New("no speculative settings known for this service"))
 	}
 	k := bench.DraftsPerStep(res.Spec.Engine == "vllm", res.Spec.Steps, res.Spec.TopK, res.Spec.DraftTokens)
+	if res.Spec.Adaptive != "" || res.Spec.BatchTable != "" {
+		// Per load the drafts per step vary with the batch: vLLM's counters
+		// measure them over the window; SGLang's logs do not.
+		k = 0
+	}
 	var acc bench.Acceptance
 	if engineOf(t, res) == unit.VLLM {
 		acc = bench.VLLMAcceptance(t.eng)

@@ -661,7 +661,7 @@ func TestTuneFindsTheOptimumWithFewerRestarts(t *testing.T) {
 		t.Fatalf("tune: %v\n%s", err, ev.text())
 	}
 	ph := labengine.DefaultPhysics()
-	thr := func(k int) float64 { return conc * ph.StreamTokS(k, k, conc) }
+	thr := func(k int) float64 { return ph.TokS(labengine.Chain(k), conc, 0) }
 	opt := 1
 	for k := 2; k <= 16; k++ {
 		if thr(k) > thr(opt) {

@@ -68,6 +68,8 @@ type planned struct {
 	before  string // its text before ("" when it did not exist)
 	after   string
 	created bool // a new drop-in
+	// files are written beside the unit: before it (new), after it (old).
+	files []FileChange
 }
 
 // Setting is the speculative setting a change deploys: Steps, and for SGLang
@@ -75,9 +77,19 @@ type planned struct {
 // rules make it: steps+1 with topk 1, else the unit's).
 type Setting struct {
 	Steps, TopK, DraftTokens int
+	// perLoad, when set, makes the setting the engine's per-load form of these
+	// rows (SGLang's adaptive config file beside the unit and the flags that
+	// enable it; vLLM's per-batch table), Steps its starting or largest steps.
+	perLoad *perLoadSet
 }
 
+// perLoadSet is a per-load Setting's table (a pointer keeps Setting comparable).
+type perLoadSet struct{ rows []PerLoadRow }
+
 func (s Setting) String() string {
+	if s.perLoad != nil {
+		return "per-load " + perLoadWords(s.perLoad.rows)
+	}
 	out := fmt.Sprintf("steps %d", s.Steps)
 	if s.TopK > 0 {
 		out += fmt.Sprintf(" topk %d", s.TopK)
@@ -89,8 +101,20 @@ func (s Setting) String() string {
 }
 
 func (r *Runbook) plan(t *target, d *deployed, s Setting) (*planned, error) {
-	steps := s.Steps
-	e, err := d.eff.SetSteps(steps, unit.Options{MaxSteps: r.cfg.MaxSteps, TopK: s.TopK, DraftTokens: s.DraftTokens})
+	if s.perLoad != nil {
+		prop, err := r.perLoadPlan(t, d, unitEngine(d), s.perLoad.rows)
+		if err != nil {
+			return nil, err
+		}
+		return prop.planned, nil
+	}
+	return r.planWith(t, d, s.Steps, unit.Options{TopK: s.TopK, DraftTokens: s.DraftTokens})
+}
+
+// planWith plans the unit edit of steps with opts (MaxSteps is the config's).
+func (r *Runbook) planWith(t *target, d *deployed, steps int, opts unit.Options) (*planned, error) {
+	opts.MaxSteps = r.cfg.MaxSteps
+	e, err := d.eff.SetSteps(steps, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +128,14 @@ func (r *Runbook) plan(t *target, d *deployed, s Setting) (*planned, error) {
 }
 
 func specOf(engineName string, s unit.Spec) *Spec {
-	return &Spec{Engine: engineName, Algorithm: s.Algorithm, Steps: s.DraftSteps(), TopK: s.TopK, DraftTokens: s.DraftTokens}
+	sp := &Spec{Engine: engineName, Algorithm: s.Algorithm, Steps: s.DraftSteps(), TopK: s.TopK, DraftTokens: s.DraftTokens, BatchTable: s.BatchTable}
+	if s.Adaptive {
+		sp.Adaptive = s.AdaptiveConfig
+		if sp.Adaptive == "" {
+			sp.Adaptive = AdaptiveDefaultTable
+		}
+	}
+	return sp
 }
 
 // MTPSteps is `mtp steps N`: edit the unit, stop, clear the GPUs, write,
@@ -153,16 +184,22 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 	if err != nil {
 		return res, st.fail(err)
 	}
+	if err := readBeside(ctx, t, p); err != nil {
+		return res, st.fail(err)
+	}
 	e := p.edit
-	res.Unit = &UnitChange{Path: p.path, Before: p.before, After: p.after, ArgvBefore: e.ArgvBefore, ArgvAfter: e.ArgvAfter, Diff: e.Diff}
+	changed := len(e.Changed) > 0 || p.filesChange()
+	res.Unit = &UnitChange{Path: p.path, Before: p.before, After: p.after, ArgvBefore: e.ArgvBefore, ArgvAfter: e.ArgvAfter, Diff: e.Diff, Files: p.files}
 	if p.path != e.File {
 		res.Unit.Diff = unit.UnifiedDiff(p.path, p.before, p.after)
 	}
 	res.Spec = specOf(e.Engine, e.SpecAfter)
 	from := e.SpecBefore.DraftSteps()
 	res.did.unit, res.did.steps, res.did.oldSteps = UnitOld, from, from
-	if len(e.Changed) == 0 {
+	if !changed {
 		st.done("%s already runs steps %d", t.cfg.Unit, steps)
+	} else if set.perLoad != nil {
+		st.done("%s: %s", set, changeList(e.Changed))
 	} else {
 		st.done("steps %d -> %d: %s", from, steps, changeList(e.Changed))
 	}
@@ -176,12 +213,13 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 		if res.Unit.Diff != "" {
 			res.Details = append(res.Details, res.Unit.Diff)
 		}
+		res.Details = append(res.Details, filesText(p.files)...)
 		return res, nil
 	}
-	if err := windDown(ctx); err != nil && len(e.Changed) > 0 {
+	if err := windDown(ctx); err != nil && changed {
 		return res, fmt.Errorf("not started: %w; nothing was changed on %s", err, service)
 	}
-	if len(e.Changed) > 0 {
+	if changed {
 		if err := r.deploy(ctx, t, p, res, rep); err != nil {
 			return res, err
 		}
@@ -189,7 +227,7 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 		return res, err
 	}
 	if err := r.verify(ctx, t, res, rep); err != nil {
-		if len(e.Changed) == 0 || ctx.Err() != nil {
+		if !changed || ctx.Err() != nil {
 			return res, err
 		}
 		// It serves, but not the new settings: the change did not take.
@@ -210,7 +248,7 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 			serving = false
 			return res, err
 		}
-		if len(e.Changed) == 0 {
+		if !changed {
 			return res, fmt.Errorf("%w; %s serves steps %d as before", err, service, steps)
 		}
 		return res, fmt.Errorf("%w; the new unit (steps %d) stays: the engine serves it and runs the new settings (`mtp steps %d %s` puts steps %d back)",
@@ -223,7 +261,9 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 func changeList(cs []unit.Change) string {
 	parts := make([]string, len(cs))
 	for i, c := range cs {
-		if c.From == "" {
+		if c.From == "" && c.To == "" {
+			parts[i] = fmt.Sprintf("%s (added)", c.Flag)
+		} else if c.From == "" {
 			parts[i] = fmt.Sprintf("%s %s (added)", c.Flag, c.To)
 		} else {
 			parts[i] = fmt.Sprintf("%s %s -> %s", c.Flag, c.From, c.To)
@@ -360,10 +400,23 @@ func (r *Runbook) writeUnit(ctx context.Context, t *target, p *planned, which st
 	if which == UnitOld {
 		text, remove, steps = p.before, p.created, p.edit.SpecBefore.DraftSteps()
 	}
-	st := begin(rep, StepWriteUnit, "writing %s", p.path)
+	what := p.path
+	if p.filesChange() {
+		what = besideNames(p.files) + ", then " + p.path
+		if which == UnitOld {
+			what = p.path + ", then " + besideNames(p.files)
+		}
+	}
+	st := begin(rep, StepWriteUnit, "writing %s", what)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	res.did.changed = true
+	if which == UnitNew {
+		// The files first: the new unit names them.
+		if err := writeBesideFiles(wctx, t, p, which); err != nil {
+			return st.fail(err)
+		}
+	}
 	if mkdir {
 		if err := runOK(wctx, t, "mkdir", "-p", path.Dir(p.path)); err != nil {
 			return st.fail(err)
@@ -377,6 +430,12 @@ func (r *Runbook) writeUnit(ctx context.Context, t *target, p *planned, which st
 		return st.fail(err) // it names the file and the host
 	}
 	res.did.unit, res.did.steps = which, steps
+	if which == UnitOld {
+		// The unit no longer names them: put them back.
+		if err := writeBesideFiles(wctx, t, p, which); err != nil {
+			return st.fail(err)
+		}
+	}
 	if err := daemonReload(wctx, t); err != nil {
 		if !isUnknownOutcome(wctx, err) {
 			return st.fail(err)
@@ -480,6 +539,17 @@ func (r *Runbook) verify(ctx context.Context, t *target, res *Result, rep Report
 		res.AddIncident(IncidentSettingsDiffer)
 		return st.fail(&VerifyError{Service: t.name, Mismatch: true, Err: fmt.Errorf("the engine reports steps %d, topk %d, draft tokens %d; the unit says %d, %d, %d: something else sets them (a drop-in, an environment file?)",
 			info.Steps, info.TopK, info.DraftTokens, sp.Steps, sp.TopK, sp.DraftTokens)})
+	}
+	if sp.Adaptive != "" {
+		on, _ := info.Raw["speculative_adaptive"].(bool)
+		path, _ := info.Raw["speculative_adaptive_config"].(string)
+		if !on || (sp.Adaptive != AdaptiveDefaultTable && path != sp.Adaptive) {
+			res.AddIncident(IncidentSettingsDiffer)
+			return st.fail(&VerifyError{Service: t.name, Mismatch: true, Err: fmt.Errorf("the engine reports speculative_adaptive %v with config %q; the unit says adaptive with %s: "+
+				"SGLang turns adaptive off, with a warning in its log, for an algorithm other than EAGLE/EAGLE3 or topk above 1", on, path, sp.Adaptive)})
+		}
+		st.done("engine runs %s per load from %s, starting at steps %d, topk %d, draft tokens %d", algorithmLabel(sp.Algorithm, info.Algorithm), sp.Adaptive, info.Steps, info.TopK, info.DraftTokens)
+		return nil
 	}
 	st.done("engine runs %s steps %d, topk %d, draft tokens %d", algorithmLabel(sp.Algorithm, info.Algorithm), info.Steps, info.TopK, info.DraftTokens)
 	return nil
@@ -592,7 +662,13 @@ func (r *Runbook) MTPShow(ctx context.Context, service string, rep Reporter) (*R
 
 func specLine(s *Spec) string {
 	if s.Engine == unit.VLLM {
+		if s.BatchTable != "" {
+			return fmt.Sprintf("vLLM per load: num_speculative_tokens_per_batch_size %s (at most %d)", s.BatchTable, s.Steps)
+		}
 		return fmt.Sprintf("vLLM num_speculative_tokens %d", s.Steps)
+	}
+	if s.Adaptive != "" {
+		return fmt.Sprintf("%s per load from %s (adaptive), starting at steps %d, topk %d, draft tokens %d", s.Algorithm, s.Adaptive, s.Steps, s.TopK, s.DraftTokens)
 	}
 	return fmt.Sprintf("%s steps %d, topk %d, draft tokens %d", s.Algorithm, s.Steps, s.TopK, s.DraftTokens)
 }

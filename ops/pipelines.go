@@ -42,7 +42,17 @@ var pipelines = map[*commands.Spec]Pipeline{
 	spec("sweep"): func(ctx context.Context, r *Runbook, c *commands.Command, rep Reporter) (*Result, error) {
 		return r.Sweep(ctx, c.Service, SweepOptions{Steps: c.SweepSteps, TopK: c.SweepTopK, Draft: c.SweepDraft, At: c.SweepAt, ApplyBest: c.ApplyBest, DryRun: c.DryRun}, rep)
 	},
+	spec("mtp per-load"): func(ctx context.Context, r *Runbook, c *commands.Command, rep Reporter) (*Result, error) {
+		rows := make([]PerLoadRow, len(c.LoadTable))
+		for i, e := range c.LoadTable {
+			rows[i] = PerLoadRow{Concurrency: e.Concurrency, Steps: e.Steps[0], Candidates: e.Steps}
+		}
+		return r.ApplyPerLoad(ctx, c.Service, rows, c.DryRun, rep)
+	},
 	spec("mtp tune"): func(ctx context.Context, r *Runbook, c *commands.Command, rep Reporter) (*Result, error) {
+		if c.PerLoad {
+			return r.TunePerLoad(ctx, c.Service, PerLoadOptions{At: c.SweepAt, From: c.TuneFrom, To: c.TuneTo, DryRun: c.DryRun}, rep)
+		}
 		return r.Tune(ctx, c.Service, TuneOptions{From: c.TuneFrom, To: c.TuneTo, Concurrency: c.Bench.Concurrency, DryRun: c.DryRun}, rep)
 	},
 }

@@ -11,7 +11,7 @@ import (
 // pipeline; nothing else does.
 func TestPipelinesCoverJobCommands(t *testing.T) {
 	t.Parallel()
-	hostOnly := map[string]bool{"mtp show": true, "gpu status": true, "svc status": true, "svc logs": true, "mtp undo": true}
+	hostOnly := map[string]bool{"mtp show": true, "gpu status": true, "svc status": true, "svc logs": true, "mtp undo": true, "mtp per-load": true}
 	n := 0
 	for _, s := range commands.Specs() {
 		want := s.Schedulable || hostOnly[s.Path]

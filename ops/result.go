@@ -99,6 +99,20 @@ type UnitChange struct {
 	ArgvBefore []string `json:"argv_before"`
 	ArgvAfter  []string `json:"argv_after"`
 	Diff       string   `json:"diff,omitempty"`
+	// Files are the files the change wrote beside the unit (SGLang's adaptive
+	// config of a per-load change): written before the unit, restored after
+	// it on a rollback, and put back by mtp undo with it.
+	Files []FileChange `json:"files,omitempty"`
+}
+
+// FileChange is one file a unit change wrote beside the unit.
+type FileChange struct {
+	Path    string `json:"path"`
+	Before  string `json:"before"`
+	After   string `json:"after"`
+	Created bool   `json:"created,omitempty"` // it did not exist before: undone by removing it
+	Removed bool   `json:"removed,omitempty"` // the change removes it (an undo of its creation)
+	Diff    string `json:"diff,omitempty"`
 }
 
 // GPUMemory is one GPU's memory use before and after a pipeline.
@@ -162,7 +176,18 @@ type Spec struct {
 	LiveSteps       int `json:"live_steps,omitempty"`
 	LiveTopK        int `json:"live_topk,omitempty"`
 	LiveDraftTokens int `json:"live_draft_tokens,omitempty"`
+	// Adaptive is SGLang's per-load speculation as the unit runs it: the
+	// --speculative-adaptive-config path, AdaptiveDefaultTable without one, ""
+	// when off. BatchTable is vLLM's num_speculative_tokens_per_batch_size as
+	// the unit writes it ("" = none). Steps is then the starting (SGLang) or
+	// largest (vLLM) value, not what runs at every load.
+	Adaptive   string `json:"adaptive,omitempty"`
+	BatchTable string `json:"batch_table,omitempty"`
 }
+
+// AdaptiveDefaultTable stands for SGLang's built-in adaptive table in
+// Spec.Adaptive (--speculative-adaptive without a config file).
+const AdaptiveDefaultTable = "default"
 
 // Result is what a pipeline returns. Every field is optional; the JSON names are
 // the contract of `opsbot run --json`.
@@ -179,6 +204,8 @@ type Result struct {
 	// Metric is the figure Best was chosen by (sweeps: output_tok_s,
 	// per_stream_tok_s or accept_len).
 	Metric string `json:"metric,omitempty"`
+	// PerLoad is a per-load tune's proposal.
+	PerLoad *PerLoad `json:"per_load,omitempty"`
 	// Tried are the steps values mtp tune benchmarked, in order.
 	Tried []int `json:"tried,omitempty"`
 	// Restarts counts the deploys a sweep or tune made (each one restart).

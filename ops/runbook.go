@@ -42,6 +42,9 @@ type ServiceConfig struct {
 	ReadyTimeout time.Duration
 	ClearMiB     int
 	DefaultSteps int
+	// AdaptiveConfig is the path on Host of SGLang's adaptive speculative config
+	// file a per-load tune proposes (config.Service.AdaptiveConfigPath).
+	AdaptiveConfig string
 }
 
 // BenchDefaults are the benchmark parameters used when a command gives none.

@@ -155,6 +155,11 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 		}
 	}
 	res.Best = BestAt(res.Points, at[0], res.Metric)
+	if sp.Engine != unit.VLLM && !hasFlag(d.eff.Argv(), "--max-running-requests") {
+		if note := queuedNote(at); note != "" {
+			res.Details = append(res.Details, note)
+		}
+	}
 	to := home
 	if o.ApplyBest && res.Best != nil {
 		to = o.only(res.Best.Setting())

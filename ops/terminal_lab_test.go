@@ -16,7 +16,7 @@ func TestTuneBestOnTheEdgeSaysSo(t *testing.T) {
 	// Not t.Parallel(): it compares throughput the lab measures in wall time, so it runs in
 	// the package's serial phase, before and apart from the package's parallel tests.
 	ph := labengine.DefaultPhysics()
-	if !(ph.StreamTokS(3, 3, 1) > ph.StreamTokS(2, 2, 1) && ph.StreamTokS(4, 4, 1) > ph.StreamTokS(3, 3, 1)) {
+	if !(ph.StreamTokS(labengine.Chain(3), 1) > ph.StreamTokS(labengine.Chain(2), 1) && ph.StreamTokS(labengine.Chain(4), 1) > ph.StreamTokS(labengine.Chain(3), 1)) {
 		t.Fatal("the lab's physics no longer rises from steps 2 to 4 at concurrency 1: choose another range")
 	}
 	r := newRig(t, labOpts(), func(c *ops.Config) {

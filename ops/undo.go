@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops/unit"
@@ -114,8 +115,26 @@ func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep 
 	if err != nil {
 		return res, st.fail(fmt.Errorf("the text %s replaced: %w", undo.label(), err))
 	}
+	// The files the change wrote beside the unit go back with it, if they
+	// still hold what it wrote.
+	for _, f := range undo.Unit.Files {
+		b, err := t.host.ReadFile(ctx, f.Path)
+		exists := err == nil
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return res, st.fail(hostErr("read "+f.Path, t.cfg.Host, err))
+		}
+		if (f.Removed && exists) || (!f.Removed && (!exists || string(b) != f.After)) {
+			return res, st.fail(fmt.Errorf("cannot undo %s: %s changed since it was written (by hand, or another tool). Nothing was changed; "+
+				"`mtp steps N %s` sets a single value", undo.label(), f.Path, service))
+		}
+		back := FileChange{Path: f.Path, Before: string(b), After: f.Before, Created: f.Removed, Removed: f.Created}
+		if !back.Removed {
+			back.Diff = unit.UnifiedDiff(f.Path, back.Before, back.After)
+		}
+		p.files = append(p.files, back)
+	}
 	res.Unit = &UnitChange{Path: path, Before: current, After: p.after, ArgvBefore: before.argv, ArgvAfter: after.argv,
-		Diff: unit.UnifiedDiff(path, current, p.after)}
+		Diff: unit.UnifiedDiff(path, current, p.after), Files: p.files}
 	res.Spec = specOf(after.engine, after.spec)
 	from, to := before.spec.DraftSteps(), after.spec.DraftSteps()
 	st.done("undo %s: steps %d -> %d", undo.label(), from, to)
@@ -126,6 +145,7 @@ func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep 
 		if res.Unit.Diff != "" {
 			res.Details = append(res.Details, res.Unit.Diff)
 		}
+		res.Details = append(res.Details, filesText(p.files)...)
 		return res, nil
 	}
 	if err := r.deploy(ctx, t, p, res, rep); err != nil {

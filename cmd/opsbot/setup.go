@@ -236,7 +236,8 @@ func newRunbook(cfg *config.Config, deps bot.BackendDeps, log *slog.Logger) (*op
 	}
 	for name, s := range cfg.Services {
 		sc := ops.ServiceConfig{Host: s.Host, Unit: s.Unit, URL: s.URL, Engine: s.Engine, GPUs: s.GPUs,
-			DropIn: s.Edit == "drop-in", ReadyTimeout: s.ReadyTimeout.D(), ClearMiB: s.ClearMiB, DefaultSteps: s.DefaultSteps, ViaSSH: s.ViaSSH}
+			DropIn: s.Edit == "drop-in", ReadyTimeout: s.ReadyTimeout.D(), ClearMiB: s.ClearMiB, DefaultSteps: s.DefaultSteps, ViaSSH: s.ViaSSH,
+			AdaptiveConfig: s.AdaptiveConfigPath(name)}
 		if s.Proxmox != nil {
 			sc.ProxmoxNode, sc.VMID = s.Proxmox.Node, s.Proxmox.VMID
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/remote"
@@ -97,7 +98,7 @@ func OpsConfig(t testing.TB, topo lab.Topology, readyTimeout time.Duration) ops.
 	}
 	for _, s := range topo.Services {
 		cfg.Services[s.Name] = ops.ServiceConfig{Host: s.Host, Unit: s.Unit, URL: s.URL, Engine: s.Engine, GPUs: s.GPUs,
-			ProxmoxNode: s.ProxmoxNode, VMID: s.VMID, ReadyTimeout: readyTimeout}
+			ProxmoxNode: s.ProxmoxNode, VMID: s.VMID, ReadyTimeout: readyTimeout, AdaptiveConfig: config.AdaptiveConfigDefault(s.Name)}
 	}
 	return cfg
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"maps"
+	"os"
 	"strings"
 	"time"
 )
@@ -27,6 +28,12 @@ const AdjustDraftLine = "speculative_num_draft_tokens is adjusted to speculative
 // yields a *StartError (Python traceback, exit 1); lines written before it are returned too.
 // s is not modified (Args is copied).
 func Check(s Settings) (Settings, []string, error) {
+	return CheckFiles(s, os.ReadFile)
+}
+
+// CheckFiles is Check reading the files the settings name (--speculative-adaptive-config)
+// with read, as the engine reads them on its own host.
+func CheckFiles(s Settings, read func(path string) ([]byte, error)) (Settings, []string, error) {
 	s.Args = maps.Clone(s.Args)
 	if s.Args == nil {
 		s.Args = map[string]any{}
@@ -60,7 +67,7 @@ func Check(s Settings) (Settings, []string, error) {
 	var lines []string
 	if s.Speculative() {
 		var err error
-		if s, lines, err = checkSGLangSpec(s); err != nil {
+		if s, lines, err = checkSGLangSpec(s, read); err != nil {
 			return s, lines, err
 		}
 	}
@@ -83,10 +90,13 @@ func (s Settings) given(dest string, field int) bool {
 	return field != 0
 }
 
-func checkSGLangSpec(s Settings) (Settings, []string, error) {
-	var lines []string
+func checkSGLangSpec(s Settings, read func(string) ([]byte, error)) (Settings, []string, error) {
 	if s.Algorithm == "NEXTN" {
 		s.Algorithm = "EAGLE" // NEXTN (MTP) is EAGLE with the model's own draft layer
+	}
+	s, lines, err := checkAdaptive(s, read)
+	if err != nil {
+		return s, lines, err
 	}
 	stepsSet := s.given("speculative_num_steps", s.Steps)
 	topkSet := s.given("speculative_eagle_topk", s.TopK)
@@ -232,6 +242,16 @@ func checkVLLM(s Settings) (Settings, []string, error) {
 		return s, lines, s.vllmTraceback(fmt.Sprintf("ValueError: Expected num_speculative_tokens to be greater than zero (%d).", s.Steps))
 	}
 	s.TopK, s.DraftTokens = 1, s.Steps+1
+	if m, ok := s.Args["speculative_config"].(map[string]any); ok {
+		if raw, ok := m["num_speculative_tokens_per_batch_size"]; ok && raw != nil {
+			t, err := parseBatchTable(raw)
+			if err != nil {
+				return s, lines, s.vllmTraceback("pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig",
+					"num_speculative_tokens_per_batch_size", "  Value error, "+err.Error())
+			}
+			s.BatchTable = t
+		}
+	}
 	if m, ok := s.Args["speculative_config"].(map[string]any); ok {
 		m = maps.Clone(m)
 		m["method"], m["num_speculative_tokens"] = s.Algorithm, s.Steps

@@ -27,7 +27,7 @@ type Engine struct {
 	s       Settings
 	phys    Physics
 	log     func(string)
-	k, cost int
+	spec    specRun
 	statsIv time.Duration
 	start   time.Time
 
@@ -38,7 +38,8 @@ type Engine struct {
 	waiting []*request
 	st      stats
 
-	outs []outcome // scheduler scratch
+	outs    []outcome // scheduler scratch
+	correct []int     // scheduler scratch: drafts accepted per stream in one step
 
 	wake      chan struct{} // cap 1: a request arrived
 	done      chan struct{} // closed by Close
@@ -64,8 +65,8 @@ func New(s Settings, o Options) *Engine {
 	if e.statsIv <= 0 {
 		e.statsIv = 10 * time.Second
 	}
-	e.k, e.cost = specShape(s)
-	e.st.init(e.k, e.start)
+	e.spec = newSpecRun(s, p)
+	e.st.init(e.spec.maxLevels, e.start)
 	go e.loop()
 	return e
 }
@@ -92,7 +93,8 @@ type Truth struct {
 	Aborted        int64   `json:"aborted"`         // requests dropped by their client
 	PromptTokens   int64   `json:"prompt_tokens"`   // of admitted requests
 	AcceptLen      float64 `json:"accept_len"`      // OutputTokens / VerifySteps (0 before the first step)
-	DraftsProposed int64   `json:"drafts_proposed"` // k per verify step
+	DraftSteps     int64   `json:"draft_steps"`     // per-stream verify steps that drafted (vLLM's num_drafts)
+	DraftsProposed int64   `json:"drafts_proposed"` // draft tokens verified: DraftTokens-1 per drafting step
 	DraftsAccepted int64   `json:"drafts_accepted"` // OutputTokens - VerifySteps
 }
 

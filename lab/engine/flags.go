@@ -85,6 +85,8 @@ func sglangFlags() []flagSpec {
 		fs(kFloat, "speculative_accept_threshold_single", 1.0, "--speculative-accept-threshold-single"),
 		fs(kFloat, "speculative_accept_threshold_acc", 1.0, "--speculative-accept-threshold-acc"),
 		fs(kStr, "speculative_token_map", nil, "--speculative-token-map"),
+		fs(kTrue, "speculative_adaptive", false, "--speculative-adaptive"),
+		fs(kStr, "speculative_adaptive_config", nil, "--speculative-adaptive-config"),
 		fs(kInt, "ep_size", 1, "--expert-parallel-size", "--ep-size", "--ep"),
 		fs(kStr, "moe_a2a_backend", "none", "--moe-a2a-backend"),
 		fs(kTrue, "enable_ep_moe", false, "--enable-ep-moe"),

@@ -42,8 +42,10 @@ func (e *Engine) logDecode(now time.Time, running, queued, tokens int) string {
 	if w.streamSteps > 0 {
 		g.acceptLen = float64(w.tokens) / float64(w.streamSteps)
 	}
-	if e.k > 0 {
-		g.acceptRate = (g.acceptLen - 1) / float64(e.k)
+	if w.drafted > 0 {
+		// SGLang's accept rate: accepted drafts over draft tokens verified, i.e.
+		// (accept len - 1) / (num_draft_tokens - 1) for a static shape.
+		g.acceptRate = float64(w.accepted) / float64(w.drafted)
 	}
 	e.st.g = g
 	e.st.cumTokens += w.tokens
@@ -81,15 +83,14 @@ func (e *Engine) flushStats(running, queued int, idle bool) {
 	kv := 100 * float64(tokensGuess(w)) / kvTokens
 	lines = append(lines, fmt.Sprintf("%s Engine 000: Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%, Prefix cache hit rate: 0.0%%",
 		vllmStamp("INFO", "loggers.py:127"), float64(w.promptTokens)/secs, float64(w.tokens)/secs, running, queued, kv))
-	if e.k > 0 && w.streamSteps > 0 {
-		accepted := w.tokens - w.streamSteps
-		drafted := w.streamSteps * int64(e.k)
+	if e.s.Speculative() && w.draftSteps > 0 && w.drafted > 0 {
+		accepted, drafted := w.accepted, w.drafted
 		pos := make([]string, len(w.acceptedPos))
 		for i, a := range w.acceptedPos {
-			pos[i] = fmt.Sprintf("%.3f", float64(a)/float64(w.streamSteps))
+			pos[i] = fmt.Sprintf("%.3f", float64(a)/float64(w.draftSteps))
 		}
 		lines = append(lines, fmt.Sprintf("%s SpecDecoding metrics: Mean acceptance length: %.2f, Accepted throughput: %.2f tokens/s, Drafted throughput: %.2f tokens/s, Accepted: %d tokens, Drafted: %d tokens, Per-position acceptance rate: %s, Avg Draft acceptance rate: %.1f%%",
-			vllmStamp("INFO", "metrics.py:96"), 1+float64(accepted)/float64(w.streamSteps), float64(accepted)/secs, float64(drafted)/secs,
+			vllmStamp("INFO", "metrics.py:96"), 1+float64(accepted)/float64(w.draftSteps), float64(accepted)/secs, float64(drafted)/secs,
 			accepted, drafted, strings.Join(pos, ", "), 100*float64(accepted)/float64(drafted)))
 	}
 	w.reset(now)

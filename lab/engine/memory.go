@@ -23,7 +23,8 @@ const (
 )
 
 // GraphMiB is the memory the CUDA graphs of a checked start take on each GPU: 0 with
-// --disable-cuda-graph, for vLLM the fixed allowance of its context and graphs.
+// --disable-cuda-graph, for vLLM the fixed allowance of its context and graphs; with
+// SGLang's adaptive speculation, for its widest candidate.
 func (s Settings) GraphMiB() int {
 	if s.Flavor == "vllm" {
 		return vllmBeyondStaticMiB - ContextMiB
@@ -34,6 +35,12 @@ func (s Settings) GraphMiB() int {
 	tokens := 1
 	if s.Speculative() && s.DraftTokens > 0 {
 		tokens = s.DraftTokens
+	}
+	if s.Adaptive != nil {
+		// Adaptive SGLang sizes its graphs for the widest candidate
+		// (model_runner's decode rows cover every candidate's steps + 1).
+		c := s.Adaptive.CandidateSteps()
+		tokens = max(tokens, c[len(c)-1]+1)
 	}
 	return int(math.Round(float64(max(s.CudaGraphMaxBS, 1)*tokens) * graphMiBPerBSToken))
 }

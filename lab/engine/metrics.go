@@ -79,10 +79,10 @@ func (e *Engine) vllmMetrics(b *strings.Builder, st *stats) {
 	p.metric("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", float64(st.truth.PromptTokens))
 	p.metric("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", float64(st.truth.OutputTokens))
 	p.metric("vllm:request_success_total", "counter", "Count of successfully processed requests.", float64(st.truth.Requests))
-	if e.k == 0 {
+	if !e.s.Speculative() {
 		return
 	}
-	p.metric("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", float64(st.truth.VerifySteps))
+	p.metric("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", float64(st.truth.DraftSteps))
 	p.metric("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.", float64(st.truth.DraftsProposed))
 	p.metric("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.", float64(st.truth.DraftsAccepted))
 	name := "vllm:spec_decode_num_accepted_tokens_per_pos_total"

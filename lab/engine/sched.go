@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,10 +99,12 @@ func (e *Engine) loop() {
 			}
 		}
 		var dt time.Duration
+		var plan stepPlan
 		if len(admitted) > 0 {
 			dt = e.phys.T0 + time.Duration(newTok)*e.phys.PrefillTok
 		} else {
-			dt = e.phys.StepTime(e.cost, len(running))
+			plan = e.spec.plan(len(running))
+			dt = e.phys.StepTime(plan.shape, len(running))
 		}
 		now := time.Now()
 		if next.IsZero() || now.Sub(next) > maxLag {
@@ -130,10 +133,10 @@ func (e *Engine) loop() {
 			e.logPrefill(len(admitted), newTok, len(running)-len(admitted), queued)
 			continue
 		}
-		var line string
-		running, queued, line = e.step(running)
-		if line != "" {
-			e.emit(line)
+		var lines []string
+		running, queued, lines = e.step(running, plan)
+		for _, l := range lines {
+			e.emit(l)
 		}
 		e.flushStats(len(running), queued, false)
 	}
@@ -167,14 +170,15 @@ func (e *Engine) admit(nRunning int) ([]*request, int) {
 	return out, tokens
 }
 
-// step runs one verify step over running and returns the streams still running, the
-// requests queued, and SGLang's decode log line when this decode iteration closes a log
-// window (else ""). Counters, the log window and the cumulative acceptance are updated
+// step runs one verify step of plan over running and returns the streams still running, the
+// requests queued, and the log lines it writes: SGLang's decode log line when this decode
+// iteration closes a log window, the adaptive controller's line when it moved the steps. Counters, the log window and the cumulative acceptance are updated
 // together under Engine.mu, before the tokens are handed over, so a client that sees its
 // request end also sees it in Truth, and a flush of the cache never splits an iteration.
-func (e *Engine) step(running []*request) ([]*request, int, string) {
+func (e *Engine) step(running []*request, plan stepPlan) ([]*request, int, []string) {
 	var s stepStats
-	s.acceptedPos = e.st.scratch(e.k)
+	s.acceptedPos = e.st.scratch(len(plan.levels))
+	correct := e.correct[:0]
 	out := e.outs[:0]
 	now := time.Now()
 	inUse := 0
@@ -183,7 +187,9 @@ func (e *Engine) step(running []*request) ([]*request, int, string) {
 			s.aborted++
 			continue
 		}
-		n := min(r.draws.emitted(e.k, e.phys.Accept), r.limit()-r.generated)
+		drawn := r.draws.emitted(plan.levels)
+		correct = append(correct, drawn-1)
+		n := min(drawn, r.limit()-r.generated)
 		r.generated += n
 		r.steps++
 		if n > 0 {
@@ -209,8 +215,15 @@ func (e *Engine) step(running []*request) ([]*request, int, string) {
 		}
 		out = append(out, o)
 	}
+	e.correct = correct
+	adapt := ""
+	if plan.slot != nil {
+		if from, to, moved := plan.slot.update(correct); moved {
+			adapt = fmt.Sprintf("%s Adaptive spec params updated: steps %d -> %d (ema_accept_len=%.2f)", rankStamp(now), from, to, plan.slot.ema)
+		}
+	}
 	e.mu.Lock()
-	e.st.addStep(s, e.k)
+	e.st.addStep(s, plan.shape.Drafts())
 	for _, o := range out {
 		if o.fin {
 			e.st.record(o.r)
@@ -219,9 +232,12 @@ func (e *Engine) step(running []*request) ([]*request, int, string) {
 	e.st.active = s.streams - s.finished
 	queued := len(e.waiting)
 	e.st.decodeIters++
-	line := ""
+	var lines []string
 	if e.s.Flavor == "sglang" && e.st.decodeIters%e.s.DecodeLogInterval == 0 {
-		line = e.logDecode(now, s.streams-s.finished, queued, inUse)
+		lines = append(lines, e.logDecode(now, s.streams-s.finished, queued, inUse))
+	}
+	if adapt != "" {
+		lines = append(lines, adapt)
 	}
 	e.mu.Unlock()
 	kept := running[:0]
@@ -234,7 +250,7 @@ func (e *Engine) step(running []*request) ([]*request, int, string) {
 	clear(running[len(kept):])
 	clear(out)
 	e.outs = out[:0]
-	return kept, queued, line
+	return kept, queued, lines
 }
 
 // outcome is one stream's share of a verify step.

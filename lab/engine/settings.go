@@ -41,6 +41,10 @@ type Settings struct {
 	ContextLength      int     // 0 = model default (32768)
 	ChunkedPrefillSize int     // prompt tokens per prefill batch; 0 = default
 	CudaGraphMaxBS     int     // 0 = default
+	// Adaptive is SGLang's adaptive speculative config after Check (nil = static steps).
+	Adaptive *AdaptiveConfig
+	// BatchTable is vLLM's num_speculative_tokens_per_batch_size (nil = Steps at every batch).
+	BatchTable []BatchK
 	// Args are the server arguments by argparse dest, defaults included; nil values are
 	// Python's None. /server_info reports them.
 	Args map[string]any

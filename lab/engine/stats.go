@@ -14,6 +14,9 @@ type stepStats struct {
 type window struct {
 	start        time.Time
 	streamSteps  int64
+	draftSteps   int64 // stream steps that drafted
+	drafted      int64 // draft tokens verified
+	accepted     int64 // of them accepted
 	tokens       int64
 	promptTokens int64
 	acceptedPos  []int64
@@ -21,6 +24,7 @@ type window struct {
 
 func (w *window) reset(now time.Time) {
 	w.start, w.streamSteps, w.tokens, w.promptTokens = now, 0, 0, 0
+	w.draftSteps, w.drafted, w.accepted = 0, 0, 0
 	clear(w.acceptedPos)
 }
 
@@ -59,7 +63,7 @@ func (s *stats) init(k int, now time.Time) {
 // scratch returns a zeroed per-position buffer for one step. Only the scheduler uses it.
 func (s *stats) scratch(k int) []int64 {
 	clear(s.buf)
-	return s.buf[:k]
+	return s.buf[:min(k, len(s.buf))]
 }
 
 // maxRequestTruths bounds the per-request truth the engine keeps (the most recent ones).
@@ -80,17 +84,26 @@ func (s *stats) addPrompt(n int) {
 	s.vllm.promptTokens += int64(n)
 }
 
-func (s *stats) addStep(st stepStats, k int) {
+// addStep counts one verify step whose streams each verified drafts draft tokens.
+func (s *stats) addStep(st stepStats, drafts int) {
 	t := &s.truth
 	t.OutputTokens += int64(st.tokens)
 	t.VerifySteps += int64(st.streams)
 	t.BatchSteps++
 	t.Requests += int64(st.finished)
 	t.Aborted += int64(st.aborted)
-	t.DraftsProposed += int64(st.streams * k)
 	t.DraftsAccepted += int64(st.tokens - st.streams)
+	var ds int64
+	if drafts > 0 {
+		ds = int64(st.streams)
+	}
+	t.DraftSteps += ds
+	t.DraftsProposed += ds * int64(drafts)
 	for _, w := range []*window{&s.sgl, &s.vllm} {
 		w.streamSteps += int64(st.streams)
+		w.draftSteps += ds
+		w.drafted += ds * int64(drafts)
+		w.accepted += int64(st.tokens - st.streams)
 		w.tokens += int64(st.tokens)
 		for i, a := range st.acceptedPos {
 			w.acceptedPos[i] += a

@@ -46,7 +46,7 @@ func readTruth(t *testing.T, base string) truth {
 // runs long enough for a 1% comparison stay short.
 func labPhysics() labengine.Physics {
 	p := labengine.DefaultPhysics()
-	p.T0, p.C, p.BatchC, p.PrefillTok = 3*time.Millisecond, 400*time.Microsecond, 60*time.Microsecond, 5*time.Microsecond
+	p.T0, p.C, p.BatchC, p.VerifyC, p.PrefillTok = 3*time.Millisecond, 400*time.Microsecond, 60*time.Microsecond, 40*time.Microsecond, 5*time.Microsecond
 	return p
 }
 

@@ -24,6 +24,32 @@ type Options struct {
 	// TopK sets SGLang's --speculative-eagle-topk (0: keep the unit's value,
 	// 1 when it has none). vLLM has no topk: a TopK above 1 is refused there.
 	TopK int
+	// AdaptiveConfig, for SGLang, turns per-load speculation on with the
+	// adaptive config file at this path: --speculative-adaptive is added when
+	// missing and --speculative-adaptive-config set to the path (replaced or
+	// added). N must then be one of the file's candidate steps (the caller's
+	// contract); SGLang runs it with EAGLE/EAGLE3 and topk 1 only. "" leaves
+	// both flags as they are. Refused for vLLM.
+	AdaptiveConfig string
+	// BatchTable, for vLLM, is the JSON text of num_speculative_tokens_per_batch_size
+	// to set inside --speculative-config (its value replaced byte-exactly, or the
+	// key added before the closing brace); N, num_speculative_tokens, must be the
+	// table's largest k (vLLM clamps each k to it). "" leaves it as it is.
+	// Refused for SGLang.
+	BatchTable string
+}
+
+// safePath is a path that needs no quoting in a unit's command line nor in a shell.
+func safePath(p string) bool {
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	for _, r := range p {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+@", r)) {
+			return false
+		}
+	}
+	return true
 }
 
 // Change is one setting the edit changes. From is "" when the option is added.
@@ -84,6 +110,7 @@ type argEdit struct {
 	vi, vj int // byte range of the value replaced (replace) ...
 	text   string
 	insert []string // ... or words inserted before index (when non-nil)
+	del    int      // ... or this many words deleted from index (when > 0)
 }
 
 // SetSteps produces the smallest edit of the file holding the engine command
@@ -170,6 +197,12 @@ func (eff *Effective) SetSteps(n int, opts Options) (*Edit, error) {
 	if e.SpecAfter.DraftSteps() != n {
 		return nil, fmt.Errorf("%w: edited unit reads back steps %d, want %d", errInternal, e.SpecAfter.DraftSteps(), n)
 	}
+	if opts.AdaptiveConfig != "" && (!e.SpecAfter.Adaptive || e.SpecAfter.AdaptiveConfig != opts.AdaptiveConfig) {
+		return nil, fmt.Errorf("%w: edited unit reads back adaptive %v config %q, want %q", errInternal, e.SpecAfter.Adaptive, e.SpecAfter.AdaptiveConfig, opts.AdaptiveConfig)
+	}
+	if opts.BatchTable != "" && e.SpecAfter.BatchTable != opts.BatchTable {
+		return nil, fmt.Errorf("%w: edited unit reads back the per-batch table %s, want %s", errInternal, e.SpecAfter.BatchTable, opts.BatchTable)
+	}
 	seen := map[*Entry]bool{}
 	for _, l := range neff.Commands {
 		if !seen[l.Entry] {
@@ -222,17 +255,30 @@ func applySplices(text string, sp []splice) string {
 
 func applyArgEdits(argv []string, ed []argEdit) []string {
 	out := slices.Clone(argv)
-	// Replacements first (indices refer to the original argv), then inserts from the back.
-	for _, a := range ed {
-		if a.insert == nil {
+	// Replacements first (indices refer to the original argv), from the back so that
+	// two in one word keep their offsets, then inserts from the back.
+	// (Two insertions at one offset: the later one first, so they read in order.)
+	repl := slices.Clone(ed)
+	slices.Reverse(repl)
+	sort.SliceStable(repl, func(i, j int) bool {
+		if repl[i].index != repl[j].index {
+			return repl[i].index > repl[j].index
+		}
+		return repl[i].vi > repl[j].vi
+	})
+	for _, a := range repl {
+		if a.insert == nil && a.del == 0 {
 			v := out[a.index]
 			out[a.index] = v[:a.vi] + a.text + v[a.vj:]
 		}
 	}
 	sort.SliceStable(ed, func(i, j int) bool { return ed[i].index > ed[j].index })
 	for _, a := range ed {
-		if a.insert != nil {
+		switch {
+		case a.insert != nil:
 			out = slices.Insert(out, a.index, a.insert...)
+		case a.del > 0:
+			out = slices.Delete(out, a.index, a.index+a.del)
 		}
 	}
 	return out
@@ -282,6 +328,11 @@ func insertAfter(u *Unit, cmd *Command, use FlagUse, opts [][2]string) (splice, 
 	var words []string
 	for _, o := range opts {
 		b.WriteString(sep)
+		if o[1] == "" { // a store_true flag
+			b.WriteString(o[0])
+			words = append(words, o[0])
+			continue
+		}
 		if use.Eq() {
 			b.WriteString(o[0] + "=" + o[1])
 			words = append(words, o[0]+"="+o[1])
@@ -292,6 +343,18 @@ func insertAfter(u *Unit, cmd *Command, use FlagUse, opts [][2]string) (splice, 
 	}
 	at := valArg.Span.End
 	return splice{Span{at, at}, b.String()}, argEdit{index: use.ValueIndex + 1, insert: words}
+}
+
+// removeUse builds the splice and argv edit that delete the option use (with
+// its value) and the separator before it (a space, or a line continuation
+// and its indentation).
+func removeUse(cmd *Command, use FlagUse) (splice, argEdit) {
+	prevEnd := cmd.PathWord.Span.End
+	if use.NameIndex > 0 {
+		prevEnd = cmd.Args[use.NameIndex-1].Span.End
+	}
+	end := cmd.Args[use.ValueIndex].Span.End
+	return splice{Span{prevEnd, end}, ""}, argEdit{index: use.NameIndex, del: use.ValueIndex - use.NameIndex + 1}
 }
 
 func lastUse(s Spec, flags ...string) (FlagUse, bool) {
@@ -354,6 +417,19 @@ func planSGLang(eff *Effective, spec Spec, n int, opts Options) ([]splice, []arg
 			return nil, nil, nil, refuse(CodeRejected, "--speculative-num-draft-tokens %d does not fit a draft tree of %d steps with topk %d: it must be between 2 and %d", draft, n, topk, limit)
 		}
 	}
+	if opts.BatchTable != "" {
+		return nil, nil, nil, refuse(CodeUnsupported, "a per-batch-size table is vLLM's; SGLang takes an adaptive config file")
+	}
+	if opts.AdaptiveConfig != "" {
+		switch {
+		case spec.CanonicalAlgorithm() != "EAGLE" && spec.CanonicalAlgorithm() != "EAGLE3":
+			return nil, nil, nil, refuse(CodeUnsupported, "SGLang runs per-load speculation with EAGLE, EAGLE3 or NEXTN only, not %s: it would fall back to static steps", spec.Algorithm)
+		case topk != 1:
+			return nil, nil, nil, refuse(CodeRejected, "SGLang runs per-load speculation with --speculative-eagle-topk 1 only (the unit has %d): it would fall back to static steps", topk)
+		case !safePath(opts.AdaptiveConfig):
+			return nil, nil, nil, refuse(CodeInvalid, "adaptive config path %q: use an absolute path of letters, digits and /._-+@ only", opts.AdaptiveConfig)
+		}
+	}
 	var (
 		sp []splice
 		ae []argEdit
@@ -392,6 +468,39 @@ func planSGLang(eff *Effective, spec Spec, n int, opts Options) ([]splice, []arg
 	if set(FlagDraftTokens, draft) {
 		add = append(add, [2]string{FlagDraftTokens, strconv.Itoa(draft)})
 	}
+	if opts.AdaptiveConfig == "" && (spec.Adaptive || spec.AdaptiveConfig != "") {
+		// A single setting: the unit no longer runs per load.
+		for _, use := range spec.Uses {
+			if use.Flag == FlagAdaptive || use.Flag == FlagAdaptiveConfig {
+				s, a := removeUse(cmd, use)
+				sp, ae = append(sp, s), append(ae, a)
+				ch = append(ch, Change{Flag: use.Flag, From: use.Value, To: "(removed)"})
+			}
+		}
+	}
+	if opts.AdaptiveConfig != "" {
+		if !spec.Adaptive {
+			add = append(add, [2]string{FlagAdaptive, ""})
+		}
+		uses := usesOf(spec, FlagAdaptiveConfig)
+		if len(uses) == 0 {
+			add = append(add, [2]string{FlagAdaptiveConfig, opts.AdaptiveConfig})
+		}
+		changed := false
+		for _, use := range uses {
+			if use.Value == opts.AdaptiveConfig {
+				continue
+			}
+			arg := &cmd.Args[use.ValueIndex]
+			i, j := use.ValueOffset, len(arg.Value)
+			sp = append(sp, splice{arg.ValueSpan(i, j), opts.AdaptiveConfig})
+			ae = append(ae, argEdit{index: use.ValueIndex, vi: i, vj: j, text: opts.AdaptiveConfig})
+			changed = true
+		}
+		if changed {
+			ch = append(ch, Change{Flag: FlagAdaptiveConfig, From: uses[len(uses)-1].Value, To: opts.AdaptiveConfig})
+		}
+	}
 	if len(add) > 0 {
 		last, _ := lastUse(spec)
 		s, a := insertAfter(eff.Engine.Unit, cmd, last, add)
@@ -404,6 +513,71 @@ func planSGLang(eff *Effective, spec Spec, n int, opts Options) ([]splice, []arg
 }
 
 func planVLLM(eff *Effective, spec Spec, n int, opts Options) ([]splice, []argEdit, []Change, error) {
+	sp, ae, ch, err := planVLLMSteps(eff, spec, n, opts)
+	if err != nil {
+		return sp, ae, ch, err
+	}
+	if opts.BatchTable == "" {
+		if spec.BatchTable == "" {
+			return sp, ae, ch, nil
+		}
+		// A single setting: take the per-batch table out of the JSON.
+		use, _ := lastUse(spec, FlagSpecConfig)
+		cmd := &eff.Engine.Command
+		arg := &cmd.Args[use.ValueIndex]
+		js := arg.Value[use.ValueOffset:]
+		i, j, ok := jsonKeySpan(js, keyBatchTable)
+		if !ok {
+			return nil, nil, nil, refuse(CodeInvalid, "--speculative-config: cannot locate %s to remove it", keyBatchTable)
+		}
+		i, j = use.ValueOffset+i, use.ValueOffset+j
+		sp = append(sp, splice{arg.ValueSpan(i, j), ""})
+		ae = append(ae, argEdit{index: use.ValueIndex, vi: i, vj: j, text: ""})
+		return sp, ae, append(ch, Change{Flag: changeJSONTable, From: spec.BatchTable, To: "(removed)"}), nil
+	}
+	if usesOf(spec, FlagNumSpecTokens) != nil {
+		return nil, nil, nil, refuse(CodeUnsupported, "a per-batch-size table needs --speculative-config (the unit uses the older --num-speculative-tokens)")
+	}
+	use, ok := lastUse(spec, FlagSpecConfig)
+	if !ok {
+		return nil, nil, nil, refuse(CodeUnsupported, "a per-batch-size table needs --speculative-config")
+	}
+	cmd := &eff.Engine.Command
+	arg := &cmd.Args[use.ValueIndex]
+	js := arg.Value[use.ValueOffset:]
+	vs, ve, cb, found, err := jsonKeyValue(js, keyBatchTable)
+	if err != nil {
+		return nil, nil, nil, refuse(CodeInvalid, "--speculative-config is not a JSON object: %v", err)
+	}
+	if found {
+		if js[vs:ve] == opts.BatchTable {
+			return sp, ae, ch, nil
+		}
+		i, j := use.ValueOffset+vs, use.ValueOffset+ve
+		src := arg.src[i]
+		sp = append(sp, splice{arg.ValueSpan(i, j), escapeFor(opts.BatchTable, src.quote)})
+		ae = append(ae, argEdit{index: use.ValueIndex, vi: i, vj: j, text: opts.BatchTable})
+		return sp, ae, append(ch, Change{Flag: changeJSONTable, From: js[vs:ve], To: opts.BatchTable}), nil
+	}
+	colon, comma := ":", ","
+	if strings.Contains(js, "\": ") {
+		colon = ": "
+	}
+	if strings.Contains(js, ", \"") || colon == ": " {
+		comma = ", "
+	}
+	ins := comma + `"` + keyBatchTable + `"` + colon + opts.BatchTable
+	at := use.ValueOffset + cb
+	src := arg.src[at]
+	sp = append(sp, splice{Span{src.start, src.start}, escapeFor(ins, src.quote)})
+	ae = append(ae, argEdit{index: use.ValueIndex, vi: at, vj: at, text: ins})
+	return sp, ae, append(ch, Change{Flag: changeJSONTable, To: opts.BatchTable}), nil
+}
+
+func planVLLMSteps(eff *Effective, spec Spec, n int, opts Options) ([]splice, []argEdit, []Change, error) {
+	if opts.AdaptiveConfig != "" {
+		return nil, nil, nil, refuse(CodeUnsupported, "an adaptive config file is SGLang's; vLLM takes a per-batch-size table inside --speculative-config")
+	}
 	if opts.TopK > 1 || opts.DraftTokens > 0 {
 		return nil, nil, nil, refuse(CodeUnsupported, "vLLM's speculative config has no topk or draft token count to set: only the steps (num_speculative_tokens)")
 	}

@@ -15,14 +15,23 @@ const (
 	FlagSteps       = "--speculative-num-steps"
 	FlagTopK        = "--speculative-eagle-topk"
 	FlagDraftTokens = "--speculative-num-draft-tokens"
+	// Per-load speculation (sgl-project/sglang 015c8726, srt/server_args.py and
+	// srt/speculative/adaptive_spec_params.py): a store_true flag, and the path of the
+	// JSON file of batch-size slots.
+	FlagAdaptive       = "--speculative-adaptive"
+	FlagAdaptiveConfig = "--speculative-adaptive-config"
 )
 
 // vLLM option names.
 const (
-	FlagSpecConfig     = "--speculative-config"
-	FlagSpecModel      = "--speculative-model"      // before vLLM 0.8.5
-	FlagNumSpecTokens  = "--num-speculative-tokens" // before vLLM 0.8.5
-	keyNumSpecTokens   = "num_speculative_tokens"
+	FlagSpecConfig    = "--speculative-config"
+	FlagSpecModel     = "--speculative-model"      // before vLLM 0.8.5
+	FlagNumSpecTokens = "--num-speculative-tokens" // before vLLM 0.8.5
+	keyNumSpecTokens  = "num_speculative_tokens"
+	// keyBatchTable is vLLM's per-batch-size K table inside --speculative-config:
+	// [[lo, hi, k], ...], each k clamped to num_speculative_tokens.
+	keyBatchTable      = "num_speculative_tokens_per_batch_size"
+	changeJSONTable    = FlagSpecConfig + "." + keyBatchTable
 	keyMethod          = "method"
 	changeJSONSpecToks = FlagSpecConfig + "." + keyNumSpecTokens
 )
@@ -41,6 +50,7 @@ var sglangOptions = []string{
 	"--speculative-ngram-min-bfs-breadth", "--speculative-ngram-max-bfs-breadth",
 	"--speculative-ngram-match-type", "--speculative-ngram-branch-length",
 	"--speculative-ngram-capacity",
+	FlagAdaptive, FlagAdaptiveConfig,
 }
 
 var sglangRead = map[string]bool{FlagAlgorithm: true, FlagSteps: true, FlagTopK: true, FlagDraftTokens: true}
@@ -64,6 +74,12 @@ type Spec struct {
 	Method               string // "method" (or legacy "model") of the config
 	NumSpeculativeTokens int
 	Config               string // the --speculative-config JSON as the engine sees it
+	BatchTable           string // num_speculative_tokens_per_batch_size as written in Config ("" = none)
+
+	// SGLang per-load speculation: --speculative-adaptive given, and the
+	// --speculative-adaptive-config path ("" = none: SGLang's default table).
+	Adaptive       bool
+	AdaptiveConfig string
 
 	// Uses lists every speculative option found (SGLang: all known
 	// --speculative-* options; vLLM: the options above), in argv order.
@@ -184,13 +200,26 @@ func readSGLang(argv []string, start int) (Spec, error) {
 			i++
 			continue
 		}
-		// Every --speculative-* option takes one value.
+		if canon == FlagAdaptive {
+			// store_true: no value (argparse refuses --speculative-adaptive=x).
+			if strings.Contains(a, "=") {
+				return s, refuse(CodeInvalid, "%s takes no value: SGLang refuses to start", name)
+			}
+			s.Uses = append(s.Uses, FlagUse{Flag: canon, Written: name, NameIndex: i, ValueIndex: i, ValueOffset: len(a)})
+			s.Adaptive = true
+			i++
+			continue
+		}
+		// Every other --speculative-* option takes one value.
 		use, next, err := optionValue(argv, i, name, canon)
 		if err != nil {
 			return s, err
 		}
 		i = next
 		s.Uses = append(s.Uses, use)
+		if canon == FlagAdaptiveConfig {
+			s.AdaptiveConfig = use.Value
+		}
 		if !sglangRead[canon] {
 			continue
 		}
@@ -276,6 +305,10 @@ func readVLLM(argv []string, start int) (Spec, error) {
 				return s, err
 			}
 			s.Method, s.NumSpeculativeTokens = m, n
+			s.BatchTable = ""
+			if vs, ve, _, found, err := jsonKeyValue(use.Value, keyBatchTable); err == nil && found {
+				s.BatchTable = use.Value[vs:ve]
+			}
 		case FlagSpecModel:
 			if s.Method == "" {
 				s.Method = use.Value
@@ -364,4 +397,37 @@ func jsonKeyValue(js, key string) (valStart, valEnd, closeBrace int, found bool,
 	}
 	closeBrace = int(dec.InputOffset()) - 1
 	return valStart, valEnd, closeBrace, found, nil
+}
+
+// jsonKeySpan is the byte range of a top-level key of a JSON object with its
+// value and one comma beside it (the one before it, or after it for the first
+// key) with that comma's spacing: what to cut to remove the key.
+func jsonKeySpan(js, key string) (int, int, bool) {
+	vs, ve, _, found, err := jsonKeyValue(js, key)
+	if err != nil || !found {
+		return 0, 0, false
+	}
+	ks := strings.LastIndex(js[:vs], `"`+key+`"`)
+	if ks < 0 {
+		return 0, 0, false
+	}
+	b := ks
+	for b > 0 && isWS(js[b-1]) {
+		b--
+	}
+	if b > 0 && js[b-1] == ',' {
+		return b - 1, ve, true
+	}
+	e := ve
+	for e < len(js) && isWS(js[e]) {
+		e++
+	}
+	if e < len(js) && js[e] == ',' {
+		e++
+		for e < len(js) && isWS(js[e]) {
+			e++
+		}
+		return ks, e, true
+	}
+	return ks, ve, true
 }

@@ -1,0 +1,225 @@
+package ops_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/opsbot/opsbot/internal/testrun"
+	"github.com/opsbot/opsbot/lab"
+	labengine "github.com/opsbot/opsbot/lab/engine"
+	"github.com/opsbot/opsbot/ops"
+)
+
+// The figures of issue 24 §1 and §2 on the lab's default service: a per-load
+// tune at 1,8,32,64 starts each value once, benchmarks it at every
+// concurrency, finds deep speculation best at 1 and shallow at 64, proposes
+// an adaptive file the lab's SGLang accepts with the unit flags that enable
+// it, and leaves the unit as it was.
+func TestTunePerLoadOnTheLab(t *testing.T) {
+	// Not t.Parallel(): it compares throughput the lab measures in wall time, so it runs in
+	// the package's serial phase, before and apart from the package's parallel tests.
+	testrun.Long(t)
+	r := newRig(t, labOpts(), func(c *ops.Config) {
+		c.Bench = ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48}
+	})
+	before := r.unitText(t)
+	ev := &events{}
+	at := []int{1, 8, 32, 64}
+	res, err := r.rb.TunePerLoad(testCtx(t), "qwen", ops.PerLoadOptions{At: at, From: 1, To: 12}, ev)
+	if err != nil {
+		t.Fatalf("tune per load: %v\n%s", err, ev.text())
+	}
+	pl := res.PerLoad
+	if pl == nil || len(pl.Rows) != len(at) {
+		t.Fatalf("no proposal: %+v", res)
+	}
+	first, last := pl.Rows[0], pl.Rows[len(pl.Rows)-1]
+	// The physics puts the peaks near 10 and 1 (lab/engine TestBestStepsFallWithLoad);
+	// measured on two shared cores the curves are flat enough near them to
+	// move a few steps, never across.
+	if first.Steps <= last.Steps {
+		t.Errorf("best steps %d at concurrency 1 and %d at 64: want deeper speculation at 1 than at 64", first.Steps, last.Steps)
+	}
+	seen := map[int]bool{}
+	for _, n := range res.Tried {
+		if seen[n] {
+			t.Errorf("steps %d started twice: %v", n, res.Tried)
+		}
+		seen[n] = true
+		for _, c := range at {
+			if !slices.ContainsFunc(res.Points, func(p ops.SweepPoint) bool { return p.Steps == n && p.Concurrency == c && p.OK }) {
+				t.Errorf("steps %d has no benchmark at concurrency %d", n, c)
+			}
+		}
+	}
+	if len(res.Tried) >= 12 || res.Restarts > len(res.Tried)+1 {
+		t.Errorf("%d values tried, %d restarts: want fewer than the full grid's 12", len(res.Tried), res.Restarts)
+	}
+	cfg, err := labengine.ParseAdaptiveConfig([]byte(pl.FileText))
+	if err != nil {
+		t.Fatalf("the lab's SGLang refuses the proposed file: %v\n%s", err, pl.FileText)
+	}
+	if !slices.Contains(cfg.CandidateSteps(), pl.Steps) || cfg.Slots[0].BatchSize != 1 || len(cfg.Slots) != len(at) {
+		t.Errorf("file slots %+v, unit steps %d", cfg.Slots, pl.Steps)
+	}
+	if pl.File != "/etc/sglang/qwen-adaptive.json" || pl.Unit == nil ||
+		!strings.Contains(pl.Unit.Diff, "+") || !strings.Contains(pl.Unit.After, "--speculative-adaptive-config /etc/sglang/qwen-adaptive.json") ||
+		!strings.Contains(pl.Unit.After, "--speculative-adaptive ") {
+		t.Errorf("proposal file %q unit %+v", pl.File, pl.Unit)
+	}
+	if last.Queued != 16 {
+		t.Errorf("concurrency 64: %d queued, want 16 (SGLang's cap of 48 with speculation)", last.Queued)
+	}
+	for _, row := range pl.Rows {
+		if row.GainPct < -0.01 || row.AcceptRate > 1 || row.AcceptLen > float64(row.Steps+1) {
+			t.Errorf("row %+v: gain below zero, or acceptance out of bounds", row)
+		}
+	}
+	if !strings.Contains(strings.Join(res.Details, "\n"), "Requests queued: 16 of 64 at concurrency 64.") {
+		t.Errorf("the report does not say how many requests queued at 64:\n%s", strings.Join(res.Details, "\n"))
+	}
+	if after := r.unitText(t); after != before {
+		t.Errorf("unit changed:\n%s", after)
+	}
+	t.Logf("%s\n%s", res.Summary, strings.Join(res.Details, "\n"))
+}
+
+// mtp per-load writes the adaptive file next to the unit and the unit's flags,
+// the lab's SGLang runs it (verified on /server_info) and it is benchmarked at
+// each concurrency; mtp undo puts back the unit and removes the file it
+// created.
+func TestApplyPerLoadAndUndo(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	h := &history{}
+	r := newRig(t, labOpts(), func(c *ops.Config) { c.Changes = h })
+	before := r.unitText(t)
+	const file = "/etc/sglang/qwen-adaptive.json"
+	rows := []ops.PerLoadRow{{Concurrency: 1, Steps: 7, Candidates: []int{7}}, {Concurrency: 8, Steps: 5, Candidates: []int{5}},
+		{Concurrency: 64, Steps: 1, Candidates: []int{1, 2}}}
+
+	dry, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", rows, true, ops.Discard)
+	if err != nil || r.unitText(t) != before || !strings.Contains(strings.Join(dry.Details, "\n"), `+  "64": {"candidate_steps": [1, 2]}`) {
+		t.Fatalf("dry run: %v\n%s", err, strings.Join(dry.Details, "\n"))
+	}
+	if _, err := r.lab.Host("gpu1").ReadFile(file); err == nil {
+		t.Fatal("the dry run wrote the file")
+	}
+
+	ev := &events{}
+	res, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", rows, false, ev)
+	if err != nil {
+		t.Fatalf("mtp per-load: %v\n%s", err, ev.text())
+	}
+	b, err := r.lab.Host("gpu1").ReadFile(file)
+	if err != nil || string(b) != ops.SGLangAdaptiveConfig(rows) {
+		t.Fatalf("file on the host: %v\n%s", err, b)
+	}
+	unitNow := r.unitText(t)
+	if !strings.Contains(unitNow, "--speculative-adaptive \\") || !strings.Contains(unitNow, "--speculative-adaptive-config "+file) ||
+		!strings.Contains(unitNow, "--speculative-num-steps 7") {
+		t.Fatalf("unit:\n%s", unitNow)
+	}
+	if res.Spec == nil || res.Spec.Adaptive != file || len(res.Points) != 3 || !strings.Contains(ev.text(), "per load from "+file) {
+		t.Fatalf("result spec %+v, %d points\n%s", res.Spec, len(res.Points), ev.text())
+	}
+	if len(res.Unit.Files) != 1 || !res.Unit.Files[0].Created {
+		t.Fatalf("the change does not record the file it created: %+v", res.Unit.Files)
+	}
+	t.Logf("%s\n%s", res.Summary, ev.text())
+	if show, err := r.rb.MTPShow(testCtx(t), "qwen", ops.Discard); err != nil || !strings.Contains(show.Summary, "per load from "+file+" (adaptive), starting at steps 7") {
+		t.Errorf("mtp show: %v %+v", err, show)
+	}
+	h.add(ops.AppliedChange{JobID: 1, Command: "mtp per-load qwen 1:7 8:5 64:1/2", Status: "succeeded", Unit: *res.Unit})
+
+	ev = &events{}
+	if _, err := r.rb.MTPUndo(testCtx(t), "qwen", false, ev); err != nil {
+		t.Fatalf("mtp undo: %v\n%s", err, ev.text())
+	}
+	if r.unitText(t) != before {
+		t.Fatalf("undo left the unit:\n%s", r.unitText(t))
+	}
+	if _, err := r.lab.Host("gpu1").ReadFile(file); err == nil {
+		t.Fatal("undo left the adaptive file it should remove")
+	}
+}
+
+// A per-load change that does not serve puts back both the unit and the file.
+func TestApplyPerLoadRollsBackBoth(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	r := newRig(t, labOpts(lab.Fault{Name: "crash-on-start"}), nil)
+	before := r.unitText(t)
+	const file = "/etc/sglang/qwen-adaptive.json"
+	ev := &events{}
+	res, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", []ops.PerLoadRow{{Concurrency: 1, Steps: 7, Candidates: []int{7}}, {Concurrency: 64, Steps: 1, Candidates: []int{1}}}, false, ev)
+	if err == nil {
+		t.Fatalf("a start that crashes succeeded:\n%s", ev.text())
+	}
+	if r.unitText(t) != before {
+		t.Errorf("the unit is not put back:\n%s", r.unitText(t))
+	}
+	if _, err := r.lab.Host("gpu1").ReadFile(file); err == nil {
+		t.Error("the adaptive file the failed change created is still there")
+	}
+	if res == nil || !slices.Contains(res.Incidents, ops.IncidentRolledBack) {
+		t.Errorf("incidents %v, want rolled_back; err %v", res.Incidents, err)
+	}
+}
+
+// On vLLM the per-load form is the per-batch table inside --speculative-config,
+// edited byte-exactly, num_speculative_tokens its largest k; the engine runs
+// it and mtp undo puts the unit back.
+func TestApplyPerLoadVLLM(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	h := &history{}
+	r := newRig(t, lab.Options{TimeScale: 1000, Engine: "vllm"}, func(c *ops.Config) { c.Changes = h })
+	before := r.unitText(t)
+	rows := []ops.PerLoadRow{{Concurrency: 1, Steps: 5, Candidates: []int{5}}, {Concurrency: 8, Steps: 3, Candidates: []int{3}},
+		{Concurrency: 64, Steps: 0, Candidates: []int{0}}}
+	ev := &events{}
+	res, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", rows, false, ev)
+	if err != nil {
+		t.Fatalf("mtp per-load: %v\n%s", err, ev.text())
+	}
+	want := strings.Replace(before, `'{"method":"mtp","num_speculative_tokens":3}'`,
+		`'{"method":"mtp","num_speculative_tokens":5,"num_speculative_tokens_per_batch_size":[[1,7,5],[8,63,3],[64,1024,0]]}'`, 1)
+	if got := r.unitText(t); got != want || got == before {
+		t.Fatalf("unit:\n%s\nwant:\n%s", got, want)
+	}
+	if res.Spec.BatchTable != "[[1,7,5],[8,63,3],[64,1024,0]]" || res.Spec.LiveSteps != 5 || len(res.Points) != 3 {
+		t.Fatalf("spec %+v, %d points\n%s", res.Spec, len(res.Points), ev.text())
+	}
+	h.add(ops.AppliedChange{JobID: 1, Command: "mtp per-load qwen 1:5 8:3 64:0", Status: "succeeded", Unit: *res.Unit})
+	if _, err := r.rb.MTPUndo(testCtx(t), "qwen", false, ops.Discard); err != nil || r.unitText(t) != before {
+		t.Fatalf("undo: %v\n%s", err, r.unitText(t))
+	}
+}
+
+// mtp steps on a unit that runs per load takes it back to one setting: the
+// adaptive flags go, and the engine runs the steps given.
+func TestMTPStepsLeavesPerLoad(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	r := newRig(t, labOpts(), nil)
+	before := r.unitText(t)
+	rows := []ops.PerLoadRow{{Concurrency: 1, Steps: 7, Candidates: []int{7}}, {Concurrency: 8, Steps: 2, Candidates: []int{2}}}
+	if _, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", rows, false, ops.Discard); err != nil {
+		t.Fatalf("mtp per-load: %v", err)
+	}
+	ev := &events{}
+	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 5, false, ev)
+	if err != nil {
+		t.Fatalf("mtp steps 5: %v\n%s", err, ev.text())
+	}
+	want := strings.Replace(strings.Replace(before, "--speculative-num-steps 3 ", "--speculative-num-steps 5 ", 1),
+		"--speculative-num-draft-tokens 4 ", "--speculative-num-draft-tokens 6 ", 1)
+	if got := r.unitText(t); got != want {
+		t.Fatalf("unit:\n%s\nwant:\n%s", got, want)
+	}
+	if res.Spec.Adaptive != "" || res.Spec.LiveSteps != 5 {
+		t.Fatalf("spec %+v", res.Spec)
+	}
+}
