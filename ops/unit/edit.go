@@ -37,6 +37,32 @@ type Options struct {
 	// table's largest k (vLLM clamps each k to it). "" leaves it as it is.
 	// Refused for SGLang.
 	BatchTable string
+	// MaxRunningRequests, for SGLang, adds --max-running-requests N after
+	// the speculative options (in the unit's style) when the command line
+	// does not set it: SGLang caps the running requests at 48 with
+	// speculation on unless it is set. A command line that already sets it
+	// (the option or an abbreviation of it) keeps its value. 0 adds nothing.
+	// Refused for vLLM.
+	MaxRunningRequests int
+}
+
+// FlagMaxRunning is SGLang's --max-running-requests.
+const FlagMaxRunning = "--max-running-requests"
+
+// setsOption reports whether argv sets the option full (or an abbreviation of
+// it argparse would take: a prefix of it at least as long as min), as
+// "--opt V" or "--opt=V".
+func setsOption(argv []string, full string, min int) bool {
+	for _, a := range argv {
+		if a == "--" {
+			break
+		}
+		name, _, _ := strings.Cut(a, "=")
+		if len(name) >= min && strings.HasPrefix(full, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // safePath is a path that needs no quoting in a unit's command line nor in a shell.
@@ -420,6 +446,9 @@ func planSGLang(eff *Effective, spec Spec, n int, opts Options) ([]splice, []arg
 	if opts.BatchTable != "" {
 		return nil, nil, nil, refuse(CodeUnsupported, "a per-batch-size table is vLLM's; SGLang takes an adaptive config file")
 	}
+	if opts.MaxRunningRequests < 0 {
+		return nil, nil, nil, refuse(CodeOutOfRange, "%s %d: it must be at least 1", FlagMaxRunning, opts.MaxRunningRequests)
+	}
 	if opts.AdaptiveConfig != "" {
 		switch {
 		case spec.CanonicalAlgorithm() != "EAGLE" && spec.CanonicalAlgorithm() != "EAGLE3":
@@ -501,6 +530,9 @@ func planSGLang(eff *Effective, spec Spec, n int, opts Options) ([]splice, []arg
 			ch = append(ch, Change{Flag: FlagAdaptiveConfig, From: uses[len(uses)-1].Value, To: opts.AdaptiveConfig})
 		}
 	}
+	if opts.MaxRunningRequests > 0 && !setsOption(cmd.Argv(), FlagMaxRunning, len("--max-running")) {
+		add = append(add, [2]string{FlagMaxRunning, strconv.Itoa(opts.MaxRunningRequests)})
+	}
 	if len(add) > 0 {
 		last, _ := lastUse(spec)
 		s, a := insertAfter(eff.Engine.Unit, cmd, last, add)
@@ -513,6 +545,9 @@ func planSGLang(eff *Effective, spec Spec, n int, opts Options) ([]splice, []arg
 }
 
 func planVLLM(eff *Effective, spec Spec, n int, opts Options) ([]splice, []argEdit, []Change, error) {
+	if opts.MaxRunningRequests != 0 {
+		return nil, nil, nil, refuse(CodeUnsupported, "%s is SGLang's; vLLM's counterpart is --max-num-seqs", FlagMaxRunning)
+	}
 	sp, ae, ch, err := planVLLMSteps(eff, spec, n, opts)
 	if err != nil {
 		return sp, ae, ch, err

@@ -93,3 +93,48 @@ func TestSetStepsPerLoad(t *testing.T) {
 		}
 	}
 }
+
+// SGLang's cap of 48 running requests with speculation is raised with the
+// per-load flags, in the unit's style, only when the command line does not
+// set it already; vLLM refuses the option.
+func TestSetStepsMaxRunningRequests(t *testing.T) {
+	t.Parallel()
+	sg := "[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /m \\\n" +
+		"    --speculative-algorithm NEXTN \\\n    --speculative-num-steps 3 \\\n    --speculative-eagle-topk 1 \\\n" +
+		"    --speculative-num-draft-tokens 4 \\\n    --port 30000\n"
+	e, err := SetSteps(sg, 7, Options{AdaptiveConfig: "/etc/a.json", MaxRunningRequests: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(sg, "--speculative-num-steps 3", "--speculative-num-steps 7", 1)
+	want = strings.Replace(want, "--speculative-num-draft-tokens 4 \\\n", "--speculative-num-draft-tokens 8 \\\n"+
+		"    --speculative-adaptive \\\n    --speculative-adaptive-config /etc/a.json \\\n    --max-running-requests 64 \\\n", 1)
+	if e.After != want {
+		t.Fatalf("after:\n%s\nwant:\n%s", e.After, want)
+	}
+	if !strings.Contains(e.Diff, "+    --max-running-requests 64 \\") {
+		t.Errorf("the diff does not show the raised cap:\n%s", e.Diff)
+	}
+	// --flag=value style is kept.
+	inline := "[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /m --speculative-algorithm=NEXTN " +
+		"--speculative-num-steps=3 --speculative-eagle-topk=1 --speculative-num-draft-tokens=4 --port 30000\n"
+	if s, err := SetSteps(inline, 3, Options{MaxRunningRequests: 64}); err != nil ||
+		!strings.Contains(s.After, "--speculative-num-draft-tokens=4 --max-running-requests=64 --port 30000") {
+		t.Fatalf("inline: %v\n%s", err, s.After)
+	}
+	// Set already (in full or abbreviated): its value stays, nothing is added.
+	for _, set := range []string{"--max-running-requests 32", "--max-running-requests=32", "--max-running 32"} {
+		text := strings.Replace(sg, "--port 30000", set+" --port 30000", 1)
+		s, err := SetSteps(text, 3, Options{MaxRunningRequests: 64})
+		if err != nil || s.After != text || len(s.Changed) != 0 {
+			t.Errorf("%s: %v %+v\n%s", set, err, s, s.After)
+		}
+	}
+	vl := "[Service]\nExecStart=/opt/vllm/bin/vllm serve /m --speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 3}' --port 8000\n"
+	if _, err := SetSteps(vl, 3, Options{MaxRunningRequests: 64}); !errors.Is(err, &Error{Code: CodeUnsupported}) {
+		t.Errorf("vLLM: err %v, want unsupported", err)
+	}
+	if _, err := SetSteps(sg, 3, Options{MaxRunningRequests: -1}); !errors.Is(err, &Error{Code: CodeOutOfRange}) {
+		t.Errorf("-1: err %v, want out of range", err)
+	}
+}
