@@ -74,9 +74,11 @@ type did struct {
 	steps      int    // steps of the unit text in place
 	oldSteps   int    // steps of the text the job found
 	rolledBack bool
-	advice     string // set when no command of opsbot helps (D state)
-	gpuHeld    bool   // the GPUs could not be cleared
-	gpusClear  bool   // the GPUs were seen clear since the last start (clearGPUs); a start consumes it
+	// restored: the rollback put the previous unit back and it serves again.
+	restored  bool
+	advice    string // set when no command of opsbot helps (D state)
+	gpuHeld   bool   // the GPUs could not be cleared
+	gpusClear bool   // the GPUs were seen clear since the last start (clearGPUs); a start consumes it
 }
 
 // leftReadTimeout bounds the reading of a service's state for Result.Left,

@@ -379,6 +379,7 @@ func (r *Runbook) rollback(ctx context.Context, t *target, p *planned, res *Resu
 	if err != nil {
 		return fmt.Errorf("%w; rolling back to the previous unit (steps %d) also failed: %v", cause, prev, err)
 	}
+	res.did.restored = true
 	return fmt.Errorf("%w; restored the previous unit (steps %d) and it serves again", cause, prev)
 }
 

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/ops/systemd"
 	"github.com/opsbot/opsbot/ops/unit"
 )
 
@@ -431,6 +433,7 @@ func (r *Runbook) perLoadPlan(t *target, d *deployed, engine string, rows []PerL
 		p.file, p.fileText = t.cfg.AdaptiveConfig, SGLangAdaptiveConfig(rows)
 		p.steps = rows[0].Steps
 		opts.AdaptiveConfig = p.file
+		opts.MaxRunningRequests = capNeeded(rows)
 	}
 	pl, err := r.planWith(t, d, p.steps, opts)
 	if err != nil {
@@ -446,6 +449,50 @@ func (r *Runbook) perLoadPlan(t *target, d *deployed, engine string, rows []PerL
 		p.unit.Diff = unit.UnifiedDiff(pl.path, pl.before, pl.after)
 	}
 	return p, nil
+}
+
+// capNeeded is the --max-running-requests a SGLang per-load table needs: the
+// largest concurrency when some row above SGLang's cap of 48 (with
+// speculation on) keeps speculation on there (steps above 0), else 0. The
+// unit edit adds it only when the unit does not set the option itself.
+func capNeeded(rows []PerLoadRow) int {
+	for _, row := range rows {
+		if row.Concurrency > sglangSpecCap && row.Steps > 0 {
+			return rows[len(rows)-1].Concurrency
+		}
+	}
+	return 0
+}
+
+// raisesCap is the --max-running-requests value a unit change adds (0 when it
+// adds none).
+func raisesCap(u *UnitChange) int {
+	if u == nil || hasFlag(u.ArgvBefore, unit.FlagMaxRunning) {
+		return 0
+	}
+	for i, a := range u.ArgvAfter {
+		if v, ok := strings.CutPrefix(a, unit.FlagMaxRunning+"="); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+		if a == unit.FlagMaxRunning && i+1 < len(u.ArgvAfter) {
+			n, _ := strconv.Atoi(u.ArgvAfter[i+1])
+			return n
+		}
+	}
+	return 0
+}
+
+// withinCap is rows without those above SGLang's cap of 48: with at most 48
+// requests running, their slots are never used.
+func withinCap(rows []PerLoadRow) []PerLoadRow {
+	var out []PerLoadRow
+	for _, row := range rows {
+		if row.Concurrency <= sglangSpecCap {
+			out = append(out, row)
+		}
+	}
+	return out
 }
 
 // SGLangAdaptiveConfig renders rows as SGLang's adaptive config (the format
@@ -567,6 +614,10 @@ func (p *PerLoad) Report() []string {
 	}
 	if note := queuedNote(queued); note != "" {
 		out = append(out, note)
+	}
+	if n := raisesCap(p.Unit); n > 0 {
+		out = append(out, fmt.Sprintf("The proposal raises the cap: %s %d (in the unit's diff). Its CUDA graphs grow with it: if they do not fit "+
+			"in GPU memory the apply rolls back and gives the command without it.", unit.FlagMaxRunning, n))
 	}
 	if p.Unit != nil && p.Unit.Diff != "" {
 		out = append(out, p.Unit.Diff)
@@ -691,7 +742,14 @@ func filesText(fs []FileChange) []string {
 // to serve or does not run per load, the unit and the file are both put back
 // (a file the change created is removed) and started again; `mtp undo`
 // restores both. rows: ascending concurrencies, each with its steps first in
-// Candidates or alone; SGLang starts at the first row's steps.
+// Candidates or alone; SGLang starts at the first row's steps. For SGLang, a
+// row above its cap of 48 running requests with speculation that keeps
+// speculation on (steps above 0) makes the unit raise the cap to the largest
+// concurrency (--max-running-requests N, added when the unit does not set
+// it); when that start runs out of GPU memory the change is rolled back as
+// any other and the error gives the command that applies the table without
+// the raise (the rows up to 48). Each benchmark line says how many requests
+// queued at its concurrency (SGLang's /server_info max_running_requests).
 func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLoadRow, dryRun bool, rep Reporter) (*Result, error) {
 	if err := checkRows(rows); err != nil {
 		return &Result{Incidents: []string{}}, fmt.Errorf("mtp per-load %s: %w; nothing was changed", service, err)
@@ -705,12 +763,26 @@ func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLo
 	}
 	set := Setting{Steps: rows[0].Steps, perLoad: &perLoadSet{rows}}
 	res, err := r.mtpSet(ctx, service, set, dryRun, false, rep)
+	if err != nil && res != nil && res.did.restored {
+		err = capDidNotFit(service, rows, res, err)
+	}
 	if err != nil || dryRun {
 		return res, err
 	}
 	at := make([]int, len(rows))
 	for i, row := range rows {
 		at[i] = row.Concurrency
+	}
+	// SGLang says how many requests it runs at once: those above queue.
+	running := 0
+	if res.Spec != nil && res.Spec.Engine != unit.VLLM {
+		if info, err := t.eng.ServerInfo(ctx); err == nil {
+			if v, ok := info.Raw["max_running_requests"].(json.Number); ok {
+				if n, err := v.Int64(); err == nil {
+					running = int(n)
+				}
+			}
+		}
 	}
 	var lines []string
 	for _, c := range at {
@@ -733,12 +805,51 @@ func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLo
 			}
 		}
 		res.Points = append(res.Points, pt)
-		lines = append(lines, fmt.Sprintf("concurrency %d: %s", c, b))
+		line := fmt.Sprintf("concurrency %d: %s", c, b)
+		switch {
+		case running > 0 && c > running:
+			line += fmt.Sprintf("; %d of %d requests queued (the engine runs at most %d at once)", c-running, c, running)
+		case running > 0:
+			line += fmt.Sprintf("; no requests queued (the engine runs up to %d at once)", running)
+		}
+		lines = append(lines, line)
 	}
 	res.Details = append(res.Details, lines...)
 	res.Summary = fmt.Sprintf("%s now runs per load (%s); `mtp undo %s` puts back the unit and the file", service, perLoadWords(rows), service)
 	return res, nil
 }
+
+// capDidNotFit is err of a per-load change that was rolled back and serves
+// again, saying, when it raised SGLang's running-request cap and the start
+// ran out of GPU memory on clear GPUs (settings_do_not_fit), that the raised
+// cap did not fit (SGLang captures CUDA graphs for batches up to it) and the
+// command that applies the table without it; else err as it is.
+func capDidNotFit(service string, rows []PerLoadRow, res *Result, err error) error {
+	n := raisesCap(res.Unit)
+	var se *StartError
+	if n == 0 || !errors.As(err, &se) || se.Diag.Cause != systemd.CauseSettingsDoNotFit {
+		return err
+	}
+	msg := fmt.Sprintf("%v. The raised cap %s %d did not fit in GPU memory (SGLang captures CUDA graphs for batches up to it, each as wide as the largest candidate steps + 1)",
+		err, unit.FlagMaxRunning, n)
+	if within := withinCap(rows); len(within) > 0 {
+		msg += fmt.Sprintf(": apply the table without it, keeping SGLang's cap of %d (the slots above %d are then never used): `mtp per-load %s %s`",
+			sglangSpecCap, sglangSpecCap, service, perLoadWords(within))
+	} else {
+		msg += fmt.Sprintf(": every row of the table is above SGLang's cap of %d; give a table from a lower concurrency, or fewer steps", sglangSpecCap)
+	}
+	return &capError{msg: msg, err: err}
+}
+
+// capError is a per-load change's error with what to apply instead; it
+// unwraps to the change's error.
+type capError struct {
+	msg string
+	err error
+}
+
+func (e *capError) Error() string { return e.msg }
+func (e *capError) Unwrap() error { return e.err }
 
 // checkRows checks a per-load table: concurrencies ascending from 1 up,
 // steps and candidates within 0..32, the first row's steps at least 1 (the

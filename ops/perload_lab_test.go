@@ -223,3 +223,78 @@ func TestMTPStepsLeavesPerLoad(t *testing.T) {
 		t.Fatalf("spec %+v", res.Spec)
 	}
 }
+
+// With speculation on, SGLang runs at most 48 requests unless
+// --max-running-requests is set: a per-load proposal whose slot above 48
+// keeps speculation on raises it to the largest concurrency in its diff.
+func TestTunePerLoadRaisesCap(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	r := newRig(t, labOpts(), func(c *ops.Config) {
+		c.Bench = ops.BenchDefaults{Prompts: 2, Concurrency: 1, InputLen: 16, OutputLen: 16}
+	})
+	ev := &events{}
+	res, err := r.rb.TunePerLoad(testCtx(t), "qwen", ops.PerLoadOptions{At: []int{1, 64}, From: 1, To: 3}, ev)
+	if err != nil {
+		t.Fatalf("tune per load: %v\n%s", err, ev.text())
+	}
+	pl := res.PerLoad
+	if pl == nil || pl.Unit == nil || !strings.Contains(pl.Unit.Diff, "+    --max-running-requests 64 \\") {
+		t.Fatalf("the proposal's diff does not raise the cap to 64: %+v", pl)
+	}
+	if !strings.Contains(strings.Join(res.Details, "\n"), "The proposal raises the cap: --max-running-requests 64") {
+		t.Errorf("the report does not say the proposal raises the cap:\n%s", strings.Join(res.Details, "\n"))
+	}
+}
+
+// Applying a table whose slot at 64 keeps speculation on raises the cap: when
+// the CUDA graphs it needs fit, the engine runs 64 at once and nothing
+// queues; when they do not (the lab's memory model: graphs for batches up to
+// the cap, each as wide as the largest candidate + 1), the unit and the file
+// are rolled back and the error gives the command without the raise, which
+// serves.
+func TestApplyPerLoadRaisedCap(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	r := newRig(t, labOpts(), func(c *ops.Config) {
+		c.Bench = ops.BenchDefaults{Prompts: 2, Concurrency: 1, InputLen: 16, OutputLen: 16}
+	})
+	before := r.unitText(t)
+	const file = "/etc/sglang/qwen-adaptive.json"
+
+	// 64 x 11 tokens of graphs do not fit beside mem-fraction-static 0.88; 48 x 11 do.
+	deep := []ops.PerLoadRow{{Concurrency: 1, Steps: 10, Candidates: []int{10}}, {Concurrency: 64, Steps: 10, Candidates: []int{10}}}
+	ev := &events{}
+	res, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", deep, false, ev)
+	if err == nil {
+		t.Fatalf("graphs for 64 x 11 tokens fit:\n%s", ev.text())
+	}
+	want := "The raised cap --max-running-requests 64 did not fit in GPU memory"
+	if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "`mtp per-load qwen 1:10`") {
+		t.Fatalf("error %q\nwant it to say %q and give `mtp per-load qwen 1:10`", err, want)
+	}
+	t.Logf("rolled back: %v", err)
+	if res == nil || !slices.Contains(res.Incidents, ops.IncidentRolledBack) || r.unitText(t) != before {
+		t.Fatalf("not rolled back: %+v\n%s", res, r.unitText(t))
+	}
+	if _, err := r.lab.Host("gpu1").ReadFile(file); err == nil {
+		t.Fatal("the adaptive file the failed change created is still there")
+	}
+	if _, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", deep[:1], false, ev); err != nil {
+		t.Fatalf("the command the error gives fails: %v\n%s", err, ev.text())
+	}
+
+	shallow := []ops.PerLoadRow{{Concurrency: 1, Steps: 3, Candidates: []int{3}}, {Concurrency: 64, Steps: 3, Candidates: []int{3}}}
+	ev = &events{}
+	res, err = r.rb.ApplyPerLoad(testCtx(t), "qwen", shallow, false, ev)
+	if err != nil {
+		t.Fatalf("graphs for 64 x 4 tokens do not fit: %v\n%s", err, ev.text())
+	}
+	if !strings.Contains(r.unitText(t), "--max-running-requests 64") {
+		t.Fatalf("unit:\n%s", r.unitText(t))
+	}
+	details := strings.Join(res.Details, "\n")
+	if !strings.Contains(details, "no requests queued (the engine runs up to 64 at once)") || strings.Contains(details, "queued (the engine runs at most") {
+		t.Errorf("the report at 64 does not say that no request queued:\n%s", details)
+	}
+}
