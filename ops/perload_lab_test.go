@@ -1,14 +1,18 @@
 package ops_test
 
 import (
+	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	labengine "github.com/opsbot/opsbot/lab/engine"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/store"
 )
 
 // The figures of issue 24 §1 and §2 on the lab's default service: a per-load
@@ -296,5 +300,73 @@ func TestApplyPerLoadRaisedCap(t *testing.T) {
 	details := strings.Join(res.Details, "\n")
 	if !strings.Contains(details, "no requests queued (the engine runs up to 64 at once)") || strings.Contains(details, "queued (the engine runs at most") {
 		t.Errorf("the report at 64 does not say that no request queued:\n%s", details)
+	}
+}
+
+// A per-load table re-applied with the same unit text changes only the
+// adaptive file: the job history (a store, read as mtp undo reads it in the
+// bot) still lists it, and mtp undo puts back the previous file, the unit as
+// it is.
+func TestUndoFileOnlyPerLoadChange(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	ctx := testCtx(t)
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "opsbot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := newRig(t, labOpts(), func(c *ops.Config) {
+		c.Changes = bot.ChangeLog{Store: st}
+		c.Bench = ops.BenchDefaults{Prompts: 2, Concurrency: 1, InputLen: 16, OutputLen: 16}
+	})
+	const file = "/etc/sglang/qwen-adaptive.json"
+	record := func(cmd string, res *ops.Result) {
+		t.Helper()
+		j, err := st.CreateJob(ctx, store.Job{Command: cmd, Service: "qwen", Status: store.Queued})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(res)
+		if err == nil {
+			err = st.StartJob(ctx, j.ID)
+		}
+		if err == nil {
+			err = st.FinishJob(ctx, j.ID, store.Succeeded, "", b)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply := func(rows []ops.PerLoadRow) {
+		t.Helper()
+		ev := &events{}
+		res, err := r.rb.ApplyPerLoad(ctx, "qwen", rows, false, ev)
+		if err != nil {
+			t.Fatalf("mtp per-load: %v\n%s", err, ev.text())
+		}
+		record("mtp per-load qwen", res)
+	}
+	first := []ops.PerLoadRow{{Concurrency: 1, Steps: 5, Candidates: []int{5}}, {Concurrency: 8, Steps: 3, Candidates: []int{3}}}
+	second := []ops.PerLoadRow{{Concurrency: 1, Steps: 5, Candidates: []int{5, 4}}, {Concurrency: 8, Steps: 2, Candidates: []int{2}}}
+	apply(first)
+	unitFirst := r.unitText(t)
+	apply(second)
+	if r.unitText(t) != unitFirst {
+		t.Fatalf("the second table changed the unit, not only the file:\n%s", r.unitText(t))
+	}
+	if b, err := r.lab.Host("gpu1").ReadFile(file); err != nil || string(b) != ops.SGLangAdaptiveConfig(second) {
+		t.Fatalf("file after the second table: %v\n%s", err, b)
+	}
+
+	ev := &events{}
+	if _, err := r.rb.MTPUndo(ctx, "qwen", false, ev); err != nil {
+		t.Fatalf("mtp undo after a change of the file alone: %v\n%s", err, ev.text())
+	}
+	if b, err := r.lab.Host("gpu1").ReadFile(file); err != nil || string(b) != ops.SGLangAdaptiveConfig(first) {
+		t.Fatalf("undo did not put back the first table's file: %v\n%s", err, b)
+	}
+	if r.unitText(t) != unitFirst {
+		t.Fatalf("undo changed the unit:\n%s", r.unitText(t))
 	}
 }

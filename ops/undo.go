@@ -15,8 +15,10 @@ import (
 type ChangeLog interface {
 	// UnitChanges returns the changes jobs wrote to service's unit, newest
 	// first, at most limit: every job whose result records a unit change it
-	// made (succeeded, or failed or cancelled after writing), leaving out dry
-	// runs and jobs that found nothing to change.
+	// made (succeeded, or failed or cancelled after writing), the unit's text
+	// or only a file beside it (UnitChange.Files: a per-load table re-applied
+	// with the same unit), leaving out dry runs and jobs that found nothing
+	// to change.
 	UnitChanges(ctx context.Context, service string, limit int) ([]AppliedChange, error)
 }
 
@@ -60,8 +62,10 @@ func (e *UnitChangedError) Error() string {
 		e.Undo.label(), e.Path, by, e.Service)
 }
 
-// MTPUndo is `mtp undo`: it puts back the unit text that the service's last
-// successful change (an `mtp steps` or an earlier `mtp undo`) replaced, through
+// MTPUndo is `mtp undo`: it puts back the unit text and the files beside it
+// (UnitChange.Files) that the service's last successful change (an `mtp
+// steps`, an `mtp per-load`, even one that changed only the file, or an
+// earlier `mtp undo`) replaced, through
 // the change pipeline of `mtp steps`: stop, clear the GPUs, write, reload,
 // start (rolling back when it cannot be made to serve), wait until ready,
 // verify and benchmark. It refuses, changing nothing, when there is nothing to

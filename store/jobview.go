@@ -8,14 +8,24 @@ import (
 )
 
 // UnitChangeJobs returns the finished jobs of service whose result records a
-// unit change (a "unit" object with "before" and "after" that differ), newest
-// first, at most limit (<= 0: 50). Dry runs (a canonical command with
-// --dry-run) are left out: they changed nothing.
+// unit change: a "unit" object whose "before" and "after" differ, or whose
+// "files" (written beside the unit, e.g. SGLang's adaptive config) hold one
+// that changed ("before" and "after" differ, or "created" or "removed"
+// true), so a change of the file alone counts. Newest first, at most limit
+// (<= 0: 50). Dry runs (a canonical command with --dry-run) are left out:
+// they changed nothing.
 func (s *Store) UnitChangeJobs(ctx context.Context, service string, limit int) ([]Job, error) {
 	changed := s.dialect.pick(`json_extract(result, '$.unit.after') IS NOT NULL
-		AND json_extract(result, '$.unit.before') IS NOT json_extract(result, '$.unit.after')`,
+		AND (json_extract(result, '$.unit.before') IS NOT json_extract(result, '$.unit.after')
+			OR EXISTS (SELECT 1 FROM json_each(result, '$.unit.files') f
+				WHERE json_extract(f.value, '$.before') IS NOT json_extract(f.value, '$.after')
+				OR json_extract(f.value, '$.created') = 1 OR json_extract(f.value, '$.removed') = 1))`,
 		`(result::jsonb #>> '{unit,after}') IS NOT NULL
-		AND (result::jsonb #>> '{unit,before}') IS DISTINCT FROM (result::jsonb #>> '{unit,after}')`)
+		AND ((result::jsonb #>> '{unit,before}') IS DISTINCT FROM (result::jsonb #>> '{unit,after}')
+			OR EXISTS (SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(result::jsonb #> '{unit,files}') = 'array'
+					THEN result::jsonb #> '{unit,files}' ELSE '[]'::jsonb END) f
+				WHERE (f #>> '{before}') IS DISTINCT FROM (f #>> '{after}')
+				OR (f #>> '{created}') = 'true' OR (f #>> '{removed}') = 'true'))`)
 	jobs, err := queryJobs(ctx, s.rdb, `SELECT `+jobColumns+` FROM jobs
 		WHERE service = ? AND status IN ('succeeded', 'failed', 'cancelled', 'interrupted') AND result IS NOT NULL
 		AND `+changed+`

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
@@ -38,12 +39,26 @@ func testUnitChangeJobs(t *testing.T, drv driver) {
 	add("gpu status", "qwen", Succeeded, `{"incidents":[]}`)
 	cancelled := add("mtp steps 6 qwen", "qwen", Cancelled, `{"unit":{"before":"b","after":"c"},"incidents":[]}`)
 	add("mtp steps 8 qwen", "qwen", Running, "")
+	// The unit unchanged, the file beside it changed, created or removed: a change;
+	// the file as it was: none.
+	file := func(f string) string {
+		return `{"unit":{"before":"c","after":"c","files":[` + f + `]},"incidents":[]}`
+	}
+	fileChanged := add("mtp per-load qwen 1:3 64:1", "qwen", Succeeded, file(`{"path":"/a.json","before":"x","after":"y"}`))
+	add("mtp per-load qwen 1:3 64:1", "qwen", Succeeded, file(`{"path":"/a.json","before":"y","after":"y"}`))
+	fileCreated := add("mtp per-load qwen 1:3 64:2", "qwen", Failed, file(`{"path":"/a.json","before":"","after":"","created":true}`))
+	fileRemoved := add("mtp undo qwen", "qwen", Succeeded, file(`{"path":"/a.json","before":"","after":"","removed":true}`))
+	add("mtp steps 4 qwen", "qwen", Succeeded, `{"unit":{"before":"c","after":"c","files":[]},"incidents":[]}`)
 	jobs, err := s.UnitChangeJobs(ctx, "qwen", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(jobs) != 2 || jobs[0].ID != cancelled || jobs[1].ID != first {
-		t.Fatalf("got %+v, want jobs #%d then #%d", jobs, cancelled, first)
+	var got []int64
+	for _, j := range jobs {
+		got = append(got, j.ID)
+	}
+	if want := []int64{fileRemoved, fileCreated, fileChanged, cancelled, first}; !slices.Equal(got, want) {
+		t.Fatalf("got jobs %v, want %v", got, want)
 	}
 	audit, err := s.JobAudit(ctx, first)
 	if err != nil {
