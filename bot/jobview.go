@@ -39,8 +39,8 @@ func (c ChangeLog) UnitChanges(ctx context.Context, service string, limit int) (
 }
 
 func previewUndo(cmd *commands.Command) string {
-	return fmt.Sprintf("`%s` will put back the unit text of %s that its last successful change replaced: "+
-		"stop %s on %s, clear its GPU memory, write the unit, start it, wait until it serves, verify and benchmark. "+
+	return fmt.Sprintf("`%s` will put back the unit text of %s, and any file written beside it (SGLang's adaptive config), that its last successful change replaced: "+
+		"stop %s on %s, clear its GPU memory, write the file and the unit, start it, wait until it serves, verify and benchmark. "+
 		"(`%s --dry-run` shows the diff.)", cmd.Text, cmd.Service, cmd.Service, cmd.Host, cmd.Text)
 }
 
