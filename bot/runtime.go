@@ -241,8 +241,8 @@ func (s *Service) prune(ctx context.Context, retention time.Duration) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			s.log.Warn("prune the store", "err", err)
-		case err == nil && (p.Events > 0 || p.Audit > 0):
-			s.log.Info("pruned the store", "events", p.Events, "audit_entries", p.Audit, "retention", retention)
+		case err == nil && (p.Events > 0 || p.Audit > 0 || p.Firings > 0):
+			s.log.Info("pruned the store", "events", p.Events, "audit_entries", p.Audit, "schedule_firings", p.Firings, "retention", retention)
 		}
 		select {
 		case <-ctx.Done():

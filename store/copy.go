@@ -13,7 +13,7 @@ import (
 // processes (owners, leases, cancel_requests) is not copied: those
 // processes are not the target's.
 var copyTables = []string{
-	"jobs", "job_events", "bench_results", "schedules", "audit_log", "kv",
+	"jobs", "job_events", "bench_results", "schedules", "schedule_firings", "audit_log", "kv",
 	"chat_events", "confirmations", "incidents", "silences", "lease_epochs",
 }
 
@@ -40,9 +40,9 @@ type CopyCount struct {
 // holds something: Copy only fills an empty store, and changes nothing.
 var ErrNotEmpty = fmt.Errorf("the target store is not empty")
 
-// Copy copies every job, event, bench result, schedule, incident, silence,
-// confirmation, chat claim, audit entry, kv row and lease epoch, and the
-// Matrix adapter's tables (SideDB) where the target has them, from src into
+// Copy copies every job, event, bench result, schedule, claimed schedule
+// firing, incident, silence, confirmation, chat claim, audit entry, kv row
+// and lease epoch, and the Matrix adapter's tables (SideDB) where the target has them, from src into
 // dst, which must be empty (ErrNotEmpty, nothing written, otherwise),
 // whatever the two stores' drivers. Ids and times are kept exactly (times
 // are integers in both); dst's id sequences are moved past the copied ids.

@@ -16,11 +16,16 @@ import (
 type Pruned struct {
 	Events int64 // job events of jobs that ended before the cutoff
 	Audit  int64 // audit entries older than the cutoff
+	// Firings are claimed schedule firings (schedule_firings rows) whose
+	// time is before the cutoff: a schedule's FiredAt keeps an older
+	// firing from being claimed again once its row is gone.
+	Firings int64
 }
 
-// Prune deletes the events of jobs that ended before cutoff and the audit
-// entries written before it, in one transaction: a nil error means both are
-// gone, an error means nothing was deleted. Jobs themselves, their results
+// Prune deletes the events of jobs that ended before cutoff, the audit
+// entries written before it and the claimed schedule firings before it, in
+// one transaction: a nil error means all are gone, an error means nothing
+// was deleted. Jobs themselves, their results
 // and the benchmark history are kept (they are small, and `history` reads
 // them). Nothing else may delete audit entries: the append-only trigger
 // lets only this transaction through.
@@ -55,7 +60,12 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (Pruned, error) {
 		if _, err := tx.ExecContext(bg, `DELETE FROM kv WHERE key = 'prune.audit_before'`); err != nil {
 			return fmt.Errorf("close the audit log again: %w", err)
 		}
-		return nil
+		res, err = tx.ExecContext(bg, `DELETE FROM schedule_firings WHERE fire_at < ?`, c)
+		if err != nil {
+			return fmt.Errorf("delete schedule firings: %w", err)
+		}
+		p.Firings, err = res.RowsAffected()
+		return err
 	})
 	if err != nil {
 		return Pruned{}, fmt.Errorf("prune store before %s: %w", cutoff.UTC().Format(time.RFC3339), err)

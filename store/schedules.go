@@ -268,19 +268,38 @@ func (s *Store) SyncConfigSchedules(ctx context.Context, list []Schedule) ([]Sch
 }
 
 // ClaimFiring claims the firing of schedule id at firing for the caller,
-// atomically across every process on the file, and notes the next firing:
-// it returns true for exactly one caller per firing (the first whose claim
-// is later than the last one claimed), false when the firing was already
-// claimed. A missing schedule gives ErrNotFound.
+// atomically across every process on the store (on this machine or
+// another), and notes the next firing. The claim is the row (id, firing)
+// of schedule_firings, stamped with the owner this Store registered
+// (RegisterOwner) and the store's clock: it returns true for exactly one
+// caller per firing (the one whose insert made the row) and false when the
+// row was already there (another process claimed the firing: the caller
+// must not run it). A firing earlier than the schedule's latest claimed one
+// (FiredAt) is refused too (false): it was folded into that one, or its row
+// was pruned. A successful claim moves FiredAt (and NextRunAt) forward when
+// firing is the latest. A missing schedule gives ErrNotFound.
 func (s *Store) ClaimFiring(ctx context.Context, id int64, firing, next time.Time) (bool, error) {
 	if err := checkTime("firing", firing); err != nil || firing.IsZero() {
 		return false, fmt.Errorf("claim firing of schedule %d: %w: bad firing time", id, ErrInvalid)
 	}
+	owner := s.currentOwner()
 	claimed := false
 	err := s.write1(ctx, func(tx *wtx) error {
 		claimed = false
-		res, err := tx.ExecContext(context.Background(), `UPDATE schedules SET fired_at = ?, next_run_at = ?
-			WHERE id = ? AND (fired_at IS NULL OR fired_at < ?)`, firing.UnixNano(), nanosOrNull(next), id, firing.UnixNano())
+		bg := context.Background()
+		var fired sql.NullInt64
+		if err := tx.QueryRowContext(bg, `SELECT fired_at FROM schedules WHERE id = ?`, id).Scan(&fired); err != nil {
+			return err
+		}
+		if fired.Valid && firing.UnixNano() < fired.Int64 {
+			return nil
+		}
+		at, err := tx.now()
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(bg, `INSERT INTO schedule_firings (schedule_id, fire_at, claimed_by, claimed_at)
+			VALUES (?, ?, ?, ?) ON CONFLICT (schedule_id, fire_at) DO NOTHING`, id, firing.UnixNano(), owner, at.UnixNano())
 		if err != nil {
 			return err
 		}
@@ -288,12 +307,14 @@ func (s *Store) ClaimFiring(ctx context.Context, id int64, firing, next time.Tim
 		if err != nil {
 			return err
 		}
-		if n == 1 {
-			claimed = true
+		if n == 0 {
 			return nil
 		}
-		var one int
-		return tx.QueryRowContext(context.Background(), `SELECT 1 FROM schedules WHERE id = ?`, id).Scan(&one)
+		claimed = true
+		// For display: the latest firing claimed and the one after it.
+		_, err = tx.ExecContext(bg, `UPDATE schedules SET fired_at = ?, next_run_at = ?
+			WHERE id = ? AND (fired_at IS NULL OR fired_at < ?)`, firing.UnixNano(), nanosOrNull(next), id, firing.UnixNano())
+		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, fmt.Errorf("claim firing of schedule %d: %w", id, ErrNotFound)
@@ -302,6 +323,39 @@ func (s *Store) ClaimFiring(ctx context.Context, id int64, firing, next time.Tim
 		return false, fmt.Errorf("claim firing of schedule %d: %w", id, err)
 	}
 	return claimed, nil
+}
+
+// Firing is one claimed firing of a schedule (a schedule_firings row).
+type Firing struct {
+	ScheduleID int64
+	At         time.Time // the firing's time
+	ClaimedBy  string    // the owner id that claimed it ("" when none was registered)
+	ClaimedAt  time.Time // the store's clock at the claim
+}
+
+// Firings returns the claimed firings of schedule id that the retention
+// prune has kept, oldest first.
+func (s *Store) Firings(ctx context.Context, id int64) ([]Firing, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT schedule_id, fire_at, claimed_by, claimed_at FROM schedule_firings
+		WHERE schedule_id = ? ORDER BY fire_at`, id)
+	if err != nil {
+		return nil, fmt.Errorf("firings of schedule %d: %w", id, err)
+	}
+	defer rows.Close()
+	var out []Firing
+	for rows.Next() {
+		var f Firing
+		var at, claimed int64
+		if err := rows.Scan(&f.ScheduleID, &at, &f.ClaimedBy, &claimed); err != nil {
+			return nil, fmt.Errorf("firings of schedule %d: %w", id, err)
+		}
+		f.At, f.ClaimedAt = time.Unix(0, at).UTC(), time.Unix(0, claimed).UTC()
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("firings of schedule %d: %w", id, err)
+	}
+	return out, nil
 }
 
 // SetScheduleNext notes the next firing of schedule id, for `schedule list`.

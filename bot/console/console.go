@@ -20,8 +20,12 @@ import (
 )
 
 // Console writes status threads to a terminal. The root status message is
-// printed when posted and when final (intermediate edits would only scroll);
-// step lines and results are printed indented under it. Text is printed
+// printed when posted and when final (intermediate edits would only scroll),
+// and whenever the job waits for a service another job or opsbot process
+// holds (the status names the holder: "waiting for qwen: job #12 of opsbot
+// on host1 (pid 4242) is changing it"), then once more when it has it
+// (the next status, running); step lines and results are printed indented
+// under it. Text is printed
 // plain: preformatted blocks (bot.Pre) without their fences. Safe for
 // concurrent use.
 type Console struct {
@@ -41,12 +45,13 @@ type Console struct {
 	ChartDir string
 	last     map[string]string
 	steps    map[string]bool // roots whose step lines have been printed
+	waited   map[string]bool // roots whose last printed status was waiting for a holder
 	prompt   string          // the prompt on screen now ("" when none)
 }
 
 // New returns a console writing to w.
 func New(w io.Writer) *Console {
-	return &Console{w: w, last: map[string]string{}, steps: map[string]bool{}}
+	return &Console{w: w, last: map[string]string{}, steps: map[string]bool{}, waited: map[string]bool{}}
 }
 
 var (
@@ -100,21 +105,25 @@ func hang(text string) string {
 	return strings.ReplaceAll(text, "\n", "\n"+statusIndent)
 }
 
-// Edit prints the new status when it is final (or, when Live, until the
-// job's step lines print).
+// Edit prints the new status when it is final, when it waits for a holder
+// (bot.StatusWaiting) and the first status after such a wait (or, when
+// Live, every status until the job's step lines print).
 func (c *Console) Edit(_ context.Context, ref bot.Ref, m bot.Message) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !m.Final && (!c.Live || c.steps[ref.ID]) {
+	waiting := m.Status == bot.StatusWaiting
+	if !m.Final && !waiting && !c.waited[ref.ID] && (!c.Live || c.steps[ref.ID]) {
 		return nil
 	}
 	if c.last[ref.ID] == m.Text {
 		return nil
 	}
 	c.last[ref.ID] = m.Text
+	c.waited[ref.ID] = waiting
 	if m.Final {
 		delete(c.last, ref.ID)
 		delete(c.steps, ref.ID)
+		delete(c.waited, ref.ID)
 	}
 	return c.write(hang(m.Text))
 }

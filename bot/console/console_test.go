@@ -31,6 +31,34 @@ func TestLiveStatusNotReprintedAfterEachEvent(t *testing.T) {
 	}
 }
 
+// In `opsbot run` (not Live) the intermediate statuses are not printed,
+// except a wait for a service another job holds, which names the holder,
+// and the status after it (the job has the service), once.
+func TestRunPrintsWaitForHolderAndWhenItHasIt(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	c := New(&out)
+	ctx := context.Background()
+	ref, _ := c.Post(ctx, Room, bot.Message{Kind: bot.KindStatus, Text: "#2 queued"})
+	c.Edit(ctx, ref, bot.Message{Kind: bot.KindStatus, Text: "#2 queued · about to start"})
+	wait := "#2 queued · waiting for qwen: job #1 of opsbot on host1 (pid 4242) is changing it"
+	c.Edit(ctx, ref, bot.Message{Kind: bot.KindStatus, Status: bot.StatusWaiting, Text: wait})
+	c.Edit(ctx, ref, bot.Message{Kind: bot.KindStatus, Status: bot.StatusWaiting, Text: wait})
+	c.Edit(ctx, ref, bot.Message{Kind: bot.KindStatus, Status: bot.StatusRunning, Text: "#2 running"})
+	c.Edit(ctx, ref, bot.Message{Kind: bot.KindStatus, Status: bot.StatusRunning, Text: "#2 running for 1s"})
+	c.Reply(ctx, ref, bot.Message{Kind: bot.KindStep, Text: "step stop"})
+	c.Edit(ctx, ref, bot.Message{Kind: bot.KindStatus, Status: bot.StatusRunning, Text: "#2 running for 2s · stop"})
+	c.Edit(ctx, ref, bot.Message{Kind: bot.KindStatus, Text: "#2 succeeded", Final: true})
+	// A job that never waits prints no intermediate status.
+	ref3, _ := c.Post(ctx, Room, bot.Message{Kind: bot.KindStatus, Text: "#3 queued"})
+	c.Edit(ctx, ref3, bot.Message{Kind: bot.KindStatus, Status: bot.StatusRunning, Text: "#3 running"})
+	c.Edit(ctx, ref3, bot.Message{Kind: bot.KindStatus, Text: "#3 succeeded", Final: true})
+	want := "#2 queued\n" + wait + "\n#2 running\n    step stop\n#2 succeeded\n#3 queued\n#3 succeeded\n"
+	if out.String() != want {
+		t.Errorf("printed:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
 // Output that arrives while the demo's prompt is on screen moves the prompt
 // below it: the prompt is drawn again after the output (erased in place on a
 // terminal), and not after a line the user entered.

@@ -391,3 +391,58 @@ func TestCancelFromSecondProcessReachesTheJob(t *testing.T) {
 	}
 	t.Logf("the first process ended %.0f ms after the cancel was answered", time.Since(start).Seconds()*1000)
 }
+
+// Two `opsbot run` on one store (each driver): the second, started while
+// the first's job holds qwen, prints in its terminal that it waits and for
+// whom (the first's job, host and pid), then once that its job has qwen
+// (its running status), and its job starts only after the first's ended.
+func TestRunSaysWhoItWaitsFor(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	for _, driver := range []string{"sqlite", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			pgURL := ""
+			if driver == "postgres" {
+				pgtest.Skip(t)
+				pgURL = pgtest.Database(t)
+			}
+			testRunSaysWhoItWaitsFor(t, pgURL)
+		})
+	}
+}
+
+func testRunSaysWhoItWaitsFor(t *testing.T, pgURL string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// 150 s of lab time: about 6 s of wall-clock time in "wait until ready".
+	_, cfg, st := leaseLabOn(t, ctx, []lab.Fault{{Name: "slow-load", Duration: 150 * time.Second}}, pgURL)
+	p1 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 6 qwen")
+	first := waitForStep(t, st, "mtp steps 6 qwen", "wait until ready", p1)
+	p2 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 7 qwen")
+	host, _ := os.Hostname()
+	wait := fmt.Sprintf("waiting for qwen: job #%d of opsbot on %s (pid %d) is changing it", first.ID, host, p1.cmd.Process.Pid)
+	poll(t, time.Minute, "the second process to say whom it waits for", func() bool {
+		return strings.Contains(p2.out.String(), wait)
+	}, p1, p2)
+	if second, ok := jobByCommand(t, st, "mtp steps 7 qwen"); !ok || second.Status != store.Queued {
+		t.Fatalf("while the first job holds qwen the second is %+v, want queued", second)
+	}
+	for _, p := range []*opsbotProc{p1, p2} {
+		if code := p.wait(t, 2*time.Minute); code != 0 {
+			t.Fatalf("opsbot %v: exit %d\n%s", p.cmd.Args[3:], code, p.out.String())
+		}
+	}
+	first, _ = st.Job(ctx, first.ID)
+	second, _ := jobByCommand(t, st, "mtp steps 7 qwen")
+	if first.Status != store.Succeeded || second.Status != store.Succeeded || !second.StartedAt.After(first.EndedAt) {
+		t.Fatalf("jobs %+v / %+v: want both succeeded, the second started after the first ended", first, second)
+	}
+	// The waiting line once, then the running status once, before the steps.
+	out := p2.out.String()
+	running := fmt.Sprintf("#%d `mtp steps 7 qwen` — running", second.ID)
+	if strings.Count(out, wait) != 1 || strings.Count(out, running) != 1 ||
+		strings.Index(out, wait) > strings.Index(out, running) || strings.Index(out, running) > strings.Index(out, "    ") {
+		t.Fatalf("the second process printed (want the wait, then %q once, before the steps):\n%s", running, out)
+	}
+}
