@@ -28,6 +28,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -612,12 +613,20 @@ func servicePort() (int, error) {
 		if servicePorts.given[port] {
 			continue
 		}
+		claim, ok := claimPort(port)
+		if !ok {
+			continue // another process's lab has it, free or not at this moment
+		}
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
+			if claim != nil {
+				claim.Close()
+			}
 			continue // in use: try another
 		}
 		ln.Close()
 		servicePorts.given[port] = true
+		servicePorts.claims = append(servicePorts.claims, claim)
 		return port, nil
 	}
 	return 0, fmt.Errorf("no free port between %d and %d on 127.0.0.1", floor, lo)
@@ -626,9 +635,27 @@ func servicePort() (int, error) {
 // servicePorts are the ports servicePort has handed out in this process: a
 // lab's engines, and those of every other lab the process runs, never share one.
 var servicePorts = struct {
-	mu    sync.Mutex
-	given map[int]bool
+	mu     sync.Mutex
+	given  map[int]bool
+	claims []net.Listener // claimPort's, held until the process ends
 }{given: map[int]bool{}}
+
+// claimPort claims port for this process's labs against other processes' labs, which pick
+// from the same range and would otherwise take a port while its engine is stopped (then a
+// restarted engine cannot bind, or a client reaches the other lab's engine). On Linux the
+// claim is an abstract unix socket named after the port: it leaves nothing in the file
+// system and the kernel drops it when the process ends, however it ends. Elsewhere there is
+// no claim (nil, true).
+func claimPort(port int) (net.Listener, bool) {
+	if runtime.GOOS != "linux" {
+		return nil, true
+	}
+	ln, err := net.Listen("unix", fmt.Sprintf("@opsbot-lab-port-%d", port))
+	if err != nil {
+		return nil, false
+	}
+	return ln, true
+}
 
 // ephemeralLow is the first port of the kernel's ephemeral range (Linux's
 // default when it cannot be read).

@@ -1,13 +1,13 @@
 package ops_test
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	labengine "github.com/opsbot/opsbot/lab/engine"
@@ -317,7 +317,7 @@ func TestUndoFileOnlyPerLoadChange(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	r := newRig(t, labOpts(), func(c *ops.Config) {
-		c.Changes = bot.ChangeLog{Store: st}
+		c.Changes = storeChangeLog{st}
 		c.Bench = ops.BenchDefaults{Prompts: 2, Concurrency: 1, InputLen: 16, OutputLen: 16}
 	})
 	const file = "/etc/sglang/qwen-adaptive.json"
@@ -369,4 +369,26 @@ func TestUndoFileOnlyPerLoadChange(t *testing.T) {
 	if r.unitText(t) != unitFirst {
 		t.Fatalf("undo changed the unit:\n%s", r.unitText(t))
 	}
+}
+
+// storeChangeLog reads the job history from a store as the bot's ChangeLog does (ops may not
+// import bot, not even in tests): the jobs store.UnitChangeJobs lists, with their unit changes.
+type storeChangeLog struct{ st *store.Store }
+
+func (c storeChangeLog) UnitChanges(ctx context.Context, service string, limit int) ([]ops.AppliedChange, error) {
+	jobs, err := c.st.UnitChangeJobs(ctx, service, limit)
+	if err != nil {
+		return nil, err
+	}
+	var out []ops.AppliedChange
+	for _, j := range jobs {
+		var res ops.Result
+		if err := json.Unmarshal(j.Result, &res); err != nil {
+			return nil, err
+		}
+		if res.Unit != nil {
+			out = append(out, ops.AppliedChange{JobID: j.ID, Command: j.Command, Status: string(j.Status), Unit: *res.Unit})
+		}
+	}
+	return out, nil
 }
