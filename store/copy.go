@@ -141,6 +141,21 @@ func copyTable(ctx context.Context, src, dst *Store, table string) (int64, error
 	}
 	insert := `INSERT INTO ` + table + ` (` + strings.Join(cols, ", ") + `) VALUES (` +
 		strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + `)`
+	return copyRows(ctx, rows, len(cols), src, dst, insert, func(vals []any) {
+		for i, v := range vals {
+			// The store's tables hold no blobs: text a driver hands back
+			// as bytes is text.
+			if b, ok := v.([]byte); ok {
+				vals[i] = string(b)
+			}
+		}
+	})
+}
+
+// copyRows inserts every row of rows (ncols columns each, after convert
+// changed them in place for dst) into dst with insert, in batches of
+// copyBatch rows per write transaction, and returns how many it wrote.
+func copyRows(ctx context.Context, rows *sql.Rows, ncols int, src, dst *Store, insert string, convert func(vals []any)) (int64, error) {
 	var n int64
 	var batch [][]any
 	flush := func() error {
@@ -163,21 +178,15 @@ func copyTable(ctx context.Context, src, dst *Store, table string) (int64, error
 		return nil
 	}
 	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
+		vals := make([]any, ncols)
+		ptrs := make([]any, ncols)
 		for i := range vals {
 			ptrs[i] = &vals[i]
 		}
 		if err := rows.Scan(ptrs...); err != nil {
 			return n, fmt.Errorf("read %s: %w", src.name, err)
 		}
-		for i, v := range vals {
-			// The store's tables hold no blobs: text a driver hands back
-			// as bytes is text.
-			if b, ok := v.([]byte); ok {
-				vals[i] = string(b)
-			}
-		}
+		convert(vals)
 		batch = append(batch, vals)
 		if len(batch) == copyBatch {
 			if err := flush(); err != nil {
@@ -333,36 +342,7 @@ func copySideTable(ctx context.Context, src, dst *Store, table string) (int64, e
 	defer rows.Close()
 	insert := `INSERT INTO "` + table + `" (` + strings.Join(quoted, ", ") + `) VALUES (` +
 		strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + `)`
-	var n int64
-	var batch [][]any
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		err := dst.writeLong(ctx, func(tx *wtx) error {
-			for _, vals := range batch {
-				if _, err := tx.ExecContext(context.Background(), insert, vals...); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("write %s: %w", dst.name, err)
-		}
-		n += int64(len(batch))
-		batch = batch[:0]
-		return nil
-	}
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return n, fmt.Errorf("read %s: %w", src.name, err)
-		}
+	return copyRows(ctx, rows, len(cols), src, dst, insert, func(vals []any) {
 		for i, v := range vals {
 			c := cols[i]
 			switch x := v.(type) {
@@ -380,15 +360,5 @@ func copySideTable(ctx context.Context, src, dst *Store, table string) (int64, e
 				}
 			}
 		}
-		batch = append(batch, vals)
-		if len(batch) == copyBatch {
-			if err := flush(); err != nil {
-				return n, err
-			}
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return n, fmt.Errorf("read %s: %w", src.name, err)
-	}
-	return n, flush()
+	})
 }
