@@ -190,17 +190,7 @@ func reachedStep(st *store.Store, id int64, step string) bool {
 func TestTwoProcessesNeverOverlapOnOneService(t *testing.T) {
 	t.Parallel()
 	testrun.Long(t)
-	for _, driver := range []string{"sqlite", "postgres"} {
-		t.Run(driver, func(t *testing.T) {
-			t.Parallel()
-			pgURL := ""
-			if driver == "postgres" {
-				pgtest.Skip(t)
-				pgURL = pgtest.Database(t)
-			}
-			testTwoProcessesNeverOverlap(t, pgURL)
-		})
-	}
+	onEachStore(t, testTwoProcessesNeverOverlap)
 }
 
 func testTwoProcessesNeverOverlap(t *testing.T, pgURL string) {
@@ -278,18 +268,7 @@ func TestReadOnlyCommandFromSecondProcessLeavesJobRunning(t *testing.T) {
 // runs its own job.
 func TestKilledHolderIsTakenOverAndReportedInterrupted(t *testing.T) {
 	t.Parallel()
-	for _, driver := range []string{"sqlite", "postgres"} {
-		t.Run(driver, func(t *testing.T) {
-			t.Parallel()
-			pgURL := ""
-			if driver == "postgres" {
-				testrun.Long(t)
-				pgtest.Skip(t)
-				pgURL = pgtest.Database(t)
-			}
-			testKilledHolderIsTakenOver(t, pgURL, nil)
-		})
-	}
+	onEachStore(t, func(t *testing.T, pgURL string) { testKilledHolderIsTakenOver(t, pgURL, nil) })
 }
 
 // The holder as if on another machine (a PID namespace of its own, so its
@@ -399,17 +378,7 @@ func TestCancelFromSecondProcessReachesTheJob(t *testing.T) {
 func TestRunSaysWhoItWaitsFor(t *testing.T) {
 	t.Parallel()
 	testrun.Long(t)
-	for _, driver := range []string{"sqlite", "postgres"} {
-		t.Run(driver, func(t *testing.T) {
-			t.Parallel()
-			pgURL := ""
-			if driver == "postgres" {
-				pgtest.Skip(t)
-				pgURL = pgtest.Database(t)
-			}
-			testRunSaysWhoItWaitsFor(t, pgURL)
-		})
-	}
+	onEachStore(t, testRunSaysWhoItWaitsFor)
 }
 
 func testRunSaysWhoItWaitsFor(t *testing.T, pgURL string) {
@@ -444,5 +413,24 @@ func testRunSaysWhoItWaitsFor(t *testing.T, pgURL string) {
 	if strings.Count(out, wait) != 1 || strings.Count(out, running) != 1 ||
 		strings.Index(out, wait) > strings.Index(out, running) || strings.Index(out, running) > strings.Index(out, "    ") {
 		t.Fatalf("the second process printed (want the wait, then %q once, before the steps):\n%s", running, out)
+	}
+}
+
+// onEachStore runs test as parallel subtests "sqlite" (pgURL "", the
+// config's own store file) and "postgres" (pgURL a new database on the test
+// binary's PostgreSQL cluster; a long scenario, and skipped without
+// PostgreSQL unless required).
+func onEachStore(t *testing.T, test func(t *testing.T, pgURL string)) {
+	for _, driver := range []string{"sqlite", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			pgURL := ""
+			if driver == "postgres" {
+				testrun.Long(t)
+				pgtest.Skip(t)
+				pgURL = pgtest.Database(t)
+			}
+			test(t, pgURL)
+		})
 	}
 }
