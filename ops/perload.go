@@ -247,15 +247,7 @@ func (r *Runbook) perLoadLeave(ctx context.Context, service string, home Setting
 	if ctx.Err() != nil {
 		return cause
 	}
-	back, err := r.mtpSet(ctx, service, home, false, false, prefixed(rep, fmt.Sprintf("leave on %s: ", home)))
-	if back != nil {
-		res.Left = back.Left
-		if back.did.changed {
-			res.Restarts++
-		}
-	}
-	if err != nil {
-		res.AddIncident(IncidentRestoreFailed)
+	if _, err := r.settle(ctx, service, home, fmt.Sprintf("leave on %s: ", home), res, rep); err != nil {
 		if cause != nil {
 			return fmt.Errorf("%w; putting %s back on %s also failed: %v", cause, service, home, err)
 		}

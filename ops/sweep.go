@@ -164,15 +164,8 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 	if o.ApplyBest && res.Best != nil {
 		to = o.only(res.Best.Setting())
 	}
-	back, err := r.mtpSet(ctx, service, to, false, false, prefixed(rep, fmt.Sprintf("leave on %s: ", to)))
-	if back != nil {
-		res.Left = back.Left
-		if back.did.changed {
-			res.Restarts++
-		}
-	}
+	back, err := r.settle(ctx, service, to, fmt.Sprintf("leave on %s: ", to), res, rep)
 	if err != nil {
-		res.AddIncident(IncidentRestoreFailed)
 		return res, fmt.Errorf("sweep done, but putting %s back on %s failed: %w", service, to, err)
 	}
 	res.Spec = back.Spec
@@ -371,15 +364,7 @@ func (r *Runbook) Tune(ctx context.Context, service string, o TuneOptions, rep R
 		return res, fmt.Errorf("no value tried served: %s", intList(res.Tried))
 	}
 	best := res.Best.Steps
-	back, err := r.mtpSteps(ctx, service, best, false, false, prefixed(rep, fmt.Sprintf("apply steps %d: ", best)))
-	if back != nil {
-		res.Left = back.Left
-		if back.did.changed {
-			res.Restarts++
-		}
-	}
-	if err != nil {
-		res.AddIncident(IncidentRestoreFailed)
+	if _, err := r.settle(ctx, service, Setting{Steps: best}, fmt.Sprintf("apply steps %d: ", best), res, rep); err != nil {
 		return res, fmt.Errorf("tune done (best steps %d), but putting %s on it failed: %w", best, service, err)
 	}
 	res.Spec = res.Best.Spec
@@ -478,4 +463,22 @@ func (r *Runbook) sweepGrid(t *target, d *deployed, o SweepOptions) (grid []Sett
 		return nil, skipped, fmt.Errorf("no setting of the sweep is possible: %s", strings.Join(skipped, "; "))
 	}
 	return grid, skipped, nil
+}
+
+// settle puts service on set once a sweep or a tune has measured (label
+// prefixes the steps in the thread): res records where it left the service
+// and the restart that cost, and a failure adds IncidentRestoreFailed. It
+// returns that change's own result and error.
+func (r *Runbook) settle(ctx context.Context, service string, set Setting, label string, res *Result, rep Reporter) (*Result, error) {
+	back, err := r.mtpSet(ctx, service, set, false, false, prefixed(rep, label))
+	if back != nil {
+		res.Left = back.Left
+		if back.did.changed {
+			res.Restarts++
+		}
+	}
+	if err != nil {
+		res.AddIncident(IncidentRestoreFailed)
+	}
+	return back, err
 }
