@@ -165,3 +165,18 @@ func TestUsageLinesListEveryFlag(t *testing.T) {
 		}
 	}
 }
+
+// `opsbot --help` lists every documented subcommand once, with the usage line
+// of its own --help: the overview cannot fall behind a subcommand's flags.
+func TestOverviewListsEverySubcommand(t *testing.T) {
+	t.Parallel()
+	if len(overviewOrder) != len(subcommands) {
+		t.Errorf("overview lists %d subcommands, %d are documented", len(overviewOrder), len(subcommands))
+	}
+	text := overview()
+	for name, doc := range subcommands {
+		if line := "  " + strings.Join(strings.Fields(doc.usage), " ") + "\n"; strings.Count(text, line) != 1 {
+			t.Errorf("overview lacks %s's usage line %q:\n%s", name, line, text)
+		}
+	}
+}

@@ -88,6 +88,15 @@ var subcommands = map[string]subcommandDoc{
 		what:     "Writes a consistent copy of the store (0600) to DEST, also while serve runs. The copy holds the\naudit log and, with Matrix encryption, the bot's keys: keep it private.",
 		examples: []string{"opsbot store backup --config /etc/opsbot/opsbot.yaml /var/backups/opsbot.db"},
 	},
+	"opsbot store copy": {
+		usage: "opsbot store copy --config FROM.yaml TO.yaml",
+		what: "Copies every job, event, bench result, schedule and firing, incident, silence, chat claim, audit\n" +
+			"entry, kv row and the Matrix encryption tables from FROM's store into TO's empty store, either\n" +
+			"driver (sqlite, postgres) in either direction, ids and times exact; it skips what describes\n" +
+			"running processes (owners, leases, cancel requests), prints the counts and refuses a store that\n" +
+			"is not empty.",
+		examples: []string{"opsbot store copy --config /etc/opsbot/opsbot.yaml /etc/opsbot/opsbot-postgres.yaml"},
+	},
 	"opsbot health": {
 		usage:    "opsbot health [--url URL]",
 		what:     "Asks a running serve's /healthz and exits 0 when it answers 200 (the container's HEALTHCHECK).",
@@ -162,4 +171,26 @@ func isHelp(err error) (string, bool) {
 // printUsageTo makes fs print its help to w after a bad flag.
 func printUsageTo(fs *flag.FlagSet, w io.Writer) {
 	fs.Usage = func() { fmt.Fprint(w, helpText(fs)) }
+}
+
+// overviewOrder is the order `opsbot --help` lists the subcommands in.
+var overviewOrder = []string{"opsbot run", "opsbot demo", "opsbot lab", "opsbot bench", "opsbot config", "opsbot serve",
+	"opsbot store backup", "opsbot store copy", "opsbot health", "opsbot version"}
+
+// overview is `opsbot --help`: each subcommand's usage line, as its own
+// --help shows it, on one line.
+func overview() string {
+	var b strings.Builder
+	b.WriteString("opsbot: chat-ops for LLM inference servers (SGLang, vLLM) under systemd\n\nusage:\n")
+	for _, name := range overviewOrder {
+		b.WriteString("  " + strings.Join(strings.Fields(subcommands[name].usage), " ") + "\n")
+	}
+	b.WriteString(`
+Commands (the same in Slack, Matrix and here): run 'help' to list them:
+  opsbot run help
+  opsbot run 'help mtp steps'
+
+Each subcommand explains itself: opsbot run --help (or opsbot help run).
+`)
+	return b.String()
 }

@@ -1,15 +1,7 @@
 // Command opsbot is the chat-ops bot for LLM inference servers under systemd.
-//
-//	opsbot run [--config FILE | --lab [--lab-faults LIST] [--lab-unit FILE]] [--json] [--as ID] [--yes] 'CMD' ...
-//	opsbot demo [--lab-faults LIST] [--lab-unit FILE]
-//	opsbot lab [--faults LIST] [--unit FILE] [--engine sglang|vllm] [--config-out FILE]
-//	opsbot bench --url URL | --config FILE --service NAME [--model M] [--prompts N] [--concurrency C] [--in I] [--out O] [--rate R] [--json]
-//	opsbot config check --config FILE
-//	opsbot serve --config FILE [--lab [--lab-faults LIST] [--lab-unit FILE]]
-//	opsbot store backup [--config FILE] DEST
-//	opsbot store copy --config FROM.yaml TO.yaml
-//	opsbot health [--url URL]
-//	opsbot version
+// `opsbot --help` lists its subcommands (run, demo, lab, bench, config check,
+// serve, store backup, store copy, health, version); each explains itself
+// with --help.
 //
 // This file only parses flags and wires packages together.
 package main
@@ -26,27 +18,6 @@ import (
 	"strings"
 	"syscall"
 )
-
-const usage = `opsbot: chat-ops for LLM inference servers (SGLang, vLLM) under systemd
-
-usage:
-  opsbot run [--config FILE | --lab [--lab-faults LIST] [--lab-unit FILE]] [--json] [--as ID] [--yes] 'CMD' ['CMD' ...]
-  opsbot demo [--lab-faults LIST] [--lab-unit FILE]
-  opsbot lab [--faults LIST] [--unit FILE] [--engine sglang|vllm] [--config-out FILE]
-  opsbot bench --url URL | --config FILE --service NAME [--model M] [--prompts N] [--concurrency C] [--in I] [--out O] [--rate R] [--json]
-  opsbot config check --config FILE
-  opsbot serve --config FILE [--lab [--lab-faults LIST] [--lab-unit FILE]]
-  opsbot store backup [--config FILE] DEST
-  opsbot store copy --config FROM.yaml TO.yaml
-  opsbot health [--url URL]
-  opsbot version
-
-Commands (the same in Slack, Matrix and here): run 'help' to list them:
-  opsbot run help
-  opsbot run 'help mtp steps'
-
-Each subcommand explains itself: opsbot run --help (or opsbot help run).
-`
 
 func main() {
 	ctx, stop := signalContext()
@@ -73,7 +44,7 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(form
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, overview())
 		return 2
 	}
 	var err error
@@ -101,10 +72,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if len(args) > 1 && args[0] == "help" && args[1] != "help" {
 			return run(ctx, []string{args[1], "--help"}, stdin, stdout, stderr)
 		}
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, overview())
 		return 0
 	default:
-		fmt.Fprintf(stderr, "opsbot: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "opsbot: unknown command %q\n\n%s", args[0], overview())
 		return 2
 	}
 	if text, ok := isHelp(err); ok {
