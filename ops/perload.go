@@ -190,7 +190,7 @@ func (r *Runbook) TunePerLoad(ctx context.Context, service string, o PerLoadOpti
 		before := len(res.Tried)
 		var err error
 		if ci == 0 {
-			_, err = goldenMax(o.From, hi, f)
+			_, _, err = goldenMax(o.From, hi, f, nil)
 		} else {
 			_, err = climbMax(o.From, hi, bestMeasured(memo, ci, o.From, hi), f)
 		}
@@ -256,10 +256,12 @@ func (r *Runbook) perLoadLeave(ctx context.Context, service string, home Setting
 	return cause
 }
 
-// goldenMax is the integer golden-section search of Tune over a..b for the
-// value with the highest f (a failed value is -Inf); once at most three
-// values are left each is measured.
-func goldenMax(a, b int, f func(int) (float64, error)) (int, error) {
+// goldenMax is the integer golden-section search over a..b for the value
+// with the highest f (a failed value is -Inf); once at most three values are
+// left each is measured. narrowed (may be nil) is told each step: the two
+// values compared, their figures, the range searched and the range left. It
+// returns the range it ended on; an error of f ends the search.
+func goldenMax(a, b int, f func(int) (float64, error), narrowed func(m1 int, f1 float64, m2 int, f2 float64, from, to [2]int)) (int, int, error) {
 	for b-a > 2 {
 		step := max(1, int(math.Round(float64(b-a)*golden)))
 		m1, m2 := a+step, b-step
@@ -268,29 +270,28 @@ func goldenMax(a, b int, f func(int) (float64, error)) (int, error) {
 		}
 		f1, err := f(m1)
 		if err != nil {
-			return 0, err
+			return a, b, err
 		}
 		f2, err := f(m2)
 		if err != nil {
-			return 0, err
+			return a, b, err
 		}
+		from := [2]int{a, b}
 		if f1 < f2 {
 			a = m1
 		} else {
 			b = m2
 		}
+		if narrowed != nil {
+			narrowed(m1, f1, m2, f2, from, [2]int{a, b})
+		}
 	}
-	best, bestV := a, math.Inf(-1)
 	for n := a; n <= b; n++ {
-		v, err := f(n)
-		if err != nil {
-			return 0, err
-		}
-		if v > bestV {
-			best, bestV = n, v
+		if _, err := f(n); err != nil {
+			return a, b, err
 		}
 	}
-	return best, nil
+	return a, b, nil
 }
 
 // bestMeasured is the steps value in lo..hi with the highest figure at

@@ -326,35 +326,18 @@ func (r *Runbook) Tune(ctx context.Context, service string, o TuneOptions, rep R
 		}
 		return v, nil
 	}
-	a, b := o.From, o.To
-	for b-a > 2 {
-		step := max(1, int(math.Round(float64(b-a)*golden)))
-		m1, m2 := a+step, b-step
-		if m1 >= m2 {
-			m2 = m1 + 1
-		}
-		f1, err := measure(m1)
-		if err != nil {
-			return res, err
-		}
-		f2, err := measure(m2)
-		if err != nil {
-			return res, err
-		}
-		st := begin(rep, "search", "steps %d..%d", a, b)
+	a, b, err := goldenMax(o.From, o.To, measure, func(m1 int, f1 float64, m2 int, f2 float64, from, to [2]int) {
+		st := begin(rep, "search", "steps %d..%d", from[0], from[1])
+		a, b := to[0], to[1]
 		if f1 < f2 {
-			a = m1
 			st.done("steps %d (%s) < steps %d (%s): the peak is above %d, search %d..%d", m1, tokText(f1), m2, tokText(f2), m1, a, b)
 		} else {
-			b = m2
 			st.done("steps %d (%s) >= steps %d (%s): the peak is below %d, search %d..%d", m1, tokText(f1), m2, tokText(f2), m2, a, b)
 		}
 		res.Details = append(res.Details, fmt.Sprintf("steps %d: %s, steps %d: %s → search %d..%d", m1, tokText(f1), m2, tokText(f2), a, b))
-	}
-	for n := a; n <= b; n++ {
-		if _, err := measure(n); err != nil {
-			return res, err
-		}
+	})
+	if err != nil {
+		return res, err
 	}
 	res.Best = BestAt(res.Points, conc, MetricOutputTokS)
 	why := fmt.Sprintf("stopped: %d..%d is narrowed to %d values and each was measured; %d values tried of %d (%s)",
