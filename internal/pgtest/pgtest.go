@@ -13,9 +13,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -30,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 
+	"github.com/opsbot/opsbot/internal/sshdtest"
 	"github.com/opsbot/opsbot/internal/testrun"
 )
 
@@ -184,7 +183,7 @@ func start() (*Cluster, error) {
 	// A port free a moment ago may be taken by the time the server binds it:
 	// try a few.
 	for attempt := 0; ; attempt++ {
-		port, err := freePort()
+		port, err := sshdtest.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -270,13 +269,4 @@ func (c *Cluster) Stop() {
 		}
 	}
 	_ = os.RemoveAll(c.dir)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
