@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -57,14 +56,12 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 			return 0, err
 		}
 		cfg = c
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		for name, v := range map[string]struct {
 			p   *int
 			def int
 		}{"prompts": {prompts, cfg.Bench.Prompts}, "concurrency": {conc, cfg.Bench.Concurrency},
 			"in": {in, cfg.Bench.InputLen}, "out": {out, cfg.Bench.OutputLen}} {
-			if !set[name] && v.def > 0 {
+			if !flagGiven(fs, name) && v.def > 0 {
 				*v.p = v.def
 			}
 		}
