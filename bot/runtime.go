@@ -186,6 +186,9 @@ type ServiceOptions struct {
 	// Retention is how long job events and audit entries are kept
 	// (store.retention); 0 keeps them.
 	Retention time.Duration
+	// SchedulerScale, when set, runs the scheduler's clock faster
+	// (tests and benchmarks only; see TimeScale).
+	SchedulerScale *TimeScale
 }
 
 // StartService starts app's scheduler, watchdog and retention prune.
@@ -194,7 +197,7 @@ func StartService(ctx context.Context, app *App, o ServiceOptions) (*Service, er
 	if log == nil {
 		log = slog.Default()
 	}
-	sched, err := NewScheduler(ctx, app, SchedulerOptions{Logger: log, Regressions: o.Regressions})
+	sched, err := NewScheduler(ctx, app, SchedulerOptions{Logger: log, Regressions: o.Regressions, Scale: o.SchedulerScale})
 	if err != nil {
 		return nil, fmt.Errorf("start the scheduler: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,9 +33,54 @@ type SchedulerOptions struct {
 	// finished (CheckRegression) and posts an alert to the schedule's rooms
 	// when one dropped below the median of its comparable runs.
 	Regressions *RegressionPolicy
-	// Poll is how often Run looks for due firings (default 1s).
-	Poll   time.Duration
+	// Poll is how often Run looks for due firings (default 1s, divided
+	// by Scale's factor).
+	Poll time.Duration
+	// Scale, when set, runs the scheduler's clock faster than the store's
+	// (tests only: schedules fire at most once a minute).
+	Scale *TimeScale
 	Logger *slog.Logger
+}
+
+// TimeScale is a scheduler clock that runs Factor times faster than the
+// store's from Epoch on: at store time t it reads Epoch + (t - Epoch) *
+// Factor. Processes that share a store agree on which firing is due when
+// they share Factor and Epoch (the store's clock is the database's on
+// PostgreSQL). It lets tests and benchmarks fire a `* * * * *` schedule
+// every few seconds through `opsbot serve`; production never sets it.
+type TimeScale struct {
+	Factor float64 // > 1
+	Epoch  time.Time
+}
+
+// Clock returns the scaled clock over base.
+func (ts TimeScale) Clock(base func() time.Time) func() time.Time {
+	return func() time.Time {
+		d := base().Sub(ts.Epoch)
+		return ts.Epoch.Add(time.Duration(float64(d) * ts.Factor))
+	}
+}
+
+// ParseTimeScale reads a TimeScale written FACTOR@EPOCH, EPOCH in RFC 3339
+// ("12@2026-12-04T18:00:00Z"). The factor must be between 1 and 10000 and
+// the epoch within a day of now, so that scaled times stay in range.
+func ParseTimeScale(s string, now time.Time) (TimeScale, error) {
+	f, e, ok := strings.Cut(s, "@")
+	if !ok {
+		return TimeScale{}, fmt.Errorf("time scale %q: want FACTOR@EPOCH, e.g. 12@%s", s, now.UTC().Format(time.RFC3339))
+	}
+	factor, err := strconv.ParseFloat(f, 64)
+	if err != nil || factor <= 1 || factor > 10000 {
+		return TimeScale{}, fmt.Errorf("time scale %q: the factor must be a number above 1 and at most 10000", s)
+	}
+	epoch, err := time.Parse(time.RFC3339Nano, e)
+	if err != nil {
+		return TimeScale{}, fmt.Errorf("time scale %q: the epoch: %w", s, err)
+	}
+	if d := now.Sub(epoch); d > 24*time.Hour || d < -24*time.Hour {
+		return TimeScale{}, fmt.Errorf("time scale %q: the epoch must be within a day of now (%s)", s, now.UTC().Format(time.RFC3339))
+	}
+	return TimeScale{Factor: factor, Epoch: epoch}, nil
 }
 
 // Scheduler fires the store's schedules (those added with `schedule add` and
@@ -63,6 +109,12 @@ func NewScheduler(ctx context.Context, app *App, o SchedulerOptions) (*Scheduler
 	}
 	if o.Poll <= 0 {
 		o.Poll = time.Second
+		if o.Scale != nil {
+			o.Poll = max(10*time.Millisecond, time.Duration(float64(time.Second)/o.Scale.Factor))
+		}
+	}
+	if o.Scale != nil {
+		o.Now = o.Scale.Clock(o.Now)
 	}
 	log := o.Logger
 	if log == nil {

@@ -612,3 +612,70 @@ func TestScheduledSweepRegressionPerBucket(t *testing.T) {
 		t.Fatalf("alert:\n%s\nwant it to begin:\n%s", a[0], strings.Join(want, "\n"))
 	}
 }
+
+// TestTimeScale: the scaled clock reads Epoch + (t - Epoch) * Factor, and
+// two readers with the same scale agree; bad values are refused with what
+// to write.
+func TestTimeScale(t *testing.T) {
+	t.Parallel()
+	epoch := time.Date(2026, 12, 4, 18, 0, 0, 0, time.UTC)
+	ts, err := ParseTimeScale("12@2026-12-04T18:00:00Z", epoch.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := newFakeClock(epoch.Add(5 * time.Second))
+	if got, want := ts.Clock(base.now)(), epoch.Add(time.Minute); !got.Equal(want) {
+		t.Fatalf("5 s after the epoch at 12x reads %s, want %s", got, want)
+	}
+	base.add(10 * time.Second)
+	if got, want := ts.Clock(base.now)(), epoch.Add(3*time.Minute); !got.Equal(want) {
+		t.Fatalf("15 s after the epoch at 12x reads %s, want %s", got, want)
+	}
+	for _, bad := range []string{"12", "1@2026-12-04T18:00:00Z", "0.5@2026-12-04T18:00:00Z", "x@2026-12-04T18:00:00Z",
+		"20000@2026-12-04T18:00:00Z", "12@yesterday", "12@2026-12-01T18:00:00Z"} {
+		if _, err := ParseTimeScale(bad, epoch); err == nil {
+			t.Errorf("ParseTimeScale(%q) accepted", bad)
+		}
+	}
+}
+
+// TestScheduleEveryMinuteOnAScaledClock: a `* * * * *` schedule with the
+// scheduler's clock at 60x (Scale) fires about once a second through Run,
+// each firing once, with no injected Now: what `opsbot serve` does under
+// OPSBOT_SCHEDULER_TIME_SCALE.
+func TestScheduleEveryMinuteOnAScaledClock(t *testing.T) {
+	t.Parallel()
+	app, _ := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), okBackend(), "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	scale := &TimeScale{Factor: 60, Epoch: time.Now()}
+	if _, err := app.Store.AddSchedule(ctx, store.Schedule{Spec: "* * * * *", Command: "bench qwen", Platform: "console", Room: "ops",
+		CreatedBy: "olga", CreatedAt: scale.Clock(app.Store.Clock())()}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewScheduler(ctx, app, SchedulerOptions{Scale: scale})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	start := time.Now()
+	waitFor(t, "three firings", func() bool { return ranAll(t, app.Store, 3) })
+	took := time.Since(start)
+	cancel()
+	<-done
+	list, _ := app.Store.Schedules(context.Background())
+	fs, err := app.Store.Firings(context.Background(), list[0].ID)
+	if err != nil || len(fs) < 3 {
+		t.Fatalf("firings %+v, %v", fs, err)
+	}
+	for i := 1; i < len(fs); i++ {
+		if d := fs[i].At.Sub(fs[i-1].At).Abs(); d != time.Minute {
+			t.Fatalf("firings %s and %s are %s apart, want a minute each", fs[i-1].At, fs[i].At, d)
+		}
+	}
+	if n := len(countJobs(t, app.Store)); n != len(fs) {
+		t.Fatalf("%d jobs for %d firings", n, len(fs))
+	}
+	t.Logf("3 firings of a minute schedule at 60x in %s", took.Round(time.Millisecond))
+}

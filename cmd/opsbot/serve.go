@@ -157,8 +157,22 @@ func (s *server) ready(ctx context.Context) error {
 	return nil
 }
 
+// SchedulerTimeScaleEnv, set to FACTOR@EPOCH (bot.ParseTimeScale), runs
+// serve's scheduler clock FACTOR times faster: for tests and benchmarks of
+// schedules, which fire at most once a minute. Never set in production.
+const SchedulerTimeScaleEnv = "OPSBOT_SCHEDULER_TIME_SCALE"
+
 func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions) error {
 	log := s.log
+	var scale *bot.TimeScale
+	if v := os.Getenv(SchedulerTimeScaleEnv); v != "" {
+		ts, err := bot.ParseTimeScale(v, time.Now())
+		if err != nil {
+			return fmt.Errorf("%s: %w", SchedulerTimeScaleEnv, err)
+		}
+		scale = &ts
+		log.Warn("the scheduler's clock runs fast: for tests only", "env", SchedulerTimeScaleEnv, "factor", ts.Factor, "epoch", ts.Epoch)
+	}
 	// The listener and the adapters come from the config as it will run:
 	// with --lab, the file on top of the lab's config, so the lab starts
 	// first (setup waits until its services serve). A config that does not
@@ -266,7 +280,7 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 	// The scheduler and the watchdog act only on the holder of their store
 	// lease: with two serve on one store, a schedule fires once and an
 	// incident alerts once.
-	svc, err := bot.StartService(ctx, e.app, bot.ServiceOptions{Logger: log, Retention: cfg.Store.Retention.D(),
+	svc, err := bot.StartService(ctx, e.app, bot.ServiceOptions{Logger: log, Retention: cfg.Store.Retention.D(), SchedulerScale: scale,
 		Regressions: &bot.RegressionPolicy{Pct: cfg.Alerts.RegressionPct, Runs: cfg.Alerts.RegressionRuns}})
 	if err != nil {
 		stopBG()
