@@ -38,7 +38,7 @@ type SchedulerOptions struct {
 	Poll time.Duration
 	// Scale, when set, runs the scheduler's clock faster than the store's
 	// (tests only: schedules fire at most once a minute).
-	Scale *TimeScale
+	Scale  *TimeScale
 	Logger *slog.Logger
 }
 
