@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,12 @@ func TestMain(m *testing.M) {
 			if a == "--" {
 				args = args[i+1:]
 				break
+			}
+		}
+		if host := os.Getenv(machineEnv); host != "" {
+			if err := becomeMachine(host); err != nil {
+				fmt.Fprintln(os.Stderr, "opsbot test: become machine", host+":", err)
+				os.Exit(125)
 			}
 		}
 		if os.Getenv("OPSBOT_TEST_ADAPTER") != "" {

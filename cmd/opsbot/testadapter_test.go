@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 
 	"github.com/opsbot/opsbot/bot"
@@ -16,13 +18,23 @@ import (
 // records what the bot posts and takes requests on opsbot's own HTTP
 // listener (it is a bot.HTTPAdapter), POST /test/command with
 // {"user": ID, "text": CMD}, answering the Reply as JSON; GET /test/posts
-// lists what was posted. No chat platform runs here, so this stands in for
-// one; its platform is "console", whose users the config's auth names.
+// lists what was posted (edits included) and GET /test/edits the edits.
+// Message ids are the host name and a counter, as a shared chat's would
+// be unique. No chat platform runs here, so this stands in for one; its
+// platform is "console", whose users the config's auth names.
 type testAdapter struct {
 	mu    sync.Mutex
 	in    bot.Inbound
 	posts []string
+	edits []testEdit
 	n     int
+}
+
+// testEdit is one Edit the bot made: which message, to what.
+type testEdit struct {
+	Room string `json:"room"`
+	ID   string `json:"id"`
+	Text string `json:"text"`
 }
 
 var _ bot.HTTPAdapter = (*testAdapter)(nil)
@@ -68,7 +80,8 @@ func (a *testAdapter) record(room string, m bot.Message) bot.Ref {
 	defer a.mu.Unlock()
 	a.n++
 	a.posts = append(a.posts, m.Text)
-	return bot.Ref{Room: room, ID: string(rune('a' + a.n%26))}
+	host, _ := os.Hostname()
+	return bot.Ref{Room: room, ID: fmt.Sprintf("%s-%d", host, a.n)}
 }
 
 func (a *testAdapter) Post(_ context.Context, room string, m bot.Message) (bot.Ref, error) {
@@ -77,6 +90,9 @@ func (a *testAdapter) Post(_ context.Context, room string, m bot.Message) (bot.R
 
 func (a *testAdapter) Edit(_ context.Context, ref bot.Ref, m bot.Message) error {
 	a.record(ref.Room, m)
+	a.mu.Lock()
+	a.edits = append(a.edits, testEdit{Room: ref.Room, ID: ref.ID, Text: m.Text})
+	a.mu.Unlock()
 	return nil
 }
 
@@ -113,6 +129,11 @@ func (a *testAdapter) Routes() map[string]http.Handler {
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			json.NewEncoder(w).Encode(a.posts)
+		}),
+		"GET /test/edits": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			json.NewEncoder(w).Encode(a.edits)
 		}),
 	}
 }

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/internal/pgtest"
+	"github.com/opsbot/opsbot/internal/testrun"
+	"github.com/opsbot/opsbot/lab"
+	"github.com/opsbot/opsbot/store"
+)
+
+// haScale is the scheduler clock of the two-machine test: 12x, so a `* * *
+// * *` schedule fires every 5 s, longer than a takeover (lease_ttl 3 s and
+// a poll): a firing is never missed because its holder died just before.
+const haScale = 12
+
+// haMachines is one PostgreSQL database and one lab shared by two `opsbot
+// serve` "machines" (machineAttr: PID, UTS and mount namespaces of their
+// own, hostnames side-a and side-b), each with the test chat adapter.
+type haMachines struct {
+	t     *testing.T
+	ctx   context.Context
+	lab   *lab.Lab
+	cfg   string
+	st    *store.Store
+	scale string
+	procs map[string]*opsbotProc
+	bases map[string]string
+	// hosts maps the lease owners seen (holder) to their hosts: a dead
+	// owner's row is pruned from the store.
+	hosts map[string]string
+}
+
+func newHAMachines(t *testing.T, ctx context.Context, faults []lab.Fault, schedules string) *haMachines {
+	t.Helper()
+	l, cfg, st := leaseLabOn(t, ctx, faults, pgtest.Database(t))
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A short benchmark, well under the 5 s between two firings.
+	text := regexp.MustCompile(`(?m)^bench: .*$`).ReplaceAllLiteralString(string(b), "bench: {prompts: 4, concurrency: 2, input_len: 64, output_len: 16}")
+	writeFile(t, cfg, text+"http: {listen: \"127.0.0.1:0\"}\n"+schedules)
+	return &haMachines{t: t, ctx: ctx, lab: l, cfg: cfg, st: st,
+		scale: fmt.Sprintf("%d@%s", haScale, time.Now().UTC().Format(time.RFC3339Nano)),
+		procs: map[string]*opsbotProc{}, bases: map[string]string{}, hosts: map[string]string{}}
+}
+
+// start boots (or boots again) the machine host and waits until it is ready.
+func (h *haMachines) start(host string) {
+	h.t.Helper()
+	p := spawnWith(h.t, h.ctx, machineAttr(), []string{"OPSBOT_TEST_ADAPTER=extra", machineEnv + "=" + host,
+		SchedulerTimeScaleEnv + "=" + h.scale}, "serve", "--config", h.cfg)
+	base := serveURL(h.t, p)
+	pollServe(h.t, p, time.Minute, host+" ready", func() bool { code, _ := httpGet(h.t, base+"/readyz"); return code == 200 })
+	h.procs[host], h.bases[host] = p, base
+}
+
+// kill ends host's whole PID namespace (SIGKILL to its first process) and
+// returns when it is gone.
+func (h *haMachines) kill(host string) time.Time {
+	h.t.Helper()
+	p := h.procs[host]
+	at := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		h.t.Fatal(err)
+	}
+	<-p.done
+	return at
+}
+
+// holder returns the host that holds lease key ("" when none does).
+func (h *haMachines) holder(key string) string {
+	ls, err := h.st.Leases(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, l := range ls {
+		if l.Key == key {
+			h.hosts[l.Owner] = l.OwnerHost
+			return l.OwnerHost
+		}
+	}
+	return ""
+}
+
+func (h *haMachines) all() []*opsbotProc {
+	var out []*opsbotProc
+	for _, p := range h.procs {
+		out = append(out, p)
+	}
+	return out
+}
+
+// edits returns the messages host's chat adapter edited.
+func (h *haMachines) edits(host string) []testEdit {
+	_, body := httpGet(h.t, h.bases[host]+"/test/edits")
+	var es []testEdit
+	if err := json.Unmarshal([]byte(body), &es); err != nil {
+		h.t.Fatalf("/test/edits of %s: %v: %s", host, err, body)
+	}
+	return es
+}
+
+// stop ends both machines with SIGTERM and checks that they exit 0.
+func (h *haMachines) stop() {
+	h.t.Helper()
+	for host, p := range h.procs {
+		select {
+		case <-p.done:
+			continue
+		default:
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			h.t.Fatal(err)
+		}
+		if code := p.wait(h.t, time.Minute); code != 0 {
+			h.t.Errorf("serve on %s after SIGTERM: exit %d\n%s", host, code, p.out.String())
+		}
+	}
+}
+
+// Two `opsbot serve` on two "machines" (namespaces of their own) share one
+// PostgreSQL store and one lab, with a schedule every minute on a 12x
+// scheduler clock. Over about ten firings, the scheduler's holder is
+// killed (its whole namespace, right after it fired) twice: the other
+// side takes the lease and every firing runs exactly once, with no
+// minute missed and no minute run twice, claimed by both sides in turn.
+func TestTwoMachinesFireEachScheduleOnce(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	pgtest.Skip(t)
+	skipWithoutMachines(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	h := newHAMachines(t, ctx, nil, `schedules:
+  - {cron: "* * * * *", command: "bench qwen", as: "console:oncall", to: "console:ops", missed: run}
+`)
+	h.start("side-a")
+	h.start("side-b")
+	list, err := h.st.Schedules(ctx)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("schedules %+v, %v", list, err)
+	}
+	id := list[0].ID
+	firings := func() []store.Firing {
+		fs, err := h.st.Firings(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fs
+	}
+	// settled reports whether every firing so far has its job, finished.
+	settled := func(n int) bool {
+		fs, jobs := firings(), scheduledJobs(t, h.st, id)
+		if len(fs) < n || len(jobs) != len(fs) {
+			return false
+		}
+		for _, j := range jobs {
+			if !j.Status.Final() {
+				return false
+			}
+		}
+		return true
+	}
+	want := 0
+	var takeovers []time.Duration
+	for round := range 3 {
+		want += 3
+		poll(t, time.Minute, fmt.Sprintf("%d firings, each with its finished job", want), func() bool { return settled(want) }, h.all()...)
+		want = len(firings())
+		h.holder(bot.SchedulerLease) // who fired these
+		if round == 2 {
+			break
+		}
+		victim := h.holder(bot.SchedulerLease)
+		if victim == "" {
+			t.Fatal("nobody holds the scheduler lease")
+		}
+		other := map[string]string{"side-a": "side-b", "side-b": "side-a"}[victim]
+		killed := h.kill(victim)
+		poll(t, time.Minute, other+" to take the scheduler lease", func() bool { return h.holder(bot.SchedulerLease) == other }, h.all()...)
+		takeovers = append(takeovers, time.Since(killed))
+		h.start(victim) // back as the standby
+	}
+	h.stop()
+
+	fs := firings()
+	jobs := scheduledJobs(t, h.st, id)
+	if len(jobs) != len(fs) {
+		t.Errorf("%d scheduled jobs for %d firings", len(jobs), len(fs))
+	}
+	claimers := map[string]int{}
+	for i, f := range fs {
+		claimers[h.hosts[f.ClaimedBy]]++
+		if i > 0 && f.At.Sub(fs[i-1].At) != time.Minute {
+			t.Errorf("firings %s and %s: want one every minute, none missed or doubled", fs[i-1].At.Format(time.TimeOnly), f.At.Format(time.TimeOnly))
+		}
+	}
+	for _, j := range jobs {
+		if j.Status != store.Succeeded {
+			t.Errorf("scheduled job #%d: %s %s", j.ID, j.Status, j.Error)
+		}
+	}
+	if claimers["side-a"] == 0 || claimers["side-b"] == 0 || claimers[""] != 0 {
+		t.Errorf("firings claimed by %v: want both sides in turn", claimers)
+	}
+	t.Logf("%d firings, %d jobs, claimed by %v; scheduler takeovers after kill -9: %v (lease_ttl %s)", len(fs), len(jobs), claimers, takeovers, leaseTTL)
+}
+
+// scheduledJobs returns the jobs schedule id started.
+func scheduledJobs(t *testing.T, st *store.Store, id int64) []store.Job {
+	t.Helper()
+	jobs, err := st.ListJobs(context.Background(), store.JobFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []store.Job
+	for _, j := range jobs {
+		if j.ScheduleID == id {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// Two `opsbot serve` on two "machines" share one PostgreSQL store and one
+// lab. `mtp steps 10` on side-a waits for qwen's engine; `mtp steps 6` on
+// side-b waits for it and says whom for (side-a's job and pid, as side-a
+// sees it). Then side-a's whole namespace is killed mid-job: side-b
+// reports side-a's job interrupted, edits its status message, and takes
+// qwen within lease_ttl + 5 s, finding the unit the old or the new text;
+// its own job then succeeds.
+func TestTwoMachinesKilledMidJob(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	pgtest.Skip(t)
+	skipWithoutMachines(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	// 150 s of lab time: about 6 s of wall-clock time in "wait until ready".
+	h := newHAMachines(t, ctx, []lab.Fault{{Name: "slow-load", Duration: 150 * time.Second}}, "")
+	h.start("side-a")
+	h.start("side-b")
+	before, err := h.lab.Host("gpu1").ReadFile("/etc/systemd/system/" + h.lab.Topology().Services[0].Unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ra := command(t, h.bases["side-a"], "tester", "mtp steps 10 qwen")
+	if ra.Outcome != "queued" || ra.JobID == 0 {
+		t.Fatalf("mtp steps 10 on side-a: %+v", ra)
+	}
+	first := waitForStep(t, h.st, "mtp steps 10 qwen", "wait until ready", h.procs["side-a"])
+	rb := command(t, h.bases["side-b"], "tester", "mtp steps 6 qwen")
+	if rb.Outcome != "queued" || rb.JobID == 0 {
+		t.Fatalf("mtp steps 6 on side-b: %+v", rb)
+	}
+	wait := fmt.Sprintf("waiting for qwen: job #%d of opsbot on side-a (pid 1) is changing it", first.ID)
+	pollServe(t, h.procs["side-b"], time.Minute, "side-b to say whom it waits for", func() bool {
+		_, posts := httpGet(t, h.bases["side-b"]+"/test/posts")
+		return strings.Contains(posts, wait)
+	})
+	if j, _ := h.st.Job(ctx, rb.JobID); j.Status != store.Queued {
+		t.Fatalf("side-b's job while side-a's holds qwen: %s, want queued", j.Status)
+	}
+
+	killed := h.kill("side-a")
+	t.Logf("the unit right after the kill: %s text", unitOldOrNew(t, h.lab, string(before)))
+	var second store.Job
+	pollServe(t, h.procs["side-b"], time.Minute, "side-b's job to take qwen", func() bool {
+		second, _ = h.st.Job(ctx, rb.JobID)
+		return !second.StartedAt.IsZero()
+	})
+	took := second.StartedAt.Sub(killed)
+	if took > leaseTTL+5*time.Second {
+		t.Errorf("side-b took qwen %s after side-a was killed, over lease_ttl %s + 5 s", took, leaseTTL)
+	}
+	pollServe(t, h.procs["side-b"], time.Minute, "side-b to edit side-a's status message to interrupted", func() bool {
+		for _, e := range h.edits("side-b") {
+			if e.ID == first.Thread && strings.Contains(e.Text, fmt.Sprintf("#%d `mtp steps 10 qwen`", first.ID)) && strings.Contains(e.Text, "interrupted") {
+				return true
+			}
+		}
+		return false
+	})
+	_, posts := httpGet(t, h.bases["side-b"]+"/test/posts")
+	if want := fmt.Sprintf("#%d `mtp steps 10 qwen` was interrupted", first.ID); !strings.Contains(posts, want) {
+		t.Errorf("side-b's chat does not say %q:\n%s", want, posts)
+	}
+	pollServe(t, h.procs["side-b"], 2*time.Minute, "side-b's job to finish", func() bool {
+		second, _ = h.st.Job(ctx, rb.JobID)
+		return second.Status.Final()
+	})
+	if a, _ := h.st.Job(ctx, first.ID); a.Status != store.Interrupted || second.Status != store.Succeeded || !second.StartedAt.After(killed) {
+		t.Errorf("side-a's job %s, side-b's %s (started %s, kill at %s): want interrupted, then succeeded after the kill",
+			a.Status, second.Status, second.StartedAt.Format(time.StampMilli), killed.Format(time.StampMilli))
+	}
+	h.stop()
+	t.Logf("side-b took qwen %s after kill -9 of side-a (lease_ttl %s)", took.Round(time.Millisecond), leaseTTL)
+}
+
+// Two `opsbot serve` on two "machines" share one PostgreSQL store and one
+// lab: `mtp steps 10` on side-a and `mtp steps 6` on side-b, sent while the
+// first waits for the engine, never overlap: side-b's thread says whom it
+// waits for, and its job starts only after side-a's ended; both succeed.
+func TestTwoMachinesNeverOverlapOnOneService(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	pgtest.Skip(t)
+	skipWithoutMachines(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	// 100 s of lab time: about 4 s of wall-clock time in "wait until ready".
+	h := newHAMachines(t, ctx, []lab.Fault{{Name: "slow-load", Duration: 100 * time.Second}}, "")
+	h.start("side-a")
+	h.start("side-b")
+	ra := command(t, h.bases["side-a"], "tester", "mtp steps 10 qwen")
+	first := waitForStep(t, h.st, "mtp steps 10 qwen", "wait until ready", h.procs["side-a"])
+	rb := command(t, h.bases["side-b"], "tester", "mtp steps 6 qwen")
+	if ra.JobID == 0 || rb.JobID == 0 {
+		t.Fatalf("replies %+v and %+v: want two queued jobs", ra, rb)
+	}
+	wait := fmt.Sprintf("waiting for qwen: job #%d of opsbot on side-a (pid 1) is changing it", first.ID)
+	var a, b store.Job
+	pollServe(t, h.procs["side-b"], 2*time.Minute, "both jobs to finish", func() bool {
+		a, _ = h.st.Job(ctx, ra.JobID)
+		b, _ = h.st.Job(ctx, rb.JobID)
+		return a.Status.Final() && b.Status.Final()
+	})
+	if a.Status != store.Succeeded || b.Status != store.Succeeded || !b.StartedAt.After(a.EndedAt) {
+		t.Fatalf("side-a's job %s ran %s..%s, side-b's %s started %s: want both succeeded, one after the other",
+			a.Status, a.StartedAt.Format(time.StampMilli), a.EndedAt.Format(time.StampMilli), b.Status, b.StartedAt.Format(time.StampMilli))
+	}
+	if _, posts := httpGet(t, h.bases["side-b"]+"/test/posts"); !strings.Contains(posts, wait) {
+		t.Errorf("side-b's thread does not say %q:\n%s", wait, posts)
+	}
+	h.stop()
+	t.Logf("side-b's job started %s after side-a's ended", b.StartedAt.Sub(a.EndedAt).Round(time.Millisecond))
+}
