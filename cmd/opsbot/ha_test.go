@@ -18,16 +18,23 @@ import (
 	"github.com/opsbot/opsbot/store"
 )
 
-// haScale is the scheduler clock of the two-machine test: 12x, so a `* * *
-// * *` schedule fires every 5 s, longer than a takeover (lease_ttl 3 s and
-// a poll): a firing is never missed because its holder died just before.
-const haScale = 12
+// haOptions configure haMachines.
+type haOptions struct {
+	faults    []lab.Fault
+	schedules string        // YAML added to the config
+	scale     int           // the scheduler clock's factor (default 12)
+	ttl       time.Duration // limits.lease_ttl (default leaseTTL, 3 s)
+}
+
+// The default scheduler clock, 12x, fires a `* * * * *` schedule every 5
+// s, longer than a takeover (lease_ttl 3 s and a poll): a firing is never
+// missed because its holder died just before it.
 
 // haMachines is one PostgreSQL database and one lab shared by two `opsbot
 // serve` "machines" (machineAttr: PID, UTS and mount namespaces of their
 // own, hostnames side-a and side-b), each with the test chat adapter.
 type haMachines struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	lab   *lab.Lab
 	cfg   string
@@ -40,18 +47,30 @@ type haMachines struct {
 	hosts map[string]string
 }
 
-func newHAMachines(t *testing.T, ctx context.Context, faults []lab.Fault, schedules string) *haMachines {
+func newHAMachines(t testing.TB, ctx context.Context, o haOptions) *haMachines {
 	t.Helper()
-	l, cfg, st := leaseLabOn(t, ctx, faults, pgtest.Database(t))
+	if o.scale == 0 {
+		o.scale = 12
+	}
+	if o.ttl == 0 {
+		o.ttl = leaseTTL
+	}
+	l, cfg, st := leaseLabOn(t, ctx, o.faults, pgtest.Database(t))
+	for _, svc := range l.Topology().Services {
+		if err := l.WaitReady(ctx, svc.Name); err != nil {
+			t.Fatalf("lab service %s: %v", svc.Name, err)
+		}
+	}
 	b, err := os.ReadFile(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A short benchmark, well under the 5 s between two firings.
 	text := regexp.MustCompile(`(?m)^bench: .*$`).ReplaceAllLiteralString(string(b), "bench: {prompts: 4, concurrency: 2, input_len: 64, output_len: 16}")
-	writeFile(t, cfg, text+"http: {listen: \"127.0.0.1:0\"}\n"+schedules)
+	text = strings.Replace(text, "lease_ttl: "+leaseTTL.String(), "lease_ttl: "+o.ttl.String(), 1)
+	writeFile(t, cfg, text+"http: {listen: \"127.0.0.1:0\"}\n"+o.schedules)
 	return &haMachines{t: t, ctx: ctx, lab: l, cfg: cfg, st: st,
-		scale: fmt.Sprintf("%d@%s", haScale, time.Now().UTC().Format(time.RFC3339Nano)),
+		scale: fmt.Sprintf("%d@%s", o.scale, time.Now().UTC().Format(time.RFC3339Nano)),
 		procs: map[string]*opsbotProc{}, bases: map[string]string{}, hosts: map[string]string{}}
 }
 
@@ -142,24 +161,89 @@ func TestTwoMachinesFireEachScheduleOnce(t *testing.T) {
 	skipWithoutMachines(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	h := newHAMachines(t, ctx, nil, `schedules:
+	h := newHAMachines(t, ctx, haOptions{schedules: haSchedule})
+	f := fireThroughKills(h, 3, 3)
+	for _, e := range f.errs {
+		t.Error(e)
+	}
+	if len(f.claimers) != 2 || f.claimers["side-a"] == 0 || f.claimers["side-b"] == 0 {
+		t.Errorf("firings claimed by %v: want both sides in turn", f.claimers)
+	}
+	t.Logf("%d firings, %d jobs, claimed by %v; scheduler takeovers after kill -9: %v (lease_ttl %s)",
+		f.firings, f.jobs, f.claimers, f.takeovers, leaseTTL)
+}
+
+// BenchmarkFiringsTwoMachines counts firings against scheduled jobs over
+// 100 firings of a minute schedule with two `opsbot serve` machines on one
+// PostgreSQL store, the scheduler's holder killed (kill -9 of its
+// namespace) after every 20 firings and booted again as the standby. The
+// scheduler clock runs 30x (a minute every 2 s) with lease_ttl 1 s. Not in
+// CI (a few minutes):
+//
+//	go test -tags goolm ./cmd/opsbot -run '^$' -bench FiringsTwoMachines -benchtime 1x
+func BenchmarkFiringsTwoMachines(b *testing.B) {
+	pgtest.Skip(b)
+	if os.Geteuid() != 0 {
+		b.Skip("namespaces of their own need root")
+	}
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		h := newHAMachines(b, ctx, haOptions{schedules: haSchedule, scale: 30, ttl: time.Second})
+		f := fireThroughKills(h, 5, 20)
+		cancel()
+		for _, e := range f.errs {
+			b.Error(e)
+		}
+		var worst time.Duration
+		for _, d := range f.takeovers {
+			worst = max(worst, d)
+		}
+		b.ReportMetric(float64(f.firings), "firings")
+		b.ReportMetric(float64(f.jobs), "jobs")
+		b.ReportMetric(float64(f.gaps), "minutes-missed")
+		b.ReportMetric(worst.Seconds(), "worst-takeover-s")
+		b.Logf("%d firings, %d jobs, %d minutes missed, claimed by %v; takeovers %v (lease_ttl 1s)", f.firings, f.jobs, f.gaps, f.claimers, f.takeovers)
+	}
+}
+
+// haSchedule is a schedule every minute whose job (a short benchmark) ends
+// well within a minute of the fast clocks here.
+const haSchedule = `schedules:
   - {cron: "* * * * *", command: "bench qwen", as: "console:oncall", to: "console:ops", missed: run}
-`)
+`
+
+// firingStats is what fireThroughKills saw.
+type firingStats struct {
+	firings, jobs, gaps int
+	claimers            map[string]int // firings claimed, by host
+	takeovers           []time.Duration
+	errs                []string // broken promises: a firing doubled, missed or without its one job
+}
+
+// fireThroughKills boots side-a and side-b, lets the schedule fire perRound
+// times, kills the holder of the scheduler lease (its whole namespace,
+// right after its last firing's job finished), waits for the other side to
+// take the lease, boots the killed side again as the standby, and so on for
+// rounds rounds; then stops both and checks the firings: one a minute, none
+// missed or doubled, each with exactly one job, every job succeeded.
+func fireThroughKills(h *haMachines, rounds, perRound int) firingStats {
+	t := h.t
+	t.Helper()
 	h.start("side-a")
 	h.start("side-b")
-	list, err := h.st.Schedules(ctx)
+	list, err := h.st.Schedules(h.ctx)
 	if err != nil || len(list) != 1 {
 		t.Fatalf("schedules %+v, %v", list, err)
 	}
 	id := list[0].ID
 	firings := func() []store.Firing {
-		fs, err := h.st.Firings(ctx, id)
+		fs, err := h.st.Firings(h.ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return fs
 	}
-	// settled reports whether every firing so far has its job, finished.
+	// settled reports whether n firings are claimed, each with its job, finished.
 	settled := func(n int) bool {
 		fs, jobs := firings(), scheduledJobs(t, h.st, id)
 		if len(fs) < n || len(jobs) != len(fs) {
@@ -172,53 +256,54 @@ func TestTwoMachinesFireEachScheduleOnce(t *testing.T) {
 		}
 		return true
 	}
+	var st firingStats
 	want := 0
-	var takeovers []time.Duration
-	for round := range 3 {
-		want += 3
-		poll(t, time.Minute, fmt.Sprintf("%d firings, each with its finished job", want), func() bool { return settled(want) }, h.all()...)
+	for round := range rounds {
+		want += perRound
+		poll(t, time.Duration(perRound)*time.Minute, fmt.Sprintf("%d firings, each with its finished job", want), func() bool { return settled(want) }, h.all()...)
 		want = len(firings())
-		h.holder(bot.SchedulerLease) // who fired these
-		if round == 2 {
+		victim := h.holder(bot.SchedulerLease) // who fired these
+		if round == rounds-1 {
 			break
 		}
-		victim := h.holder(bot.SchedulerLease)
 		if victim == "" {
 			t.Fatal("nobody holds the scheduler lease")
 		}
 		other := map[string]string{"side-a": "side-b", "side-b": "side-a"}[victim]
 		killed := h.kill(victim)
 		poll(t, time.Minute, other+" to take the scheduler lease", func() bool { return h.holder(bot.SchedulerLease) == other }, h.all()...)
-		takeovers = append(takeovers, time.Since(killed))
+		st.takeovers = append(st.takeovers, time.Since(killed).Round(time.Millisecond))
 		h.start(victim) // back as the standby
 	}
 	h.stop()
 
 	fs := firings()
 	jobs := scheduledJobs(t, h.st, id)
+	st.firings, st.jobs, st.claimers = len(fs), len(jobs), map[string]int{}
 	if len(jobs) != len(fs) {
-		t.Errorf("%d scheduled jobs for %d firings", len(jobs), len(fs))
+		st.errs = append(st.errs, fmt.Sprintf("%d scheduled jobs for %d firings", len(jobs), len(fs)))
 	}
-	claimers := map[string]int{}
 	for i, f := range fs {
-		claimers[h.hosts[f.ClaimedBy]]++
-		if i > 0 && f.At.Sub(fs[i-1].At) != time.Minute {
-			t.Errorf("firings %s and %s: want one every minute, none missed or doubled", fs[i-1].At.Format(time.TimeOnly), f.At.Format(time.TimeOnly))
+		st.claimers[h.hosts[f.ClaimedBy]]++
+		if i == 0 {
+			continue
+		}
+		if d := f.At.Sub(fs[i-1].At); d != time.Minute {
+			st.gaps += max(0, int(d/time.Minute)-1)
+			st.errs = append(st.errs, fmt.Sprintf("firings %s and %s: want one every minute, none missed or doubled",
+				fs[i-1].At.Format(time.TimeOnly), f.At.Format(time.TimeOnly)))
 		}
 	}
 	for _, j := range jobs {
 		if j.Status != store.Succeeded {
-			t.Errorf("scheduled job #%d: %s %s", j.ID, j.Status, j.Error)
+			st.errs = append(st.errs, fmt.Sprintf("scheduled job #%d: %s %s", j.ID, j.Status, j.Error))
 		}
 	}
-	if claimers["side-a"] == 0 || claimers["side-b"] == 0 || claimers[""] != 0 {
-		t.Errorf("firings claimed by %v: want both sides in turn", claimers)
-	}
-	t.Logf("%d firings, %d jobs, claimed by %v; scheduler takeovers after kill -9: %v (lease_ttl %s)", len(fs), len(jobs), claimers, takeovers, leaseTTL)
+	return st
 }
 
 // scheduledJobs returns the jobs schedule id started.
-func scheduledJobs(t *testing.T, st *store.Store, id int64) []store.Job {
+func scheduledJobs(t testing.TB, st *store.Store, id int64) []store.Job {
 	t.Helper()
 	jobs, err := st.ListJobs(context.Background(), store.JobFilter{Limit: 1000})
 	if err != nil {
@@ -248,7 +333,7 @@ func TestTwoMachinesKilledMidJob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	// 150 s of lab time: about 6 s of wall-clock time in "wait until ready".
-	h := newHAMachines(t, ctx, []lab.Fault{{Name: "slow-load", Duration: 150 * time.Second}}, "")
+	h := newHAMachines(t, ctx, haOptions{faults: []lab.Fault{{Name: "slow-load", Duration: 150 * time.Second}}})
 	h.start("side-a")
 	h.start("side-b")
 	before, err := h.lab.Host("gpu1").ReadFile("/etc/systemd/system/" + h.lab.Topology().Services[0].Unit)
@@ -320,7 +405,7 @@ func TestTwoMachinesNeverOverlapOnOneService(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	// 100 s of lab time: about 4 s of wall-clock time in "wait until ready".
-	h := newHAMachines(t, ctx, []lab.Fault{{Name: "slow-load", Duration: 100 * time.Second}}, "")
+	h := newHAMachines(t, ctx, haOptions{faults: []lab.Fault{{Name: "slow-load", Duration: 100 * time.Second}}})
 	h.start("side-a")
 	h.start("side-b")
 	ra := command(t, h.bases["side-a"], "tester", "mtp steps 10 qwen")

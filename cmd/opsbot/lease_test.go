@@ -67,7 +67,7 @@ func spawnWith(t testing.TB, ctx context.Context, attr *syscall.SysProcAttr, env
 }
 
 // wait waits for the process to exit and returns its exit code.
-func (p *opsbotProc) wait(t *testing.T, d time.Duration) int {
+func (p *opsbotProc) wait(t testing.TB, d time.Duration) int {
 	t.Helper()
 	select {
 	case <-p.done:
@@ -85,7 +85,7 @@ func leaseLab(t *testing.T, ctx context.Context, faults []lab.Fault) (l *lab.Lab
 
 // leaseLabOn is leaseLab with the store in the PostgreSQL database at
 // pgURL ("": the lab's SQLite file).
-func leaseLabOn(t *testing.T, ctx context.Context, faults []lab.Fault, pgURL string) (l *lab.Lab, cfg string, st *store.Store) {
+func leaseLabOn(t testing.TB, ctx context.Context, faults []lab.Fault, pgURL string) (l *lab.Lab, cfg string, st *store.Store) {
 	t.Helper()
 	l, err := lab.Start(ctx, lab.Options{Faults: faults})
 	if err != nil {
@@ -132,7 +132,7 @@ func leaseLabOn(t *testing.T, ctx context.Context, faults []lab.Fault, pgURL str
 const leaseTTL = 3 * time.Second
 
 // poll polls cond until it holds or d has passed.
-func poll(t *testing.T, d time.Duration, what string, cond func() bool, procs ...*opsbotProc) {
+func poll(t testing.TB, d time.Duration, what string, cond func() bool, procs ...*opsbotProc) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
