@@ -124,12 +124,33 @@ func TestStoreCopyCommand(t *testing.T) {
 // given back: /readyz turns 503 naming the store within 10 s, a command is
 // refused with the store-down answer (nothing started), and once the
 // database is back /readyz is 200 again and commands run, without a
-// restart.
+// restart. Away is the network cut (a proxy that drops every connection
+// and refuses new ones) or the server stopped (a fast shutdown, then
+// started again on the same data).
 func TestServePostgresDownAndBack(t *testing.T) {
 	t.Parallel()
 	testrun.Long(t)
 	pgtest.Skip(t)
-	proxy, url := pgtest.NewProxy(t, pgtest.Database(t))
+	t.Run("cut", func(t *testing.T) {
+		t.Parallel()
+		proxy, url := pgtest.NewProxy(t, pgtest.Database(t))
+		testServeStoreAway(t, url, proxy.Addr(), proxy.Cut, proxy.Restore)
+	})
+	t.Run("stopped", func(t *testing.T) {
+		t.Parallel()
+		c := pgtest.Own(t)
+		url := c.Database(t)
+		testServeStoreAway(t, url, fmt.Sprintf("127.0.0.1:%d", c.Port()), c.Halt, func() {
+			if err := c.Resume(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+}
+
+// testServeStoreAway runs TestServePostgresDownAndBack on the database at
+// url (addr as the store names it), taken away by away and given back by back.
+func testServeStoreAway(t *testing.T, url, addr string, away, back func()) {
 	dir := t.TempDir()
 	cfg := writeFile(t, filepath.Join(dir, "opsbot.yaml"), `store: {driver: postgres, url: "${OPSBOT_TEST_DB_URL}"}
 http: {listen: "127.0.0.1:0"}
@@ -144,13 +165,13 @@ auth:
 		t.Fatalf("gpu status with the database up: %+v", r)
 	}
 
-	proxy.Cut()
+	away()
 	t0 := time.Now()
 	var body string
 	pollServe(t, p, 10*time.Second, "/readyz 503 naming the store", func() bool {
 		var code int
 		code, body = httpGet(t, base+"/readyz")
-		return code == 503 && strings.Contains(body, "store postgres "+proxy.Addr()+"/")
+		return code == 503 && strings.Contains(body, "store postgres "+addr+"/")
 	})
 	t.Logf("/readyz 503 after %s: %s", time.Since(t0).Round(time.Millisecond), strings.TrimSpace(body))
 	t1 := time.Now()
@@ -162,7 +183,7 @@ auth:
 		t.Errorf("the refusal took %s, over Slack's 3 s", took)
 	}
 
-	proxy.Restore()
+	back()
 	pollServe(t, p, 30*time.Second, "/readyz 200 again", func() bool { code, _ := httpGet(t, base+"/readyz"); return code == 200 })
 	pollServe(t, p, 30*time.Second, "a command runs again", func() bool {
 		r := command(t, base, "tester", "gpu status")

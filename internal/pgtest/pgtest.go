@@ -43,10 +43,11 @@ const RequireEnv = "OPSBOT_REQUIRE_POSTGRES"
 type Cluster struct {
 	dir  string // the temporary directory: data/ and sock/
 	port int
+	cred *syscall.Credential // the server's user (postgres when the tests run as root)
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the server process has exited
 	log  bytes.Buffer
-	mu   sync.Mutex // guards admin
+	mu   sync.Mutex // guards log, cmd and done
 	// admin is a connection to the postgres database, for CREATE DATABASE.
 	admin *sql.DB
 	seq   atomic.Int64
@@ -81,7 +82,12 @@ func Skip(t testing.TB) {
 // dropped with the cluster when the test binary ends.
 func Database(t testing.TB) string {
 	t.Helper()
-	c := Shared(t)
+	return Shared(t).Database(t)
+}
+
+// Database creates a new empty database on c and returns its connection URL.
+func (c *Cluster) Database(t testing.TB) string {
+	t.Helper()
 	name := fmt.Sprintf("t%d_%d", os.Getpid(), c.seq.Add(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -105,6 +111,45 @@ func Shared(t testing.TB) *Cluster {
 		t.Fatalf("pgtest: %v", initErr)
 	}
 	return shared
+}
+
+// Own starts a cluster for t alone, stopped and removed when t ends: for a
+// test that stops the server under a running opsbot (Halt, Resume).
+func Own(t testing.TB) *Cluster {
+	t.Helper()
+	Skip(t)
+	c, err := start()
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// Halt stops the server as `pg_ctl stop -m fast` does (SIGINT: every
+// session is ended, then the server shuts down cleanly); its data stays.
+func (c *Cluster) Halt() {
+	c.mu.Lock()
+	cmd, done := c.cmd, c.done
+	c.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	c.mu.Lock()
+	c.cmd = nil
+	c.mu.Unlock()
+}
+
+// Resume starts a halted server again, on the same data and port.
+func (c *Cluster) Resume() error {
+	return c.run(c.cred, filepath.Join(c.dir, "data"), filepath.Join(c.dir, "sock"), c.port)
 }
 
 // URL is the connection URL of database db on the cluster.
@@ -154,7 +199,7 @@ func start() (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{dir: dir}
+	c := &Cluster{dir: dir, cred: cred}
 	ok := false
 	defer func() {
 		if !ok {
@@ -206,7 +251,9 @@ func start() (*Cluster, error) {
 
 // run starts the server on port and waits until it accepts connections.
 func (c *Cluster) run(cred *syscall.Credential, data, sock string, port int) error {
+	c.mu.Lock()
 	c.log.Reset()
+	c.mu.Unlock()
 	cmd := exec.Command(filepath.Join(BinDir, "postgres"), "-D", data, "-k", sock, "-h", "127.0.0.1",
 		"-p", strconv.Itoa(port), "-F", "-c", "max_connections=400", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "shared_buffers=32MB", "-c", "log_min_messages=warning")
@@ -228,7 +275,9 @@ func (c *Cluster) run(cred *syscall.Credential, data, sock string, port int) err
 		default:
 		}
 		if err := ping(c.URL("postgres")); err == nil {
+			c.mu.Lock()
 			c.cmd, c.done = cmd, done
+			c.mu.Unlock()
 			return nil
 		} else if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
@@ -259,14 +308,6 @@ func (c *Cluster) Stop() {
 	if c.admin != nil {
 		c.admin.Close()
 	}
-	if c.cmd != nil {
-		_ = c.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-c.done:
-		case <-time.After(30 * time.Second):
-			_ = c.cmd.Process.Kill()
-			<-c.done
-		}
-	}
+	c.Halt()
 	_ = os.RemoveAll(c.dir)
 }
