@@ -39,6 +39,11 @@ type Console struct {
 	// TTY says w is a terminal: a prompt is redrawn in place (erased before
 	// output, printed again after it) instead of after a line break.
 	TTY bool
+	// WaitsOnly prints nothing but the waits: a status that says the job
+	// waits for a holder and the status after it (the job has the
+	// service). `opsbot run --json` writes these to stderr, its stdout
+	// carrying only JSON.
+	WaitsOnly bool
 	// ChartDir is where a chart posted in a thread (a sweep's, a tune's) is
 	// saved, as a new file whose path is printed in its place (SaveChart);
 	// "" is the current directory.
@@ -87,6 +92,9 @@ func (c *Console) Post(_ context.Context, room string, m bot.Message) (bot.Ref, 
 	c.next++
 	ref := bot.Ref{Room: room, ID: strconv.Itoa(c.next)}
 	c.last[ref.ID] = m.Text
+	if c.WaitsOnly {
+		return ref, nil
+	}
 	return ref, c.write(hang(m.Text))
 }
 
@@ -115,6 +123,12 @@ func (c *Console) Edit(_ context.Context, ref bot.Ref, m bot.Message) error {
 	if !m.Final && !waiting && !c.waited[ref.ID] && (!c.Live || c.steps[ref.ID]) {
 		return nil
 	}
+	if c.WaitsOnly && !waiting && !c.waited[ref.ID] {
+		if m.Final {
+			delete(c.last, ref.ID)
+		}
+		return nil
+	}
 	if c.last[ref.ID] == m.Text {
 		return nil
 	}
@@ -134,6 +148,9 @@ func (c *Console) Reply(_ context.Context, ref bot.Ref, m bot.Message) (bot.Ref,
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.next++
+	if c.WaitsOnly {
+		return bot.Ref{Room: ref.Room, ID: strconv.Itoa(c.next)}, nil
+	}
 	if m.Kind == bot.KindStep {
 		c.steps[ref.ID] = true
 	}

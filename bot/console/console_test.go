@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -36,8 +37,20 @@ func TestLiveStatusNotReprintedAfterEachEvent(t *testing.T) {
 // and the status after it (the job has the service), once.
 func TestRunPrintsWaitForHolderAndWhenItHasIt(t *testing.T) {
 	t.Parallel()
+	for _, waitsOnly := range []bool{false, true} {
+		t.Run(fmt.Sprintf("WaitsOnly=%v", waitsOnly), func(t *testing.T) {
+			t.Parallel()
+			testPrintsWait(t, waitsOnly)
+		})
+	}
+}
+
+// testPrintsWait: with WaitsOnly (run --json's stderr) only the wait and
+// the status after it print.
+func testPrintsWait(t *testing.T, waitsOnly bool) {
 	var out bytes.Buffer
 	c := New(&out)
+	c.WaitsOnly = waitsOnly
 	ctx := context.Background()
 	ref, _ := c.Post(ctx, Room, bot.Message{Kind: bot.KindStatus, Text: "#2 queued"})
 	c.Edit(ctx, ref, bot.Message{Kind: bot.KindStatus, Text: "#2 queued · about to start"})
@@ -54,6 +67,9 @@ func TestRunPrintsWaitForHolderAndWhenItHasIt(t *testing.T) {
 	c.Edit(ctx, ref3, bot.Message{Kind: bot.KindStatus, Status: bot.StatusRunning, Text: "#3 running"})
 	c.Edit(ctx, ref3, bot.Message{Kind: bot.KindStatus, Text: "#3 succeeded", Final: true})
 	want := "#2 queued\n" + wait + "\n#2 running\n    step stop\n#2 succeeded\n#3 queued\n#3 succeeded\n"
+	if waitsOnly {
+		want = wait + "\n#2 running\n"
+	}
 	if out.String() != want {
 		t.Errorf("printed:\n%s\nwant:\n%s", out.String(), want)
 	}

@@ -27,7 +27,8 @@ var subcommands = map[string]subcommandDoc{
 	"opsbot run": {
 		usage: "opsbot run [--config FILE | --lab [--lab-faults LIST] [--lab-unit FILE]] [--json] [--chart-dir DIR] [--as ID] [--yes] [-v] 'CMD' ['CMD' ...]",
 		what: "Runs chat commands through the same dispatcher as Slack and Matrix, one after the other, and prints\n" +
-			"each job's status thread (or, with --json, one JSON object per command). Flags may come before or\n" +
+			"each job's status thread (or, with --json, one JSON object per command on stdout, and on stderr only\n" +
+			"when a job waits for another's service and when it has it). Flags may come before or\n" +
 			"after the commands. Exit 2 when a command does not parse (then none runs); otherwise the highest\n" +
 			"of the commands' codes: 0 when every job succeeded or was answered, 1 when one failed, was refused\n" +
 			"or cancelled, or was turned down as it ran (`job 7` of a job that does not exist).\n" +

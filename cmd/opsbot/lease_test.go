@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,10 +25,11 @@ import (
 
 // opsbotProc is a running opsbot child process.
 type opsbotProc struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-	err  error
+	cmd    *exec.Cmd
+	out    *syncBuffer // stdout and stderr
+	stdout *syncBuffer // stdout alone
+	done   chan struct{}
+	err    error
 }
 
 func startOpsbot(t *testing.T, ctx context.Context, args ...string) *opsbotProc {
@@ -44,14 +47,14 @@ func spawn(t testing.TB, ctx context.Context, env []string, args ...string) *ops
 // spawnWith is spawn with the child's process attributes (its namespaces).
 func spawnWith(t testing.TB, ctx context.Context, attr *syscall.SysProcAttr, env []string, args ...string) *opsbotProc {
 	t.Helper()
-	p := &opsbotProc{out: &syncBuffer{}, done: make(chan struct{})}
+	p := &opsbotProc{out: &syncBuffer{}, stdout: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
 	p.cmd.SysProcAttr = attr
 	// A temporary directory of its own: a child killed with SIGKILL cannot remove the lab's
 	// and --lab's directories it made, and the machine's /tmp must stay as it was.
 	tmp := t.TempDir()
 	p.cmd.Env = append(append(os.Environ(), "OPSBOT_TEST_MAIN=1", "TMPDIR="+tmp), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.Stdout, p.cmd.Stderr = io.MultiWriter(p.out, p.stdout), p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -375,20 +378,30 @@ func TestCancelFromSecondProcessReachesTheJob(t *testing.T) {
 // the first's job holds qwen, prints in its terminal that it waits and for
 // whom (the first's job, host and pid), then once that its job has qwen
 // (its running status), and its job starts only after the first's ended.
+// With --json the same two lines go to stderr, and stdout is the JSON line
+// alone.
 func TestRunSaysWhoItWaitsFor(t *testing.T) {
 	t.Parallel()
 	testrun.Long(t)
-	onEachStore(t, testRunSaysWhoItWaitsFor)
+	onEachStore(t, func(t *testing.T, pgURL string) { testRunSaysWhoItWaitsFor(t, pgURL, false) })
+	t.Run("json", func(t *testing.T) {
+		t.Parallel()
+		testRunSaysWhoItWaitsFor(t, "", true)
+	})
 }
 
-func testRunSaysWhoItWaitsFor(t *testing.T, pgURL string) {
+func testRunSaysWhoItWaitsFor(t *testing.T, pgURL string, asJSON bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// 150 s of lab time: about 6 s of wall-clock time in "wait until ready".
 	_, cfg, st := leaseLabOn(t, ctx, []lab.Fault{{Name: "slow-load", Duration: 150 * time.Second}}, pgURL)
 	p1 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 6 qwen")
 	first := waitForStep(t, st, "mtp steps 6 qwen", "wait until ready", p1)
-	p2 := startOpsbot(t, ctx, "run", "--config", cfg, "mtp steps 7 qwen")
+	args := []string{"run", "--config", cfg, "mtp steps 7 qwen"}
+	if asJSON {
+		args = []string{"run", "--config", cfg, "--json", "mtp steps 7 qwen"}
+	}
+	p2 := startOpsbot(t, ctx, args...)
 	host, _ := os.Hostname()
 	wait := fmt.Sprintf("waiting for qwen: job #%d of opsbot on %s (pid %d) is changing it", first.ID, host, p1.cmd.Process.Pid)
 	poll(t, time.Minute, "the second process to say whom it waits for", func() bool {
@@ -411,8 +424,21 @@ func testRunSaysWhoItWaitsFor(t *testing.T, pgURL string) {
 	out := p2.out.String()
 	running := fmt.Sprintf("#%d `mtp steps 7 qwen` — running", second.ID)
 	if strings.Count(out, wait) != 1 || strings.Count(out, running) != 1 ||
-		strings.Index(out, wait) > strings.Index(out, running) || strings.Index(out, running) > strings.Index(out, "    ") {
+		strings.Index(out, wait) > strings.Index(out, running) || (!asJSON && strings.Index(out, running) > strings.Index(out, "    ")) {
 		t.Fatalf("the second process printed (want the wait, then %q once, before the steps):\n%s", running, out)
+	}
+	if !asJSON {
+		return
+	}
+	var line struct {
+		Job struct {
+			ID     int64  `json:"id"`
+			Status string `json:"status"`
+		} `json:"job"`
+	}
+	stdout := strings.TrimSpace(p2.stdout.String())
+	if err := json.Unmarshal([]byte(stdout), &line); err != nil || line.Job.ID != second.ID || line.Job.Status != "succeeded" {
+		t.Fatalf("stdout of run --json is not its one JSON line for job #%d (%v):\n%s", second.ID, err, stdout)
 	}
 }
 

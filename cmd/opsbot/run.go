@@ -48,12 +48,16 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err != nil {
 		return 2, err
 	}
-	chats := map[string]bot.Chat{}
-	if !*asJSON {
-		con := console.New(stdout)
-		con.ChartDir = charts
-		chats[console.Platform] = con
+	// Without --json the thread prints to stdout; with it stdout carries
+	// only JSON, and stderr says when a job waits for another's service
+	// and when it has it.
+	con := console.New(stdout)
+	con.ChartDir = charts
+	if *asJSON {
+		con = console.New(stderr)
+		con.WaitsOnly = true
 	}
+	chats := map[string]bot.Chat{console.Platform: con}
 	e, err := setup(ctx, setupOptions{ConfigPath: *configPath, Lab: *useLab, LabFaults: *labFaults, LabUnit: *labUnit,
 		Chats: chats, Logger: newLogger(stderr, *verbose)})
 	if err != nil {
