@@ -21,7 +21,8 @@ import (
 // haOptions configure haMachines.
 type haOptions struct {
 	faults    []lab.Fault
-	schedules string        // YAML added to the config
+	schedules string        // YAML added to the config (schedules, a slack section)
+	env       []string      // added to the machines' environment
 	scale     int           // the scheduler clock's factor (default 12)
 	ttl       time.Duration // limits.lease_ttl (default leaseTTL, 3 s)
 }
@@ -40,6 +41,7 @@ type haMachines struct {
 	cfg   string
 	st    *store.Store
 	scale string
+	env   []string
 	procs map[string]*opsbotProc
 	bases map[string]string
 	// hosts maps the lease owners seen (holder) to their hosts: a dead
@@ -70,15 +72,15 @@ func newHAMachines(t testing.TB, ctx context.Context, o haOptions) *haMachines {
 	text = strings.Replace(text, "lease_ttl: "+leaseTTL.String(), "lease_ttl: "+o.ttl.String(), 1)
 	writeFile(t, cfg, text+"http: {listen: \"127.0.0.1:0\"}\n"+o.schedules)
 	return &haMachines{t: t, ctx: ctx, lab: l, cfg: cfg, st: st,
-		scale: fmt.Sprintf("%d@%s", o.scale, time.Now().UTC().Format(time.RFC3339Nano)),
+		scale: fmt.Sprintf("%d@%s", o.scale, time.Now().UTC().Format(time.RFC3339Nano)), env: o.env,
 		procs: map[string]*opsbotProc{}, bases: map[string]string{}, hosts: map[string]string{}}
 }
 
 // start boots (or boots again) the machine host and waits until it is ready.
 func (h *haMachines) start(host string) {
 	h.t.Helper()
-	p := spawnWith(h.t, h.ctx, machineAttr(), []string{"OPSBOT_TEST_ADAPTER=extra", machineEnv + "=" + host,
-		SchedulerTimeScaleEnv + "=" + h.scale}, "serve", "--config", h.cfg)
+	p := spawnWith(h.t, h.ctx, machineAttr(), append([]string{"OPSBOT_TEST_ADAPTER=extra", machineEnv + "=" + host,
+		SchedulerTimeScaleEnv + "=" + h.scale}, h.env...), "serve", "--config", h.cfg)
 	base := serveURL(h.t, p)
 	pollServe(h.t, p, time.Minute, host+" ready", func() bool { code, _ := httpGet(h.t, base+"/readyz"); return code == 200 })
 	h.procs[host], h.bases[host] = p, base
@@ -430,4 +432,70 @@ func TestTwoMachinesNeverOverlapOnOneService(t *testing.T) {
 	}
 	h.stop()
 	t.Logf("side-b's job started %s after side-a's ended", b.StartedAt.Sub(a.EndedAt).Round(time.Millisecond))
+}
+
+// Two `opsbot serve` machines on one PostgreSQL store behind one Slack app
+// in HTTP mode, as behind a load balancer that may hand a delivery, or
+// Slack's retry of it, to either: each signed delivery, sent to both at
+// once, runs once. One machine acks it with the job; the other answers 409
+// and audits the replay.
+func TestTwoMachinesRunEachSlackDeliveryOnce(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	pgtest.Skip(t)
+	skipWithoutMachines(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	api := newSlackServer(t)
+	h := newHAMachines(t, ctx, haOptions{schedules: slackSection(api), env: slackEnv})
+	h.start("side-a")
+	h.start("side-b")
+	const n = 8
+	acks := map[string]int{}
+	for i := range n {
+		d := signedSlash(e2eSigningSecret, time.Now(), "/gpu", "status")
+		type answer struct {
+			host string
+			code int
+			body string
+		}
+		answers := make(chan answer, 2)
+		for _, host := range []string{"side-a", "side-b"} {
+			go func() {
+				code, body := d.post(t, h.bases[host])
+				answers <- answer{host, code, body}
+			}()
+		}
+		a, b := <-answers, <-answers
+		if a.code == 409 {
+			a, b = b, a
+		}
+		if a.code != 200 || !strings.Contains(a.body, "queued") || b.code != 409 {
+			t.Fatalf("delivery %d to both machines: %s answered %d %s, %s answered %d %s; want one ack and one 409",
+				i, a.host, a.code, a.body, b.host, b.code, b.body)
+		}
+		acks[a.host]++
+	}
+	jobs, err := h.st.ListJobs(ctx, store.JobFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != n {
+		t.Errorf("%d jobs for %d deliveries", len(jobs), n)
+	}
+	audit, err := h.st.Audit(ctx, store.AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := 0
+	for _, e := range audit {
+		if e.Decision == bot.DecisionReplayed {
+			replayed++
+		}
+	}
+	if replayed != n {
+		t.Errorf("%d replays audited for %d deliveries each sent twice", replayed, n)
+	}
+	h.stop()
+	t.Logf("%d deliveries each sent to both machines at once: %d jobs; acked by %v", n, len(jobs), acks)
 }
