@@ -2,12 +2,14 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/opsbot/opsbot/ops/engine"
 	"github.com/opsbot/opsbot/ops/gpu"
+	"github.com/opsbot/opsbot/ops/remote"
 )
 
 // LeftState is what a service is doing when its job returns.
@@ -63,6 +65,10 @@ type ServiceLeft struct {
 	// see whether it serves (the host's SSH server refuses to forward to a
 	// via_ssh service's URL); State is then LeftUnknown.
 	Unreachable bool `json:"unreachable,omitempty"`
+	// notRead: State is LeftUnknown because this process no longer holds
+	// the service's lease, so it sent the host nothing more (not even a
+	// read), rather than because the host did not answer.
+	notRead bool
 }
 
 // did is what a pipeline has done to its service so far; leave turns it into
@@ -105,7 +111,9 @@ func (r *Runbook) leave(ctx context.Context, t *target, res *Result, serving boo
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leftReadTimeout)
 		defer cancel()
 		l.State = LeftUnknown
-		if s, err := t.unit.Show(rctx); err == nil {
+		s, err := t.unit.Show(rctx)
+		l.notRead = errors.Is(err, remote.ErrHoldLost)
+		if err == nil {
 			switch {
 			case s.Stopped():
 				l.State = LeftStopped
@@ -183,6 +191,15 @@ func (l *ServiceLeft) Sentence() string {
 		}
 	default:
 		s = l.Service + " is in an unknown state (its host did not answer)"
+		if l.notRead {
+			s = l.Service + " was not checked: this opsbot process no longer holds it, so it sent its host nothing more"
+			switch l.Unit {
+			case UnitNew:
+				s += fmt.Sprintf("; its unit has the new text (steps %d)", l.Steps)
+			case UnitOld:
+				s += fmt.Sprintf("; its unit has the previous text (steps %d)", l.Steps)
+			}
+		}
 		if l.Unreachable {
 			s = l.Service + "'s unit is active" + on + ", but opsbot cannot reach its engine to see whether it serves"
 		}

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/opsbot/opsbot/internal/pgtest"
 	"github.com/opsbot/opsbot/internal/testrun"
+	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -151,19 +155,32 @@ func TestServePostgresDownAndBack(t *testing.T) {
 // testServeStoreAway runs TestServePostgresDownAndBack on the database at
 // url (addr as the store names it), taken away by away and given back by back.
 func testServeStoreAway(t *testing.T, url, addr string, away, back func()) {
-	dir := t.TempDir()
-	cfg := writeFile(t, filepath.Join(dir, "opsbot.yaml"), `store: {driver: postgres, url: "${OPSBOT_TEST_DB_URL}"}
-http: {listen: "127.0.0.1:0"}
-auth:
-  default_role: none
-  users: {"console:tester": operator}
-`)
-	p := startServe(t, "extra", []string{"OPSBOT_TEST_DB_URL=" + url}, "serve", "--config", cfg, "--lab")
+	ctx := context.Background()
+	// The lab's engine loads for an hour after a restart: a job waits in
+	// "wait until ready". lease_ttl is 3 s.
+	_, cfg, st := leaseLabOn(t, ctx, []lab.Fault{{Name: "slow-load", Duration: time.Hour}}, url)
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.WriteString(f, "http: {listen: \"127.0.0.1:0\"}\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startServe(t, "extra", nil, "serve", "--config", cfg)
 	base := serveURL(t, p)
 	pollServe(t, p, time.Minute, "/readyz 200", func() bool { code, _ := httpGet(t, base+"/readyz"); return code == 200 })
 	if r := command(t, base, "tester", "gpu status"); r.Outcome != "queued" || r.JobID == 0 {
 		t.Fatalf("gpu status with the database up: %+v", r)
 	}
+	mid := command(t, base, "tester", "mtp steps 10 qwen")
+	if mid.Outcome != "queued" {
+		t.Fatalf("mtp steps 10 with the database up: %+v", mid)
+	}
+	waitForStep(t, st, "mtp steps 10 qwen", "wait until ready", p)
 
 	away()
 	t0 := time.Now()
@@ -183,8 +200,40 @@ auth:
 		t.Errorf("the refusal took %s, over Slack's 3 s", took)
 	}
 
+	// The job in flight stops at its next safe point once its lease could
+	// not be renewed for lease_ttl, and says so in its thread.
+	pollServe(t, p, 30*time.Second, "the job in flight told the store refuses writes and stopped", func() bool {
+		_, posts := httpGet(t, base+"/test/posts")
+		return strings.Contains(posts, fmt.Sprintf("#%d: opsbot's store refuses writes", mid.JobID)) &&
+			strings.Contains(posts, "this opsbot process lost its hold on")
+	})
 	back()
 	pollServe(t, p, 30*time.Second, "/readyz 200 again", func() bool { code, _ := httpGet(t, base+"/readyz"); return code == 200 })
+	// Once back, what the job could not record is recorded, and its status
+	// message follows the store.
+	var j store.Job
+	pollServe(t, p, time.Minute, "the job in flight recorded", func() bool {
+		j, _ = st.Job(ctx, mid.JobID)
+		return j.Status.Final()
+	})
+	_, posts := httpGet(t, base+"/test/posts")
+	if i := strings.Index(posts, "now: "); i >= 0 {
+		t.Logf("the job's result says: %s", strings.SplitN(posts[i:], `\n`, 2)[0])
+	}
+	if j.Status != store.Failed || !strings.Contains(j.Error, "lost its hold on") {
+		t.Errorf("the job in flight recorded %s %q; want failed, saying it lost its hold", j.Status, j.Error)
+	}
+	pollServe(t, p, 30*time.Second, "its status message edited to failed", func() bool {
+		_, body := httpGet(t, base+"/test/edits")
+		var es []testEdit
+		_ = json.Unmarshal([]byte(body), &es)
+		for _, e := range es {
+			if e.ID == j.Thread && strings.Contains(e.Text, fmt.Sprintf("#%d `mtp steps 10 qwen` — failed", mid.JobID)) {
+				return true
+			}
+		}
+		return false
+	})
 	pollServe(t, p, 30*time.Second, "a command runs again", func() bool {
 		r := command(t, base, "tester", "gpu status")
 		return r.Outcome == "queued" && r.JobID != 0
