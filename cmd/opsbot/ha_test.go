@@ -76,6 +76,18 @@ func newHAMachines(t testing.TB, ctx context.Context, o haOptions) *haMachines {
 		procs: map[string]*opsbotProc{}, bases: map[string]string{}, hosts: map[string]string{}}
 }
 
+// twoMachines is newHAMachines for a test of its own (Long, needing
+// PostgreSQL and root), bounded by 4 minutes.
+func twoMachines(t *testing.T, o haOptions) *haMachines {
+	t.Helper()
+	testrun.Long(t)
+	pgtest.Skip(t)
+	skipWithoutMachines(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	return newHAMachines(t, ctx, o)
+}
+
 // start boots (or boots again) the machine host and waits until it is ready.
 func (h *haMachines) start(host string) {
 	h.t.Helper()
@@ -158,12 +170,7 @@ func (h *haMachines) stop() {
 // minute missed and no minute run twice, claimed by both sides in turn.
 func TestTwoMachinesFireEachScheduleOnce(t *testing.T) {
 	t.Parallel()
-	testrun.Long(t)
-	pgtest.Skip(t)
-	skipWithoutMachines(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	h := newHAMachines(t, ctx, haOptions{schedules: haSchedule})
+	h := twoMachines(t, haOptions{schedules: haSchedule})
 	f := fireThroughKills(h, 3, 3)
 	for _, e := range f.errs {
 		t.Error(e)
@@ -329,13 +336,8 @@ func scheduledJobs(t testing.TB, st *store.Store, id int64) []store.Job {
 // its own job then succeeds.
 func TestTwoMachinesKilledMidJob(t *testing.T) {
 	t.Parallel()
-	testrun.Long(t)
-	pgtest.Skip(t)
-	skipWithoutMachines(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
 	// 150 s of lab time: about 6 s of wall-clock time in "wait until ready".
-	h := newHAMachines(t, ctx, haOptions{faults: []lab.Fault{{Name: "slow-load", Duration: 150 * time.Second}}})
+	h := twoMachines(t, haOptions{faults: []lab.Fault{{Name: "slow-load", Duration: 150 * time.Second}}})
 	h.start("side-a")
 	h.start("side-b")
 	before, err := h.lab.Host("gpu1").ReadFile("/etc/systemd/system/" + h.lab.Topology().Services[0].Unit)
@@ -356,7 +358,7 @@ func TestTwoMachinesKilledMidJob(t *testing.T) {
 		_, posts := httpGet(t, h.bases["side-b"]+"/test/posts")
 		return strings.Contains(posts, wait)
 	})
-	if j, _ := h.st.Job(ctx, rb.JobID); j.Status != store.Queued {
+	if j, _ := h.st.Job(h.ctx, rb.JobID); j.Status != store.Queued {
 		t.Fatalf("side-b's job while side-a's holds qwen: %s, want queued", j.Status)
 	}
 
@@ -364,7 +366,7 @@ func TestTwoMachinesKilledMidJob(t *testing.T) {
 	t.Logf("the unit right after the kill: %s text", unitOldOrNew(t, h.lab, string(before)))
 	var second store.Job
 	pollServe(t, h.procs["side-b"], time.Minute, "side-b's job to take qwen", func() bool {
-		second, _ = h.st.Job(ctx, rb.JobID)
+		second, _ = h.st.Job(h.ctx, rb.JobID)
 		return !second.StartedAt.IsZero()
 	})
 	took := second.StartedAt.Sub(killed)
@@ -384,10 +386,10 @@ func TestTwoMachinesKilledMidJob(t *testing.T) {
 		t.Errorf("side-b's chat does not say %q:\n%s", want, posts)
 	}
 	pollServe(t, h.procs["side-b"], 2*time.Minute, "side-b's job to finish", func() bool {
-		second, _ = h.st.Job(ctx, rb.JobID)
+		second, _ = h.st.Job(h.ctx, rb.JobID)
 		return second.Status.Final()
 	})
-	if a, _ := h.st.Job(ctx, first.ID); a.Status != store.Interrupted || second.Status != store.Succeeded || !second.StartedAt.After(killed) {
+	if a, _ := h.st.Job(h.ctx, first.ID); a.Status != store.Interrupted || second.Status != store.Succeeded || !second.StartedAt.After(killed) {
 		t.Errorf("side-a's job %s, side-b's %s (started %s, kill at %s): want interrupted, then succeeded after the kill",
 			a.Status, second.Status, second.StartedAt.Format(time.StampMilli), killed.Format(time.StampMilli))
 	}
@@ -401,13 +403,8 @@ func TestTwoMachinesKilledMidJob(t *testing.T) {
 // waits for, and its job starts only after side-a's ended; both succeed.
 func TestTwoMachinesNeverOverlapOnOneService(t *testing.T) {
 	t.Parallel()
-	testrun.Long(t)
-	pgtest.Skip(t)
-	skipWithoutMachines(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
 	// 100 s of lab time: about 4 s of wall-clock time in "wait until ready".
-	h := newHAMachines(t, ctx, haOptions{faults: []lab.Fault{{Name: "slow-load", Duration: 100 * time.Second}}})
+	h := twoMachines(t, haOptions{faults: []lab.Fault{{Name: "slow-load", Duration: 100 * time.Second}}})
 	h.start("side-a")
 	h.start("side-b")
 	ra := command(t, h.bases["side-a"], "tester", "mtp steps 10 qwen")
@@ -419,8 +416,8 @@ func TestTwoMachinesNeverOverlapOnOneService(t *testing.T) {
 	wait := fmt.Sprintf("waiting for qwen: job #%d of opsbot on side-a (pid 1) is changing it", first.ID)
 	var a, b store.Job
 	pollServe(t, h.procs["side-b"], 2*time.Minute, "both jobs to finish", func() bool {
-		a, _ = h.st.Job(ctx, ra.JobID)
-		b, _ = h.st.Job(ctx, rb.JobID)
+		a, _ = h.st.Job(h.ctx, ra.JobID)
+		b, _ = h.st.Job(h.ctx, rb.JobID)
 		return a.Status.Final() && b.Status.Final()
 	})
 	if a.Status != store.Succeeded || b.Status != store.Succeeded || !b.StartedAt.After(a.EndedAt) {
@@ -476,14 +473,14 @@ func TestTwoMachinesRunEachSlackDeliveryOnce(t *testing.T) {
 		}
 		acks[a.host]++
 	}
-	jobs, err := h.st.ListJobs(ctx, store.JobFilter{Limit: 100})
+	jobs, err := h.st.ListJobs(h.ctx, store.JobFilter{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(jobs) != n {
 		t.Errorf("%d jobs for %d deliveries", len(jobs), n)
 	}
-	audit, err := h.st.Audit(ctx, store.AuditFilter{})
+	audit, err := h.st.Audit(h.ctx, store.AuditFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
