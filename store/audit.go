@@ -77,44 +77,25 @@ func insertAudit(tx *wtx, e AuditEntry) error {
 // one transaction: both or neither. The entry's JobID is set to the new
 // job's ID (it must be 0 on input); its At defaults to the job's CreatedAt.
 // Otherwise it is CreateJob followed by AppendAudit, at about the cost of
-// one of them: the bot's acknowledgement path.
+// one of them: the bot's acknowledgement path. (On PostgreSQL the calls
+// made at once share statements, see acker; each still gets its own
+// outcome.)
 func (s *Store) CreateJobAudited(ctx context.Context, j Job, e AuditEntry) (Job, error) {
-	if j.Status == "" {
-		j.Status = Queued
+	j, e, err := s.jobAudited(j, e)
+	if err != nil {
+		return Job{}, err
 	}
-	if err := checkJob(j); err != nil {
-		return Job{}, fmt.Errorf("create job: %w", err)
-	}
-	if e.JobID != 0 {
-		return Job{}, fmt.Errorf("create job: audit entry: %w: JobID is set by CreateJobAudited (got %d)", ErrInvalid, e.JobID)
-	}
-	if err := checkAudit(e); err != nil {
-		return Job{}, fmt.Errorf("create job: audit entry: %w", err)
-	}
-	j = s.jobDefaults(j)
-	if e.At.IsZero() {
-		e.At = j.CreatedAt
-	}
-	e.At = e.At.UTC().Round(0)
 	if s.dialect == postgresSQL {
-		// One statement, so one round trip in autocommit (writeAuto): the
-		// ack path.
-		err := s.writeAuto(ctx, func(tx *wtx) error {
-			return tx.QueryRowContext(context.Background(), `WITH j AS (INSERT INTO jobs
-				(command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id)
-				INSERT INTO audit_log (at, platform, user_id, room, command, decision, detail, job_id)
-				SELECT ?, ?, ?, ?, ?, ?, ?, id FROM j RETURNING job_id`,
-				j.Command, j.Platform, j.User, j.Room, j.Thread, j.Service, j.Host, string(j.Status), j.Error,
-				nullJSON(j.Result), nullID(j.ScheduleID), j.CreatedAt.UnixNano(), nanos(j.StartedAt), nanos(j.EndedAt), j.Owner,
-				e.At.UnixNano(), e.Platform, e.User, e.Room, e.Command, e.Decision, e.Detail).Scan(&j.ID)
-		})
-		if err != nil {
+		// One statement, so one round trip in autocommit: the ack path.
+		// Calls that queue together share one statement (see acker).
+		a := &ackRows{j: j, e: e}
+		if err := s.submit(ctx, ackOp(a)); err != nil {
 			return Job{}, fmt.Errorf("create job %q: %w", j.Command, err)
 		}
+		j.ID = a.id
 		return j, nil
 	}
-	err := s.write(ctx, func(tx *wtx) error {
+	err = s.write(ctx, func(tx *wtx) error {
 		id, err := insertJob(tx, j)
 		if err != nil {
 			return err
@@ -130,6 +111,30 @@ func (s *Store) CreateJobAudited(ctx context.Context, j Job, e AuditEntry) (Job,
 		return Job{}, fmt.Errorf("create job %q: %w", j.Command, err)
 	}
 	return j, nil
+}
+
+// jobAudited checks a new job and its audit entry for CreateJobAudited and
+// returns them with their defaults filled in (see jobDefaults; the entry's
+// At, the job's CreatedAt when zero).
+func (s *Store) jobAudited(j Job, e AuditEntry) (Job, AuditEntry, error) {
+	if j.Status == "" {
+		j.Status = Queued
+	}
+	if err := checkJob(j); err != nil {
+		return Job{}, AuditEntry{}, fmt.Errorf("create job: %w", err)
+	}
+	if e.JobID != 0 {
+		return Job{}, AuditEntry{}, fmt.Errorf("create job: audit entry: %w: JobID is set by CreateJobAudited (got %d)", ErrInvalid, e.JobID)
+	}
+	if err := checkAudit(e); err != nil {
+		return Job{}, AuditEntry{}, fmt.Errorf("create job: audit entry: %w", err)
+	}
+	j = s.jobDefaults(j)
+	if e.At.IsZero() {
+		e.At = j.CreatedAt
+	}
+	e.At = e.At.UTC().Round(0)
+	return j, e, nil
 }
 
 // AuditFilter selects audit entries. The zero value returns the newest 100.

@@ -99,13 +99,17 @@ func OpenPostgres(ctx context.Context, url string, maxConns int) (*Store, error)
 		rdb:      &db{DB: pool, d: postgresSQL, m: m},
 		ckpt:     make(chan struct{}, 1),
 		ops:      make(chan *writeOp),
+		acks:     make(chan *writeOp),
 		closing:  make(chan struct{}),
 	}
 	s.health.settled = refusalSettles
-	n := pgWriters(maxConns)
-	s.writerWG.Add(n)
-	for range n {
+	writers := pgWriters(maxConns)
+	s.writerWG.Add(writers + pgAckers)
+	for range writers {
 		go s.writer()
+	}
+	for range pgAckers {
+		go s.acker()
 	}
 	return s, nil
 }
@@ -199,6 +203,12 @@ func pgRefusal(err error) bool {
 }
 
 // pgWriters is how many writer goroutines a PostgreSQL store runs with a
-// pool of maxConns connections: all but two, which stay for reads (at
-// least one writer).
-func pgWriters(maxConns int) int { return max(1, maxConns-2) }
+// pool of maxConns connections: all but three, which stay for the acker
+// (see acker) and for reads (at least one writer).
+func pgWriters(maxConns int) int { return max(1, maxConns-3) }
+
+// pgAckers is how many ackers a PostgreSQL store runs. One: the calls that
+// queue while its statement runs all go into its next one, and a second
+// acker would split them into more, smaller statements, which cost more
+// in all (each has its own parse, plan and commit) where the CPU is short.
+const pgAckers = 1

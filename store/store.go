@@ -119,6 +119,9 @@ type Store struct {
 	ckpt    chan struct{} // capacity 1: a checkpoint is wanted
 
 	ops chan *writeOp // unbuffered: blocked senders form the FIFO queue
+	// acks queues CreateJobAudited's calls for the acker (PostgreSQL;
+	// nil on SQLite), as ops does for the writers.
+	acks chan *writeOp
 	// Prepared write statements by query text; nil while not yet prepared.
 	// Used only by the writer goroutine.
 	stmts      map[string]*sql.Stmt

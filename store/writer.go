@@ -19,7 +19,8 @@ type writeOp struct {
 	one   bool         // fn changes the database with at most one statement (see write1)
 	long  bool         // maintenance (see writeLong): MaintenanceTimeout instead of StatementTimeout
 	auto  bool         // exactly one statement: autocommit on PostgreSQL (see writeAuto)
-	state atomic.Int32 // opPending, then opTaken (by the writer) or opAbandoned (by the caller)
+	ack   *ackRows     // CreateJobAudited on PostgreSQL: queued for the acker (see acker), fn its own statement
+	state atomic.Int32 // opPending, then opTaken (by the writer or the acker) or opAbandoned (by the caller)
 	done  chan error   // buffered 1; receives the outcome once the op is taken
 }
 
@@ -77,8 +78,12 @@ func (s *Store) submit(ctx context.Context, op *writeOp) error {
 		return err
 	}
 	op.done = make(chan error, 1)
+	queue := s.ops
+	if op.ack != nil {
+		queue = s.acks
+	}
 	select {
-	case s.ops <- op:
+	case queue <- op:
 	case <-s.closing:
 		return ErrClosed
 	case <-ctx.Done():
@@ -450,10 +455,17 @@ func (s *Store) runAutocommit(op *writeOp) {
 	if !op.state.CompareAndSwap(opPending, opTaken) {
 		return
 	}
+	op.done <- s.autocommit(op.fn)
+}
+
+// autocommit runs fn, which makes one statement, in autocommit, bounded by
+// StatementTimeout, and returns its error (wrapping ErrUnreachable when the
+// statement ran out of time).
+func (s *Store) autocommit(fn func(tx *wtx) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), StatementTimeout)
 	defer cancel()
 	t0 := time.Now()
-	err := runOp(&wtx{s: s, ctx: ctx}, op.fn)
+	err := runOp(&wtx{s: s, ctx: ctx}, fn)
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrUnreachable) {
 		err = fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
@@ -462,5 +474,5 @@ func (s *Store) runAutocommit(op *writeOp) {
 		failed = err
 	}
 	s.m.observe(t0, failed)
-	op.done <- err
+	return err
 }
