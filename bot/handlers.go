@@ -284,7 +284,11 @@ func answerScheduleList(ctx context.Context, d *Dispatcher, _ Request, _ *comman
 		if to == "" {
 			to = s.Platform + ":" + s.Room
 		}
-		fmt.Fprintf(&b, "#%d `%s` at `%s` · %s%s · %s · as %s · to %s\n", s.ID, s.Command, s.Spec, state, next, last, s.Owner(), to)
+		origin := ""
+		if s.ConfigKey != "" {
+			origin = " · from the config"
+		}
+		fmt.Fprintf(&b, "#%d `%s` at `%s` · %s%s · %s · as %s · to %s%s\n", s.ID, s.Command, s.Spec, state, next, last, s.Owner(), to, origin)
 	}
 	return say("%s", strings.TrimRight(b.String(), "\n"))
 }

@@ -18,7 +18,8 @@ import (
 // may be paused and resumed from chat, but `schedule rm` refuses it, naming
 // the config file, and changes nothing (a dry run too); a schedule added
 // from chat is removed as before. Removing the entry from the file and
-// syncing (what a reload does) removes the schedule.
+// syncing (what a reload does) removes the schedule. `schedule list` marks
+// the config's.
 func TestConfigScheduleBelongsToTheConfig(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -81,6 +82,13 @@ func TestConfigScheduleBelongsToTheConfig(t *testing.T) {
 		t.Fatalf("schedules: %+v", list)
 	}
 	chatID := list[1].ID
+	// `schedule list` says which comes from the config.
+	r := say("schedule list")
+	lines := strings.Split(r.Text, "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], fmt.Sprintf("#%d ", id)) || !strings.Contains(lines[0], "from the config") ||
+		strings.Contains(lines[1], "from the config") {
+		t.Fatalf("schedule list: want the config's marked, the chat's not:\n%s", r.Text)
+	}
 	if r := say(fmt.Sprintf("schedule rm %d", chatID)); r.Outcome != Answered || !strings.Contains(r.Text, "removed") {
 		t.Fatalf("rm of a chat schedule: %s %q", r.Outcome, r.Text)
 	}
