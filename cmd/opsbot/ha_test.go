@@ -192,9 +192,7 @@ func TestTwoMachinesFireEachScheduleOnce(t *testing.T) {
 //	go test -tags goolm ./cmd/opsbot -run '^$' -bench FiringsTwoMachines -benchtime 1x
 func BenchmarkFiringsTwoMachines(b *testing.B) {
 	pgtest.Skip(b)
-	if os.Geteuid() != 0 {
-		b.Skip("namespaces of their own need root")
-	}
+	skipWithoutMachines(b)
 	for b.Loop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		h := newHAMachines(b, ctx, haOptions{schedules: haSchedule, scale: 30, ttl: time.Second})

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -49,10 +51,23 @@ func becomeMachine(host string) error {
 }
 
 // skipWithoutMachines skips t when this process cannot make the namespaces
-// (not root, or a sandbox that forbids them).
-func skipWithoutMachines(t *testing.T) {
+// (not root, or a sandbox that forbids them: tried once, with true(1)).
+func skipWithoutMachines(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("namespaces of their own need root")
 	}
+	machinesOnce.Do(func() {
+		cmd := exec.Command("true")
+		cmd.SysProcAttr = machineAttr()
+		machinesErr = cmd.Run()
+	})
+	if machinesErr != nil {
+		t.Skipf("cannot make PID, UTS and mount namespaces here: %v", machinesErr)
+	}
 }
+
+var (
+	machinesOnce sync.Once
+	machinesErr  error
+)
