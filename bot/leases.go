@@ -313,7 +313,7 @@ func (l *Leases) Acquire(ctx context.Context, key string, jobID int64, waiting f
 			told = true
 			waiting(l.describe(a.Holder))
 		}
-		t := time.NewTimer(l.poll)
+		t := time.NewTimer(l.retryIn(a.Holder))
 		select {
 		case <-t.C:
 		case <-changed:
@@ -323,6 +323,20 @@ func (l *Leases) Acquire(ctx context.Context, key string, jobID int64, waiting f
 			return nil, store.Acquisition{}, context.Cause(ctx)
 		}
 	}
+}
+
+// retryIn is how long a waiting Acquire waits before it tries again: the
+// poll interval, or less when the holder's lease expires sooner (judged by
+// the store's clock), so that a dead holder's lease is taken within a
+// millisecond or so of its expiry rather than up to a poll later.
+func (l *Leases) retryIn(holder store.Lease) time.Duration {
+	wait := l.poll
+	if !holder.ExpiresAt.IsZero() {
+		if d := holder.ExpiresAt.Sub(l.st.Clock()()) + time.Millisecond; d > 0 && d < wait {
+			wait = d
+		}
+	}
+	return wait
 }
 
 func (l *Leases) release(key string, jobID int64) {

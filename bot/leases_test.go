@@ -279,3 +279,36 @@ func TestVanishedOwnerStopsItsJobs(t *testing.T) {
 		return n == 1
 	})
 }
+
+// TestWaitingAcquireWakesAtTheHoldersExpiry: a waiting Acquire tries again
+// at the holder's expiry (by the store's clock) when that comes before its
+// next poll, and at the poll otherwise, so a dead holder's lease is taken
+// as soon as it expires.
+func TestWaitingAcquireWakesAtTheHoldersExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "opsbot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l, err := NewLeases(ctx, st, LeaseOptions{TTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := st.Clock()()
+	for _, tc := range []struct {
+		name     string
+		expires  time.Time
+		min, max time.Duration
+	}{
+		{"expires within the poll", now.Add(50 * time.Millisecond), time.Millisecond, 51 * time.Millisecond},
+		{"expires after the poll", now.Add(10 * time.Second), l.poll, l.poll},
+		{"expired already", now.Add(-time.Second), l.poll, l.poll},
+		{"no expiry known", time.Time{}, l.poll, l.poll},
+	} {
+		if got := l.retryIn(store.Lease{ExpiresAt: tc.expires}); got < tc.min || got > tc.max {
+			t.Errorf("%s: retry in %s, want %s..%s", tc.name, got, tc.min, tc.max)
+		}
+	}
+}
