@@ -403,6 +403,17 @@ func (l *Leases) Lock(ctx context.Context, key string, onWait func(holder string
 	return h, nil
 }
 
+// Holds reports whether this process holds the leader lease key (one taken
+// without a job: the scheduler's, the watchdog's) now: taken, and not
+// found lost since.
+func (l *Leases) Holds(key string) bool {
+	l.mu.Lock()
+	h, ok := l.held[key]
+	l.mu.Unlock()
+	// (Check takes l.mu itself: outside the lock.)
+	return ok && h.jobID == 0 && (h.hold == nil || h.hold.Check() == nil)
+}
+
 // Start runs the heartbeat for a Leases used without an Engine (a Matrix
 // sync): it renews the leases every TTL/3 and marks lost holds. Stop it with
 // Close.

@@ -433,7 +433,8 @@ func TestTwoMachinesNeverOverlapOnOneService(t *testing.T) {
 // in HTTP mode, as behind a load balancer that may hand a delivery, or
 // Slack's retry of it, to either: each signed delivery, sent to both at
 // once, runs once. One machine acks it with the job; the other answers 409
-// and audits the replay.
+// and audits the replay. Each machine's opsbot_lease_held says whether it
+// holds the scheduler's and the watchdog's lease: one of them does.
 func TestTwoMachinesRunEachSlackDeliveryOnce(t *testing.T) {
 	t.Parallel()
 	testrun.Long(t)
@@ -445,6 +446,26 @@ func TestTwoMachinesRunEachSlackDeliveryOnce(t *testing.T) {
 	h := newHAMachines(t, ctx, haOptions{schedules: slackSection(api), env: slackEnv})
 	h.start("side-a")
 	h.start("side-b")
+	// One of the two holds each leader lease, and says so in its metrics.
+	for _, lease := range []string{bot.SchedulerLease, bot.WatchdogLease} {
+		var by map[string]float64
+		pollServe(t, h.procs["side-a"], time.Minute, "one machine to report holding "+lease, func() bool {
+			by = map[string]float64{}
+			sum := 0.0
+			for _, host := range []string{"side-a", "side-b"} {
+				v, ok := gauge(scrape(t, h.bases[host]), "opsbot_lease_held", map[string]string{"lease": lease})
+				if !ok {
+					return false
+				}
+				by[host] = v
+				sum += v
+			}
+			return sum == 1
+		})
+		if holder := h.holder(lease); by[holder] != 1 {
+			t.Errorf("opsbot_lease_held{lease=%q}: %v, but the store says %s holds it", lease, by, holder)
+		}
+	}
 	const n = 8
 	acks := map[string]int{}
 	for i := range n {

@@ -114,6 +114,12 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return store.Stats{}, false
 	})
+	s.metrics.ExportLeases([]string{bot.SchedulerLease, bot.WatchdogLease}, func(key string) (bool, bool) {
+		if e := s.env.Load(); e != nil {
+			return e.app.Leases.Holds(key), true
+		}
+		return false, false
+	})
 	return s.run(ctx, sigs, setupOptions{ConfigPath: *configPath, Lab: *useLab, LabFaults: *labFaults, LabUnit: *labUnit})
 }
 

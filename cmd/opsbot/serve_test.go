@@ -114,9 +114,26 @@ func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
 
 // counter returns the value of family name's sample whose labels are all in want.
 func counter(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	if m := sample(fams, name, want); m != nil {
+		return m.GetCounter().GetValue()
+	}
+	return 0
+}
+
+// gauge returns the value of family name's sample whose labels are all in
+// want, and whether there is one.
+func gauge(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	if m := sample(fams, name, want); m != nil {
+		return m.GetGauge().GetValue(), true
+	}
+	return 0, false
+}
+
+// sample returns family name's sample whose labels are all in want (nil: none).
+func sample(fams map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
 	f := fams[name]
 	if f == nil {
-		return 0
+		return nil
 	}
 	for _, m := range f.GetMetric() {
 		ok := true
@@ -130,10 +147,10 @@ func counter(fams map[string]*dto.MetricFamily, name string, want map[string]str
 			ok = ok && found
 		}
 		if ok {
-			return m.GetCounter().GetValue()
+			return m
 		}
 	}
-	return 0
+	return nil
 }
 
 func writeFile(t testing.TB, path, text string) string {

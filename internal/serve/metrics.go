@@ -366,3 +366,39 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(storeInUseDesc, prometheus.GaugeValue, float64(st.InUse), st.Driver)
 	ch <- prometheus.MustNewConstMetric(storeMaxDesc, prometheus.GaugeValue, float64(st.MaxConns), st.Driver)
 }
+
+// ExportLeases exports opsbot_lease_held{lease}: 1 for each of keys (the
+// leases of one holder among the processes sharing a store: the scheduler,
+// the watchdog) this process holds now, 0 for the others, read by holds at
+// each scrape (ok false: not known yet, nothing exported). With two opsbot
+// on one store, the sum over both is 1 for each lease once one took it.
+// Call it once.
+func (m *Metrics) ExportLeases(keys []string, holds func(key string) (held, ok bool)) {
+	m.reg.MustRegister(&leaseCollector{keys: keys, holds: holds})
+}
+
+var leaseHeldDesc = prometheus.NewDesc("opsbot_lease_held",
+	"1 when this opsbot process holds the lease (the scheduler's, the watchdog's: one process among those sharing the store), else 0.",
+	[]string{"lease"}, nil)
+
+// leaseCollector reads the holds at each scrape.
+type leaseCollector struct {
+	keys  []string
+	holds func(key string) (bool, bool)
+}
+
+func (c *leaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- leaseHeldDesc }
+
+func (c *leaseCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, k := range c.keys {
+		held, ok := c.holds(k)
+		if !ok {
+			return
+		}
+		v := 0.0
+		if held {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(leaseHeldDesc, prometheus.GaugeValue, v, k)
+	}
+}

@@ -40,6 +40,7 @@ func exercised(t *testing.T) *Metrics {
 		st.Buckets = append(st.Buckets, min(10, int64(i)))
 	}
 	m.ExportStoreStats(func() (store.Stats, bool) { return st, true })
+	m.ExportLeases([]string{"scheduler", "watchdog"}, func(key string) (bool, bool) { return key == "scheduler", true })
 	return m
 }
 
@@ -82,6 +83,8 @@ func TestMetricsLint(t *testing.T) {
 		`opsbot_store_errors_total{driver="postgres"} 2`,
 		`opsbot_store_connections_in_use{driver="postgres"} 3`,
 		`opsbot_store_connections_max{driver="postgres"} 8`,
+		`opsbot_lease_held{lease="scheduler"} 1`,
+		`opsbot_lease_held{lease="watchdog"} 0`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
