@@ -515,3 +515,74 @@ func TestTwoMachinesRunEachSlackDeliveryOnce(t *testing.T) {
 	h.stop()
 	t.Logf("%d deliveries each sent to both machines at once: %d jobs; acked by %v", n, len(jobs), acks)
 }
+
+// Two `opsbot serve` machines on one PostgreSQL store, both connected to
+// one Slack app in Socket Mode: Slack hands each envelope to one of the
+// connections (the stand-in's connections share one queue), and its retry
+// of an envelope to either. Each envelope, sent twice, is acked both times
+// and runs once; both machines' connections take envelopes.
+func TestTwoMachinesSocketModeRunsEachEnvelopeOnce(t *testing.T) {
+	t.Parallel()
+	api := newSlackServer(t)
+	h := twoMachines(t, haOptions{schedules: `slack:
+  enabled: true
+  mode: socket
+  bot_token: xoxb-e2e-token
+  app_token: xapp-e2e-token
+  api_url: ` + api.URL() + `
+  channels: [` + e2eChannel + `]
+`})
+	h.start("side-a")
+	h.start("side-b")
+	const n = 10
+	for i := range n {
+		id := fmt.Sprintf("env-%d", i)
+		cmd := map[string]string{"command": "/gpu", "text": "status", "user_id": e2eOperator, "user_name": "olga",
+			"channel_id": e2eChannel, "team_id": "T0TEAM", "response_url": api.URL() + "response/" + id}
+		api.Send(id, "slash_commands", cmd)
+		api.Send(id, "slash_commands", cmd) // Slack's retry, to whichever connection takes it
+	}
+	pollServe(t, h.procs["side-a"], time.Minute, "every envelope acked twice", func() bool {
+		for i := range n {
+			if len(api.Ack(fmt.Sprintf("env-%d", i))) < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	jobs, err := h.st.ListJobs(h.ctx, store.JobFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != n {
+		t.Errorf("%d jobs for %d envelopes each delivered twice", len(jobs), n)
+	}
+	queued := 0
+	for i := range n {
+		for _, a := range api.Ack(fmt.Sprintf("env-%d", i)) {
+			if strings.Contains(string(a.Payload), "queued") {
+				queued++
+			}
+		}
+	}
+	if queued != n {
+		t.Errorf("%d acks name a queued job, want %d: one per envelope", queued, n)
+	}
+	// Both connections took envelopes; which machine queued each job is
+	// whichever claimed it first.
+	conns := map[int]int{}
+	for i := range n {
+		for _, a := range api.Ack(fmt.Sprintf("env-%d", i)) {
+			conns[a.Conn]++
+		}
+	}
+	if len(conns) != 2 {
+		t.Errorf("acks by Socket Mode connection: %v; want both machines' connections", conns)
+	}
+	took := map[string]int{}
+	for _, host := range []string{"side-a", "side-b"} {
+		took[host] = strings.Count(h.procs[host].out.String(), `msg="job queued"`)
+	}
+	h.stop()
+	t.Logf("%d envelopes each delivered twice over two Socket Mode connections: %d jobs; acks by connection %v; jobs queued by machine %v", n, len(jobs), conns, took)
+}

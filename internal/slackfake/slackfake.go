@@ -56,13 +56,18 @@ type Server struct {
 	down      map[string]bool // method -> every call fails (HTTP 500)
 	authErr   string          // auth.test's error, if any
 	acks      []Ack           // what Socket Mode clients sent back
-	envelopes chan string     // what to send to the Socket Mode client
+	envelopes chan string     // what to send to the Socket Mode clients (each envelope to one)
+	conns     int             // Socket Mode connections opened so far
 }
 
 // Ack is what a Socket Mode client sent back for an envelope.
 type Ack struct {
 	EnvelopeID string          `json:"envelope_id"`
 	Payload    json.RawMessage `json:"payload"`
+	// Conn numbers the Socket Mode connection that sent it (from 1, in
+	// the order they opened): with several clients connected, each
+	// envelope goes to one of them, as Slack does.
+	Conn int `json:"-"`
 }
 
 // Msg is a message as a chat.postMessage, chat.update or chat.postEphemeral
@@ -472,6 +477,10 @@ func (f *Server) socket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.Close()
+	f.mu.Lock()
+	f.conns++
+	conn := f.conns
+	f.mu.Unlock()
 	done := make(chan struct{})
 	defer close(done)
 	var wmu sync.Mutex
@@ -511,6 +520,7 @@ func (f *Server) socket(w http.ResponseWriter, r *http.Request) {
 		}
 		var a Ack
 		if json.Unmarshal(b, &a) == nil && a.EnvelopeID != "" {
+			a.Conn = conn
 			f.mu.Lock()
 			f.acks = append(f.acks, a)
 			f.mu.Unlock()
