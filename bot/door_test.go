@@ -401,17 +401,7 @@ func TestLateOutcomeReplacesInterrupted(t *testing.T) {
 // jobs, whatever its heartbeat will find.
 func TestHoldLostAfterAPause(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "opsbot.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	l, err := NewLeases(ctx, st, LeaseOptions{TTL: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.close()
+	_, l := newTestLeases(t)
 	if err := l.Check(1); err != nil {
 		t.Fatalf("just renewed: %v", err)
 	}

@@ -286,16 +286,7 @@ func TestVanishedOwnerStopsItsJobs(t *testing.T) {
 // as soon as it expires.
 func TestWaitingAcquireWakesAtTheHoldersExpiry(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "opsbot.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	l, err := NewLeases(ctx, st, LeaseOptions{TTL: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, l := newTestLeases(t)
 	now := st.Clock()()
 	for _, tc := range []struct {
 		name     string
@@ -311,4 +302,22 @@ func TestWaitingAcquireWakesAtTheHoldersExpiry(t *testing.T) {
 			t.Errorf("%s: retry in %s, want %s..%s", tc.name, got, tc.min, tc.max)
 		}
 	}
+}
+
+// newTestLeases opens a store of t's own and a lease owner on it (TTL 3 s,
+// no heartbeat running), closed when t ends.
+func newTestLeases(t *testing.T) (*store.Store, *Leases) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "opsbot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	l, err := NewLeases(ctx, st, LeaseOptions{TTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.close)
+	return st, l
 }

@@ -524,14 +524,7 @@ func TestTwoMachinesRunEachSlackDeliveryOnce(t *testing.T) {
 func TestTwoMachinesSocketModeRunsEachEnvelopeOnce(t *testing.T) {
 	t.Parallel()
 	api := newSlackServer(t)
-	h := twoMachines(t, haOptions{schedules: `slack:
-  enabled: true
-  mode: socket
-  bot_token: xoxb-e2e-token
-  app_token: xapp-e2e-token
-  api_url: ` + api.URL() + `
-  channels: [` + e2eChannel + `]
-`})
+	h := twoMachines(t, haOptions{schedules: socketSection(api)})
 	h.start("side-a")
 	h.start("side-b")
 	const n = 10

@@ -110,6 +110,19 @@ func slackSection(api *slackServer) string {
 `
 }
 
+// socketSection is slackSection in Socket Mode (no signing secret, an app
+// token; the stand-in's WebSocket).
+func socketSection(api *slackServer) string {
+	return `slack:
+  enabled: true
+  mode: socket
+  bot_token: xoxb-e2e-token
+  app_token: xapp-e2e-token
+  api_url: ` + api.URL() + `
+  channels: [` + e2eChannel + `]
+`
+}
+
 var slackEnv = []string{"OPSBOT_E2E_SIGNING=" + e2eSigningSecret}
 
 // startSlackServe runs `opsbot serve --config FILE --lab` with a config of
@@ -491,14 +504,7 @@ func TestServeSlackSocketModeMtpSteps(t *testing.T) {
 	t.Parallel()
 	testrun.Long(t)
 	api := newSlackServer(t)
-	p, base := startSlackServe(t, `slack:
-  enabled: true
-  mode: socket
-  bot_token: xoxb-e2e-token
-  app_token: xapp-e2e-token
-  api_url: `+api.URL()+`
-  channels: [`+e2eChannel+`]
-`)
+	p, base := startSlackServe(t, socketSection(api))
 	if code, _ := signedSlash(e2eSigningSecret, time.Now(), "/mtp", "steps 10").post(t, base); code != http.StatusNotFound {
 		t.Errorf("POST /slack/events in socket mode: %d, want 404", code)
 	}
