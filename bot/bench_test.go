@@ -43,7 +43,7 @@ func benchAck(b *testing.B, burst int) {
 		b.Fatal(err)
 	}
 	release := make(chan struct{})
-	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		select {
 		case <-release:
 		case <-ctx.Done():

@@ -62,9 +62,9 @@ func (c *recChat) thread(id string) (edits, replies []Message) {
 }
 
 // pipelineFunc is a Backend made of a function: the tests' own pipelines.
-type pipelineFunc func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error)
+type pipelineFunc func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error)
 
-func (f pipelineFunc) Run(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+func (f pipelineFunc) Run(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 	return f(ctx, cmd, rep)
 }
 
@@ -137,8 +137,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 var roles = map[string]string{"test:alice": "admin", "test:olga": "operator", "test:vic": "viewer"}
 
 func okBackend() pipelineFunc {
-	return func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
-		rep.Report(ops.Event{Step: "work", Status: ops.StepStarted, Message: "doing " + cmd.Text})
+	return func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+		rep.Report(ops.Event{Step: "work", Status: ops.StepStarted, Message: "doing " + commands.Text(cmd)})
 		rep.Report(ops.Event{Step: "work", Status: ops.StepDone, Message: "done"})
 		return &ops.Result{Summary: "all good"}, nil
 	}
@@ -147,7 +147,7 @@ func okBackend() pipelineFunc {
 func TestUsageErrorStartsNothing(t *testing.T) {
 	t.Parallel()
 	var ran atomic.Int32
-	h := newHarness(t, pipelineFunc(func(context.Context, *commands.Command, ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, pipelineFunc(func(context.Context, commands.Job, ops.Reporter) (*ops.Result, error) {
 		ran.Add(1)
 		return &ops.Result{}, nil
 	}), roles)
@@ -176,7 +176,7 @@ func TestUsageErrorStartsNothing(t *testing.T) {
 func TestRefusedSaysWhichRoleAndIsRecorded(t *testing.T) {
 	t.Parallel()
 	var ran atomic.Int32
-	h := newHarness(t, pipelineFunc(func(context.Context, *commands.Command, ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, pipelineFunc(func(context.Context, commands.Job, ops.Reporter) (*ops.Result, error) {
 		ran.Add(1)
 		return &ops.Result{}, nil
 	}), roles)
@@ -242,8 +242,8 @@ func TestOneMutatingJobPerHost(t *testing.T) {
 	t.Parallel()
 	var running, maxRunning atomic.Int32
 	release := make(chan struct{})
-	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
-		if !cmd.Spec.Mutating {
+	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+		if !cmd.Spec().Mutating {
 			return &ops.Result{Summary: "read"}, nil
 		}
 		n := running.Add(1)
@@ -289,7 +289,7 @@ func TestOneMutatingJobPerHost(t *testing.T) {
 func TestCancelRunningAndQueued(t *testing.T) {
 	t.Parallel()
 	started := make(chan struct{}, 2)
-	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		started <- struct{}{}
 		<-ctx.Done()
 		return nil, fmt.Errorf("wait for engine: %w", ctx.Err())
@@ -324,8 +324,8 @@ func TestCancelRunningAndQueued(t *testing.T) {
 
 func TestTimeoutAndPanicFailOnlyThatJob(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
-		switch cmd.Steps {
+	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+		switch cmd.(*commands.MTPSteps).Steps {
 		case 6:
 			panic("boom")
 		case 7:
@@ -390,7 +390,7 @@ func TestInterruptedJobsReported(t *testing.T) {
 func TestBenchResultComparedWithPrevious(t *testing.T) {
 	t.Parallel()
 	tok := 200.0
-	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		tok += 50
 		b := &ops.BenchResult{OutputTokS: tok, AcceptLen: 3.1, RequestsOK: 8, Settings: benchLoad(16, 1, 256, 256)}
 		return &ops.Result{Bench: b, Spec: &ops.Spec{Engine: "sglang", Steps: 3, TopK: 1, DraftTokens: 4}}, nil
@@ -426,10 +426,10 @@ func TestExplainNamesCause(t *testing.T) {
 // previous result, at the old settings.
 func TestBenchResultComparedWithOtherSettings(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		steps, tok := 3, 200.0
-		if cmd.Spec == commands.Lookup("mtp steps") {
-			steps, tok = cmd.Steps, 280.0
+		if c, ok := cmd.(*commands.MTPSteps); ok {
+			steps, tok = c.Steps, 280.0
 		}
 		b := &ops.BenchResult{OutputTokS: tok, AcceptLen: 3.1, RequestsOK: 8, Settings: benchLoad(16, 1, 256, 256)}
 		return &ops.Result{Bench: b, Spec: &ops.Spec{Engine: "sglang", Steps: steps, TopK: 1, DraftTokens: steps + 1}}, nil
@@ -450,9 +450,9 @@ func TestBenchResultComparedWithOtherSettings(t *testing.T) {
 // Each benchmarked point of a sweep is kept in the service's history.
 func TestSweepPointsJoinHistory(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		res := &ops.Result{}
-		for _, n := range cmd.SweepSteps {
+		for _, n := range cmd.(*commands.Sweep).Steps {
 			b := &ops.BenchResult{OutputTokS: 100.0 * float64(n), AcceptLen: 2.0, RequestsOK: 4}
 			res.Points = append(res.Points, ops.SweepPoint{Steps: n, OK: true, Bench: b,
 				Spec: &ops.Spec{Engine: "sglang", Steps: n, TopK: 1, DraftTokens: n + 1}})

@@ -159,13 +159,13 @@ func (d *Dispatcher) Handle(ctx context.Context, req Request) (r Reply) {
 	if r, bad := d.checkVia(ctx, req, cmd); bad {
 		return r
 	}
-	if !d.opts.Auth.AllowedIn(req.Platform, req.Room, req.User, cmd.Role()) {
+	if !d.opts.Auth.AllowedIn(req.Platform, req.Room, req.User, commands.RoleOf(cmd)) {
 		return d.refuseRole(ctx, req, cmd)
 	}
-	if cmd.NeedsConfirm() && !req.Confirmed {
-		if vet := handlers[cmd.Spec].vet; vet != nil {
-			if r, bad := vet(d, req, cmd); bad {
-				d.audit(ctx, req, cmd.Text, store.DecisionInvalid, r.Text, 0)
+	if commands.NeedsConfirm(cmd) && !req.Confirmed {
+		if add, ok := cmd.(*commands.ScheduleAdd); ok {
+			if r, bad := vetScheduleAdd(d, req, add); bad {
+				d.audit(ctx, req, commands.Text(cmd), store.DecisionInvalid, r.Text, 0)
 				return r
 			}
 		}
@@ -198,7 +198,7 @@ func (d *Dispatcher) checkRequest(ctx context.Context, req Request, text string)
 
 // checkVia refuses a request made as another user unless the one acting is
 // an admin.
-func (d *Dispatcher) checkVia(ctx context.Context, req Request, cmd *commands.Command) (Reply, bool) {
+func (d *Dispatcher) checkVia(ctx context.Context, req Request, cmd commands.Command) (Reply, bool) {
 	if req.Via == "" || req.Via == req.User {
 		return Reply{}, false
 	}
@@ -266,29 +266,41 @@ func (d *Dispatcher) confirmPending(ctx context.Context, req Request, word strin
 	return Reply{Outcome: Answered, Text: b.String(), Audience: ToUser}
 }
 
-func (d *Dispatcher) refuseRole(ctx context.Context, req Request, cmd *commands.Command) Reply {
+func (d *Dispatcher) refuseRole(ctx context.Context, req Request, cmd commands.Command) Reply {
 	have := d.opts.Auth.RoleIn(req.Platform, req.Room, req.User)
 	msg := fmt.Sprintf("`%s` needs the %s role; you have %s. Ask an admin to grant it in the config (auth.users[\"%s:%s\"]).",
-		cmd.Text, cmd.Role(), roleName(have), req.Platform, req.User)
-	if hint := d.opts.Auth.levelHint(req.Platform, req.Room, req.User, cmd.Role()); hint != "" {
+		commands.Text(cmd), commands.RoleOf(cmd), roleName(have), req.Platform, req.User)
+	if hint := d.opts.Auth.levelHint(req.Platform, req.Room, req.User, commands.RoleOf(cmd)); hint != "" {
 		msg += " Or: " + hint + "."
 	}
-	r := d.refuse(ctx, req, cmd, msg, &RefusedError{Need: cmd.Role(), Have: have})
+	r := d.refuse(ctx, req, cmd, msg, &RefusedError{Need: commands.RoleOf(cmd), Have: have})
 	r.Refusal = RefusedRole
 	return r
 }
 
 // refuse records a refused job and its audit entry together, so the audit
 // row names the job.
-func (d *Dispatcher) refuse(ctx context.Context, req Request, cmd *commands.Command, msg string, err error) Reply {
-	job, cErr := d.opts.Store.CreateJobAudited(context.WithoutCancel(ctx), store.Job{Command: cmd.Text, Platform: req.Platform,
-		User: req.User, Room: req.Room, Service: cmd.Service, Host: cmd.Host, Status: store.Refused, Error: msg, ScheduleID: scheduleID(req)},
-		store.AuditEntry{At: d.opts.Now(), Platform: req.Platform, User: req.User, Room: req.Room, Command: cmd.Text,
+func (d *Dispatcher) refuse(ctx context.Context, req Request, cmd commands.Command, msg string, err error) Reply {
+	job, cErr := d.opts.Store.CreateJobAudited(context.WithoutCancel(ctx), jobOf(cmd, store.Job{Platform: req.Platform,
+		User: req.User, Room: req.Room, Status: store.Refused, Error: msg, ScheduleID: scheduleID(req)}),
+		store.AuditEntry{At: d.opts.Now(), Platform: req.Platform, User: req.User, Room: req.Room, Command: commands.Text(cmd),
 			Decision: store.DecisionRefused, Detail: d.detail(req, msg)})
 	if cErr != nil {
-		d.log.Error("record refused job", "command", cmd.Text, "err", cErr)
+		d.log.Error("record refused job", "command", commands.Text(cmd), "err", cErr)
 	}
 	return Reply{Outcome: Refused, Text: msg, JobID: job.ID, Command: cmd, Err: err}
+}
+
+// jobOf is j with what the store keeps of cmd: its canonical text, its
+// typed arguments (commands.Encode), whether it is a dry run, and the
+// service and host it acts on.
+func jobOf(cmd commands.Command, j store.Job) store.Job {
+	on := commands.Where(cmd)
+	j.Command, j.Service, j.Host, j.DryRun = commands.Text(cmd), on.Service, on.Host, commands.IsDryRun(cmd)
+	// Encode fails only for a command without its parts (a schedule
+	// without its command), which Parse never returns.
+	j.Args, _ = commands.Encode(cmd)
+	return j
 }
 
 func scheduleID(req Request) int64 {
@@ -310,7 +322,7 @@ func (e *RefusedError) Error() string {
 // it when adding the schedule), reporting to the schedule's first room. A
 // role the creator holds by power level counts in the first target room on
 // the creator's platform.
-func (d *Dispatcher) scheduled(ctx context.Context, req Request, cmd *commands.Command) Reply {
+func (d *Dispatcher) scheduled(ctx context.Context, req Request, cmd commands.Command) Reply {
 	run := req.Schedule
 	platform, user, _ := strings.Cut(run.Creator, ":")
 	// The job is the creator's; its thread goes to the first target room, on
@@ -319,9 +331,9 @@ func (d *Dispatcher) scheduled(ctx context.Context, req Request, cmd *commands.C
 	if len(run.To) > 0 {
 		job.Platform, job.Room = run.To[0].Platform, run.To[0].Room
 	}
-	if !cmd.Spec.Schedulable {
-		msg := fmt.Sprintf("schedule #%d: `%s` cannot run on a schedule", run.ID, cmd.Text)
-		d.audit(ctx, job, cmd.Text, store.DecisionInvalid, msg, 0)
+	if !cmd.Spec().Schedulable {
+		msg := fmt.Sprintf("schedule #%d: `%s` cannot run on a schedule", run.ID, commands.Text(cmd))
+		d.audit(ctx, job, commands.Text(cmd), store.DecisionInvalid, msg, 0)
 		return Reply{Outcome: Invalid, Text: msg, Command: cmd, Audience: ToRoom, Rooms: run.To, Err: errors.New(msg)}
 	}
 	room := ""
@@ -331,11 +343,11 @@ func (d *Dispatcher) scheduled(ctx context.Context, req Request, cmd *commands.C
 			break
 		}
 	}
-	if !d.opts.Auth.AllowedIn(platform, room, user, cmd.Role()) {
+	if !d.opts.Auth.AllowedIn(platform, room, user, commands.RoleOf(cmd)) {
 		have := d.opts.Auth.RoleIn(platform, room, user)
 		msg := fmt.Sprintf("schedule #%d did not run `%s`: its creator %s has the %s role now and it needs %s. "+
-			"An admin can re-add it (`schedule rm %d`, then `schedule add`).", run.ID, cmd.Text, run.Creator, roleName(have), cmd.Role(), run.ID)
-		r := d.refuse(ctx, job, cmd, msg, &RefusedError{Need: cmd.Role(), Have: have})
+			"An admin can re-add it (`schedule rm %d`, then `schedule add`).", run.ID, commands.Text(cmd), run.Creator, roleName(have), commands.RoleOf(cmd), run.ID)
+		r := d.refuse(ctx, job, cmd, msg, &RefusedError{Need: commands.RoleOf(cmd), Have: have})
 		r.Audience, r.Rooms = ToRoom, run.To
 		return r
 	}
@@ -383,7 +395,7 @@ type offer struct {
 	incident int64
 }
 
-func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd *commands.Command, o offer) Reply {
+func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd commands.Command, o offer) Reply {
 	proposed := o.proposed
 	now := d.opts.Now()
 	expires := now.Add(d.opts.ConfirmTTL)
@@ -391,7 +403,7 @@ func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd *commands.
 	for attempt := 0; ; attempt++ {
 		tok = newToken()
 		err := d.opts.Store.AddConfirmation(ctx, store.Confirmation{Token: tok, Platform: req.Platform, User: req.User,
-			UserName: req.UserName, Room: req.Room, Via: req.Via, ReplyTo: req.ReplyTo, Command: cmd.Text, Proposed: proposed,
+			UserName: req.UserName, Room: req.Room, Via: req.Via, ReplyTo: req.ReplyTo, Command: commands.Text(cmd), Proposed: proposed,
 			CreatedAt: now, Expires: expires, Incident: o.incident}, now, d.opts.MaxPending, d.opts.MaxPendingPerUser)
 		if errors.Is(err, store.ErrTokenTaken) && attempt < 3 {
 			continue // a new confirmation never replaces another
@@ -399,12 +411,12 @@ func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd *commands.
 		var capped *store.ConfirmationCapError
 		if errors.As(err, &capped) {
 			msg := fmt.Sprintf("not asked: too many confirmations are waiting (%d of yours, %d in all); confirm or let them expire (%s), then run `%s` again.",
-				capped.Mine, capped.All, d.opts.ConfirmTTL, cmd.Text)
-			d.audit(ctx, req, cmd.Text, "confirm_cap", "not asked: the confirmation cap was reached", 0)
+				capped.Mine, capped.All, d.opts.ConfirmTTL, commands.Text(cmd))
+			d.audit(ctx, req, commands.Text(cmd), "confirm_cap", "not asked: the confirmation cap was reached", 0)
 			return Reply{Outcome: Failed, Text: msg, Command: cmd, Err: errors.New("confirmation cap reached")}
 		}
 		if err != nil {
-			d.log.Error("record a confirmation", "command", cmd.Text, "err", err)
+			d.log.Error("record a confirmation", "command", commands.Text(cmd), "err", err)
 			return Reply{Outcome: Failed, Text: StoreDownText, Command: cmd, Err: err}
 		}
 		break
@@ -413,7 +425,7 @@ func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd *commands.
 	who := "Reply"
 	aud := ToUser
 	if proposed {
-		who = fmt.Sprintf("Anyone with the %s role may reply", cmd.Role())
+		who = fmt.Sprintf("Anyone with the %s role may reply", commands.RoleOf(cmd))
 		aud = ToRoom
 	}
 	text := fmt.Sprintf("%s\n%s `confirm %s` within %s to go ahead, or run it with --dry-run to see the plan.",
@@ -425,7 +437,7 @@ func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd *commands.
 			Preview(cmd), who, tok, o.incident)
 		until, expires = fmt.Sprintf("while incident #%d is open", o.incident), time.Time{}
 	}
-	d.audit(ctx, req, cmd.Text, "confirm_asked", until, 0)
+	d.audit(ctx, req, commands.Text(cmd), "confirm_asked", until, 0)
 	return Reply{Outcome: NeedsConfirm, Text: text, Audience: aud, Command: cmd, Token: tok, Actions: []Action{
 		{ID: string(ActConfirm) + ":" + tok, Kind: ActConfirm, Label: "Confirm", Expires: expires},
 		{ID: string(ActAbort) + ":" + tok, Kind: ActAbort, Label: "Abort", Expires: expires},
@@ -553,7 +565,7 @@ func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, t
 		if d.wrongAttempt(key, now) {
 			d.audit(ctx, req, c.Command, store.DecisionRefused, "no role", 0)
 		}
-		return Reply{Outcome: Refused, Refusal: RefusedRole, Text: msg, Err: &RefusedError{Need: cmd.Role(), Have: have}}
+		return Reply{Outcome: Refused, Refusal: RefusedRole, Text: msg, Err: &RefusedError{Need: commands.RoleOf(cmd), Have: have}}
 	}
 	if !mine {
 		msg := fmt.Sprintf("only %s, who asked for `%s`, may %s it; nothing was changed. To do it yourself, run `%s`.",
@@ -563,7 +575,7 @@ func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, t
 		}
 		return Reply{Outcome: Refused, Text: msg, Command: cmd, Err: errors.New(msg)}
 	}
-	if !d.opts.Auth.AllowedIn(req.Platform, req.Room, req.User, cmd.Role()) {
+	if !d.opts.Auth.AllowedIn(req.Platform, req.Room, req.User, commands.RoleOf(cmd)) {
 		return d.refuseRole(ctx, req, cmd)
 	}
 	taken, err := d.opts.Store.TakeConfirmation(ctx, token)
@@ -576,12 +588,12 @@ func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, t
 			Command: cmd, Err: errors.New("confirmation already used")}
 	}
 	if kind == ActAbort {
-		d.audit(ctx, req, cmd.Text, "aborted", "", 0)
+		d.audit(ctx, req, commands.Text(cmd), "aborted", "", 0)
 		aud := ToUser
 		if c.Proposed {
 			aud = ToRoom
 		}
-		return Reply{Outcome: Answered, Text: fmt.Sprintf("`%s` aborted: nothing was changed.", cmd.Text), Audience: aud, Command: cmd}
+		return Reply{Outcome: Answered, Text: fmt.Sprintf("`%s` aborted: nothing was changed.", commands.Text(cmd)), Audience: aud, Command: cmd}
 	}
 	run := Request{Platform: c.Platform, User: c.User, UserName: c.UserName, Room: c.Room, Via: c.Via, ReplyTo: c.ReplyTo}
 	if c.Proposed {
@@ -649,12 +661,7 @@ func newToken() string {
 }
 
 // Preview says in one line what a command that needs confirmation will do.
-func Preview(cmd *commands.Command) string {
-	if h := handlers[cmd.Spec]; h.preview != nil {
-		return h.preview(cmd)
-	}
-	return fmt.Sprintf("`%s` changes %s.", cmd.Text, cmd.Host)
-}
+func Preview(cmd commands.Command) string { return commands.PreviewOf(cmd) }
 
 // cancelJob stops job id for req: the job's own user or an admin only.
 func (d *Dispatcher) cancelJob(ctx context.Context, req Request, text string, id int64) Reply {
@@ -706,21 +713,21 @@ func validKey(k string) bool {
 	return ok && platform != "" && strings.TrimSpace(id) != "" && !strings.ContainsAny(k, " \t\n")
 }
 
-func (d *Dispatcher) start(ctx context.Context, req Request, cmd *commands.Command, decision string) Reply {
-	if h := handlers[cmd.Spec]; h.answer != nil {
-		r := h.answer(ctx, d, req, cmd)
+func (d *Dispatcher) start(ctx context.Context, req Request, cmd commands.Command, decision string) Reply {
+	if answer := answerFor(cmd); answer != nil {
+		r := answer(ctx, d, req)
 		r.Command = cmd
-		d.audit(ctx, req, cmd.Text, decision, "answered", r.JobID)
+		d.audit(ctx, req, commands.Text(cmd), decision, "answered", r.JobID)
 		return r
 	}
 	// The job row and the audit entry that accepted it commit together, in one
 	// write batched with the other requests of the moment.
-	job, err := d.opts.Store.CreateJobAudited(ctx, store.Job{Command: cmd.Text, Platform: req.Platform, User: req.User,
-		Room: req.Room, Service: cmd.Service, Host: cmd.Host, Status: store.Queued, ScheduleID: scheduleID(req)},
+	job, err := d.opts.Store.CreateJobAudited(ctx, jobOf(cmd, store.Job{Platform: req.Platform, User: req.User,
+		Room: req.Room, Status: store.Queued, ScheduleID: scheduleID(req)}),
 		store.AuditEntry{At: d.opts.Now(), Platform: req.Platform, User: req.User, Room: req.Room,
-			Command: cmd.Text, Decision: decision, Detail: d.detail(req, "job queued")})
+			Command: commands.Text(cmd), Decision: decision, Detail: d.detail(req, "job queued")})
 	if err != nil {
-		d.log.Error("create job", "command", cmd.Text, "err", err)
+		d.log.Error("create job", "command", commands.Text(cmd), "err", err)
 		if store.IsRefusingWrites(err) {
 			return Reply{Outcome: Failed, Text: StoreDownText, Command: cmd, Err: err}
 		}
@@ -731,7 +738,7 @@ func (d *Dispatcher) start(ctx context.Context, req Request, cmd *commands.Comma
 		_ = d.opts.Store.FinishJob(context.WithoutCancel(ctx), job.ID, store.Cancelled, err.Error(), nil)
 		return Reply{Outcome: Failed, Text: "not started: " + err.Error(), JobID: job.ID, Command: cmd, Err: err}
 	}
-	return Reply{Outcome: Queued, Text: fmt.Sprintf("#%d queued: `%s`", job.ID, cmd.Text), JobID: job.ID, Command: cmd,
+	return Reply{Outcome: Queued, Text: fmt.Sprintf("#%d queued: `%s`", job.ID, commands.Text(cmd)), JobID: job.ID, Command: cmd,
 		Actions: []Action{{ID: fmt.Sprintf("%s:%d", ActCancel, job.ID), Kind: ActCancel, Label: "Cancel"}}}
 }
 
@@ -765,7 +772,7 @@ func (d *Dispatcher) audit(ctx context.Context, req Request, command, decision, 
 
 // Parse parses text as Handle would, without acting: for callers that validate
 // a batch of commands before running any.
-func (d *Dispatcher) Parse(text string) (*commands.Command, error) {
+func (d *Dispatcher) Parse(text string) (commands.Command, error) {
 	if _, ok := confirmToken(strings.TrimSpace(text)); ok && len(text) <= commands.MaxInputLen {
 		return nil, errors.New("confirm only answers a question the bot asked")
 	}

@@ -236,7 +236,7 @@ func TestYesConfirmsTheOnePending(t *testing.T) {
 		t.Fatalf("olga's svc stop: %s %q", r.Outcome, r.Text)
 	}
 	r := h.handle("olga", "YES")
-	if r.Outcome != Queued || r.Command == nil || r.Command.Text != "svc stop qwen" {
+	if r.Outcome != Queued || r.Command == nil || commands.Text(r.Command) != "svc stop qwen" {
 		t.Fatalf("olga's yes: %s %q, want her svc stop qwen queued", r.Outcome, r.Text)
 	}
 	if j := h.wait(r.JobID); j.User != "olga" || j.Status != store.Succeeded {
@@ -449,7 +449,7 @@ func TestStoreRefusingWritesMidJob(t *testing.T) {
 	t.Parallel()
 	filled := make(chan struct{})
 	var wound atomic.Value
-	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		rep.Report(ops.Event{Step: "stop", Status: ops.StepDone, Message: "stopped"})
 		<-filled
 		rep.Report(ops.Event{Step: "start", Status: ops.StepDone, Message: "started the previous unit again"})

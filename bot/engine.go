@@ -25,7 +25,7 @@ import (
 // Run must honour ctx: on cancel or timeout it stops and leaves the host in a
 // known state.
 type Backend interface {
-	Run(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error)
+	Run(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error)
 }
 
 // EngineOptions configure a job Engine.
@@ -72,7 +72,7 @@ type Engine struct {
 
 type jobRun struct {
 	job      store.Job
-	cmd      *commands.Command
+	cmd      commands.Command
 	room     string
 	replyTo  string
 	cancel   context.CancelCauseFunc
@@ -175,7 +175,7 @@ func (e *Engine) tick(ctx context.Context, renewed bool) {
 // Submission is a job row already created (queued) with the command it runs.
 type Submission struct {
 	Job      store.Job
-	Cmd      *commands.Command
+	Cmd      commands.Command
 	ReplyTo  string
 	UserName string // for display only
 }
@@ -197,7 +197,7 @@ func (e *Engine) Submit(s Submission) error {
 	e.wg.Add(1)
 	e.mu.Unlock()
 	if o := e.opts.Observer; o != nil {
-		o.JobQueued(s.Job, s.Cmd.Spec.Path)
+		o.JobQueued(s.Job, s.Cmd.Spec().Path)
 	}
 	go e.run(ctx, r)
 	return nil
@@ -428,7 +428,7 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 	ctx = ops.WithWindDown(ctx, r.storeRefusedErr)
 	// Hold the service for the whole run (released even on panic or cancel).
 	lockWait := time.Duration(0)
-	if svc := r.cmd.LockedService(); svc != "" {
+	if svc := commands.LockedService(r.cmd); svc != "" {
 		t0 := time.Now()
 		release, err := e.lockService(ctx, bg, r, th, svc)
 		if err != nil {
@@ -450,13 +450,12 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 	e.log.Info("job started", "job", r.job.ID, "command", r.job.Command, "user", JobOwner(r.job),
 		"service", r.job.Service, "lock_wait", lockWait.Round(time.Millisecond))
 	if o := e.opts.Observer; o != nil {
-		o.JobStarted(r.job, r.cmd.Spec.Path, lockWait)
+		o.JobStarted(r.job, r.cmd.Spec().Path, lockWait)
 	}
 
 	timeout := e.opts.JobTimeout
 	// A sweep or a tune restarts the service once per value.
-	grid := len(r.cmd.SweepSteps) * max(1, len(r.cmd.SweepTopK)) * max(1, len(r.cmd.SweepDraft))
-	if n := max(grid, r.cmd.TuneTo-r.cmd.TuneFrom+1); n > 1 {
+	if n := commands.Restarts(r.cmd); n > 1 {
 		timeout *= time.Duration(n)
 	}
 	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("timed out after %s", timeout))
@@ -490,7 +489,11 @@ func (e *Engine) runPipeline(ctx context.Context, r *jobRun, th *thread) (res *o
 		}
 	}()
 	r.safe.forward = th
-	return e.opts.Backend.Run(ctx, r.cmd, r.safe)
+	job, ok := r.cmd.(commands.Job)
+	if !ok {
+		return nil, fmt.Errorf("%q is not a host command", r.cmd.Spec().Path)
+	}
+	return e.opts.Backend.Run(ctx, job, r.safe)
 }
 
 func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Result, err error) {
@@ -509,6 +512,9 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 	}
 	if r.storeRefusedErr() != nil && status != store.Cancelled && status != store.Interrupted {
 		status, errText = store.Failed, refusedOutcome(r, res, errText)
+	}
+	if res != nil && res.Left != nil && res.Left.UndoSteps > 0 {
+		res.Left.Undo = commands.Text(&commands.MTPSteps{On: commands.On{Service: res.Left.Service}, Steps: res.Left.UndoSteps})
 	}
 	if res != nil && res.Incidents == nil {
 		res.Incidents = []string{}
@@ -558,7 +564,7 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 	e.log.Info("job finished", "job", r.job.ID, "command", r.job.Command, "user", JobOwner(r.job),
 		"service", r.job.Service, "status", status, "err", errText)
 	if o := e.opts.Observer; o != nil {
-		o.JobEnded(r.job, r.cmd.Spec.Path, status, time.Since(r.queuedAt), res)
+		o.JobEnded(r.job, r.cmd.Spec().Path, status, time.Since(r.queuedAt), res)
 	}
 }
 

@@ -11,65 +11,44 @@ import (
 	"github.com/opsbot/opsbot/store"
 )
 
-// handler is what the bot does with one command of the registry.
-type handler struct {
-	// answer answers the command at once, without a job; nil for job
-	// commands, which run their ops pipeline (ops.PipelineFor) in the engine.
-	answer func(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Command) Reply
-	// preview says in one line what the command will do, for its
-	// confirmation; nil for the generic line.
-	preview func(cmd *commands.Command) string
-	// vet turns down, before its confirmation is asked, a command that
-	// could not run as asked (its reply, and true); nil for none.
-	vet func(d *Dispatcher, req Request, cmd *commands.Command) (Reply, bool)
-}
-
-// handlers binds every command of the registry to its handler, by its Spec:
-// adding a command is one registry entry, one entry here and one function
-// (and an ops pipeline for a job command). A test checks that every Spec has
-// exactly one.
-var handlers map[*commands.Spec]handler
-
-func init() {
-	job := handler{}
-	handlers = map[*commands.Spec]handler{
-		spec("mtp steps"):        job,
-		spec("mtp tune"):         job,
-		spec("mtp per-load"):     {preview: previewPerLoad},
-		spec("mtp show"):         job,
-		spec("mtp undo"):         {preview: previewUndo},
-		spec("gpu status"):       job,
-		spec("gpu recover"):      {preview: previewRecover},
-		spec("svc start"):        job,
-		spec("svc stop"):         {preview: previewStop},
-		spec("svc restart"):      job,
-		spec("svc status"):       job,
-		spec("svc logs"):         job,
-		spec("bench"):            job,
-		spec("sweep"):            job,
-		spec("schedule add"):     {answer: answerScheduleAdd, preview: previewScheduleAdd, vet: vetScheduleAdd},
-		spec("schedule list"):    {answer: answerScheduleList},
-		spec("schedule rm"):      {answer: answerScheduleRm},
-		spec("schedule pause"):   {answer: answerSchedulePause(true)},
-		spec("schedule resume"):  {answer: answerSchedulePause(false)},
-		spec("watchdog silence"): {answer: answerSilence},
-		spec("ack"):              {answer: answerAck},
-		spec("jobs"):             {answer: answerJobs},
-		spec("job"):              {answer: answerJob},
-		spec("cancel"):           {answer: answerCancel},
-		spec("history"):          {answer: answerHistory},
-		spec("help"):             {answer: answerHelp},
+// answerFor returns how the door answers cmd at once, without a job (a
+// command whose Policy.Hosts is false), by the command's type; nil for a
+// job command, which runs its pipeline (commands.Job) in the engine. A new
+// answered command is its file in commands and one case here.
+func answerFor(cmd commands.Command) func(ctx context.Context, d *Dispatcher, req Request) Reply {
+	switch c := cmd.(type) {
+	case *commands.ScheduleAdd:
+		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerScheduleAdd(ctx, d, req, c) }
+	case *commands.ScheduleList:
+		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerScheduleList(ctx, d) }
+	case *commands.ScheduleRm:
+		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerScheduleRm(ctx, d, c) }
+	case *commands.SchedulePause:
+		return func(ctx context.Context, d *Dispatcher, req Request) Reply {
+			return answerSchedulePause(ctx, d, c.ID, c.DryRun, true)
+		}
+	case *commands.ScheduleResume:
+		return func(ctx context.Context, d *Dispatcher, req Request) Reply {
+			return answerSchedulePause(ctx, d, c.ID, c.DryRun, false)
+		}
+	case *commands.WatchdogSilence:
+		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerSilence(ctx, d, req, c) }
+	case *commands.Ack:
+		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerAck(ctx, d, req, c) }
+	case *commands.Jobs:
+		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerJobs(ctx, d, c) }
+	case *commands.JobInfo:
+		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerJob(ctx, d, c) }
+	case *commands.Cancel:
+		return func(ctx context.Context, d *Dispatcher, req Request) Reply {
+			return d.cancelJob(ctx, req, commands.Text(c), c.ID)
+		}
+	case *commands.History:
+		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerHistory(ctx, d, c) }
+	case *commands.HelpCmd:
+		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerHelp(c) }
 	}
-}
-
-// spec returns the registry's Spec at path; a path the registry lacks is a
-// programming error caught when the package loads.
-func spec(path string) *commands.Spec {
-	s := commands.Lookup(path)
-	if s == nil {
-		panic("bot: no command " + path + " in the registry")
-	}
-	return s
+	return nil
 }
 
 func say(format string, a ...any) Reply {
@@ -80,35 +59,7 @@ func failed(err error, format string, a ...any) Reply {
 	return Reply{Outcome: Failed, Text: fmt.Sprintf(format, a...), Err: err}
 }
 
-func previewPerLoad(cmd *commands.Command) string {
-	return fmt.Sprintf("`%s` will run %s's speculative decoding per load: stop %s on %s, clear its GPU memory, write its "+
-		"per-load configuration (SGLang: the adaptive config file next to the unit, then the unit's flags; vLLM: the "+
-		"per-batch table in --speculative-config), start it, wait until it serves, verify it runs per load and benchmark "+
-		"at each concurrency. If it does not serve, the unit and the file are put back. (`%s --dry-run` shows the diffs.)",
-		cmd.Text, cmd.Service, cmd.Service, cmd.Host, cmd.Text)
-}
-
-func previewRecover(cmd *commands.Command) string {
-	s := fmt.Sprintf("`%s` will stop %s on %s, SIGTERM then SIGKILL the engine processes holding its GPU memory", cmd.Text, cmd.Service, cmd.Host)
-	if cmd.Force {
-		s += " (with --force: also non-engine holders, never the NVIDIA daemons)"
-	}
-	if cmd.NoStart {
-		return s + ", and leave it stopped."
-	}
-	return s + ", then start it fresh and wait until it serves."
-}
-
-func previewStop(cmd *commands.Command) string {
-	return fmt.Sprintf("`%s` will stop %s on %s: it stops serving until started again.", cmd.Text, cmd.Service, cmd.Host)
-}
-
-func previewScheduleAdd(cmd *commands.Command) string {
-	return fmt.Sprintf("`%s` will run `%s` at `%s` without asking again, each time: %s",
-		cmd.Text, cmd.Sub.Text, cmd.Cron, strings.TrimSuffix(Preview(cmd.Sub), "."))
-}
-
-func answerHelp(_ context.Context, _ *Dispatcher, _ Request, cmd *commands.Command) Reply {
+func answerHelp(cmd *commands.HelpCmd) Reply {
 	text, err := commands.Help(cmd.Topic)
 	if err != nil {
 		return Reply{Outcome: Invalid, Text: err.Error(), Err: err}
@@ -119,7 +70,7 @@ func answerHelp(_ context.Context, _ *Dispatcher, _ Request, cmd *commands.Comma
 // JobsListed is how many jobs `jobs` lists at most, the newest.
 const JobsListed = 20
 
-func answerJobs(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Command) Reply {
+func answerJobs(ctx context.Context, d *Dispatcher, cmd *commands.Jobs) Reply {
 	f := store.JobFilter{Active: !cmd.All, Limit: JobsListed}
 	jobs, err := d.opts.Store.ListJobs(ctx, f)
 	if err != nil {
@@ -156,7 +107,7 @@ func answerJobs(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Com
 	return r
 }
 
-func answerHistory(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Command) Reply {
+func answerHistory(ctx context.Context, d *Dispatcher, cmd *commands.History) Reply {
 	n := cmd.N
 	if n == 0 {
 		n = 10
@@ -187,11 +138,7 @@ func renderHistory(service string, rows []store.BenchResult) string {
 	return b.String()
 }
 
-func answerCancel(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Command) Reply {
-	return d.cancelJob(ctx, req, cmd.Text, cmd.JobID)
-}
-
-func answerScheduleAdd(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Command) Reply {
+func answerScheduleAdd(ctx context.Context, d *Dispatcher, req Request, cmd *commands.ScheduleAdd) Reply {
 	where := "here"
 	to := cmd.To
 	if to != "" {
@@ -218,9 +165,9 @@ func answerScheduleAdd(ctx context.Context, d *Dispatcher, req Request, cmd *com
 	next := sched.Next(d.opts.Now())
 	if cmd.DryRun {
 		return say("dry run: would add a schedule running `%s` at `%s`, reporting %s, first at %s; nothing was changed",
-			cmd.Sub.Text, cmd.Cron, where, zoneStamp(next, zone))
+			commands.Text(cmd.Sub), cmd.Cron, where, zoneStamp(next, zone))
 	}
-	s, err := d.opts.Store.AddSchedule(ctx, store.Schedule{Spec: cmd.Cron, Command: cmd.Sub.Text,
+	s, err := d.opts.Store.AddSchedule(ctx, store.Schedule{Spec: cmd.Cron, Command: commands.Text(cmd.Sub),
 		Platform: req.Platform, Room: req.Room, CreatedBy: req.User, Creator: req.Platform + ":" + req.User, Targets: to})
 	if err != nil {
 		return failed(err, "could not add the schedule: %v", err)
@@ -232,7 +179,7 @@ func answerScheduleAdd(ctx context.Context, d *Dispatcher, req Request, cmd *com
 // vetScheduleAdd refuses a schedule added without --to in a transient chat
 // (a terminal, which nobody reads when `opsbot serve` runs the schedule)
 // when the config names no report rooms to send its reports to instead.
-func vetScheduleAdd(d *Dispatcher, req Request, cmd *commands.Command) (Reply, bool) {
+func vetScheduleAdd(d *Dispatcher, req Request, cmd *commands.ScheduleAdd) (Reply, bool) {
 	if cmd.To != "" || !d.transient(req.Platform) {
 		return Reply{}, false
 	}
@@ -246,15 +193,15 @@ func vetScheduleAdd(d *Dispatcher, req Request, cmd *commands.Command) (Reply, b
 }
 
 // scheduleAddTo is cmd (a schedule add) written with --to targets.
-func scheduleAddTo(cmd *commands.Command, targets string) string {
+func scheduleAddTo(cmd *commands.ScheduleAdd, targets string) string {
 	cron := cmd.Cron
 	if strings.ContainsAny(cron, " \t") {
 		cron = `"` + cron + `"`
 	}
-	return fmt.Sprintf("schedule add --to %s %s %s", targets, cron, cmd.Sub.Text)
+	return fmt.Sprintf("schedule add --to %s %s %s", targets, cron, commands.Text(cmd.Sub))
 }
 
-func answerScheduleList(ctx context.Context, d *Dispatcher, _ Request, _ *commands.Command) Reply {
+func answerScheduleList(ctx context.Context, d *Dispatcher) Reply {
 	list, err := d.opts.Store.Schedules(ctx)
 	if err != nil {
 		return failed(err, "could not list schedules: %v", err)
@@ -293,10 +240,10 @@ func answerScheduleList(ctx context.Context, d *Dispatcher, _ Request, _ *comman
 	return say("%s", strings.TrimRight(b.String(), "\n"))
 }
 
-func answerScheduleRm(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Command) Reply {
-	s, err := d.opts.Store.Schedule(ctx, cmd.ScheduleID)
+func answerScheduleRm(ctx context.Context, d *Dispatcher, cmd *commands.ScheduleRm) Reply {
+	s, err := d.opts.Store.Schedule(ctx, cmd.ID)
 	if err != nil {
-		return scheduleErr(cmd, err)
+		return scheduleErr(cmd.ID, err)
 	}
 	if s.ConfigKey != "" {
 		// The config's schedules are the config's: removed here, the next
@@ -313,34 +260,33 @@ func answerScheduleRm(ctx context.Context, d *Dispatcher, _ Request, cmd *comman
 	if cmd.DryRun {
 		return say("dry run: would remove schedule #%d (`%s` at `%s`); nothing was changed", s.ID, s.Command, s.Spec)
 	}
-	if err := d.opts.Store.RemoveSchedule(ctx, cmd.ScheduleID); err != nil {
-		return scheduleErr(cmd, err)
+	if err := d.opts.Store.RemoveSchedule(ctx, cmd.ID); err != nil {
+		return scheduleErr(cmd.ID, err)
 	}
-	return say("schedule #%d removed", cmd.ScheduleID)
+	return say("schedule #%d removed", cmd.ID)
 }
 
-func answerSchedulePause(paused bool) func(context.Context, *Dispatcher, Request, *commands.Command) Reply {
+// answerSchedulePause is schedule pause (paused) and schedule resume.
+func answerSchedulePause(ctx context.Context, d *Dispatcher, id int64, dryRun, paused bool) Reply {
 	verb := map[bool]string{true: "pause", false: "resume"}[paused]
-	return func(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Command) Reply {
-		if cmd.DryRun {
-			s, err := d.opts.Store.Schedule(ctx, cmd.ScheduleID)
-			if err != nil {
-				return scheduleErr(cmd, err)
-			}
-			return say("dry run: would %s schedule #%d (`%s` at `%s`); nothing was changed", verb, s.ID, s.Command, s.Spec)
+	if dryRun {
+		s, err := d.opts.Store.Schedule(ctx, id)
+		if err != nil {
+			return scheduleErr(id, err)
 		}
-		if err := d.opts.Store.SetSchedulePaused(ctx, cmd.ScheduleID, paused); err != nil {
-			return scheduleErr(cmd, err)
-		}
-		return say("schedule #%d %sd", cmd.ScheduleID, verb)
+		return say("dry run: would %s schedule #%d (`%s` at `%s`); nothing was changed", verb, s.ID, s.Command, s.Spec)
 	}
+	if err := d.opts.Store.SetSchedulePaused(ctx, id, paused); err != nil {
+		return scheduleErr(id, err)
+	}
+	return say("schedule #%d %sd", id, verb)
 }
 
-func scheduleErr(cmd *commands.Command, err error) Reply {
+func scheduleErr(id int64, err error) Reply {
 	if errors.Is(err, store.ErrNotFound) {
-		return Reply{Outcome: Invalid, Text: fmt.Sprintf("there is no schedule #%d (`schedule list` lists them)", cmd.ScheduleID), Err: err}
+		return Reply{Outcome: Invalid, Text: fmt.Sprintf("there is no schedule #%d (`schedule list` lists them)", id), Err: err}
 	}
-	return failed(err, "schedule #%d: %v", cmd.ScheduleID, err)
+	return failed(err, "schedule #%d: %v", id, err)
 }
 
 // location is the zone of cron specs without CRON_TZ= (the config's timezone).
@@ -359,8 +305,8 @@ func zoneStamp(t time.Time, zone *time.Location) string {
 	return t.In(zone).Format("2006-01-02 15:04 MST")
 }
 
-func answerSilence(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Command) Reply {
-	until := d.opts.Now().Add(cmd.Duration)
+func answerSilence(ctx context.Context, d *Dispatcher, req Request, cmd *commands.WatchdogSilence) Reply {
+	until := d.opts.Now().Add(cmd.For)
 	if cmd.DryRun {
 		return say("dry run: would silence the watchdog on %s until %s; nothing was changed", cmd.Service, Stamp(until))
 	}
@@ -371,16 +317,16 @@ func answerSilence(ctx context.Context, d *Dispatcher, req Request, cmd *command
 		"`watchdog silence %s 1m` ends it early.", cmd.Service, Stamp(until), userLabel(req), cmd.Service)
 }
 
-func answerAck(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Command) Reply {
-	in, err := d.opts.Store.AckIncident(ctx, cmd.IncidentID, req.Platform+":"+req.User, d.opts.Now())
+func answerAck(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Ack) Reply {
+	in, err := d.opts.Store.AckIncident(ctx, cmd.Incident, req.Platform+":"+req.User, d.opts.Now())
 	if errors.Is(err, store.ErrNotFound) {
-		if old, rerr := d.opts.Store.Incident(ctx, cmd.IncidentID); rerr == nil && !old.Open() {
+		if old, rerr := d.opts.Store.Incident(ctx, cmd.Incident); rerr == nil && !old.Open() {
 			return say("incident #%d of %s is already closed (since %s): nothing to acknowledge", old.ID, old.Service, Stamp(old.ClosedAt))
 		}
-		return Reply{Outcome: Invalid, Text: fmt.Sprintf("there is no open incident #%d (the alert shows its number)", cmd.IncidentID), Err: err}
+		return Reply{Outcome: Invalid, Text: fmt.Sprintf("there is no open incident #%d (the alert shows its number)", cmd.Incident), Err: err}
 	}
 	if err != nil {
-		return failed(err, "could not acknowledge incident #%d: %v", cmd.IncidentID, err)
+		return failed(err, "could not acknowledge incident #%d: %v", cmd.Incident, err)
 	}
 	if d.opts.Engine != nil {
 		editAlerts(ctx, d.opts.Engine.opts.Chats, in, false, d.log)

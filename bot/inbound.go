@@ -154,7 +154,7 @@ type Reply struct {
 	Audience Audience
 	Actions  []Action
 	JobID    int64
-	Command  *commands.Command
+	Command  commands.Command
 	// Token is the confirmation token of NeedsConfirm, for text-only chats
 	// where the user types `confirm TOKEN` (the Confirm action's id carries it too).
 	Token string

@@ -14,32 +14,29 @@ import (
 	"github.com/opsbot/opsbot/store"
 )
 
-// Every spec of the registry has exactly one handler: an answer given here,
-// or a job whose pipeline ops binds to the same spec.
+// Every spec of the registry is either answered here or a job command
+// with a pipeline (commands.Job), never both; a command that asks for
+// confirmation says what it will do (commands.Previewer).
 func TestEverySpecHasOneHandler(t *testing.T) {
 	t.Parallel()
-	specs := commands.Specs()
-	for _, s := range specs {
-		h, ok := handlers[s]
-		if !ok {
-			t.Errorf("%s: no handler", s.Path)
-			continue
+	for _, s := range commands.Specs() {
+		c, err := commands.Decode([]byte(`{"v":1,"command":"` + s.Path + `"}`))
+		if err != nil {
+			t.Fatalf("%s: %v", s.Path, err)
 		}
-		job := ops.PipelineFor(s) != nil
-		if (h.answer != nil) == job {
-			t.Errorf("%s: answered here %v and an ops pipeline %v: want exactly one", s.Path, h.answer != nil, job)
+		_, job := c.(commands.Job)
+		answered := answerFor(c) != nil
+		if answered == job || job != s.Hosts {
+			t.Errorf("%s: answered here %v, a job %v, policy says hosts %v: want exactly one, as the policy says", s.Path, answered, job, s.Hosts)
 		}
-		if s.Confirm && h.preview == nil {
+		if _, ok := c.(commands.Previewer); s.Confirm && !ok {
 			t.Errorf("%s asks for confirmation but has no preview", s.Path)
 		}
-	}
-	if len(handlers) != len(specs) {
-		t.Errorf("%d handlers for %d specs: some are bound to specs outside the registry", len(handlers), len(specs))
 	}
 }
 
 func countingBackend(ran *atomic.Int32) pipelineFunc {
-	return func(context.Context, *commands.Command, ops.Reporter) (*ops.Result, error) {
+	return func(context.Context, commands.Job, ops.Reporter) (*ops.Result, error) {
 		ran.Add(1)
 		return &ops.Result{}, nil
 	}
@@ -161,7 +158,7 @@ func TestProposalConfirmableByRole(t *testing.T) {
 func TestCancelByOwnerOrAdmin(t *testing.T) {
 	t.Parallel()
 	started := make(chan struct{}, 4)
-	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		started <- struct{}{}
 		<-ctx.Done()
 		return nil, ctx.Err()

@@ -18,40 +18,58 @@ type ChangeLog struct{ Store *store.Store }
 
 var _ ops.ChangeLog = ChangeLog{}
 
-// UnitChanges implements ops.ChangeLog.
+// UnitChanges implements ops.ChangeLog: the service's finished jobs that
+// were no dry run and whose result records a change of the unit or of a
+// file beside it (ops.UnitChange.Changed), newest first, at most limit
+// (<= 0: 50). It reads the store a page at a time until it has them.
 func (c ChangeLog) UnitChanges(ctx context.Context, service string, limit int) ([]ops.AppliedChange, error) {
-	jobs, err := c.Store.UnitChangeJobs(ctx, service, limit)
-	if err != nil {
-		return nil, err
+	if limit <= 0 {
+		limit = 50
 	}
-	out := make([]ops.AppliedChange, 0, len(jobs))
-	for _, j := range jobs {
-		var res ops.Result
-		if err := json.Unmarshal(j.Result, &res); err != nil {
-			return nil, fmt.Errorf("read the result of job #%d: %w", j.ID, err)
+	const page = 200
+	var out []ops.AppliedChange
+	before := int64(0)
+	for len(out) < limit {
+		jobs, err := c.Store.FinishedJobs(ctx, service, before, page)
+		if err != nil {
+			return nil, err
 		}
-		if res.Unit == nil {
-			continue
+		for _, j := range jobs {
+			var res ops.Result
+			if err := json.Unmarshal(j.Result, &res); err != nil {
+				return nil, fmt.Errorf("read the result of job #%d: %w", j.ID, err)
+			}
+			if res.Unit.Changed() && len(out) < limit {
+				out = append(out, ops.AppliedChange{JobID: j.ID, Command: j.Command, Status: string(j.Status), Unit: *res.Unit})
+			}
 		}
-		out = append(out, ops.AppliedChange{JobID: j.ID, Command: j.Command, Status: string(j.Status), Unit: *res.Unit})
+		if len(jobs) < page {
+			break
+		}
+		before = jobs[len(jobs)-1].ID
 	}
 	return out, nil
 }
 
-func previewUndo(cmd *commands.Command) string {
-	return fmt.Sprintf("`%s` will put back the unit text of %s, and any file written beside it (SGLang's adaptive config), that its last successful change replaced: "+
-		"stop %s on %s, clear its GPU memory, write the file and the unit, start it, wait until it serves, verify and benchmark. "+
-		"(`%s --dry-run` shows the diff.)", cmd.Text, cmd.Service, cmd.Service, cmd.Host, cmd.Text)
+// jobCommand returns the typed command job j runs, as the store keeps it
+// (commands.Decode of its Args). Jobs recorded before the store kept the
+// typed command have no Args: their canonical text is parsed instead, on
+// the configuration in effect; that is the only command text read back.
+func (d *Dispatcher) jobCommand(j store.Job) (commands.Command, error) {
+	if len(j.Args) > 0 {
+		return commands.Decode(j.Args)
+	}
+	return d.Parse(j.Command)
 }
 
 // answerJob is `job N`: one job in full.
-func answerJob(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Command) Reply {
-	j, err := d.opts.Store.Job(ctx, cmd.JobID)
+func answerJob(ctx context.Context, d *Dispatcher, cmd *commands.JobInfo) Reply {
+	j, err := d.opts.Store.Job(ctx, cmd.ID)
 	if errors.Is(err, store.ErrNotFound) {
-		return Reply{Outcome: Invalid, Text: fmt.Sprintf("there is no job #%d (`jobs all` lists the recent ones)", cmd.JobID), Err: err}
+		return Reply{Outcome: Invalid, Text: fmt.Sprintf("there is no job #%d (`jobs all` lists the recent ones)", cmd.ID), Err: err}
 	}
 	if err != nil {
-		return failed(err, "could not read job #%d: %v", cmd.JobID, err)
+		return failed(err, "could not read job #%d: %v", cmd.ID, err)
 	}
 	evs, err := d.opts.Store.Events(ctx, j.ID)
 	if err != nil {
@@ -69,8 +87,8 @@ func answerJob(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Comm
 		}
 	}
 	needsConfirm := false
-	if c, err := d.Parse(j.Command); err == nil {
-		needsConfirm = c.NeedsConfirm()
+	if c, err := d.jobCommand(j); err == nil {
+		needsConfirm = commands.NeedsConfirm(c)
 	}
 	r := say("%s", RenderJob(j, evs, audit, res, needsConfirm))
 	o := jobOutcome(j)

@@ -66,8 +66,8 @@ func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
 	release := make(chan struct{})
 	running := make(chan string, 4)
 	pipeline := func(h *harness) Backend {
-		return pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
-			s := span{job: cmd.Text, start: time.Now()}
+		return pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+			s := span{job: commands.Text(cmd), start: time.Now()}
 			defer func() {
 				s.end = time.Now()
 				mu.Lock()
@@ -81,7 +81,7 @@ func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
 			}
 			held := false
 			for _, l := range ls {
-				held = held || (l.Key == "service:"+cmd.Service && l.JobID == jobIDFrom(ctx) && l.Owner == h.eng.opts.Leases.Owner().ID)
+				held = held || (l.Key == "service:"+commands.Where(cmd).Service && l.JobID == jobIDFrom(ctx) && l.Owner == h.eng.opts.Leases.Owner().ID)
 			}
 			if !held {
 				return nil, fmt.Errorf("service lease not held by this job: %+v", ls)
@@ -105,8 +105,8 @@ func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
 			if !nodeHeld {
 				return nil, fmt.Errorf("node lease not held by this job: %+v", ls)
 			}
-			running <- cmd.Text
-			if cmd.Spec.Path == "mtp steps" && cmd.Service == "qwen" {
+			running <- commands.Text(cmd)
+			if cmd.Spec().Path == "mtp steps" && commands.Where(cmd).Service == "qwen" {
 				select {
 				case <-release:
 				case <-ctx.Done():
@@ -180,7 +180,7 @@ func TestCancelReachesAnotherProcess(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	started := make(chan struct{}, 1)
 	blocking := func(*harness) Backend {
-		return pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		return pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 			started <- struct{}{}
 			<-ctx.Done()
 			return nil, fmt.Errorf("wait until ready: %w", ctx.Err())
@@ -208,7 +208,7 @@ func TestLostLeaseStopsTheJob(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	started := make(chan struct{}, 1)
 	a, leases := newLeaseHarness(t, path, 600*time.Millisecond, func(*harness) Backend {
-		return pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		return pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 			started <- struct{}{}
 			<-ctx.Done()
 			return nil, fmt.Errorf("wait until ready: %w", ctx.Err())
@@ -257,7 +257,7 @@ func TestVanishedOwnerStopsItsJobs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	started := make(chan struct{}, 1)
 	a, leases := newLeaseHarness(t, path, 600*time.Millisecond, func(*harness) Backend {
-		return pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+		return pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 			started <- struct{}{}
 			<-ctx.Done()
 			return nil, fmt.Errorf("wait until ready: %w", ctx.Err())

@@ -47,7 +47,7 @@ func TestJobLogNamesTheUserOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs logBuffer
-	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		return &ops.Result{Summary: "done"}, nil
 	})
 	app, err := NewApp(context.Background(), cfg, AppOptions{Backend: backend, Chats: map[string]Chat{"console": newRecChat()},

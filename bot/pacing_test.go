@@ -40,7 +40,7 @@ func TestRuntimePacesUpdates(t *testing.T) {
 		}
 		return false
 	}
-	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		for i := range 20 {
 			line := fmt.Sprintf("line %02d", i)
 			rep.Report(ops.Event{Step: "work", Status: ops.StepProgress, Message: line})

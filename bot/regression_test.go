@@ -51,7 +51,7 @@ func TestRegressionDetectedWhenTheEngineGetsSlower(t *testing.T) {
 	// the package's serial phase, before and apart from the package's parallel tests.
 	testrun.Long(t)
 	l, rb := labRunbook(t)
-	h := newHarness(t, rb, roles)
+	h := newHarness(t, RunbookBackend(rb), roles)
 	ctx := context.Background()
 	pol := RegressionPolicy{Pct: 20, Runs: 7}
 	bench := func() (store.Job, *ops.Result) {

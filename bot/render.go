@@ -183,7 +183,7 @@ func RenderLeft(l *ops.ServiceLeft) string {
 	fmt.Fprintf(&b, "\nnow: %s", l.Sentence())
 	undo := ""
 	if l.Undo != "" {
-		undo = fmt.Sprintf("`%s` puts steps %d back", l.Undo, undoSteps(l.Undo))
+		undo = fmt.Sprintf("`%s` puts steps %d back", l.Undo, l.UndoSteps)
 	}
 	switch {
 	case l.Advice != "":
@@ -212,12 +212,4 @@ func nextDoes(cmd string) string {
 		return "shows who holds its GPUs"
 	}
 	return "helps next"
-}
-
-// undoSteps is N of "mtp steps N SERVICE".
-func undoSteps(cmd string) int {
-	var n int
-	var svc string
-	fmt.Sscanf(cmd, "mtp steps %d %s", &n, &svc)
-	return n
 }

@@ -33,13 +33,16 @@ type Runbooks struct {
 var _ Backend = (*Runbooks)(nil)
 
 // Run runs cmd on the runbook in effect.
-func (r *Runbooks) Run(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+func (r *Runbooks) Run(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 	rb := r.take()
 	if rb == nil {
 		return nil, errors.New("no hosts are configured: add hosts and services to the config (or run with --lab)")
 	}
 	defer r.done(rb)
-	return rb.Run(ctx, cmd, rep)
+	if rep == nil {
+		rep = ops.Discard
+	}
+	return cmd.Run(ctx, rb, rep)
 }
 
 // take returns the runbook in effect, counted as used by one more job.
@@ -253,4 +256,17 @@ func (s *Service) prune(ctx context.Context, retention time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+// RunbookBackend returns the Backend that runs every job on rb: for a
+// runbook that is never swapped (tests, tools); serve uses Runbooks.
+func RunbookBackend(rb *ops.Runbook) Backend { return fixedRunbook{rb} }
+
+type fixedRunbook struct{ rb *ops.Runbook }
+
+func (f fixedRunbook) Run(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	if rep == nil {
+		rep = ops.Discard
+	}
+	return cmd.Run(ctx, f.rb, rep)
 }

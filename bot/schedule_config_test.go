@@ -32,7 +32,7 @@ func TestConfigScheduleBelongsToTheConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		return &ops.Result{Summary: "done"}, nil
 	})
 	app, err := NewApp(context.Background(), cfg, AppOptions{Backend: backend, Chats: map[string]Chat{"console": newRecChat()}})

@@ -102,7 +102,7 @@ func TestScheduleNightlyFiresOnceAcrossTwoApps(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	var runs atomic.Int64
-	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		runs.Add(1)
 		return &ops.Result{Summary: "swept"}, nil
 	})
@@ -199,7 +199,7 @@ func TestScheduleSkipsWhileRunning(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	var runs atomic.Int64
-	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		runs.Add(1)
 		select {
 		case <-release:
@@ -267,7 +267,7 @@ func TestScheduleMissedPolicy(t *testing.T) {
 			extra += "}"
 			path := filepath.Join(t.TempDir(), "opsbot.db")
 			var runs atomic.Int64
-			backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+			backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 				runs.Add(1)
 				return &ops.Result{Summary: "ok"}, nil
 			})
@@ -315,7 +315,7 @@ func TestScheduleMissedPolicy(t *testing.T) {
 func TestScheduleRefusedWhenCreatorLostRole(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
-	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		runs.Add(1)
 		return &ops.Result{}, nil
 	})
@@ -352,7 +352,7 @@ func TestSchedulerLeaseOneHolder(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	var runs atomic.Int64
-	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		runs.Add(1)
 		return &ops.Result{}, nil
 	})
@@ -474,7 +474,7 @@ func TestScheduledRunRegressionAlert(t *testing.T) {
 	t.Parallel()
 	var tokS atomic.Int64
 	tokS.Store(300)
-	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		return &ops.Result{Summary: "benchmarked", Spec: &ops.Spec{Engine: "sglang", Steps: 3, TopK: 1, DraftTokens: 4},
 			Bench: &ops.BenchResult{OutputTokS: float64(tokS.Load()), RequestsOK: 16, Concurrency: 4,
 				Settings: bench.Settings{Prompts: 16, Concurrency: 4, InputLen: 256, OutputLen: 128}}}, nil
@@ -539,7 +539,7 @@ func TestScheduledSweepRegressionPerBucket(t *testing.T) {
 	t.Parallel()
 	var night5 atomic.Bool
 	spec := &ops.Spec{Engine: "sglang", Steps: 4, TopK: 1, DraftTokens: 5}
-	backend := pipelineFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		res := &ops.Result{Summary: "swept", Spec: spec, Metric: ops.MetricOutputTokS}
 		for _, c := range []int{1, 32} {
 			tok, acc := 250.0, 3.2

@@ -19,7 +19,7 @@ func TestShutdownStopsAtSafePoint(t *testing.T) {
 	t.Parallel()
 	inWrite, finishWrite := make(chan struct{}), make(chan struct{})
 	cutInWrite := make(chan bool, 1)
-	backend := pipelineFunc(func(ctx context.Context, _ *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+	backend := pipelineFunc(func(ctx context.Context, _ commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		rep.Report(ops.Event{Step: "stop", Status: ops.StepStarted})
 		rep.Report(ops.Event{Step: "stop", Status: ops.StepDone})
 		rep.Report(ops.Event{Step: "write unit", Status: ops.StepStarted})
@@ -77,7 +77,7 @@ func TestShutdownStopsAtSafePoint(t *testing.T) {
 // against.
 func TestDispatcherReload(t *testing.T) {
 	t.Parallel()
-	backend := pipelineFunc(func(context.Context, *commands.Command, ops.Reporter) (*ops.Result, error) { return &ops.Result{}, nil })
+	backend := pipelineFunc(func(context.Context, commands.Job, ops.Reporter) (*ops.Result, error) { return &ops.Result{}, nil })
 	h := newHarness(t, backend, map[string]string{"test:alice": "operator"})
 	if r := h.handle("bob", "mtp steps 4 llama"); r.Outcome != Refused {
 		t.Fatalf("bob before the reload: %+v", r)

@@ -24,7 +24,7 @@ func TestSweepReportWithChartOnTheLab(t *testing.T) {
 	t.Parallel()
 	testrun.Long(t)
 	_, rb := labRunbook(t)
-	h := newHarness(t, rb, roles)
+	h := newHarness(t, RunbookBackend(rb), roles)
 	result := func(cmd string) (store.Job, Message) {
 		t.Helper()
 		j := h.wait(h.handle("olga", cmd).JobID)
@@ -126,7 +126,7 @@ func TestTuneReportOnTheLab(t *testing.T) {
 	t.Parallel()
 	testrun.Long(t)
 	_, rb := labRunbook(t)
-	h := newHarness(t, rb, roles)
+	h := newHarness(t, RunbookBackend(rb), roles)
 	j := h.wait(h.handle("olga", "mtp tune qwen 2..6 at 1").JobID)
 	if j.Status != store.Succeeded {
 		t.Fatalf("tune: %s %s", j.Status, j.Error)

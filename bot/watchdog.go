@@ -236,7 +236,7 @@ func (w *Watchdog) look(ctx context.Context, name string) seen {
 	if err != nil {
 		return seen{service: name, err: err}
 	}
-	res, err := w.backend().Run(ctx, cmd, ops.Discard)
+	res, err := w.backend().Run(ctx, cmd.(commands.Job), ops.Discard)
 	return seen{service: name, res: res, err: err}
 }
 
@@ -279,11 +279,17 @@ func (w *Watchdog) stoppedOnPurpose(ctx context.Context, s seen) bool {
 		if j.Status != store.Succeeded {
 			continue
 		}
-		cmd, err := w.app.Dispatcher.Parse(j.Command)
-		if err != nil || cmd.DryRun || !cmd.Mutates() {
+		cmd, err := w.app.Dispatcher.jobCommand(j)
+		if err != nil || !commands.Mutates(cmd) {
 			continue
 		}
-		return cmd.Spec == spec("svc stop") || (cmd.Spec == spec("gpu recover") && cmd.NoStart)
+		switch c := cmd.(type) {
+		case *commands.SvcStop:
+			return true
+		case *commands.GPURecover:
+			return c.NoStart
+		}
+		return false
 	}
 	return false
 }
@@ -301,7 +307,7 @@ func (w *Watchdog) diagnose(ctx context.Context, service string) string {
 	if err != nil {
 		return ""
 	}
-	res, err := w.backend().Run(ctx, cmd, ops.Discard)
+	res, err := w.backend().Run(ctx, cmd.(commands.Job), ops.Discard)
 	if err != nil || res == nil {
 		return ""
 	}

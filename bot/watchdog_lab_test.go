@@ -54,7 +54,7 @@ func topoApp(t testing.TB, topo lab.Topology, path, extra string) (*App, *recCha
 			return nil, err
 		}
 		t.Cleanup(func() { rb.Close() })
-		return rb, nil
+		return RunbookBackend(rb), nil
 	}
 	app, err := NewApp(context.Background(), cfg, AppOptions{NewBackend: newBackend, Chats: map[string]Chat{"console": chat}})
 	if err != nil {

@@ -38,11 +38,11 @@ func (f *fakeHosts) set(svc string, s ops.ServiceState) {
 	f.state[svc] = s
 }
 
-func (f *fakeHosts) Run(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+func (f *fakeHosts) Run(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := f.state[cmd.Service]
-	switch cmd.Spec.Path {
+	s := f.state[commands.Where(cmd).Service]
+	switch cmd.Spec().Path {
 	case "svc status":
 		res := &ops.Result{Service: &s}
 		if s.NRestarts > 0 && s.ActiveState != "inactive" {
@@ -53,7 +53,7 @@ func (f *fakeHosts) Run(ctx context.Context, cmd *commands.Command, rep ops.Repo
 		return &ops.Result{Details: []string{`known cause in these lines: gpu_memory_held: "RuntimeError: Not enough memory."`}}, nil
 	case "gpu recover":
 		f.recovers.Add(1)
-		f.state[cmd.Service] = healthy(cmd.Service)
+		f.state[commands.Where(cmd).Service] = healthy(commands.Where(cmd).Service)
 		return &ops.Result{Summary: "recovered"}, nil
 	}
 	return &ops.Result{}, nil

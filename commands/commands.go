@@ -1,23 +1,31 @@
 // Package commands is opsbot's command language: the words people type in Slack
 // (`/mtp steps 10`), Matrix (`!mtp steps 10`) or a terminal (`mtp steps 10`).
 //
-// One typed registry (Specs) drives everything about a command: how it is parsed and
-// validated, its usage line and help text, the role it needs, whether it mutates a
-// host or the schedules, whether it asks for confirmation and what it locks. Parse
-// turns text into a *Command or a *UsageError that says what was wrong, the usage
-// line and a suggestion; nothing else in opsbot interprets command text.
+// Each command is a Go type of its own (MTPSteps, GPURecover, Jobs, ...) in a
+// file of its own, holding its arguments as typed fields, and one Spec: its
+// path, help text, examples and Policy. The type's args method binds its
+// fields to the argument kinds of args.go, and that one binding drives
+// parsing, validation, the usage line, help, the canonical text (Text) and
+// the "did you mean"; a job command's Run says what it runs on the hosts.
+// Parse turns text into a Command or a *UsageError that says what was wrong,
+// the usage line and a suggestion; nothing else in opsbot interprets command
+// text. Encode and Decode keep a command as data (its arguments, with a
+// version), for the jobs the store keeps.
 //
-// The package is pure: no I/O, no clock, no globals that change, safe for concurrent
-// use. The one exception is validating a cron spec's CRON_TZ= zone, which loads the
-// zone from the embedded time zone database (time/tzdata) when the system has none.
+// Parsing is pure: no I/O, no clock, no globals that change, safe for
+// concurrent use. The one exception is validating a cron spec's CRON_TZ=
+// zone, which loads the zone from the embedded time zone database
+// (time/tzdata) when the system has none.
 package commands
 
 import (
+	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	_ "time/tzdata" // CRON_TZ= zones validate the same on hosts without /usr/share/zoneinfo
+
+	"github.com/opsbot/opsbot/ops"
 )
 
 // Role is the access a command needs. Higher roles include the lower ones.
@@ -61,7 +69,7 @@ type Lock int
 
 const (
 	LockNone    Lock = iota // never waits for anything (read-only commands)
-	LockService             // one such job per service at a time (Command.Service)
+	LockService             // one such job per service at a time (the command's service)
 )
 
 // String returns "none" or "service".
@@ -75,26 +83,40 @@ func (l Lock) String() string {
 	return fmt.Sprintf("Lock(%d)", int(l))
 }
 
-// Spec is one command of the language. The registry's Specs are shared and must not
-// be modified by callers.
-type Spec struct {
-	Path     string   // the command words: "mtp steps", "gpu recover", "jobs"
-	Usage    string   // the usage line, e.g. "mtp steps N [SERVICE] [--dry-run]"
-	Summary  string   // one line for the overview
-	Role     Role     // the role needed (Command.Role may raise it, e.g. --force)
-	Mutating bool     // changes a host or the schedules; accepts --dry-run
-	Confirm  bool     // asks for confirmation before it runs (not for a dry run)
-	Lock     Lock     // what its job locks (not for a dry run)
-	Examples []string // each one parses with a single configured service
+// Policy is what the door and the runtime decide about a command before
+// they run it, declared once with the command.
+type Policy struct {
+	Role     Role // the role needed (a command may raise it: gpu recover --force)
+	Mutating bool // changes a host or the schedules; takes --dry-run
+	Confirm  bool // asks for confirmation before it runs (not for a dry run)
+	Lock     Lock // what its job locks (not for a dry run)
 	// Schedulable is true for job commands that `schedule add` accepts.
 	Schedulable bool
-	// Details is the longer help text (a paragraph, may be several lines).
-	Details string
+	// Hosts is true for a job command: it runs an ops pipeline on the
+	// service's hosts (its type implements Job). False: the door answers it
+	// from the store.
+	Hosts bool
+	// Slash is true when the command's group is a Slack slash command of its
+	// own (`/mtp steps 10`); false: it is typed after SlackCatchAll
+	// (`/opsbot ack 3`). Every command of a group says the same.
+	Slash bool
+}
 
-	params  []param // positional arguments, in order
-	targets bool    // takes --to TARGETS (schedule add)
-	keys    []key   // key=N arguments, in any order
-	flags   flagBit // accepted flags (--dry-run is implied by Mutating)
+// Spec is the definition of one command of the language: its words, help,
+// examples and policy, and how to make an empty value of its type. The
+// registry's Specs are shared and must not be modified by callers.
+type Spec struct {
+	Path     string   // the command words: "mtp steps", "gpu recover", "jobs"
+	Usage    string   // the usage line, e.g. "mtp steps N [SERVICE] [--dry-run]", generated
+	Summary  string   // one line for the overview
+	Details  string   // the longer help text (a paragraph, may be several lines)
+	Examples []string // each one parses with a single configured service
+	// RoleNote is added after the role in help ("admin with --force").
+	RoleNote string
+	Policy
+
+	// new returns an empty value of the command's type.
+	new func() Command
 }
 
 // Group returns the first command word ("mtp" for "mtp steps").
@@ -105,21 +127,119 @@ func (s *Spec) Group() string {
 	return s.Path
 }
 
-// Specs returns the registry in help order. The Specs are shared: do not modify them.
-func Specs() []*Spec {
-	out := make([]*Spec, len(registry))
-	copy(out, registry)
-	return out
+// SlashCommand returns the Slack slash command the command is typed after: its
+// group's own ("/mtp") or SlackCatchAll ("/opsbot").
+func (s *Spec) SlashCommand() string { return slashOf(s.Group()) }
+
+// Command is one parsed, validated command: a value of one of this
+// package's command types (*MTPSteps, *Jobs, ...). Parse(Text(c)) returns an
+// equal Command. Only this package's types implement it.
+type Command interface {
+	// Spec returns the command's definition.
+	Spec() *Spec
+	// args binds the value's fields to the argument kinds, in usage order.
+	args() []arg
 }
 
-// Lookup returns the Spec with exactly this path ("svc logs"), or nil.
-func Lookup(path string) *Spec {
-	for _, s := range registry {
-		if s.Path == path {
-			return s
+// Job is a command that runs as a job on the service's hosts (Policy.Hosts).
+// Run is in the job command's own file; see ops.Runbook for what it calls.
+type Job interface {
+	Command
+	// Run runs the command's pipeline: one method of the runbook, with the
+	// command's arguments. rb is the runbook of the config in effect, bound
+	// to the job's hold; rep receives the pipeline's progress. The Result is
+	// non-nil whenever anything was learned or changed, also on error.
+	Run(ctx context.Context, rb *ops.Runbook, rep ops.Reporter) (*ops.Result, error)
+}
+
+// On is where a command acts: a service and the host that runs it. Commands
+// that take a [SERVICE] or [HOST|SERVICE] embed it.
+type On struct {
+	Service string `json:"service,omitempty"` // the resolved service
+	Host    string `json:"host,omitempty"`    // the service's host
+}
+
+// Where returns the service and host c acts on: for gpu status the named
+// host (or none, meaning all); the zero On for commands about no service.
+func Where(c Command) On {
+	for _, a := range c.args() {
+		if w, ok := a.(interface{ where() On }); ok {
+			return w.where()
 		}
 	}
-	return nil
+	return On{}
+}
+
+// Text returns the canonical rendering of c (`mtp steps 10 qwen`): resolved
+// names, defaults spelled out, flags last. Used in logs, audit and schedules.
+func Text(c Command) string { return render(c) }
+
+// IsDryRun reports whether c is a --dry-run: it shows what would happen and
+// changes nothing.
+func IsDryRun(c Command) bool {
+	for _, a := range c.args() {
+		if f, ok := a.(*flagArg); ok && f.def == &flagDryRun {
+			return *f.v
+		}
+	}
+	return false
+}
+
+// RoleOf returns the role c needs: its Spec's, raised by its arguments where
+// the command says so (gpu recover --force needs admin; a schedule needs at
+// least what its command needs).
+func RoleOf(c Command) Role {
+	r := c.Spec().Role
+	if rr, ok := c.(interface{ raiseRole(Role) Role }); ok {
+		r = rr.raiseRole(r)
+	}
+	return r
+}
+
+// NeedsConfirm reports whether c asks for confirmation: its Spec says so, or
+// it schedules a command that does (the creator confirms once, when adding
+// the schedule), and it is not a dry run.
+func NeedsConfirm(c Command) bool {
+	if IsDryRun(c) {
+		return false
+	}
+	if sc, ok := c.(interface{ confirmsFor() Command }); ok {
+		if sub := sc.confirmsFor(); sub != nil && NeedsConfirm(sub) {
+			return true
+		}
+	}
+	return c.Spec().Confirm
+}
+
+// Mutates reports whether running c changes anything: a mutating command
+// and not a dry run.
+func Mutates(c Command) bool { return c.Spec().Mutating && !IsDryRun(c) }
+
+// LockedService returns the service c's job must hold exclusively for its
+// whole run, or "" when it locks nothing (read-only commands and dry runs).
+// The job's pipeline also holds the service's physical node during its
+// mutating windows; that lock is the pipeline's, not the command's.
+func LockedService(c Command) string {
+	if c.Spec().Lock == LockService && !IsDryRun(c) {
+		return Where(c).Service
+	}
+	return ""
+}
+
+// Restarts returns how many times c's job restarts its service at most: one
+// per value a sweep or a tune tries, 1 for every other command. The runtime
+// scales a job's timeout by it.
+func Restarts(c Command) int {
+	if r, ok := c.(interface{ restarts() int }); ok {
+		return max(1, r.restarts())
+	}
+	return 1
+}
+
+// Previewer is implemented by commands that say in one line what they will
+// do, for their confirmation; the door has a generic line for the others.
+type Previewer interface {
+	Preview() string
 }
 
 // ServiceRef is one configured service and the host that runs it.
@@ -134,17 +254,6 @@ type Options struct {
 	// config's default_service). Empty: the only service when exactly one is
 	// configured; with several, a command naming none is a usage error.
 	DefaultService string
-}
-
-// DefaultMaxSteps is the steps limit when Options.MaxSteps is 0, and the one
-// home of that limit: the config and the ops layer default to it.
-const DefaultMaxSteps = 16
-
-// DefaultBench returns the benchmark knobs of a job when neither the command
-// nor the config sets them: 16 prompts, one at a time, 256 tokens in, 256 out.
-// It is their one home: the config and the ops layer default to them.
-func DefaultBench() BenchParams {
-	return BenchParams{Prompts: 16, Concurrency: 1, InputLen: 256, OutputLen: 256}
 }
 
 // Limits of the language.
@@ -209,102 +318,4 @@ func ValidName(s string) bool {
 		}
 	}
 	return true
-}
-
-// BenchParams are the benchmark knobs; 0 means the configured default.
-type BenchParams struct {
-	Prompts, Concurrency, InputLen, OutputLen int
-}
-
-// Command is one parsed, validated command. Parse(c.Text) returns an equal Command.
-type Command struct {
-	Spec *Spec
-	// Text is the canonical rendering (`mtp steps 10 qwen`): resolved names,
-	// defaults spelled out, flags last. Used in logs, audit and schedules.
-	Text string
-
-	Service string // resolved service ("" where the command has none)
-	Host    string // the service's host; for gpu status the named host or "" for all
-
-	DryRun  bool // --dry-run: show what would happen, change nothing
-	Force   bool // gpu recover --force
-	NoStart bool // gpu recover --no-start
-	All     bool // jobs all
-
-	Steps      int         // mtp steps N
-	Lines      int         // svc logs lines=N (default 50)
-	Bench      BenchParams // bench key=N arguments
-	SweepSteps []int       // sweep steps LIST, in the order given, no duplicates
-	SweepTopK  []int       // sweep ... topk LIST: SGLang topk values; nil = the unit's
-	SweepDraft []int       // sweep ... draft LIST: draft token counts for each topk above 1; nil = the unit's
-	SweepAt    []int       // sweep ... at LIST: concurrencies, in the order given; nil = the configured one
-	ApplyBest  bool        // sweep --apply-best: leave the service on the best point
-	TuneFrom   int         // mtp tune RANGE: the lowest steps searched (default 1)
-	TuneTo     int         // mtp tune RANGE: the highest steps searched (default min(16, the steps limit))
-	// PerLoad is mtp tune per-load: the best steps at each concurrency of
-	// SweepAt (two or more, ascending).
-	PerLoad bool
-	// LoadTable is mtp per-load's TABLE, concurrencies ascending.
-	LoadTable  []LoadSteps
-	Cron       string   // schedule add: the canonical cron spec (whitespace collapsed)
-	Sub        *Command // schedule add: the scheduled job command
-	ScheduleID int64    // schedule rm/pause/resume ID
-	JobID      int64    // cancel JOB, job JOB
-	N          int      // history n=N (default 10)
-	// To are schedule add's --to TARGETS, canonical ("slack:C0OPS,matrix:!r:hs");
-	// empty: the room the command came from.
-	To         string
-	Duration   time.Duration // watchdog silence DURATION
-	IncidentID int64         // ack INCIDENT
-	Topic      string        // help: "" for the overview, else a group or path ("mtp", "mtp steps")
-}
-
-// Role returns the role this command needs: the Spec's, raised to Admin by
-// gpu recover --force, and never lower than a scheduled Sub command's.
-func (c *Command) Role() Role {
-	r := c.Spec.Role
-	if c.Force && r < Admin {
-		r = Admin
-	}
-	if c.Sub != nil {
-		if sr := c.Sub.Role(); sr > r {
-			r = sr
-		}
-	}
-	return r
-}
-
-// NeedsConfirm reports whether the command asks for confirmation: its Spec says so,
-// or it schedules a command whose Spec says so (the creator confirms once, when
-// adding the schedule), and it is not a dry run.
-func (c *Command) NeedsConfirm() bool {
-	if c.DryRun {
-		return false
-	}
-	return c.Spec.Confirm || (c.Sub != nil && c.Sub.NeedsConfirm())
-}
-
-// Mutates reports whether running the command changes anything: a mutating Spec
-// and not a dry run.
-func (c *Command) Mutates() bool { return c.Spec.Mutating && !c.DryRun }
-
-// LockedService returns the service the command's job must hold exclusively for
-// its whole run, or "" when it locks nothing (read-only commands and dry runs).
-// The job's pipeline also holds the service's physical node during its mutating
-// windows; that lock is the pipeline's, not the command's.
-func (c *Command) LockedService() string {
-	if c.Spec.Lock == LockService && !c.DryRun {
-		return c.Service
-	}
-	return ""
-}
-
-// String returns c.Text.
-func (c *Command) String() string { return c.Text }
-
-// LoadSteps is one entry of mtp per-load's TABLE: the steps for a
-// concurrency, then other candidates the engine may move between.
-type LoadSteps struct {
-	Concurrency int
-	Steps       []int // at least one; the first is the steps for the concurrency
 }

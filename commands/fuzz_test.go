@@ -43,50 +43,59 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		checkAccepted(t, in, c, opts)
-		again, err := Parse(c.Text, opts)
+		again, err := Parse(Text(c), opts)
 		if err != nil {
-			t.Fatalf("Parse(%q) accepted as %q, which fails: %v", in, c.Text, err)
+			t.Fatalf("Parse(%q) accepted as %q, which fails: %v", in, Text(c), err)
 		}
 		if !reflect.DeepEqual(again, c) {
-			t.Fatalf("round trip of %q via %q:\n got %+v\nwant %+v", in, c.Text, *again, *c)
+			t.Fatalf("round trip of %q via %q:\n got %+v\nwant %+v", in, Text(c), again, c)
 		}
 	})
 }
 
-func checkAccepted(t *testing.T, in string, c *Command, opts Options) {
+// scheduled returns the command c schedules (schedule add's), or nil.
+func scheduled(c Command) Command {
+	if sa, ok := c.(*ScheduleAdd); ok {
+		return sa.Sub
+	}
+	return nil
+}
+
+func checkAccepted(t *testing.T, in string, c Command, opts Options) {
 	t.Helper()
-	for cc := c; cc != nil; cc = cc.Sub {
-		if cc.Service != "" {
-			if !ValidName(cc.Service) {
-				t.Fatalf("Parse(%q): service %q is not a valid name", in, cc.Service)
+	for cc := c; cc != nil; cc = scheduled(cc) {
+		on := Where(cc)
+		if on.Service != "" {
+			if !ValidName(on.Service) {
+				t.Fatalf("Parse(%q): service %q is not a valid name", in, on.Service)
 			}
 			found := false
 			for _, s := range opts.Services {
-				found = found || (s.Name == cc.Service && s.Host == cc.Host)
+				found = found || (s.Name == on.Service && s.Host == on.Host)
 			}
 			if !found {
-				t.Fatalf("Parse(%q): service %q on %q is not configured", in, cc.Service, cc.Host)
+				t.Fatalf("Parse(%q): service %q on %q is not configured", in, on.Service, on.Host)
 			}
 		}
-		if cc.Host != "" && !ValidName(cc.Host) {
-			t.Fatalf("Parse(%q): host %q is not a valid name", in, cc.Host)
+		if on.Host != "" && !ValidName(on.Host) {
+			t.Fatalf("Parse(%q): host %q is not a valid name", in, on.Host)
 		}
-		if cc.Steps > opts.maxSteps() || cc.Steps < 0 {
-			t.Fatalf("Parse(%q): steps %d out of range", in, cc.Steps)
+		if ms, ok := cc.(*MTPSteps); ok && (ms.Steps > opts.maxSteps() || ms.Steps < 0) {
+			t.Fatalf("Parse(%q): steps %d out of range", in, ms.Steps)
 		}
 	}
 	// Outside the quoted cron spec the text is plain ASCII words.
-	text := c.Text
-	if c.Cron != "" {
-		text = strings.Replace(text, `"`+c.Cron+`"`, "CRON", 1)
-		if strings.ContainsAny(c.Cron, ";|&$`()<>\\{}\"'\n\r") {
-			t.Fatalf("Parse(%q): cron %q holds a shell metacharacter", in, c.Cron)
+	text := Text(c)
+	if sa, ok := c.(*ScheduleAdd); ok && sa.Cron != "" {
+		text = strings.Replace(text, `"`+sa.Cron+`"`, "CRON", 1)
+		if strings.ContainsAny(sa.Cron, ";|&$`()<>\\{}\"'\n\r") {
+			t.Fatalf("Parse(%q): cron %q holds a shell metacharacter", in, sa.Cron)
 		}
 	}
 	for i := 0; i < len(text); i++ {
 		ch := text[i]
 		if ch < 0x20 || ch >= 0x7f || isShellMeta(ch) || ch == '"' || ch == '\'' {
-			t.Fatalf("Parse(%q): Text %q holds %q", in, c.Text, ch)
+			t.Fatalf("Parse(%q): Text %q holds %q", in, Text(c), ch)
 		}
 	}
 }

@@ -54,7 +54,7 @@ func topics() []string {
 	return out
 }
 
-func checkTopic(topic string) error {
+func checkTopic(topic string) *UsageError {
 	if topic == "" {
 		return nil
 	}
@@ -101,8 +101,8 @@ func detail(b *strings.Builder, s *Spec) {
 	wrap(b, text, 96, "")
 	b.WriteString("\n\n")
 	fmt.Fprintf(b, "Role: %s", s.Role)
-	if s.Path == "gpu recover" {
-		b.WriteString(" (admin with --force)")
+	if s.RoleNote != "" {
+		b.WriteString(" (" + s.RoleNote + ")")
 	}
 	b.WriteByte('\n')
 	if s.Mutating {
@@ -112,7 +112,7 @@ func detail(b *strings.Builder, s *Spec) {
 	}
 	if s.Confirm {
 		b.WriteString(" · asks for confirmation: yes")
-	} else if len(s.params) > 0 && s.params[len(s.params)-1].kind == pSub {
+	} else if bind(s.new()).flagsFirst() { // schedule add
 		b.WriteString(" · asks for confirmation: when COMMAND does")
 	} else {
 		b.WriteString(" · asks for confirmation: no")
@@ -128,66 +128,23 @@ func detail(b *strings.Builder, s *Spec) {
 	b.WriteString("\n")
 	type row struct{ name, help string }
 	var rows []row
-	for _, p := range s.params {
-		switch p.kind {
-		case pSteps:
-			rows = append(rows, row{"N", fmt.Sprintf("speculative decoding steps, 1..%d (the config may allow more)", DefaultMaxSteps)})
-		case pService:
-			rows = append(rows, row{"SERVICE", "a configured service; may be left out when there is only one or a default_service"})
-		case pHost:
-			rows = append(rows, row{"HOST", "a configured host (or a service, meaning its host); all GPU hosts when left out"})
-		case pTarget:
-			rows = append(rows, row{"HOST|SERVICE", "a service, or a host running exactly one service; may be left out when there is only one service or a default_service"})
-		case pStepList:
-			rows = append(rows, row{"LIST", fmt.Sprintf("values and ranges: 1,2,3 or 1..5 or 1..5,10 (at most %d, no value twice)", MaxSweepPoints)})
-		case pTopKList:
-			rows = append(rows, row{"topk LIST", fmt.Sprintf("SGLang topk values to cross with the steps, 1..%d (default: the unit's)", MaxTopK)})
-		case pDraftList:
-			rows = append(rows, row{"draft LIST", fmt.Sprintf("draft token counts for each topk above 1, 2..%d (default: the unit's; with topk 1 they are steps+1)", MaxDraftTokens)})
-		case pAtList:
-			rows = append(rows, row{"at LIST", fmt.Sprintf("concurrencies to benchmark each point at: 1,8,32 or 1..4 (at most %d; default: the configured one)", MaxSweepConcurrencies)})
-		case pAt:
-			rows = append(rows, row{"at N|LIST", "the concurrency to benchmark at, 1..1024 (default: the configured one); with per-load a list of two or more: 1,8,32,64"})
-		case pLoadTable:
-			rows = append(rows, row{"TABLE", "concurrency:steps pairs, concurrencies rising: 1:10 8:7 32:1 64:0; more steps after a slash (64:2/3) are candidates the engine may move between; the first concurrency's steps at least 1"})
-		case pPerLoad:
-			rows = append(rows, row{perLoadWord, "find the best steps at each concurrency of the at LIST and propose the engine's per-load configuration"})
-		case pRange:
-			rows = append(rows, row{"RANGE", fmt.Sprintf("the steps values to search: a..b (default 1..%d)", DefaultTuneTo)})
-		case pAll:
-			rows = append(rows, row{"all", "include finished jobs"})
-		case pJobID:
-			rows = append(rows, row{"JOB", "a job id: 42 or #42 (`jobs` lists them)"})
-		case pScheduleID:
-			rows = append(rows, row{"ID", "a schedule id: 3 or #3 (`schedule list` shows them)"})
-		case pDuration:
-			rows = append(rows, row{"DURATION", "how long: 30m, 2h, 1d (at most 7d)"})
-		case pIncidentID:
-			rows = append(rows, row{"INCIDENT", "the number a watchdog alert shows: 7 or #7"})
-		case pCron:
-			rows = append(rows, row{`"CRON"`, `in quotes: "0 3 * * *", "@daily", "@every 6h", "CRON_TZ=Europe/Berlin 0 3 * * *"`})
-		case pSub:
-			rows = append(rows, row{"COMMAND...", "the job command to run: " + schedulableList()})
-		case pTopic:
-			rows = append(rows, row{"COMMAND", "a command or group: " + strings.Join(groups, ", ")})
+	add := func(a arg) {
+		if name, help := a.help(); name != "" {
+			rows = append(rows, row{name, help})
 		}
 	}
-	for _, k := range s.keys {
-		h := fmt.Sprintf("%s, %d..%d", k.help, k.min, k.max)
-		if k.def != 0 {
-			h += fmt.Sprintf(" (default %d)", k.def)
-		} else {
-			h += " (default: the configured one)"
-		}
-		rows = append(rows, row{k.name + "=N", h})
+	bd := bind(s.new())
+	for _, p := range bd.params {
+		add(p)
 	}
-	if s.targets {
-		rows = append(rows, row{"--to TARGETS", "the rooms the runs report to, first one first: slack:C0OPS,matrix:!ops:example.org (default: this room)"})
+	for _, k := range bd.keys {
+		add(k)
 	}
-	for _, f := range flagNames {
-		if s.flags&f.f != 0 {
-			rows = append(rows, row{f.name, f.help})
-		}
+	if bd.to != nil {
+		add(bd.to)
+	}
+	for _, f := range bd.flags {
+		add(f)
 	}
 	if len(rows) > 0 {
 		w := 0

@@ -1,25 +1,23 @@
 package commands
 
 import (
-	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 )
 
 // Parse parses one command typed in chat or a terminal and validates it against
-// opts. The text is normalised first (see the package doc: smart quotes, dashes,
+// opts. The text is normalised first (see normalize: smart quotes, dashes,
 // odd spaces, a leading / or !); command words, keys, flags and names are
-// case-insensitive. Names are resolved: a missing SERVICE becomes the only
-// configured service, and Host is filled from the service.
+// case-insensitive. Names are resolved: a missing SERVICE becomes the
+// default or the only configured service, and the host is filled from the
+// service.
 //
 // Any invalid input, including anything that looks like a shell line
 // (`;`, `|`, `&&`, `$(...)`, backticks, a second line), returns a *UsageError;
-// nothing else is ever returned as an error. On success Command.Text is the
-// canonical rendering and Parse(c.Text, opts) returns an equal Command.
-// Parse is safe for concurrent use and does no I/O.
-func Parse(text string, opts Options) (*Command, error) {
+// nothing else is ever returned as an error. On success Parse(Text(c), opts)
+// returns an equal Command. Parse is safe for concurrent use and does no I/O.
+func Parse(text string, opts Options) (Command, error) {
 	if len(text) > MaxInputLen {
 		return nil, usageErr(nil, fmt.Sprintf("the command is too long (%d bytes, at most %d)", len(text), MaxInputLen), "")
 	}
@@ -40,6 +38,414 @@ func Parse(text string, opts Options) (*Command, error) {
 type parser struct {
 	opts Options
 	lx   lexer
+}
+
+// cmdParse is the state of parsing one command (schedule add's scheduled
+// command is parsed with one of its own).
+type cmdParse struct {
+	p            *parser
+	spec         *Spec
+	c            Command
+	b            binding
+	serviceGiven bool
+	subErr       error // the scheduled command's error
+	seenKeys     uint32
+	seenFlags    uint32
+	seenWorded   uint32
+}
+
+func (cp *cmdParse) fail(problem, suggestion string) (Command, error) {
+	return nil, usageErr(cp.spec, problem, suggestion)
+}
+
+func (p *parser) parse(toks []token, nested bool) (Command, error) {
+	spec, n, uerr := p.lookup(toks)
+	if uerr != nil {
+		return nil, uerr
+	}
+	if p.lx.problem != "" && !nested {
+		return nil, usageErr(spec, p.lx.problem, "")
+	}
+	c := spec.new()
+	cp := &cmdParse{p: p, spec: spec, c: c, b: bind(c)}
+	params := cp.b.params
+	pi := 0
+	for i := n; i < len(toks); i++ {
+		if pi < len(params) {
+			if _, ok := params[pi].(subArg); ok {
+				params[pi].parse(cp, toks, i)
+				if cp.subErr != nil {
+					return nil, cp.subErr
+				}
+				pi++
+				break
+			}
+		}
+		j, prob, sugg := cp.word(toks, i, &pi)
+		if prob != "" {
+			return cp.fail(prob, sugg)
+		}
+		i = j
+	}
+	for ; pi < len(params); pi++ {
+		pr := params[pi]
+		if !pr.optional() {
+			return cp.fail(pr.missing(spec.Path), "for example `"+spec.Examples[0]+"`")
+		}
+		if prob, sugg := pr.fill(cp); prob != "" {
+			return cp.fail(prob, sugg)
+		}
+	}
+	if ch, ok := c.(interface{ check() (string, string) }); ok {
+		if prob, sugg := ch.check(); prob != "" {
+			return cp.fail(prob, sugg)
+		}
+	}
+	for k, ka := range cp.b.keys {
+		if cp.seenKeys&(1<<k) == 0 && ka.k.def != 0 {
+			*ka.v = ka.k.def
+		}
+	}
+	return c, nil
+}
+
+// word takes the word toks[i] (and those that belong to it); pi is the
+// next positional. It returns the index of the last word taken.
+func (cp *cmdParse) word(toks []token, i int, pi *int) (int, string, string) {
+	t := toks[i]
+	params := cp.b.params
+	if t.quoted {
+		if *pi < len(params) {
+			if cron, ok := params[*pi].(cronArg); ok {
+				prob, sugg := cron.parseQuoted(cp, t.s)
+				*pi++
+				return i, prob, sugg
+			}
+		}
+		return i, fmt.Sprintf("unexpected quoted text %s: quotes are only for the cron spec of schedule add", quote(t.s)), ""
+	}
+	w := t.s
+	if lw := strings.ToLower(w); cp.b.to != nil && (lw == "--to" || strings.HasPrefix(lw, "--to=")) {
+		return cp.to(toks, i)
+	}
+	if len(w) > 1 && w[0] == '-' && !isDigits(w[1:]) {
+		prob, sugg := cp.flag(toks, i)
+		return i, prob, sugg
+	}
+	if cp.b.per != nil && strings.EqualFold(w, perLoadWord) {
+		if *cp.b.per.v {
+			return i, perLoadWord + " is given twice", ""
+		}
+		*cp.b.per.v = true
+		return i, "", ""
+	}
+	if strings.IndexByte(w, '=') >= 0 {
+		prob, sugg := cp.key(toks, i)
+		return i, prob, sugg
+	}
+	// A param led by its word (`at 1,8`, `topk 2,4`) may come anywhere
+	// after the path, once.
+	if k, wa := wordedParam(params, w); wa != nil {
+		if cp.seenWorded&(1<<k) != 0 {
+			return i, fmt.Sprintf("%s is given twice", strings.ToLower(w)), ""
+		}
+		cp.seenWorded |= 1 << k
+		return wa.parse(cp, toks, i)
+	}
+	// A DURATION where the service may be left out (`watchdog silence 2h`).
+	if *pi+1 < len(params) && isService(params[*pi]) && isDuration(params[*pi+1]) && looksDuration(w) && !cp.p.isService(w) {
+		if prob, sugg := params[*pi].fill(cp); prob != "" {
+			return i, prob, sugg
+		}
+		*pi++
+	}
+	// A positional word. Skip optional params when it is a later literal,
+	// the word of a later optional param (`at`), or a range a later param
+	// takes; params led by a word are handled above, and skipped here.
+	for *pi < len(params) && params[*pi].optional() && cp.skips(params[*pi:], w) {
+		if prob, sugg := params[*pi].fill(cp); prob != "" {
+			return i, prob, sugg
+		}
+		*pi++
+	}
+	if *pi == len(params) {
+		prob, sugg := cp.trailing(toks, i)
+		return i, prob, sugg
+	}
+	j, prob, sugg := params[*pi].parse(cp, toks, i)
+	*pi++
+	return j, prob, sugg
+}
+
+// skips reports whether the optional params[0] is left out before the word w.
+func (cp *cmdParse) skips(params []positional, w string) bool {
+	pr := params[0]
+	if _, ok := pr.(worded); ok {
+		return true
+	}
+	if _, ok := pr.(perLoadArg); ok {
+		return true
+	}
+	if lit := nextLiteral(params); lit != "" && strings.EqualFold(lit, w) {
+		return true
+	}
+	if isService(pr) {
+		if rangeLike(w) && later[rangeArg](params[1:]) {
+			return true
+		}
+		if strings.Contains(w, ":") && later[loadTableArg](params[1:]) {
+			return true
+		}
+	}
+	return false
+}
+
+func isService(p positional) bool  { _, ok := p.(serviceArg); return ok }
+func isDuration(p positional) bool { _, ok := p.(durationArg); return ok }
+
+// later reports whether one of params is of kind T.
+func later[T positional](params []positional) bool {
+	for _, p := range params {
+		if _, ok := p.(T); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// wordedParam returns the param led by the word w (`at`, `topk`, `draft`)
+// and its index, or nil.
+func wordedParam(params []positional, w string) (int, worded) {
+	for k, p := range params {
+		if wp, ok := p.(worded); ok && strings.EqualFold(wp.word(), w) {
+			return k, wp
+		}
+	}
+	return -1, nil
+}
+
+// nextLiteral returns the first literal word among params before a required
+// non-literal one, or "".
+func nextLiteral(params []positional) string {
+	for _, p := range params {
+		if l, ok := p.(literalArg); ok {
+			return l.lit
+		}
+		if !p.optional() {
+			return ""
+		}
+	}
+	return ""
+}
+
+// wordList reads the list after a param's word at toks[i]: `at 1, 8`.
+func (cp *cmdParse) wordList(word, what string, toks []token, i int) (int, string, string, string) {
+	spec := cp.spec
+	if i+1 >= len(toks) || toks[i+1].quoted {
+		return i, "", fmt.Sprintf("%s needs %s after %q", spec.Path, what, word), "for example `" + spec.Examples[1] + "`"
+	}
+	j, list := joinList(toks, i+1, toks[i+1].s)
+	return j, list, "", ""
+}
+
+// to reads --to TARGETS (or --to=TARGETS) at toks[i].
+func (cp *cmdParse) to(toks []token, i int) (int, string, string) {
+	w := toks[i].s
+	val, ok := strings.CutPrefix(w[2:], w[2:4]+"=")
+	if !ok {
+		if i+1 >= len(toks) || toks[i+1].quoted {
+			return i, "--to needs TARGETS, e.g. --to slack:C0OPS,matrix:!ops:example.org", ""
+		}
+		i++
+		val = toks[i].s
+	}
+	if *cp.b.to.v != "" {
+		return i, "--to is given twice: list every target in one, comma separated", ""
+	}
+	ts, err := ParseTargets(val)
+	if err != nil {
+		return i, err.Error(), ""
+	}
+	*cp.b.to.v = FormatTargets(ts)
+	return i, "", ""
+}
+
+// allFlags are the language's flags, in usage order.
+var allFlags = []*flagDef{&flagNoStart, &flagForce, &flagApplyBest, &flagDryRun}
+
+func (cp *cmdParse) flag(toks []token, i int) (string, string) {
+	path := cp.spec.Path
+	w := strings.ToLower(toks[i].s)
+	for k, f := range cp.b.flags {
+		if f.def.name != w {
+			continue
+		}
+		if cp.seenFlags&(1<<k) != 0 {
+			return fmt.Sprintf("%s is given twice", f.def.name), ""
+		}
+		cp.seenFlags |= 1 << k
+		*f.v = true
+		return "", ""
+	}
+	for _, f := range allFlags {
+		if f.name != w {
+			continue
+		}
+		if f == &flagDryRun {
+			return fmt.Sprintf("%s is read-only: it does not take --dry-run", path), ""
+		}
+		return fmt.Sprintf("%s does not take %s", path, f.name), ""
+	}
+	names := make([]string, len(cp.b.flags))
+	for k, f := range cp.b.flags {
+		names[k] = f.def.name
+	}
+	sugg := ""
+	if m := closest(w, names); m != "" {
+		sugg = didYouMean(replaceWord(toks, i, m))
+	} else if m := closest("--"+strings.TrimLeft(w, "-"), names); m != "" {
+		sugg = didYouMean(replaceWord(toks, i, m))
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf("unknown flag %s: %s takes no flags", quote(toks[i].s), path), sugg
+	}
+	return fmt.Sprintf("unknown flag %s: %s takes %s", quote(toks[i].s), path, strings.Join(names, ", ")), sugg
+}
+
+func (cp *cmdParse) key(toks []token, i int) (string, string) {
+	path := cp.spec.Path
+	name, val, _ := strings.Cut(toks[i].s, "=")
+	for k, ka := range cp.b.keys {
+		if !strings.EqualFold(ka.k.name, name) {
+			continue
+		}
+		if cp.seenKeys&(1<<k) != 0 {
+			return fmt.Sprintf("%s is given twice", ka.k.name), ""
+		}
+		cp.seenKeys |= 1 << k
+		v, prob := parseInt(val, ka.k.min, ka.k.max, ka.k.name)
+		if prob != "" {
+			return prob, ""
+		}
+		*ka.v = v
+		return "", ""
+	}
+	lname := strings.ToLower(name)
+	for _, pr := range cp.b.params {
+		if l, ok := pr.(literalArg); ok && l.lit == lname {
+			return fmt.Sprintf("write %s %s without =", l.lit, val), didYouMean(replaceWord(toks, i, l.lit+" "+val))
+		}
+	}
+	if len(cp.b.keys) == 0 {
+		return fmt.Sprintf("%s takes no key=value arguments, got %s", path, quote(toks[i].s)), ""
+	}
+	names := make([]string, len(cp.b.keys))
+	for k, ka := range cp.b.keys {
+		names[k] = ka.k.name
+	}
+	sugg := ""
+	m := closest(lname, names)
+	if m == "" {
+		if a := keyAliases[lname]; a != "" {
+			for _, n := range names {
+				if n == a {
+					m = a
+				}
+			}
+		}
+	}
+	if m != "" {
+		sugg = didYouMean(replaceWord(toks, i, m+"="+val))
+	}
+	return fmt.Sprintf("unknown key %s: %s takes %s", quote(name), path, keyList(names)), sugg
+}
+
+func keyList(names []string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = n + "=N"
+	}
+	return strings.Join(out, ", ")
+}
+
+func (cp *cmdParse) trailing(toks []token, i int) (string, string) {
+	w := toks[i].s
+	prob := fmt.Sprintf("unexpected %s after `%s`", quote(w), replaceWord(toks[:i], -1, ""))
+	if isDigits(w) && len(cp.b.keys) > 0 {
+		return prob, didYouMean(replaceWord(toks, i, cp.b.keys[0].k.name+"="+w))
+	}
+	if cp.p.findService(w) != nil {
+		for j, pr := range cp.b.params {
+			if isService(pr) && !cp.serviceGiven {
+				// the service came in the wrong place: move it to where it belongs
+				return prob, didYouMean(moveWord(toks, i, j+pathWords(cp.spec)))
+			}
+		}
+		if cp.serviceGiven {
+			return prob + ": one service per command", ""
+		}
+	}
+	return prob, ""
+}
+
+func pathWords(s *Spec) int { return strings.Count(s.Path, " ") + 1 }
+
+// defaultService resolves a SERVICE left out into on.
+func (cp *cmdParse) defaultService(on *On) (string, string) {
+	p := cp.p
+	if d := p.opts.DefaultService; d != "" {
+		if s := p.findService(d); s != nil {
+			on.Service, on.Host = s.Name, s.Host
+			return "", ""
+		}
+	}
+	switch len(p.opts.Services) {
+	case 1:
+		on.Service, on.Host = p.opts.Services[0].Name, p.opts.Services[0].Host
+		return "", ""
+	case 0:
+		return fmt.Sprintf("%s needs a service, and no services are configured", cp.spec.Path), ""
+	}
+	names := p.serviceNames()
+	on.Service, on.Host = names[0], p.opts.Services[0].Host
+	example := render(cp.c)
+	*on = On{}
+	return fmt.Sprintf("which service? %d are configured: %s", len(names), strings.Join(names, ", ")),
+		"name one, for example `" + example + "`, or set default_service in the config"
+}
+
+// parseSub parses the scheduled command of schedule add.
+func (p *parser) parseSub(toks []token) (Command, error) {
+	sub, err := p.parse(toks, true)
+	if err != nil {
+		if ue, ok := err.(*UsageError); ok {
+			ue2 := *ue
+			ue2.Problem = "in the scheduled command: " + ue.Problem
+			return nil, &ue2
+		}
+		return nil, err
+	}
+	add := scheduleAddSpec
+	path := sub.Spec().Path
+	if !sub.Spec().Schedulable {
+		return nil, usageErr(add, fmt.Sprintf("%s cannot be scheduled: only %s can", path, SchedulableList()), "")
+	}
+	if IsDryRun(sub) {
+		return nil, usageErr(add, "a scheduled command cannot be a dry run", "to preview the schedule put --dry-run before the cron spec: `schedule add --dry-run \"...\" "+path+" ...`")
+	}
+	return sub, nil
+}
+
+// SchedulableList names the commands that `schedule add` (and the config's
+// schedules) accept: "mtp steps, mtp tune, ... or sweep".
+func SchedulableList() string {
+	var names []string
+	for _, s := range registry {
+		if s.Schedulable {
+			names = append(names, s.Path)
+		}
+	}
+	return orList(names)
 }
 
 // lookup identifies the Spec from the first words; n is how many it used.
@@ -81,25 +487,34 @@ func (p *parser) lookup(toks []token) (spec *Spec, n int, err *UsageError) {
 			return specs[i], 2, nil
 		}
 	}
-	sugg := ""
+	return nil, 0, &UsageError{Problem: fmt.Sprintf("unknown command %s", quote(group+" "+w2)), Usage: groupUsage(group),
+		Suggestion: subSuggestion(group, subs, toks)}
+}
+
+// subSuggestion suggests the subcommand meant by toks[1].
+func subSuggestion(group string, subs []string, toks []token) string {
+	w2 := toks[1].s
 	if k, v, ok := strings.Cut(w2, "="); ok {
+		sugg := ""
 		for _, sub := range subs {
 			if strings.EqualFold(k, sub) {
 				sugg = didYouMean(group + " " + sub + " " + v)
 			}
 		}
-	}
-	if sugg == "" && group == "mtp" && isDigits(w2) {
-		sugg = didYouMean(replaceWord(toks, 1, "steps "+w2))
-	}
-	if sugg == "" {
-		if sub := closest(w2, subs); sub != "" {
-			sugg = didYouMean(replaceWord(toks, 1, sub))
-		} else if a := subAliases[group+" "+strings.ToLower(w2)]; a != "" {
-			sugg = didYouMean(replaceWord(toks, 1, a))
+		if sugg != "" {
+			return sugg
 		}
 	}
-	return nil, 0, &UsageError{Problem: fmt.Sprintf("unknown command %s", quote(group+" "+w2)), Usage: groupUsage(group), Suggestion: sugg}
+	if group == "mtp" && isDigits(w2) {
+		return didYouMean(replaceWord(toks, 1, "steps "+w2))
+	}
+	if sub := closest(w2, subs); sub != "" {
+		return didYouMean(replaceWord(toks, 1, sub))
+	}
+	if a := subAliases[group+" "+strings.ToLower(w2)]; a != "" {
+		return didYouMean(replaceWord(toks, 1, a))
+	}
+	return ""
 }
 
 // subAliases are words people try for a subcommand; only ever suggested.
@@ -199,10 +614,7 @@ func parseInt(s string, lo, hi int, what string) (int, string) {
 	if len(s) > 9 {
 		return 0, fmt.Sprintf("%s must be between %d and %d, got %s", what, lo, hi, shorten(s))
 	}
-	v := 0
-	for i := 0; i < len(s); i++ {
-		v = v*10 + int(s[i]-'0')
-	}
+	v := atoi(s)
 	if v < lo || v > hi {
 		return 0, fmt.Sprintf("%s must be between %d and %d, got %d", what, lo, hi, v)
 	}
@@ -229,450 +641,9 @@ func parseID(s, what string) (int64, string) {
 	return v, ""
 }
 
-func (p *parser) parse(toks []token, nested bool) (*Command, error) {
-	spec, n, uerr := p.lookup(toks)
-	if uerr != nil {
-		return nil, uerr
-	}
-	if p.lx.problem != "" && !nested {
-		return nil, usageErr(spec, p.lx.problem, "")
-	}
-	c := &Command{Spec: spec}
-	fail := func(problem, suggestion string) (*Command, error) {
-		return nil, usageErr(spec, problem, suggestion)
-	}
-	params := spec.params
-	pi := 0
-	var seenKeys uint32
-	var seenFlags flagBit
-	var seenWorded uint32
-	serviceGiven := false
-	for i := n; i < len(toks); i++ {
-		t := toks[i]
-		if pi < len(params) && params[pi].kind == pSub {
-			sub, err := p.parseSub(toks[i:])
-			if err != nil {
-				return nil, err
-			}
-			c.Sub = sub
-			pi++
-			break
-		}
-		if t.quoted {
-			if pi < len(params) && params[pi].kind == pCron {
-				canon, err := ValidateCron(t.s)
-				if err != nil {
-					return fail(err.Error(), "for example "+"`"+spec.Examples[0]+"`")
-				}
-				c.Cron = canon
-				pi++
-				continue
-			}
-			return fail(fmt.Sprintf("unexpected quoted text %s: quotes are only for the cron spec of schedule add", quote(t.s)), "")
-		}
-		w := t.s
-		if lw := strings.ToLower(w); spec.targets && (lw == "--to" || strings.HasPrefix(lw, "--to=")) {
-			val, ok := strings.CutPrefix(w[2:], w[2:4]+"=")
-			if !ok {
-				if i+1 >= len(toks) || toks[i+1].quoted {
-					return fail("--to needs TARGETS, e.g. --to slack:C0OPS,matrix:!ops:example.org", "")
-				}
-				i++
-				val = toks[i].s
-			}
-			if c.To != "" {
-				return fail("--to is given twice: list every target in one, comma separated", "")
-			}
-			ts, err := ParseTargets(val)
-			if err != nil {
-				return fail(err.Error(), "")
-			}
-			c.To = FormatTargets(ts)
-			continue
-		}
-		if len(w) > 1 && w[0] == '-' && !isDigits(w[1:]) {
-			prob, sugg := p.flag(c, toks, i, &seenFlags)
-			if prob != "" {
-				return fail(prob, sugg)
-			}
-			continue
-		}
-		if strings.EqualFold(w, perLoadWord) && slices.ContainsFunc(params, func(pr param) bool { return pr.kind == pPerLoad }) {
-			if c.PerLoad {
-				return fail(perLoadWord+" is given twice", "")
-			}
-			c.PerLoad = true
-			continue
-		}
-		if eq := strings.IndexByte(w, '='); eq >= 0 {
-			prob, sugg := p.key(c, toks, i, &seenKeys)
-			if prob != "" {
-				return fail(prob, sugg)
-			}
-			continue
-		}
-		// A param led by its word (`at 1,8`, `topk 2,4`) may come anywhere
-		// after the path, once.
-		if k := wordedIndex(params, w); k >= 0 {
-			if seenWorded&(1<<k) != 0 {
-				return fail(fmt.Sprintf("%s is given twice", strings.ToLower(w)), "")
-			}
-			seenWorded |= 1 << k
-			j, prob, sugg := p.worded(c, params[k], toks, i)
-			if prob != "" {
-				return fail(prob, sugg)
-			}
-			i = j
-			continue
-		}
-		// A DURATION where the service may be left out (`watchdog silence 2h`).
-		if pi+1 < len(params) && params[pi].kind == pService && params[pi+1].kind == pDuration && looksDuration(w) &&
-			!p.isService(w) {
-			if prob, sugg := p.fillDefault(c, params[pi]); prob != "" {
-				return fail(prob, sugg)
-			}
-			pi++
-		}
-		// A positional word. Skip optional params when it is a later literal,
-		// the word of a later optional param (`at`), or a range a later param
-		// takes; params led by a word are handled above, and skipped here.
-		for pi < len(params) && params[pi].optional() {
-			pr := params[pi]
-			lit := nextLiteral(params[pi:])
-			skip := pr.word0() != "" || (lit != "" && strings.EqualFold(lit, w)) ||
-				(pr.kind == pService && rangeLike(w) && laterKind(params[pi+1:], pRange)) ||
-				(pr.kind == pService && strings.Contains(w, ":") && laterKind(params[pi+1:], pLoadTable))
-			if !skip {
-				break
-			}
-			if prob, sugg := p.fillDefault(c, pr); prob != "" {
-				return fail(prob, sugg)
-			}
-			pi++
-		}
-		if pi == len(params) {
-			return fail(p.trailing(c, toks, i, serviceGiven))
-		}
-		switch pr := params[pi]; pr.kind {
-		case pSteps:
-			v, prob := parseInt(w, 1, p.opts.maxSteps(), "steps")
-			if prob != "" {
-				sugg := ""
-				if !isDigits(w) && i+1 < len(toks) && isDigits(toks[i+1].s) {
-					sugg = didYouMean(moveWord(toks, i+1, i))
-				} else if isDigits(w) && len(w) <= 9 && atoi(w) > p.opts.maxSteps() {
-					sugg = "an admin can raise the steps limit in the config"
-				}
-				return fail(prob, sugg)
-			}
-			c.Steps = v
-		case pService:
-			if prob, sugg := p.service(c, toks, i); prob != "" {
-				return fail(prob, sugg)
-			}
-			serviceGiven = true
-		case pHost:
-			if prob, sugg := p.host(c, w); prob != "" {
-				return fail(prob, sugg)
-			}
-		case pTarget:
-			if prob, sugg := p.target(c, w); prob != "" {
-				return fail(prob, sugg)
-			}
-			serviceGiven = true
-		case pLiteral:
-			if !strings.EqualFold(w, pr.word) {
-				sugg := ""
-				if strings.ContainsAny(w, ",.") || isDigits(w) {
-					sugg = didYouMean(replaceWord(toks, i, pr.word+" "+w))
-				} else if closest(w, []string{pr.word}) != "" {
-					sugg = didYouMean(replaceWord(toks, i, pr.word))
-				}
-				return fail(fmt.Sprintf("expected %q, got %s", pr.word, quote(w)), sugg)
-			}
-		case pTopic:
-			j := i
-			for j+1 < len(toks) && !toks[j+1].quoted && !strings.HasPrefix(toks[j+1].s, "-") && !strings.Contains(toks[j+1].s, "=") {
-				j++
-			}
-			if prob, sugg := p.topic(c, toks[i:j+1]); prob != "" {
-				return fail(prob, sugg)
-			}
-			i = j
-		case pStepList:
-			j := i
-			list := w
-			for j+1 < len(toks) && !toks[j+1].quoted && listJoins(toks[j].s, toks[j+1].s) {
-				j++
-				list += toks[j].s
-			}
-			vals, prob, sugg := parseStepList(list, p.opts.maxSteps())
-			if prob != "" {
-				return fail(prob, sugg)
-			}
-			c.SweepSteps = vals
-			i = j
-		case pLoadTable:
-			j := i
-			words := []string{w}
-			for j+1 < len(toks) && !toks[j+1].quoted && !strings.HasPrefix(toks[j+1].s, "-") && strings.Contains(toks[j+1].s, ":") {
-				j++
-				words = append(words, toks[j].s)
-			}
-			tab, prob := parseLoadTable(strings.Join(words, ","), p.opts.maxSteps())
-			if prob != "" {
-				return fail(prob, "for example `"+spec.Examples[0]+"`")
-			}
-			c.LoadTable = tab
-			i = j
-		case pRange:
-			j := i
-			rng := w
-			for j+1 < len(toks) && !toks[j+1].quoted && listJoins(toks[j].s, toks[j+1].s) {
-				j++
-				rng += toks[j].s
-			}
-			from, to, prob, sugg := parseRange(rng, p.opts.maxSteps())
-			if prob != "" {
-				return fail(prob, sugg)
-			}
-			c.TuneFrom, c.TuneTo = from, to
-			i = j
-		case pAll:
-			if !strings.EqualFold(w, "all") {
-				sugg := ""
-				if closest(w, []string{"all"}) != "" {
-					sugg = didYouMean(replaceWord(toks, i, "all"))
-				}
-				return fail(fmt.Sprintf("unexpected %s: %s takes only the word all", quote(w), spec.Path), sugg)
-			}
-			c.All = true
-		case pJobID:
-			v, prob := parseID(w, "the job id")
-			if prob != "" {
-				return fail(prob, "")
-			}
-			c.JobID = v
-		case pDuration:
-			d, prob := ParseDuration(w)
-			if prob != "" {
-				return fail(prob, "")
-			}
-			c.Duration = d
-		case pIncidentID:
-			v, prob := parseID(w, "the incident number")
-			if prob != "" {
-				return fail(prob, "the alert shows it: incident #7")
-			}
-			c.IncidentID = v
-		case pScheduleID:
-			v, prob := parseID(w, "the schedule id")
-			if prob != "" {
-				return fail(prob, "`schedule list` shows the ids")
-			}
-			c.ScheduleID = v
-		case pCron:
-			if strings.HasPrefix(w, "@") && !strings.ContainsAny(w, "*") {
-				cs := w
-				if strings.EqualFold(w, "@every") && i+1 < len(toks) && !toks[i+1].quoted {
-					i++
-					cs += " " + toks[i].s
-				}
-				canon, err := ValidateCron(cs)
-				if err != nil {
-					return fail(err.Error(), "")
-				}
-				c.Cron = canon
-				break
-			}
-			sugg := ""
-			if len(toks)-i > 5 {
-				var b strings.Builder
-				b.WriteString(spec.Path)
-				b.WriteString(` "`)
-				for j := i; j < i+5; j++ {
-					if j > i {
-						b.WriteByte(' ')
-					}
-					b.WriteString(toks[j].s)
-				}
-				b.WriteByte('"')
-				for _, t := range toks[i+5:] {
-					b.WriteByte(' ')
-					b.WriteString(t.s)
-				}
-				sugg = didYouMean(b.String())
-			}
-			return fail(fmt.Sprintf("the cron spec must be in quotes, got %s", quote(w)), sugg)
-		}
-		pi++
-	}
-	for ; pi < len(params); pi++ {
-		pr := params[pi]
-		if !pr.optional() {
-			return fail(missing(spec, pr), "for example `"+spec.Examples[0]+"`")
-		}
-		if prob, sugg := p.fillDefault(c, pr); prob != "" {
-			return fail(prob, sugg)
-		}
-	}
-	if slices.ContainsFunc(params, func(pr param) bool { return pr.kind == pPerLoad }) {
-		switch {
-		case c.PerLoad && len(c.SweepAt) < 2:
-			return fail(spec.Path+" "+perLoadWord+" needs two concurrencies or more after at", didYouMean(spec.Path+" "+nameOr(c.Service)+perLoadWord+" at 1,8,32,64"))
-		case !c.PerLoad && len(c.SweepAt) > 1:
-			return fail(spec.Path+" benchmarks at one concurrency; to tune for several, say "+perLoadWord, didYouMean(spec.Path+" "+nameOr(c.Service)+perLoadWord+" at "+formatList(c.SweepAt)))
-		case c.PerLoad:
-			sorted := slices.Sorted(slices.Values(c.SweepAt))
-			c.SweepAt, c.Bench.Concurrency = sorted, 0
-		default:
-			c.SweepAt = nil
-		}
-	}
-	if len(c.SweepDraft) > 0 && !slices.ContainsFunc(c.SweepTopK, func(k int) bool { return k > 1 }) {
-		return fail("draft tokens follow steps when topk is 1 (SGLang makes them steps+1): a draft LIST needs a topk LIST with a value above 1",
-			"for example `"+spec.Examples[2]+"`")
-	}
-	for k := range spec.keys {
-		if seenKeys&(1<<k) == 0 && spec.keys[k].def != 0 {
-			spec.keys[k].set(c, spec.keys[k].def)
-		}
-	}
-	c.Text = render(c)
-	return c, nil
-}
-
-// fillDefault resolves an optional param that was left out.
-func (p *parser) fillDefault(c *Command, pr param) (string, string) {
-	switch pr.kind {
-	case pService, pTarget:
-		return p.defaultService(c)
-	case pHost:
-		c.Host = p.defaultHost()
-	case pRange:
-		c.TuneFrom, c.TuneTo = 1, min(DefaultTuneTo, p.opts.maxSteps())
-	}
-	return "", ""
-}
-
-// worded parses an optional param led by its word (`at 1,8`, `topk 2,4`,
-// `draft 8,16`) whose word is toks[i]; it returns the index of the list's
-// last token.
-func (p *parser) worded(c *Command, pr param, toks []token, i int) (int, string, string) {
-	spec := c.Spec
-	if i+1 >= len(toks) || toks[i+1].quoted {
-		what := "a concurrency"
-		if pr.kind == pTopKList || pr.kind == pDraftList {
-			what = "a list"
-		}
-		return i, fmt.Sprintf("%s needs %s after %q", spec.Path, what, pr.word0()), "for example `" + spec.Examples[1] + "`"
-	}
-	j := i + 1
-	list := toks[j].s
-	for j+1 < len(toks) && !toks[j+1].quoted && listJoins(toks[j].s, toks[j+1].s) {
-		j++
-		list += toks[j].s
-	}
-	switch pr.kind {
-	case pTopKList, pDraftList:
-		lo, hi, what := 1, MaxTopK, "each topk"
-		if pr.kind == pDraftList {
-			lo, hi, what = 2, MaxDraftTokens, "each draft token count"
-		}
-		vals, prob := parseIntList(list, lo, hi, what, pr.word0())
-		if prob != "" {
-			return j, prob, ""
-		}
-		if pr.kind == pTopKList {
-			c.SweepTopK = vals
-		} else {
-			c.SweepDraft = vals
-		}
-	case pAt:
-		if !strings.ContainsAny(list, ",.") {
-			v, prob := parseInt(list, keyConcurrency.min, keyConcurrency.max, "the concurrency")
-			if prob != "" {
-				return j, prob, ""
-			}
-			c.Bench.Concurrency = v
-			c.SweepAt = []int{v}
-			break
-		}
-		vals, prob := parseConcList(list)
-		if prob != "" {
-			return j, prob, ""
-		}
-		c.SweepAt = vals
-	default:
-		vals, prob := parseConcList(list)
-		if prob != "" {
-			return j, prob, ""
-		}
-		c.SweepAt = vals
-	}
-	return j, "", ""
-}
-
-// wordedIndex returns the index of the param of params led by the word w
-// (`at`, `topk`, `draft`), or -1.
-func wordedIndex(params []param, w string) int {
-	for k, p := range params {
-		if w0 := p.word0(); w0 != "" && strings.EqualFold(w0, w) {
-			return k
-		}
-	}
-	return -1
-}
-
-// laterKind reports whether one of params is of kind k.
-func laterKind(params []param, k pkind) bool {
-	for _, p := range params {
-		if p.kind == k {
-			return true
-		}
-	}
-	return false
-}
-
 // rangeLike reports whether w starts like a number or a range (`1..16`):
 // never a service name in a place where a range may come.
 func rangeLike(w string) bool { return w != "" && w[0] >= '0' && w[0] <= '9' }
-
-func missing(spec *Spec, pr param) string {
-	switch pr.kind {
-	case pSteps:
-		return spec.Path + " needs N, the number of speculative steps"
-	case pLiteral, pStepList:
-		return spec.Path + " needs steps LIST, e.g. steps 1..5,10"
-	case pJobID:
-		return spec.Path + " needs a JOB id (`jobs` lists them)"
-	case pScheduleID:
-		return spec.Path + " needs a schedule ID (`schedule list` shows them)"
-	case pDuration:
-		return spec.Path + " needs a DURATION, e.g. 2h"
-	case pIncidentID:
-		return spec.Path + " needs the INCIDENT number the alert shows"
-	case pCron:
-		return spec.Path + ` needs a "CRON" spec in quotes`
-	case pSub:
-		return spec.Path + " needs the COMMAND to run"
-	}
-	return spec.Path + " needs " + pr.usage()
-}
-
-// nextLiteral returns the first literal word among params before a required
-// non-literal one, or "".
-func nextLiteral(params []param) string {
-	for _, p := range params {
-		if p.kind == pLiteral {
-			return p.word
-		}
-		if !p.optional() {
-			return ""
-		}
-	}
-	return ""
-}
 
 // listJoins reports whether two adjacent words belong to one sweep list
 // (`1, 2, 3` or `1 ,2` or `1 .. 5`).
@@ -687,422 +658,10 @@ func listJoins(a, b string) bool {
 	return false
 }
 
-func (p *parser) flag(c *Command, toks []token, i int, seen *flagBit) (string, string) {
-	spec := c.Spec
-	w := strings.ToLower(toks[i].s)
-	for _, f := range flagNames {
-		if f.name != w {
-			continue
-		}
-		if spec.flags&f.f == 0 {
-			if f.f == fDryRun {
-				return fmt.Sprintf("%s is read-only: it does not take --dry-run", spec.Path), ""
-			}
-			return fmt.Sprintf("%s does not take %s", spec.Path, f.name), ""
-		}
-		if *seen&f.f != 0 {
-			return fmt.Sprintf("%s is given twice", f.name), ""
-		}
-		*seen |= f.f
-		c.setFlag(f.f)
-		return "", ""
-	}
-	var names []string
-	for _, f := range flagNames {
-		if spec.flags&f.f != 0 {
-			names = append(names, f.name)
-		}
-	}
-	sugg := ""
-	if m := closest(w, names); m != "" {
-		sugg = didYouMean(replaceWord(toks, i, m))
-	} else if m := closest("--"+strings.TrimLeft(w, "-"), names); m != "" {
-		sugg = didYouMean(replaceWord(toks, i, m))
-	}
-	if len(names) == 0 {
-		return fmt.Sprintf("unknown flag %s: %s takes no flags", quote(toks[i].s), spec.Path), sugg
-	}
-	return fmt.Sprintf("unknown flag %s: %s takes %s", quote(toks[i].s), spec.Path, strings.Join(names, ", ")), sugg
-}
-
-func (p *parser) key(c *Command, toks []token, i int, seen *uint32) (string, string) {
-	spec := c.Spec
-	name, val, _ := strings.Cut(toks[i].s, "=")
-	for k := range spec.keys {
-		kk := &spec.keys[k]
-		if !strings.EqualFold(kk.name, name) {
-			continue
-		}
-		if *seen&(1<<k) != 0 {
-			return fmt.Sprintf("%s is given twice", kk.name), ""
-		}
-		*seen |= 1 << k
-		v, prob := parseInt(val, kk.min, kk.max, kk.name)
-		if prob != "" {
-			return prob, ""
-		}
-		kk.set(c, v)
-		return "", ""
-	}
-	lname := strings.ToLower(name)
-	for _, pr := range spec.params {
-		if pr.kind == pLiteral && pr.word == lname {
-			return fmt.Sprintf("write %s %s without =", pr.word, val), didYouMean(replaceWord(toks, i, pr.word+" "+val))
-		}
-	}
-	if len(spec.keys) == 0 {
-		return fmt.Sprintf("%s takes no key=value arguments, got %s", spec.Path, quote(toks[i].s)), ""
-	}
-	names := make([]string, len(spec.keys))
-	for k := range spec.keys {
-		names[k] = spec.keys[k].name
-	}
-	sugg := ""
-	m := closest(lname, names)
-	if m == "" {
-		if a := keyAliases[lname]; a != "" {
-			for _, n := range names {
-				if n == a {
-					m = a
-				}
-			}
-		}
-	}
-	if m != "" {
-		sugg = didYouMean(replaceWord(toks, i, m+"="+val))
-	}
-	return fmt.Sprintf("unknown key %s: %s takes %s", quote(name), spec.Path, keyList(names)), sugg
-}
-
-func keyList(names []string) string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = n + "=N"
-	}
-	return strings.Join(out, ", ")
-}
-
-// serviceNames lists the configured services.
-func (p *parser) isService(w string) bool {
-	for _, s := range p.opts.Services {
-		if s.Name == w {
-			return true
-		}
-	}
-	return false
-}
-
-func (p *parser) serviceNames() []string {
-	names := make([]string, len(p.opts.Services))
-	for i, s := range p.opts.Services {
-		names[i] = s.Name
-	}
-	return names
-}
-
-func (p *parser) findService(w string) *ServiceRef {
-	for i := range p.opts.Services {
-		if strings.EqualFold(p.opts.Services[i].Name, w) {
-			return &p.opts.Services[i]
-		}
-	}
-	return nil
-}
-
-// knownHosts lists Hosts and then the service hosts not among them.
-func (p *parser) knownHosts() []string {
-	out := append([]string(nil), p.opts.Hosts...)
-	for _, s := range p.opts.Services {
-		dup := false
-		for _, h := range out {
-			dup = dup || h == s.Host
-		}
-		if !dup {
-			out = append(out, s.Host)
-		}
-	}
-	return out
-}
-
-func (p *parser) findHost(w string) string {
-	for _, h := range p.opts.Hosts {
-		if strings.EqualFold(h, w) {
-			return h
-		}
-	}
-	for _, s := range p.opts.Services {
-		if strings.EqualFold(s.Host, w) {
-			return s.Host
-		}
-	}
-	return ""
-}
-
-// badName checks w against the name grammar.
-func badName(w, what string) string {
-	if ValidName(strings.ToLower(w)) {
-		return ""
-	}
-	if len(w) > MaxNameLen {
-		return fmt.Sprintf("%s name is too long (at most %d characters)", what, MaxNameLen)
-	}
-	return fmt.Sprintf("%s is not a %s name (letters, digits, . _ -)", quote(w), what)
-}
-
-func (p *parser) service(c *Command, toks []token, i int) (string, string) {
-	w := toks[i].s
-	if prob := badName(w, "service"); prob != "" {
-		return prob, ""
-	}
-	if s := p.findService(w); s != nil {
-		c.Service, c.Host = s.Name, s.Host
-		return "", ""
-	}
-	if isDigits(w) && len(c.Spec.keys) > 0 {
-		k := c.Spec.keys[0].name
-		return fmt.Sprintf("unexpected number %s", w), didYouMean(replaceWord(toks, i, k+"="+w))
-	}
-	return p.unknownService(w, toks, i)
-}
-
-func (p *parser) unknownService(w string, toks []token, i int) (string, string) {
-	names := p.serviceNames()
-	sugg := ""
-	if m := closest(w, names); m != "" {
-		sugg = didYouMean(replaceWord(toks, i, m))
-	}
-	if len(names) == 0 {
-		return fmt.Sprintf("unknown service %s: no services are configured", quote(w)), sugg
-	}
-	return fmt.Sprintf("unknown service %s: the services are %s", quote(w), strings.Join(names, ", ")), sugg
-}
-
-func (p *parser) host(c *Command, w string) (string, string) {
-	if prob := badName(w, "host"); prob != "" {
-		return prob, ""
-	}
-	if h := p.findHost(w); h != "" {
-		c.Host = h
-		return "", ""
-	}
-	if s := p.findService(w); s != nil {
-		c.Host = s.Host
-		return "", ""
-	}
-	hosts := p.knownHosts()
-	sugg := ""
-	if m := closest(w, append(hosts, p.serviceNames()...)); m != "" {
-		sugg = didYouMean(c.Spec.Path + " " + m)
-	}
-	if len(hosts) == 0 {
-		return fmt.Sprintf("unknown host %s: no hosts are configured", quote(w)), sugg
-	}
-	return fmt.Sprintf("unknown host %s: the hosts are %s", quote(w), strings.Join(hosts, ", ")), sugg
-}
-
-func (p *parser) target(c *Command, w string) (string, string) {
-	if prob := badName(w, "host or service"); prob != "" {
-		return prob, ""
-	}
-	if s := p.findService(w); s != nil {
-		c.Service, c.Host = s.Name, s.Host
-		return "", ""
-	}
-	if h := p.findHost(w); h != "" {
-		var on []string
-		var only *ServiceRef
-		for i := range p.opts.Services {
-			if p.opts.Services[i].Host == h {
-				on = append(on, p.opts.Services[i].Name)
-				only = &p.opts.Services[i]
-			}
-		}
-		switch len(on) {
-		case 1:
-			c.Service, c.Host = only.Name, only.Host
-			return "", ""
-		case 0:
-			return fmt.Sprintf("host %s runs no configured service: %s needs a service to stop and start", h, c.Spec.Path), ""
-		}
-		return fmt.Sprintf("host %s runs several services (%s): name one", h, strings.Join(on, ", ")),
-			"for example `" + c.Spec.Path + " " + on[0] + "`"
-	}
-	cands := append(p.serviceNames(), p.knownHosts()...)
-	sugg := ""
-	if m := closest(w, cands); m != "" {
-		sugg = didYouMean(c.Spec.Path + " " + m)
-	}
-	return fmt.Sprintf("unknown host or service %s: the services are %s", quote(w), strings.Join(p.serviceNames(), ", ")), sugg
-}
-
-func (p *parser) defaultService(c *Command) (string, string) {
-	if d := p.opts.DefaultService; d != "" {
-		if s := p.findService(d); s != nil {
-			c.Service, c.Host = s.Name, s.Host
-			return "", ""
-		}
-	}
-	switch len(p.opts.Services) {
-	case 1:
-		c.Service, c.Host = p.opts.Services[0].Name, p.opts.Services[0].Host
-		return "", ""
-	case 0:
-		return fmt.Sprintf("%s needs a service, and no services are configured", c.Spec.Path), ""
-	}
-	names := p.serviceNames()
-	ex := *c
-	ex.Service, ex.Host = names[0], p.opts.Services[0].Host
-	return fmt.Sprintf("which service? %d are configured: %s", len(names), strings.Join(names, ", ")),
-		"name one, for example `" + render(&ex) + "`, or set default_service in the config"
-}
-
-// defaultHost: the only GPU host (service host), else "" for all of them.
-func (p *parser) defaultHost() string {
-	var h string
-	for _, s := range p.opts.Services {
-		if h == "" {
-			h = s.Host
-		} else if h != s.Host {
-			return ""
-		}
-	}
-	if h == "" && len(p.opts.Hosts) == 1 {
-		h = p.opts.Hosts[0]
-	}
-	return h
-}
-
-func (p *parser) trailing(c *Command, toks []token, i int, serviceGiven bool) (string, string) {
-	w := toks[i].s
-	spec := c.Spec
-	prob := fmt.Sprintf("unexpected %s after `%s`", quote(w), replaceWord(toks[:i], -1, ""))
-	if isDigits(w) && len(spec.keys) > 0 {
-		return prob, didYouMean(replaceWord(toks, i, spec.keys[0].name+"="+w))
-	}
-	if p.findService(w) != nil {
-		for j, pr := range spec.params {
-			if pr.kind == pService && !serviceGiven {
-				// the service came in the wrong place: move it to where it belongs
-				return prob, didYouMean(moveWord(toks, i, j+pathWords(spec)))
-			}
-		}
-		if serviceGiven {
-			return prob + ": one service per command", ""
-		}
-	}
-	return prob, ""
-}
-
-func pathWords(s *Spec) int { return strings.Count(s.Path, " ") + 1 }
-
-func (p *parser) topic(c *Command, toks []token) (string, string) {
-	words := make([]string, 0, 2)
-	for _, t := range toks {
-		w := strings.ToLower(t.s)
-		if len(words) == 0 {
-			w = strings.TrimLeft(w, "/!")
-		}
-		if w == "" {
-			continue
-		}
-		words = append(words, w)
-	}
-	topic := strings.Join(words, " ")
-	if topic == "" {
-		return "", ""
-	}
-	if err := checkTopic(topic); err != nil {
-		var ue *UsageError
-		if errors.As(err, &ue) {
-			return ue.Problem, ue.Suggestion
-		}
-		return err.Error(), ""
-	}
-	c.Topic = topic
-	return "", ""
-}
-
-// parseSub parses the scheduled command of schedule add.
-func (p *parser) parseSub(toks []token) (*Command, error) {
-	sub, err := p.parse(toks, true)
-	if err != nil {
-		var ue *UsageError
-		if errors.As(err, &ue) {
-			ue2 := *ue
-			ue2.Problem = "in the scheduled command: " + ue.Problem
-			return nil, &ue2
-		}
-		return nil, err
-	}
-	add := Lookup("schedule add")
-	if !sub.Spec.Schedulable {
-		return nil, usageErr(add, fmt.Sprintf("%s cannot be scheduled: only %s can", sub.Spec.Path, schedulableList()), "")
-	}
-	if sub.DryRun {
-		return nil, usageErr(add, "a scheduled command cannot be a dry run", "to preview the schedule put --dry-run before the cron spec: `schedule add --dry-run \"...\" "+sub.Spec.Path+" ...`")
-	}
-	return sub, nil
-}
-
-func schedulableList() string {
-	var names []string
-	for _, s := range registry {
-		if s.Schedulable {
-			names = append(names, s.Path)
-		}
-	}
-	return orList(names)
-}
-
 // nameOr is "NAME " for a service name, "" for none.
 func nameOr(service string) string {
 	if service == "" {
 		return ""
 	}
 	return service + " "
-}
-
-// parseLoadTable parses mtp per-load's TABLE: "1:7,8:6,64:2/3" (commas or
-// the spaces between words), concurrencies rising, steps 0..maxSteps, the
-// first entry's steps at least 1.
-func parseLoadTable(s string, maxSteps int) ([]LoadSteps, string) {
-	var out []LoadSteps
-	for _, part := range strings.Split(s, ",") {
-		if part == "" {
-			continue
-		}
-		cs, ss, ok := strings.Cut(part, ":")
-		if !ok || !isDigits(cs) || ss == "" {
-			return nil, fmt.Sprintf("%s is not concurrency:steps (e.g. 8:6, or 64:2/3 for candidates)", quote(part))
-		}
-		c, prob := parseInt(cs, keyConcurrency.min, keyConcurrency.max, "the concurrency")
-		if prob != "" {
-			return nil, prob
-		}
-		if len(out) > 0 && c <= out[len(out)-1].Concurrency {
-			return nil, fmt.Sprintf("concurrencies must rise, each once: %d after %d", c, out[len(out)-1].Concurrency)
-		}
-		e := LoadSteps{Concurrency: c}
-		for _, w := range strings.Split(ss, "/") {
-			if !isDigits(w) {
-				return nil, fmt.Sprintf("steps %s at concurrency %d: want a number 0..%d", quote(w), c, maxSteps)
-			}
-			n, prob := parseInt(w, 0, maxSteps, "steps")
-			if prob != "" {
-				return nil, prob
-			}
-			if slices.Contains(e.Steps, n) {
-				return nil, fmt.Sprintf("steps %d is given twice at concurrency %d", n, c)
-			}
-			e.Steps = append(e.Steps, n)
-		}
-		out = append(out, e)
-	}
-	if len(out) == 0 {
-		return nil, "the table is empty: give concurrency:steps pairs, e.g. 1:10 8:7 32:1 64:1"
-	}
-	if out[0].Steps[0] < 1 {
-		return nil, fmt.Sprintf("the engine starts with the first concurrency's steps: at least 1 at concurrency %d", out[0].Concurrency)
-	}
-	return out, ""
 }

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/opsbot/opsbot/ops"
 )
 
 var (
@@ -22,126 +24,123 @@ var (
 	optsBig     = Options{MaxSteps: 32, Services: optsOne.Services, Hosts: optsOne.Hosts}
 )
 
-// want builds an expected Command for path.
-func want(path, text string, c Command) *Command {
-	c.Spec = Lookup(path)
-	if c.Spec == nil {
-		panic("no spec " + path)
-	}
-	c.Text = text
-	return &c
-}
+// Where the test commands act.
+var (
+	onQwen  = On{Service: "qwen", Host: "gpu1"}
+	onLlama = On{Service: "llama", Host: "gpu2"}
+	onMini  = On{Service: "mini", Host: "gpu2"}
+)
 
 func TestParseGood(t *testing.T) {
-	sub := func(path, text string, c Command) *Command { return want(path, text, c) }
 	tests := []struct {
 		opts Options
 		in   string
-		want *Command
+		text string // the canonical text, Text(want)
+		want Command
 	}{
 		// mtp
-		{optsOne, "mtp steps 10", want("mtp steps", "mtp steps 10 qwen", Command{Steps: 10, Service: "qwen", Host: "gpu1"})},
-		{optsOne, "/mtp steps 10", want("mtp steps", "mtp steps 10 qwen", Command{Steps: 10, Service: "qwen", Host: "gpu1"})},
-		{optsOne, "!mtp steps 10", want("mtp steps", "mtp steps 10 qwen", Command{Steps: 10, Service: "qwen", Host: "gpu1"})},
-		{optsOne, "  MTP Steps 1 QWEN  ", want("mtp steps", "mtp steps 1 qwen", Command{Steps: 1, Service: "qwen", Host: "gpu1"})},
-		{optsOne, "mtp steps 016", want("mtp steps", "mtp steps 16 qwen", Command{Steps: 16, Service: "qwen", Host: "gpu1"})},
-		{optsMulti, "mtp steps 4 llama --dry-run", want("mtp steps", "mtp steps 4 llama --dry-run", Command{Steps: 4, Service: "llama", Host: "gpu2", DryRun: true})},
-		{optsMulti, "mtp steps --dry-run 4 llama", want("mtp steps", "mtp steps 4 llama --dry-run", Command{Steps: 4, Service: "llama", Host: "gpu2", DryRun: true})},
-		{optsOne, "mtp steps 10 \u2014dry-run", want("mtp steps", "mtp steps 10 qwen --dry-run", Command{Steps: 10, Service: "qwen", Host: "gpu1", DryRun: true})},
-		{optsOne, "mtp steps 10 \u2013dry-run", want("mtp steps", "mtp steps 10 qwen --dry-run", Command{Steps: 10, Service: "qwen", Host: "gpu1", DryRun: true})},
-		{optsOne, "mtp steps 10 -\u2014dry-run", want("mtp steps", "mtp steps 10 qwen --dry-run", Command{Steps: 10, Service: "qwen", Host: "gpu1", DryRun: true})},
-		{optsOne, "mtp\u00a0steps\u200b 3\u202fqwen\ufeff", want("mtp steps", "mtp steps 3 qwen", Command{Steps: 3, Service: "qwen", Host: "gpu1"})},
-		{optsOne, "mtp\tsteps\t3", want("mtp steps", "mtp steps 3 qwen", Command{Steps: 3, Service: "qwen", Host: "gpu1"})},
-		{optsBig, "mtp steps 32", want("mtp steps", "mtp steps 32 qwen", Command{Steps: 32, Service: "qwen", Host: "gpu1"})},
-		{optsOne, "mtp show", want("mtp show", "mtp show qwen", Command{Service: "qwen", Host: "gpu1"})},
-		{optsMulti, "mtp show mini", want("mtp show", "mtp show mini", Command{Service: "mini", Host: "gpu2"})},
+		{optsOne, "mtp steps 10", "mtp steps 10 qwen", &MTPSteps{On: onQwen, Steps: 10}},
+		{optsOne, "/mtp steps 10", "mtp steps 10 qwen", &MTPSteps{On: onQwen, Steps: 10}},
+		{optsOne, "!mtp steps 10", "mtp steps 10 qwen", &MTPSteps{On: onQwen, Steps: 10}},
+		{optsOne, "  MTP Steps 1 QWEN  ", "mtp steps 1 qwen", &MTPSteps{On: onQwen, Steps: 1}},
+		{optsOne, "mtp steps 016", "mtp steps 16 qwen", &MTPSteps{On: onQwen, Steps: 16}},
+		{optsMulti, "mtp steps 4 llama --dry-run", "mtp steps 4 llama --dry-run", &MTPSteps{On: onLlama, Steps: 4, DryRun: true}},
+		{optsMulti, "mtp steps --dry-run 4 llama", "mtp steps 4 llama --dry-run", &MTPSteps{On: onLlama, Steps: 4, DryRun: true}},
+		{optsOne, "mtp steps 10 \u2014dry-run", "mtp steps 10 qwen --dry-run", &MTPSteps{On: onQwen, Steps: 10, DryRun: true}},
+		{optsOne, "mtp steps 10 \u2013dry-run", "mtp steps 10 qwen --dry-run", &MTPSteps{On: onQwen, Steps: 10, DryRun: true}},
+		{optsOne, "mtp steps 10 -\u2014dry-run", "mtp steps 10 qwen --dry-run", &MTPSteps{On: onQwen, Steps: 10, DryRun: true}},
+		{optsOne, "mtp\u00a0steps\u200b 3\u202fqwen\ufeff", "mtp steps 3 qwen", &MTPSteps{On: onQwen, Steps: 3}},
+		{optsOne, "mtp\tsteps\t3", "mtp steps 3 qwen", &MTPSteps{On: onQwen, Steps: 3}},
+		{optsBig, "mtp steps 32", "mtp steps 32 qwen", &MTPSteps{On: onQwen, Steps: 32}},
+		{optsOne, "mtp show", "mtp show qwen", &MTPShow{On: onQwen}},
+		{optsMulti, "mtp show mini", "mtp show mini", &MTPShow{On: onMini}},
 		// gpu
-		{optsOne, "gpu status", want("gpu status", "gpu status gpu1", Command{Host: "gpu1"})},
-		{optsMulti, "gpu status", want("gpu status", "gpu status", Command{})},
-		{optsMulti, "gpu status gpu2", want("gpu status", "gpu status gpu2", Command{Host: "gpu2"})},
+		{optsOne, "gpu status", "gpu status gpu1", &GPUStatus{On: On{Host: "gpu1"}}},
+		{optsMulti, "gpu status", "gpu status", &GPUStatus{}},
+		{optsMulti, "gpu status gpu2", "gpu status gpu2", &GPUStatus{On: On{Host: "gpu2"}}},
 		// default_service: a command naming no service means it; naming one still wins
-		{optsDefault, "mtp steps 10", want("mtp steps", "mtp steps 10 llama", Command{Steps: 10, Service: "llama", Host: "gpu2"})},
-		{optsDefault, "mtp steps 10 qwen", want("mtp steps", "mtp steps 10 qwen", Command{Steps: 10, Service: "qwen", Host: "gpu1"})},
-		{optsDefault, "gpu recover --force", want("gpu recover", "gpu recover llama --force", Command{Service: "llama", Host: "gpu2", Force: true})},
-		{optsDefault, "gpu status", want("gpu status", "gpu status", Command{})},
-		{optsMulti, "gpu status pve", want("gpu status", "gpu status pve", Command{Host: "pve"})},
-		{optsMulti, "gpu status llama", want("gpu status", "gpu status gpu2", Command{Host: "gpu2"})},
-		{Options{Hosts: []string{"box"}}, "gpu status", want("gpu status", "gpu status box", Command{Host: "box"})},
-		{optsOne, "gpu recover", want("gpu recover", "gpu recover qwen", Command{Service: "qwen", Host: "gpu1"})},
-		{optsOne, "gpu recover gpu1 --no-start", want("gpu recover", "gpu recover qwen --no-start", Command{Service: "qwen", Host: "gpu1", NoStart: true})},
-		{optsMulti, "gpu recover llama --force --no-start --dry-run", want("gpu recover", "gpu recover llama --no-start --force --dry-run", Command{Service: "llama", Host: "gpu2", NoStart: true, Force: true, DryRun: true})},
-		{optsMulti, "gpu recover GPU1", want("gpu recover", "gpu recover qwen", Command{Service: "qwen", Host: "gpu1"})},
+		{optsDefault, "mtp steps 10", "mtp steps 10 llama", &MTPSteps{On: onLlama, Steps: 10}},
+		{optsDefault, "mtp steps 10 qwen", "mtp steps 10 qwen", &MTPSteps{On: onQwen, Steps: 10}},
+		{optsDefault, "gpu recover --force", "gpu recover llama --force", &GPURecover{On: onLlama, Force: true}},
+		{optsDefault, "gpu status", "gpu status", &GPUStatus{}},
+		{optsMulti, "gpu status pve", "gpu status pve", &GPUStatus{On: On{Host: "pve"}}},
+		{optsMulti, "gpu status llama", "gpu status gpu2", &GPUStatus{On: On{Host: "gpu2"}}},
+		{Options{Hosts: []string{"box"}}, "gpu status", "gpu status box", &GPUStatus{On: On{Host: "box"}}},
+		{optsOne, "gpu recover", "gpu recover qwen", &GPURecover{On: onQwen}},
+		{optsOne, "gpu recover gpu1 --no-start", "gpu recover qwen --no-start", &GPURecover{On: onQwen, NoStart: true}},
+		{optsMulti, "gpu recover llama --force --no-start --dry-run", "gpu recover llama --no-start --force --dry-run", &GPURecover{On: onLlama, NoStart: true, Force: true, DryRun: true}},
+		{optsMulti, "gpu recover GPU1", "gpu recover qwen", &GPURecover{On: onQwen}},
 		// svc
-		{optsOne, "svc start", want("svc start", "svc start qwen", Command{Service: "qwen", Host: "gpu1"})},
-		{optsOne, "svc stop --dry-run", want("svc stop", "svc stop qwen --dry-run", Command{Service: "qwen", Host: "gpu1", DryRun: true})},
-		{optsMulti, "svc restart mini", want("svc restart", "svc restart mini", Command{Service: "mini", Host: "gpu2"})},
-		{optsOne, "svc status", want("svc status", "svc status qwen", Command{Service: "qwen", Host: "gpu1"})},
-		{optsOne, "svc logs", want("svc logs", "svc logs qwen lines=50", Command{Service: "qwen", Host: "gpu1", Lines: 50})},
-		{optsOne, "svc logs lines=1000 qwen", want("svc logs", "svc logs qwen lines=1000", Command{Service: "qwen", Host: "gpu1", Lines: 1000})},
-		{optsOne, "svc logs LINES=7", want("svc logs", "svc logs qwen lines=7", Command{Service: "qwen", Host: "gpu1", Lines: 7})},
+		{optsOne, "svc start", "svc start qwen", &SvcStart{On: onQwen}},
+		{optsOne, "svc stop --dry-run", "svc stop qwen --dry-run", &SvcStop{On: onQwen, DryRun: true}},
+		{optsMulti, "svc restart mini", "svc restart mini", &SvcRestart{On: onMini}},
+		{optsOne, "svc status", "svc status qwen", &SvcStatus{On: onQwen}},
+		{optsOne, "svc logs", "svc logs qwen lines=50", &SvcLogs{On: onQwen, Lines: 50}},
+		{optsOne, "svc logs lines=1000 qwen", "svc logs qwen lines=1000", &SvcLogs{On: onQwen, Lines: 1000}},
+		{optsOne, "svc logs LINES=7", "svc logs qwen lines=7", &SvcLogs{On: onQwen, Lines: 7}},
 		// bench
-		{optsOne, "bench", want("bench", "bench qwen", Command{Service: "qwen", Host: "gpu1"})},
-		{optsOne, "bench out=256 in=1024 concurrency=16 prompts=200 --dry-run", want("bench", "bench qwen prompts=200 concurrency=16 in=1024 out=256 --dry-run",
-			Command{Service: "qwen", Host: "gpu1", DryRun: true, Bench: BenchParams{Prompts: 200, Concurrency: 16, InputLen: 1024, OutputLen: 256}})},
-		{optsOne, "bench prompts=10000 concurrency=1024 in=131072 out=32768", want("bench", "bench qwen prompts=10000 concurrency=1024 in=131072 out=32768",
-			Command{Service: "qwen", Host: "gpu1", Bench: BenchParams{Prompts: 10000, Concurrency: 1024, InputLen: 131072, OutputLen: 32768}})},
+		{optsOne, "bench", "bench qwen", &Bench{On: onQwen}},
+		{optsOne, "bench out=256 in=1024 concurrency=16 prompts=200 --dry-run", "bench qwen prompts=200 concurrency=16 in=1024 out=256 --dry-run",
+			&Bench{On: onQwen, DryRun: true, Params: ops.BenchParams{Prompts: 200, Concurrency: 16, InputLen: 1024, OutputLen: 256}}},
+		{optsOne, "bench prompts=10000 concurrency=1024 in=131072 out=32768", "bench qwen prompts=10000 concurrency=1024 in=131072 out=32768",
+			&Bench{On: onQwen, Params: ops.BenchParams{Prompts: 10000, Concurrency: 1024, InputLen: 131072, OutputLen: 32768}}},
 		// sweep
-		{optsOne, "sweep steps 1..5,10", want("sweep", "sweep qwen steps 1..5,10", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{1, 2, 3, 4, 5, 10}})},
-		{optsOne, "sweep qwen steps 1,2,3", want("sweep", "sweep qwen steps 1..3", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{1, 2, 3}})},
-		{optsOne, "sweep steps 1, 2, 4 ,8", want("sweep", "sweep qwen steps 1,2,4,8", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{1, 2, 4, 8}})},
-		{optsOne, "sweep steps 10,1..3 --dry-run", want("sweep", "sweep qwen steps 10,1..3 --dry-run", Command{Service: "qwen", Host: "gpu1", DryRun: true, SweepSteps: []int{10, 1, 2, 3}})},
-		{optsOne, "sweep steps 2\u20263", want("sweep", "sweep qwen steps 2,3", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{2, 3}})},
-		{optsOne, "sweep steps 7", want("sweep", "sweep qwen steps 7", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{7}})},
-		{optsBig, "sweep steps 1..32", want("sweep", "sweep qwen steps 1..32", Command{Service: "qwen", Host: "gpu1", SweepSteps: seq(1, 32)})},
-		{optsMulti, "sweep llama steps 1 .. 3", want("sweep", "sweep llama steps 1..3", Command{Service: "llama", Host: "gpu2", SweepSteps: []int{1, 2, 3}})},
-		{optsOne, "sweep steps 2..4 at 1,8,32", want("sweep", "sweep qwen steps 2..4 at 1,8,32", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{2, 3, 4}, SweepAt: []int{1, 8, 32}})},
-		{optsMulti, "sweep llama steps 1,2 at 4 --apply-best", want("sweep", "sweep llama steps 1,2 at 4 --apply-best", Command{Service: "llama", Host: "gpu2", SweepSteps: []int{1, 2}, SweepAt: []int{4}, ApplyBest: true})},
-		{optsOne, "sweep steps 1..3 AT 1 , 2 --dry-run --apply-best", want("sweep", "sweep qwen steps 1..3 at 1,2 --apply-best --dry-run", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{1, 2, 3}, SweepAt: []int{1, 2}, DryRun: true, ApplyBest: true})},
-		{optsOne, "sweep steps 2..4 topk 1,4 draft 8,16 at 1,8", want("sweep", "sweep qwen steps 2..4 topk 1,4 draft 8,16 at 1,8", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{2, 3, 4}, SweepTopK: []int{1, 4}, SweepDraft: []int{8, 16}, SweepAt: []int{1, 8}})},
-		{optsOne, "sweep steps 3 topk 2..4", want("sweep", "sweep qwen steps 3 topk 2..4", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{3}, SweepTopK: []int{2, 3, 4}})},
-		{optsOne, "sweep at 1,8 steps 2..4 draft 5 topk 2 --apply-best", want("sweep", "sweep qwen steps 2..4 topk 2 draft 5 at 1,8 --apply-best", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{2, 3, 4}, SweepTopK: []int{2}, SweepDraft: []int{5}, SweepAt: []int{1, 8}, ApplyBest: true})},
+		{optsOne, "sweep steps 1..5,10", "sweep qwen steps 1..5,10", &Sweep{On: onQwen, Steps: []int{1, 2, 3, 4, 5, 10}}},
+		{optsOne, "sweep qwen steps 1,2,3", "sweep qwen steps 1..3", &Sweep{On: onQwen, Steps: []int{1, 2, 3}}},
+		{optsOne, "sweep steps 1, 2, 4 ,8", "sweep qwen steps 1,2,4,8", &Sweep{On: onQwen, Steps: []int{1, 2, 4, 8}}},
+		{optsOne, "sweep steps 10,1..3 --dry-run", "sweep qwen steps 10,1..3 --dry-run", &Sweep{On: onQwen, DryRun: true, Steps: []int{10, 1, 2, 3}}},
+		{optsOne, "sweep steps 2\u20263", "sweep qwen steps 2,3", &Sweep{On: onQwen, Steps: []int{2, 3}}},
+		{optsOne, "sweep steps 7", "sweep qwen steps 7", &Sweep{On: onQwen, Steps: []int{7}}},
+		{optsBig, "sweep steps 1..32", "sweep qwen steps 1..32", &Sweep{On: onQwen, Steps: seq(1, 32)}},
+		{optsMulti, "sweep llama steps 1 .. 3", "sweep llama steps 1..3", &Sweep{On: onLlama, Steps: []int{1, 2, 3}}},
+		{optsOne, "sweep steps 2..4 at 1,8,32", "sweep qwen steps 2..4 at 1,8,32", &Sweep{On: onQwen, Steps: []int{2, 3, 4}, At: []int{1, 8, 32}}},
+		{optsMulti, "sweep llama steps 1,2 at 4 --apply-best", "sweep llama steps 1,2 at 4 --apply-best", &Sweep{On: onLlama, Steps: []int{1, 2}, At: []int{4}, ApplyBest: true}},
+		{optsOne, "sweep steps 1..3 AT 1 , 2 --dry-run --apply-best", "sweep qwen steps 1..3 at 1,2 --apply-best --dry-run", &Sweep{On: onQwen, Steps: []int{1, 2, 3}, At: []int{1, 2}, DryRun: true, ApplyBest: true}},
+		{optsOne, "sweep steps 2..4 topk 1,4 draft 8,16 at 1,8", "sweep qwen steps 2..4 topk 1,4 draft 8,16 at 1,8", &Sweep{On: onQwen, Steps: []int{2, 3, 4}, TopK: []int{1, 4}, Draft: []int{8, 16}, At: []int{1, 8}}},
+		{optsOne, "sweep steps 3 topk 2..4", "sweep qwen steps 3 topk 2..4", &Sweep{On: onQwen, Steps: []int{3}, TopK: []int{2, 3, 4}}},
+		{optsOne, "sweep at 1,8 steps 2..4 draft 5 topk 2 --apply-best", "sweep qwen steps 2..4 topk 2 draft 5 at 1,8 --apply-best", &Sweep{On: onQwen, Steps: []int{2, 3, 4}, TopK: []int{2}, Draft: []int{5}, At: []int{1, 8}, ApplyBest: true}},
 		// mtp tune
-		{optsMulti, "mtp tune at 8 llama 2..12", want("mtp tune", "mtp tune llama 2..12 at 8", Command{Service: "llama", Host: "gpu2", TuneFrom: 2, TuneTo: 12, Bench: BenchParams{Concurrency: 8}})},
-		{optsOne, "mtp tune", want("mtp tune", "mtp tune qwen 1..16", Command{Service: "qwen", Host: "gpu1", TuneFrom: 1, TuneTo: 16})},
-		{optsOne, "mtp tune 2..12 at 8", want("mtp tune", "mtp tune qwen 2..12 at 8", Command{Service: "qwen", Host: "gpu1", TuneFrom: 2, TuneTo: 12, Bench: BenchParams{Concurrency: 8}})},
-		{optsOne, "mtp per-load qwen 1:10 8:7,32:1 64:1/0", want("mtp per-load", "mtp per-load qwen 1:10 8:7 32:1 64:1/0", Command{Service: "qwen", Host: "gpu1",
-			LoadTable: []LoadSteps{{1, []int{10}}, {8, []int{7}}, {32, []int{1}}, {64, []int{1, 0}}}})},
-		{optsOne, "mtp per-load 1:3 64:0 --dry-run", want("mtp per-load", "mtp per-load qwen 1:3 64:0 --dry-run", Command{Service: "qwen", Host: "gpu1",
-			LoadTable: []LoadSteps{{1, []int{3}}, {64, []int{0}}}, DryRun: true})},
-		{optsOne, "mtp tune qwen per-load at 1,8,32,64", want("mtp tune", "mtp tune qwen per-load 1..16 at 1,8,32,64", Command{Service: "qwen", Host: "gpu1", TuneFrom: 1, TuneTo: 16, PerLoad: true, SweepAt: []int{1, 8, 32, 64}})},
-		{optsMulti, "mtp tune at 64,1 per-load llama 2..12", want("mtp tune", "mtp tune llama per-load 2..12 at 1,64", Command{Service: "llama", Host: "gpu2", TuneFrom: 2, TuneTo: 12, PerLoad: true, SweepAt: []int{1, 64}})},
-		{optsMulti, "mtp tune llama at 4 --dry-run", want("mtp tune", "mtp tune llama 1..16 at 4 --dry-run", Command{Service: "llama", Host: "gpu2", TuneFrom: 1, TuneTo: 16, Bench: BenchParams{Concurrency: 4}, DryRun: true})},
-		{optsBig, "mtp tune qwen 1 .. 32", want("mtp tune", "mtp tune qwen 1..32", Command{Service: "qwen", Host: "gpu1", TuneFrom: 1, TuneTo: 32})},
+		{optsMulti, "mtp tune at 8 llama 2..12", "mtp tune llama 2..12 at 8", &MTPTune{On: onLlama, From: 2, To: 12, Concurrency: 8}},
+		{optsOne, "mtp tune", "mtp tune qwen 1..16", &MTPTune{On: onQwen, From: 1, To: 16}},
+		{optsOne, "mtp tune 2..12 at 8", "mtp tune qwen 2..12 at 8", &MTPTune{On: onQwen, From: 2, To: 12, Concurrency: 8}},
+		{optsOne, "mtp per-load qwen 1:10 8:7,32:1 64:1/0", "mtp per-load qwen 1:10 8:7 32:1 64:1/0", &MTPPerLoad{On: onQwen,
+			Table: []LoadSteps{{1, []int{10}}, {8, []int{7}}, {32, []int{1}}, {64, []int{1, 0}}}}},
+		{optsOne, "mtp per-load 1:3 64:0 --dry-run", "mtp per-load qwen 1:3 64:0 --dry-run", &MTPPerLoad{On: onQwen,
+			Table: []LoadSteps{{1, []int{3}}, {64, []int{0}}}, DryRun: true}},
+		{optsOne, "mtp tune qwen per-load at 1,8,32,64", "mtp tune qwen per-load 1..16 at 1,8,32,64", &MTPTune{On: onQwen, From: 1, To: 16, PerLoad: true, At: []int{1, 8, 32, 64}}},
+		{optsMulti, "mtp tune at 64,1 per-load llama 2..12", "mtp tune llama per-load 2..12 at 1,64", &MTPTune{On: onLlama, From: 2, To: 12, PerLoad: true, At: []int{1, 64}}},
+		{optsMulti, "mtp tune llama at 4 --dry-run", "mtp tune llama 1..16 at 4 --dry-run", &MTPTune{On: onLlama, From: 1, To: 16, Concurrency: 4, DryRun: true}},
+		{optsBig, "mtp tune qwen 1 .. 32", "mtp tune qwen 1..32", &MTPTune{On: onQwen, From: 1, To: 32}},
 		// schedule
-		{optsOne, `schedule add "0 3 * * *" sweep qwen steps 1..5`, want("schedule add", `schedule add "0 3 * * *" sweep qwen steps 1..5`,
-			Command{Cron: "0 3 * * *", Sub: sub("sweep", "sweep qwen steps 1..5", Command{Service: "qwen", Host: "gpu1", SweepSteps: []int{1, 2, 3, 4, 5}})})},
-		{optsOne, "schedule add \u201c0  3 * * *\u201d mtp steps 4", want("schedule add", `schedule add "0 3 * * *" mtp steps 4 qwen`,
-			Command{Cron: "0 3 * * *", Sub: sub("mtp steps", "mtp steps 4 qwen", Command{Steps: 4, Service: "qwen", Host: "gpu1"})})},
-		{optsOne, `schedule add 'TZ=Europe/Berlin 30 6 * * 1-5' bench prompts=50`, want("schedule add", `schedule add "CRON_TZ=Europe/Berlin 30 6 * * 1-5" bench qwen prompts=50`,
-			Command{Cron: "CRON_TZ=Europe/Berlin 30 6 * * 1-5", Sub: sub("bench", "bench qwen prompts=50", Command{Service: "qwen", Host: "gpu1", Bench: BenchParams{Prompts: 50}})})},
-		{optsOne, "schedule add @Daily gpu recover --no-start", want("schedule add", `schedule add "@daily" gpu recover qwen --no-start`,
-			Command{Cron: "@daily", Sub: sub("gpu recover", "gpu recover qwen --no-start", Command{Service: "qwen", Host: "gpu1", NoStart: true})})},
-		{optsOne, "schedule add @every 6h svc restart", want("schedule add", `schedule add "@every 6h" svc restart qwen`,
-			Command{Cron: "@every 6h", Sub: sub("svc restart", "svc restart qwen", Command{Service: "qwen", Host: "gpu1"})})},
-		{optsOne, `schedule add --dry-run "@hourly" svc stop`, want("schedule add", `schedule add --dry-run "@hourly" svc stop qwen`,
-			Command{Cron: "@hourly", DryRun: true, Sub: sub("svc stop", "svc stop qwen", Command{Service: "qwen", Host: "gpu1"})})},
-		{optsOne, `schedule add "*/15 * * * *" gpu recover --force`, want("schedule add", `schedule add "*/15 * * * *" gpu recover qwen --force`,
-			Command{Cron: "*/15 * * * *", Sub: sub("gpu recover", "gpu recover qwen --force", Command{Service: "qwen", Host: "gpu1", Force: true})})},
-		{optsOne, "schedule list", want("schedule list", "schedule list", Command{})},
-		{optsOne, "schedule rm 3", want("schedule rm", "schedule rm 3", Command{ScheduleID: 3})},
-		{optsOne, "schedule pause #12 --dry-run", want("schedule pause", "schedule pause 12 --dry-run", Command{ScheduleID: 12, DryRun: true})},
-		{optsOne, "schedule resume #12", want("schedule resume", "schedule resume 12", Command{ScheduleID: 12})},
+		{optsOne, `schedule add "0 3 * * *" sweep qwen steps 1..5`, `schedule add "0 3 * * *" sweep qwen steps 1..5`,
+			&ScheduleAdd{Cron: "0 3 * * *", Sub: &Sweep{On: onQwen, Steps: []int{1, 2, 3, 4, 5}}}},
+		{optsOne, "schedule add \u201c0  3 * * *\u201d mtp steps 4", `schedule add "0 3 * * *" mtp steps 4 qwen`,
+			&ScheduleAdd{Cron: "0 3 * * *", Sub: &MTPSteps{On: onQwen, Steps: 4}}},
+		{optsOne, `schedule add 'TZ=Europe/Berlin 30 6 * * 1-5' bench prompts=50`, `schedule add "CRON_TZ=Europe/Berlin 30 6 * * 1-5" bench qwen prompts=50`,
+			&ScheduleAdd{Cron: "CRON_TZ=Europe/Berlin 30 6 * * 1-5", Sub: &Bench{On: onQwen, Params: ops.BenchParams{Prompts: 50}}}},
+		{optsOne, "schedule add @Daily gpu recover --no-start", `schedule add "@daily" gpu recover qwen --no-start`,
+			&ScheduleAdd{Cron: "@daily", Sub: &GPURecover{On: onQwen, NoStart: true}}},
+		{optsOne, "schedule add @every 6h svc restart", `schedule add "@every 6h" svc restart qwen`,
+			&ScheduleAdd{Cron: "@every 6h", Sub: &SvcRestart{On: onQwen}}},
+		{optsOne, `schedule add --dry-run "@hourly" svc stop`, `schedule add --dry-run "@hourly" svc stop qwen`,
+			&ScheduleAdd{Cron: "@hourly", DryRun: true, Sub: &SvcStop{On: onQwen}}},
+		{optsOne, `schedule add "*/15 * * * *" gpu recover --force`, `schedule add "*/15 * * * *" gpu recover qwen --force`,
+			&ScheduleAdd{Cron: "*/15 * * * *", Sub: &GPURecover{On: onQwen, Force: true}}},
+		{optsOne, "schedule list", "schedule list", &ScheduleList{}},
+		{optsOne, "schedule rm 3", "schedule rm 3", &ScheduleRm{ID: 3}},
+		{optsOne, "schedule pause #12 --dry-run", "schedule pause 12 --dry-run", &SchedulePause{ID: 12, DryRun: true}},
+		{optsOne, "schedule resume #12", "schedule resume 12", &ScheduleResume{ID: 12}},
 		// jobs, cancel, history, help
-		{optsNone, "jobs", want("jobs", "jobs", Command{})},
-		{optsNone, "jobs ALL", want("jobs", "jobs all", Command{All: true})},
-		{optsNone, "cancel 42", want("cancel", "cancel 42", Command{JobID: 42})},
-		{optsNone, "cancel #9007199254740993", want("cancel", "cancel 9007199254740993", Command{JobID: 9007199254740993})},
-		{optsOne, "history", want("history", "history qwen n=10", Command{Service: "qwen", Host: "gpu1", N: 10})},
-		{optsMulti, "history n=100 llama", want("history", "history llama n=100", Command{Service: "llama", Host: "gpu2", N: 100})},
-		{optsNone, "help", want("help", "help", Command{})},
-		{optsNone, "help mtp", want("help", "help mtp", Command{Topic: "mtp"})},
-		{optsNone, "help /SVC Logs", want("help", "help svc logs", Command{Topic: "svc logs"})},
-		{optsNone, "help bench", want("help", "help bench", Command{Topic: "bench"})},
+		{optsNone, "jobs", "jobs", &Jobs{}},
+		{optsNone, "jobs ALL", "jobs all", &Jobs{All: true}},
+		{optsNone, "cancel 42", "cancel 42", &Cancel{ID: 42}},
+		{optsNone, "cancel #9007199254740993", "cancel 9007199254740993", &Cancel{ID: 9007199254740993}},
+		{optsOne, "history", "history qwen n=10", &History{On: onQwen, N: 10}},
+		{optsMulti, "history n=100 llama", "history llama n=100", &History{On: onLlama, N: 100}},
+		{optsNone, "help", "help", &HelpCmd{}},
+		{optsNone, "help mtp", "help mtp", &HelpCmd{Topic: "mtp"}},
+		{optsNone, "help /SVC Logs", "help svc logs", &HelpCmd{Topic: "svc logs"}},
+		{optsNone, "help bench", "help bench", &HelpCmd{Topic: "bench"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -150,14 +149,17 @@ func TestParseGood(t *testing.T) {
 				t.Fatalf("Parse(%q) error:\n%v", tt.in, err)
 			}
 			if !reflect.DeepEqual(got, tt.want) {
-				t.Fatalf("Parse(%q)\n got %+v\nwant %+v", tt.in, *got, *tt.want)
+				t.Fatalf("Parse(%q)\n got %T %+v\nwant %T %+v", tt.in, got, got, tt.want, tt.want)
 			}
-			again, err := Parse(got.Text, tt.opts)
+			if text := Text(got); text != tt.text {
+				t.Fatalf("Text(Parse(%q)) = %q, want %q", tt.in, text, tt.text)
+			}
+			again, err := Parse(Text(got), tt.opts)
 			if err != nil {
-				t.Fatalf("Parse(Text %q) error: %v", got.Text, err)
+				t.Fatalf("Parse(Text %q) error: %v", Text(got), err)
 			}
 			if !reflect.DeepEqual(again, got) {
-				t.Fatalf("round trip of %q\n got %+v\nwant %+v", got.Text, *again, *got)
+				t.Fatalf("round trip of %q\n got %+v\nwant %+v", Text(got), again, got)
 			}
 		})
 	}
@@ -365,7 +367,7 @@ func TestParseBad(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c, err := Parse(tt.in, tt.opts)
 			if err == nil {
-				t.Fatalf("Parse(%q) = %q, want a usage error", tt.in, c.Text)
+				t.Fatalf("Parse(%q) = %q, want a usage error", tt.in, Text(c))
 			}
 			var ue *UsageError
 			if !errors.As(err, &ue) {

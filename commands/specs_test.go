@@ -85,8 +85,8 @@ func TestExamples(t *testing.T) {
 				t.Errorf("%s example %q: %v", s.Path, ex, err)
 				continue
 			}
-			if c.Spec != s {
-				t.Errorf("example %q parsed as %s, want %s", ex, c.Spec.Path, s.Path)
+			if c.Spec() != s {
+				t.Errorf("example %q parsed as %s, want %s", ex, c.Spec().Path, s.Path)
 			}
 		}
 	}
@@ -114,11 +114,11 @@ func TestDryRunRule(t *testing.T) {
 			t.Errorf("%q: %v", ex, err)
 			continue
 		}
-		if !c.DryRun || c.Mutates() || c.NeedsConfirm() || c.LockedService() != "" {
-			t.Errorf("%q: DryRun=%v Mutates=%v NeedsConfirm=%v LockedService=%q", ex, c.DryRun, c.Mutates(), c.NeedsConfirm(), c.LockedService())
+		if !IsDryRun(c) || Mutates(c) || NeedsConfirm(c) || LockedService(c) != "" {
+			t.Errorf("%q: DryRun=%v Mutates=%v NeedsConfirm=%v LockedService=%q", ex, IsDryRun(c), Mutates(c), NeedsConfirm(c), LockedService(c))
 		}
-		if c.Role() != s.Role {
-			t.Errorf("%q: a dry run needs role %s, want %s (the spec's)", ex, c.Role(), s.Role)
+		if RoleOf(c) != s.Role {
+			t.Errorf("%q: a dry run needs role %s, want %s (the spec's)", ex, RoleOf(c), s.Role)
 		}
 	}
 }
@@ -162,15 +162,15 @@ func TestCommandPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", tt.in, err)
 		}
-		if c.Role() != tt.role || c.Mutates() != tt.mutates || c.NeedsConfirm() != tt.confirm || c.LockedService() != tt.lockedService {
+		if RoleOf(c) != tt.role || Mutates(c) != tt.mutates || NeedsConfirm(c) != tt.confirm || LockedService(c) != tt.lockedService {
 			t.Errorf("%q: role %s mutates %v confirm %v lock %q; want %s %v %v %q", tt.in,
-				c.Role(), c.Mutates(), c.NeedsConfirm(), c.LockedService(), tt.role, tt.mutates, tt.confirm, tt.lockedService)
+				RoleOf(c), Mutates(c), NeedsConfirm(c), LockedService(c), tt.role, tt.mutates, tt.confirm, tt.lockedService)
 		}
 	}
 	// A scheduled command's role can raise the schedule's (never lower it).
-	c := &Command{Spec: Lookup("schedule add"), Sub: &Command{Spec: Lookup("gpu recover"), Force: true}}
-	if c.Role() != Admin {
-		t.Errorf("schedule of gpu recover --force: role %s", c.Role())
+	c := &ScheduleAdd{Sub: &GPURecover{Force: true}}
+	if RoleOf(c) != Admin {
+		t.Errorf("schedule of gpu recover --force: role %s", RoleOf(c))
 	}
 }
 
@@ -326,10 +326,10 @@ func TestEditDistance(t *testing.T) {
 
 // TestParseConcurrent parses from many goroutines (run with -race).
 func TestParseConcurrent(t *testing.T) {
-	done := make(chan *Command, 8)
+	done := make(chan Command, 8)
 	for range 8 {
 		go func() {
-			var last *Command
+			var last Command
 			for _, in := range benchMix {
 				if c, err := Parse(in, optsOne); err == nil {
 					last = c
@@ -338,7 +338,7 @@ func TestParseConcurrent(t *testing.T) {
 			done <- last
 		}()
 	}
-	var first *Command
+	var first Command
 	for range 8 {
 		c := <-done
 		if first == nil {

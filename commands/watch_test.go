@@ -19,12 +19,19 @@ func TestParseScheduleTo(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.in, err)
 		}
-		if c.Text != tc.text || c.To != tc.to {
-			t.Fatalf("%s: text %q to %q, want %q %q", tc.in, c.Text, c.To, tc.text, tc.to)
+		sa, ok := c.(*ScheduleAdd)
+		if !ok {
+			t.Fatalf("%s: parsed as %T, want *ScheduleAdd", tc.in, c)
 		}
-		again, err := Parse(c.Text, optsOne)
-		if err != nil || again.Text != c.Text || again.To != c.To {
-			t.Fatalf("re-parse %q: %v %+v", c.Text, err, again)
+		if Text(c) != tc.text || sa.To != tc.to {
+			t.Fatalf("%s: text %q to %q, want %q %q", tc.in, Text(c), sa.To, tc.text, tc.to)
+		}
+		again, err := Parse(Text(c), optsOne)
+		if err != nil {
+			t.Fatalf("re-parse %q: %v %+v", Text(c), err, again)
+		}
+		if sa2, ok := again.(*ScheduleAdd); !ok || Text(again) != Text(c) || sa2.To != sa.To {
+			t.Fatalf("re-parse %q: %v %+v", Text(c), err, again)
 		}
 	}
 }
@@ -47,12 +54,19 @@ func TestParseWatchdogCommands(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.in, err)
 		}
-		if c.Text != tc.text || c.Service != tc.svc || c.Duration != tc.d {
-			t.Fatalf("%s: %q %q %s", tc.in, c.Text, c.Service, c.Duration)
+		ws, ok := c.(*WatchdogSilence)
+		if !ok {
+			t.Fatalf("%s: parsed as %T, want *WatchdogSilence", tc.in, c)
+		}
+		if Text(c) != tc.text || ws.Service != tc.svc || ws.For != tc.d {
+			t.Fatalf("%s: %q %q %s", tc.in, Text(c), ws.Service, ws.For)
 		}
 	}
 	c, err := Parse("ack #7", optsOne)
-	if err != nil || c.IncidentID != 7 || c.Text != "ack 7" {
+	if err != nil {
+		t.Fatalf("ack #7: %v %+v", err, c)
+	}
+	if ack, ok := c.(*Ack); !ok || ack.Incident != 7 || Text(c) != "ack 7" {
 		t.Fatalf("ack #7: %v %+v", err, c)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/ops"
 )
 
 // Config is the whole configuration file.
@@ -853,16 +854,16 @@ func (c *Config) applyDefaults() {
 		c.SSH.KeepAlive = Duration(30 * time.Second)
 	}
 	if c.Bench.Prompts == 0 {
-		c.Bench.Prompts = commands.DefaultBench().Prompts
+		c.Bench.Prompts = ops.DefaultBench().Prompts
 	}
 	if c.Bench.Concurrency == 0 {
-		c.Bench.Concurrency = commands.DefaultBench().Concurrency
+		c.Bench.Concurrency = ops.DefaultBench().Concurrency
 	}
 	if c.Bench.InputLen == 0 {
-		c.Bench.InputLen = commands.DefaultBench().InputLen
+		c.Bench.InputLen = ops.DefaultBench().InputLen
 	}
 	if c.Bench.OutputLen == 0 {
-		c.Bench.OutputLen = commands.DefaultBench().OutputLen
+		c.Bench.OutputLen = ops.DefaultBench().OutputLen
 	}
 	if c.Sweep.Metric == "" {
 		c.Sweep.Metric = SweepMetrics[0]
@@ -1171,8 +1172,8 @@ func (c *Config) validateSchedules(bad func(string, ...any)) {
 		} else if opts.Validate() == nil {
 			if cmd, err := commands.Parse(s.Command, opts); err != nil {
 				bad("%s.command: %v", key, err)
-			} else if !cmd.Spec.Schedulable || cmd.DryRun {
-				bad("%s.command: %s cannot run on a schedule (mtp steps, gpu recover, svc start/stop/restart, bench or sweep can)", key, cmd.Spec.Path)
+			} else if !cmd.Spec().Schedulable || commands.IsDryRun(cmd) {
+				bad("%s.command: %s cannot run on a schedule (%s can)", key, cmd.Spec().Path, commands.SchedulableList())
 			}
 		}
 		if p, id, ok := strings.Cut(s.As, ":"); !ok || p == "" || id == "" || strings.ContainsAny(s.As, " \t\n") {

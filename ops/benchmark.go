@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/ops/systemd"
 	"github.com/opsbot/opsbot/ops/unit"
 )
 
 // withBenchDefaults fills the knobs a command left at 0 from the configured defaults.
-func (r *Runbook) withBenchDefaults(p commands.BenchParams) commands.BenchParams {
+func (r *Runbook) withBenchDefaults(p BenchParams) BenchParams {
 	d := r.cfg.Bench
 	pick := func(v, def int) int {
 		if v > 0 {
@@ -21,7 +20,7 @@ func (r *Runbook) withBenchDefaults(p commands.BenchParams) commands.BenchParams
 		}
 		return def
 	}
-	return commands.BenchParams{Prompts: pick(p.Prompts, d.Prompts), Concurrency: pick(p.Concurrency, d.Concurrency),
+	return BenchParams{Prompts: pick(p.Prompts, d.Prompts), Concurrency: pick(p.Concurrency, d.Concurrency),
 		InputLen: pick(p.InputLen, d.InputLen), OutputLen: pick(p.OutputLen, d.OutputLen)}
 }
 
@@ -33,7 +32,7 @@ func (r *Runbook) withBenchDefaults(p commands.BenchParams) commands.BenchParams
 // requests are running), from the decode log lines the unit's journal got
 // during the run, read over SSH (bench.SGLangAcceptance). A fallback that is
 // not over the window is named as such in the line.
-func (r *Runbook) benchmark(ctx context.Context, t *target, p commands.BenchParams, res *Result, rep Reporter) (string, error) {
+func (r *Runbook) benchmark(ctx context.Context, t *target, p BenchParams, res *Result, rep Reporter) (string, error) {
 	p = r.withBenchDefaults(p)
 	st := begin(rep, "benchmark", "%d prompts at concurrency %d, %d tokens in, %d out", p.Prompts, p.Concurrency, p.InputLen, p.OutputLen)
 	if res.Spec == nil {
@@ -91,7 +90,7 @@ func (r *Runbook) benchmark(ctx context.Context, t *target, p commands.BenchPara
 }
 
 // Bench is `bench`: benchmark the service as it runs now.
-func (r *Runbook) Bench(ctx context.Context, service string, p commands.BenchParams, dryRun bool, rep Reporter) (*Result, error) {
+func (r *Runbook) Bench(ctx context.Context, service string, p BenchParams, dryRun bool, rep Reporter) (*Result, error) {
 	res := &Result{Incidents: []string{}}
 	t, err := r.target(service)
 	if err != nil {

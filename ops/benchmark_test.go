@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/internal/testrun"
+	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
 )
 
@@ -41,7 +41,7 @@ func TestBenchAcceptanceOverWindow(t *testing.T) {
 	testrun.Long(t)
 	r := newRig(t, labOpts(), nil)
 	url := r.svc.URL
-	bp := commands.BenchParams{Prompts: 8, Concurrency: 2, InputLen: 32, OutputLen: 256}
+	bp := ops.BenchParams{Prompts: 8, Concurrency: 2, InputLen: 32, OutputLen: 256}
 	for _, tc := range []struct {
 		name, source string
 		neighbour    bool
@@ -97,7 +97,7 @@ func TestBenchTooShortForAWindow(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(), nil)
 	ev := &events{}
-	res, err := r.rb.Bench(testCtx(t), "qwen", commands.BenchParams{Prompts: 1, Concurrency: 1, InputLen: 16, OutputLen: 20}, false, ev)
+	res, err := r.rb.Bench(testCtx(t), "qwen", ops.BenchParams{Prompts: 1, Concurrency: 1, InputLen: 16, OutputLen: 20}, false, ev)
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, ev.text())
 	}

@@ -1,11 +1,9 @@
 package ops
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
-	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops/engine"
 	"github.com/opsbot/opsbot/ops/gpu"
 	"github.com/opsbot/opsbot/ops/remote"
@@ -112,17 +110,4 @@ func (r *Runbook) target(name string) (*target, error) {
 		return nil, err
 	}
 	return t, nil
-}
-
-// Run runs the pipeline of cmd, reporting progress to rep. The returned Result
-// is non-nil whenever anything was learned or changed, also on error.
-func (r *Runbook) Run(ctx context.Context, cmd *commands.Command, rep Reporter) (*Result, error) {
-	if rep == nil {
-		rep = Discard
-	}
-	p := pipelines[cmd.Spec]
-	if p == nil {
-		return nil, fmt.Errorf("%q is not a host command", cmd.Spec.Path)
-	}
-	return p(ctx, r, cmd, rep)
 }

@@ -33,7 +33,7 @@ const (
 // Its JSON is the "left" object of `opsbot run --json`:
 //
 //	{"service": "qwen", "state": "stopped", "unit": "new", "steps": 6, "changed": true,
-//	 "next": "svc start qwen", "undo": "mtp steps 3 qwen"}
+//	 "next": "svc start qwen", "undo": "mtp steps 3 qwen", "undo_steps": 3}
 type ServiceLeft struct {
 	Service string    `json:"service"`
 	State   LeftState `json:"state"`
@@ -55,8 +55,12 @@ type ServiceLeft struct {
 	// shows when it does); "" when it serves, or when no command of opsbot
 	// helps (then Advice says what does).
 	Next string `json:"next,omitempty"`
-	// Undo is the chat command that puts the previous steps back, when the
-	// new unit is in place.
+	// UndoSteps are the steps the unit had before the job, when the new
+	// unit is in place and they differ: what Undo puts back.
+	UndoSteps int `json:"undo_steps,omitempty"`
+	// Undo is the chat command that puts UndoSteps back. The pipelines set
+	// UndoSteps only; the job runtime writes Undo in the command language's
+	// words before the result is kept or shown.
 	Undo string `json:"undo,omitempty"`
 	// Advice is what helps when no command of opsbot does, such as a GPU
 	// reset or a reboot for a process in D state.
@@ -148,7 +152,7 @@ func (r *Runbook) leave(ctx context.Context, t *target, res *Result, serving boo
 		l.Next = "svc start " + t.name
 	}
 	if d.unit == UnitNew && d.oldSteps > 0 && d.oldSteps != d.steps {
-		l.Undo = fmt.Sprintf("mtp steps %d %s", d.oldSteps, t.name)
+		l.UndoSteps = d.oldSteps
 	}
 	res.Left = l
 }

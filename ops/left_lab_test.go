@@ -70,7 +70,7 @@ func TestCancelDuringLoadLeavesNewUnitStarting(t *testing.T) {
 		t.Fatalf("unit is not the new text:\n%s", got)
 	}
 	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", State: ops.LeftStarting, Unit: ops.UnitNew, Steps: 6, Changed: true,
-		Started: true, Next: "svc status qwen", Undo: "mtp steps 3 qwen"}, rep.text())
+		Started: true, Next: "svc status qwen", UndoSteps: 3}, rep.text())
 }
 
 // A cancel during the write lets the write (and its daemon-reload) finish,
@@ -96,7 +96,7 @@ func TestCancelDuringWriteLeavesNewUnitNotStarted(t *testing.T) {
 		t.Fatalf("a start was begun after the cancel:\n%s", rep.text())
 	}
 	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", State: ops.LeftStopped, Unit: ops.UnitNew, Steps: 6, Changed: true,
-		Next: "svc start qwen", Undo: "mtp steps 3 qwen"}, rep.text())
+		Next: "svc start qwen", UndoSteps: 3}, rep.text())
 }
 
 // Item 3's report: a vLLM unit under a config that says sglang. verify reads
@@ -120,7 +120,7 @@ func TestVLLMStepsVerifiedFromMetrics(t *testing.T) {
 		t.Fatalf("verify did not read 4 from the engine (live %d)\n%s", res.Spec.LiveSteps, ev.text())
 	}
 	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", State: ops.LeftServing, Unit: ops.UnitNew, Steps: 4, Changed: true,
-		Undo: "mtp steps 3 qwen"}, ev.text())
+		UndoSteps: 3}, ev.text())
 }
 
 // engineProxy serves the lab engine at target through a real HTTP server on
@@ -227,7 +227,7 @@ func TestBenchFailureKeepsNewUnit(t *testing.T) {
 		t.Fatalf("rolled back on a benchmark failure: %v", res.Incidents)
 	}
 	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", State: ops.LeftServing, Unit: ops.UnitNew, Steps: 6, Changed: true,
-		Undo: "mtp steps 3 qwen"}, ev.text())
+		UndoSteps: 3}, ev.text())
 }
 
 // A new unit whose engine is not ready within the ready timeout is rolled

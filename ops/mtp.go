@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/ops/unit"
 )
@@ -242,7 +241,7 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 		res.Summary = fmt.Sprintf("steps %d -> %d on %s, serving; benchmark skipped", from, steps, service)
 		return res, fmt.Errorf("benchmark skipped: %w; %s serves the new settings (steps %d)", err, service, steps)
 	}
-	b, err := r.benchmark(ctx, t, commands.BenchParams{}, res, rep)
+	b, err := r.benchmark(ctx, t, BenchParams{}, res, rep)
 	if err != nil {
 		if ctx.Err() != nil {
 			serving = false

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 )
@@ -101,7 +100,7 @@ func TestMTPStepsReapsOnlyItsOwnOrphans(t *testing.T) {
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	waitBoth(t, r)
 	ctx := testCtx(t)
-	bp := commands.BenchParams{Prompts: 8, Concurrency: 4, InputLen: 32, OutputLen: 64}
+	bp := ops.BenchParams{Prompts: 8, Concurrency: 4, InputLen: 32, OutputLen: 64}
 	b0, err := r.rb.Bench(ctx, "coder", bp, false, ops.Discard)
 	if err != nil {
 		t.Fatalf("coder benchmark before: %v", err)

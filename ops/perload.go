@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops/systemd"
 	"github.com/opsbot/opsbot/ops/unit"
 )
@@ -783,7 +782,7 @@ func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLo
 			return res, fmt.Errorf("benchmarks stopped: %w; %s serves the per-load configuration", err, service)
 		}
 		res.Bench = nil
-		bp := commands.BenchParams{Concurrency: c, Prompts: max(c, r.withBenchDefaults(commands.BenchParams{}).Prompts)}
+		bp := BenchParams{Concurrency: c, Prompts: max(c, r.withBenchDefaults(BenchParams{}).Prompts)}
 		b, err := r.benchmark(ctx, t, bp, res, prefixed(rep, fmt.Sprintf("at %d: ", c)))
 		pt := SweepPoint{Steps: set.Steps, Concurrency: c, OK: err == nil, Spec: res.Spec}
 		if res.Bench != nil {

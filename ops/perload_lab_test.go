@@ -372,11 +372,12 @@ func TestUndoFileOnlyPerLoadChange(t *testing.T) {
 }
 
 // storeChangeLog reads the job history from a store as the bot's ChangeLog does (ops may not
-// import bot, not even in tests): the jobs store.UnitChangeJobs lists, with their unit changes.
+// import bot, not even in tests): the jobs store.FinishedJobs lists whose unit change changed
+// something (one page is enough for these tests).
 type storeChangeLog struct{ st *store.Store }
 
 func (c storeChangeLog) UnitChanges(ctx context.Context, service string, limit int) ([]ops.AppliedChange, error) {
-	jobs, err := c.st.UnitChangeJobs(ctx, service, limit)
+	jobs, err := c.st.FinishedJobs(ctx, service, 0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -386,7 +387,7 @@ func (c storeChangeLog) UnitChanges(ctx context.Context, service string, limit i
 		if err := json.Unmarshal(j.Result, &res); err != nil {
 			return nil, err
 		}
-		if res.Unit != nil {
+		if res.Unit.Changed() && len(out) < limit {
 			out = append(out, ops.AppliedChange{JobID: j.ID, Command: j.Command, Status: string(j.Status), Unit: *res.Unit})
 		}
 	}

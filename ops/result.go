@@ -105,6 +105,24 @@ type UnitChange struct {
 	Files []FileChange `json:"files,omitempty"`
 }
 
+// Changed reports whether u altered anything: the unit's text, or a file
+// beside it (written with other text, created or removed). A job whose
+// result records a change that altered nothing is no change to undo.
+func (u *UnitChange) Changed() bool {
+	if u == nil {
+		return false
+	}
+	if u.Before != u.After {
+		return true
+	}
+	for _, f := range u.Files {
+		if f.Before != f.After || f.Created || f.Removed {
+			return true
+		}
+	}
+	return false
+}
+
 // FileChange is one file a unit change wrote beside the unit.
 type FileChange struct {
 	Path    string `json:"path"`

@@ -9,8 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opsbot/opsbot/commands"
-	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/ops/unit"
 )
 
 // HostConfig is one SSH-reachable host.
@@ -126,8 +125,8 @@ func (c *Config) withDefaults() Config {
 		cc.ClearTimeout = 2 * time.Minute
 	}
 	// Benchmark defaults for a Config built without the config package (which
-	// applies the same ones): commands.DefaultBench().
-	d := commands.DefaultBench()
+	// applies the same ones): DefaultBench().
+	d := DefaultBench()
 	for _, f := range []struct {
 		v   *int
 		def int
@@ -137,7 +136,7 @@ func (c *Config) withDefaults() Config {
 		}
 	}
 	if cc.MaxSteps <= 0 {
-		cc.MaxSteps = commands.DefaultMaxSteps
+		cc.MaxSteps = unit.DefaultMaxSteps
 	}
 	if cc.Logger == nil {
 		cc.Logger = slog.Default()
@@ -148,10 +147,10 @@ func (c *Config) withDefaults() Config {
 	services := make(map[string]ServiceConfig, len(c.Services))
 	for name, s := range c.Services {
 		if s.ReadyTimeout <= 0 {
-			s.ReadyTimeout = config.DefaultReadyTimeout
+			s.ReadyTimeout = 15 * time.Minute // TEMP
 		}
 		if s.ClearMiB <= 0 {
-			s.ClearMiB = config.DefaultClearMiB
+			s.ClearMiB = 1024 // TEMP
 		}
 		if s.Engine == "" {
 			s.Engine = "sglang"

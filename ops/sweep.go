@@ -7,7 +7,6 @@ import (
 	"math"
 	"strings"
 
-	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops/unit"
 )
 
@@ -126,7 +125,7 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 	}
 	at := o.At
 	if len(at) == 0 {
-		at = []int{r.withBenchDefaults(commands.BenchParams{}).Concurrency}
+		at = []int{r.withBenchDefaults(BenchParams{}).Concurrency}
 	}
 	leave := "leave it on " + home.String()
 	if o.ApplyBest {
@@ -215,7 +214,7 @@ func (r *Runbook) sweepValue(ctx context.Context, t *target, service string, set
 		}
 		sub.Bench = nil
 		// At least one prompt per stream, so that the concurrency is reached.
-		bp := commands.BenchParams{Concurrency: c, Prompts: max(c, r.withBenchDefaults(commands.BenchParams{}).Prompts)}
+		bp := BenchParams{Concurrency: c, Prompts: max(c, r.withBenchDefaults(BenchParams{}).Prompts)}
 		_, err := r.benchmark(ctx, t, bp, sub, prefixed(rep, prefix))
 		pt := SweepPoint{Steps: n, Concurrency: c, OK: err == nil, Spec: sub.Spec}
 		if sub.Spec != nil && sub.Spec.Engine != "vllm" {
@@ -298,7 +297,7 @@ func (r *Runbook) Tune(ctx context.Context, service string, o TuneOptions, rep R
 	}
 	conc := o.Concurrency
 	if conc <= 0 {
-		conc = r.withBenchDefaults(commands.BenchParams{}).Concurrency
+		conc = r.withBenchDefaults(BenchParams{}).Concurrency
 	}
 	if o.DryRun {
 		res.Summary = fmt.Sprintf("dry run: would search steps %d..%d on %s at concurrency %d (a golden-section search: "+

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 
-	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops/unit"
 )
 
@@ -158,7 +157,7 @@ func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep 
 	if err := r.verify(ctx, t, res, rep); err != nil {
 		return res, err
 	}
-	b, err := r.benchmark(ctx, t, commands.BenchParams{}, res, rep)
+	b, err := r.benchmark(ctx, t, BenchParams{}, res, rep)
 	if err != nil {
 		return res, err
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
@@ -135,7 +134,7 @@ func TestViaSSHForwardingRefused(t *testing.T) {
 		"svc restart":     func() (*ops.Result, error) { return rb.ServiceAction(ctx, "qwen", "restart", false, ops.Discard) },
 		"svc start":       func() (*ops.Result, error) { return rb.ServiceAction(ctx, "qwen", "start", false, ops.Discard) },
 		"gpu recover":     func() (*ops.Result, error) { return rb.GPURecover(ctx, "qwen", ops.RecoverOptions{}, ops.Discard) },
-		"bench":           func() (*ops.Result, error) { return rb.Bench(ctx, "qwen", commands.BenchParams{}, false, ops.Discard) },
+		"bench":           func() (*ops.Result, error) { return rb.Bench(ctx, "qwen", ops.BenchParams{}, false, ops.Discard) },
 	}
 	for name, job := range jobs {
 		res, err := job()

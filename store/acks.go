@@ -37,10 +37,10 @@ type ackRows struct {
 }
 
 // ackColumns is how many values a call gives ackSQL (see ackRows.column).
-const ackColumns = 22
+const ackColumns = 24
 
 // args returns the rows' values in the order ackSQL takes them (and each
-// array of ackBatchSQL): the job's 15 columns, then the entry's 7.
+// array of ackBatchSQL): the job's 17 columns, then the entry's 7.
 func (a *ackRows) args() []any {
 	out := make([]any, ackColumns)
 	for col := range out {
@@ -51,8 +51,8 @@ func (a *ackRows) args() []any {
 
 // ackSQL inserts one call's job and audit entry, and returns the job's id.
 const ackSQL = `WITH j AS (INSERT INTO jobs
-	(command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id)
+	(command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner, args, dry_run)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id)
 	INSERT INTO audit_log (at, platform, user_id, room, command, decision, detail, job_id)
 	SELECT ?, ?, ?, ?, ?, ?, ?, id FROM j RETURNING job_id`
 
@@ -65,9 +65,9 @@ func ackOp(a *ackRows) *writeOp {
 	}}
 }
 
-// ackBatchSQL records several calls at once: its 22 arguments are arrays
+// ackBatchSQL records several calls at once: its 24 arguments are arrays
 // with one element per call, one array per column of ackRows.args (the
-// job's 15, then the entry's 7), taken apart by unnest WITH ORDINALITY.
+// job's 17, then the entry's 7), taken apart by unnest WITH ORDINALITY.
 // It takes the jobs' ids from the jobs' identity sequence first (a
 // MATERIALIZED CTE: once per row; the sequence is looked up once, in a
 // subquery, not for every row), inserts the jobs with them and the
@@ -79,14 +79,14 @@ func ackOp(a *ackRows) *writeOp {
 const ackBatchSQL = `WITH n AS MATERIALIZED (
 	SELECT v.*, nextval((SELECT pg_get_serial_sequence('jobs', 'id')::regclass)) AS id
 	FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[],
-		?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[],
+		?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::bigint[],
 		?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])
 		WITH ORDINALITY AS v (command, platform, user_id, room, thread, service, host, status, error, result,
-			schedule_id, created_at, started_at, ended_at, owner,
+			schedule_id, created_at, started_at, ended_at, owner, args, dry_run,
 			a_at, a_platform, a_user_id, a_room, a_command, a_decision, a_detail, ord)),
 	j AS (INSERT INTO jobs
-		(id, command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner)
-		SELECT id, command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner FROM n),
+		(id, command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner, args, dry_run)
+		SELECT id, command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner, args, dry_run FROM n),
 	a AS (INSERT INTO audit_log (at, platform, user_id, room, command, decision, detail, job_id)
 		SELECT a_at, a_platform, a_user_id, a_room, a_command, a_decision, a_detail, id FROM n)
 	SELECT ord, id FROM n`
@@ -153,18 +153,25 @@ func (a *ackRows) column(col int) any {
 	case 14:
 		return j.Owner
 	case 15:
-		return e.At.UnixNano()
+		if r := nullJSON(j.Args); r.Valid {
+			return r.String
+		}
+		return nil
 	case 16:
-		return e.Platform
+		return flag(j.DryRun)
 	case 17:
-		return e.User
+		return e.At.UnixNano()
 	case 18:
-		return e.Room
+		return e.Platform
 	case 19:
-		return e.Command
+		return e.User
 	case 20:
-		return e.Decision
+		return e.Room
 	case 21:
+		return e.Command
+	case 22:
+		return e.Decision
+	case 23:
 		return e.Detail
 	}
 	panic(fmt.Sprintf("ackRows: no column %d", col))

@@ -89,13 +89,13 @@ func waitLockWaiters(t *testing.T, db *sql.DB, n int) {
 	}
 }
 
-// checkAcked fails unless the store holds exactly the jobs of want (by id)
-// and, for each, one audit entry pointing at it with the caller's command
-// and user.
+// checkAcked fails unless the store holds exactly the jobs of want (by id),
+// each with the caller's command, user, time, Args and DryRun, and, for
+// each, one audit entry pointing at it with the caller's command and user.
 func checkAcked(t *testing.T, s *Store, want map[int64]Job) {
 	t.Helper()
 	ctx := context.Background()
-	rows, err := s.rdb.QueryContext(ctx, `SELECT j.id, j.command, j.user_id, j.created_at, a.command, a.user_id, a.at
+	rows, err := s.rdb.QueryContext(ctx, `SELECT j.id, j.command, j.user_id, j.created_at, j.args, j.dry_run, a.command, a.user_id, a.at
 		FROM jobs j LEFT JOIN audit_log a ON a.job_id = j.id WHERE j.command NOT LIKE 'plug %'`)
 	if err != nil {
 		t.Fatal(err)
@@ -105,9 +105,10 @@ func checkAcked(t *testing.T, s *Store, want map[int64]Job) {
 	for rows.Next() {
 		var id, created int64
 		var cmd, user string
-		var aCmd, aUser sql.NullString
+		var args, aCmd, aUser sql.NullString
+		var dry bool
 		var aAt sql.NullInt64
-		if err := rows.Scan(&id, &cmd, &user, &created, &aCmd, &aUser, &aAt); err != nil {
+		if err := rows.Scan(&id, &cmd, &user, &created, &args, &dry, &aCmd, &aUser, &aAt); err != nil {
 			t.Fatal(err)
 		}
 		j, ok := want[id]
@@ -118,6 +119,8 @@ func checkAcked(t *testing.T, s *Store, want map[int64]Job) {
 			t.Errorf("job %d has more than one audit entry", id)
 		case cmd != j.Command || user != j.User || created != j.CreatedAt.UnixNano():
 			t.Errorf("job %d is %q by %s at %d; its caller asked for %q by %s at %d", id, cmd, user, created, j.Command, j.User, j.CreatedAt.UnixNano())
+		case args != nullJSON(j.Args) || dry != j.DryRun:
+			t.Errorf("job %d has args %v, dry run %v; its caller asked for %q, %v", id, args, dry, j.Args, j.DryRun)
 		case !aCmd.Valid:
 			t.Errorf("job %d has no audit entry", id)
 		case aCmd.String != j.Command || aUser.String != j.User || aAt.Int64 != j.CreatedAt.UnixNano():
@@ -156,7 +159,11 @@ func TestPostgresAcksConcurrent(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() {
 			user := fmt.Sprintf("U%03d", i)
-			j, err := s.CreateJobAudited(ctx, Job{Command: fmt.Sprintf("mtp steps %d qwen", i), User: user},
+			in := Job{Command: fmt.Sprintf("mtp steps %d qwen", i), User: user, DryRun: i%2 == 1}
+			if i%3 != 0 {
+				in.Args = json.RawMessage(fmt.Sprintf(`{"v":1,"command":"mtp steps","args":{"steps":%d,"service":"qwen","dry_run":%v}}`, i, in.DryRun))
+			}
+			j, err := s.CreateJobAudited(ctx, in,
 				AuditEntry{User: user, Command: fmt.Sprintf("mtp steps %d qwen", i), Decision: DecisionAccepted})
 			if err != nil {
 				t.Errorf("caller %d: %v", i, err)
@@ -171,7 +178,7 @@ func TestPostgresAcksConcurrent(t *testing.T) {
 	}
 	want := map[int64]Job{}
 	for i, j := range got {
-		if j.ID <= 0 || j.Command != fmt.Sprintf("mtp steps %d qwen", i) || j.Status != Queued || j.CreatedAt.IsZero() {
+		if j.ID <= 0 || j.Command != fmt.Sprintf("mtp steps %d qwen", i) || j.Status != Queued || j.CreatedAt.IsZero() || j.DryRun != (i%2 == 1) || (j.Args == nil) != (i%3 == 0) {
 			t.Errorf("caller %d got %+v", i, j)
 		}
 		if o, dup := want[j.ID]; dup {
@@ -377,7 +384,8 @@ func TestPostgresAckBatchUnreachable(t *testing.T) {
 // Every column of a job and its audit entry comes back from the batch
 // statement as CreateJobAudited was given it, awkward text included
 // (quotes, backslashes, braces, commas, "NULL", empty, newlines, non-ASCII),
-// NULLs (no result, no schedule, no times) and times at and before the
+// NULLs (no result, no args, no schedule, no times), DryRun both ways, and
+// times at and before the
 // Unix epoch, exactly as from the single statement of a call alone.
 func TestPostgresAckBatchValues(t *testing.T) {
 	t.Parallel()
@@ -398,6 +406,12 @@ func TestPostgresAckBatchValues(t *testing.T) {
 		case 1:
 			j.Status, j.CreatedAt, e.At = Running, epoch, past
 		}
+		// Args: JSON holding the awkward text, or none (NULL); DryRun both ways.
+		if i%3 != 2 {
+			xs := must(json.Marshal(x))(t)
+			j.Args = json.RawMessage(`{"v":1,"command":"cmd","args":{"x":` + string(xs) + `}}`)
+		}
+		j.DryRun = i%2 == 0
 		jobs, entries = append(jobs, j), append(entries, e)
 	}
 	// The same calls, alone (ackSQL) and as one batch (ackBatchSQL).

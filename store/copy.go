@@ -128,7 +128,10 @@ func tableRows(ctx context.Context, s *Store, table string) (int64, error) {
 }
 
 // copyTable copies every row of table from src to dst, in batches of
-// copyBatch rows per write transaction, in the order of the table's key.
+// copyBatch rows per write transaction, in the order of the table's key,
+// by every column src has, named (a column a migration added, such as
+// jobs.args and jobs.dry_run, comes along as it is: the store's columns
+// are text and integers, flags 0 or 1, in both databases).
 func copyTable(ctx context.Context, src, dst *Store, table string) (int64, error) {
 	rows, err := src.rdb.DB.QueryContext(ctx, `SELECT * FROM `+table+` ORDER BY 1`)
 	if err != nil {

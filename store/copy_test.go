@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -23,8 +24,16 @@ func fill(t *testing.T, s *Store) {
 	}
 	var last Job
 	for i := range 1203 { // more than two batches
-		j := must(s.CreateJob(ctx, Job{Command: fmt.Sprintf("mtp steps %d", i%16+1), Service: "qwen", User: "U1",
-			CreatedAt: base.Add(time.Duration(i) * 1001 * time.Nanosecond)}))(t)
+		j := Job{Command: fmt.Sprintf("mtp steps %d", i%16+1), Service: "qwen", User: "U1",
+			CreatedAt: base.Add(time.Duration(i) * 1001 * time.Nanosecond)}
+		if i%2 == 0 { // typed commands, and jobs without one (NULL)
+			j.Args = json.RawMessage(fmt.Sprintf(`{"v":1,"command":"mtp steps","args":{"steps":%d,"note":"ü \"✓\""}}`, i%16+1))
+		}
+		if i%5 == 0 {
+			j.Command += " --dry-run"
+			j.DryRun = true
+		}
+		j = must(s.CreateJob(ctx, j))(t)
 		if i%3 == 0 {
 			must(0, s.StartJob(ctx, j.ID))(t)
 			must(0, s.AppendEvent(ctx, Event{JobID: j.ID, Step: "stop", Status: "done", Message: "ü ✓", At: base.Add(time.Duration(i) + 7)}))(t)
@@ -131,6 +140,16 @@ func TestCopy(t *testing.T) {
 				j2 := must(dst.Job(ctx, 1))(t)
 				if !reflect.DeepEqual(j1, j2) || j2.CreatedAt.Nanosecond() != 535897932 {
 					t.Errorf("job 1: source %+v, copy %+v", j1, j2)
+				}
+				// The typed command and the dry-run flag come along, NULL and false too.
+				if want := `{"v":1,"command":"mtp steps","args":{"steps":1,"note":"ü \"✓\""}}`; string(j2.Args) != want || !j2.DryRun {
+					t.Errorf("job 1's copy: Args %s, DryRun %v; want %s, true", j2.Args, j2.DryRun, want)
+				}
+				if j := must(dst.Job(ctx, 2))(t); j.Args != nil || j.DryRun {
+					t.Errorf("job 2's copy: Args %q, DryRun %v; want none, false", j.Args, j.DryRun)
+				}
+				if got, want := ids(must(dst.FinishedJobs(ctx, "qwen", 0, 1000))(t)), ids(must(src.FinishedJobs(ctx, "qwen", 0, 1000))(t)); !slices.Equal(got, want) || len(got) == 0 {
+					t.Errorf("FinishedJobs in the copy: %v, in the source %v", got, want)
 				}
 				// New ids continue past the copied ones (and past a removed schedule's).
 				if j := must(dst.CreateJob(ctx, Job{Command: "status"}))(t); j.ID != 1204 {

@@ -65,22 +65,34 @@ type Job struct {
 	// job after it had lost the job's lease and another process had marked
 	// the job interrupted (see FinishJobLate).
 	RecordedLate bool
+
+	// Args is the job's typed command as the command language encodes it:
+	// versioned JSON such as {"v":1,"command":"mtp steps","args":{...}}.
+	// The store keeps it as opaque JSON text: it must be valid JSON, and
+	// nothing in the store reads inside it. nil when unknown (the jobs
+	// recorded before it was kept).
+	Args json.RawMessage
+	// DryRun: the job is a --dry-run, which changed nothing. Set when the
+	// job is recorded; never changes. (For the jobs recorded before the
+	// flag was kept, migration 0011 set it once from the command text.)
+	DryRun bool
 }
 
 // InterruptedMessage is the Error that InterruptUnfinished gives the jobs it
 // ends.
 const InterruptedMessage = "interrupted: opsbot stopped before the job finished"
 
-const jobColumns = `id, command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner, recorded_late`
+const jobColumns = `id, command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner, recorded_late, args, dry_run`
 
 // CreateJob records a new job and returns it with ID set (and CreatedAt, when
 // it was zero). Status defaults to Queued; a job may also be recorded in a
 // final state (a refused request), which sets EndedAt to CreatedAt when
-// zero, or as Running, which sets StartedAt. Command is required and Result,
-// when set, must be valid JSON; otherwise the error wraps ErrInvalid and
-// nothing is written. A job without an Owner that is not final gets the
-// owner registered with RegisterOwner, if any. Safe for concurrent use; see
-// write for what ctx does.
+// zero, or as Running, which sets StartedAt. Command is required and Result
+// and Args, when set, must be valid JSON; otherwise the error wraps
+// ErrInvalid and nothing is written. Args and DryRun are kept as given. A
+// job without an Owner that is not final gets the owner registered with
+// RegisterOwner, if any. Safe for concurrent use; see write for what ctx
+// does.
 func (s *Store) CreateJob(ctx context.Context, j Job) (Job, error) {
 	if j.Status == "" {
 		j.Status = Queued
@@ -121,10 +133,11 @@ func (s *Store) jobDefaults(j Job) Job {
 func insertJob(tx *wtx, j Job) (int64, error) {
 	var id int64
 	err := tx.QueryRowContext(context.Background(), `INSERT INTO jobs
-		(command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		(command, platform, user_id, room, thread, service, host, status, error, result, schedule_id, created_at, started_at, ended_at, owner, args, dry_run)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		j.Command, j.Platform, j.User, j.Room, j.Thread, j.Service, j.Host, string(j.Status), j.Error,
-		nullJSON(j.Result), nullID(j.ScheduleID), j.CreatedAt.UnixNano(), nanos(j.StartedAt), nanos(j.EndedAt), j.Owner).Scan(&id)
+		nullJSON(j.Result), nullID(j.ScheduleID), j.CreatedAt.UnixNano(), nanos(j.StartedAt), nanos(j.EndedAt), j.Owner,
+		nullJSON(j.Args), flag(j.DryRun)).Scan(&id)
 	return id, err
 }
 
@@ -152,6 +165,9 @@ func checkJob(j Job) error {
 	if err := checkJSON("result", j.Result); err != nil {
 		return err
 	}
+	if err := checkJSON("args", j.Args); err != nil {
+		return err
+	}
 	for _, t := range []struct {
 		what string
 		t    time.Time
@@ -175,6 +191,14 @@ func nullJSON(raw json.RawMessage) sql.NullString {
 		return sql.NullString{}
 	}
 	return sql.NullString{String: string(raw), Valid: true}
+}
+
+// flag is b as the store keeps its flags in both databases: 1 or 0.
+func flag(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func nullID(id int64) sql.NullInt64 {
@@ -482,15 +506,19 @@ func queryJobs(ctx context.Context, q queryer, query string, args ...any) ([]Job
 func scanJob(sc scanner) (Job, error) {
 	var j Job
 	var status string
-	var result sql.NullString
+	var result, args sql.NullString
 	var sched, created, started, ended sql.NullInt64
 	if err := sc.Scan(&j.ID, &j.Command, &j.Platform, &j.User, &j.Room, &j.Thread, &j.Service, &j.Host,
-		&status, &j.Error, &result, &sched, &created, &started, &ended, &j.Owner, &j.RecordedLate); err != nil {
+		&status, &j.Error, &result, &sched, &created, &started, &ended, &j.Owner, &j.RecordedLate,
+		&args, &j.DryRun); err != nil {
 		return Job{}, err
 	}
 	j.Status = Status(status)
 	if result.Valid {
 		j.Result = json.RawMessage(result.String)
+	}
+	if args.Valid {
+		j.Args = json.RawMessage(args.String)
 	}
 	j.ScheduleID = sched.Int64
 	j.CreatedAt = fromNanos(created)

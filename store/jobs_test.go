@@ -38,6 +38,7 @@ func testJobRoundTrip(t *testing.T, drv driver) {
 	in := Job{
 		Command: "mtp steps 10 qwen", Platform: "slack", User: "U1", Room: "C1", Thread: "1.2",
 		Service: "qwen", Host: "gpu1", Result: json.RawMessage(`{"a":[1,2]}`), ScheduleID: 7, CreatedAt: created,
+		Args: json.RawMessage(`{"v":1,"command":"mtp steps","args":{"steps":10,"service":"qwen"}}`), DryRun: true,
 	}
 	j, err := s.CreateJob(ctx, in)
 	if err != nil {
@@ -73,8 +74,8 @@ func testJobRoundTrip(t *testing.T, drv driver) {
 	if j2.ID <= j.ID {
 		t.Errorf("IDs not increasing: %d then %d", j.ID, j2.ID)
 	}
-	if got := must(s.Job(ctx, j2.ID))(t); got.Result != nil || got.ScheduleID != 0 {
-		t.Errorf("unset Result/ScheduleID read back as %q/%d", got.Result, got.ScheduleID)
+	if got := must(s.Job(ctx, j2.ID))(t); got.Result != nil || got.ScheduleID != 0 || got.Args != nil || got.DryRun {
+		t.Errorf("unset Result/ScheduleID/Args/DryRun read back as %q/%d/%q/%v", got.Result, got.ScheduleID, got.Args, got.DryRun)
 	}
 }
 

@@ -7,34 +7,39 @@ import (
 	"time"
 )
 
-// UnitChangeJobs returns the finished jobs of service whose result records a
-// unit change: a "unit" object whose "before" and "after" differ, or whose
-// "files" (written beside the unit, e.g. SGLang's adaptive config) hold one
-// that changed ("before" and "after" differ, or "created" or "removed"
-// true), so a change of the file alone counts. Newest first, at most limit
-// (<= 0: 50). Dry runs (a canonical command with --dry-run) are left out:
-// they changed nothing.
-func (s *Store) UnitChangeJobs(ctx context.Context, service string, limit int) ([]Job, error) {
-	changed := s.dialect.pick(`json_extract(result, '$.unit.after') IS NOT NULL
-		AND (json_extract(result, '$.unit.before') IS NOT json_extract(result, '$.unit.after')
-			OR EXISTS (SELECT 1 FROM json_each(result, '$.unit.files') f
-				WHERE json_extract(f.value, '$.before') IS NOT json_extract(f.value, '$.after')
-				OR json_extract(f.value, '$.created') = 1 OR json_extract(f.value, '$.removed') = 1))`,
-		`(result::jsonb #>> '{unit,after}') IS NOT NULL
-		AND ((result::jsonb #>> '{unit,before}') IS DISTINCT FROM (result::jsonb #>> '{unit,after}')
-			OR EXISTS (SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(result::jsonb #> '{unit,files}') = 'array'
-					THEN result::jsonb #> '{unit,files}' ELSE '[]'::jsonb END) f
-				WHERE (f #>> '{before}') IS DISTINCT FROM (f #>> '{after}')
-				OR (f #>> '{created}') = 'true' OR (f #>> '{removed}') = 'true'))`)
-	jobs, err := queryJobs(ctx, s.rdb, `SELECT `+jobColumns+` FROM jobs
-		WHERE service = ? AND status IN ('succeeded', 'failed', 'cancelled', 'interrupted') AND result IS NOT NULL
-		AND `+changed+`
-		AND ' ' || command || ' ' NOT LIKE '% --dry-run %'
-		ORDER BY id DESC LIMIT ?`, service, limitOr(limit, 50))
+// FinishedJobs returns the jobs of service that ended in a final status
+// other than refused (succeeded, failed, cancelled, interrupted), have a
+// result (Result not nil), and are not dry runs (DryRun false), newest
+// first, at most limit (<= 0: 50). With beforeID > 0 only the jobs with an
+// id below beforeID are returned, so a caller pages back through a
+// service's history by passing the smallest id of the page before; a page
+// shorter than limit is the last. The store does not look inside results or
+// commands: which of these jobs changed what (a unit, a file) is the
+// caller's to decide.
+func (s *Store) FinishedJobs(ctx context.Context, service string, beforeID int64, limit int) ([]Job, error) {
+	q, args := finishedJobsQuery(service, beforeID, limit)
+	jobs, err := queryJobs(ctx, s.rdb, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read the unit changes of %s: %w", service, err)
+		return nil, fmt.Errorf("read the finished jobs of %s: %w", service, err)
 	}
 	return jobs, nil
+}
+
+// finishedJobsQuery is FinishedJobs' statement and its arguments. service
+// = ? AND id < ? ORDER BY id DESC LIMIT ?: an index walk, newest first,
+// from beforeID, that stops after limit matches and sorts nothing (SQLite
+// walks jobs_service (service, id); PostgreSQL walks that or, for a service
+// with most of the jobs, the primary key).
+func finishedJobsQuery(service string, beforeID int64, limit int) (string, []any) {
+	q := `SELECT ` + jobColumns + ` FROM jobs WHERE service = ?`
+	args := []any{service}
+	if beforeID > 0 {
+		q += ` AND id < ?`
+		args = append(args, beforeID)
+	}
+	q += ` AND status IN ('succeeded', 'failed', 'cancelled', 'interrupted') AND result IS NOT NULL AND dry_run = 0
+		ORDER BY id DESC LIMIT ?`
+	return q, append(args, limitOr(limit, 50))
 }
 
 // JobAudit returns the audit entries about job id (who it was accepted,

@@ -53,7 +53,13 @@ func TestConformance(t *testing.T) {
 	cfg.Auth = config.Auth{DefaultRole: "none", Users: map[string]string{"console:olga": "operator"}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	app, err := bot.NewApp(context.Background(), cfg, bot.AppOptions{Logger: log,
-		NewBackend: func(deps bot.BackendDeps) (bot.Backend, error) { return labtest.Runbook(t, l, deps.Nodes) }})
+		NewBackend: func(deps bot.BackendDeps) (bot.Backend, error) {
+			rb, err := labtest.Runbook(t, l, deps.Nodes)
+			if err != nil {
+				return nil, err
+			}
+			return bot.RunbookBackend(rb), nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

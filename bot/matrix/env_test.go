@@ -113,7 +113,13 @@ func (e *env) start(now func() time.Time) *instance {
 		a.KeyWait = e.keyWait
 	}
 	ctx := testCtx(t, time.Minute)
-	newBackend := func(deps bot.BackendDeps) (bot.Backend, error) { return runbook(e.cfg, deps.Nodes, log) }
+	newBackend := func(deps bot.BackendDeps) (bot.Backend, error) {
+		rb, err := runbook(e.cfg, deps.Nodes, log)
+		if err != nil {
+			return nil, err
+		}
+		return bot.RunbookBackend(rb), nil
+	}
 	app, err := bot.NewApp(ctx, e.cfg, bot.AppOptions{NewBackend: newBackend, Chats: map[string]bot.Chat{matrix.Platform: a}, Logger: log,
 		Now: now})
 	if err != nil {

@@ -157,7 +157,13 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	}
 	opts := bot.AppOptions{Backend: o.backend, Chats: map[string]bot.Chat{Platform: r.ad}, Logger: log}
 	if o.lab {
-		opts.NewBackend = func(deps bot.BackendDeps) (bot.Backend, error) { return labtest.Runbook(t, l, deps.Nodes) }
+		opts.NewBackend = func(deps bot.BackendDeps) (bot.Backend, error) {
+			rb, err := labtest.Runbook(t, l, deps.Nodes)
+			if err != nil {
+				return nil, err
+			}
+			return bot.RunbookBackend(rb), nil
+		}
 	}
 	ctx := context.Background()
 	r.app, err = bot.NewApp(ctx, cfg, opts)
@@ -337,8 +343,8 @@ func (r *rig) waitJob(id int64, within time.Duration) store.Job {
 // adapter rather than the ops layer; block, when set, holds the job until
 // it is closed or the job is cancelled.
 func quickBackend(block chan struct{}) bot.Backend {
-	return backendFunc(func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
-		rep.Report(ops.Event{Step: "work", Status: ops.StepStarted, Message: "doing " + cmd.Text})
+	return backendFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+		rep.Report(ops.Event{Step: "work", Status: ops.StepStarted, Message: "doing " + commands.Text(cmd)})
 		if block != nil {
 			select {
 			case <-block:
@@ -351,8 +357,8 @@ func quickBackend(block chan struct{}) bot.Backend {
 	})
 }
 
-type backendFunc func(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error)
+type backendFunc func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error)
 
-func (f backendFunc) Run(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+func (f backendFunc) Run(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 	return f(ctx, cmd, rep)
 }

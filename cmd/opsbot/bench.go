@@ -13,7 +13,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/opsbot/opsbot/bot"
-	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
@@ -33,7 +32,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	model := fs.String("model", "", "model name (default: the first of /v1/models)")
 	// The load defaults are the jobs' own (the config's bench section, else
 	// its defaults), so that results stored beside the jobs' compare.
-	def := commands.DefaultBench()
+	def := ops.DefaultBench()
 	prompts := fs.Int("prompts", def.Prompts, "number of measured requests (default: the config's bench.prompts)")
 	conc := fs.Int("concurrency", def.Concurrency, "requests in flight at once (default: the config's bench.concurrency)")
 	in := fs.Int("in", def.InputLen, "prompt length in tokens (default: the config's bench.input_len)")

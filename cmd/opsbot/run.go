@@ -88,10 +88,11 @@ func helpOnly(cmds []string) (string, bool) {
 	var b strings.Builder
 	for _, text := range cmds {
 		c, err := commands.Parse(text, commands.Options{})
-		if err != nil || c.Spec != commands.Lookup("help") {
+		help, ok := c.(*commands.HelpCmd)
+		if err != nil || !ok {
 			return "", false
 		}
-		h, err := commands.Help(c.Topic)
+		h, err := commands.Help(help.Topic)
 		if err != nil {
 			return "", false
 		}

@@ -6,13 +6,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/opsbot/opsbot/commands"
 )
 
 // DefaultMaxSteps is the largest step count accepted when Options.MaxSteps is 0:
-// the command language's limit.
-const DefaultMaxSteps = commands.DefaultMaxSteps
+// the one home of that limit: the config and the command language default to it.
+const DefaultMaxSteps = 16
 
 // Options tunes SetSteps.
 type Options struct {

@@ -1,0 +1,64 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/opsbot/opsbot/ops"
+)
+
+var mtpPerLoadSpec = &Spec{
+	Path:    "mtp per-load",
+	Summary: "run a service's speculative decoding per load: the steps for each concurrency, as `mtp tune ... per-load` proposes",
+	Details: "Deploys the engine's own per-load form of TABLE (concurrency:steps pairs; more steps after a slash are " +
+		"candidates the engine may move between): for SGLang the adaptive config file at the service's adaptive_config " +
+		"(written atomically next to the unit) and the unit flags --speculative-adaptive and " +
+		"--speculative-adaptive-config, starting at the first concurrency's steps; for vLLM " +
+		"num_speculative_tokens_per_batch_size inside --speculative-config. It runs the mtp steps pipeline, verifies " +
+		"that the engine runs per load and benchmarks at each concurrency; when the new settings do not serve it puts " +
+		"back both the unit and the file. `mtp undo` restores both.",
+	Examples: []string{"mtp per-load qwen 1:10 8:7 32:1 64:1", "mtp per-load 1:7 8:6 32:2 64:2/3 --dry-run"},
+	Policy:   Policy{Role: Operator, Mutating: true, Confirm: true, Lock: LockService, Hosts: true, Slash: true},
+	new:      func() Command { return new(MTPPerLoad) },
+}
+
+// MTPPerLoad is `mtp per-load [SERVICE] TABLE`: deploy the engine's per-load speculative decoding.
+type MTPPerLoad struct {
+	On
+	// Table is TABLE, concurrencies ascending.
+	Table  []LoadSteps `json:"table"`
+	DryRun bool        `json:"dry_run,omitempty"`
+}
+
+// Spec returns the command's definition.
+func (*MTPPerLoad) Spec() *Spec { return mtpPerLoadSpec }
+
+func (c *MTPPerLoad) args() []arg {
+	return []arg{service(&c.On), loadTable(&c.Table), dryRun(&c.DryRun)}
+}
+
+// Run runs the command's pipeline on rb.
+func (c *MTPPerLoad) Run(ctx context.Context, rb *ops.Runbook, rep ops.Reporter) (*ops.Result, error) {
+	rows := make([]ops.PerLoadRow, len(c.Table))
+	for i, e := range c.Table {
+		rows[i] = ops.PerLoadRow{Concurrency: e.Concurrency, Steps: e.Steps[0], Candidates: e.Steps}
+	}
+	return rb.ApplyPerLoad(ctx, c.Service, rows, c.DryRun, rep)
+}
+
+// Preview says what the command will do, for its confirmation.
+func (c *MTPPerLoad) Preview() string {
+	text := Text(c)
+	return fmt.Sprintf("`%s` will run %s's speculative decoding per load: stop %s on %s, clear its GPU memory, write its "+
+		"per-load configuration (SGLang: the adaptive config file next to the unit, then the unit's flags; vLLM: the "+
+		"per-batch table in --speculative-config), start it, wait until it serves, verify it runs per load and benchmark "+
+		"at each concurrency. If it does not serve, the unit and the file are put back. (`%s --dry-run` shows the diffs.)",
+		text, c.Service, c.Service, c.Host, text)
+}
+
+// LoadSteps is one entry of mtp per-load's TABLE: the steps for a
+// concurrency, then other candidates the engine may move between.
+type LoadSteps struct {
+	Concurrency int   `json:"concurrency"`
+	Steps       []int `json:"steps"` // at least one; the first is the steps for the concurrency
+}

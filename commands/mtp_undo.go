@@ -1,0 +1,46 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/opsbot/opsbot/ops"
+)
+
+var mtpUndoSpec = &Spec{
+	Path:    "mtp undo",
+	Summary: "put back the unit text the service's last successful change replaced, redeploy it and benchmark it",
+	Details: "Finds the last job that changed the service's unit and succeeded (mtp steps, mtp per-load, or an earlier " +
+		"mtp undo), and deploys the text that job replaced through the same steps as mtp steps: preview, confirm, stop, clear " +
+		"GPU memory, write, start, wait until it serves, verify, benchmark. A file the job wrote beside the unit (mtp " +
+		"per-load's adaptive config) is put back with it, or removed when the job created it. Refused when there is " +
+		"nothing to undo, or when the unit or that file changed since that job (by another job or by hand): undo only " +
+		"what they still hold.",
+	Examples: []string{"mtp undo", "mtp undo qwen --dry-run"},
+	Policy:   Policy{Role: Operator, Mutating: true, Confirm: true, Lock: LockService, Hosts: true, Slash: true},
+	new:      func() Command { return new(MTPUndo) },
+}
+
+// MTPUndo is `mtp undo [SERVICE]`: put back what the service's last successful change replaced.
+type MTPUndo struct {
+	On
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// Spec returns the command's definition.
+func (*MTPUndo) Spec() *Spec { return mtpUndoSpec }
+
+func (c *MTPUndo) args() []arg { return []arg{service(&c.On), dryRun(&c.DryRun)} }
+
+// Run runs the command's pipeline on rb.
+func (c *MTPUndo) Run(ctx context.Context, rb *ops.Runbook, rep ops.Reporter) (*ops.Result, error) {
+	return rb.MTPUndo(ctx, c.Service, c.DryRun, rep)
+}
+
+// Preview says what the command will do, for its confirmation.
+func (c *MTPUndo) Preview() string {
+	text := Text(c)
+	return fmt.Sprintf("`%s` will put back the unit text of %s, and any file written beside it (SGLang's adaptive config), that its last successful change replaced: "+
+		"stop %s on %s, clear its GPU memory, write the file and the unit, start it, wait until it serves, verify and benchmark. "+
+		"(`%s --dry-run` shows the diff.)", text, c.Service, c.Service, c.Host, text)
+}
