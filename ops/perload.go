@@ -3,7 +3,6 @@ package ops
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/opsbot/opsbot/ops/unit"
@@ -98,39 +97,17 @@ func (r *Runbook) TunePerLoad(ctx context.Context, service string, o PerLoadOpti
 	if err != nil {
 		return nil, err
 	}
-	at := slices.Clone(o.At)
-	slices.Sort(at)
-	if len(slices.Compact(at)) != len(o.At) || len(at) < 2 || at[0] < 1 {
-		return res, fmt.Errorf("tune %s per load: give two concurrencies or more, each once (e.g. at 1,8,32,64), got %s", service, intList(o.At))
-	}
-	if o.From < 1 || o.To <= o.From {
-		return res, fmt.Errorf("tune %s per load: the range %d..%d must go up and hold two values at least", service, o.From, o.To)
+	at, err := perLoadAt(service, o)
+	if err != nil {
+		return res, err
 	}
 	d, err := r.readUnit(ctx, t)
 	if err != nil {
 		return res, err
 	}
-	sp, err := d.eff.Spec()
+	engine, home, err := r.perLoadCheck(t, d, service, o)
 	if err != nil {
 		return res, err
-	}
-	engine := unitEngine(d)
-	// Refuse before anything changes: each end of the range, and the form the
-	// proposal will take (SGLang: EAGLE with topk 1; a path to write).
-	for _, n := range []int{o.From, o.To} {
-		if _, err := r.plan(t, d, Setting{Steps: n}); err != nil {
-			return res, fmt.Errorf("steps %d: %w", n, err)
-		}
-	}
-	if engine != "vllm" && t.cfg.AdaptiveConfig == "" {
-		return res, fmt.Errorf("tune %s per load: services.%s.adaptive_config is not set: no path for SGLang's adaptive config", service, service)
-	}
-	if _, err := r.perLoadPlan(t, d, engine, []PerLoadRow{{Concurrency: 1, Steps: o.From, Candidates: []int{o.From}}}); err != nil {
-		return res, err
-	}
-	home := Setting{Steps: sp.DraftSteps()}
-	if t.cfg.DefaultSteps > 0 {
-		home.Steps = t.cfg.DefaultSteps
 	}
 	grid := o.To - o.From + 1
 	if o.DryRun {
@@ -139,65 +116,11 @@ func (r *Runbook) TunePerLoad(ctx context.Context, service string, o PerLoadOpti
 			o.From, o.To, service, intList(at), grid, service, home)
 		return res, nil
 	}
-	// memo: tok/s by steps, one figure per concurrency of at.
-	memo := map[int][]float64{}
-	measure := func(n int) ([]float64, error) {
-		if v, ok := memo[n]; ok {
-			return v, nil
-		}
-		if err := windDown(ctx); err != nil {
-			return nil, err
-		}
-		pts, restarted, err := r.sweepValue(ctx, t, service, Setting{Steps: n}, at, res, rep)
-		if restarted {
-			res.Restarts++
-		}
-		res.Points = append(res.Points, pts...)
-		res.Tried = append(res.Tried, n)
-		v := make([]float64, len(at))
-		for i := range v {
-			v[i] = math.Inf(-1)
-		}
-		for _, p := range pts {
-			if i := slices.Index(at, p.Concurrency); i >= 0 && p.OK {
-				v[i] = p.OutputTokS
-			}
-		}
-		memo[n] = v
-		if err != nil && ctx.Err() != nil {
-			return v, err
-		}
-		return v, nil
+	s := &perLoadSearch{r: r, t: t, service: service, at: at, res: res, rep: rep, memo: map[int][]float64{}}
+	if err := s.run(ctx, o.From, o.To); err != nil {
+		return res, r.perLoadLeave(ctx, service, home, res, rep, err)
 	}
-	hi := o.To
-	for ci, c := range at {
-		f := func(n int) (float64, error) {
-			v, err := measure(n)
-			if err != nil {
-				return 0, err
-			}
-			return v[ci], nil
-		}
-		before := len(res.Tried)
-		var err error
-		if ci == 0 {
-			_, _, err = goldenMax(o.From, hi, f, nil)
-		} else {
-			_, err = climbMax(o.From, hi, bestMeasured(memo, ci, o.From, hi), f)
-		}
-		if err != nil {
-			return res, r.perLoadLeave(ctx, service, home, res, rep, err)
-		}
-		found := bestMeasured(memo, ci, o.From, hi)
-		how := fmt.Sprintf("a golden-section search over %d..%d", o.From, hi)
-		if ci > 0 {
-			how = fmt.Sprintf("a climb within %d..%d from the best value measured there", o.From, hi)
-		}
-		res.Details = append(res.Details, fmt.Sprintf("concurrency %d: %s found steps %d (%s); %d new values measured",
-			c, how, found, tokText(memo[found][ci]), len(res.Tried)-before))
-		hi = max(found, o.From+1)
-	}
-	pl := perLoadRows(at, memo, res.Points)
+	pl := perLoadRows(at, s.memo, res.Points)
 	if pl == nil {
 		return res, r.perLoadLeave(ctx, service, home, res, rep, fmt.Errorf("no value tried served at every concurrency: %s", intList(res.Tried)))
 	}
@@ -210,26 +133,81 @@ func (r *Runbook) TunePerLoad(ctx context.Context, service string, o PerLoadOpti
 	if err := r.perLoadLeave(ctx, service, home, res, rep, nil); err != nil {
 		return res, err
 	}
-	// Plan against the unit as it is now (the service is back on home).
-	d, err = r.readUnit(ctx, t)
-	if err != nil {
+	if err := r.perLoadPropose(ctx, t, engine, pl); err != nil {
 		return res, err
 	}
-	prop, err := r.perLoadPlan(t, d, engine, pl.Rows)
-	if err != nil {
-		return res, fmt.Errorf("measured, but the proposal cannot be written: %w", err)
-	}
-	if err := readBeside(ctx, t, prop.planned); err != nil {
-		return res, fmt.Errorf("measured, but: %w", err)
-	}
-	pl.Steps, pl.File, pl.FileText, pl.Table, pl.Unit = prop.steps, prop.file, prop.fileText, prop.table, prop.unit
-	pl.Unit.Files = prop.planned.files
 	pl.Apply = fmt.Sprintf("mtp per-load %s %s", service, perLoadWords(pl.Rows))
 	res.PerLoad = pl
 	res.Details = append(res.Details, pl.Report()...)
 	res.Summary = fmt.Sprintf("mtp tune %s per load at %s: %s; %d restarts for %d values (the full grid: %d); proposed, not applied: `%s` applies it",
 		service, intList(at), pl.Brief(), res.Restarts, len(res.Tried), grid, pl.Apply)
 	return res, nil
+}
+
+// perLoadAt checks o's concurrencies and range (nothing is read or changed)
+// and returns the concurrencies ascending.
+func perLoadAt(service string, o PerLoadOptions) ([]int, error) {
+	at := slices.Clone(o.At)
+	slices.Sort(at)
+	if len(slices.Compact(at)) != len(o.At) || len(at) < 2 || at[0] < 1 {
+		return nil, fmt.Errorf("tune %s per load: give two concurrencies or more, each once (e.g. at 1,8,32,64), got %s", service, intList(o.At))
+	}
+	if o.From < 1 || o.To <= o.From {
+		return nil, fmt.Errorf("tune %s per load: the range %d..%d must go up and hold two values at least", service, o.From, o.To)
+	}
+	return at, nil
+}
+
+// perLoadCheck refuses a per-load tune of the unit d before anything
+// changes: each end of o's range must plan, and so must the form the
+// proposal will take (SGLang: EAGLE with topk 1, and a path to write its
+// adaptive config). It returns the unit's engine and home, the setting the
+// service is left on afterwards: its default_steps when set, else the steps
+// it runs now.
+func (r *Runbook) perLoadCheck(t *target, d *deployed, service string, o PerLoadOptions) (engine string, home Setting, err error) {
+	sp, err := d.eff.Spec()
+	if err != nil {
+		return "", Setting{}, err
+	}
+	engine = unitEngine(d)
+	for _, n := range []int{o.From, o.To} {
+		if _, err := r.plan(t, d, Setting{Steps: n}); err != nil {
+			return "", Setting{}, fmt.Errorf("steps %d: %w", n, err)
+		}
+	}
+	if engine != "vllm" && t.cfg.AdaptiveConfig == "" {
+		return "", Setting{}, fmt.Errorf("tune %s per load: services.%s.adaptive_config is not set: no path for SGLang's adaptive config", service, service)
+	}
+	if _, err := r.perLoadPlan(t, d, engine, []PerLoadRow{{Concurrency: 1, Steps: o.From, Candidates: []int{o.From}}}); err != nil {
+		return "", Setting{}, err
+	}
+	home = Setting{Steps: sp.DraftSteps()}
+	if t.cfg.DefaultSteps > 0 {
+		home.Steps = t.cfg.DefaultSteps
+	}
+	return engine, home, nil
+}
+
+// perLoadPropose fills in pl's engine form from its rows: the unit's steps,
+// SGLang's adaptive config or vLLM's per-batch table, and the unit change
+// with the files beside it (their diffs against what the host has now). It
+// plans against the unit as it is now, so it runs once the service is back
+// on home.
+func (r *Runbook) perLoadPropose(ctx context.Context, t *target, engine string, pl *PerLoad) error {
+	d, err := r.readUnit(ctx, t)
+	if err != nil {
+		return err
+	}
+	prop, err := r.perLoadPlan(t, d, engine, pl.Rows)
+	if err != nil {
+		return fmt.Errorf("measured, but the proposal cannot be written: %w", err)
+	}
+	if err := readBeside(ctx, t, prop.planned); err != nil {
+		return fmt.Errorf("measured, but: %w", err)
+	}
+	pl.Steps, pl.File, pl.FileText, pl.Table, pl.Unit = prop.steps, prop.file, prop.fileText, prop.table, prop.unit
+	pl.Unit.Files = prop.planned.files
+	return nil
 }
 
 // perLoadLeave puts the service back on home after the measurements; cause

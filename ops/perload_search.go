@@ -1,9 +1,95 @@
 package ops
 
 import (
+	"context"
+	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
+
+// perLoadSearch is the measuring of a per-load tune: each steps value tried
+// is deployed once through the mtp steps pipeline and benchmarked at every
+// concurrency of at on that start, its points, restart and value recorded in
+// res.
+type perLoadSearch struct {
+	r       *Runbook
+	t       *target
+	service string
+	at      []int // the concurrencies, ascending
+	res     *Result
+	rep     Reporter
+	memo    map[int][]float64 // tok/s by steps, one figure per concurrency of at (-Inf: failed)
+}
+
+// run searches each concurrency of at in turn for its fastest steps value
+// within from..to: a golden-section search at the lowest, then at each
+// higher one a climb from the best value already measured, within from up
+// to the value the concurrency before found. Each concurrency adds a line
+// to res.Details. An error ends the search (ctx's end, or a wind-down).
+func (s *perLoadSearch) run(ctx context.Context, from, to int) error {
+	hi := to
+	for ci, c := range s.at {
+		f := func(n int) (float64, error) {
+			v, err := s.measure(ctx, n)
+			if err != nil {
+				return 0, err
+			}
+			return v[ci], nil
+		}
+		before := len(s.res.Tried)
+		var err error
+		if ci == 0 {
+			_, _, err = goldenMax(from, hi, f, nil)
+		} else {
+			_, err = climbMax(from, hi, bestMeasured(s.memo, ci, from, hi), f)
+		}
+		if err != nil {
+			return err
+		}
+		found := bestMeasured(s.memo, ci, from, hi)
+		how := fmt.Sprintf("a golden-section search over %d..%d", from, hi)
+		if ci > 0 {
+			how = fmt.Sprintf("a climb within %d..%d from the best value measured there", from, hi)
+		}
+		s.res.Details = append(s.res.Details, fmt.Sprintf("concurrency %d: %s found steps %d (%s); %d new values measured",
+			c, how, found, tokText(s.memo[found][ci]), len(s.res.Tried)-before))
+		hi = max(found, from+1)
+	}
+	return nil
+}
+
+// measure is steps value n's tok/s at each concurrency of at (-Inf where it
+// failed), measured once and then remembered. A value that fails to serve is
+// not an error; ctx's end or a wind-down is.
+func (s *perLoadSearch) measure(ctx context.Context, n int) ([]float64, error) {
+	if v, ok := s.memo[n]; ok {
+		return v, nil
+	}
+	if err := windDown(ctx); err != nil {
+		return nil, err
+	}
+	pts, restarted, err := s.r.sweepValue(ctx, s.t, s.service, Setting{Steps: n}, s.at, s.res, s.rep)
+	if restarted {
+		s.res.Restarts++
+	}
+	s.res.Points = append(s.res.Points, pts...)
+	s.res.Tried = append(s.res.Tried, n)
+	v := make([]float64, len(s.at))
+	for i := range v {
+		v[i] = math.Inf(-1)
+	}
+	for _, p := range pts {
+		if i := slices.Index(s.at, p.Concurrency); i >= 0 && p.OK {
+			v[i] = p.OutputTokS
+		}
+	}
+	s.memo[n] = v
+	if err != nil && ctx.Err() != nil {
+		return v, err
+	}
+	return v, nil
+}
 
 // goldenMax is the integer golden-section search over a..b for the value
 // with the highest f (a failed value is -Inf); once at most three values are
