@@ -180,15 +180,51 @@ type chartLayout struct {
 // it inside the panels.
 var currentColor = color.RGBA{A: 255}
 
+// sweepChart is SweepChart, also saying where it drew (for the tests).
 func sweepChart(pts []ops.SweepPoint, metric string, current ops.Setting) ([]byte, chartLayout, error) {
 	var lay chartLayout
-	type series struct {
-		conc, topk, draft int
-	}
-	var keys []series
 	isGrid := grid(pts)
+	top, bottom := chartPanels(metric)
+	panels := [2]*plot.Plot{top, bottom}
+	ring := draw.GlyphStyle{Color: currentColor, Radius: vg.Points(chartRingRadius), Shape: thickRing{}}
+	var entries []chartEntry
+	for i, k := range chartSeriesOf(pts, isGrid) {
+		xy, now := k.points(pts, isGrid, current)
+		if len(xy[0]) == 0 {
+			continue
+		}
+		clr := plotutil.Color(len(lay.Colors))
+		lay.Colors = append(lay.Colors, clr)
+		e, err := addSeries(panels, k.name(isGrid), xy, now, clr, i, ring)
+		if err != nil {
+			return nil, lay, err
+		}
+		entries = append(entries, e)
+	}
+	lay.CurrentX = [2]int{-1, -1}
+	if current.Steps > 0 {
+		e, err := markCurrent(panels, current, isGrid, ring)
+		if err != nil {
+			return nil, lay, err
+		}
+		entries = append(entries, e)
+	}
+	png, err := renderChart(panels, entries, current, &lay)
+	return png, lay, err
+}
+
+// chartSeries is one line of the chart: a concurrency, and its topk and
+// draft tokens when the points vary them (zero otherwise).
+type chartSeries struct {
+	conc, topk, draft int
+}
+
+// chartSeriesOf lists the series of pts in their first order; isGrid says
+// the points vary topk or draft tokens (grid).
+func chartSeriesOf(pts []ops.SweepPoint, isGrid bool) []chartSeries {
+	var keys []chartSeries
 	for _, p := range pts {
-		k := series{conc: p.Concurrency}
+		k := chartSeries{conc: p.Concurrency}
 		if isGrid {
 			k.topk, k.draft = p.TopK, p.Setting().DraftTokens
 		}
@@ -196,8 +232,46 @@ func sweepChart(pts []ops.SweepPoint, metric string, current ops.Setting) ([]byt
 			keys = append(keys, k)
 		}
 	}
-	top, bottom := plot.New(), plot.New()
-	panels := []*plot.Plot{top, bottom}
+	return keys
+}
+
+// name is k's legend entry: "concurrency 8", with ", topk 2, draft 6" in a
+// grid (draft when known).
+func (k chartSeries) name(isGrid bool) string {
+	name := fmt.Sprintf("concurrency %d", k.conc)
+	if isGrid {
+		name += fmt.Sprintf(", topk %d", k.topk)
+		if k.draft > 0 {
+			name += fmt.Sprintf(", draft %d", k.draft)
+		}
+	}
+	return name
+}
+
+// points are k's points that served, by steps, in each panel (tok/s, then
+// accept length), sorted by steps; and among them, in the order of pts,
+// those that run current (current.Steps 0: none).
+func (k chartSeries) points(pts []ops.SweepPoint, isGrid bool, current ops.Setting) (xy, now [2]plotter.XYs) {
+	for _, p := range pts {
+		if p.Concurrency == k.conc && (!isGrid || (p.TopK == k.topk && p.Setting().DraftTokens == k.draft)) && p.OK {
+			tok := plotter.XY{X: float64(p.Steps), Y: p.OutputTokS}
+			acc := plotter.XY{X: float64(p.Steps), Y: p.AcceptLen}
+			xy[0], xy[1] = append(xy[0], tok), append(xy[1], acc)
+			if current.Steps > 0 && sameSetting(p, current) {
+				now[0], now[1] = append(now[0], tok), append(now[1], acc)
+			}
+		}
+	}
+	sortXY(xy[0])
+	sortXY(xy[1])
+	return xy, now
+}
+
+// chartPanels are the chart's two panels, titled and labelled, with a grid
+// and a tick at every whole steps value: output tok/s (top; the title names
+// metric when the best is chosen by another) and accept length (bottom).
+func chartPanels(metric string) (top, bottom *plot.Plot) {
+	top, bottom = plot.New(), plot.New()
 	top.Title.Text = "output tok/s by steps"
 	if metric != "" && metric != ops.MetricOutputTokS {
 		top.Title.Text += " (best chosen by " + metric + ")"
@@ -206,84 +280,70 @@ func sweepChart(pts []ops.SweepPoint, metric string, current ops.Setting) ([]byt
 	bottom.Title.Text = "accept length by steps"
 	bottom.X.Label.Text = "speculative steps"
 	bottom.Y.Label.Text = "accept length"
-	for _, p := range panels {
+	for _, p := range []*plot.Plot{top, bottom} {
 		p.Add(plotter.NewGrid())
 		p.X.Tick.Marker = integerTicks{}
 	}
-	var entries []chartEntry
-	ring := draw.GlyphStyle{Color: currentColor, Radius: vg.Points(chartRingRadius), Shape: thickRing{}}
-	for i, k := range keys {
-		name := fmt.Sprintf("concurrency %d", k.conc)
-		if isGrid {
-			name += fmt.Sprintf(", topk %d", k.topk)
-			if k.draft > 0 {
-				name += fmt.Sprintf(", draft %d", k.draft)
-			}
-		}
-		var tok, acc plotter.XYs
-		var now [2]plotter.XYs // the current setting's point in each panel
-		for _, p := range pts {
-			if p.Concurrency == k.conc && (!isGrid || (p.TopK == k.topk && p.Setting().DraftTokens == k.draft)) && p.OK {
-				tok = append(tok, plotter.XY{X: float64(p.Steps), Y: p.OutputTokS})
-				acc = append(acc, plotter.XY{X: float64(p.Steps), Y: p.AcceptLen})
-				if current.Steps > 0 && sameSetting(p, current) {
-					now[0] = append(now[0], tok[len(tok)-1])
-					now[1] = append(now[1], acc[len(acc)-1])
-				}
-			}
-		}
-		if len(tok) == 0 {
-			continue
-		}
-		sortXY(tok)
-		sortXY(acc)
-		clr := plotutil.Color(len(lay.Colors))
-		lay.Colors = append(lay.Colors, clr)
-		var thumbs []plot.Thumbnailer
-		for j, xy := range []plotter.XYs{tok, acc} {
-			l, sc, err := plotter.NewLinePoints(xy)
-			if err != nil {
-				return nil, lay, fmt.Errorf("chart %s: %w", name, err)
-			}
-			l.Color, sc.Color = clr, clr
-			l.Width = vg.Points(chartLineWidth)
-			sc.Shape = plotutil.Shape(i)
-			panels[j].Add(l, sc)
-			if len(now[j]) > 0 {
-				r, err := plotter.NewScatter(now[j])
-				if err != nil {
-					return nil, lay, fmt.Errorf("chart the current setting: %w", err)
-				}
-				r.GlyphStyle = ring
-				panels[j].Add(r)
-			}
-			thumbs = []plot.Thumbnailer{l, sc}
-		}
-		entries = append(entries, chartEntry{name: name, thumbs: thumbs})
-	}
-	lay.CurrentX = [2]int{-1, -1}
-	if current.Steps > 0 {
-		label := fmt.Sprintf("now: steps %d", current.Steps)
-		if isGrid {
-			label += fmt.Sprintf(", topk %d, draft %d", current.TopK, current.DraftTokens)
-		}
-		dashes := []vg.Length{vg.Points(4), vg.Points(3)}
-		for _, p := range panels {
-			if p.Y.Max < p.Y.Min {
-				continue // nothing plotted
-			}
-			v, err := plotter.NewLine(plotter.XYs{{X: float64(current.Steps), Y: p.Y.Min}, {X: float64(current.Steps), Y: p.Y.Max}})
-			if err != nil {
-				return nil, lay, fmt.Errorf("chart current steps %d: %w", current.Steps, err)
-			}
-			v.Color = color.Gray{Y: 96}
-			v.Dashes = dashes
-			p.Add(v)
-		}
-		mark := draw.LineStyle{Color: color.Gray{Y: 96}, Width: vg.Points(1), Dashes: dashes}
-		entries = append(entries, chartEntry{name: label, thumbs: []plot.Thumbnailer{lineThumb(mark), glyphThumb(ring)}, keep: true})
-	}
+	return top, bottom
+}
 
+// addSeries draws a series in each panel: its points xy[j] as a line with
+// glyphs of shape in clr, and a ring around the current setting's now[j].
+// It returns the series' legend entry.
+func addSeries(panels [2]*plot.Plot, name string, xy, now [2]plotter.XYs, clr color.Color, shape int, ring draw.GlyphStyle) (chartEntry, error) {
+	var thumbs []plot.Thumbnailer
+	for j := range panels {
+		l, sc, err := plotter.NewLinePoints(xy[j])
+		if err != nil {
+			return chartEntry{}, fmt.Errorf("chart %s: %w", name, err)
+		}
+		l.Color, sc.Color = clr, clr
+		l.Width = vg.Points(chartLineWidth)
+		sc.Shape = plotutil.Shape(shape)
+		panels[j].Add(l, sc)
+		if len(now[j]) > 0 {
+			r, err := plotter.NewScatter(now[j])
+			if err != nil {
+				return chartEntry{}, fmt.Errorf("chart the current setting: %w", err)
+			}
+			r.GlyphStyle = ring
+			panels[j].Add(r)
+		}
+		thumbs = []plot.Thumbnailer{l, sc}
+	}
+	return chartEntry{name: name, thumbs: thumbs}, nil
+}
+
+// markCurrent draws a dashed vertical line at current.Steps in each panel
+// that plots something, and returns the legend entry of the current
+// setting (kept however many lines are left out).
+func markCurrent(panels [2]*plot.Plot, current ops.Setting, isGrid bool, ring draw.GlyphStyle) (chartEntry, error) {
+	label := fmt.Sprintf("now: steps %d", current.Steps)
+	if isGrid {
+		label += fmt.Sprintf(", topk %d, draft %d", current.TopK, current.DraftTokens)
+	}
+	dashes := []vg.Length{vg.Points(4), vg.Points(3)}
+	for _, p := range panels {
+		if p.Y.Max < p.Y.Min {
+			continue // nothing plotted
+		}
+		v, err := plotter.NewLine(plotter.XYs{{X: float64(current.Steps), Y: p.Y.Min}, {X: float64(current.Steps), Y: p.Y.Max}})
+		if err != nil {
+			return chartEntry{}, fmt.Errorf("chart current steps %d: %w", current.Steps, err)
+		}
+		v.Color = color.Gray{Y: 96}
+		v.Dashes = dashes
+		p.Add(v)
+	}
+	mark := draw.LineStyle{Color: color.Gray{Y: 96}, Width: vg.Points(1), Dashes: dashes}
+	return chartEntry{name: label, thumbs: []plot.Thumbnailer{lineThumb(mark), glyphThumb(ring)}, keep: true}, nil
+}
+
+// renderChart draws the panels, one above the other, and the legend of
+// entries in a box to their right, and encodes the PNG. It records in lay
+// where the panels' plotted areas and the legend's box are, and the x of
+// current.Steps in each panel that plots something (current.Steps 0: none).
+func renderChart(panels [2]*plot.Plot, entries []chartEntry, current ops.Setting, lay *chartLayout) ([]byte, error) {
 	img := vgimg.NewWith(vgimg.UseWH(vg.Inch*chartWidth/chartDPI, vg.Inch*chartHeight/chartDPI), vgimg.UseDPI(chartDPI))
 	dc := draw.New(img)
 	// The legend's box takes a column at the right, as wide as its longest
@@ -295,7 +355,7 @@ func sweepChart(pts []ops.SweepPoint, metric string, current ops.Setting) ([]byt
 	area.Max.X = box.Min.X - margin
 	tiles := draw.Tiles{Rows: 2, Cols: 1, PadX: margin, PadY: vg.Points(12), PadTop: margin, PadBottom: margin,
 		PadLeft: margin, PadRight: margin}
-	cs := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, area)
+	cs := plot.Align([][]*plot.Plot{{panels[0]}, {panels[1]}}, tiles, area)
 	for i, p := range panels {
 		p.Draw(cs[i][0])
 		data := p.DataCanvas(cs[i][0])
@@ -307,7 +367,7 @@ func sweepChart(pts []ops.SweepPoint, metric string, current ops.Setting) ([]byt
 	}
 	// The box's top is level with the top panel's plotted area; its
 	// entries are those that fit below it.
-	top0 := top.DataCanvas(cs[0][0]).Max.Y
+	top0 := panels[0].DataCanvas(cs[0][0]).Max.Y
 	legend, _, h := chartLegend(entries, top0-dc.Min.Y-margin-2*inset)
 	box.Max.Y, box.Min.Y = top0, top0-h-2*inset
 	if len(entries) > 0 {
@@ -319,9 +379,9 @@ func sweepChart(pts []ops.SweepPoint, metric string, current ops.Setting) ([]byt
 	}
 	var buf bytes.Buffer
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
-		return nil, lay, fmt.Errorf("encode chart: %w", err)
+		return nil, fmt.Errorf("encode chart: %w", err)
 	}
-	return buf.Bytes(), lay, nil
+	return buf.Bytes(), nil
 }
 
 // chartEntry is one entry of a chart's legend.

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"sync"
@@ -27,128 +29,191 @@ import (
 // With --config and --service the result is stored in the config's store, beside
 // the bot's own results for that service and settings.
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := newFlagSet("bench", stderr)
-	u := fs.String("url", "", "server `URL`, e.g. http://gpu1:30000 (required)")
-	model := fs.String("model", "", "model name (default: the first of /v1/models)")
-	// The load defaults are the jobs' own (the config's bench section, else
-	// its defaults), so that results stored beside the jobs' compare.
-	def := ops.DefaultBench()
-	prompts := fs.Int("prompts", def.Prompts, "number of measured requests (default: the config's bench.prompts)")
-	conc := fs.Int("concurrency", def.Concurrency, "requests in flight at once (default: the config's bench.concurrency)")
-	in := fs.Int("in", def.InputLen, "prompt length in tokens (default: the config's bench.input_len)")
-	out := fs.Int("out", def.OutputLen, "output length in tokens, ignore_eos (default: the config's bench.output_len)")
-	rate := fs.Float64("rate", 0, "requests per second, Poisson arrivals (0: all at once)")
-	warmup := fs.Int("warmup", 0, "warm-up requests, excluded from the result")
-	timeout := fs.Duration("timeout", 10*time.Minute, "limit per request (0: none)")
-	chat := fs.Bool("chat", false, "use /v1/chat/completions instead of /v1/completions")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	engineName := fs.String("engine", "auto", "engine for acceptance: sglang, vllm or auto (asks /server_info)")
-	configPath := fs.String("config", "", "opsbot config `FILE`: with --service, store the result (and take the URL from it)")
-	service := fs.String("service", "", "service `NAME` of the config the server belongs to")
+	fs, a := benchFlags(stderr)
 	if err := parseFlags(fs, args); err != nil {
 		return 0, err
 	}
-	var cfg *config.Config
-	if *configPath != "" {
-		c, err := config.Load(*configPath)
-		if err != nil {
-			return 0, err
-		}
-		cfg = c
-		for name, v := range map[string]struct {
-			p   *int
-			def int
-		}{"prompts": {prompts, cfg.Bench.Prompts}, "concurrency": {conc, cfg.Bench.Concurrency},
-			"in": {in, cfg.Bench.InputLen}, "out": {out, cfg.Bench.OutputLen}} {
-			if !flagGiven(fs, name) && v.def > 0 {
-				*v.p = v.def
-			}
-		}
+	cfg, err := a.applyConfig(fs)
+	if err != nil {
+		return 0, err
 	}
-	var dial engine.DialFunc
-	if *service != "" {
-		if cfg == nil {
-			return 0, usagef("--service needs --config: the service is looked up in the config")
-		}
-		sc, ok := cfg.Services[*service]
-		if !ok {
-			return 0, usagef("--service %q is not in %s", *service, *configPath)
-		}
-		if *u == "" {
-			*u = sc.URL
-			if sc.ViaSSH {
-				// Reach it as jobs do: through the SSH connection to its host.
-				rb, err := newRunbook(cfg, bot.BackendDeps{}, nil)
-				if err != nil {
-					return 1, fmt.Errorf("reach %s through SSH (services.%s.via_ssh): %w", *service, *service, err)
-				}
-				defer rb.Close()
-				if dial, err = rb.EngineDial(*service); err != nil {
-					return 1, err
-				}
-			}
-		}
-		if *engineName == "auto" && sc.Engine != "" {
-			*engineName = sc.Engine
-		}
+	dial, release, code, err := a.applyService(cfg)
+	if err != nil {
+		return code, err
 	}
-	switch {
-	case fs.NArg() > 0:
-		return 0, usagef("unexpected arguments: %v", fs.Args())
-	case *engineName != "auto" && *engineName != "sglang" && *engineName != "vllm":
-		return 0, usagef("--engine must be sglang, vllm or auto, got %q", *engineName)
-	case *u == "":
-		return 0, usagef("--url is required, e.g. --url http://gpu1:30000")
-	case *prompts < 1:
-		return 0, usagef("--prompts must be at least 1, got %d", *prompts)
-	case *conc < 1:
-		return 0, usagef("--concurrency must be at least 1, got %d", *conc)
-	case *in < 1:
-		return 0, usagef("--in must be at least 1 token, got %d", *in)
-	case *out < 1:
-		return 0, usagef("--out must be at least 1 token, got %d", *out)
-	case *rate < 0 || *rate != *rate:
-		return 0, usagef("--rate must be 0 (all at once) or more, got %v", *rate)
-	case *warmup < 0:
-		return 0, usagef("--warmup must be 0 or more, got %d", *warmup)
-	case *timeout < 0:
-		return 0, usagef("--timeout must be 0 (none) or more, got %s", *timeout)
+	defer release()
+	if err := a.check(fs); err != nil {
+		return 0, err
 	}
-	if pu, err := url.Parse(*u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-		return 0, usagef("--url %q: want http://HOST:PORT or https://HOST:PORT", *u)
-	}
-	acc, k, settingsKey := acceptanceFor(ctx, *u, *engineName, dial)
+	acc, k, settingsKey := acceptanceFor(ctx, a.url, a.engine, dial)
 	p := newProgressWriter(stderr)
 	res, err := bench.Run(ctx, bench.Options{
-		URL: *u, Dial: dial, Model: *model, Chat: *chat, Prompts: *prompts, Concurrency: *conc, InputLen: *in, OutputLen: *out,
-		Rate: *rate, Warmup: *warmup, Timeout: *timeout, Seed: 1, Acceptance: acc, DraftsPerStep: k,
-		Settings: bench.Settings{Prompts: *prompts, Concurrency: *conc, InputLen: *in, OutputLen: *out, Rate: *rate, Chat: *chat},
+		URL: a.url, Dial: dial, Model: a.model, Chat: a.chat, Prompts: a.prompts, Concurrency: a.conc, InputLen: a.in, OutputLen: a.out,
+		Rate: a.rate, Warmup: a.warmup, Timeout: a.timeout, Seed: 1, Acceptance: acc, DraftsPerStep: k,
+		Settings: bench.Settings{Prompts: a.prompts, Concurrency: a.conc, InputLen: a.in, OutputLen: a.out, Rate: a.rate, Chat: a.chat},
 		Progress: p.update,
 	})
 	p.finish()
 	if res != nil {
-		if *asJSON {
-			b, merr := json.MarshalIndent(res, "", "  ")
-			if merr != nil {
-				return 1, fmt.Errorf("encode result: %w", merr)
-			}
-			fmt.Fprintf(stdout, "%s\n", b)
-		} else {
-			fmt.Fprint(stdout, res.Table())
+		if perr := printBench(stdout, res, a.asJSON); perr != nil {
+			return 1, perr
 		}
 	}
-	if res != nil && *service != "" {
-		load := store.Load{Prompts: *prompts, Concurrency: *conc, InputLen: *in, OutputLen: *out}
-		if serr := storeResult(ctx, cfg, *service, settingsKey, load, res); serr != nil {
+	if res != nil && a.service != "" {
+		load := store.Load{Prompts: a.prompts, Concurrency: a.conc, InputLen: a.in, OutputLen: a.out}
+		if serr := storeResult(ctx, cfg, a.service, settingsKey, load, res); serr != nil {
 			fmt.Fprintf(stderr, "opsbot bench: result not stored: %v\n", serr)
 		} else {
-			fmt.Fprintf(stderr, "stored as a %s result of %s (%s)\n", settingsKey, *service, bot.StoreConfig(cfg).Name())
+			fmt.Fprintf(stderr, "stored as a %s result of %s (%s)\n", settingsKey, a.service, bot.StoreConfig(cfg).Name())
 		}
 	}
 	if err != nil {
 		return 1, err
 	}
 	return 0, nil
+}
+
+// benchArgs are `opsbot bench`'s flags.
+type benchArgs struct {
+	url, model             string
+	prompts, conc, in, out int
+	rate                   float64
+	warmup                 int
+	timeout                time.Duration
+	chat, asJSON           bool
+	engine                 string
+	configPath, service    string
+}
+
+// benchFlags is `opsbot bench`'s flag set, writing into the benchArgs it
+// returns. The load defaults are the jobs' own (the config's bench section,
+// applyConfig, else its defaults), so that results stored beside the jobs'
+// compare.
+func benchFlags(stderr io.Writer) (*flag.FlagSet, *benchArgs) {
+	fs := newFlagSet("bench", stderr)
+	a := &benchArgs{}
+	fs.StringVar(&a.url, "url", "", "server `URL`, e.g. http://gpu1:30000 (required)")
+	fs.StringVar(&a.model, "model", "", "model name (default: the first of /v1/models)")
+	def := ops.DefaultBench()
+	fs.IntVar(&a.prompts, "prompts", def.Prompts, "number of measured requests (default: the config's bench.prompts)")
+	fs.IntVar(&a.conc, "concurrency", def.Concurrency, "requests in flight at once (default: the config's bench.concurrency)")
+	fs.IntVar(&a.in, "in", def.InputLen, "prompt length in tokens (default: the config's bench.input_len)")
+	fs.IntVar(&a.out, "out", def.OutputLen, "output length in tokens, ignore_eos (default: the config's bench.output_len)")
+	fs.Float64Var(&a.rate, "rate", 0, "requests per second, Poisson arrivals (0: all at once)")
+	fs.IntVar(&a.warmup, "warmup", 0, "warm-up requests, excluded from the result")
+	fs.DurationVar(&a.timeout, "timeout", 10*time.Minute, "limit per request (0: none)")
+	fs.BoolVar(&a.chat, "chat", false, "use /v1/chat/completions instead of /v1/completions")
+	fs.BoolVar(&a.asJSON, "json", false, "print the result as JSON")
+	fs.StringVar(&a.engine, "engine", "auto", "engine for acceptance: sglang, vllm or auto (asks /server_info)")
+	fs.StringVar(&a.configPath, "config", "", "opsbot config `FILE`: with --service, store the result (and take the URL from it)")
+	fs.StringVar(&a.service, "service", "", "service `NAME` of the config the server belongs to")
+	return fs, a
+}
+
+// applyConfig loads --config when given (nil when not) and takes from its
+// bench section the load flags not given on the command line.
+func (a *benchArgs) applyConfig(fs *flag.FlagSet) (*config.Config, error) {
+	if a.configPath == "" {
+		return nil, nil
+	}
+	cfg, err := config.Load(a.configPath)
+	if err != nil {
+		return nil, err
+	}
+	for name, v := range map[string]struct {
+		p   *int
+		def int
+	}{"prompts": {&a.prompts, cfg.Bench.Prompts}, "concurrency": {&a.conc, cfg.Bench.Concurrency},
+		"in": {&a.in, cfg.Bench.InputLen}, "out": {&a.out, cfg.Bench.OutputLen}} {
+		if !flagGiven(fs, name) && v.def > 0 {
+			*v.p = v.def
+		}
+	}
+	return cfg, nil
+}
+
+// applyService takes from --service's section of cfg the URL (unless --url
+// is given) and the engine (for --engine auto). A service reached through
+// SSH (via_ssh) is dialled as jobs do: the dial function returned goes
+// through the SSH connection to its host, held until release is called
+// (release is never nil on success). A usage error has code 0; failing to
+// reach the host, code 1.
+func (a *benchArgs) applyService(cfg *config.Config) (dial engine.DialFunc, release func(), code int, err error) {
+	release = func() {}
+	if a.service == "" {
+		return nil, release, 0, nil
+	}
+	if cfg == nil {
+		return nil, nil, 0, usagef("--service needs --config: the service is looked up in the config")
+	}
+	sc, ok := cfg.Services[a.service]
+	if !ok {
+		return nil, nil, 0, usagef("--service %q is not in %s", a.service, a.configPath)
+	}
+	if a.url == "" {
+		a.url = sc.URL
+		if sc.ViaSSH {
+			// Reach it as jobs do: through the SSH connection to its host.
+			rb, err := newRunbook(cfg, bot.BackendDeps{}, nil)
+			if err != nil {
+				return nil, nil, 1, fmt.Errorf("reach %s through SSH (services.%s.via_ssh): %w", a.service, a.service, err)
+			}
+			release = func() { rb.Close() }
+			if dial, err = rb.EngineDial(a.service); err != nil {
+				rb.Close()
+				return nil, nil, 1, err
+			}
+		}
+	}
+	if a.engine == "auto" && sc.Engine != "" {
+		a.engine = sc.Engine
+	}
+	return dial, release, 0, nil
+}
+
+// check refuses arguments and flag values out of range, as usage errors.
+func (a *benchArgs) check(fs *flag.FlagSet) error {
+	switch {
+	case fs.NArg() > 0:
+		return usagef("unexpected arguments: %v", fs.Args())
+	case a.engine != "auto" && a.engine != "sglang" && a.engine != "vllm":
+		return usagef("--engine must be sglang, vllm or auto, got %q", a.engine)
+	case a.url == "":
+		return usagef("--url is required, e.g. --url http://gpu1:30000")
+	case a.prompts < 1:
+		return usagef("--prompts must be at least 1, got %d", a.prompts)
+	case a.conc < 1:
+		return usagef("--concurrency must be at least 1, got %d", a.conc)
+	case a.in < 1:
+		return usagef("--in must be at least 1 token, got %d", a.in)
+	case a.out < 1:
+		return usagef("--out must be at least 1 token, got %d", a.out)
+	case a.rate < 0 || math.IsNaN(a.rate):
+		return usagef("--rate must be 0 (all at once) or more, got %v", a.rate)
+	case a.warmup < 0:
+		return usagef("--warmup must be 0 or more, got %d", a.warmup)
+	case a.timeout < 0:
+		return usagef("--timeout must be 0 (none) or more, got %s", a.timeout)
+	}
+	if pu, err := url.Parse(a.url); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		return usagef("--url %q: want http://HOST:PORT or https://HOST:PORT", a.url)
+	}
+	return nil
+}
+
+// printBench prints res on w: the bench_serving-like table, or with asJSON
+// the result as indented JSON.
+func printBench(w io.Writer, res *bench.Result, asJSON bool) error {
+	if !asJSON {
+		fmt.Fprint(w, res.Table())
+		return nil
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	fmt.Fprintf(w, "%s\n", b)
+	return nil
 }
 
 // acceptanceFor picks how acceptance is measured over plain HTTP: SGLang from

@@ -168,91 +168,38 @@ func (s *server) ready(ctx context.Context) error {
 // schedules, which fire at most once a minute. Never set in production.
 const SchedulerTimeScaleEnv = "OPSBOT_SCHEDULER_TIME_SCALE"
 
+// run serves until ctx ends or a first SIGTERM or SIGINT arrives on sigs
+// (SIGHUP reloads the config), then stops within limits.shutdown_grace; a
+// second signal then exits the process at once (exit 1). The listener and
+// the adapters come from the config as it will run: with o.Lab, the file on
+// top of the lab's config, so the lab starts first. The listener opens
+// before the store.
 func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions) error {
 	log := s.log
-	var scale *bot.TimeScale
-	if v := os.Getenv(SchedulerTimeScaleEnv); v != "" {
-		ts, err := bot.ParseTimeScale(v, time.Now())
-		if err != nil {
-			return fmt.Errorf("%s: %w", SchedulerTimeScaleEnv, err)
-		}
-		scale = &ts
-		log.Warn("the scheduler's clock runs fast: for tests only", "env", SchedulerTimeScaleEnv, "factor", ts.Factor, "epoch", ts.Epoch)
-	}
-	// The listener and the adapters come from the config as it will run:
-	// with --lab, the file on top of the lab's config, so the lab starts
-	// first (setup waits until its services serve). A config that does not
-	// load stops serve here, with or without --lab.
-	var cfg0 *config.Config
-	var err error
-	if o.Lab {
-		o.Logger = log
-		var ls *labStart
-		if ls, err = startLabConfig(ctx, o); err != nil {
-			return err
-		}
-		defer func() {
-			if o.Started != nil { // not handed over to setup
-				o.Started.Close()
-			}
-		}()
-		o.Started = ls
-		cfg0, err = loadConfig(o.ConfigPath, ls.cfg, nil)
-	} else {
-		cfg0, err = config.Load(o.ConfigPath)
-	}
+	scale, err := s.schedulerScale()
 	if err != nil {
 		return err
 	}
-	chats := map[string]bot.Chat{}
-	var routes = map[string]http.Handler{}
-	var factories []adapterFactory
-	for _, name := range cfg0.EnabledAdapters() {
-		f := adapterFactories[name]
-		if f == nil {
-			return fmt.Errorf("%s.enabled: this build of opsbot has no %s adapter yet", name, adapterNames[name])
+	cfg0, err := s.firstConfig(ctx, &o)
+	defer func() {
+		if o.Started != nil { // not handed over to setup
+			o.Started.Close()
 		}
-		factories = append(factories, f)
+	}()
+	if err != nil {
+		return err
 	}
-	factories = append(factories, extraAdapters...)
-	rejects := serve.NewRejects(s.metrics, log)
-	for _, f := range factories {
-		a, err := f(cfg0, log)
-		if err != nil {
-			return err
-		}
-		s.adapters = append(s.adapters, a)
-		chats[a.Platform()] = s.metrics.Chat(a.Platform(), a)
-		if h, ok := a.(bot.HTTPAdapter); ok {
-			for p, r := range h.Routes() {
-				routes[p] = r
-				if rj, ok := a.(bot.Rejecter); ok {
-					_, path, _ := strings.Cut(p, " ")
-					rj.CountRejects(func(reason string) { rejects.Reject(path, reason) })
-				}
-			}
-		}
+	chats, routes, rejects, err := s.openAdapters(cfg0)
+	if err != nil {
+		return err
 	}
-
 	// The listener opens before the store, so /healthz answers during a
 	// slow start and a port in use fails at once.
 	httpCtx, stopHTTP := context.WithCancel(context.Background())
 	defer stopHTTP()
-	var httpDone chan error
-	if addr := cfg0.HTTP.Listen; addr != "" {
-		h, err := serve.Handler(serve.Options{Ready: s.ready, Metrics: s.metrics, Routes: routes, Rejects: rejects})
-		if err != nil {
-			return err
-		}
-		ln, err := serve.Listen(addr)
-		if err != nil {
-			return err
-		}
-		httpDone = make(chan error, 1)
-		go func() { httpDone <- serve.Serve(httpCtx, ln, h, log) }()
-		log.Info("http listening", "addr", ln.Addr().String())
-	} else if len(routes) > 0 {
-		return errors.New("http.listen: an enabled adapter receives deliveries over HTTP: set http.listen")
+	httpDone, err := s.listen(httpCtx, cfg0.HTTP.Listen, routes, rejects)
+	if err != nil {
+		return err
 	}
 
 	o.Chats, o.Logger, o.Observer = chats, log, s.metrics
@@ -272,17 +219,7 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 	// Adapters and the daily pruning run until the jobs are done.
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	in := s.metrics.Inbound(e.app)
-	for _, a := range s.adapters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := a.Run(bg, in); err != nil {
-				s.runErrs.Store(a.Platform(), err)
-				log.Error("chat adapter stopped", "platform", a.Platform(), "err", err)
-			}
-		}()
-	}
+	s.runAdapters(bg, &wg, s.metrics.Inbound(e.app))
 	// The scheduler and the watchdog act only on the holder of their store
 	// lease: with two serve on one store, a schedule fires once and an
 	// incident alerts once.
@@ -296,38 +233,11 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 	log.Info("opsbot serving", "version", serve.BuildInfo(version, revision).Version, "adapters", platforms(s.adapters),
 		"http", cfg.HTTP.Listen, "lab", o.Lab)
 
-	signals := 0
-wait:
-	for {
-		select {
-		case <-ctx.Done():
-			break wait
-		case sig := <-sigs:
-			if sig == syscall.SIGHUP {
-				s.reload(o, e)
-				continue
-			}
-			signals++
-			break wait
-		}
-	}
+	signals := s.waitForStop(ctx, sigs, o, e)
 	grace := e.app.CurrentConfig().Limits.ShutdownGrace.D()
 	log.Info("stopping: no new commands; running jobs stop at a safe point within the shutdown grace",
 		"grace", grace, "jobs", len(e.app.Active()))
-	go func() {
-		for sig := range sigs {
-			if sig == syscall.SIGHUP {
-				continue
-			}
-			// main's context also counts the first signal: only a second
-			// one received here is a second signal.
-			if signals++; signals >= 2 {
-				log.Warn("second signal: exiting now; the jobs still running are reported interrupted at the next start",
-					"jobs", len(e.app.Active()))
-				os.Exit(1)
-			}
-		}
-	}()
+	go s.exitOnSecondSignal(sigs, signals, e)
 	err = svc.Stop(grace) // then the adapters, which showed the jobs' last states
 	stopBG()
 	wg.Wait()
@@ -342,6 +252,154 @@ wait:
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// schedulerScale is the scheduler's clock as SchedulerTimeScaleEnv sets it
+// (logged as a warning), nil when the variable is not set.
+func (s *server) schedulerScale() (*bot.TimeScale, error) {
+	v := os.Getenv(SchedulerTimeScaleEnv)
+	if v == "" {
+		return nil, nil
+	}
+	ts, err := bot.ParseTimeScale(v, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", SchedulerTimeScaleEnv, err)
+	}
+	s.log.Warn("the scheduler's clock runs fast: for tests only", "env", SchedulerTimeScaleEnv, "factor", ts.Factor, "epoch", ts.Epoch)
+	return &ts, nil
+}
+
+// firstConfig loads the config as it will run, before the store opens: with
+// o.Lab it starts the lab (setup waits until its services serve) and sets
+// o.Started to it, and the file goes on top of the lab's config. A config
+// that does not load is an error, with or without the lab; o.Started is
+// then still the caller's to close.
+func (s *server) firstConfig(ctx context.Context, o *setupOptions) (*config.Config, error) {
+	if !o.Lab {
+		return config.Load(o.ConfigPath)
+	}
+	o.Logger = s.log
+	ls, err := startLabConfig(ctx, *o)
+	if err != nil {
+		return nil, err
+	}
+	o.Started = ls
+	return loadConfig(o.ConfigPath, ls.cfg, nil)
+}
+
+// openAdapters builds the chat adapters cfg enables (and extraAdapters) into
+// s.adapters. It returns their chats (counted by the metrics) by platform,
+// the HTTP routes they serve, and the rejects counter their routes report
+// to. An adapter this build lacks is an error.
+func (s *server) openAdapters(cfg *config.Config) (map[string]bot.Chat, map[string]http.Handler, *serve.Rejects, error) {
+	var factories []adapterFactory
+	for _, name := range cfg.EnabledAdapters() {
+		f := adapterFactories[name]
+		if f == nil {
+			return nil, nil, nil, fmt.Errorf("%s.enabled: this build of opsbot has no %s adapter yet", name, adapterNames[name])
+		}
+		factories = append(factories, f)
+	}
+	factories = append(factories, extraAdapters...)
+	chats := map[string]bot.Chat{}
+	routes := map[string]http.Handler{}
+	rejects := serve.NewRejects(s.metrics, s.log)
+	for _, f := range factories {
+		a, err := f(cfg, s.log)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		s.adapters = append(s.adapters, a)
+		chats[a.Platform()] = s.metrics.Chat(a.Platform(), a)
+		if h, ok := a.(bot.HTTPAdapter); ok {
+			for p, r := range h.Routes() {
+				routes[p] = r
+				if rj, ok := a.(bot.Rejecter); ok {
+					_, path, _ := strings.Cut(p, " ")
+					rj.CountRejects(func(reason string) { rejects.Reject(path, reason) })
+				}
+			}
+		}
+	}
+	return chats, routes, rejects, nil
+}
+
+// listen opens the HTTP listener on addr and serves /healthz, /readyz, the
+// metrics and routes on it until ctx ends; the channel returned then gets
+// Serve's error. With addr empty it serves nothing (a nil channel), and
+// routes to serve are an error.
+func (s *server) listen(ctx context.Context, addr string, routes map[string]http.Handler, rejects *serve.Rejects) (chan error, error) {
+	if addr == "" {
+		if len(routes) > 0 {
+			return nil, errors.New("http.listen: an enabled adapter receives deliveries over HTTP: set http.listen")
+		}
+		return nil, nil
+	}
+	h, err := serve.Handler(serve.Options{Ready: s.ready, Metrics: s.metrics, Routes: routes, Rejects: rejects})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := serve.Listen(addr)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- serve.Serve(ctx, ln, h, s.log) }()
+	s.log.Info("http listening", "addr", ln.Addr().String())
+	return done, nil
+}
+
+// runAdapters runs each adapter on ctx, delivering to in, until ctx ends,
+// each in a goroutine of wg; an adapter whose Run gives up is logged and
+// recorded in s.runErrs (readiness then fails).
+func (s *server) runAdapters(ctx context.Context, wg *sync.WaitGroup, in bot.Inbound) {
+	for _, a := range s.adapters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.Run(ctx, in); err != nil {
+				s.runErrs.Store(a.Platform(), err)
+				s.log.Error("chat adapter stopped", "platform", a.Platform(), "err", err)
+			}
+		}()
+	}
+}
+
+// waitForStop waits until ctx ends or a signal other than SIGHUP arrives
+// on sigs, reloading the config on each SIGHUP. It returns the signals
+// counted: 1 for a stopping signal, 0 when ctx ended.
+func (s *server) waitForStop(ctx context.Context, sigs <-chan os.Signal, o setupOptions, e *env) int {
+	for {
+		select {
+		case <-ctx.Done():
+			return 0
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				s.reload(o, e)
+				continue
+			}
+			return 1
+		}
+	}
+}
+
+// exitOnSecondSignal, while the server stops, exits the process at once
+// (exit 1) on the second stopping signal, counting from signals already
+// received on sigs (main's context also counts the first); SIGHUP is
+// ignored. It returns when sigs is closed.
+func (s *server) exitOnSecondSignal(sigs <-chan os.Signal, signals int, e *env) {
+	for sig := range sigs {
+		if sig == syscall.SIGHUP {
+			continue
+		}
+		// main's context also counts the first signal: only a second
+		// one received here is a second signal.
+		if signals++; signals >= 2 {
+			s.log.Warn("second signal: exiting now; the jobs still running are reported interrupted at the next start",
+				"jobs", len(e.app.Active()))
+			os.Exit(1)
+		}
+	}
 }
 
 // reload is SIGHUP: load the config again and apply it, or keep the old

@@ -244,6 +244,11 @@ DefaultDependencies=no
 ExecStart=/usr/sbin/sshd -D -e -f /run/opsbot-test/sshd_config
 `
 
+// boot boots the namespace once: it writes the test directory (newHost),
+// records the machine's mounts and state, starts the namespace in a cgroup
+// of its own and waits up to 20s for its sshd to let the client in. The
+// namespace is ended and checked on t.Cleanup, the directory removed; an
+// error leaves the namespace stopped (Start then tries again).
 func boot(t testing.TB, cg2 string) (*Host, error) {
 	dir, err := os.MkdirTemp("", "opsbot-systemd-")
 	if err != nil {
@@ -253,7 +258,43 @@ func boot(t testing.TB, cg2 string) (*Host, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
+	h, err := newHost(dir)
+	if err != nil {
+		return nil, err
+	}
+	if h.mounts, err = mountPoints(); err != nil {
+		return nil, err
+	}
+	h.machine = machineState()
+	cgfd, err := h.makeCgroup(cg2)
+	if err != nil {
+		return nil, err
+	}
+	defer syscall.Close(cgfd)
+	start, err := h.startNamespace(cgfd)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() {
+		if err := h.stop(); err != nil {
+			t.Errorf("systemdtest: end the namespace: %v", err)
+		}
+	})
+	if err := h.waitSSH(start, 20*time.Second); err != nil {
+		return nil, err
+	}
+	h.Boot = time.Since(start)
+	h.pidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", h.PID))
+	return h, nil
+}
+
+// newHost makes the host's keys and picks its port, and writes into dir
+// what the namespace reads from MountDir: the host and client keys, the
+// authorized key, the sshd's config, the target and sshd units, and a
+// known_hosts file.
+func newHost(dir string) (*Host, error) {
 	h := &Host{User: "root", Dir: dir}
+	var err error
 	if h.HostKey, _, err = sshdtest.NewKey(filepath.Join(dir, "host_ed25519"), 0o600, false); err != nil {
 		return nil, err
 	}
@@ -281,31 +322,37 @@ func boot(t testing.TB, cg2 string) (*Host, error) {
 		}
 	}
 	h.KnownHostsFile = filepath.Join(dir, "known_hosts")
+	return h, nil
+}
 
-	if h.mounts, err = mountPoints(); err != nil {
-		return nil, err
-	}
-	h.machine = machineState()
+// makeCgroup makes h.Cgroup, a cgroup of its own below this process's, and
+// opens it; the caller closes the descriptor returned.
+func (h *Host) makeCgroup(cg2 string) (int, error) {
 	own, err := ownCgroup()
 	if err != nil {
-		return nil, err
+		return -1, err
 	}
 	var suffix [4]byte
 	rand.Read(suffix[:])
 	h.Cgroup = filepath.Join(cg2, own, "opsbot-systemd-"+hex.EncodeToString(suffix[:]))
 	if err := os.Mkdir(h.Cgroup, 0o755); err != nil {
-		return nil, fmt.Errorf("make cgroup %s: %w", h.Cgroup, err)
+		return -1, fmt.Errorf("make cgroup %s: %w", h.Cgroup, err)
 	}
 	cgfd, err := syscall.Open(h.Cgroup, syscall.O_DIRECTORY|syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		os.Remove(h.Cgroup)
-		return nil, fmt.Errorf("open cgroup %s: %w", h.Cgroup, err)
+		return -1, fmt.Errorf("open cgroup %s: %w", h.Cgroup, err)
 	}
-	defer syscall.Close(cgfd)
+	return cgfd, nil
+}
 
+// startNamespace starts unshare with bootScript in the cgroup cgfd and
+// returns when it started; h.exited closes when it exits. It returns the
+// time it started at.
+func (h *Host) startNamespace(cgfd int) (time.Time, error) {
 	h.log = &sshdtest.SyncBuffer{}
 	cmd := exec.Command(Unshare, "--pid", "--fork", "--mount", "--uts", "--cgroup", "--kill-child=SIGKILL",
-		"/bin/sh", "-c", bootScript, "boot", dir)
+		"/bin/sh", "-c", bootScript, "boot", h.Dir)
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
 	cmd.Stdout, cmd.Stderr = h.log, h.log
@@ -315,39 +362,38 @@ func boot(t testing.TB, cg2 string) (*Host, error) {
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		os.Remove(h.Cgroup)
-		return nil, fmt.Errorf("start %s: %w", Unshare, err)
+		return start, fmt.Errorf("start %s: %w", Unshare, err)
 	}
 	h.cmd, h.exited = cmd, make(chan struct{})
 	go func() { cmd.Wait(); close(h.exited) }()
-	t.Cleanup(func() {
-		if err := h.stop(); err != nil {
-			t.Errorf("systemdtest: end the namespace: %v", err)
-		}
-	})
+	return start, nil
+}
 
-	deadline := start.Add(20 * time.Second)
+// waitSSH polls until the namespace's PID 1 is seen and its sshd answers
+// SSH with the host key and lets the client in. It fails when the
+// namespace ends, and once within has passed since start (then stopping
+// it, saying what the namespace shows).
+func (h *Host) waitSSH(start time.Time, within time.Duration) error {
+	deadline := start.Add(within)
 	for {
 		select {
 		case <-h.exited:
-			return nil, fmt.Errorf("the namespace ended during boot: %s", h.log.String())
+			return fmt.Errorf("the namespace ended during boot: %s", h.log.String())
 		default:
 		}
 		if h.PID == 0 {
-			h.PID = child(cmd.Process.Pid)
+			h.PID = child(h.cmd.Process.Pid)
 		}
 		if h.PID != 0 && sshdtest.Banner(h.Addr) && h.sshOK() {
-			break
+			return nil
 		}
 		if time.Now().After(deadline) {
-			err := fmt.Errorf("sshd did not answer on %s within 20s of the boot; %s", h.Addr, h.diagnose())
+			err := fmt.Errorf("sshd did not answer on %s within %s of the boot; %s", h.Addr, within, h.diagnose())
 			h.stop()
-			return nil, err
+			return err
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	h.Boot = time.Since(start)
-	h.pidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", h.PID))
-	return h, nil
 }
 
 func sshdConfig(port int) string {

@@ -89,54 +89,14 @@ func shortCmd(cmdline string) string {
 // signal each needed, and, when some survive, a *StuckError (in D state) or a
 // *SurvivorError. On ctx end it returns what it ended so far and ctx's error.
 func Reap(ctx context.Context, r Runner, procs []Process, opts ReapOptions) ([]Killed, error) {
-	if opts.Grace <= 0 {
-		opts.Grace = DefaultGrace
-	}
-	if opts.Poll <= 0 {
-		opts.Poll = DefaultReapPoll
-	}
-	if opts.KillWait <= 0 {
-		opts.KillWait = DefaultKillWait
-	}
-	say := func(format string, args ...any) {
-		if opts.Progress != nil {
-			opts.Progress(fmt.Sprintf(format, args...))
-		}
-	}
-	cmd := map[int]string{}
-	var pids []int
-	for _, p := range procs {
-		switch {
-		case p.Daemon || IsDaemon(p.Cmdline):
-			continue
-		case !p.Engine && !opts.Force:
-			say("not signalling PID %d (%s): not an engine process", p.PID, shortCmd(p.Cmdline))
-			continue
-		case p.PID <= 1 || cmd[p.PID] != "":
-			continue
-		}
-		cmd[p.PID] = p.Cmdline
-		pids = append(pids, p.PID)
-	}
+	opts = opts.withDefaults()
+	cmd, pids := reapable(procs, opts)
 	if len(pids) == 0 {
 		return nil, nil
 	}
-	slices.Sort(pids)
-	// Re-check: only PIDs that still run the same command line are signalled.
-	rows, err := ps(ctx, r, "pid=,ppid=,stat=,args=", 4, pids)
+	live, err := stillRunning(ctx, r, cmd, pids, opts)
 	if err != nil {
-		return nil, fmt.Errorf("reap GPU holders: %w", err)
-	}
-	var live []int
-	for _, row := range rows {
-		c, ok := cmd[row.PID]
-		switch {
-		case !ok || row.Stat[0] == 'Z':
-		case row.Args != c:
-			say("not signalling PID %d: it now runs %q (the PID was reused)", row.PID, truncate(row.Args))
-		default:
-			live = append(live, row.PID)
-		}
+		return nil, err
 	}
 	if len(live) == 0 {
 		return nil, nil
@@ -148,33 +108,111 @@ func Reap(ctx context.Context, r Runner, procs []Process, opts ReapOptions) ([]K
 		}
 	}
 
-	say("SIGTERM to %s", describe(live, cmd))
-	if err := signal(ctx, r, "TERM", live); err != nil {
-		return killed, fmt.Errorf("reap GPU holders: %w", err)
-	}
-	left, _, err := waitGone(ctx, r, live, opts.Grace, opts.Poll)
+	opts.say("SIGTERM to %s", describe(live, cmd))
+	left, _, err := signalAndWait(ctx, r, "TERM", live, opts.Grace, opts.Poll)
 	gone(minus(live, left), "TERM")
 	if err != nil {
 		return killed, fmt.Errorf("reap GPU holders: %w", err)
 	}
 	if len(left) == 0 {
-		say("all %d ended after SIGTERM", len(live))
+		opts.say("all %d ended after SIGTERM", len(live))
 		return killed, nil
 	}
 
-	say("%s survived SIGTERM for %s: SIGKILL", describe(left, cmd), opts.Grace)
-	if err := signal(ctx, r, "KILL", left); err != nil {
-		return killed, fmt.Errorf("reap GPU holders: %w", err)
-	}
-	still, stats, err := waitGone(ctx, r, left, opts.KillWait, opts.Poll)
+	opts.say("%s survived SIGTERM for %s: SIGKILL", describe(left, cmd), opts.Grace)
+	still, stats, err := signalAndWait(ctx, r, "KILL", left, opts.KillWait, opts.Poll)
 	gone(minus(left, still), "KILL")
 	if err != nil {
 		return killed, fmt.Errorf("reap GPU holders: %w", err)
 	}
 	if len(still) == 0 {
-		say("all ended (%d needed SIGKILL)", len(left))
+		opts.say("all ended (%d needed SIGKILL)", len(left))
 		return killed, nil
 	}
+	return killed, survivorsError(still, stats, cmd)
+}
+
+// withDefaults is o with its zero durations set to the defaults.
+func (o ReapOptions) withDefaults() ReapOptions {
+	if o.Grace <= 0 {
+		o.Grace = DefaultGrace
+	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultReapPoll
+	}
+	if o.KillWait <= 0 {
+		o.KillWait = DefaultKillWait
+	}
+	return o
+}
+
+// say tells o.Progress, when set, a line.
+func (o ReapOptions) say(format string, args ...any) {
+	if o.Progress != nil {
+		o.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+// reapable picks the processes of procs Reap may signal: not daemons, not
+// PID 1 or below, each PID once, and engine processes only unless
+// opts.Force (each other one is said). It returns their command lines by
+// PID and the PIDs ascending.
+func reapable(procs []Process, opts ReapOptions) (map[int]string, []int) {
+	cmd := map[int]string{}
+	var pids []int
+	for _, p := range procs {
+		switch {
+		case p.Daemon || IsDaemon(p.Cmdline):
+			continue
+		case !p.Engine && !opts.Force:
+			opts.say("not signalling PID %d (%s): not an engine process", p.PID, shortCmd(p.Cmdline))
+			continue
+		case p.PID <= 1 || cmd[p.PID] != "":
+			continue
+		}
+		cmd[p.PID] = p.Cmdline
+		pids = append(pids, p.PID)
+	}
+	slices.Sort(pids)
+	return cmd, pids
+}
+
+// stillRunning re-reads pids with ps and returns those that still run the
+// same command line (cmd[pid]) and are not zombies: a PID whose command line
+// changed was reused, and is said and left alone.
+func stillRunning(ctx context.Context, r Runner, cmd map[int]string, pids []int, opts ReapOptions) ([]int, error) {
+	rows, err := ps(ctx, r, "pid=,ppid=,stat=,args=", 4, pids)
+	if err != nil {
+		return nil, fmt.Errorf("reap GPU holders: %w", err)
+	}
+	var live []int
+	for _, row := range rows {
+		c, ok := cmd[row.PID]
+		switch {
+		case !ok || row.Stat[0] == 'Z':
+		case row.Args != c:
+			opts.say("not signalling PID %d: it now runs %q (the PID was reused)", row.PID, truncate(row.Args))
+		default:
+			live = append(live, row.PID)
+		}
+	}
+	return live, nil
+}
+
+// signalAndWait sends SIG to pids and polls every poll, for up to wait,
+// until they are gone; it returns those left with their STAT (waitGone).
+// When the signal cannot be sent, every PID is left.
+func signalAndWait(ctx context.Context, r Runner, sig string, pids []int, wait, poll time.Duration) ([]int, map[int]string, error) {
+	if err := signal(ctx, r, sig, pids); err != nil {
+		return pids, nil, err
+	}
+	return waitGone(ctx, r, pids, wait, poll)
+}
+
+// survivorsError is the error for the PIDs still that outlived SIGKILL: a
+// *StuckError when some are in D state (by their STAT in stats), else a
+// *SurvivorError.
+func survivorsError(still []int, stats map[int]string, cmd map[int]string) error {
 	stuck := &StuckError{}
 	other := &SurvivorError{}
 	for _, pid := range still {
@@ -187,9 +225,9 @@ func Reap(ctx context.Context, r Runner, procs []Process, opts ReapOptions) ([]K
 		}
 	}
 	if len(stuck.PIDs) > 0 {
-		return killed, stuck
+		return stuck
 	}
-	return killed, other
+	return other
 }
 
 func describe(pids []int, cmd map[int]string) string {

@@ -400,6 +400,11 @@ func usesOf(s Spec, flag string) []FlagUse {
 	return out
 }
 
+// planSGLang plans SGLang's speculative options for n steps with opts: the
+// steps, the topk (1 when the unit sets none) and the draft token count
+// they imply; for a per-load table the adaptive options and, when opts asks,
+// the running-request cap; for a single setting the adaptive options go. A
+// setting SGLang would reject, crash on or quietly ignore is refused.
 func planSGLang(eff *Effective, spec Spec, n int, opts Options) ([]splice, []argEdit, []Change, error) {
 	if !spec.Present {
 		return nil, nil, nil, refuse(CodeNoSpeculation, "refusing to invent speculative decoding: the unit has no --speculative-algorithm")
@@ -408,9 +413,46 @@ func planSGLang(eff *Effective, spec Spec, n int, opts Options) ([]splice, []arg
 	case "NGRAM", "LOOKAHEAD":
 		return nil, nil, nil, refuse(CodeUnsupported, "speculative algorithm %s has no draft-model steps to set", spec.Algorithm)
 	}
-	cmd := &eff.Engine.Command
-	topk := spec.TopK
-	addTopK := len(usesOf(spec, FlagTopK)) == 0
+	topk, draft, addTopK, err := sglangDraft(spec, n, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := checkSGLangOptions(spec, topk, opts); err != nil {
+		return nil, nil, nil, err
+	}
+	e := &sglangEdit{cmd: &eff.Engine.Command, spec: spec}
+	if e.set(FlagSteps, n) {
+		e.add = append(e.add, [2]string{FlagSteps, strconv.Itoa(n)})
+	}
+	if addTopK {
+		e.add = append(e.add, [2]string{FlagTopK, strconv.Itoa(topk)})
+	} else if opts.TopK > 0 {
+		e.set(FlagTopK, topk)
+	}
+	if e.set(FlagDraftTokens, draft) {
+		e.add = append(e.add, [2]string{FlagDraftTokens, strconv.Itoa(draft)})
+	}
+	if opts.AdaptiveConfig == "" && (spec.Adaptive || spec.AdaptiveConfig != "") {
+		e.removeAdaptive() // a single setting: the unit no longer runs per load
+	}
+	if opts.AdaptiveConfig != "" {
+		e.setAdaptive(opts.AdaptiveConfig)
+	}
+	if opts.MaxRunningRequests > 0 && !setsOption(e.cmd.Argv(), FlagMaxRunning, len("--max-running")) {
+		e.add = append(e.add, [2]string{FlagMaxRunning, strconv.Itoa(opts.MaxRunningRequests)})
+	}
+	e.insertAdded(eff.Engine.Unit)
+	return e.sp, e.ae, e.ch, nil
+}
+
+// sglangDraft is the topk and the draft token count SGLang runs n steps
+// with: the unit's topk (1 when it sets none, addTopK then true) unless
+// opts gives one; with topk 1 the draft tokens are n+1, as SGLang forces;
+// with a larger topk the unit's count unless opts gives one, which must fit
+// the draft tree. What does not fit is refused.
+func sglangDraft(spec Spec, n int, opts Options) (topk, draft int, addTopK bool, err error) {
+	topk = spec.TopK
+	addTopK = len(usesOf(spec, FlagTopK)) == 0
 	if addTopK {
 		topk = 1
 	}
@@ -418,128 +460,142 @@ func planSGLang(eff *Effective, spec Spec, n int, opts Options) ([]splice, []arg
 		topk = opts.TopK
 	}
 	if topk < 1 {
-		return nil, nil, nil, refuse(CodeRejected, "--speculative-eagle-topk is %d: it must be at least 1", topk)
+		return 0, 0, false, refuse(CodeRejected, "--speculative-eagle-topk is %d: it must be at least 1", topk)
 	}
-	var draft int
 	if topk == 1 {
-		draft = n + 1
 		if opts.DraftTokens != 0 && opts.DraftTokens != n+1 {
-			return nil, nil, nil, refuse(CodeRejected, "with --speculative-eagle-topk 1 SGLang forces --speculative-num-draft-tokens to steps+1 = %d; %d is not possible", n+1, opts.DraftTokens)
+			return 0, 0, false, refuse(CodeRejected, "with --speculative-eagle-topk 1 SGLang forces --speculative-num-draft-tokens to steps+1 = %d; %d is not possible", n+1, opts.DraftTokens)
 		}
-	} else {
-		draft = spec.DraftTokens
-		if opts.DraftTokens > 0 {
-			draft = opts.DraftTokens
-		}
-		if draft == 0 {
-			return nil, nil, nil, refuse(CodeRejected, "--speculative-eagle-topk is %d but --speculative-num-draft-tokens is not set: SGLang would crash at start; give the draft token count explicitly", topk)
-		}
-		// The draft tree has topk nodes at the first step and topk*topk
-		// candidates at each further step; SGLang picks draft-1 of them plus the root.
-		limit := topk + (n-1)*topk*topk + 1
-		if draft < 2 || draft > limit {
-			return nil, nil, nil, refuse(CodeRejected, "--speculative-num-draft-tokens %d does not fit a draft tree of %d steps with topk %d: it must be between 2 and %d", draft, n, topk, limit)
-		}
+		return topk, n + 1, addTopK, nil
 	}
+	draft = spec.DraftTokens
+	if opts.DraftTokens > 0 {
+		draft = opts.DraftTokens
+	}
+	if draft == 0 {
+		return 0, 0, false, refuse(CodeRejected, "--speculative-eagle-topk is %d but --speculative-num-draft-tokens is not set: SGLang would crash at start; give the draft token count explicitly", topk)
+	}
+	// The draft tree has topk nodes at the first step and topk*topk
+	// candidates at each further step; SGLang picks draft-1 of them plus the root.
+	limit := topk + (n-1)*topk*topk + 1
+	if draft < 2 || draft > limit {
+		return 0, 0, false, refuse(CodeRejected, "--speculative-num-draft-tokens %d does not fit a draft tree of %d steps with topk %d: it must be between 2 and %d", draft, n, topk, limit)
+	}
+	return topk, draft, addTopK, nil
+}
+
+// checkSGLangOptions refuses the options of opts SGLang does not take, or
+// takes and then ignores: vLLM's per-batch table, a negative running-request
+// cap, and an adaptive config for an algorithm other than EAGLE or EAGLE3
+// (NEXTN is EAGLE to SGLang), for a topk above 1, or at an odd path.
+func checkSGLangOptions(spec Spec, topk int, opts Options) error {
 	if opts.BatchTable != "" {
-		return nil, nil, nil, refuse(CodeUnsupported, "a per-batch-size table is vLLM's; SGLang takes an adaptive config file")
+		return refuse(CodeUnsupported, "a per-batch-size table is vLLM's; SGLang takes an adaptive config file")
 	}
 	if opts.MaxRunningRequests < 0 {
-		return nil, nil, nil, refuse(CodeOutOfRange, "%s %d: it must be at least 1", FlagMaxRunning, opts.MaxRunningRequests)
+		return refuse(CodeOutOfRange, "%s %d: it must be at least 1", FlagMaxRunning, opts.MaxRunningRequests)
 	}
-	if opts.AdaptiveConfig != "" {
-		switch {
-		case spec.CanonicalAlgorithm() != "EAGLE" && spec.CanonicalAlgorithm() != "EAGLE3":
-			return nil, nil, nil, refuse(CodeUnsupported, "SGLang runs per-load speculation with EAGLE, EAGLE3 or NEXTN only, not %s: it would fall back to static steps", spec.Algorithm)
-		case topk != 1:
-			return nil, nil, nil, refuse(CodeRejected, "SGLang runs per-load speculation with --speculative-eagle-topk 1 only (the unit has %d): it would fall back to static steps", topk)
-		case !safePath(opts.AdaptiveConfig):
-			return nil, nil, nil, refuse(CodeInvalid, "adaptive config path %q: use an absolute path of letters, digits and /._-+@ only", opts.AdaptiveConfig)
+	if opts.AdaptiveConfig == "" {
+		return nil
+	}
+	switch {
+	case spec.CanonicalAlgorithm() != "EAGLE" && spec.CanonicalAlgorithm() != "EAGLE3":
+		return refuse(CodeUnsupported, "SGLang runs per-load speculation with EAGLE, EAGLE3 or NEXTN only, not %s: it would fall back to static steps", spec.Algorithm)
+	case topk != 1:
+		return refuse(CodeRejected, "SGLang runs per-load speculation with --speculative-eagle-topk 1 only (the unit has %d): it would fall back to static steps", topk)
+	case !safePath(opts.AdaptiveConfig):
+		return refuse(CodeInvalid, "adaptive config path %q: use an absolute path of letters, digits and /._-+@ only", opts.AdaptiveConfig)
+	}
+	return nil
+}
+
+// sglangEdit gathers an SGLang unit edit: the splices of the unit's text,
+// the matching argv edits and the changes, in order, and the options to
+// add after the last speculative one (name and value; "" for a flag).
+type sglangEdit struct {
+	cmd  *Command
+	spec Spec
+	sp   []splice
+	ae   []argEdit
+	ch   []Change
+	add  [][2]string
+}
+
+// set gives every use of flag the value want (one change, from its last
+// use's value, when some use had another); missing is true when the unit
+// does not use flag, and then nothing is done.
+func (e *sglangEdit) set(flag string, want int) (missing bool) {
+	uses := usesOf(e.spec, flag)
+	if len(uses) == 0 {
+		return true
+	}
+	old := uses[len(uses)-1]
+	changed := false
+	for _, use := range uses {
+		cur, err := pyInt(use)
+		if err == nil && cur == want {
+			continue
+		}
+		s, a := replaceValue(e.cmd, use, strconv.Itoa(want))
+		e.sp, e.ae = append(e.sp, s), append(e.ae, a)
+		changed = true
+	}
+	if changed {
+		e.ch = append(e.ch, Change{Flag: flag, From: strings.TrimSpace(old.Value), To: strconv.Itoa(want)})
+	}
+	return false
+}
+
+// removeAdaptive removes every use of the adaptive options.
+func (e *sglangEdit) removeAdaptive() {
+	for _, use := range e.spec.Uses {
+		if use.Flag == FlagAdaptive || use.Flag == FlagAdaptiveConfig {
+			s, a := removeUse(e.cmd, use)
+			e.sp, e.ae = append(e.sp, s), append(e.ae, a)
+			e.ch = append(e.ch, Change{Flag: use.Flag, From: use.Value, To: "(removed)"})
 		}
 	}
-	var (
-		sp []splice
-		ae []argEdit
-		ch []Change
-	)
-	set := func(flag string, want int) (missing bool) {
-		uses := usesOf(spec, flag)
-		if len(uses) == 0 {
-			return true
-		}
-		old := uses[len(uses)-1]
-		changed := false
-		for _, use := range uses {
-			cur, err := pyInt(use)
-			if err == nil && cur == want {
-				continue
-			}
-			s, a := replaceValue(cmd, use, strconv.Itoa(want))
-			sp, ae = append(sp, s), append(ae, a)
-			changed = true
-		}
-		if changed {
-			ch = append(ch, Change{Flag: flag, From: strings.TrimSpace(old.Value), To: strconv.Itoa(want)})
-		}
-		return false
+}
+
+// setAdaptive turns adaptive speculation on with its config at path: the
+// flag added when the unit lacks it, the config's path set in every use of
+// its option or added when there is none.
+func (e *sglangEdit) setAdaptive(path string) {
+	if !e.spec.Adaptive {
+		e.add = append(e.add, [2]string{FlagAdaptive, ""})
 	}
-	var add [][2]string
-	if set(FlagSteps, n) {
-		add = append(add, [2]string{FlagSteps, strconv.Itoa(n)})
+	uses := usesOf(e.spec, FlagAdaptiveConfig)
+	if len(uses) == 0 {
+		e.add = append(e.add, [2]string{FlagAdaptiveConfig, path})
 	}
-	if addTopK {
-		add = append(add, [2]string{FlagTopK, strconv.Itoa(topk)})
-	} else if opts.TopK > 0 {
-		set(FlagTopK, topk)
-	}
-	if set(FlagDraftTokens, draft) {
-		add = append(add, [2]string{FlagDraftTokens, strconv.Itoa(draft)})
-	}
-	if opts.AdaptiveConfig == "" && (spec.Adaptive || spec.AdaptiveConfig != "") {
-		// A single setting: the unit no longer runs per load.
-		for _, use := range spec.Uses {
-			if use.Flag == FlagAdaptive || use.Flag == FlagAdaptiveConfig {
-				s, a := removeUse(cmd, use)
-				sp, ae = append(sp, s), append(ae, a)
-				ch = append(ch, Change{Flag: use.Flag, From: use.Value, To: "(removed)"})
-			}
+	changed := false
+	for _, use := range uses {
+		if use.Value == path {
+			continue
 		}
+		arg := &e.cmd.Args[use.ValueIndex]
+		i, j := use.ValueOffset, len(arg.Value)
+		e.sp = append(e.sp, splice{arg.ValueSpan(i, j), path})
+		e.ae = append(e.ae, argEdit{index: use.ValueIndex, vi: i, vj: j, text: path})
+		changed = true
 	}
-	if opts.AdaptiveConfig != "" {
-		if !spec.Adaptive {
-			add = append(add, [2]string{FlagAdaptive, ""})
-		}
-		uses := usesOf(spec, FlagAdaptiveConfig)
-		if len(uses) == 0 {
-			add = append(add, [2]string{FlagAdaptiveConfig, opts.AdaptiveConfig})
-		}
-		changed := false
-		for _, use := range uses {
-			if use.Value == opts.AdaptiveConfig {
-				continue
-			}
-			arg := &cmd.Args[use.ValueIndex]
-			i, j := use.ValueOffset, len(arg.Value)
-			sp = append(sp, splice{arg.ValueSpan(i, j), opts.AdaptiveConfig})
-			ae = append(ae, argEdit{index: use.ValueIndex, vi: i, vj: j, text: opts.AdaptiveConfig})
-			changed = true
-		}
-		if changed {
-			ch = append(ch, Change{Flag: FlagAdaptiveConfig, From: uses[len(uses)-1].Value, To: opts.AdaptiveConfig})
-		}
+	if changed {
+		e.ch = append(e.ch, Change{Flag: FlagAdaptiveConfig, From: uses[len(uses)-1].Value, To: path})
 	}
-	if opts.MaxRunningRequests > 0 && !setsOption(cmd.Argv(), FlagMaxRunning, len("--max-running")) {
-		add = append(add, [2]string{FlagMaxRunning, strconv.Itoa(opts.MaxRunningRequests)})
+}
+
+// insertAdded inserts the options to add after the last speculative one of
+// the unit u, each a change.
+func (e *sglangEdit) insertAdded(u *Unit) {
+	if len(e.add) == 0 {
+		return
 	}
-	if len(add) > 0 {
-		last, _ := lastUse(spec)
-		s, a := insertAfter(eff.Engine.Unit, cmd, last, add)
-		sp, ae = append(sp, s), append(ae, a)
-		for _, o := range add {
-			ch = append(ch, Change{Flag: o[0], To: o[1]})
-		}
+	last, _ := lastUse(e.spec)
+	s, a := insertAfter(u, e.cmd, last, e.add)
+	e.sp, e.ae = append(e.sp, s), append(e.ae, a)
+	for _, o := range e.add {
+		e.ch = append(e.ch, Change{Flag: o[0], To: o[1]})
 	}
-	return sp, ae, ch, nil
 }
 
 func planVLLM(eff *Effective, spec Spec, n int, opts Options) ([]splice, []argEdit, []Change, error) {

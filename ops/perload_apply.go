@@ -1,0 +1,155 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/opsbot/opsbot/ops/systemd"
+	"github.com/opsbot/opsbot/ops/unit"
+)
+
+// ApplyPerLoad is `mtp per-load [SERVICE] TABLE`: it deploys the engine's
+// per-load form of rows (the TABLE a per-load tune proposes) through the mtp
+// steps pipeline: stop, clear the GPUs, write SGLang's adaptive config file
+// (atomically, at services.NAME.adaptive_config) and then the unit (or, for
+// vLLM, the unit with its per-batch table), daemon-reload, start, wait until
+// ready, verify that the engine runs it (/server_info's
+// speculative_adaptive and its config path; vLLM's draft positions), then
+// benchmark at each concurrency of the rows. When the new unit cannot be made
+// to serve or does not run per load, the unit and the file are both put back
+// (a file the change created is removed) and started again; `mtp undo`
+// restores both. rows: ascending concurrencies, each with its steps first in
+// Candidates or alone; SGLang starts at the first row's steps. For SGLang, a
+// row above its cap of 48 running requests with speculation that keeps
+// speculation on (steps above 0) makes the unit raise the cap to the largest
+// concurrency (--max-running-requests N, added when the unit does not set
+// it); when that start runs out of GPU memory the change is rolled back as
+// any other and the error gives the command that applies the table without
+// the raise (the rows up to 48). Each benchmark line says how many requests
+// queued at its concurrency (SGLang's /server_info max_running_requests).
+func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLoadRow, dryRun bool, rep Reporter) (*Result, error) {
+	if err := checkRows(rows); err != nil {
+		return &Result{Incidents: []string{}}, fmt.Errorf("mtp per-load %s: %w; nothing was changed", service, err)
+	}
+	t, err := r.target(service)
+	if err != nil {
+		return nil, err
+	}
+	if t.cfg.AdaptiveConfig == "" && t.cfg.Engine != "vllm" {
+		return &Result{Incidents: []string{}}, fmt.Errorf("mtp per-load %s: services.%s.adaptive_config is not set; nothing was changed", service, service)
+	}
+	set := Setting{Steps: rows[0].Steps, perLoad: &perLoadSet{rows}}
+	res, err := r.mtpSet(ctx, service, set, dryRun, false, rep)
+	if err != nil && res != nil && res.did.restored {
+		err = capDidNotFit(service, rows, res, err)
+	}
+	if err != nil || dryRun {
+		return res, err
+	}
+	at := make([]int, len(rows))
+	for i, row := range rows {
+		at[i] = row.Concurrency
+	}
+	// SGLang says how many requests it runs at once: those above queue.
+	running := 0
+	if res.Spec != nil && res.Spec.Engine != unit.VLLM {
+		if info, err := t.eng.ServerInfo(ctx); err == nil {
+			if v, ok := info.Raw["max_running_requests"].(json.Number); ok {
+				if n, err := v.Int64(); err == nil {
+					running = int(n)
+				}
+			}
+		}
+	}
+	var lines []string
+	for _, c := range at {
+		if err := windDown(ctx); err != nil {
+			return res, fmt.Errorf("benchmarks stopped: %w; %s serves the per-load configuration", err, service)
+		}
+		res.Bench = nil
+		bp := BenchParams{Concurrency: c, Prompts: max(c, r.withBenchDefaults(BenchParams{}).Prompts)}
+		b, err := r.benchmark(ctx, t, bp, res, prefixed(rep, fmt.Sprintf("at %d: ", c)))
+		pt := SweepPoint{Steps: set.Steps, Concurrency: c, OK: err == nil, Spec: res.Spec}
+		if res.Bench != nil {
+			pt.Bench = res.Bench
+			pt.OutputTokS, pt.PerStreamTokS, pt.AcceptLen, pt.AcceptRate = res.Bench.OutputTokS, res.Bench.PerStreamTokS, res.Bench.AcceptLen, res.Bench.AcceptRate
+		}
+		if err != nil {
+			pt.Error = err.Error()
+			res.AddIncident(IncidentBenchFailed)
+			if ctx.Err() != nil {
+				return res, err
+			}
+		}
+		res.Points = append(res.Points, pt)
+		line := fmt.Sprintf("concurrency %d: %s", c, b)
+		switch {
+		case running > 0 && c > running:
+			line += fmt.Sprintf("; %d of %d requests queued (the engine runs at most %d at once)", c-running, c, running)
+		case running > 0:
+			line += fmt.Sprintf("; no requests queued (the engine runs up to %d at once)", running)
+		}
+		lines = append(lines, line)
+	}
+	res.Details = append(res.Details, lines...)
+	res.Summary = fmt.Sprintf("%s now runs per load (%s); `mtp undo %s` puts back the unit and the file", service, perLoadWords(rows), service)
+	return res, nil
+}
+
+// capDidNotFit is err of a per-load change that was rolled back and serves
+// again, saying, when it raised SGLang's running-request cap and the start
+// ran out of GPU memory on clear GPUs (settings_do_not_fit), that the raised
+// cap did not fit (SGLang captures CUDA graphs for batches up to it) and the
+// command that applies the table without it; else err as it is.
+func capDidNotFit(service string, rows []PerLoadRow, res *Result, err error) error {
+	n := raisesCap(res.Unit)
+	var se *StartError
+	if n == 0 || !errors.As(err, &se) || se.Diag.Cause != systemd.CauseSettingsDoNotFit {
+		return err
+	}
+	msg := fmt.Sprintf("%v. The raised cap %s %d did not fit in GPU memory (SGLang captures CUDA graphs for batches up to it, each as wide as the largest candidate steps + 1)",
+		err, unit.FlagMaxRunning, n)
+	if within := withinCap(rows); len(within) > 0 {
+		msg += fmt.Sprintf(": apply the table without it, keeping SGLang's cap of %d (the slots above %d are then never used): `mtp per-load %s %s`",
+			sglangSpecCap, sglangSpecCap, service, perLoadWords(within))
+	} else {
+		msg += fmt.Sprintf(": every row of the table is above SGLang's cap of %d; give a table from a lower concurrency, or fewer steps", sglangSpecCap)
+	}
+	return &capError{msg: msg, err: err}
+}
+
+// capError is a per-load change's error with what to apply instead; it
+// unwraps to the change's error.
+type capError struct {
+	msg string
+	err error
+}
+
+func (e *capError) Error() string { return e.msg }
+
+func (e *capError) Unwrap() error { return e.err }
+
+// checkRows checks a per-load table: concurrencies ascending from 1 up,
+// steps and candidates within 0..32, the first row's steps at least 1 (the
+// steps the engine starts with).
+func checkRows(rows []PerLoadRow) error {
+	if len(rows) == 0 {
+		return errors.New("the table is empty")
+	}
+	for i, row := range rows {
+		if row.Concurrency < 1 || (i > 0 && row.Concurrency <= rows[i-1].Concurrency) {
+			return fmt.Errorf("concurrencies must rise from 1 or more, each once: %s", perLoadWords(rows))
+		}
+		for _, n := range append([]int{row.Steps}, row.Candidates...) {
+			if n < 0 || n > 32 {
+				return fmt.Errorf("steps %d at concurrency %d: use 0..32", n, row.Concurrency)
+			}
+		}
+	}
+	if rows[0].Steps < 1 {
+		return fmt.Errorf("the first concurrency's steps are the steps the engine starts with: at least 1")
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+)
+
+// perLoadSearch is the measuring of a per-load tune: each steps value tried
+// is deployed once through the mtp steps pipeline and benchmarked at every
+// concurrency of at on that start, its points, restart and value recorded in
+// res.
+type perLoadSearch struct {
+	r       *Runbook
+	t       *target
+	service string
+	at      []int // the concurrencies, ascending
+	res     *Result
+	rep     Reporter
+	memo    map[int][]float64 // tok/s by steps, one figure per concurrency of at (-Inf: failed)
+}
+
+// run searches each concurrency of at in turn for its fastest steps value
+// within from..to: a golden-section search at the lowest, then at each
+// higher one a climb from the best value already measured, within from up
+// to the value the concurrency before found. Each concurrency adds a line
+// to res.Details. An error ends the search (ctx's end, or a wind-down).
+func (s *perLoadSearch) run(ctx context.Context, from, to int) error {
+	hi := to
+	for ci, c := range s.at {
+		f := func(n int) (float64, error) {
+			v, err := s.measure(ctx, n)
+			if err != nil {
+				return 0, err
+			}
+			return v[ci], nil
+		}
+		before := len(s.res.Tried)
+		var err error
+		if ci == 0 {
+			_, _, err = goldenMax(from, hi, f, nil)
+		} else {
+			_, err = climbMax(from, hi, bestMeasured(s.memo, ci, from, hi), f)
+		}
+		if err != nil {
+			return err
+		}
+		found := bestMeasured(s.memo, ci, from, hi)
+		how := fmt.Sprintf("a golden-section search over %d..%d", from, hi)
+		if ci > 0 {
+			how = fmt.Sprintf("a climb within %d..%d from the best value measured there", from, hi)
+		}
+		s.res.Details = append(s.res.Details, fmt.Sprintf("concurrency %d: %s found steps %d (%s); %d new values measured",
+			c, how, found, tokText(s.memo[found][ci]), len(s.res.Tried)-before))
+		hi = max(found, from+1)
+	}
+	return nil
+}
+
+// measure is steps value n's tok/s at each concurrency of at (-Inf where it
+// failed), measured once and then remembered. A value that fails to serve is
+// not an error; ctx's end or a wind-down is.
+func (s *perLoadSearch) measure(ctx context.Context, n int) ([]float64, error) {
+	if v, ok := s.memo[n]; ok {
+		return v, nil
+	}
+	if err := windDown(ctx); err != nil {
+		return nil, err
+	}
+	pts, restarted, err := s.r.sweepValue(ctx, s.t, s.service, Setting{Steps: n}, s.at, s.res, s.rep)
+	if restarted {
+		s.res.Restarts++
+	}
+	s.res.Points = append(s.res.Points, pts...)
+	s.res.Tried = append(s.res.Tried, n)
+	v := make([]float64, len(s.at))
+	for i := range v {
+		v[i] = math.Inf(-1)
+	}
+	for _, p := range pts {
+		if i := slices.Index(s.at, p.Concurrency); i >= 0 && p.OK {
+			v[i] = p.OutputTokS
+		}
+	}
+	s.memo[n] = v
+	if err != nil && ctx.Err() != nil {
+		return v, err
+	}
+	return v, nil
+}
+
+// goldenMax is the integer golden-section search over a..b for the value
+// with the highest f (a failed value is -Inf); once at most three values are
+// left each is measured. narrowed (may be nil) is told each step: the two
+// values compared, their figures, the range searched and the range left. It
+// returns the range it ended on; an error of f ends the search.
+func goldenMax(a, b int, f func(int) (float64, error), narrowed func(m1 int, f1 float64, m2 int, f2 float64, from, to [2]int)) (int, int, error) {
+	for b-a > 2 {
+		step := max(1, int(math.Round(float64(b-a)*golden)))
+		m1, m2 := a+step, b-step
+		if m1 >= m2 {
+			m2 = m1 + 1
+		}
+		f1, err := f(m1)
+		if err != nil {
+			return a, b, err
+		}
+		f2, err := f(m2)
+		if err != nil {
+			return a, b, err
+		}
+		from := [2]int{a, b}
+		if f1 < f2 {
+			a = m1
+		} else {
+			b = m2
+		}
+		if narrowed != nil {
+			narrowed(m1, f1, m2, f2, from, [2]int{a, b})
+		}
+	}
+	for n := a; n <= b; n++ {
+		if _, err := f(n); err != nil {
+			return a, b, err
+		}
+	}
+	return a, b, nil
+}
+
+// bestMeasured is the steps value in lo..hi with the highest figure at
+// concurrency index ci among those measured (lo when none is).
+func bestMeasured(memo map[int][]float64, ci, lo, hi int) int {
+	best, bestV := lo, math.Inf(-1)
+	for n := lo; n <= hi; n++ {
+		if v, ok := memo[n]; ok && v[ci] > bestV {
+			best, bestV = n, v[ci]
+		}
+	}
+	return best
+}
+
+// climbMax climbs from start to a local maximum of f within lo..hi: it
+// measures the neighbours of the current value and moves to the better one
+// until neither is better by more than PerLoadNoise (values that close are
+// the same to a benchmark, and the proposal offers them as candidates).
+// Throughput over steps has one peak: from a value near it a few neighbours
+// settle it.
+func climbMax(lo, hi, start int, f func(int) (float64, error)) (int, error) {
+	cur := start
+	v, err := f(cur)
+	if err != nil {
+		return 0, err
+	}
+	for {
+		next, nextV := cur, v
+		for _, n := range []int{cur - 1, cur + 1} {
+			if n < lo || n > hi {
+				continue
+			}
+			w, err := f(n)
+			if err != nil {
+				return 0, err
+			}
+			if w > nextV && w > v*(1+PerLoadNoise) {
+				next, nextV = n, w
+			}
+		}
+		if next == cur {
+			return cur, nil
+		}
+		cur, v = next, nextV
+	}
+}
+
+// perLoadRows builds the rows from the measurements: the best steps at each
+// concurrency, its near-best candidates, and the gain over the best single
+// setting (the one with the highest mean tok/s relative to each best). nil
+// when some concurrency has no successful value.
+func perLoadRows(at []int, memo map[int][]float64, pts []SweepPoint) *PerLoad {
+	steps := make([]int, 0, len(memo))
+	for n := range memo {
+		steps = append(steps, n)
+	}
+	sort.Ints(steps)
+	pl := &PerLoad{}
+	bests := make([]float64, len(at))
+	for ci, c := range at {
+		row := PerLoadRow{Concurrency: c, OutputTokS: math.Inf(-1)}
+		for _, n := range steps {
+			if v := memo[n][ci]; v > row.OutputTokS {
+				row.Steps, row.OutputTokS = n, v
+			}
+		}
+		if math.IsInf(row.OutputTokS, -1) {
+			return nil
+		}
+		bests[ci] = row.OutputTokS
+		row.Candidates = []int{row.Steps}
+		type near struct {
+			n int
+			v float64
+		}
+		var ns []near
+		for _, n := range steps {
+			if v := memo[n][ci]; n != row.Steps && v >= row.OutputTokS*(1-PerLoadNoise) {
+				ns = append(ns, near{n, v})
+			}
+		}
+		sort.Slice(ns, func(i, j int) bool { return ns[i].v > ns[j].v })
+		for _, x := range ns[:min(len(ns), perLoadCandidates-1)] {
+			row.Candidates = append(row.Candidates, x.n)
+		}
+		for _, p := range pts {
+			if p.OK && p.Steps == row.Steps && p.Concurrency == c {
+				row.AcceptLen, row.AcceptRate = p.AcceptLen, p.AcceptRate
+			}
+		}
+		pl.Rows = append(pl.Rows, row)
+	}
+	bestMean := math.Inf(-1)
+	for _, n := range steps {
+		mean := 0.0
+		for ci := range at {
+			mean += memo[n][ci] / bests[ci]
+		}
+		if mean > bestMean {
+			pl.Single, bestMean = n, mean
+		}
+	}
+	for ci := range pl.Rows {
+		row := &pl.Rows[ci]
+		row.SingleTokS = memo[pl.Single][ci]
+		if row.SingleTokS > 0 {
+			row.GainPct = 100 * (row.OutputTokS/row.SingleTokS - 1)
+		}
+	}
+	return pl
+}
