@@ -32,14 +32,14 @@ type Runbooks struct {
 
 var _ Backend = (*Runbooks)(nil)
 
-// Run runs cmd on the runbook in effect.
-func (r *Runbooks) Run(ctx context.Context, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
+// Run runs cmd on the runbook in effect, bound to hold.
+func (r *Runbooks) Run(ctx context.Context, hold ops.JobHold, cmd *commands.Command, rep ops.Reporter) (*ops.Result, error) {
 	rb := r.take()
 	if rb == nil {
 		return nil, errors.New("no hosts are configured: add hosts and services to the config (or run with --lab)")
 	}
 	defer r.done(rb)
-	return rb.Run(ctx, cmd, rep)
+	return rb.Run(ctx, hold, cmd, rep)
 }
 
 // take returns the runbook in effect, counted as used by one more job.

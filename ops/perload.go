@@ -154,7 +154,7 @@ func (r *Runbook) TunePerLoad(ctx context.Context, service string, o PerLoadOpti
 		if v, ok := memo[n]; ok {
 			return v, nil
 		}
-		if err := windDown(ctx); err != nil {
+		if err := r.windDown(); err != nil {
 			return nil, err
 		}
 		pts, restarted, err := r.sweepValue(ctx, t, service, Setting{Steps: n}, at, res, rep)
@@ -779,7 +779,7 @@ func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLo
 	}
 	var lines []string
 	for _, c := range at {
-		if err := windDown(ctx); err != nil {
+		if err := r.windDown(); err != nil {
 			return res, fmt.Errorf("benchmarks stopped: %w; %s serves the per-load configuration", err, service)
 		}
 		res.Bench = nil
