@@ -68,23 +68,3 @@ func checkHold(hold Hold, what string) error {
 	}
 	return nil
 }
-
-type holdKey struct{}
-
-// WithHold returns ctx carrying check, which Run and WriteFileAtomic call
-// right before they send anything to a host (see Guarded, which replaces it).
-func WithHold(ctx context.Context, check func() error) context.Context {
-	return context.WithValue(ctx, holdKey{}, check)
-}
-
-// ctxHold is the hold WithHold put on ctx, if any.
-func ctxHold(ctx context.Context, hold Hold) Hold {
-	if check, _ := ctx.Value(holdKey{}).(func() error); check != nil && hold == nil {
-		return checkFunc(check)
-	}
-	return hold
-}
-
-type checkFunc func() error
-
-func (f checkFunc) Check() error { return f() }

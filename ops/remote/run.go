@@ -42,7 +42,7 @@ func (h *Host) run(ctx context.Context, hold Hold, stdin []byte, argv []string) 
 		if err := ctx.Err(); err != nil {
 			return Output{}, fmt.Errorf("%s: %w", what, err)
 		}
-		if err := checkHold(ctxHold(ctx, hold), what); err != nil {
+		if err := checkHold(hold, what); err != nil {
 			return Output{}, err
 		}
 		c, err := h.client(ctx)

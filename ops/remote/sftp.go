@@ -148,7 +148,7 @@ func (h *Host) writeFileAtomic(ctx context.Context, hold Hold, name string, data
 	if name == "" || path.Base(name) == "/" || path.Base(name) == "." {
 		return fmt.Errorf("write file on %s: bad path %q", h.cfg.Name, name)
 	}
-	if err := checkHold(ctxHold(ctx, hold), "write "+name+" on "+h.cfg.Name); err != nil {
+	if err := checkHold(hold, "write "+name+" on "+h.cfg.Name); err != nil {
 		return err
 	}
 	var rnd [8]byte
