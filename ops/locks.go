@@ -123,9 +123,10 @@ func (p *ProcessLocker) LockFor(ctx context.Context, key string, _ int64, onWait
 }
 
 // holdNode holds t's physical node for r's job (see For) for a mutating
-// window (stop through ready) and returns its unlock. It reports nothing when the node is free at once;
-// when another job holds it, a "wait for node" step says who and how long the
-// wait took. On ctx end it returns the step's error and holds nothing.
+// window (stop through ready) and returns its unlock. It reports nothing
+// when the node is free at once; when another job holds it, a "wait for
+// node" step says who and how long the wait took. On ctx end it returns the
+// step's error and holds nothing.
 func (r *Runbook) holdNode(ctx context.Context, t *target, rep Reporter) (func(), error) {
 	var (
 		mu sync.Mutex
