@@ -61,11 +61,20 @@ func (c *recChat) thread(id string) (edits, replies []Message) {
 	return append([]Message(nil), c.edits[id]...), append([]Message(nil), c.reps[id]...)
 }
 
-// pipelineFunc is a Backend made of a function: the tests' own pipelines.
+// pipelineFunc is a Backend made of a function: the tests' own pipelines,
+// for those that need not see the job's hold (heldFunc's do).
 type pipelineFunc func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error)
 
-func (f pipelineFunc) Run(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+func (f pipelineFunc) Run(ctx context.Context, _ ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 	return f(ctx, cmd, rep)
+}
+
+// heldFunc is a Backend made of a function that sees the hold its job runs
+// under.
+type heldFunc func(ctx context.Context, hold ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error)
+
+func (f heldFunc) Run(ctx context.Context, hold ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	return f(ctx, hold, cmd, rep)
 }
 
 type harness struct {

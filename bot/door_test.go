@@ -449,15 +449,15 @@ func TestStoreRefusingWritesMidJob(t *testing.T) {
 	t.Parallel()
 	filled := make(chan struct{})
 	var wound atomic.Value
-	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	backend := heldFunc(func(ctx context.Context, hold ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		rep.Report(ops.Event{Step: "stop", Status: ops.StepDone, Message: "stopped"})
 		<-filled
 		rep.Report(ops.Event{Step: "start", Status: ops.StepDone, Message: "started the previous unit again"})
 		deadline := time.Now().Add(10 * time.Second)
-		for ops.WindDownAsked(ctx) == nil && time.Now().Before(deadline) {
+		for hold.WindDownAsked() == nil && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
-		err := ops.WindDownAsked(ctx)
+		err := hold.WindDownAsked()
 		wound.Store(fmt.Sprint(err))
 		return &ops.Result{Summary: "qwen serves steps 3 as before"}, fmt.Errorf("stopped before the write: %w; the unit is unchanged and serves again", err)
 	})

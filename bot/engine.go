@@ -15,17 +15,19 @@ import (
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops"
-	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/store"
 )
 
-// Backend runs the pipeline of a job command. It reports progress through rep
-// and returns the result, or an error that says why the job could not finish
-// (the result may be non-nil with an error: what was done before it failed).
-// Run must honour ctx: on cancel or timeout it stops and leaves the host in a
-// known state.
+// Backend runs the pipeline of a job command under the job's hold (the zero
+// ops.JobHold outside a job): on a Runbook bound to it (ops.Runbook.For),
+// so that every host command and write checks it, the node locks are held
+// for its job, and the pipeline winds down when it asks. It reports
+// progress through rep and returns the result, or an error that says why
+// the job could not finish (the result may be non-nil with an error: what
+// was done before it failed). Run must honour ctx: on cancel or timeout it
+// stops and leaves the host in a known state.
 type Backend interface {
-	Run(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error)
+	Run(ctx context.Context, hold ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error)
 }
 
 // EngineOptions configure a job Engine.
@@ -371,14 +373,14 @@ func forService(s string) string {
 	return " " + s
 }
 
-// lockService holds svc for job r until release: as a store lease with
-// Leases, else within this process. It waits (telling the thread once who
-// holds it) until the service is free or ctx ends.
-func (e *Engine) lockService(ctx, bg context.Context, r *jobRun, th *thread, svc string) (release func(), err error) {
+// lockService holds svc for job r until the hold's Release: as a store
+// lease with Leases, else within this process. It waits (telling the thread
+// once who holds it) until the service is free or ctx ends.
+func (e *Engine) lockService(ctx, bg context.Context, r *jobRun, th *thread, svc string) (*ops.Hold, error) {
 	waiting := func(holder string) {
 		th.queued(bg, fmt.Sprintf("waiting for %s: %s is changing it", svc, holder))
 	}
-	hold, err := e.locker().Lock(ctx, "service:"+svc, waiting)
+	hold, err := e.locker().LockFor(ctx, "service:"+svc, r.job.ID, waiting)
 	if err != nil {
 		return nil, err
 	}
@@ -388,7 +390,7 @@ func (e *Engine) lockService(ctx, bg context.Context, r *jobRun, th *thread, svc
 			e.log.Warn("report the previous holder's job", "job", r.job.ID, "err", err)
 		}
 	}
-	return hold.Release, nil
+	return hold, nil
 }
 
 // locker is the engine's one ops.Locker: the store leases, or within this
@@ -417,20 +419,20 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 	defer th.close()
 	th.post(bg)
 
-	// The pipeline's node locks find the job in its context.
-	ctx = withJobID(ctx, r.job.ID)
+	// The pipeline runs under the job's hold: its node locks are held for
+	// the job, and it winds down when the store refuses writes.
+	jh := ops.JobHold{JobID: r.job.ID, WindDown: r.storeRefusedErr}
 	if l := e.opts.Leases; l != nil {
 		// Every host command checks the hold right before it is sent.
 		r.hold = func() error { return l.Check(r.job.ID) }
-		ctx = remote.WithHold(ctx, r.hold)
+		jh.Held = r.hold
 		defer l.forgetJob(r.job.ID)
 	}
-	ctx = ops.WithWindDown(ctx, r.storeRefusedErr)
 	// Hold the service for the whole run (released even on panic or cancel).
 	lockWait := time.Duration(0)
 	if svc := commands.LockedService(r.cmd); svc != "" {
 		t0 := time.Now()
-		release, err := e.lockService(ctx, bg, r, th, svc)
+		hold, err := e.lockService(ctx, bg, r, th, svc)
 		if err != nil {
 			if ctx.Err() == nil {
 				err = fmt.Errorf("hold %s for job #%d: %w", svc, r.job.ID, err)
@@ -438,7 +440,8 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 			e.finish(bg, r, th, nil, err)
 			return
 		}
-		defer release()
+		defer hold.Release()
+		jh.Epoch = hold.Epoch
 		lockWait = time.Since(t0)
 	}
 	if err := e.opts.Store.StartJob(bg, r.job.ID); err != nil {
@@ -460,7 +463,7 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 	}
 	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("timed out after %s", timeout))
 	defer cancel()
-	res, err := e.runPipeline(runCtx, r, th)
+	res, err := e.runPipeline(runCtx, r, th, jh)
 	if err != nil && runCtx.Err() != nil {
 		err = &jobStopped{cause: context.Cause(runCtx), err: err}
 	}
@@ -481,7 +484,8 @@ func (s *jobStopped) Error() string {
 }
 func (s *jobStopped) Unwrap() []error { return []error{s.cause, s.err} }
 
-func (e *Engine) runPipeline(ctx context.Context, r *jobRun, th *thread) (res *ops.Result, err error) {
+// runPipeline runs r's pipeline on the backend, bound to the job's hold.
+func (e *Engine) runPipeline(ctx context.Context, r *jobRun, th *thread, hold ops.JobHold) (res *ops.Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			e.log.Error("job panicked", "job", r.job.ID, "panic", p, "stack", string(debug.Stack()))
@@ -493,7 +497,7 @@ func (e *Engine) runPipeline(ctx context.Context, r *jobRun, th *thread) (res *o
 	if !ok {
 		return nil, fmt.Errorf("%q is not a host command", r.cmd.Spec().Path)
 	}
-	return e.opts.Backend.Run(ctx, job, r.safe)
+	return e.opts.Backend.Run(ctx, hold, job, r.safe)
 }
 
 func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Result, err error) {

@@ -28,8 +28,8 @@ import (
 // A lease lost while held (this process stalled past the expiry and
 // another took it over) is noticed at the next heartbeat and reported to the
 // engine, which stops the job that held it. Leases is safe for concurrent
-// use; it implements ops.NodeLocker, taking the job from the context the
-// engine gives the pipeline.
+// use; it implements ops.Locker, holding each key for the job the engine
+// or the pipeline names (JobHold.JobID).
 type Leases struct {
 	st    *store.Store
 	owner store.Owner
@@ -377,13 +377,17 @@ func (l *Leases) describe(h store.Lease) string {
 	return h.Holder()
 }
 
-// Lock implements ops.Locker with the store lease key, held by the job
-// whose context this is (none for a leader: the scheduler, the watchdog, a
-// Matrix sync). The hold carries the lease's epoch; it is marked lost when
-// the heartbeat finds the lease taken over, and its Check fails once the
-// leases were not renewed for the TTL less a margin.
+// Lock holds the store lease key for this process itself, for no job: a
+// leader's (the scheduler, the watchdog, a Matrix sync). See LockFor.
 func (l *Leases) Lock(ctx context.Context, key string, onWait func(holder string)) (*ops.Hold, error) {
-	jobID := jobIDFrom(ctx)
+	return l.LockFor(ctx, key, 0, onWait)
+}
+
+// LockFor implements ops.Locker with the store lease key, held by job jobID
+// (0: none, a leader). The hold carries the lease's epoch; it is marked
+// lost when the heartbeat finds the lease taken over, and its Check fails
+// once the leases were not renewed for the TTL less a margin.
+func (l *Leases) LockFor(ctx context.Context, key string, jobID int64, onWait func(holder string)) (*ops.Hold, error) {
 	release, a, err := l.Acquire(ctx, key, jobID, onWait)
 	if err != nil {
 		return nil, err
@@ -464,17 +468,4 @@ func machineID(host string) string {
 		return ""
 	}
 	return host + "/" + strings.TrimSpace(string(boot)) + "/" + ns
-}
-
-// jobKey is the context key of the job a pipeline runs for.
-type jobKey struct{}
-
-func withJobID(ctx context.Context, id int64) context.Context {
-	return context.WithValue(ctx, jobKey{}, id)
-}
-
-// jobIDFrom returns the job the context belongs to, or 0.
-func jobIDFrom(ctx context.Context) int64 {
-	id, _ := ctx.Value(jobKey{}).(int64)
-	return id
 }

@@ -66,7 +66,7 @@ func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
 	release := make(chan struct{})
 	running := make(chan string, 4)
 	pipeline := func(h *harness) Backend {
-		return pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+		return heldFunc(func(ctx context.Context, jh ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 			s := span{job: commands.Text(cmd), start: time.Now()}
 			defer func() {
 				s.end = time.Now()
@@ -81,12 +81,15 @@ func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
 			}
 			held := false
 			for _, l := range ls {
-				held = held || (l.Key == "service:"+commands.Where(cmd).Service && l.JobID == jobIDFrom(ctx) && l.Owner == h.eng.opts.Leases.Owner().ID)
+				held = held || (l.Key == "service:"+commands.Where(cmd).Service && l.JobID == jh.JobID && l.Owner == h.eng.opts.Leases.Owner().ID)
 			}
 			if !held {
 				return nil, fmt.Errorf("service lease not held by this job: %+v", ls)
 			}
-			hold, err := h.eng.opts.Leases.Lock(ctx, "node:pve", nil)
+			if jh.Epoch < 1 || jh.Check() != nil {
+				return nil, fmt.Errorf("job hold: epoch %d, check %v", jh.Epoch, jh.Check())
+			}
+			hold, err := h.eng.opts.Leases.LockFor(ctx, "node:pve", jh.JobID, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -99,7 +102,7 @@ func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
 			}
 			nodeHeld := false
 			for _, l := range ls {
-				nodeHeld = nodeHeld || (l.Key == "node:pve" && l.JobID == jobIDFrom(ctx))
+				nodeHeld = nodeHeld || (l.Key == "node:pve" && l.JobID == jh.JobID)
 			}
 			hold.Release()
 			if !nodeHeld {

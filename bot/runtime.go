@@ -32,17 +32,14 @@ type Runbooks struct {
 
 var _ Backend = (*Runbooks)(nil)
 
-// Run runs cmd on the runbook in effect.
-func (r *Runbooks) Run(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+// Run runs cmd on the runbook in effect, bound to hold.
+func (r *Runbooks) Run(ctx context.Context, hold ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 	rb := r.take()
 	if rb == nil {
 		return nil, errors.New("no hosts are configured: add hosts and services to the config (or run with --lab)")
 	}
 	defer r.done(rb)
-	if rep == nil {
-		rep = ops.Discard
-	}
-	return cmd.Run(ctx, rb, rep)
+	return runOn(ctx, rb, hold, cmd, rep)
 }
 
 // take returns the runbook in effect, counted as used by one more job.
@@ -264,9 +261,15 @@ func RunbookBackend(rb *ops.Runbook) Backend { return fixedRunbook{rb} }
 
 type fixedRunbook struct{ rb *ops.Runbook }
 
-func (f fixedRunbook) Run(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+func (f fixedRunbook) Run(ctx context.Context, hold ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	return runOn(ctx, f.rb, hold, cmd, rep)
+}
+
+// runOn runs cmd's pipeline on rb bound to the job's hold (ops.Runbook.For;
+// the zero JobHold outside a job).
+func runOn(ctx context.Context, rb *ops.Runbook, hold ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 	if rep == nil {
 		rep = ops.Discard
 	}
-	return cmd.Run(ctx, f.rb, rep)
+	return cmd.Run(ctx, rb.For(hold), rep)
 }

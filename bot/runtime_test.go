@@ -64,7 +64,7 @@ func TestReloadClosesReplacedRunbook(t *testing.T) {
 	}
 	run := func() {
 		t.Helper()
-		if _, err := rbs.Run(ctx, show.(commands.Job), ops.Discard); err != nil {
+		if _, err := rbs.Run(ctx, ops.JobHold{}, show.(commands.Job), ops.Discard); err != nil {
 			t.Fatalf("mtp show: %v", err)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 
 // When opsbot's store refuses writes mid-job (a full disk, a read-only
 // file, an I/O error), a job makes no new change and leaves its service
-// serving (ops.WithWindDown), says so in its thread at once, keeps what it
+// serving (ops.JobHold.WindDown), says so in its thread at once, keeps what it
 // could not record, and records it, failed and naming the store, once the
 // store takes writes again. /readyz names the store meanwhile
 // (store.Ping), and opsbot_store_write_errors_total counts the refusals.

@@ -236,7 +236,7 @@ func (w *Watchdog) look(ctx context.Context, name string) seen {
 	if err != nil {
 		return seen{service: name, err: err}
 	}
-	res, err := w.backend().Run(ctx, cmd.(commands.Job), ops.Discard)
+	res, err := w.backend().Run(ctx, ops.JobHold{}, cmd.(commands.Job), ops.Discard)
 	return seen{service: name, res: res, err: err}
 }
 
@@ -307,7 +307,7 @@ func (w *Watchdog) diagnose(ctx context.Context, service string) string {
 	if err != nil {
 		return ""
 	}
-	res, err := w.backend().Run(ctx, cmd.(commands.Job), ops.Discard)
+	res, err := w.backend().Run(ctx, ops.JobHold{}, cmd.(commands.Job), ops.Discard)
 	if err != nil || res == nil {
 		return ""
 	}

@@ -38,7 +38,7 @@ func (f *fakeHosts) set(svc string, s ops.ServiceState) {
 	f.state[svc] = s
 }
 
-func (f *fakeHosts) Run(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+func (f *fakeHosts) Run(ctx context.Context, _ ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.state[commands.Where(cmd).Service]

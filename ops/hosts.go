@@ -1,8 +1,10 @@
 package ops
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/opsbot/opsbot/ops/engine"
 	"github.com/opsbot/opsbot/ops/gpu"
@@ -15,11 +17,13 @@ import (
 // engine HTTP client per service. Its methods are safe for concurrent use; the
 // job engine makes sure only one job runs per service at a time, and every
 // pipeline holds the service's physical node (Config.NodeLocks) for its
-// mutating window.
+// mutating window. A job's pipeline runs on the Runbook bound to the job's
+// hold (For).
 type Runbook struct {
 	cfg     Config
 	pool    *remote.Pool
 	targets map[string]*target
+	hold    JobHold // the job it runs for (For); zero: none
 }
 
 // SSHStats reports each host's SSH connection state and failed dials.
@@ -75,13 +79,16 @@ func (r *Runbook) Close() error {
 type target struct {
 	name     string
 	cfg      ServiceConfig
-	host     *remote.Host // runs systemd and the engine
-	node     *remote.Host // sees host PIDs of GPU processes: the Proxmox node, or host itself
-	nodeName string       // the physical node: what NodeLocks holds
+	host     hostIO // runs systemd and the engine
+	node     hostIO // sees host PIDs of GPU processes: the Proxmox node, or host itself
+	nodeName string // the physical node: what NodeLocks holds
 	unit     systemd.Service
 	eng      *engine.Client  // one per service, reused across jobs
 	dial     engine.DialFunc // how eng and the benchmark reach the URL (engineDial); nil = directly
 	scope    gpu.Scope       // whose processes are the service's
+
+	// sshHost and sshNode are host and node unguarded: what guard binds.
+	sshHost, sshNode *remote.Host
 }
 
 func (r *Runbook) newTarget(name string, sc ServiceConfig) (*target, error) {
@@ -90,17 +97,34 @@ func (r *Runbook) newTarget(name string, sc ServiceConfig) (*target, error) {
 		return nil, err
 	}
 	dial := engineDial(sc, h)
-	t := &target{name: name, cfg: sc, host: h, node: h, nodeName: sc.Host,
+	t := &target{name: name, cfg: sc, host: h, node: h, nodeName: sc.Host, sshHost: h, sshNode: h,
 		unit: systemd.Service{R: h, Unit: sc.Unit, Poll: r.cfg.Poll}, eng: engine.NewVia(sc.URL, dial), dial: dial,
 		scope: gpu.Scope{Unit: sc.Unit}}
 	if sc.ProxmoxNode != "" {
-		if t.node, err = r.pool.Host(sc.ProxmoxNode); err != nil {
+		if t.sshNode, err = r.pool.Host(sc.ProxmoxNode); err != nil {
 			return nil, fmt.Errorf("proxmox node: %w", err)
 		}
-		t.nodeName = sc.ProxmoxNode
+		t.node, t.nodeName = t.sshNode, sc.ProxmoxNode
 		t.scope.VMID, t.scope.Container = sc.VMID, sc.Host
 	}
 	return t, nil
+}
+
+// hostIO is what a pipeline does on a host: a *remote.Host, or one guarded
+// by the job's hold (*remote.Guarded).
+type hostIO interface {
+	Run(ctx context.Context, stdin []byte, argv ...string) (remote.Output, error)
+	ReadFile(ctx context.Context, name string) ([]byte, error)
+	WriteFileAtomic(ctx context.Context, name string, data []byte, perm os.FileMode) error
+}
+
+// guard returns a copy of t whose commands and writes, on its host and its
+// node, are sent only while hold is held.
+func (t *target) guard(hold remote.Hold) *target {
+	g := *t
+	g.host, g.node = t.sshHost.Guard(hold), t.sshNode.Guard(hold)
+	g.unit.R = g.host
+	return &g
 }
 
 func (r *Runbook) target(name string) (*target, error) {

@@ -14,12 +14,13 @@ import (
 // ProcessLocker holds keys within one process; the bot's store leases hold
 // them across every opsbot process on the store.
 //
-// Lock blocks until key is held or ctx ends (then it returns ctx's cause
-// and holds nothing). While it waits it calls onWait once with a
-// description of the current holder ("job #12 on serve@host1"), if it knows
-// one. Implementations must be safe for concurrent use.
+// LockFor holds key for job jobID (0: for no job) and blocks until key is
+// held or ctx ends (then it returns ctx's cause and holds nothing). While it
+// waits it calls onWait once with a description of the current holder
+// ("job #12 on serve@host1"), if it knows one. Implementations must be safe
+// for concurrent use.
 type Locker interface {
-	Lock(ctx context.Context, key string, onWait func(holder string)) (*Hold, error)
+	LockFor(ctx context.Context, key string, jobID int64, onWait func(holder string)) (*Hold, error)
 }
 
 // Hold is a key a Locker holds until Release.
@@ -96,8 +97,9 @@ func NewProcessLocker() *ProcessLocker {
 	return &ProcessLocker{locks: map[string]chan struct{}{}}
 }
 
-// Lock implements Locker within one process.
-func (p *ProcessLocker) Lock(ctx context.Context, key string, onWait func(holder string)) (*Hold, error) {
+// LockFor implements Locker within one process; which job holds a key
+// changes nothing.
+func (p *ProcessLocker) LockFor(ctx context.Context, key string, _ int64, onWait func(holder string)) (*Hold, error) {
 	p.mu.Lock()
 	l, ok := p.locks[key]
 	if !ok {
@@ -120,16 +122,17 @@ func (p *ProcessLocker) Lock(ctx context.Context, key string, onWait func(holder
 	return NewHold(key, 0, nil, func() { <-l }), nil
 }
 
-// holdNode holds t's physical node for a mutating window (stop through ready)
-// and returns its unlock. It reports nothing when the node is free at once;
-// when another job holds it, a "wait for node" step says who and how long the
-// wait took. On ctx end it returns the step's error and holds nothing.
+// holdNode holds t's physical node for r's job (see For) for a mutating
+// window (stop through ready) and returns its unlock. It reports nothing
+// when the node is free at once; when another job holds it, a "wait for
+// node" step says who and how long the wait took. On ctx end it returns the
+// step's error and holds nothing.
 func (r *Runbook) holdNode(ctx context.Context, t *target, rep Reporter) (func(), error) {
 	var (
 		mu sync.Mutex
 		st *step
 	)
-	hold, err := r.cfg.NodeLocks.Lock(ctx, "node:"+t.nodeName, func(holder string) {
+	hold, err := r.cfg.NodeLocks.LockFor(ctx, "node:"+t.nodeName, r.hold.JobID, func(holder string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if st == nil {

@@ -215,7 +215,7 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 		res.Details = append(res.Details, filesText(p.files)...)
 		return res, nil
 	}
-	if err := windDown(ctx); err != nil && changed {
+	if err := r.windDown(); err != nil && changed {
 		return res, fmt.Errorf("not started: %w; nothing was changed on %s", err, service)
 	}
 	if changed {
@@ -237,7 +237,7 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 		res.Summary = fmt.Sprintf("steps %d -> %d on %s, serving", from, steps, service)
 		return res, nil
 	}
-	if err := windDown(ctx); err != nil {
+	if err := r.windDown(); err != nil {
 		res.Summary = fmt.Sprintf("steps %d -> %d on %s, serving; benchmark skipped", from, steps, service)
 		return res, fmt.Errorf("benchmark skipped: %w; %s serves the new settings (steps %d)", err, service, steps)
 	}
@@ -329,7 +329,7 @@ func (r *Runbook) deploy(ctx context.Context, t *target, p *planned, res *Result
 // the service and before it wrote the new unit, starts the unchanged unit
 // again and returns why it stopped there; else nil.
 func (r *Runbook) windDownBeforeWrite(ctx context.Context, t *target, res *Result, rep Reporter) error {
-	why := windDown(ctx)
+	why := r.windDown()
 	if why == nil {
 		return nil
 	}

@@ -65,7 +65,7 @@ func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLo
 	}
 	var lines []string
 	for _, c := range at {
-		if err := windDown(ctx); err != nil {
+		if err := r.windDown(); err != nil {
 			return res, fmt.Errorf("benchmarks stopped: %w; %s serves the per-load configuration", err, service)
 		}
 		res.Bench = nil

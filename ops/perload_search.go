@@ -66,7 +66,7 @@ func (s *perLoadSearch) measure(ctx context.Context, n int) ([]float64, error) {
 	if v, ok := s.memo[n]; ok {
 		return v, nil
 	}
-	if err := windDown(ctx); err != nil {
+	if err := s.r.windDown(); err != nil {
 		return nil, err
 	}
 	pts, restarted, err := s.r.sweepValue(ctx, s.t, s.service, Setting{Steps: n}, s.at, s.res, s.rep)

@@ -141,7 +141,7 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 		return res, nil
 	}
 	for i, n := range grid {
-		if err := windDown(ctx); err != nil {
+		if err := r.windDown(); err != nil {
 			return res, fmt.Errorf("sweep stopped after %d of %d settings: %w; %s serves the last setting it deployed", i, len(grid), err, service)
 		}
 		pts, restarted, err := r.sweepValue(ctx, t, service, n, at, res, rep)

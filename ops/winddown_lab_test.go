@@ -1,7 +1,6 @@
 package ops_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -26,13 +25,14 @@ func (w *windAfter) Report(ev ops.Event) {
 
 var errStoreFull = errors.New("opsbot's store refuses writes (database or disk is full)")
 
-func (w *windAfter) ctx(t *testing.T) context.Context {
-	return ops.WithWindDown(testCtx(t), func() error {
+// hold is the job's hold, whose wind-down is asked once step ends.
+func (w *windAfter) hold() ops.JobHold {
+	return ops.JobHold{WindDown: func() error {
 		if w.step == "" || w.asked.Load() {
 			return errStoreFull
 		}
 		return nil
-	})
+	}}
 }
 
 // TestWindDownLeavesTheServiceServing: a job asked to wind down (opsbot's
@@ -56,7 +56,7 @@ func TestWindDownLeavesTheServiceServing(t *testing.T) {
 			r := newRig(t, labOpts(), nil)
 			before := r.unitText(t)
 			w := &windAfter{step: c.after}
-			res, err := r.rb.MTPSteps(w.ctx(t), "qwen", 10, false, w)
+			res, err := r.rb.For(w.hold()).MTPSteps(testCtx(t), "qwen", 10, false, w)
 			if err == nil || !errors.Is(err, errStoreFull) || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("err %v; want the store named and %q\n%s", err, c.says, w.text())
 			}

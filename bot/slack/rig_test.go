@@ -359,6 +359,6 @@ func quickBackend(block chan struct{}) bot.Backend {
 
 type backendFunc func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error)
 
-func (f backendFunc) Run(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+func (f backendFunc) Run(ctx context.Context, _ ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 	return f(ctx, cmd, rep)
 }

@@ -28,7 +28,7 @@ func BenchmarkAckMetrics(b *testing.B) {
 
 type waitBackend chan struct{}
 
-func (w waitBackend) Run(ctx context.Context, _ commands.Job, _ ops.Reporter) (*ops.Result, error) {
+func (w waitBackend) Run(ctx context.Context, _ ops.JobHold, _ commands.Job, _ ops.Reporter) (*ops.Result, error) {
 	select {
 	case <-w:
 	case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 )
 
 // ErrHoldLost is the error of a command not sent because the job it belongs
@@ -12,24 +13,54 @@ import (
 // more on any host.
 var ErrHoldLost = errors.New("this opsbot process no longer holds the job's lease")
 
-type holdKey struct{}
-
-// WithHold returns ctx carrying check, which Run and WriteFileAtomic call
-// right before they send anything to a host: an error from it stops the
-// command unsent, wrapped in ErrHoldLost. The job runtime sets it on every
-// job's context, so a process resumed after a pause cannot run its next
-// systemctl before it notices it lost its lease.
-func WithHold(ctx context.Context, check func() error) context.Context {
-	return context.WithValue(ctx, holdKey{}, check)
+// Hold says whether the job commands are sent for may still change hosts:
+// Check returns nil while it may, else why not. ops.JobHold is one.
+type Hold interface {
+	Check() error
 }
 
-// checkHold runs ctx's hold check, if any.
-func checkHold(ctx context.Context, what string) error {
-	check, _ := ctx.Value(holdKey{}).(func() error)
-	if check == nil {
+// Guarded is a Host whose commands and file writes are sent only while a
+// hold is held: Run and WriteFileAtomic check it right before they send
+// anything, and an error from it stops the command unsent, wrapped in
+// ErrHoldLost. Reads are not checked. The job runtime runs every job's
+// pipeline on guarded hosts, so a process resumed after a pause cannot run
+// its next systemctl before it notices it lost its lease. A Guarded shares
+// its Host's connection; it is safe for concurrent use as long as its hold
+// is.
+type Guarded struct {
+	h    *Host
+	hold Hold
+}
+
+// Guard returns h guarded by hold (nil: nothing is checked).
+func (h *Host) Guard(hold Hold) *Guarded { return &Guarded{h: h, hold: hold} }
+
+// Name is the host's configured name.
+func (g *Guarded) Name() string { return g.h.Name() }
+
+// Run is Host.Run, sent only while the hold is held (checked before each
+// attempt to send).
+func (g *Guarded) Run(ctx context.Context, stdin []byte, argv ...string) (Output, error) {
+	return g.h.run(ctx, g.hold, stdin, argv)
+}
+
+// ReadFile is Host.ReadFile (not checked: it changes nothing).
+func (g *Guarded) ReadFile(ctx context.Context, name string) ([]byte, error) {
+	return g.h.ReadFile(ctx, name)
+}
+
+// WriteFileAtomic is Host.WriteFileAtomic, sent only while the hold is held.
+func (g *Guarded) WriteFileAtomic(ctx context.Context, name string, data []byte, perm os.FileMode) error {
+	return g.h.writeFileAtomic(ctx, g.hold, name, data, perm)
+}
+
+// checkHold runs hold's check, if any: an error from it says what was not
+// sent, wrapped in ErrHoldLost.
+func checkHold(hold Hold, what string) error {
+	if hold == nil {
 		return nil
 	}
-	if err := check(); err != nil {
+	if err := hold.Check(); err != nil {
 		if errors.Is(err, ErrHoldLost) {
 			return fmt.Errorf("%s: not sent: %w", what, err)
 		}

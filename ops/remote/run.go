@@ -23,6 +23,11 @@ const cancelGrace = time.Second
 // the command was sent, the error wraps ErrOutcomeUnknown and the command is not sent again.
 // Safe for concurrent use; concurrent Runs share the host's one connection.
 func (h *Host) Run(ctx context.Context, stdin []byte, argv ...string) (Output, error) {
+	return h.run(ctx, nil, stdin, argv)
+}
+
+// run is Run, checking hold (when set) right before each attempt to send.
+func (h *Host) run(ctx context.Context, hold Hold, stdin []byte, argv []string) (Output, error) {
 	words := append(append([]string(nil), h.cfg.Prefix...), argv...)
 	what := fmt.Sprintf("run %s on %s", short(argv), h.cfg.Name)
 	if len(argv) == 0 {
@@ -37,7 +42,7 @@ func (h *Host) Run(ctx context.Context, stdin []byte, argv ...string) (Output, e
 		if err := ctx.Err(); err != nil {
 			return Output{}, fmt.Errorf("%s: %w", what, err)
 		}
-		if err := checkHold(ctx, what); err != nil {
+		if err := checkHold(hold, what); err != nil {
 			return Output{}, err
 		}
 		c, err := h.client(ctx)

@@ -139,10 +139,16 @@ func (h *Host) ReadFile(ctx context.Context, name string) ([]byte, error) {
 // then the error wraps ErrOutcomeUnknown, and name holds the old or the new content (read it
 // back to know which).
 func (h *Host) WriteFileAtomic(ctx context.Context, name string, data []byte, perm os.FileMode) error {
+	return h.writeFileAtomic(ctx, nil, name, data, perm)
+}
+
+// writeFileAtomic is WriteFileAtomic, checking hold (when set) before it
+// sends anything.
+func (h *Host) writeFileAtomic(ctx context.Context, hold Hold, name string, data []byte, perm os.FileMode) error {
 	if name == "" || path.Base(name) == "/" || path.Base(name) == "." {
 		return fmt.Errorf("write file on %s: bad path %q", h.cfg.Name, name)
 	}
-	if err := checkHold(ctx, "write "+name+" on "+h.cfg.Name); err != nil {
+	if err := checkHold(hold, "write "+name+" on "+h.cfg.Name); err != nil {
 		return err
 	}
 	var rnd [8]byte
