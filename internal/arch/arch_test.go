@@ -82,6 +82,12 @@ func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/"
 // adapter reports whether p is a chat adapter: a package below bot/.
 func adapter(p string) bool { return strings.HasPrefix(p, "bot/") }
 
+// defaultOwners are the packages whose constants are defaults of config's
+// keys: the SSH pool's timeouts (ops/remote), the clear threshold (ops/gpu),
+// the ready timeout (ops/engine), the engine (ops/unit), the PostgreSQL
+// connection cap (store).
+var defaultOwners = map[string]bool{"ops/remote": true, "ops/gpu": true, "ops/engine": true, "ops/unit": true, "store": true}
+
 // rules are DESIGN.md section 1's arrows, each a check of one import.
 // test is true for an import by test files only.
 var rules = []struct {
@@ -93,9 +99,15 @@ var rules = []struct {
 	}},
 	// config takes the command language's limits and defaults (the steps limit,
 	// the benchmark defaults, name rules) from their one home in commands,
-	// which is pure: that is config's only arrow.
-	{"config imports nothing of ours but commands", func(from, to string, _ bool) bool {
-		return !under(from, "config") || under(to, "config") || under(to, "commands")
+	// which is pure, and each default whose behaviour another package owns
+	// from that package's constant (defaultOwners): its only arrows.
+	{"config imports of ours only commands and the owners of its defaults", func(from, to string, _ bool) bool {
+		return !under(from, "config") || under(to, "config") || under(to, "commands") || defaultOwners[to]
+	}},
+	// ops receives every value it runs with (ops.Config); a default it and
+	// config share lives in ops/*, which config imports.
+	{"ops never imports config", func(from, to string, _ bool) bool {
+		return !under(from, "ops") || !under(to, "config")
 	}},
 	{"commands, ops, store and config never import bot", func(from, to string, _ bool) bool {
 		low := under(from, "commands") || under(from, "ops") || under(from, "store") || under(from, "config")
@@ -176,8 +188,9 @@ func TestImportDirections(t *testing.T) {
 func TestRulesCatchViolations(t *testing.T) {
 	bad := []pkg{
 		{path: "commands", code: map[string]bool{"config": true}},
-		{path: "config", code: map[string]bool{"ops/unit": true}},
-		{path: "ops", code: map[string]bool{"bot": true}},
+		{path: "config", code: map[string]bool{"ops": true, "ops/systemd": true}},
+		{path: "ops", code: map[string]bool{"bot": true, "config": true}},
+		{path: "ops/remote", code: map[string]bool{"config": true}},
 		{path: "ops/gpu", code: map[string]bool{"lab": true}},
 		{path: "store", code: map[string]bool{"bot": true, "ops/remote": true}},
 		{path: "bot", code: map[string]bool{"bot/console": true}},
@@ -193,11 +206,14 @@ func TestRulesCatchViolations(t *testing.T) {
 		"bot/console imports ops: an adapter imports of ours only bot and config",
 		"bot/slack imports store: an adapter imports of ours only bot and config",
 		"commands imports config: commands imports nothing of ours",
-		"config imports ops/unit: config imports nothing of ours but commands",
+		"config imports ops/systemd: config imports of ours only commands and the owners of its defaults",
+		"config imports ops: config imports of ours only commands and the owners of its defaults",
 		"lab imports ops/unit: lab imports nothing of ours except lab's own packages",
 		"ops imports bot: commands, ops, store and config never import bot",
+		"ops imports config: ops never imports config",
 		"ops/bench imports ops/remote: ops/bench imports of ops only ops/engine",
 		"ops/gpu imports lab: only internal/labtest, cmd and tests wire the lab to the rest",
+		"ops/remote imports config: ops never imports config",
 		"store imports bot: commands, ops, store and config never import bot",
 		"store imports bot: store knows neither bot nor ops's parts (only ops's result types)",
 		"store imports ops/remote: store knows neither bot nor ops's parts (only ops's result types)",
@@ -207,7 +223,8 @@ func TestRulesCatchViolations(t *testing.T) {
 	}
 	good := []pkg{
 		{path: "cmd/opsbot", code: map[string]bool{"bot/console": true, "lab": true, "ops": true}},
-		{path: "ops", code: map[string]bool{"commands": true, "config": true, "ops/remote": true}},
+		{path: "ops", code: map[string]bool{"commands": true, "ops/remote": true}},
+		{path: "config", code: map[string]bool{"commands": true, "ops/remote": true, "ops/gpu": true, "ops/engine": true, "ops/unit": true, "store": true}},
 		{path: "ops/bench", code: map[string]bool{"ops/engine": true}},
 		{path: "lab", code: map[string]bool{"lab/engine": true}},
 		{path: "ops", tests: map[string]bool{"lab": true, "internal/labtest": true}},
