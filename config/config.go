@@ -80,10 +80,13 @@ type Log struct {
 
 // SSH holds the client settings shared by every host.
 type SSH struct {
-	KeyFile        string   `yaml:"key_file"`
-	KnownHosts     string   `yaml:"known_hosts"`
+	KeyFile    string `yaml:"key_file"`
+	KnownHosts string `yaml:"known_hosts"`
+	// ConnectTimeout bounds the TCP connect (default DefaultSSHConnectTimeout).
 	ConnectTimeout Duration `yaml:"connect_timeout,omitempty"`
-	KeepAlive      Duration `yaml:"keepalive,omitempty"`
+	// KeepAlive is the interval of keepalive@openssh.com requests on each
+	// connection (default DefaultSSHKeepAlive).
+	KeepAlive Duration `yaml:"keepalive,omitempty"`
 }
 
 // Auth maps platform user ids to roles. Keys of Users are "platform:id", e.g.
