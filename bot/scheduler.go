@@ -122,7 +122,7 @@ func NewScheduler(ctx context.Context, app *App, o SchedulerOptions) (*Scheduler
 	}
 	tz := app.Config.Timezone
 	if tz == "" {
-		tz = "UTC"
+		tz = config.DefaultTimezone
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {

@@ -128,13 +128,6 @@ func walkShape(n *yaml.Node, t reflect.Type, path string, secret bool, w *shapeW
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	bad := func(showValue bool) {
-		got := kindWord(n)
-		if showValue && n.Kind == yaml.ScalarNode && !secret && len(n.Value) <= maxShownValue {
-			got = strconv.Quote(n.Value)
-		}
-		w.errs = append(w.errs, fmt.Errorf("%s: expected %s, got %s (line %d)", path, typeWord(t), got, n.Line))
-	}
 	if path == "" && n.Kind != yaml.MappingNode {
 		w.errs = append(w.errs, fmt.Errorf("config: expected a mapping of keys (store, ssh, hosts, ...), got %s (line %d)", kindWord(n), n.Line))
 		return false
@@ -142,104 +135,162 @@ func walkShape(n *yaml.Node, t reflect.Type, path string, secret bool, w *shapeW
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return true // an empty value leaves the default
 	}
-	switch {
-	case t == durationType:
-		if n.Kind != yaml.ScalarNode {
-			bad(false)
-			return false
-		} else if d, err := ParseDuration(n.Value); err != nil || d < 0 {
-			bad(true)
-			return false
-		}
-		return true
+	at := shapeAt{n: n, t: t, path: path, secret: secret}
+	if t == durationType {
+		return w.duration(at)
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			bad(false)
-			return false
-		}
-		fields := map[string]reflect.StructField{}
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if name != "" && name != "-" {
-				fields[name] = f
-			}
-		}
-		seen := map[string]int{}
-		kept := n.Content[:0]
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			p := join(path, k.Value)
-			if line, dup := seen[k.Value]; dup {
-				w.errs = append(w.errs, fmt.Errorf("%s: given twice (lines %d and %d)", p, line, k.Line))
-				continue
-			}
-			seen[k.Value] = k.Line
-			f, ok := fields[k.Value]
-			if !ok {
-				w.errs = append(w.errs, fmt.Errorf("%s: unknown key (line %d)", p, k.Line))
-				continue
-			}
-			if walkShape(v, f.Type, p, secret || secretKeys[k.Value] || secretSections[p], w) {
-				kept = append(kept, k, v)
-			}
-		}
-		n.Content = kept
+		return w.structFields(at)
 	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			bad(false)
-			return false
-		}
-		seen := map[string]int{}
-		kept := n.Content[:0]
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			p := join(path, k.Value)
-			if line, dup := seen[k.Value]; dup {
-				w.errs = append(w.errs, fmt.Errorf("%s: given twice (lines %d and %d)", p, line, k.Line))
-				continue
-			}
-			seen[k.Value] = k.Line
-			if k.Kind != yaml.ScalarNode {
-				w.errs = append(w.errs, fmt.Errorf("%s: keys are strings, got %s (line %d)", path, kindWord(k), k.Line))
-				continue
-			}
-			if walkShape(v, t.Elem(), p, secret, w) {
-				kept = append(kept, k, v)
-			}
-		}
-		n.Content = kept
+		return w.mapEntries(at)
 	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			bad(false)
-			return false
+		return w.listItems(at)
+	}
+	return w.scalar(at)
+}
+
+// shapeAt is the node walkShape checks, where it is, and the type it must fit.
+type shapeAt struct {
+	n      *yaml.Node // aliases resolved
+	t      reflect.Type
+	path   string
+	secret bool // under a secret's key or section: no value is quoted
+}
+
+// mismatch reports that at's node does not fit its type. The node's value
+// is quoted only when showValue, for a short scalar outside secrets.
+func (w *shapeWalk) mismatch(at shapeAt, showValue bool) {
+	n := at.n
+	got := kindWord(n)
+	if showValue && n.Kind == yaml.ScalarNode && !at.secret && len(n.Value) <= maxShownValue {
+		got = strconv.Quote(n.Value)
+	}
+	w.errs = append(w.errs, fmt.Errorf("%s: expected %s, got %s (line %d)", at.path, typeWord(at.t), got, n.Line))
+}
+
+// duration checks a Duration: a scalar ParseDuration reads, not negative.
+func (w *shapeWalk) duration(at shapeAt) bool {
+	if at.n.Kind != yaml.ScalarNode {
+		w.mismatch(at, false)
+		return false
+	} else if d, err := ParseDuration(at.n.Value); err != nil || d < 0 {
+		w.mismatch(at, true)
+		return false
+	}
+	return true
+}
+
+// structFields checks a mapping against a struct's yaml keys, keeping the
+// entries that fit: a repeated key, an unknown key and a value that does
+// not fit its field are reported and removed.
+func (w *shapeWalk) structFields(at shapeAt) bool {
+	n, t := at.n, at.t
+	if n.Kind != yaml.MappingNode {
+		w.mismatch(at, false)
+		return false
+	}
+	fields := map[string]reflect.StructField{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name != "" && name != "-" {
+			fields[name] = f
 		}
-		kept := n.Content[:0]
-		for i, v := range n.Content {
-			if walkShape(v, t.Elem(), fmt.Sprintf("%s[%d]", path, i), secret, w) {
-				kept = append(kept, v)
-			}
+	}
+	seen := map[string]int{}
+	kept := n.Content[:0]
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		p := join(at.path, k.Value)
+		if line, dup := seen[k.Value]; dup {
+			w.errs = append(w.errs, fmt.Errorf("%s: given twice (lines %d and %d)", p, line, k.Line))
+			continue
 		}
-		n.Content = kept
+		seen[k.Value] = k.Line
+		f, ok := fields[k.Value]
+		if !ok {
+			w.errs = append(w.errs, fmt.Errorf("%s: unknown key (line %d)", p, k.Line))
+			continue
+		}
+		if walkShape(v, f.Type, p, at.secret || secretKeys[k.Value] || secretSections[p], w) {
+			kept = append(kept, k, v)
+		}
+	}
+	n.Content = kept
+	return true
+}
+
+// mapEntries checks a mapping against a map type, keeping the entries that
+// fit: a repeated key, a key that is not a string and a value that does not
+// fit are reported and removed.
+func (w *shapeWalk) mapEntries(at shapeAt) bool {
+	n, t := at.n, at.t
+	if n.Kind != yaml.MappingNode {
+		w.mismatch(at, false)
+		return false
+	}
+	seen := map[string]int{}
+	kept := n.Content[:0]
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		p := join(at.path, k.Value)
+		if line, dup := seen[k.Value]; dup {
+			w.errs = append(w.errs, fmt.Errorf("%s: given twice (lines %d and %d)", p, line, k.Line))
+			continue
+		}
+		seen[k.Value] = k.Line
+		if k.Kind != yaml.ScalarNode {
+			w.errs = append(w.errs, fmt.Errorf("%s: keys are strings, got %s (line %d)", at.path, kindWord(k), k.Line))
+			continue
+		}
+		if walkShape(v, t.Elem(), p, at.secret, w) {
+			kept = append(kept, k, v)
+		}
+	}
+	n.Content = kept
+	return true
+}
+
+// listItems checks a list against a slice type, keeping the items that fit.
+func (w *shapeWalk) listItems(at shapeAt) bool {
+	n := at.n
+	if n.Kind != yaml.SequenceNode {
+		w.mismatch(at, false)
+		return false
+	}
+	kept := n.Content[:0]
+	for i, v := range n.Content {
+		if walkShape(v, at.t.Elem(), fmt.Sprintf("%s[%d]", at.path, i), at.secret, w) {
+			kept = append(kept, v)
+		}
+	}
+	n.Content = kept
+	return true
+}
+
+// scalar checks a string, a boolean or a whole number; any other kind of
+// type takes what yaml gives it.
+func (w *shapeWalk) scalar(at shapeAt) bool {
+	n := at.n
+	switch at.t.Kind() {
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode {
-			bad(false)
+			w.mismatch(at, false)
 			return false
 		}
 	case reflect.Bool:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-			bad(true)
+			w.mismatch(at, true)
 			return false
 		}
 	case reflect.Int, reflect.Int64:
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-			bad(true)
+			w.mismatch(at, true)
 			return false
 		}
 		if _, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64); err != nil {
-			bad(true)
+			w.mismatch(at, true)
 			return false
 		}
 	}

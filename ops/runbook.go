@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsbot/opsbot/ops/engine"
+	"github.com/opsbot/opsbot/ops/gpu"
 	"github.com/opsbot/opsbot/ops/unit"
 )
 
@@ -30,15 +32,19 @@ type ServiceConfig struct {
 	// channel; the host's sshd must allow TCP forwarding) instead of
 	// directly: for an engine bound to its host's loopback.
 	ViaSSH bool
-	Engine string // sglang or vllm
+	Engine string // sglang or vllm ("": unit.DefaultEngine)
 	GPUs   []int  // the GPUs it uses; empty = all
 	// ProxmoxNode and VMID say the host is an LXC container: GPU-holding
 	// processes are killed from the node with host PIDs.
 	ProxmoxNode string
 	VMID        int
 	// DropIn deploys edits as UNIT.d/opsbot.conf instead of editing the unit.
-	DropIn       bool
+	DropIn bool
+	// ReadyTimeout bounds the wait for the engine to serve after a start
+	// (0: engine.DefaultReadyTimeout).
 	ReadyTimeout time.Duration
+	// ClearMiB is the per-GPU memory below which a GPU counts as clear
+	// (0: gpu.DefaultClearMiB).
 	ClearMiB     int
 	DefaultSteps int
 	// AdaptiveConfig is the path on Host of SGLang's adaptive speculative config
@@ -53,8 +59,10 @@ type BenchDefaults struct {
 
 // Config is everything the runbook needs to reach and act on hosts.
 type Config struct {
-	KeyFile        string
-	KnownHosts     string
+	KeyFile    string
+	KnownHosts string
+	// ConnectTimeout and KeepAlive tune the SSH pool (0: the pool's
+	// remote.DefaultConnectTimeout and remote.DefaultKeepAlive).
 	ConnectTimeout time.Duration
 	KeepAlive      time.Duration
 	Hosts          map[string]HostConfig
@@ -71,7 +79,8 @@ type Config struct {
 	ProgressEvery time.Duration
 	// StopTimeout bounds waiting for a service to stop (default 2 minutes).
 	StopTimeout time.Duration
-	// ReapGrace is how long SIGTERM gets before SIGKILL (default 5 s).
+	// ReapGrace is how long SIGTERM gets before SIGKILL (default
+	// gpu.DefaultGrace, 5 s).
 	ReapGrace time.Duration
 	// SettleTime is how long a started service must stay up without a restart
 	// before it counts as started (default 1 s).
@@ -116,7 +125,7 @@ func (c *Config) withDefaults() Config {
 		cc.StopTimeout = 2 * time.Minute
 	}
 	if cc.ReapGrace <= 0 {
-		cc.ReapGrace = 5 * time.Second
+		cc.ReapGrace = gpu.DefaultGrace
 	}
 	if cc.SettleTime <= 0 {
 		cc.SettleTime = time.Second
@@ -147,13 +156,13 @@ func (c *Config) withDefaults() Config {
 	services := make(map[string]ServiceConfig, len(c.Services))
 	for name, s := range c.Services {
 		if s.ReadyTimeout <= 0 {
-			s.ReadyTimeout = 15 * time.Minute // TEMP
+			s.ReadyTimeout = engine.DefaultReadyTimeout
 		}
 		if s.ClearMiB <= 0 {
-			s.ClearMiB = 1024 // TEMP
+			s.ClearMiB = gpu.DefaultClearMiB
 		}
 		if s.Engine == "" {
-			s.Engine = "sglang"
+			s.Engine = unit.DefaultEngine
 		}
 		services[name] = s
 	}

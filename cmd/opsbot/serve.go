@@ -90,7 +90,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil && !*useLab {
 		return err
 	}
-	logCfg := config.Log{Format: "text", Level: "info"}
+	logCfg := config.Log{Format: config.DefaultLogFormat, Level: config.DefaultLogLevel}
 	if first != nil {
 		logCfg = first.Log
 	} else if c, _ := config.Inspect(*configPath); c != nil && c.Log.Level != "" {

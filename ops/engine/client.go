@@ -24,6 +24,12 @@ const DefaultProbeTimeout = 3 * time.Second
 // DefaultPoll is WaitReady's interval when it is given 0.
 const DefaultPoll = 200 * time.Millisecond
 
+// DefaultReadyTimeout is how long a started engine gets to serve (a large
+// model loads for minutes) when its service's configuration sets no bound:
+// the runbook's wait for WaitReady, and opsbot's
+// services.NAME.ready_timeout when unset.
+const DefaultReadyTimeout = 15 * time.Minute
+
 // Client talks to one engine at BaseURL (scheme://host:port, no trailing
 // slash). HTTP is the client used for every request; ProbeTimeout bounds one
 // Probe (0 = DefaultProbeTimeout). Other requests are bounded by their ctx.

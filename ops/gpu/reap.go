@@ -18,16 +18,16 @@ type Killed struct {
 
 // ReapOptions tune Reap. Zero values take the defaults.
 type ReapOptions struct {
-	Grace    time.Duration // how long SIGTERM gets before SIGKILL (default 10s)
+	Grace    time.Duration // how long SIGTERM gets before SIGKILL (default DefaultGrace)
 	Poll     time.Duration // how often ps checks who is left (default 25ms)
 	KillWait time.Duration // how long SIGKILL gets before a survivor is stuck (default 2s)
 	Force    bool          // also signal holders that are not engine processes (never daemons)
 	Progress func(string)  // called with a line for each phase; may be nil
 }
 
-// Defaults of ReapOptions.
+// Defaults of ReapOptions. DefaultGrace is also the runbook's (ops.Config.ReapGrace).
 const (
-	DefaultGrace    = 10 * time.Second
+	DefaultGrace    = 5 * time.Second
 	DefaultReapPoll = 25 * time.Millisecond
 	DefaultKillWait = 2 * time.Second
 )
@@ -309,6 +309,11 @@ func waitGone(ctx context.Context, r Runner, pids []int, d, poll time.Duration) 
 		}
 	}
 }
+
+// DefaultClearMiB is the clear threshold (WaitClear's clearMiB) a service
+// uses when its configuration sets none: a GPU counts as clear below 1 GiB
+// used. It is also opsbot's services.NAME.clear_mib when unset.
+const DefaultClearMiB = 1024
 
 // HeldError is GPUs still at or above the clear threshold when WaitClear's
 // context ended. It wraps the context's error.

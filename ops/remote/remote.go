@@ -40,11 +40,20 @@ type Config struct {
 	Hosts            map[string]HostConfig // by name; HostConfig.Name "" takes the map key
 	Signer           ssh.Signer            // client key (required)
 	KnownHosts       string                // known_hosts file path (required; checked with knownhosts)
-	ConnectTimeout   time.Duration         // TCP connect (default 10s)
-	HandshakeTimeout time.Duration         // SSH handshake+auth (default 10s)
-	KeepAlive        time.Duration         // keepalive@openssh.com interval (default 15s; <0 off)
+	ConnectTimeout   time.Duration         // TCP connect (0: DefaultConnectTimeout)
+	HandshakeTimeout time.Duration         // SSH handshake+auth (0: DefaultHandshakeTimeout)
+	KeepAlive        time.Duration         // keepalive@openssh.com interval (0: DefaultKeepAlive; <0 off)
 	Logger           *slog.Logger          // nil = discard
 }
+
+// Defaults of Config. DefaultConnectTimeout and DefaultKeepAlive are also
+// opsbot's ssh.connect_timeout and ssh.keepalive when the config leaves them
+// unset (the config package takes them from here).
+const (
+	DefaultConnectTimeout   = 10 * time.Second
+	DefaultHandshakeTimeout = 10 * time.Second
+	DefaultKeepAlive        = 30 * time.Second
+)
 
 // ErrOutcomeUnknown is wrapped by Run's error when the connection broke after the command was
 // sent: it may or may not have run, and Run does not send it again.
@@ -93,13 +102,13 @@ func NewPool(cfg Config) (*Pool, error) {
 		return nil, errors.New("new ssh pool: no hosts")
 	}
 	if cfg.ConnectTimeout <= 0 {
-		cfg.ConnectTimeout = 10 * time.Second
+		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
 	if cfg.HandshakeTimeout <= 0 {
-		cfg.HandshakeTimeout = 10 * time.Second
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
 	}
 	if cfg.KeepAlive == 0 {
-		cfg.KeepAlive = 15 * time.Second
+		cfg.KeepAlive = DefaultKeepAlive
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

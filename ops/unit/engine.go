@@ -12,6 +12,10 @@ const (
 	VLLM   = "vllm"
 )
 
+// DefaultEngine is the engine a service is taken to run when its
+// configuration names none (opsbot's services.NAME.engine when unset).
+const DefaultEngine = SGLang
+
 // Detection is the engine found in an argv.
 type Detection struct {
 	// Engine is SGLang or VLLM.

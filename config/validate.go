@@ -1,0 +1,141 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// Roles known to auth, lowest first.
+var Roles = []string{"none", "viewer", "operator", "admin"}
+
+func knownRole(r string) bool {
+	for _, k := range Roles {
+		if k == r {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate reports every problem in the config at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	c.validateReports(bad)
+	c.validateStore(bad)
+	c.validateSSH(bad)
+	c.validateHosts(bad)
+	c.validateServices(bad)
+	c.validateAuth(bad)
+	c.validateLimits(bad)
+	c.validateRetention(bad)
+	c.validateServe(bad)
+	if s := c.Slack; s != nil && s.Enabled {
+		c.validateSlack(bad)
+	}
+	if m := c.Matrix; m != nil && m.Enabled {
+		c.validateMatrix(bad)
+	}
+	c.validateSchedules(bad)
+	if len(errs) > 0 {
+		return &Error{Problems: errs}
+	}
+	return nil
+}
+
+// validateReports checks sweep.metric and alerts.
+func (c *Config) validateReports(bad func(string, ...any)) {
+	if c.Sweep.Metric != "" && !slices.Contains(SweepMetrics, c.Sweep.Metric) {
+		bad("sweep.metric: %q is not one of %s", c.Sweep.Metric, strings.Join(SweepMetrics, ", "))
+	}
+	if c.Alerts.RegressionPct < 0 || c.Alerts.RegressionPct >= 100 {
+		bad("alerts.regression_pct: %d is not a percentage in 1..99 (a drop of more than it below the median alerts)", c.Alerts.RegressionPct)
+	}
+	if c.Alerts.RegressionRuns < 0 || c.Alerts.RegressionRuns > 1000 {
+		bad("alerts.regression_runs: %d is not in 1..1000 (the comparable runs whose median a result is judged against)", c.Alerts.RegressionRuns)
+	}
+}
+
+// validateAuth checks auth: known roles, and keys of the form platform:id.
+func (c *Config) validateAuth(bad func(string, ...any)) {
+	if !knownRole(c.Auth.DefaultRole) {
+		bad("auth.default_role must be one of %s, got %q", strings.Join(Roles, ", "), c.Auth.DefaultRole)
+	}
+	for _, id := range sortedKeys(c.Auth.Users) {
+		role := c.Auth.Users[id]
+		if !knownRole(role) {
+			bad("auth.users[%q]: unknown role %q (one of %s)", id, role, strings.Join(Roles, ", "))
+		}
+		if p, _, ok := strings.Cut(id, ":"); !ok || (p != "slack" && p != "slack-group" && p != "matrix" && p != "console") {
+			bad("auth.users[%q]: keys are platform:id with platform slack, slack-group (a user group id), matrix or console", id)
+		}
+	}
+}
+
+// validateLimits checks limits.max_steps and limits.lease_ttl.
+func (c *Config) validateLimits(bad func(string, ...any)) {
+	if c.Limits.MaxSteps < 1 || c.Limits.MaxSteps > 64 {
+		bad("limits.max_steps must be within 1..64, got %d", c.Limits.MaxSteps)
+	}
+	if c.Limits.LeaseTTL < Duration(time.Second) {
+		bad("limits.lease_ttl must be at least 1s, got %s", c.Limits.LeaseTTL.D())
+	}
+}
+
+// validateRetention checks store.retention.
+func (c *Config) validateRetention(bad func(string, ...any)) {
+	if c.Store.Retention < Duration(time.Hour) {
+		bad("store.retention must be at least 1h (e.g. 90d), got %s", c.Store.Retention.D())
+	}
+}
+
+// validateServe checks what `opsbot serve` itself runs with: http.listen
+// and log.
+func (c *Config) validateServe(bad func(string, ...any)) {
+	if l := c.HTTP.Listen; l != "" {
+		if err := checkListen(l); err != nil {
+			bad("http.listen must be HOST:PORT, like 127.0.0.1:9090: %v", err)
+		}
+	}
+	if f := c.Log.Format; f != "text" && f != "json" {
+		bad("log.format must be text or json, got %q", f)
+	}
+	if _, err := LogLevel(c.Log.Level); err != nil {
+		bad("log.level: %v", err)
+	}
+}
+
+// checkListen checks a listen address is HOST:PORT with a numeric port.
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number within 0..65535", port)
+	}
+	return nil
+}
+
+// LogLevel returns the slog level named by log.level.
+func LogLevel(name string) (slog.Level, error) {
+	switch name {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info", "":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("must be debug, info, warn or error, got %q", name)
+}
