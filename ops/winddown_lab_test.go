@@ -6,7 +6,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 )
 
@@ -27,7 +29,7 @@ func (w *windAfter) Report(ev ops.Event) {
 var errStoreFull = errors.New("opsbot's store refuses writes (database or disk is full)")
 
 func (w *windAfter) ctx(t *testing.T) context.Context {
-	return ops.WithWindDown(testCtx(t), func() error {
+	return ops.WithWindDown(testkit.Context(t, 60*time.Second), func() error {
 		if w.step == "" || w.asked.Load() {
 			return errStoreFull
 		}

@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops/remote"
 )
 
@@ -17,7 +19,7 @@ func TestHoldLostSendsNothing(t *testing.T) {
 	p := tg.pool(t, nil)
 	h := mustHost(t, p, tg.host)
 	lost := errors.New("lease renewed 31s ago")
-	ctx := remote.WithHold(tctx(t), func() error { return lost })
+	ctx := remote.WithHold(testkit.Context(t, 30*time.Second), func() error { return lost })
 	if _, err := h.Run(ctx, nil, "touch", "/tmp/hold-test"); !errors.Is(err, remote.ErrHoldLost) || !errors.Is(err, lost) {
 		t.Fatalf("Run with a lost hold: %v; want ErrHoldLost and the reason", err)
 	}
@@ -28,7 +30,7 @@ func TestHoldLostSendsNothing(t *testing.T) {
 	if n := p.Dials(); n != 0 {
 		t.Fatalf("%d connections made with a lost hold, want 0", n)
 	}
-	held := remote.WithHold(tctx(t), func() error { return nil })
+	held := remote.WithHold(testkit.Context(t, 30*time.Second), func() error { return nil })
 	if out, err := h.Run(held, nil, "echo", "held"); err != nil || string(out.Stdout) != "held\n" {
 		t.Fatalf("Run with the hold: %q %v", out.Stdout, err)
 	}
