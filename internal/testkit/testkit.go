@@ -7,7 +7,9 @@
 // It is for test files only (internal/arch holds to that): importing it
 // defines the -update flag in the binary. It imports nothing of ours, so
 // that any package's tests may use it, lab's included. How a test binary
-// runs (parallelism, long tests) is internal/testrun's.
+// runs (parallelism, long tests) is internal/testrun's; reading the
+// buttons of a posted Slack message is internal/slackfake's (Buttons), so
+// that this package imports no Slack library.
 package testkit
 
 import (
