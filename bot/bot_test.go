@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -129,18 +130,6 @@ func (h *harness) wait(id int64) store.Job {
 		h.t.Fatalf("wait for job #%d: %v", id, err)
 	}
 	return j
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 var roles = map[string]string{"test:alice": "admin", "test:olga": "operator", "test:vic": "viewer"}
@@ -271,10 +260,10 @@ func TestOneMutatingJobPerHost(t *testing.T) {
 		return &ops.Result{}, nil
 	}), roles)
 	a := h.handle("olga", "mtp steps 4 qwen")
-	waitFor(t, "first job running", func() bool { return running.Load() == 1 })
+	testkit.WaitFor(t, 10*time.Second, "first job running", func() bool { return running.Load() == 1 })
 	b := h.handle("olga", "svc restart qwen")
 	c := h.handle("olga", "mtp steps 5 llama") // another host: runs at once
-	waitFor(t, "two jobs running", func() bool { return running.Load() == 2 })
+	testkit.WaitFor(t, 10*time.Second, "two jobs running", func() bool { return running.Load() == 2 })
 	// A read-only command never waits behind the lock.
 	ro := h.handle("vic", "svc status qwen")
 	if j := h.wait(ro.JobID); j.Status != store.Succeeded {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -453,10 +454,7 @@ func TestStoreRefusingWritesMidJob(t *testing.T) {
 		rep.Report(ops.Event{Step: "stop", Status: ops.StepDone, Message: "stopped"})
 		<-filled
 		rep.Report(ops.Event{Step: "start", Status: ops.StepDone, Message: "started the previous unit again"})
-		deadline := time.Now().Add(10 * time.Second)
-		for hold.WindDownAsked() == nil && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		testkit.Poll(10*time.Second, func() bool { return hold.WindDownAsked() != nil })
 		err := hold.WindDownAsked()
 		wound.Store(fmt.Sprint(err))
 		return &ops.Result{Summary: "qwen serves steps 3 as before"}, fmt.Errorf("stopped before the write: %w; the unit is unchanged and serves again", err)
@@ -467,13 +465,13 @@ func TestStoreRefusingWritesMidJob(t *testing.T) {
 	if r.Outcome != Queued {
 		t.Fatalf("%s %q", r.Outcome, r.Text)
 	}
-	waitFor(t, "the job's first event stored", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the job's first event stored", func() bool {
 		evs, _ := h.store.Events(ctx, r.JobID)
 		return len(evs) == 1
 	})
 	fillStore(t, h.store)
 	close(filled)
-	waitFor(t, "the thread told the store refuses writes", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the thread told the store refuses writes", func() bool {
 		_, reps := h.chat.thread("1")
 		for _, m := range reps {
 			if strings.Contains(m.Text, "store refuses writes") && strings.Contains(m.Text, "makes no new change") {
@@ -482,14 +480,14 @@ func TestStoreRefusingWritesMidJob(t *testing.T) {
 		}
 		return false
 	})
-	waitFor(t, "the pipeline asked to wind down", func() bool { return wound.Load() != nil })
+	testkit.WaitFor(t, 10*time.Second, "the pipeline asked to wind down", func() bool { return wound.Load() != nil })
 	if err := h.store.WriteHealth(); !errors.Is(err, store.ErrRefusingWrites) {
 		t.Fatalf("write health %v", err)
 	}
 	if err := h.store.LimitSize(ctx, -1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the job and its events recorded once the store takes writes", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the job and its events recorded once the store takes writes", func() bool {
 		j, _ := h.store.Job(ctx, r.JobID)
 		evs, _ := h.store.Events(ctx, r.JobID)
 		return j.Status.Final() && len(evs) == 2
@@ -502,7 +500,7 @@ func TestStoreRefusingWritesMidJob(t *testing.T) {
 	if len(evs) != 2 || evs[1].Step != "start" {
 		t.Fatalf("events %+v; want both, the refused one recorded later", evs)
 	}
-	waitFor(t, "the final edit", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the final edit", func() bool {
 		h.eng.ShowFinals(ctx)
 		edits, _ := h.chat.thread("1")
 		return len(edits) > 0 && edits[len(edits)-1].Final

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -88,7 +89,7 @@ func TestFinalMessagesGolden(t *testing.T) {
 		b.WriteString(RenderStatus(v, t0) + "\n")
 		b.WriteString(RenderResult(v, res) + "\n\n")
 	}
-	golden(t, "final", b.String())
+	testkit.Golden(t, "final.golden", b.String())
 }
 
 // Times the bot renders carry their zone: thread lines, comparisons, history.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -138,7 +139,7 @@ func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
 		t.Fatalf("llama job: %s %s", j.Status, j.Error)
 	}
 	want := fmt.Sprintf("waiting for qwen: job #%d of opsbot on ", first.JobID)
-	waitFor(t, "the second job says who holds qwen", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the second job says who holds qwen", func() bool {
 		ok := false
 		for _, id := range []string{"1", "2", "3", "4", "5"} {
 			edits, _ := b.chat.thread(id)
@@ -276,7 +277,7 @@ func TestVanishedOwnerStopsItsJobs(t *testing.T) {
 	if j.Status != store.Failed || !strings.Contains(j.Error, "lost its hold on service qwen") {
 		t.Fatalf("job after its owner vanished: %s %q", j.Status, j.Error)
 	}
-	waitFor(t, "the process registers again", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the process registers again", func() bool {
 		var n int
 		_ = db.QueryRow(`SELECT COUNT(*) FROM owners WHERE id = ?`, leases.Owner().ID).Scan(&n)
 		return n == 1

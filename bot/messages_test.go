@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/store"
@@ -32,7 +33,7 @@ func TestLogsResultGolden(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("## chat\n" + RenderResult(v, res) + "\n")
 	b.WriteString("## terminal\n" + Plain(RenderResult(v, res)) + "\n")
-	golden(t, "logs", b.String())
+	testkit.Golden(t, "logs.golden", b.String())
 	for _, l := range res.Logs {
 		if !strings.Contains(RenderResult(v, res), l) {
 			t.Errorf("the result block lacks the journal line %q", l)
@@ -93,7 +94,7 @@ func TestComparisonsLikeForLikeGolden(t *testing.T) {
 	}
 	hist := h.handle("vic", "history qwen")
 	b.WriteString("## history\n" + dateless(hist.Text) + "\n")
-	golden(t, "compare", b.String())
+	testkit.Golden(t, "compare.golden", b.String())
 	if strings.Contains(hist.Text, "#0") {
 		t.Errorf("history shows a result of opsbot bench as job #0:\n%s", hist.Text)
 	}
@@ -138,7 +139,7 @@ func TestJobAndUndoGolden(t *testing.T) {
 	h.wait(q.JobID)
 	add("job N", h.handle("vic", fmt.Sprintf("job %d", q.JobID)))
 	add("job N that does not exist", h.handle("vic", "job 999"))
-	golden(t, "job", b.String())
+	testkit.Golden(t, "job.golden", b.String())
 
 	full := h.handle("vic", fmt.Sprintf("job #%d", q.JobID)).Text
 	for _, want := range []string{"asked by test:olga", "confirmed by test:olga", "TIME UTC ▶ stop", "the unit diff it applied", "+    --speculative-num-steps 10"} {
@@ -164,5 +165,5 @@ func TestTableDetailsGolden(t *testing.T) {
 		"1029  0    74371  engine  R      qwen's: unit sglang-qwen.service  sglang::scheduler_TP0"
 	res := &ops.Result{Summary: v.Summary, Incidents: []string{ops.IncidentGPUMemoryHeld},
 		Details: []string{table, "sglang-qwen.service is stopped but its GPUs hold memory: `gpu recover qwen` clears it"}}
-	golden(t, "gpu_status", "## chat\n"+RenderResult(v, res)+"\n## terminal\n"+Plain(RenderResult(v, res))+"\n")
+	testkit.Golden(t, "gpu_status.golden", "## chat\n"+RenderResult(v, res)+"\n## terminal\n"+Plain(RenderResult(v, res))+"\n")
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 )
 
@@ -83,7 +84,7 @@ func TestJobLogNamesTheUserOnce(t *testing.T) {
 		t.Fatalf("%d scheduled jobs, want 1", len(jobs))
 	}
 	for _, id := range []int64{r.JobID, jobs[0].ID} {
-		waitFor(t, fmt.Sprintf("job #%d logged finished", id), func() bool {
+		testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("job #%d logged finished", id), func() bool {
 			return regexp.MustCompile(fmt.Sprintf(`msg="job finished" job=%d `, id)).MatchString(logs.String())
 		})
 	}

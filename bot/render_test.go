@@ -2,40 +2,14 @@ package bot
 
 import (
 	"context"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-// golden compares got with testdata/NAME.golden (rewritten with -update).
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from %s (run with -update if the change is meant):\n--- got\n%s\n--- want\n%s", name, path, got, want)
-	}
-}
 
 // renderReply writes a reply as an adapter sees it: outcome, audience, text
 // and actions, with the random token replaced.
@@ -86,7 +60,7 @@ func TestRepliesGolden(t *testing.T) {
 	q := h.handle("olga", "svc restart qwen")
 	h.wait(q.JobID)
 	add("queued", q)
-	golden(t, "replies", b.String())
+	testkit.Golden(t, "replies.golden", b.String())
 }
 
 // The status message, step lines and result block of a job.
@@ -119,5 +93,5 @@ func TestThreadGolden(t *testing.T) {
 		Error: "GPU 2: pid 4242 is in D state: needs GPU reset or reboot"}
 	line(RenderStatus(f, t0))
 	line(RenderResult(f, nil))
-	golden(t, "thread", b.String())
+	testkit.Golden(t, "thread.golden", b.String())
 }

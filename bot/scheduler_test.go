@@ -12,6 +12,7 @@ import (
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/store"
@@ -160,7 +161,7 @@ func TestScheduleNightlyFiresOnceAcrossTwoApps(t *testing.T) {
 	if j.Command != "sweep qwen steps 1..3" || j.User != "console:alice" || j.Platform != "console" || j.Room != "ops" {
 		t.Fatalf("job %+v", j)
 	}
-	waitFor(t, "the scheduled job to finish", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the scheduled job to finish", func() bool {
 		jj, _ := a1.Store.Job(ctx, j.ID)
 		jj2, _ := a2.Store.Job(ctx, j.ID)
 		return jj.Status.Final() || jj2.Status.Final()
@@ -224,7 +225,7 @@ func TestScheduleSkipsWhileRunning(t *testing.T) {
 	if err := s.Tick(ctx, clock.now()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the first run to start", func() bool { return runs.Load() == 1 })
+	testkit.WaitFor(t, 10*time.Second, "the first run to start", func() bool { return runs.Load() == 1 })
 	clock.add(time.Hour)
 	if err := s.Tick(ctx, clock.now()); err != nil {
 		t.Fatal(err)
@@ -239,7 +240,7 @@ func TestScheduleSkipsWhileRunning(t *testing.T) {
 	}
 	close(release)
 	first := countJobs(t, app.Store)[0]
-	waitFor(t, "the first run to end", func() bool { j, _ := app.Store.Job(ctx, first.ID); return j.Status.Final() })
+	testkit.WaitFor(t, 10*time.Second, "the first run to end", func() bool { j, _ := app.Store.Job(ctx, first.ID); return j.Status.Final() })
 	clock.add(time.Hour)
 	if err := s.Tick(ctx, clock.now()); err != nil {
 		t.Fatal(err)
@@ -371,21 +372,21 @@ func TestSchedulerLeaseOneHolder(t *testing.T) {
 	s2, _ := NewScheduler(ctx, a2, SchedulerOptions{Now: clock.now, Poll: 5 * time.Millisecond})
 	done1 := make(chan error, 1)
 	go func() { done1 <- s1.Run(ctx1) }()
-	waitFor(t, "a1 to hold the lease", func() bool { return leaseHeld(ctx, a1, SchedulerLease) == nil })
+	testkit.WaitFor(t, 10*time.Second, "a1 to hold the lease", func() bool { return leaseHeld(ctx, a1, SchedulerLease) == nil })
 	done2 := make(chan error, 1)
 	go func() { done2 <- s2.Run(ctx2) }()
 	for i := 1; i <= 3; i++ {
 		clock.add(time.Hour)
-		waitFor(t, fmt.Sprintf("firing %d and its job", i), func() bool { return ranAll(t, a1.Store, i) })
+		testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("firing %d and its job", i), func() bool { return ranAll(t, a1.Store, i) })
 	}
 	if leaseHeld(ctx, a2, SchedulerLease) == nil {
 		t.Fatal("both hold the scheduler lease")
 	}
 	stop1()
 	<-done1
-	waitFor(t, "a2 to take the lease over", func() bool { return leaseHeld(ctx, a2, SchedulerLease) == nil })
+	testkit.WaitFor(t, 10*time.Second, "a2 to take the lease over", func() bool { return leaseHeld(ctx, a2, SchedulerLease) == nil })
 	clock.add(time.Hour)
-	waitFor(t, "firing 4 on a2", func() bool { return ranAll(t, a1.Store, 4) })
+	testkit.WaitFor(t, 10*time.Second, "firing 4 on a2", func() bool { return ranAll(t, a1.Store, 4) })
 	if n := len(countJobs(t, a1.Store)); n != 4 {
 		t.Fatalf("%d jobs for 4 firings", n)
 	}
@@ -660,7 +661,7 @@ func TestScheduleEveryMinuteOnAScaledClock(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	start := time.Now()
-	waitFor(t, "three firings", func() bool { return ranAll(t, app.Store, 3) })
+	testkit.WaitFor(t, 10*time.Second, "three firings", func() bool { return ranAll(t, app.Store, 3) })
 	took := time.Since(start)
 	cancel()
 	<-done

@@ -5,8 +5,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -54,7 +56,7 @@ func TestShutdownStopsAtSafePoint(t *testing.T) {
 	h.eng.mu.Lock()
 	run := h.eng.jobs[r.JobID]
 	h.eng.mu.Unlock()
-	waitFor(t, "the stop waits for the write", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the stop waits for the write", func() bool {
 		run.safe.mu.Lock()
 		defer run.safe.mu.Unlock()
 		return run.safe.stop != nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
@@ -178,7 +179,7 @@ func TestWatchdogSeesOrphansLoopAlertsOnceAndCloses(t *testing.T) {
 		t.Fatalf("confirm: %s %s", r.Outcome, r.Text)
 	}
 	// While the job holds qwen the watchdog leaves it alone.
-	waitFor(t, "the recover job to hold qwen", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the recover job to hold qwen", func() bool {
 		rep, err := w.Pass(ctx, clock.now())
 		return err == nil && len(rep.Skipped) == 1 && rep.Skipped[0] == "qwen"
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 )
 
@@ -293,18 +294,18 @@ func TestWatchdogRunOnLeaseHolder(t *testing.T) {
 	ctx2, stop2 := context.WithCancel(ctx)
 	done1, done2 := make(chan error, 1), make(chan error, 1)
 	go func() { done1 <- w1.Run(ctx1) }()
-	waitFor(t, "w1 to hold the lease", func() bool { return leaseHeld(ctx, a1, WatchdogLease) == nil })
+	testkit.WaitFor(t, 10*time.Second, "w1 to hold the lease", func() bool { return leaseHeld(ctx, a1, WatchdogLease) == nil })
 	go func() { done2 <- w2.Run(ctx2) }()
 	hosts.set("qwen", looping("qwen", 2))
-	waitFor(t, "an alert", func() bool { return len(alerts(c1))+len(alerts(c2)) >= 1 })
+	testkit.WaitFor(t, 10*time.Second, "an alert", func() bool { return len(alerts(c1))+len(alerts(c2)) >= 1 })
 	if len(alerts(c2)) != 0 {
 		t.Fatal("the process without the lease alerted")
 	}
 	stop1()
 	<-done1
-	waitFor(t, "w2 to take the lease over", func() bool { return leaseHeld(ctx, a2, WatchdogLease) == nil })
+	testkit.WaitFor(t, 10*time.Second, "w2 to take the lease over", func() bool { return leaseHeld(ctx, a2, WatchdogLease) == nil })
 	hosts.set("qwen", healthy("qwen"))
-	waitFor(t, "the incident to close", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the incident to close", func() bool {
 		_, err := a2.Store.OpenIncidentOf(ctx, "qwen")
 		return err != nil
 	})

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 func TestNvidiaSMIFormats(t *testing.T) {
@@ -21,7 +23,7 @@ func TestNvidiaSMIFormats(t *testing.T) {
 	} {
 		b.WriteString("$ " + strings.Join(argv, " ") + "\n" + c.must(t, argv...))
 	}
-	golden(t, "nvidia-smi-query.txt", b.String())
+	testkit.Golden(t, "nvidia-smi-query.txt", b.String())
 
 	apps := c.must(t, "nvidia-smi", "--query-compute-apps=pid,used_memory,gpu_uuid,process_name", "--format=csv,noheader,nounits")
 	// qwen's workers on GPUs 0-3 (0.88 of each), then coder's on GPUs 4-7 (0.85): host PIDs,

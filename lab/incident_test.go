@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 // showMap runs `systemctl show -p ...` and parses the Key=Value lines.
@@ -120,7 +122,7 @@ func TestIncidentReplay(t *testing.T) {
 
 	// Start: the engine finds the memory taken and exits; Restart=always loops.
 	gpu1.must(t, "systemctl", "start", svc.Unit)
-	waitFor(t, "restart loop with NRestarts >= 2", 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "restart loop with NRestarts >= 2", func() bool {
 		m := showMap(t, gpu1, svc.Unit, "ActiveState", "SubState", "NRestarts")
 		n, _ := strconv.Atoi(m["NRestarts"])
 		return n >= 2
@@ -145,7 +147,7 @@ func TestIncidentReplay(t *testing.T) {
 	if used := gpuUsed(t, pve); used[0] == 0 {
 		t.Fatalf("memory released at once, want it to stay for the lag: %v", used)
 	}
-	waitFor(t, "GPUs clear", 5*time.Second, func() bool {
+	testkit.WaitFor(t, 5*time.Second, "GPUs clear", func() bool {
 		for _, u := range gpuUsed(t, gpu1) {
 			if u != 0 {
 				return false

@@ -2,16 +2,11 @@ package lab
 
 import (
 	"errors"
-	"flag"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 func TestSplitShell(t *testing.T) {
 	t.Parallel()
@@ -217,23 +212,5 @@ func TestParseSince(t *testing.T) {
 	}
 	if _, err := parseSince("yesterday-ish"); err == nil {
 		t.Error("bad timestamp accepted")
-	}
-}
-
-// golden compares got with testdata/NAME, rewriting it with -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("golden %s: %v (run with -update)", name, err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs from golden:\n got:\n%s\nwant:\n%s", name, got, want)
 	}
 }

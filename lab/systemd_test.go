@@ -15,6 +15,8 @@ import (
 
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 const qwenUnit = "sglang-qwen.service"
@@ -46,7 +48,7 @@ func TestStartLimitBurstEndsInFailed(t *testing.T) {
 	c.must(t, "systemctl", "daemon-reload")
 	c.must(t, "systemctl", "start", "flappy")
 	// As systemd 252: the failure's result stays (start-limit-hit replaces only success).
-	waitFor(t, "failed at the start limit", 5*time.Second, func() bool {
+	testkit.WaitFor(t, 5*time.Second, "failed at the start limit", func() bool {
 		m := showMap(t, c, "flappy.service", "ActiveState", "Result")
 		return m["ActiveState"] == "failed" && m["Result"] == "exit-code"
 	})
@@ -237,7 +239,7 @@ func TestDStateWorkerSurvivesKill(t *testing.T) {
 		t.Fatalf("status after kill -9:\n%s", st)
 	}
 	used := gpuUsed(t, pve)
-	waitFor(t, "other GPUs released", 5*time.Second, func() bool {
+	testkit.WaitFor(t, 5*time.Second, "other GPUs released", func() bool {
 		used = gpuUsed(t, pve)
 		return used[1] == 0 && used[2] == 0 && used[3] == 0
 	})
@@ -304,7 +306,7 @@ func TestCrashOnStartUntilRollback(t *testing.T) {
 	}
 	c.must(t, "systemctl", "daemon-reload")
 	c.must(t, "systemctl", "restart", qwenUnit)
-	waitFor(t, "crash loop", 5*time.Second, func() bool {
+	testkit.WaitFor(t, 5*time.Second, "crash loop", func() bool {
 		return h.Unit(qwenUnit).NRestarts >= 1
 	})
 	if j := c.must(t, "journalctl", "-u", qwenUnit, "-o", "cat"); !strings.Contains(j, "Traceback (most recent call last):") {
@@ -365,7 +367,7 @@ func TestCloseStopsEverything(t *testing.T) {
 		t.Fatalf("engine still answers after Close: %d", code)
 	}
 	c.c.Close()
-	waitFor(t, "goroutines to end", 5*time.Second, func() bool { return runtime.NumGoroutine() <= before+2 })
+	testkit.WaitFor(t, 5*time.Second, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before+2 })
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
@@ -47,7 +49,7 @@ func TestBenchAcceptanceOverWindow(t *testing.T) {
 		neighbour    bool
 	}{{"idle engine", bench.SourceSGLangFlush, false}, {"busy engine", bench.SourceSGLangLog, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := testCtx(t)
+			ctx := testkit.Context(t, 60*time.Second)
 			if tc.neighbour {
 				nctx, stop := context.WithCancel(ctx)
 				defer stop()
@@ -97,7 +99,7 @@ func TestBenchTooShortForAWindow(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(), nil)
 	ev := &events{}
-	res, err := r.rb.Bench(testCtx(t), "qwen", ops.BenchParams{Prompts: 1, Concurrency: 1, InputLen: 16, OutputLen: 20}, false, ev)
+	res, err := r.rb.Bench(testkit.Context(t, 60*time.Second), "qwen", ops.BenchParams{Prompts: 1, Concurrency: 1, InputLen: 16, OutputLen: 20}, false, ev)
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, ev.text())
 	}

@@ -3,7 +3,9 @@ package ops_test
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 )
@@ -14,7 +16,7 @@ import (
 func TestGPUStatusTables(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
-	st, err := r.rb.GPUStatus(testCtx(t), "", ops.Discard)
+	st, err := r.rb.GPUStatus(testkit.Context(t, 60*time.Second), "", ops.Discard)
 	if err != nil || len(st.Details) == 0 {
 		t.Fatalf("gpu status: %v %q", err, st.Details)
 	}

@@ -9,7 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/remote"
 )
@@ -61,7 +63,7 @@ func TestBoundRunbookSendsNothingOnceTheHoldIsLost(t *testing.T) {
 		}
 		return nil
 	}})
-	_, err := bound.MTPSteps(testCtx(t), "qwen", 10, false, w)
+	_, err := bound.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 10, false, w)
 	if !errors.Is(err, remote.ErrHoldLost) || !errors.Is(err, errPaused) || !strings.Contains(err.Error(), "not sent") {
 		t.Fatalf("mtp steps with the hold lost after the stop: %v; want ErrHoldLost and the reason\n%s", err, w.text())
 	}
@@ -77,7 +79,7 @@ func TestBoundRunbookSendsNothingOnceTheHoldIsLost(t *testing.T) {
 	if !slices.Contains(took, "node:pve #42") {
 		t.Fatalf("node locks taken %q; want the node held for job 42", took)
 	}
-	if _, err := r.rb.ServiceAction(testCtx(t), "qwen", "start", false, ops.Discard); err != nil {
+	if _, err := r.rb.ServiceAction(testkit.Context(t, 60*time.Second), "qwen", "start", false, ops.Discard); err != nil {
 		t.Fatalf("svc start on the runbook it was bound from: %v", err)
 	}
 }

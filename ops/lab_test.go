@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	labengine "github.com/opsbot/opsbot/lab/engine"
@@ -88,12 +89,6 @@ func (r *rig) unitText(t testing.TB) string {
 	return string(b)
 }
 
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // argvDiff returns the indexes where two argvs differ (they must be as long).
 func argvDiff(t *testing.T, a, b []string) map[string]string {
 	t.Helper()
@@ -117,7 +112,7 @@ func TestIncidentMTPSteps10(t *testing.T) {
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	before := r.unitText(t)
 	ev := &events{}
-	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 10, false, ev)
+	res, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 10, false, ev)
 	if err != nil {
 		t.Fatalf("mtp steps 10: %v\n%s", err, ev.text())
 	}
@@ -154,7 +149,7 @@ func TestIncidentMTPSteps10(t *testing.T) {
 	if after != wantText {
 		t.Fatalf("unit text changed beyond the two flags:\n%s", after)
 	}
-	info, err := engine.New(r.svc.URL).ServerInfo(testCtx(t))
+	info, err := engine.New(r.svc.URL).ServerInfo(testkit.Context(t, 60*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +166,7 @@ func TestIncidentMTPSteps10(t *testing.T) {
 func TestMTPStepsOnALoopingService(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 60*time.Second)
 	gpu1 := r.lab.Host("gpu1")
 	if _, errb, code := gpu1.Exec(ctx, nil, "systemctl", "restart", r.svc.Unit); code != 0 {
 		t.Fatalf("restart by hand: %d %s", code, errb)
@@ -197,7 +192,7 @@ func TestSvcRestartRecoversTheLoop(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	ev := &events{}
-	res, err := r.rb.ServiceAction(testCtx(t), "qwen", "restart", false, ev)
+	res, err := r.rb.ServiceAction(testkit.Context(t, 60*time.Second), "qwen", "restart", false, ev)
 	if err != nil {
 		t.Fatalf("svc restart: %v\n%s", err, ev.text())
 	}
@@ -216,7 +211,7 @@ func TestCrashOnStartRollsBack(t *testing.T) {
 	r := newRig(t, labOpts(lab.Fault{Name: "crash-on-start"}), nil)
 	before := r.unitText(t)
 	ev := &events{}
-	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 10, false, ev)
+	res, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 10, false, ev)
 	if err == nil {
 		t.Fatalf("mtp steps 10 with crash-on-start succeeded\n%s", ev.text())
 	}
@@ -262,7 +257,7 @@ func TestSSHDropMidJobLeavesOldOrNewUnit(t *testing.T) {
 	r := newRig(t, labOpts(lab.Fault{Name: "ssh-drop"}), nil)
 	before := r.unitText(t)
 	ev := &events{}
-	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 10, false, ev)
+	res, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 10, false, ev)
 	after := r.unitText(t)
 	want := strings.Replace(strings.Replace(before, "--speculative-num-steps 3", "--speculative-num-steps 10", 1),
 		"--speculative-num-draft-tokens 4", "--speculative-num-draft-tokens 11", 1)
@@ -284,11 +279,11 @@ func TestRefusedStepsChangeNothing(t *testing.T) {
 	before := r.unitText(t)
 	st0 := r.lab.Host("gpu1").Unit(r.svc.Unit)
 	for _, n := range []int{0, 17, -1} {
-		if _, err := r.rb.MTPSteps(testCtx(t), "qwen", n, false, ops.Discard); err == nil || !strings.Contains(err.Error(), "out of range") {
+		if _, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", n, false, ops.Discard); err == nil || !strings.Contains(err.Error(), "out of range") {
 			t.Errorf("steps %d: err %v, want out of range", n, err)
 		}
 	}
-	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 6, true, ops.Discard)
+	res, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 6, true, ops.Discard)
 	if err != nil || !strings.Contains(res.Unit.Diff, "+") {
 		t.Fatalf("dry run: %v %+v", err, res.Unit)
 	}
@@ -301,7 +296,7 @@ func TestRefusedStepsChangeNothing(t *testing.T) {
 func TestRecoverStatusLogsShow(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 60*time.Second)
 	gpu1 := r.lab.Host("gpu1")
 	if _, errb, code := gpu1.Exec(ctx, nil, "systemctl", "stop", r.svc.Unit); code != 0 {
 		t.Fatalf("stop by hand: %s", errb)
@@ -362,7 +357,7 @@ func TestDropInDeploy(t *testing.T) {
 	})
 	before := r.unitText(t)
 	ev := &events{}
-	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 7, false, ev)
+	res, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 7, false, ev)
 	if err != nil {
 		t.Fatalf("mtp steps 7 as a drop-in: %v\n%s", err, ev.text())
 	}
@@ -374,7 +369,7 @@ func TestDropInDeploy(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), "--speculative-num-steps 7") || res.Unit.Path != p {
 		t.Fatalf("drop-in %s: %v %q (result path %s)", p, err, b, res.Unit.Path)
 	}
-	info, err := engine.New(r.svc.URL).ServerInfo(testCtx(t))
+	info, err := engine.New(r.svc.URL).ServerInfo(testkit.Context(t, 60*time.Second))
 	if err != nil || info.Steps != 7 || info.DraftTokens != 8 {
 		t.Fatalf("engine runs %+v (%v), want steps 7 draft 8", info, err)
 	}
@@ -385,7 +380,7 @@ func TestDropInDeploy(t *testing.T) {
 func TestSvcStartOnALoopingService(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 60*time.Second)
 	gpu1 := r.lab.Host("gpu1")
 	if _, errb, code := gpu1.Exec(ctx, nil, "systemctl", "restart", r.svc.Unit); code != 0 {
 		t.Fatalf("restart by hand: %s", errb)
@@ -417,7 +412,7 @@ func TestSweepLeavesServiceWhereItWas(t *testing.T) {
 	r := newRig(t, labOpts(), nil)
 	before := r.unitText(t)
 	ev := &events{}
-	res, err := r.rb.Sweep(testCtx(t), "qwen", ops.SweepOptions{Steps: []int{2, 6}}, ev)
+	res, err := r.rb.Sweep(testkit.Context(t, 60*time.Second), "qwen", ops.SweepOptions{Steps: []int{2, 6}}, ev)
 	if err != nil {
 		t.Fatalf("sweep: %v\n%s", err, ev.text())
 	}
@@ -452,7 +447,7 @@ func TestVLLMStepsAndAcceptance(t *testing.T) {
 	r := newRig(t, opts, func(c *ops.Config) { c.Bench.OutputLen = 200 })
 	before := r.unitText(t)
 	ev := &events{}
-	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 5, false, ev)
+	res, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 5, false, ev)
 	if err != nil {
 		t.Fatalf("mtp steps 5 on vLLM: %v\n%s", err, ev.text())
 	}
@@ -481,7 +476,7 @@ func TestForeignHolderIsLeftAlone(t *testing.T) {
 	// The holders are small enough to fit beside qwen at steps 10: 0.88 of the
 	// GPU, its context and its CUDA graphs leave 2160 MiB (lab/engine/memory.go).
 	r := newRig(t, labOpts(), nil)
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 60*time.Second)
 	nodeProc, err := r.lab.Host("pve").HoldGPU(0, 2000, "python3", "train.py", "--epochs", "3")
 	if err != nil {
 		t.Fatal(err)
@@ -540,7 +535,7 @@ func TestOrphansBesideAForeignHolder(t *testing.T) {
 	}
 	ev := &events{}
 	t0 := time.Now()
-	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 10, false, ev)
+	res, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 10, false, ev)
 	if err != nil {
 		t.Fatalf("mtp steps: %v\n%s", err, ev.text())
 	}
@@ -563,7 +558,7 @@ func TestLongLoadReportsProgress(t *testing.T) {
 		c.ProgressEvery = 150 * time.Millisecond
 	})
 	ev := &events{}
-	if _, err := r.rb.ServiceAction(testCtx(t), "qwen", "restart", false, ev); err != nil {
+	if _, err := r.rb.ServiceAction(testkit.Context(t, 60*time.Second), "qwen", "restart", false, ev); err != nil {
 		t.Fatalf("svc restart: %v\n%s", err, ev.text())
 	}
 	ev.mu.Lock()
@@ -594,7 +589,7 @@ func TestSweepGridGoesOnPastAFailedValueAndAppliesTheBest(t *testing.T) {
 	// ssh-drop=upload: the first unit upload (steps 2's) loses its connection.
 	r := newRig(t, labOpts(lab.Fault{Name: "ssh-drop", Stage: "upload"}), nil)
 	ev := &events{}
-	res, err := r.rb.Sweep(testCtx(t), "qwen", ops.SweepOptions{Steps: []int{2, 6, 9}, At: []int{1, 4}, ApplyBest: true}, ev)
+	res, err := r.rb.Sweep(testkit.Context(t, 60*time.Second), "qwen", ops.SweepOptions{Steps: []int{2, 6, 9}, At: []int{1, 4}, ApplyBest: true}, ev)
 	if err != nil {
 		t.Fatalf("sweep: %v\n%s", err, ev.text())
 	}
@@ -656,7 +651,7 @@ func TestTuneFindsTheOptimumWithFewerRestarts(t *testing.T) {
 		c.Bench = ops.BenchDefaults{Prompts: 16, Concurrency: 2, InputLen: 32, OutputLen: 64}
 	})
 	ev := &events{}
-	res, err := r.rb.Tune(testCtx(t), "qwen", ops.TuneOptions{From: 1, To: 16, Concurrency: conc}, ev)
+	res, err := r.rb.Tune(testkit.Context(t, 60*time.Second), "qwen", ops.TuneOptions{From: 1, To: 16, Concurrency: conc}, ev)
 	if err != nil {
 		t.Fatalf("tune: %v\n%s", err, ev.text())
 	}
@@ -701,7 +696,7 @@ func TestSweepTopKDraftGrid(t *testing.T) {
 	r := newRig(t, labOpts(), nil)
 	before := r.unitText(t)
 	ev := &events{}
-	res, err := r.rb.Sweep(testCtx(t), "qwen", ops.SweepOptions{Steps: []int{2, 3}, TopK: []int{1, 2}, Draft: []int{4, 9}}, ev)
+	res, err := r.rb.Sweep(testkit.Context(t, 60*time.Second), "qwen", ops.SweepOptions{Steps: []int{2, 3}, TopK: []int{1, 2}, Draft: []int{4, 9}}, ev)
 	if err != nil {
 		t.Fatalf("sweep: %v\n%s", err, ev.text())
 	}
@@ -735,7 +730,7 @@ func TestStepsThatDoNotFitRollBackAtOnce(t *testing.T) {
 	r := newRig(t, labOpts(), nil)
 	before := r.unitText(t)
 	ev := &events{}
-	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 14, false, ev)
+	res, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 14, false, ev)
 	if err == nil {
 		t.Fatalf("mtp steps 14 fitted the GPU\n%s", ev.text())
 	}
@@ -773,7 +768,7 @@ func TestOutOfMemoryWithoutClearGPUsStillBlamesHolders(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	ev := &events{}
-	if _, err := r.rb.ServiceAction(testCtx(t), "qwen", "restart", false, ev); err != nil {
+	if _, err := r.rb.ServiceAction(testkit.Context(t, 60*time.Second), "qwen", "restart", false, ev); err != nil {
 		t.Fatalf("svc restart: %v\n%s", err, ev.text())
 	}
 	if strings.Contains(ev.text(), "GPUs were clear just before") {

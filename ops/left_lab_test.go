@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
@@ -59,7 +60,7 @@ func TestCancelDuringLoadLeavesNewUnitStarting(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "slow-load", Duration: 30 * time.Minute}), nil)
 	before := r.unitText(t)
-	ctx, cancel := context.WithCancel(testCtx(t))
+	ctx, cancel := context.WithCancel(testkit.Context(t, 60*time.Second))
 	defer cancel()
 	rep := &cancelOn{step: "wait until ready", cancel: cancel}
 	res, err := r.rb.MTPSteps(ctx, "qwen", 6, false, rep)
@@ -79,7 +80,7 @@ func TestCancelDuringWriteLeavesNewUnitNotStarted(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(), nil)
 	before := r.unitText(t)
-	ctx, cancel := context.WithCancel(testCtx(t))
+	ctx, cancel := context.WithCancel(testkit.Context(t, 60*time.Second))
 	defer cancel()
 	rep := &cancelOn{step: "write unit", cancel: cancel}
 	res, err := r.rb.MTPSteps(ctx, "qwen", 6, false, rep)
@@ -112,7 +113,7 @@ func TestVLLMStepsVerifiedFromMetrics(t *testing.T) {
 	opts.UnitText = string(text)
 	r := newRig(t, opts, nil)
 	ev := &events{}
-	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 4, false, ev)
+	res, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 4, false, ev)
 	if err != nil {
 		t.Fatalf("mtp steps 4 on vLLM: %v\n%s", err, ev.text())
 	}
@@ -180,7 +181,7 @@ func TestVerifyMismatchRollsBack(t *testing.T) {
 	})
 	before := r.unitText(t)
 	ev := &events{}
-	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 6, false, ev)
+	res, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 6, false, ev)
 	if err == nil {
 		t.Fatalf("succeeded although the engine runs steps 3\n%s", ev.text())
 	}
@@ -213,7 +214,7 @@ func TestBenchFailureKeepsNewUnit(t *testing.T) {
 	})
 	before := r.unitText(t)
 	ev := &events{}
-	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 6, false, ev)
+	res, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 6, false, ev)
 	if err == nil {
 		t.Fatalf("succeeded although every request failed\n%s", ev.text())
 	}
@@ -242,7 +243,7 @@ func TestReadyTimeoutRollsBack(t *testing.T) {
 	})
 	before := r.unitText(t)
 	ev := &events{}
-	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 6, false, ev)
+	res, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 6, false, ev)
 	if err == nil {
 		t.Fatalf("succeeded\n%s", ev.text())
 	}
@@ -264,7 +265,7 @@ func TestDStateSaysNodeGPUsAndReset(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "dstate"}), nil)
 	ev := &events{}
-	res, err := r.rb.GPURecover(testCtx(t), "qwen", ops.RecoverOptions{}, ev)
+	res, err := r.rb.GPURecover(testkit.Context(t, 60*time.Second), "qwen", ops.RecoverOptions{}, ev)
 	if err == nil {
 		t.Fatalf("succeeded with a D-state holder\n%s", ev.text())
 	}
@@ -278,7 +279,7 @@ func TestDStateSaysNodeGPUsAndReset(t *testing.T) {
 	if !strings.Contains(res.Left.Advice, "reboot pve") || strings.Contains(res.Left.Advice, "`gpu recover qwen`") || res.Left.Next != "" {
 		t.Fatalf("left %+v advises the wrong thing", *res.Left)
 	}
-	st, err := r.rb.GPUStatus(testCtx(t), "", ops.Discard)
+	st, err := r.rb.GPUStatus(testkit.Context(t, 60*time.Second), "", ops.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +307,7 @@ func TestSlowReleaseWarnsOnlyAfterAWhile(t *testing.T) {
 		opts.ReleaseLag = c.lag
 		r := newRig(t, opts, nil)
 		ev := &events{}
-		if _, err := r.rb.GPURecover(testCtx(t), "qwen", ops.RecoverOptions{}, ev); err != nil {
+		if _, err := r.rb.GPURecover(testkit.Context(t, 60*time.Second), "qwen", ops.RecoverOptions{}, ev); err != nil {
 			t.Fatalf("gpu recover: %v\n%s", err, ev.text())
 		}
 		thread := ev.text()

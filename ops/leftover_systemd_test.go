@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/internal/systemdtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/gpu"
 	"github.com/opsbot/opsbot/ops/remote"
@@ -99,7 +100,7 @@ func realRunbook(t *testing.T) (*systemdtest.Host, *ops.Runbook, *remote.Host) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 60*time.Second)
 	for name, text := range map[string]string{"opsbot-engine.service": engineUnit, "opsbot-looper.service": loopUnit} {
 		if err := rh.WriteFileAtomic(ctx, systemdtest.UnitDir+"/"+name, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
@@ -120,7 +121,7 @@ func realRunbook(t *testing.T) (*systemdtest.Host, *ops.Runbook, *remote.Host) {
 func TestRealKillModeProcessLeftoverReaped(t *testing.T) {
 	t.Parallel()
 	_, rb, rh := realRunbook(t)
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 60*time.Second)
 	svc := systemd.Service{R: rh, Unit: "opsbot-engine.service", Poll: 20 * time.Millisecond}
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -187,7 +188,7 @@ func TestRealKillModeProcessLeftoverReaped(t *testing.T) {
 func TestRealStatusAndLogsOfALoop(t *testing.T) {
 	t.Parallel()
 	_, rb, rh := realRunbook(t)
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 60*time.Second)
 	svc := systemd.Service{R: rh, Unit: "opsbot-looper.service", Poll: 20 * time.Millisecond}
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)

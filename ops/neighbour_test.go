@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 )
@@ -99,7 +100,7 @@ func TestMTPStepsReapsOnlyItsOwnOrphans(t *testing.T) {
 	// the package's serial phase, before and apart from the package's parallel tests.
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	waitBoth(t, r)
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 60*time.Second)
 	bp := ops.BenchParams{Prompts: 8, Concurrency: 4, InputLen: 32, OutputLen: 64}
 	b0, err := r.rb.Bench(ctx, "coder", bp, false, ops.Discard)
 	if err != nil {
@@ -142,7 +143,7 @@ func TestRecoverNeverTouchesTheNeighbour(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	waitBoth(t, r)
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 60*time.Second)
 	for _, tc := range []struct {
 		svc, other string
 		force      bool
@@ -186,7 +187,7 @@ func TestForeignEngineOnQwensGPUsIsNeverKilled(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "orphans"}), nil)
 	waitBoth(t, r)
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 60*time.Second)
 	other, err := r.lab.Host("gpu2").HoldGPU(0, 1500, "python3", "-m", "sglang.launch_server", "--model-path", "/models/probe")
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +249,7 @@ func TestJobsOnOneNodeQueueOnlyForTheirMutatingWindows(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "slow-load", Duration: 300 * time.Second}), nil)
 	waitBoth(t, r)
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 60*time.Second)
 	evs := map[string]*events{"qwen": {}, "coder": {}}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)

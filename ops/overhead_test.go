@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 )
 
@@ -21,7 +22,7 @@ func BenchmarkMTPStepsOverhead(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		ev := &events{}
 		t0 := time.Now()
-		if _, err := r.rb.MTPSteps(testCtx(b), "qwen", 4+i%2, false, ev); err != nil {
+		if _, err := r.rb.MTPSteps(testkit.Context(b, 60*time.Second), "qwen", 4+i%2, false, ev); err != nil {
 			b.Fatalf("mtp steps: %v\n%s", err, ev.text())
 		}
 		d := time.Since(t0)

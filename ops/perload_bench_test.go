@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	labengine "github.com/opsbot/opsbot/lab/engine"
 	"github.com/opsbot/opsbot/ops"
 )
@@ -30,7 +31,7 @@ func BenchmarkTunePerLoad(b *testing.B) {
 	restarts, tried := 0, 0
 	for range b.N {
 		ev := &events{}
-		res, err := r.rb.TunePerLoad(testCtx(b), "qwen", ops.PerLoadOptions{At: []int{1, 8, 32, 64}, From: 1, To: 12}, ev)
+		res, err := r.rb.TunePerLoad(testkit.Context(b, 60*time.Second), "qwen", ops.PerLoadOptions{At: []int{1, 8, 32, 64}, From: 1, To: 12}, ev)
 		if err != nil {
 			b.Fatalf("tune per load: %v\n%s", err, ev.text())
 		}

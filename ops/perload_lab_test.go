@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	labengine "github.com/opsbot/opsbot/lab/engine"
@@ -30,7 +32,7 @@ func TestTunePerLoadOnTheLab(t *testing.T) {
 	before := r.unitText(t)
 	ev := &events{}
 	at := []int{1, 8, 32, 64}
-	res, err := r.rb.TunePerLoad(testCtx(t), "qwen", ops.PerLoadOptions{At: at, From: 1, To: 12}, ev)
+	res, err := r.rb.TunePerLoad(testkit.Context(t, 60*time.Second), "qwen", ops.PerLoadOptions{At: at, From: 1, To: 12}, ev)
 	if err != nil {
 		t.Fatalf("tune per load: %v\n%s", err, ev.text())
 	}
@@ -103,7 +105,7 @@ func TestApplyPerLoadAndUndo(t *testing.T) {
 	rows := []ops.PerLoadRow{{Concurrency: 1, Steps: 7, Candidates: []int{7}}, {Concurrency: 8, Steps: 5, Candidates: []int{5}},
 		{Concurrency: 64, Steps: 1, Candidates: []int{1, 2}}}
 
-	dry, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", rows, true, ops.Discard)
+	dry, err := r.rb.ApplyPerLoad(testkit.Context(t, 60*time.Second), "qwen", rows, true, ops.Discard)
 	if err != nil || r.unitText(t) != before || !strings.Contains(strings.Join(dry.Details, "\n"), `+  "64": {"candidate_steps": [1, 2]}`) {
 		t.Fatalf("dry run: %v\n%s", err, strings.Join(dry.Details, "\n"))
 	}
@@ -112,7 +114,7 @@ func TestApplyPerLoadAndUndo(t *testing.T) {
 	}
 
 	ev := &events{}
-	res, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", rows, false, ev)
+	res, err := r.rb.ApplyPerLoad(testkit.Context(t, 60*time.Second), "qwen", rows, false, ev)
 	if err != nil {
 		t.Fatalf("mtp per-load: %v\n%s", err, ev.text())
 	}
@@ -132,13 +134,13 @@ func TestApplyPerLoadAndUndo(t *testing.T) {
 		t.Fatalf("the change does not record the file it created: %+v", res.Unit.Files)
 	}
 	t.Logf("%s\n%s", res.Summary, ev.text())
-	if show, err := r.rb.MTPShow(testCtx(t), "qwen", ops.Discard); err != nil || !strings.Contains(show.Summary, "per load from "+file+" (adaptive), starting at steps 7") {
+	if show, err := r.rb.MTPShow(testkit.Context(t, 60*time.Second), "qwen", ops.Discard); err != nil || !strings.Contains(show.Summary, "per load from "+file+" (adaptive), starting at steps 7") {
 		t.Errorf("mtp show: %v %+v", err, show)
 	}
 	h.add(ops.AppliedChange{JobID: 1, Command: "mtp per-load qwen 1:7 8:5 64:1/2", Status: "succeeded", Unit: *res.Unit})
 
 	ev = &events{}
-	if _, err := r.rb.MTPUndo(testCtx(t), "qwen", false, ev); err != nil {
+	if _, err := r.rb.MTPUndo(testkit.Context(t, 60*time.Second), "qwen", false, ev); err != nil {
 		t.Fatalf("mtp undo: %v\n%s", err, ev.text())
 	}
 	if r.unitText(t) != before {
@@ -157,7 +159,7 @@ func TestApplyPerLoadRollsBackBoth(t *testing.T) {
 	before := r.unitText(t)
 	const file = "/etc/sglang/qwen-adaptive.json"
 	ev := &events{}
-	res, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", []ops.PerLoadRow{{Concurrency: 1, Steps: 7, Candidates: []int{7}}, {Concurrency: 64, Steps: 1, Candidates: []int{1}}}, false, ev)
+	res, err := r.rb.ApplyPerLoad(testkit.Context(t, 60*time.Second), "qwen", []ops.PerLoadRow{{Concurrency: 1, Steps: 7, Candidates: []int{7}}, {Concurrency: 64, Steps: 1, Candidates: []int{1}}}, false, ev)
 	if err == nil {
 		t.Fatalf("a start that crashes succeeded:\n%s", ev.text())
 	}
@@ -184,7 +186,7 @@ func TestApplyPerLoadVLLM(t *testing.T) {
 	rows := []ops.PerLoadRow{{Concurrency: 1, Steps: 5, Candidates: []int{5}}, {Concurrency: 8, Steps: 3, Candidates: []int{3}},
 		{Concurrency: 64, Steps: 0, Candidates: []int{0}}}
 	ev := &events{}
-	res, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", rows, false, ev)
+	res, err := r.rb.ApplyPerLoad(testkit.Context(t, 60*time.Second), "qwen", rows, false, ev)
 	if err != nil {
 		t.Fatalf("mtp per-load: %v\n%s", err, ev.text())
 	}
@@ -197,7 +199,7 @@ func TestApplyPerLoadVLLM(t *testing.T) {
 		t.Fatalf("spec %+v, %d points\n%s", res.Spec, len(res.Points), ev.text())
 	}
 	h.add(ops.AppliedChange{JobID: 1, Command: "mtp per-load qwen 1:5 8:3 64:0", Status: "succeeded", Unit: *res.Unit})
-	if _, err := r.rb.MTPUndo(testCtx(t), "qwen", false, ops.Discard); err != nil || r.unitText(t) != before {
+	if _, err := r.rb.MTPUndo(testkit.Context(t, 60*time.Second), "qwen", false, ops.Discard); err != nil || r.unitText(t) != before {
 		t.Fatalf("undo: %v\n%s", err, r.unitText(t))
 	}
 }
@@ -210,11 +212,11 @@ func TestMTPStepsLeavesPerLoad(t *testing.T) {
 	r := newRig(t, labOpts(), nil)
 	before := r.unitText(t)
 	rows := []ops.PerLoadRow{{Concurrency: 1, Steps: 7, Candidates: []int{7}}, {Concurrency: 8, Steps: 2, Candidates: []int{2}}}
-	if _, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", rows, false, ops.Discard); err != nil {
+	if _, err := r.rb.ApplyPerLoad(testkit.Context(t, 60*time.Second), "qwen", rows, false, ops.Discard); err != nil {
 		t.Fatalf("mtp per-load: %v", err)
 	}
 	ev := &events{}
-	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 5, false, ev)
+	res, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 5, false, ev)
 	if err != nil {
 		t.Fatalf("mtp steps 5: %v\n%s", err, ev.text())
 	}
@@ -238,7 +240,7 @@ func TestTunePerLoadRaisesCap(t *testing.T) {
 		c.Bench = ops.BenchDefaults{Prompts: 2, Concurrency: 1, InputLen: 16, OutputLen: 16}
 	})
 	ev := &events{}
-	res, err := r.rb.TunePerLoad(testCtx(t), "qwen", ops.PerLoadOptions{At: []int{1, 64}, From: 1, To: 3}, ev)
+	res, err := r.rb.TunePerLoad(testkit.Context(t, 60*time.Second), "qwen", ops.PerLoadOptions{At: []int{1, 64}, From: 1, To: 3}, ev)
 	if err != nil {
 		t.Fatalf("tune per load: %v\n%s", err, ev.text())
 	}
@@ -269,7 +271,7 @@ func TestApplyPerLoadRaisedCap(t *testing.T) {
 	// 64 x 11 tokens of graphs do not fit beside mem-fraction-static 0.88; 48 x 11 do.
 	deep := []ops.PerLoadRow{{Concurrency: 1, Steps: 10, Candidates: []int{10}}, {Concurrency: 64, Steps: 10, Candidates: []int{10}}}
 	ev := &events{}
-	res, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", deep, false, ev)
+	res, err := r.rb.ApplyPerLoad(testkit.Context(t, 60*time.Second), "qwen", deep, false, ev)
 	if err == nil {
 		t.Fatalf("graphs for 64 x 11 tokens fit:\n%s", ev.text())
 	}
@@ -284,13 +286,13 @@ func TestApplyPerLoadRaisedCap(t *testing.T) {
 	if _, err := r.lab.Host("gpu1").ReadFile(file); err == nil {
 		t.Fatal("the adaptive file the failed change created is still there")
 	}
-	if _, err := r.rb.ApplyPerLoad(testCtx(t), "qwen", deep[:1], false, ev); err != nil {
+	if _, err := r.rb.ApplyPerLoad(testkit.Context(t, 60*time.Second), "qwen", deep[:1], false, ev); err != nil {
 		t.Fatalf("the command the error gives fails: %v\n%s", err, ev.text())
 	}
 
 	shallow := []ops.PerLoadRow{{Concurrency: 1, Steps: 3, Candidates: []int{3}}, {Concurrency: 64, Steps: 3, Candidates: []int{3}}}
 	ev = &events{}
-	res, err = r.rb.ApplyPerLoad(testCtx(t), "qwen", shallow, false, ev)
+	res, err = r.rb.ApplyPerLoad(testkit.Context(t, 60*time.Second), "qwen", shallow, false, ev)
 	if err != nil {
 		t.Fatalf("graphs for 64 x 4 tokens do not fit: %v\n%s", err, ev.text())
 	}
@@ -310,7 +312,7 @@ func TestApplyPerLoadRaisedCap(t *testing.T) {
 func TestUndoFileOnlyPerLoadChange(t *testing.T) {
 	t.Parallel()
 	testrun.Long(t)
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 60*time.Second)
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "opsbot.db"))
 	if err != nil {
 		t.Fatal(err)

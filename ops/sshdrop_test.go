@@ -3,7 +3,9 @@ package ops_test
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 )
@@ -31,7 +33,7 @@ func TestSSHDropDuringUnitWriteLeavesOldOrNewUnit(t *testing.T) {
 			want := strings.Replace(strings.Replace(before, "--speculative-num-steps 3", "--speculative-num-steps 10", 1),
 				"--speculative-num-draft-tokens 4", "--speculative-num-draft-tokens 11", 1)
 			ev := &events{}
-			res, err := r.rb.MTPSteps(testCtx(t), "qwen", 10, false, ev)
+			res, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 10, false, ev)
 			after := r.unitText(t)
 			if after != before && after != want {
 				t.Fatalf("unit is neither old nor new:\n%s", after)

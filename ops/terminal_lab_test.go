@@ -3,7 +3,9 @@ package ops_test
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	labengine "github.com/opsbot/opsbot/lab/engine"
 	"github.com/opsbot/opsbot/ops"
 )
@@ -23,7 +25,7 @@ func TestTuneBestOnTheEdgeSaysSo(t *testing.T) {
 		c.Bench = ops.BenchDefaults{Prompts: 4, Concurrency: 1, InputLen: 32, OutputLen: 64}
 	})
 	ev := &events{}
-	res, err := r.rb.Tune(testCtx(t), "qwen", ops.TuneOptions{From: 2, To: 3, Concurrency: 1}, ev)
+	res, err := r.rb.Tune(testkit.Context(t, 60*time.Second), "qwen", ops.TuneOptions{From: 2, To: 3, Concurrency: 1}, ev)
 	if err != nil {
 		t.Fatalf("tune: %v\n%s", err, ev.text())
 	}
@@ -48,10 +50,10 @@ func TestStatusOfAStoppedUnit(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(), nil)
 	ev := &events{}
-	if _, err := r.rb.ServiceAction(testCtx(t), "qwen", "stop", false, ev); err != nil {
+	if _, err := r.rb.ServiceAction(testkit.Context(t, 60*time.Second), "qwen", "stop", false, ev); err != nil {
 		t.Fatalf("stop: %v\n%s", err, ev.text())
 	}
-	res, err := r.rb.ServiceStatus(testCtx(t), "qwen", ev)
+	res, err := r.rb.ServiceStatus(testkit.Context(t, 60*time.Second), "qwen", ev)
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}

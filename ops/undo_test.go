@@ -6,7 +6,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/engine"
 )
@@ -42,30 +44,30 @@ func TestMTPUndo(t *testing.T) {
 	r := newRig(t, labOpts(), func(c *ops.Config) { c.Changes = h })
 	original := r.unitText(t)
 
-	_, err := r.rb.MTPUndo(testCtx(t), "qwen", false, ops.Discard)
+	_, err := r.rb.MTPUndo(testkit.Context(t, 60*time.Second), "qwen", false, ops.Discard)
 	var none *ops.NothingToUndoError
 	if !errors.As(err, &none) {
 		t.Fatalf("undo with no change: %v, want NothingToUndoError", err)
 	}
 	// A failed job's change is not undone: only a successful one.
 	h.add(ops.AppliedChange{JobID: 1, Command: "mtp steps 9 qwen", Status: "failed", Unit: ops.UnitChange{Path: "/etc/systemd/system/sglang-qwen.service", Before: original, After: "x"}})
-	if _, err := r.rb.MTPUndo(testCtx(t), "qwen", false, ops.Discard); !errors.As(err, &none) {
+	if _, err := r.rb.MTPUndo(testkit.Context(t, 60*time.Second), "qwen", false, ops.Discard); !errors.As(err, &none) {
 		t.Fatalf("undo with only a failed change: %v, want NothingToUndoError", err)
 	}
 
-	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 6, false, ops.Discard)
+	res, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 6, false, ops.Discard)
 	if err != nil {
 		t.Fatalf("mtp steps 6: %v", err)
 	}
 	h.add(ops.AppliedChange{JobID: 2, Command: "mtp steps 6 qwen", Status: "succeeded", Unit: *res.Unit})
 	changed := r.unitText(t)
 
-	dry, err := r.rb.MTPUndo(testCtx(t), "qwen", true, ops.Discard)
+	dry, err := r.rb.MTPUndo(testkit.Context(t, 60*time.Second), "qwen", true, ops.Discard)
 	if err != nil || r.unitText(t) != changed || !strings.Contains(dry.Unit.Diff, "+    --speculative-num-steps 3") {
 		t.Fatalf("dry run: %v, diff %q; unit changed: %v", err, dry.Unit.Diff, r.unitText(t) != changed)
 	}
 	ev := &events{}
-	res, err = r.rb.MTPUndo(testCtx(t), "qwen", false, ev)
+	res, err = r.rb.MTPUndo(testkit.Context(t, 60*time.Second), "qwen", false, ev)
 	if err != nil {
 		t.Fatalf("mtp undo: %v\n%s", err, ev.text())
 	}
@@ -84,7 +86,7 @@ func TestMTPUndo(t *testing.T) {
 	// The unit now holds the original text, not what #2 wrote: undoing #2
 	// again would throw away what changed it since.
 	before := r.lab.Host(r.svc.Host).Unit(r.svc.Unit)
-	_, err = r.rb.MTPUndo(testCtx(t), "qwen", false, ops.Discard)
+	_, err = r.rb.MTPUndo(testkit.Context(t, 60*time.Second), "qwen", false, ops.Discard)
 	var ce *ops.UnitChangedError
 	if !errors.As(err, &ce) || ce.By != nil || !strings.Contains(err.Error(), "not by an opsbot job") {
 		t.Fatalf("undo after a change outside the history: %v, want UnitChangedError naming no job", err)
@@ -92,7 +94,7 @@ func TestMTPUndo(t *testing.T) {
 	// #3, after #2, was cancelled after writing: it left the text it holds.
 	h.add(ops.AppliedChange{JobID: 3, Command: "mtp steps 4 qwen", Status: "cancelled",
 		Unit: ops.UnitChange{Path: res.Unit.Path, Before: changed, After: original}})
-	_, err = r.rb.MTPUndo(testCtx(t), "qwen", false, ops.Discard)
+	_, err = r.rb.MTPUndo(testkit.Context(t, 60*time.Second), "qwen", false, ops.Discard)
 	if !errors.As(err, &ce) || ce.By == nil || ce.By.JobID != 3 || !strings.Contains(err.Error(), "#3 `mtp steps 4 qwen` (cancelled)") {
 		t.Fatalf("undo after a cancelled job changed the unit: %v, want UnitChangedError naming #3", err)
 	}
@@ -115,13 +117,13 @@ func TestMTPUndoDropIn(t *testing.T) {
 		c.Changes = h
 	})
 	main := r.unitText(t)
-	res, err := r.rb.MTPSteps(testCtx(t), "qwen", 7, false, ops.Discard)
+	res, err := r.rb.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 7, false, ops.Discard)
 	if err != nil {
 		t.Fatalf("mtp steps 7: %v", err)
 	}
 	h.add(ops.AppliedChange{JobID: 1, Command: "mtp steps 7 qwen", Status: "succeeded", Unit: *res.Unit})
 	ev := &events{}
-	undo, err := r.rb.MTPUndo(testCtx(t), "qwen", false, ev)
+	undo, err := r.rb.MTPUndo(testkit.Context(t, 60*time.Second), "qwen", false, ev)
 	if err != nil {
 		t.Fatalf("mtp undo: %v\n%s", err, ev.text())
 	}
@@ -129,7 +131,7 @@ func TestMTPUndoDropIn(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(b)) != "" || r.unitText(t) != main {
 		t.Fatalf("after undo: drop-in %q (%v); main unit unchanged: %v", b, err, r.unitText(t) == main)
 	}
-	info, err := engine.New(r.svc.URL).ServerInfo(testCtx(t))
+	info, err := engine.New(r.svc.URL).ServerInfo(testkit.Context(t, 60*time.Second))
 	if err != nil || info.Steps != 3 || undo.Spec.LiveSteps != 3 {
 		t.Fatalf("engine runs %+v (%v), want steps 3", info, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
@@ -69,7 +70,7 @@ func TestViaSSHJobThroughTheTunnel(t *testing.T) {
 		t.Run(c.engine, func(t *testing.T) {
 			t.Parallel()
 			r := newViaSSHRig(t, c.engine)
-			ctx := testCtx(t)
+			ctx := testkit.Context(t, 60*time.Second)
 			if ph, _ := engine.New(r.svc.URL).Probe(ctx); ph != engine.PhaseRefused {
 				t.Fatalf("the engine answers on %s from here (%s): the test would not prove the tunnel", r.svc.URL, ph)
 			}
@@ -119,7 +120,7 @@ func TestViaSSHForwardingRefused(t *testing.T) {
 	r := newViaSSHRig(t, "sglang")
 	r.lab.RefuseForwarding(true)
 	rb := r.runbook(t)
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 60*time.Second)
 	h := r.lab.Host("gpu1")
 	unitPath := "/etc/systemd/system/" + r.svc.Unit
 	before, err := h.ReadFile(unitPath)

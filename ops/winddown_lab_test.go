@@ -5,7 +5,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 )
 
@@ -56,7 +58,7 @@ func TestWindDownLeavesTheServiceServing(t *testing.T) {
 			r := newRig(t, labOpts(), nil)
 			before := r.unitText(t)
 			w := &windAfter{step: c.after}
-			res, err := r.rb.For(w.hold()).MTPSteps(testCtx(t), "qwen", 10, false, w)
+			res, err := r.rb.For(w.hold()).MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 10, false, w)
 			if err == nil || !errors.Is(err, errStoreFull) || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("err %v; want the store named and %q\n%s", err, c.says, w.text())
 			}

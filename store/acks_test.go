@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/opsbot/opsbot/internal/pgtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 // badUTF8 is a command that passes checkJob and checkAudit but that
@@ -71,21 +72,17 @@ func (p *ackPlug) release(t *testing.T) {
 // of db's database.
 func waitLockWaiters(t *testing.T, db *sql.DB, n int) {
 	t.Helper()
-	deadline := time.Now().Add(StatementTimeout)
-	for {
-		var waiting int
+	var waiting int
+	if !testkit.Poll(StatementTimeout, func() bool {
 		err := db.QueryRow(`SELECT COUNT(*) FROM pg_locks
 			WHERE database = (SELECT oid FROM pg_database WHERE datname = current_database())
 			AND relation = 'jobs'::regclass AND NOT granted`).Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if waiting >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions wait for the jobs table, want %d", waiting, n)
-		}
+		return waiting >= n
+	}) {
+		t.Fatalf("%d sessions wait for the jobs table, want %d", waiting, n)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 // Environment of the helper process (this test binary, re-executed).
@@ -141,19 +143,14 @@ func TestCrashRecovery(t *testing.T) {
 
 	// Watch from another handle until the child is well into its write loop.
 	watch := rawDB(t, path)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var n int
+	var n int
+	if !testkit.Poll(30*time.Second, func() bool {
 		if err := watch.QueryRow(`SELECT COUNT(*) FROM job_events`).Scan(&n); err != nil {
 			t.Fatalf("watching the child: %v", err)
 		}
-		if n >= 500 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("child wrote only %d events in 30s", n)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an outcome
+		return n >= 500
+	}) {
+		t.Fatalf("child wrote only %d events in 30s", n)
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

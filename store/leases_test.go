@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 func register(t *testing.T, s *Store, id string, ttl time.Duration) Owner {
@@ -16,18 +18,6 @@ func register(t *testing.T, s *Store, id string, ttl time.Duration) Owner {
 		t.Fatalf("RegisterOwner(%s): %v", id, err)
 	}
 	return o
-}
-
-// waitUntil polls cond until it holds or the deadline passes.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition
-	}
 }
 
 func testLeaseAcquireReleaseAndHolder(t *testing.T, drv driver) {
@@ -93,7 +83,7 @@ func testLeaseTakeoverAfterExpiry(t *testing.T, drv driver) {
 		t.Fatalf("acquire = %+v, %v", a, err)
 	}
 	var got Acquisition
-	waitUntil(t, 10*time.Second, "b takes the expired lease over", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "b to take the expired lease over", func() bool {
 		var err error
 		got, err = s.AcquireLease(ctx, "service:qwen", "b", 2, time.Minute)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/internal/pgtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 // PostgreSQL taken away under an open store: writes fail within
@@ -42,15 +43,11 @@ func TestPostgresUnreachableAndBack(t *testing.T) {
 		t.Errorf("Stats counts no errors: %+v", st)
 	}
 	proxy.Restore()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		_, err := s.CreateJob(ctx, Job{Command: "mtp steps 4"})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the store does not take writes again once the database is back: %v", err)
-		}
+	if !testkit.Poll(15*time.Second, func() bool {
+		_, err = s.CreateJob(ctx, Job{Command: "mtp steps 4"})
+		return err == nil
+	}) {
+		t.Fatalf("the store does not take writes again once the database is back: %v", err)
 	}
 	jobs, err := s.ListJobs(ctx, JobFilter{})
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"maunium.net/go/mautrix/id"
+
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 // BenchmarkCommandToFirstReply sends 100 `!mtp show` one after another in
@@ -21,7 +23,7 @@ import (
 func BenchmarkCommandToFirstReply(b *testing.B) {
 	e := newEnv(b)
 	in := e.start(nil)
-	poll(b, 30*time.Second, "the adapter to sync", func() bool { return in.adapter.Ready() == nil })
+	testkit.WaitFor(b, 30*time.Second, "the adapter to sync", func() bool { return in.adapter.Ready() == nil })
 	benchFirstReply(b, e, e.seen, e.room, func(text string) id.EventID { return send(b, e.alice, e.room, text) })
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/internal/chattest"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -64,7 +65,7 @@ func (m *matrixChat) Replay(t testing.TB, s chattest.Sent) bool {
 	}
 	m.in = m.e.start(nil)
 	m.in.waitReady(t)
-	poll(t, 30*time.Second, "the replayed sync handled", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the replayed sync handled", func() bool {
 		tok, err := m.in.app.Store.SyncToken(ctx, m.syncKey())
 		return err == nil && tok != since
 	})
@@ -77,7 +78,7 @@ func TestConformance(t *testing.T) {
 	e := newEnv(t)
 	m := &matrixChat{e: e, in: e.start(nil)}
 	m.in.waitReady(t)
-	poll(t, 30*time.Second, "the first sync position stored", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the first sync position stored", func() bool {
 		tok, err := m.in.app.Store.SyncToken(context.Background(), m.syncKey())
 		return err == nil && tok != ""
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/bot/matrix"
 	"github.com/opsbot/opsbot/internal/dendritetest"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -33,9 +34,9 @@ func encryptedEnv(t testing.TB, keyWait time.Duration) (*env, *dendritetest.E2EE
 	alice := dendritetest.NewE2EEMember(t, e.hs.Login(t, e.alice))
 	room := e.encryptedRoom(t)
 	in := e.start(nil)
-	poll(t, 30*time.Second, "the adapter to sync", func() bool { return in.adapter.Ready() == nil })
-	poll(t, 30*time.Second, "the bot to join the encrypted room", func() bool {
-		j, err := e.alice.Client.JoinedMembers(testCtx(t, 10*time.Second), room)
+	testkit.WaitFor(t, 30*time.Second, "the adapter to sync", func() bool { return in.adapter.Ready() == nil })
+	testkit.WaitFor(t, 30*time.Second, "the bot to join the encrypted room", func() bool {
+		j, err := e.alice.Client.JoinedMembers(testkit.Context(t, 10*time.Second), room)
 		return err == nil && hasMember(j, e.botU.ID)
 	})
 	return e, alice, room, in
@@ -99,11 +100,11 @@ func TestEncryptedRoom(t *testing.T) {
 	})
 
 	// A second process on the same store, not syncing, must not post there.
-	standby, err := matrix.New(*e.cfg.Matrix, matrix.Options{Store: bot.StoreConfig(e.cfg), Logger: testLogger(t)})
+	standby, err := matrix.New(*e.cfg.Matrix, matrix.Options{Store: bot.StoreConfig(e.cfg), Logger: testkit.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = standby.Post(testCtx(t, 30*time.Second), string(room), bot.Message{Kind: bot.KindNotice, Text: "in the clear?"})
+	_, err = standby.Post(testkit.Context(t, 30*time.Second), string(room), bot.Message{Kind: bot.KindNotice, Text: "in the clear?"})
 	if err == nil || !strings.Contains(err.Error(), "does not hold the account's keys") {
 		t.Errorf("a standby's post to the encrypted room: %v, want it refused", err)
 	}
@@ -119,7 +120,7 @@ func TestEncryptedRoom(t *testing.T) {
 	alice.Seen.Wait(t, jobWait, "`!mtp show` to report steps 10", func(m msg) bool {
 		return botSaid(m) && m.RelType == "m.replace" && m.RelTo == sroot.ID && strings.Contains(m.NewBody, "unit NEXTN steps 10")
 	})
-	devs, err := e.botU.Client.GetDevicesInfo(testCtx(t, 10*time.Second))
+	devs, err := e.botU.Client.GetDevicesInfo(testkit.Context(t, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestEncryptedUnreadable(t *testing.T) {
 	t.Parallel()
 	e, alice, room, in := encryptedEnv(t, 1500*time.Millisecond)
 	// A Megolm message of a session nobody shared with the bot.
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	fake := func() map[string]any {
 		sess := make([]byte, 32)
 		rand.Read(sess)
@@ -168,7 +169,7 @@ func TestEncryptedUnreadable(t *testing.T) {
 		!strings.Contains(told.Body, "send the command again") {
 		t.Errorf("the notice: %+v", told)
 	}
-	poll(t, 30*time.Second, "both messages audited as undecryptable", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "both messages audited as undecryptable", func() bool {
 		rows, err := in.app.Store.Audit(context.Background(), store.AuditFilter{User: string(e.alice.ID)})
 		if err != nil {
 			t.Fatal(err)
@@ -206,7 +207,7 @@ func TestEncryptedUnreadable(t *testing.T) {
 func TestEncryptedAttachments(t *testing.T) {
 	t.Parallel()
 	_, alice, room, in := encryptedEnv(t, 0)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testkit.Context(t, 60*time.Second)
 	root, err := in.adapter.Post(ctx, string(room), bot.Message{Kind: bot.KindStatus, Text: "⏳ #9 `sweep` — queued"})
 	if err != nil {
 		t.Fatal(err)

@@ -2,9 +2,7 @@ package matrix_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -18,6 +16,7 @@ import (
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/dendritetest"
 	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 )
@@ -46,7 +45,7 @@ func newEnv(t testing.TB) *env {
 	e.botU = hs.Register(t, "opsbot")
 	e.alice = hs.Register(t, "alice")
 	e.bob = hs.Register(t, "bob")
-	ctx := testCtx(t, time.Minute)
+	ctx := testkit.Context(t, time.Minute)
 	for _, r := range []*id.RoomID{&e.room, &e.other} {
 		resp, err := e.alice.Client.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat",
 			Invite: []id.UserID{e.botU.ID, e.bob.ID}})
@@ -101,7 +100,7 @@ type instance struct {
 func (e *env) start(now func() time.Time) *instance {
 	t := e.t
 	t.Helper()
-	log := testLogger(t)
+	log := testkit.Logger(t)
 	a, err := matrix.New(*e.cfg.Matrix, matrix.Options{Store: bot.StoreConfig(e.cfg), LeaseTTL: e.cfg.Limits.LeaseTTL.D(), Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +111,7 @@ func (e *env) start(now func() time.Time) *instance {
 	if e.keyWait > 0 {
 		a.KeyWait = e.keyWait
 	}
-	ctx := testCtx(t, time.Minute)
+	ctx := testkit.Context(t, time.Minute)
 	newBackend := func(deps bot.BackendDeps) (bot.Backend, error) {
 		rb, err := runbook(e.cfg, deps.Nodes, log)
 		if err != nil {
@@ -146,7 +145,7 @@ func (e *env) start(now func() time.Time) *instance {
 // waitReady waits until the instance syncs.
 func (in *instance) waitReady(t testing.TB) {
 	t.Helper()
-	poll(t, 30*time.Second, "the adapter to sync", func() bool { return in.adapter.Ready() == nil })
+	testkit.WaitFor(t, 30*time.Second, "the adapter to sync", func() bool { return in.adapter.Ready() == nil })
 }
 
 // runbook builds the ops layer from cfg, as opsbot's main does.
@@ -173,7 +172,7 @@ func runbook(cfg *config.Config, nodes ops.Locker, log *slog.Logger) (*ops.Runbo
 // send posts a text message as u and returns its event id.
 func send(t testing.TB, u *dendritetest.User, room id.RoomID, text string) id.EventID {
 	t.Helper()
-	resp, err := u.Client.SendText(testCtx(t, 30*time.Second), room, text)
+	resp, err := u.Client.SendText(testkit.Context(t, 30*time.Second), room, text)
 	if err != nil {
 		t.Fatalf("send %q: %v", text, err)
 	}
@@ -185,27 +184,3 @@ type (
 	msg     = dendritetest.Event
 	watcher = dendritetest.Watcher
 )
-
-func poll(t testing.TB, d time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func testCtx(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("OPSBOT_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}

@@ -10,6 +10,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/opsbot/opsbot/internal/dendritetest"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -17,7 +18,7 @@ import (
 // event sent by admin (the room's creator).
 func setLevel(t testing.TB, admin *dendritetest.User, room id.RoomID, user id.UserID, level int) {
 	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	var pl event.PowerLevelsEventContent
 	if err := admin.Client.StateEvent(ctx, room, event.StatePowerLevels, "", &pl); err != nil {
 		t.Fatalf("read the power levels of %s: %v", room, err)
@@ -41,7 +42,7 @@ func setLevel(t testing.TB, admin *dendritetest.User, room id.RoomID, user id.Us
 func TestPowerLevelRoles(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := testkit.Context(t, time.Minute)
 	resp, err := e.alice.Client.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat",
 		Invite: []id.UserID{e.botU.ID, e.bob.ID}})
 	if err != nil {
@@ -95,14 +96,14 @@ func TestPowerLevelRoles(t *testing.T) {
 		t.Fatalf("preview: %q", preview.Body)
 	}
 	setLevel(t, e.alice, e.room, e.bob.ID, 0)
-	react, err := e.bob.Client.SendReaction(testCtx(t, 30*time.Second), e.room, preview.ID, "✅")
+	react, err := e.bob.Client.SendReaction(testkit.Context(t, 30*time.Second), e.room, preview.ID, "✅")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := e.rootOf(t, react.EventID); !strings.Contains(r.Body, "needs the operator role; you have none") {
 		t.Fatalf("bob's ✅ at level 0: %q", r.Body)
 	}
-	jobs, err := in.app.Store.ListJobs(testCtx(t, 10*time.Second), store.JobFilter{Limit: 100})
+	jobs, err := in.app.Store.ListJobs(testkit.Context(t, 10*time.Second), store.JobFilter{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/bot/matrix"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -182,7 +183,7 @@ func TestOtherRooms(t *testing.T) {
 	if got := e.seen.All(func(m msg) bool { return m.Sender == e.botU.ID && m.Room == e.other && m.Type == "m.room.message" }); len(got) > 0 {
 		t.Fatalf("the bot spoke in a room outside matrix.rooms: %+v", got)
 	}
-	poll(t, 10*time.Second, "the ignored command in the audit log", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the ignored command in the audit log", func() bool {
 		entries, err := in.app.Store.Audit(context.Background(), store.AuditFilter{User: string(e.alice.ID)})
 		if err != nil {
 			t.Fatal(err)
@@ -196,7 +197,7 @@ func TestOtherRooms(t *testing.T) {
 		return false
 	})
 
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	third, err := e.alice.Client.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "public_chat"})
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +223,7 @@ func TestConfirmByReaction(t *testing.T) {
 	if !strings.Contains(preview.Body, "React ✅ to confirm") {
 		t.Fatalf("preview: %q", preview.Body)
 	}
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	// bob's reaction is refused: the confirmation is alice's.
 	bobs, err := e.bob.Client.SendReaction(ctx, e.room, preview.ID, "✅")
 	if err != nil {
@@ -257,7 +258,7 @@ func TestTwoInstancesOneSyncs(t *testing.T) {
 	a := e.start(nil)
 	a.waitReady(t)
 	b := e.start(nil)
-	poll(t, 30*time.Second, "the second process to stand by", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the second process to stand by", func() bool {
 		err := b.adapter.Ready()
 		return err != nil && strings.Contains(err.Error(), "standing by")
 	})
@@ -286,7 +287,7 @@ func TestLoginKept(t *testing.T) {
 		in.waitReady(t)
 		in.stop()
 	}
-	devs, err := e.botU.Client.GetDevicesInfo(testCtx(t, 30*time.Second))
+	devs, err := e.botU.Client.GetDevicesInfo(testkit.Context(t, 30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +305,7 @@ func TestAttachmentsAndEncrypted(t *testing.T) {
 	e := newEnv(t)
 	in := e.start(nil)
 	in.waitReady(t)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	root, err := in.adapter.Post(ctx, string(e.room), bot.Message{Kind: bot.KindStatus, Text: "⏳ #9 `sweep` — queued"})
 	if err != nil {
 		t.Fatal(err)
@@ -350,11 +351,11 @@ func TestBadCredentials(t *testing.T) {
 	} {
 		m := *e.cfg.Matrix
 		c.edit(&m)
-		a, err := matrix.New(m, matrix.Options{Store: bot.StoreConfig(e.cfg), Logger: testLogger(t)})
+		a, err := matrix.New(m, matrix.Options{Store: bot.StoreConfig(e.cfg), Logger: testkit.Logger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = a.Run(testCtx(t, 30*time.Second), nil)
+		err = a.Run(testkit.Context(t, 30*time.Second), nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Run: %v, want it to say %q", c.name, err, c.want)
 		}
@@ -394,7 +395,7 @@ func TestInterruptedJobReported(t *testing.T) {
 	in.waitReady(t)
 	in.stop()
 	root := send(t, e.alice, e.room, "(the status message of a job whose process died)")
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	st, err := store.Open(ctx, e.cfg.Store.Path)
 	if err != nil {
 		t.Fatal(err)

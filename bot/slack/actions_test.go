@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/internal/slackfake"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -14,7 +15,7 @@ import (
 func (r *rig) response(name string, n int) slackfake.Response {
 	r.t.Helper()
 	var got slackfake.Response
-	r.waitFor("answer "+name+" #"+string(rune('0'+n)), 10*time.Second, func() bool {
+	testkit.WaitFor(r.t, 10*time.Second, "answer "+name+" #"+string(rune('0'+n)), func() bool {
 		k := 0
 		for _, resp := range r.slack.State().Responses {
 			if resp.Path == "/response/"+name {
@@ -41,7 +42,7 @@ func TestConfirmAbortCancelButtons(t *testing.T) {
 	r := newRig(t, rigOptions{backend: quickBackend(release)})
 
 	preview := r.slash("/gpu", "recover", operatorID, opsChannel)
-	btn := buttons(t, preview)
+	btn := slackfake.Buttons(preview)
 	if preview.ResponseType != "ephemeral" || btn["Confirm"] == "" || btn["Abort"] == "" {
 		t.Fatalf("preview: %s %q buttons %v; want ephemeral with Confirm and Abort", preview.ResponseType, slackfake.BlocksOf(t, preview), btn)
 	}
@@ -66,7 +67,7 @@ func TestConfirmAbortCancelButtons(t *testing.T) {
 	if !queued.Msg.ReplaceOriginal || !strings.Contains(queued.Msg.Text, "queued") {
 		t.Fatalf("confirm: %s; want the preview replaced by the queued job", queued.Raw)
 	}
-	cancel := buttons(t, queued.Msg)["Cancel"]
+	cancel := slackfake.Buttons(queued.Msg)["Cancel"]
 	if cancel == "" {
 		t.Fatalf("the queued job offers no Cancel: %s", queued.Raw)
 	}
@@ -96,7 +97,7 @@ func TestConfirmAbortCancelButtons(t *testing.T) {
 
 	// Abort drops a preview: nothing runs.
 	preview = r.slash("/svc", "stop", operatorID, opsChannel)
-	r.click(buttons(t, preview)["Abort"], operatorID, opsChannel, "abort")
+	r.click(slackfake.Buttons(preview)["Abort"], operatorID, opsChannel, "abort")
 	if resp := r.response("abort", 1); !resp.Msg.ReplaceOriginal || !strings.Contains(resp.Msg.Text, "aborted") {
 		t.Errorf("abort: %s", resp.Raw)
 	}

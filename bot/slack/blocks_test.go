@@ -2,7 +2,6 @@ package slack
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,9 +13,8 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/internal/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 var goldenNow = time.Date(2026, 7, 21, 3, 4, 5, 0, time.UTC)
 
@@ -81,26 +79,14 @@ func TestGoldenBlocks(t *testing.T) {
 	}
 }
 
+// golden compares v, as indented JSON, with testdata/NAME.json.
 func golden(t *testing.T, name string, v any) {
 	t.Helper()
 	got, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got = append(got, '\n')
-	path := filepath.Join("testdata", name+".json")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs from %s:\n%s", name, path, got)
-	}
+	testkit.Golden(t, name+".json", string(got)+"\n")
 }
 
 // checkLimits reads a golden file back as Slack would and checks Block Kit's

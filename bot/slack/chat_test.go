@@ -12,12 +12,13 @@ import (
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/slackfake"
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 func chatAdapter(t *testing.T, f *slackfake.Server) *Adapter {
 	t.Helper()
 	ad, err := New(config.Slack{Enabled: true, Mode: config.SlackModeHTTP, BotToken: "xoxb-x", SigningSecret: testSecret,
-		APIURL: f.URL(), Channels: []string{opsChannel}}, Options{Logger: testLogger(t)})
+		APIURL: f.URL(), Channels: []string{opsChannel}}, Options{Logger: testkit.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestMentionRunsCommand(t *testing.T) {
 	if code, text := r.post(r.sign(delivery{body: body, contentType: "application/json"})); code != 200 {
 		t.Fatalf("event: HTTP %d %s", code, text)
 	}
-	r.waitFor("the ephemeral refusal", 10*time.Second, func() bool { return len(r.slack.State().Ephemeral) == 1 })
+	testkit.WaitFor(r.t, 10*time.Second, "the ephemeral refusal", func() bool { return len(r.slack.State().Ephemeral) == 1 })
 	e := r.slack.State().Ephemeral[0]
 	if e.User != viewerID || e.Channel != opsChannel || !strings.Contains(e.Text, "needs the operator role") {
 		t.Errorf("ephemeral: %+v", e)
@@ -95,7 +96,7 @@ func TestMentionRunsCommand(t *testing.T) {
 	if code, _ := r.post(r.sign(delivery{body: body, contentType: "application/json"})); code != 200 {
 		t.Fatal("event in another channel not acked")
 	}
-	r.waitFor("the channel refusal", 10*time.Second, func() bool { return len(r.slack.State().Ephemeral) == 2 })
+	testkit.WaitFor(r.t, 10*time.Second, "the channel refusal", func() bool { return len(r.slack.State().Ephemeral) == 2 })
 	// The mention and the other channel's reach the door (which refuses the
 	// second for its channel); the retry is a duplicate there.
 	if n, d := r.in.handled.Load(), r.in.dups.Load(); n != 2 || d != 1 || len(r.jobs()) != 1 {

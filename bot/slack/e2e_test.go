@@ -11,6 +11,7 @@ import (
 
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/slackfake"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/store"
 )
@@ -32,7 +33,7 @@ type jobThread struct {
 func readJob(r *rig, channel string, since int, within time.Duration) jobThread {
 	r.t.Helper()
 	var jt jobThread
-	r.waitFor("the job's final status and result in Slack", within, func() bool {
+	testkit.WaitFor(r.t, within, "the job's final status and result in Slack", func() bool {
 		s := r.slack.State()
 		roots := s.Roots(channel)
 		if len(roots) == 0 {
@@ -102,8 +103,8 @@ func TestMtpStepsOverHTTP(t *testing.T) {
 	if ack.ResponseType != "ephemeral" || !strings.Contains(ack.Text, "#1 queued: `mtp steps 10") {
 		t.Fatalf("ack: %s %q; want ephemeral, with the job's id", ack.ResponseType, ack.Text)
 	}
-	if _, ok := buttons(t, ack)["Cancel"]; !ok {
-		t.Errorf("ack offers no Cancel: %+v", buttons(t, ack))
+	if _, ok := slackfake.Buttons(ack)["Cancel"]; !ok {
+		t.Errorf("ack offers no Cancel: %+v", slackfake.Buttons(ack))
 	}
 	j := r.waitJob(1, 3*time.Minute)
 	if j.Status != store.Succeeded {
@@ -170,13 +171,13 @@ func TestMtpStepsOverSocketMode(t *testing.T) {
 		"channel_id": opsChannel, "team_id": "T0TEAM", "response_url": r.responseURL("socket")}
 	r.slack.Send("env-1", "slash_commands", cmd)
 	var ack slack.WebhookMessage
-	r.waitFor("the slash command's ack", 10*time.Second, func() bool { return len(r.slack.Ack("env-1")) == 1 })
+	testkit.WaitFor(r.t, 10*time.Second, "the slash command's ack", func() bool { return len(r.slack.Ack("env-1")) == 1 })
 	if err := json.Unmarshal(r.slack.Ack("env-1")[0].Payload, &ack); err != nil || !strings.Contains(ack.Text, "#1 queued") ||
 		ack.ResponseType != "ephemeral" {
 		t.Fatalf("ack %s (%v); want the job's id, ephemeral", r.slack.Ack("env-1")[0].Payload, err)
 	}
 	r.slack.Send("env-1", "slash_commands", cmd) // Slack's retry of the same envelope
-	r.waitFor("the retry's ack", 10*time.Second, func() bool { return len(r.slack.Ack("env-1")) == 2 })
+	testkit.WaitFor(r.t, 10*time.Second, "the retry's ack", func() bool { return len(r.slack.Ack("env-1")) == 2 })
 	j := r.waitJob(1, 3*time.Minute)
 	if j.Status != store.Succeeded {
 		t.Fatalf("job #1 %s: %s", j.Status, j.Error)
@@ -198,12 +199,12 @@ func TestButtonsOverSocketMode(t *testing.T) {
 	r := newRig(t, rigOptions{backend: quickBackend(nil), mode: config.SlackModeSocket})
 	r.slack.Send("env-a", "slash_commands", map[string]string{"command": "/gpu", "text": "recover", "user_id": operatorID,
 		"channel_id": opsChannel, "response_url": r.responseURL("socket-preview")})
-	r.waitFor("the preview", 10*time.Second, func() bool { return len(r.slack.Ack("env-a")) == 1 })
+	testkit.WaitFor(r.t, 10*time.Second, "the preview", func() bool { return len(r.slack.Ack("env-a")) == 1 })
 	var preview slack.WebhookMessage
 	if err := json.Unmarshal(r.slack.Ack("env-a")[0].Payload, &preview); err != nil {
 		t.Fatal(err)
 	}
-	confirm := buttons(t, preview)["Confirm"]
+	confirm := slackfake.Buttons(preview)["Confirm"]
 	if confirm == "" {
 		t.Fatalf("preview without Confirm: %s", r.slack.Ack("env-a")[0].Payload)
 	}

@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,6 +20,7 @@ import (
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/internal/slackfake"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
@@ -106,13 +105,6 @@ services:
   coder: {host: gpu2, unit: sglang-coder.service, url: "http://127.0.0.1:30001"}
 `
 
-func testLogger(t testing.TB) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
 func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
 	if o.mode == "" {
@@ -144,7 +136,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	} else {
 		sc.AppToken = "xapp-test-token"
 	}
-	log := testLogger(t)
+	log := testkit.Logger(t)
 	cfg.Slack = sc // the door's admission: the channels and DMs
 	r.ad, err = New(*sc, Options{Logger: log, Now: func() time.Time {
 		if p := r.now.Load(); p != nil {
@@ -187,20 +179,8 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		r.events.Close()
 		r.app.Close()
 	})
-	r.waitFor("the adapter to be ready", 10*time.Second, func() bool { return r.ad.Ready() == nil })
+	testkit.WaitFor(r.t, 10*time.Second, "the adapter to be ready", func() bool { return r.ad.Ready() == nil })
 	return r
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func (r *rig) waitFor(what string, within time.Duration, cond func() bool) {
-	r.t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // delivery is one signed HTTP request to POST /slack/events.
@@ -296,25 +276,6 @@ func (r *rig) click(actionID, user, channel, responseName string) {
 	if code != http.StatusOK {
 		r.t.Fatalf("click %s: HTTP %d: %s", actionID, code, body)
 	}
-}
-
-// buttons returns the action ids of a message's buttons, by label.
-func buttons(t testing.TB, m slack.WebhookMessage) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	if m.Blocks == nil {
-		return out
-	}
-	for _, b := range m.Blocks.BlockSet {
-		if ab, ok := b.(*slack.ActionBlock); ok {
-			for _, e := range ab.Elements.ElementSet {
-				if btn, ok := e.(*slack.ButtonBlockElement); ok {
-					out[btn.Text.Text] = btn.ActionID
-				}
-			}
-		}
-	}
-	return out
 }
 
 // jobs lists the store's jobs, newest first.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/slackfake"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -52,11 +53,11 @@ func TestFailedPostsLoseNothing(t *testing.T) {
 	r := newRig(t, rigOptions{backend: quickBackend(release)})
 	r.slack.Inject("chat.update", 1000, false)
 	r.slash("/mtp", "steps 10", operatorID, opsChannel)
-	r.waitFor("the job to run", 10*time.Second, func() bool {
+	testkit.WaitFor(r.t, 10*time.Second, "the job to run", func() bool {
 		js := r.jobs()
 		return len(js) == 1 && js[0].Status == store.Running
 	})
-	r.waitFor("a failed update", 10*time.Second, func() bool { return r.slack.State().Count("chat.update") > 0 })
+	testkit.WaitFor(r.t, 10*time.Second, "a failed update", func() bool { return r.slack.State().Count("chat.update") > 0 })
 	r.slack.SetDown("chat.update", false) // Slack is back
 	close(release)
 	if j := r.waitJob(1, 10*time.Second); j.Status != store.Succeeded {
@@ -75,7 +76,7 @@ func TestReadyFollowsSlack(t *testing.T) {
 	t.Parallel()
 	f := slackfake.New(t)
 	ad, err := New(config.Slack{Enabled: true, Mode: config.SlackModeHTTP, BotToken: "xoxb-x", SigningSecret: testSecret,
-		APIURL: f.URL(), Channels: []string{opsChannel}}, Options{Logger: testLogger(t)})
+		APIURL: f.URL(), Channels: []string{opsChannel}}, Options{Logger: testkit.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,12 +87,8 @@ func TestReadyFollowsSlack(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ad.Run(ctx, nil) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(errString(ad.Ready()), "auth.test") {
-		if time.Now().After(deadline) {
-			t.Fatalf("Ready while Slack is unreachable: %v", ad.Ready())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testkit.Poll(5*time.Second, func() bool { return strings.Contains(errString(ad.Ready()), "auth.test") }) {
+		t.Fatalf("Ready while Slack is unreachable: %v", ad.Ready())
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -101,7 +98,7 @@ func TestReadyFollowsSlack(t *testing.T) {
 	revoked := slackfake.New(t)
 	revoked.SetAuthError("token_revoked")
 	ad, err = New(config.Slack{Enabled: true, Mode: config.SlackModeSocket, BotToken: "xoxb-revoked", AppToken: "xapp-x",
-		APIURL: revoked.URL(), Channels: []string{opsChannel}}, Options{Logger: testLogger(t)})
+		APIURL: revoked.URL(), Channels: []string{opsChannel}}, Options{Logger: testkit.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package slack
 import (
 	"testing"
 	"time"
+
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 // TestTasksWaitForLateStarts: a task started while wait waits is waited for.
@@ -15,13 +17,7 @@ func TestTasksWaitForLateStarts(t *testing.T) {
 	go func() { ts.wait(); close(waited) }()
 	ts.Go(func() { <-second })
 	close(first)
-	deadline := time.Now().Add(5 * time.Second)
-	for running(&ts) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first task never ended")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, 5*time.Second, "the first task to end", func() bool { return running(&ts) == 1 })
 	select {
 	case <-waited:
 		t.Fatal("wait returned while a task ran")

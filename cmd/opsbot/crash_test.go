@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/store"
@@ -126,13 +127,9 @@ func killedMidJob(t *testing.T, armed func(*testing.T, *lab.Lab) (func(context.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for !reached(ctx, st) {
-		if time.Now().After(deadline) {
-			child.Process.Kill()
-			t.Fatalf("the job never got to the point of the kill:\n%s", childOut.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling for a condition
+	if !testkit.Poll(time.Minute, func() bool { return reached(ctx, st) }) {
+		child.Process.Kill()
+		t.Fatalf("the job never got to the point of the kill:\n%s", childOut.String())
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/internal/pgtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/store"
@@ -134,20 +135,18 @@ func leaseLabOn(t testing.TB, ctx context.Context, faults []lab.Fault, pgURL str
 
 const leaseTTL = 3 * time.Second
 
-// poll polls cond until it holds or d has passed.
+// poll polls cond until it holds or d has passed; then it fails t with
+// what it waited for and the output of procs.
 func poll(t testing.TB, d time.Duration, what string, cond func() bool, procs ...*opsbotProc) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			var b strings.Builder
-			for _, p := range procs {
-				fmt.Fprintf(&b, "--- opsbot %v:\n%s\n", p.cmd.Args[3:], p.out.String())
-			}
-			t.Fatalf("timed out waiting until %s\n%s", what, b.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling the store for a condition
+	if testkit.Poll(d, cond) {
+		return
 	}
+	var b strings.Builder
+	for _, p := range procs {
+		fmt.Fprintf(&b, "--- opsbot %v:\n%s\n", p.cmd.Args[3:], p.out.String())
+	}
+	t.Fatalf("timed out waiting until %s\n%s", what, b.String())
 }
 
 func jobByCommand(t *testing.T, st *store.Store, prefix string) (store.Job, bool) {

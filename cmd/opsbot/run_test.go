@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
 )
 
@@ -179,16 +180,22 @@ func TestLabStandaloneConfig(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"lab", "--config-out", cfg}, strings.NewReader(""), &labOut, &labOut)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(labOut.String(), "lab running") {
-		if time.Now().After(deadline) {
-			t.Fatalf("lab did not start:\n%s", labOut.String())
+	exited, code := false, 0
+	if !testkit.Poll(30*time.Second, func() bool {
+		if strings.Contains(labOut.String(), "lab running") {
+			return true
 		}
 		select {
-		case code := <-done:
-			t.Fatalf("lab exited %d:\n%s", code, labOut.String())
-		case <-time.After(20 * time.Millisecond):
+		case code = <-done:
+			exited = true
+		default:
 		}
+		return exited
+	}) {
+		t.Fatalf("lab did not start:\n%s", labOut.String())
+	}
+	if exited {
+		t.Fatalf("lab exited %d:\n%s", code, labOut.String())
 	}
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), []string{"config", "check", "--config", cfg}, strings.NewReader(""), &out, &errb); code != 0 {

@@ -341,24 +341,6 @@ func (f *slackServer) response(t *testing.T, p *opsbotProc, name string, n int) 
 	return m
 }
 
-// actions returns the action ids of a message's buttons, by label.
-func actions(m slack.WebhookMessage) map[string]string {
-	out := map[string]string{}
-	if m.Blocks == nil {
-		return out
-	}
-	for _, b := range m.Blocks.BlockSet {
-		if ab, ok := b.(*slack.ActionBlock); ok {
-			for _, e := range ab.Elements.ElementSet {
-				if btn, ok := e.(*slack.ButtonBlockElement); ok {
-					out[btn.Text.Text] = btn.ActionID
-				}
-			}
-		}
-	}
-	return out
-}
-
 // TestServeSlackButtons: through `opsbot serve --lab` in HTTP mode,
 // `/gpu recover` is previewed to the operator with Confirm and Abort; a
 // Confirm clicked by a user without a role is refused to that user only
@@ -374,7 +356,7 @@ func TestServeSlackButtons(t *testing.T) {
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &preview) != nil {
 		t.Fatalf("/gpu recover: %d %s", code, body)
 	}
-	btn := actions(preview)
+	btn := slackfake.Buttons(preview)
 	if btn["Confirm"] == "" || btn["Abort"] == "" || preview.ResponseType != "ephemeral" {
 		t.Fatalf("preview %s; want ephemeral with Confirm and Abort", body)
 	}
@@ -391,7 +373,7 @@ func TestServeSlackButtons(t *testing.T) {
 		t.Fatalf("the operator's Confirm: %d %s", code, body)
 	}
 	queued := api.response(t, p, "olga", 1)
-	cancel := actions(queued)["Cancel"]
+	cancel := slackfake.Buttons(queued)["Cancel"]
 	if !queued.ReplaceOriginal || !strings.Contains(queued.Text, "#1 queued") || cancel == "" {
 		t.Fatalf("the operator's Confirm: %+v; want the preview replaced by job #1 queued, with Cancel", queued)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/store"
@@ -32,20 +33,27 @@ func startServe(t testing.TB, how string, env []string, args ...string) *opsbotP
 	return spawn(t, context.Background(), append([]string{"OPSBOT_TEST_ADAPTER=" + how}, env...), args...)
 }
 
-// poll calls cond until it holds, failing the test after d.
+// pollServe calls cond until it holds, failing the test after d, or as soon
+// as p exits while cond does not hold.
 func pollServe(t testing.TB, p *opsbotProc, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
+	exited := false
+	held := testkit.Poll(d, func() bool {
+		if cond() {
+			return true
+		}
 		select {
 		case <-p.done:
-			t.Fatalf("opsbot exited (%v) before %s:\n%s", p.err, what, p.out.String())
+			exited = true
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s:\n%s", what, d, p.out.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling for a condition
+		return exited
+	})
+	switch {
+	case exited:
+		t.Fatalf("opsbot exited (%v) before %s:\n%s", p.err, what, p.out.String())
+	case !held:
+		t.Fatalf("%s: not within %s:\n%s", what, d, p.out.String())
 	}
 }
 

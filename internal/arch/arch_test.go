@@ -146,6 +146,11 @@ var rules = []struct {
 	{"ops/bench imports of ops only ops/engine", func(from, to string, _ bool) bool {
 		return !under(from, "ops/bench") || !under(to, "ops") || under(to, "ops/bench") || under(to, "ops/engine")
 	}},
+	// internal/testkit defines the -update flag and imports testing: it
+	// must never reach a binary.
+	{"only tests import internal/testkit", func(from, to string, test bool) bool {
+		return test || !under(to, "internal/testkit")
+	}},
 }
 
 // violations lists every import of pkgs that a rule forbids.
@@ -204,6 +209,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "ops/bench", code: map[string]bool{"ops/remote": true}},
 		{path: "bot/console", code: map[string]bool{"ops": true, "commands": true}},
 		{path: "bot/slack", code: map[string]bool{"store": true}},
+		{path: "internal/chattest", code: map[string]bool{"internal/testkit": true}},
 	}
 	got := violations(bad)
 	want := []string{
@@ -213,6 +219,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		"bot/slack imports store: an adapter imports of ours only bot and config",
 		"commands imports config: commands imports of ours only ops and ops/unit",
 		"config imports ops/systemd: config imports of ours only commands and the owners of its defaults",
+		"internal/chattest imports internal/testkit: only tests import internal/testkit",
 		"lab imports ops/unit: lab imports nothing of ours except lab's own packages",
 		"ops imports bot: commands, ops, store and config never import bot",
 		"ops imports commands: ops's code never imports commands",
@@ -236,6 +243,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "ops/bench", code: map[string]bool{"ops/engine": true}},
 		{path: "lab", code: map[string]bool{"lab/engine": true}},
 		{path: "ops", tests: map[string]bool{"lab": true, "internal/labtest": true}},
+		{path: "lab", tests: map[string]bool{"internal/testkit": true}},
 		{path: "internal/labtest", code: map[string]bool{"lab": true, "ops/remote": true}},
 	}
 	if v := violations(good); len(v) > 0 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops/remote"
 )
 
@@ -94,21 +95,17 @@ func TestBodiesLimited(t *testing.T) {
 			t.Errorf("opsbot_http_rejected_total{reason=%q} = %v, want %v", reason, got, want)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var out string
+	if !testkit.Poll(5*time.Second, func() bool {
 		logMu.Lock()
-		out := logged.String()
+		out = logged.String()
 		logMu.Unlock()
-		if strings.Count(out, "refused HTTP requests") == 2 {
-			if !strings.Contains(out, "count=1") {
-				t.Errorf("log: %s", out)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("refusals not logged once each within a second: %q", out)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return strings.Count(out, "refused HTTP requests") == 2
+	}) {
+		t.Fatalf("refusals not logged once each within a second: %q", out)
+	}
+	if !strings.Contains(out, "count=1") {
+		t.Errorf("log: %s", out)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 func TestHealthTurnsReady(t *testing.T) {
@@ -360,7 +362,7 @@ func TestVLLMMetricsDeltasMatchTruth(t *testing.T) {
 		d("vllm:spec_decode_num_accepted_tokens_per_pos_total") != out-steps {
 		t.Fatalf("deltas %v %v; truth out %v steps %v usage %d", m0, m1, out, steps, total)
 	}
-	waitFor(t, "a SpecDecoding log line", func() bool { return len(te.logs.matching("SpecDecoding metrics: Mean acceptance length: ")) > 0 })
+	testkit.WaitFor(t, 10*time.Second, "a SpecDecoding log line", func() bool { return len(te.logs.matching("SpecDecoding metrics: Mean acceptance length: ")) > 0 })
 	l := te.logs.matching("SpecDecoding metrics: ")[0]
 	if !strings.HasPrefix(l, "INFO ") || !strings.Contains(l, "Per-position acceptance rate: ") || !strings.Contains(l, "Avg Draft acceptance rate: ") {
 		t.Fatalf("line %q", l)
@@ -400,7 +402,7 @@ func TestCloseEndsOpenStreams(t *testing.T) {
 	if _, err := io.ReadAtLeast(resp.Body, buf, 1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "tokens to flow", func() bool { return e.Truth().OutputTokens > 0 })
+	testkit.WaitFor(t, 10*time.Second, "tokens to flow", func() bool { return e.Truth().OutputTokens > 0 })
 	closed := make(chan struct{})
 	go func() { e.Close(); close(closed) }()
 	select {

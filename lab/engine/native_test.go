@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 type nativeAnswer struct {
@@ -151,7 +154,7 @@ func TestFlushCache(t *testing.T) {
 	// a long request in flight: the flush is refused
 	resp := postJSON(t, te.url+"/v1/completions", `{"prompt":"x","max_tokens":3000,"ignore_eos":true,"stream":true}`)
 	defer resp.Body.Close()
-	waitFor(t, "the long request running", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the long request running", func() bool {
 		return te.e.Truth().BatchSteps > 0 && len(te.e.Requests()) == 2 && te.e.runningForTest() > 0
 	})
 	before := serverInfoAvg(t, te.url)
@@ -163,7 +166,7 @@ func TestFlushCache(t *testing.T) {
 		t.Fatal("a refused flush reset the average")
 	}
 	io.Copy(io.Discard, resp.Body)
-	waitFor(t, "idle", func() bool { return te.e.runningForTest() == 0 })
+	testkit.WaitFor(t, 10*time.Second, "idle", func() bool { return te.e.runningForTest() == 0 })
 	code, body = post(t, te.url+"/flush_cache")
 	if code != 200 || !strings.HasPrefix(body, "Cache flushed.\n") || len(te.logs.matching("Cache flushed successfully!")) != 1 {
 		t.Fatalf("flush when idle: %d %q", code, body)

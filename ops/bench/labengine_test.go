@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
 	labengine "github.com/opsbot/opsbot/lab/engine"
 	"github.com/opsbot/opsbot/ops/engine"
@@ -251,13 +252,7 @@ func TestAcceptanceFromDecodeLog(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	go io.Copy(io.Discard, resp.Body)
-	deadline := time.Now().Add(10 * time.Second)
-	for eng.Truth().BatchSteps == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the neighbour's request never ran")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, "the neighbour's request to run", func() bool { return eng.Truth().BatchSteps != 0 })
 	before := eng.Truth()
 	res, err := Run(context.Background(), Options{URL: url, Prompts: 48, Concurrency: 8, InputLen: 64, OutputLen: 256,
 		Timeout: time.Minute, DraftsPerStep: 3, Acceptance: SGLangAcceptance(engine.New(url), logs)})

@@ -2,8 +2,10 @@ package remote_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/opsbot/opsbot/internal/sshdtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 // The figures of issue 4: a command on the shared connection against one on a new connection
@@ -12,7 +14,7 @@ import (
 func benchRun(b *testing.B, tg target, fresh bool) {
 	p := tg.pool(b, nil)
 	h := mustHost(b, p, tg.host)
-	if _, err := h.Run(tctx(b), nil, "true"); err != nil {
+	if _, err := h.Run(testkit.Context(b, 30*time.Second), nil, "true"); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
@@ -20,7 +22,7 @@ func benchRun(b *testing.B, tg target, fresh bool) {
 		if fresh {
 			p.Drop(tg.host)
 		}
-		out, err := h.Run(tctx(b), nil, "true")
+		out, err := h.Run(testkit.Context(b, 30*time.Second), nil, "true")
 		if err != nil || out.ExitStatus != 0 {
 			b.Fatalf("true: %+v %v", out, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/internal/sshdtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops/remote"
 )
 
@@ -30,7 +31,7 @@ type forwardCase struct {
 // refuses forwarding (AllowTcpForwarding no) gives a *ForwardError that says so and names the
 // fix.
 func TestDialThroughSSH(t *testing.T) {
-	ctx := tctx(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	l := startLab(t)
 	if err := l.WaitReady(ctx, "qwen"); err != nil {
 		t.Fatal(err)
@@ -102,7 +103,7 @@ func TestDialThroughSSH(t *testing.T) {
 // other address is refused without the lab connecting anywhere, and bad networks or ports are
 // refused before a channel is asked for.
 func TestLabForwardsOnlyToItself(t *testing.T) {
-	ctx := tctx(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	l := startLab(t)
 	tg := labTarget(t, l)
 	h := mustHost(t, tg.pool(t, nil), "gpu1")

@@ -105,12 +105,6 @@ func mustHost(t testing.TB, p *remote.Pool, name string) *remote.Host {
 	return h
 }
 
-func tctx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // runner adapts *remote.Host to sshsuite.Runner.
 type runner struct{ h *remote.Host }
 
@@ -120,15 +114,3 @@ func (r runner) Run(ctx context.Context, stdin []byte, argv ...string) ([]byte, 
 }
 
 var _ sshsuite.Runner = runner{}
-
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

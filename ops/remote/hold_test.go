@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops/remote"
 )
 
@@ -23,21 +25,21 @@ func TestHoldLostSendsNothing(t *testing.T) {
 	h := mustHost(t, p, tg.host)
 	lost := errors.New("lease renewed 31s ago")
 	g := h.Guard(checkFunc(func() error { return lost }))
-	if _, err := g.Run(tctx(t), nil, "touch", "/tmp/hold-test"); !errors.Is(err, remote.ErrHoldLost) || !errors.Is(err, lost) {
+	if _, err := g.Run(testkit.Context(t, 30*time.Second), nil, "touch", "/tmp/hold-test"); !errors.Is(err, remote.ErrHoldLost) || !errors.Is(err, lost) {
 		t.Fatalf("Run with a lost hold: %v; want ErrHoldLost and the reason", err)
 	}
 	name := filepath.Join("/etc/systemd/system", "hold-test.service")
-	if err := g.WriteFileAtomic(tctx(t), name, []byte("[Unit]\n"), 0o644); !errors.Is(err, remote.ErrHoldLost) {
+	if err := g.WriteFileAtomic(testkit.Context(t, 30*time.Second), name, []byte("[Unit]\n"), 0o644); !errors.Is(err, remote.ErrHoldLost) {
 		t.Fatalf("WriteFileAtomic with a lost hold: %v; want ErrHoldLost", err)
 	}
 	if n := p.Dials(); n != 0 {
 		t.Fatalf("%d connections made with a lost hold, want 0", n)
 	}
 	held := h.Guard(checkFunc(func() error { return nil }))
-	if out, err := held.Run(tctx(t), nil, "echo", "held"); err != nil || string(out.Stdout) != "held\n" {
+	if out, err := held.Run(testkit.Context(t, 30*time.Second), nil, "echo", "held"); err != nil || string(out.Stdout) != "held\n" {
 		t.Fatalf("Run with the hold: %q %v", out.Stdout, err)
 	}
-	if _, err := held.ReadFile(tctx(t), name); !errors.Is(err, os.ErrNotExist) {
+	if _, err := held.ReadFile(testkit.Context(t, 30*time.Second), name); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the refused write left %s behind: %v", name, err)
 	}
 }

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/opsbot/opsbot/internal/sshdtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops/remote"
 )
 
@@ -47,7 +49,7 @@ func TestHostKeyRefused(t *testing.T) {
 				tg := tg
 				tg.knownHosts = []byte(c.known)
 				p := tg.pool(t, nil)
-				out, err := mustHost(t, p, tg.host).Run(tctx(t), nil, "echo", "ran")
+				out, err := mustHost(t, p, tg.host).Run(testkit.Context(t, 30*time.Second), nil, "echo", "ran")
 				var he *remote.HostKeyError
 				if !errors.As(err, &he) {
 					t.Fatalf("run with %s host key: out %q err %v, want *HostKeyError", c.name, out.Stdout, err)
@@ -86,7 +88,7 @@ func TestHostKeyAccepted(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s", tg.name, name), func(t *testing.T) {
 				tg := tg
 				tg.knownHosts = []byte(known + "\n")
-				out, err := mustHost(t, tg.pool(t, nil), tg.host).Run(tctx(t), nil, "echo", "ok")
+				out, err := mustHost(t, tg.pool(t, nil), tg.host).Run(testkit.Context(t, 30*time.Second), nil, "echo", "ok")
 				if err != nil || string(out.Stdout) != "ok\n" {
 					t.Fatalf("run with %s entry: out %q err %v", name, out.Stdout, err)
 				}
@@ -103,7 +105,7 @@ func TestHostKeyAlgorithmsFromKnownHosts(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tg := sshdTarget(t, s)
 			tg.knownHosts = []byte(knownhosts.Line([]string{s.Addr}, key) + "\n")
-			out, err := mustHost(t, tg.pool(t, nil), "local").Run(tctx(t), nil, "echo", "ok")
+			out, err := mustHost(t, tg.pool(t, nil), "local").Run(testkit.Context(t, 30*time.Second), nil, "echo", "ok")
 			if err != nil || string(out.Stdout) != "ok\n" {
 				t.Fatalf("known %s key only: %q %v", name, out.Stdout, err)
 			}

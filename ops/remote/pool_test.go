@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/opsbot/opsbot/internal/sshdtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops/remote"
 )
@@ -32,7 +33,7 @@ func TestReuseOneConnection(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					out, err := h.Run(tctx(t), nil, "echo", fmt.Sprint(i))
+					out, err := h.Run(testkit.Context(t, 30*time.Second), nil, "echo", fmt.Sprint(i))
 					if err == nil && string(out.Stdout) != fmt.Sprintf("%d\n", i) {
 						err = fmt.Errorf("echo %d: %q", i, out.Stdout)
 					}
@@ -47,7 +48,7 @@ func TestReuseOneConnection(t *testing.T) {
 				}
 			}
 			for range 10 {
-				if _, err := h.Run(tctx(t), nil, "true"); err != nil {
+				if _, err := h.Run(testkit.Context(t, 30*time.Second), nil, "true"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -55,7 +56,7 @@ func TestReuseOneConnection(t *testing.T) {
 				t.Fatalf("30 runs made %d connections, want 1", n)
 			}
 			p.Drop(tg.host)
-			if out, err := h.Run(tctx(t), nil, "echo", "again"); err != nil || string(out.Stdout) != "again\n" {
+			if out, err := h.Run(testkit.Context(t, 30*time.Second), nil, "echo", "again"); err != nil || string(out.Stdout) != "again\n" {
 				t.Fatalf("run after Drop: %q %v", out.Stdout, err)
 			}
 			if n := p.Dials(); n != 2 {
@@ -69,7 +70,7 @@ func TestOutputFields(t *testing.T) {
 	for _, tg := range targets(t) {
 		t.Run(tg.name, func(t *testing.T) {
 			h := mustHost(t, tg.pool(t, nil), tg.host)
-			out, err := h.Run(tctx(t), nil, "cat", "/opsbot-no-such-file")
+			out, err := h.Run(testkit.Context(t, 30*time.Second), nil, "cat", "/opsbot-no-such-file")
 			if err != nil || len(out.Stdout) != 0 || !strings.Contains(string(out.Stderr), "No such file") || out.ExitStatus != 1 || out.Signal != "" {
 				t.Fatalf("cat of a missing file: %+v err %v, want no stdout, stderr No such file, exit 1", out, err)
 			}
@@ -87,17 +88,17 @@ func TestOutputSignal(t *testing.T) {
 	// A duration no other test run uses: pkill must find this test's sleep
 	// only, even when other test runs share the machine and its test user.
 	secs := fmt.Sprintf("32.%09d", time.Now().UnixNano()%1e9)
-	go func() { out, err = h.Run(tctx(t), nil, "sleep", secs); close(done) }()
+	go func() { out, err = h.Run(testkit.Context(t, 30*time.Second), nil, "sleep", secs); close(done) }()
 	// The login shell may or may not exec the command: kill both. On a busy machine a signal
 	// can land on the shell in the instant it execs sleep, so it is sent again until the
 	// command ends.
-	waitFor(t, "sleep "+secs+" to be killed", 20*time.Second, func() bool {
+	testkit.WaitFor(t, 20*time.Second, "sleep "+secs+" to be killed", func() bool {
 		select {
 		case <-done:
 			return true
 		default:
 		}
-		h.Run(tctx(t), nil, "pkill", "-TERM", "-u", tg.hosts["local"].User, "-f", "-x", "(sh -c )?sleep "+strings.ReplaceAll(secs, ".", "[.]"))
+		h.Run(testkit.Context(t, 30*time.Second), nil, "pkill", "-TERM", "-u", tg.hosts["local"].User, "-f", "-x", "(sh -c )?sleep "+strings.ReplaceAll(secs, ".", "[.]"))
 		select {
 		case <-done:
 			return true
@@ -116,16 +117,16 @@ func TestPrefix(t *testing.T) {
 	tg.hosts = map[string]remote.HostConfig{"pve": pve,
 		"ct129": {Addr: pve.Addr, User: pve.User, Prefix: []string{"pct", "exec", "129", "--"}}}
 	p := tg.pool(t, nil)
-	out, err := mustHost(t, p, "ct129").Run(tctx(t), nil, "hostname")
+	out, err := mustHost(t, p, "ct129").Run(testkit.Context(t, 30*time.Second), nil, "hostname")
 	if err != nil || string(out.Stdout) != "gpu1\n" {
 		t.Fatalf("pct exec 129 -- hostname: %q %v, want gpu1", out.Stdout, err)
 	}
-	out, err = mustHost(t, p, "pve").Run(tctx(t), nil, "hostname")
+	out, err = mustHost(t, p, "pve").Run(testkit.Context(t, 30*time.Second), nil, "hostname")
 	if err != nil || string(out.Stdout) != "pve\n" {
 		t.Fatalf("hostname on pve: %q %v", out.Stdout, err)
 	}
 	// Files are on the machine the SSH server runs on: no prefix.
-	if b, err := mustHost(t, p, "ct129").ReadFile(tctx(t), "/etc/hostname"); err != nil || string(b) != "pve\n" {
+	if b, err := mustHost(t, p, "ct129").ReadFile(testkit.Context(t, 30*time.Second), "/etc/hostname"); err != nil || string(b) != "pve\n" {
 		t.Fatalf("ReadFile /etc/hostname on ct129: %q %v, want pve's", b, err)
 	}
 }
@@ -144,7 +145,7 @@ func TestJumpHost(t *testing.T) {
 	addAuthorizedKey(t, s, l.signer.PublicKey())
 	p := tg.pool(t, nil)
 	h := mustHost(t, p, "gpu1")
-	out, err := h.Run(tctx(t), nil, "hostname")
+	out, err := h.Run(testkit.Context(t, 30*time.Second), nil, "hostname")
 	if err != nil || string(out.Stdout) != "gpu1\n" {
 		t.Fatalf("hostname on gpu1 through bastion: %q %v", out.Stdout, err)
 	}
@@ -153,8 +154,8 @@ func TestJumpHost(t *testing.T) {
 	}
 	// Losing the jump connection loses the tunnelled one; the next run dials both again.
 	p.Drop("bastion")
-	waitFor(t, "gpu1 runs again through a new bastion connection", 10*time.Second, func() bool {
-		out, err := h.Run(tctx(t), nil, "hostname")
+	testkit.WaitFor(t, 10*time.Second, "gpu1 runs again through a new bastion connection", func() bool {
+		out, err := h.Run(testkit.Context(t, 30*time.Second), nil, "hostname")
 		return err == nil && string(out.Stdout) == "gpu1\n"
 	})
 	if n := p.Dials(); n != 4 {
@@ -172,7 +173,7 @@ func TestKeepAliveClosesSilentConnection(t *testing.T) {
 	tg.knownHosts = []byte(knownhosts.Line([]string{px.Addr()}, s.HostKey.PublicKey()) + "\n")
 	p := tg.pool(t, func(c *remote.Config) { c.KeepAlive = 100 * time.Millisecond })
 	h := mustHost(t, p, "local")
-	if _, err := h.Run(tctx(t), nil, "true"); err != nil {
+	if _, err := h.Run(testkit.Context(t, 30*time.Second), nil, "true"); err != nil {
 		t.Fatal(err)
 	}
 	px.freeze()
@@ -198,7 +199,7 @@ func TestRedialAfterCut(t *testing.T) {
 	p := tg.pool(t, func(c *remote.Config) { c.KeepAlive = -1 })
 	h := mustHost(t, p, "local")
 	for i := range 3 {
-		if _, err := h.Run(tctx(t), nil, "true"); err != nil {
+		if _, err := h.Run(testkit.Context(t, 30*time.Second), nil, "true"); err != nil {
 			t.Fatalf("run %d: %v", i, err)
 		}
 		px.cut()
@@ -221,10 +222,10 @@ func TestBrokenMidCommand(t *testing.T) {
 	mark := filepath.Join(tg.fileDir, "ran")
 	done := make(chan error, 1)
 	go func() {
-		_, err := h.Run(tctx(t), nil, "sh", "-c", "echo once >> "+mark+"; exec sleep 30.75")
+		_, err := h.Run(testkit.Context(t, 30*time.Second), nil, "sh", "-c", "echo once >> "+mark+"; exec sleep 30.75")
 		done <- err
 	}()
-	waitFor(t, "the command to start", 10*time.Second, func() bool { _, err := os.Stat(mark); return err == nil })
+	testkit.WaitFor(t, 10*time.Second, "the command to start", func() bool { _, err := os.Stat(mark); return err == nil })
 	px.cut()
 	t.Cleanup(func() { // sshd leaves the orphaned command running
 		mustHost(t, p, "local").Run(context.Background(), nil, "pkill", "-KILL", "-f", "-x", "(sh -c )?sleep 30.75")
@@ -237,7 +238,7 @@ func TestBrokenMidCommand(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not return after its connection was cut")
 	}
-	if out, err := h.Run(tctx(t), nil, "cat", mark); err != nil || string(out.Stdout) != "once\n" {
+	if out, err := h.Run(testkit.Context(t, 30*time.Second), nil, "cat", mark); err != nil || string(out.Stdout) != "once\n" {
 		t.Fatalf("marker after the cut: %q %v, want the command run exactly once", out.Stdout, err)
 	}
 }
@@ -252,11 +253,11 @@ func TestBrokenMidCommandLab(t *testing.T) {
 	}
 	t.Cleanup(func() { l.Close() })
 	h := mustHost(t, labTarget(t, l).pool(t, nil), "gpu1")
-	_, err = h.Run(tctx(t), nil, "systemctl", "stop", "sglang-qwen.service")
+	_, err = h.Run(testkit.Context(t, 30*time.Second), nil, "systemctl", "stop", "sglang-qwen.service")
 	if !errors.Is(err, remote.ErrOutcomeUnknown) {
 		t.Fatalf("systemctl stop with ssh-drop: %v, want ErrOutcomeUnknown", err)
 	}
-	out, err := h.Run(tctx(t), nil, "systemctl", "is-active", "sglang-qwen.service")
+	out, err := h.Run(testkit.Context(t, 30*time.Second), nil, "systemctl", "is-active", "sglang-qwen.service")
 	if err != nil || strings.TrimSpace(string(out.Stdout)) != "inactive" {
 		t.Fatalf("is-active after the drop: %q %v, want inactive on a new connection", out.Stdout, err)
 	}
@@ -270,18 +271,18 @@ func TestCancelKillsRemoteCommand(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := h.Run(ctx, nil, "sleep", "31.25"); done <- err }()
 	running := func() bool {
-		out, err := h.Run(tctx(t), nil, "pgrep", "-u", tg.hosts["local"].User, "-f", "-x", "sleep 31.25")
+		out, err := h.Run(testkit.Context(t, 30*time.Second), nil, "pgrep", "-u", tg.hosts["local"].User, "-f", "-x", "sleep 31.25")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return out.ExitStatus == 0
 	}
-	waitFor(t, "sleep 31.25 to run", 10*time.Second, running)
+	testkit.WaitFor(t, 10*time.Second, "sleep 31.25 to run", running)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled run: %v, want context.Canceled", err)
 	}
-	waitFor(t, "sleep 31.25 to be gone", 2*time.Second, func() bool { return !running() })
+	testkit.WaitFor(t, 2*time.Second, "sleep 31.25 to be gone", func() bool { return !running() })
 }
 
 func TestHandshakeTimeout(t *testing.T) {
@@ -314,7 +315,7 @@ func TestHandshakeTimeout(t *testing.T) {
 	tg.hosts = map[string]remote.HostConfig{"mute": {Addr: ln.Addr().String(), User: "x"}}
 	p := tg.pool(t, func(c *remote.Config) { c.HandshakeTimeout = 300 * time.Millisecond })
 	start := time.Now()
-	_, err = mustHost(t, p, "mute").Run(tctx(t), nil, "true")
+	_, err = mustHost(t, p, "mute").Run(testkit.Context(t, 30*time.Second), nil, "true")
 	if d := time.Since(start); err == nil || d > 2*time.Second || !strings.Contains(err.Error(), "handshake") ||
 		!errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("run on a mute server: err %v after %v, want a handshake timeout within 2s", err, d)
@@ -337,7 +338,7 @@ func TestConnectRefused(t *testing.T) {
 	ln.Close()
 	tg := sshdTarget(t, sshdtest.Start(t))
 	tg.hosts = map[string]remote.HostConfig{"gone": {Addr: addr, User: "x"}}
-	_, err = mustHost(t, tg.pool(t, nil), "gone").Run(tctx(t), nil, "true")
+	_, err = mustHost(t, tg.pool(t, nil), "gone").Run(testkit.Context(t, 30*time.Second), nil, "true")
 	if err == nil || !strings.Contains(err.Error(), "connect to gone ("+addr+")") {
 		t.Fatalf("run on a closed port: %v, want a connect error naming host and address", err)
 	}
@@ -372,14 +373,14 @@ func TestNewPoolValidates(t *testing.T) {
 		t.Errorf("Host(nope): %v, want an error listing the configured hosts", err)
 	}
 	h := mustHost(t, p, "local")
-	if _, err := h.Run(tctx(t), nil); err == nil {
+	if _, err := h.Run(testkit.Context(t, 30*time.Second), nil); err == nil {
 		t.Error("Run with no argv: no error")
 	}
-	if _, err := h.Run(tctx(t), nil, "echo", "a\x00b"); err == nil || !strings.Contains(err.Error(), "NUL") {
+	if _, err := h.Run(testkit.Context(t, 30*time.Second), nil, "echo", "a\x00b"); err == nil || !strings.Contains(err.Error(), "NUL") {
 		t.Errorf("Run with a NUL byte: %v", err)
 	}
 	p.Close()
-	if _, err := h.Run(tctx(t), nil, "true"); !errors.Is(err, remote.ErrClosed) {
+	if _, err := h.Run(testkit.Context(t, 30*time.Second), nil, "true"); !errors.Is(err, remote.ErrClosed) {
 		t.Errorf("Run after Close: %v, want ErrClosed", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/internal/sshdtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 func TestWriteReadFile(t *testing.T) {
@@ -21,16 +22,16 @@ func TestWriteReadFile(t *testing.T) {
 			h := mustHost(t, p, tg.host)
 			name := path.Join(tg.fileDir, "remote-test.conf")
 			for i, data := range [][]byte{[]byte("first\n"), bytes.Repeat([]byte("second line\n"), 50000), {}} {
-				if err := h.WriteFileAtomic(tctx(t), name, data, 0o640); err != nil {
+				if err := h.WriteFileAtomic(testkit.Context(t, 30*time.Second), name, data, 0o640); err != nil {
 					t.Fatalf("write %d: %v", i, err)
 				}
-				got, err := h.ReadFile(tctx(t), name)
+				got, err := h.ReadFile(testkit.Context(t, 30*time.Second), name)
 				if err != nil || !bytes.Equal(got, data) {
 					t.Fatalf("read back %d: %d bytes (want %d), err %v", i, len(got), len(data), err)
 				}
 			}
 			// The command view agrees, and no temporary file is left beside it.
-			out, err := h.Run(tctx(t), nil, "ls", tg.fileDir)
+			out, err := h.Run(testkit.Context(t, 30*time.Second), nil, "ls", tg.fileDir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,7 +50,7 @@ func TestReadFileMissing(t *testing.T) {
 		t.Run(tg.name, func(t *testing.T) {
 			h := mustHost(t, tg.pool(t, nil), tg.host)
 			name := path.Join(tg.fileDir, "no-such-file")
-			_, err := h.ReadFile(tctx(t), name)
+			_, err := h.ReadFile(testkit.Context(t, 30*time.Second), name)
 			if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), tg.host) {
 				t.Fatalf("read missing file: %v, want an error naming file and host", err)
 			}
@@ -64,25 +65,25 @@ func TestWriteFileAtomicFailureLeavesNothing(t *testing.T) {
 			h := mustHost(t, tg.pool(t, nil), tg.host)
 			// The target is a directory: the rename fails after the temp file was written.
 			dir := path.Join(tg.fileDir, "a-dir")
-			if out, err := h.Run(tctx(t), nil, "mkdir", dir); err != nil || out.ExitStatus != 0 {
+			if out, err := h.Run(testkit.Context(t, 30*time.Second), nil, "mkdir", dir); err != nil || out.ExitStatus != 0 {
 				t.Fatalf("mkdir: %+v %v", out, err)
 			}
-			if out, err := h.Run(tctx(t), nil, "mkdir", path.Join(dir, "sub")); err != nil || out.ExitStatus != 0 {
+			if out, err := h.Run(testkit.Context(t, 30*time.Second), nil, "mkdir", path.Join(dir, "sub")); err != nil || out.ExitStatus != 0 {
 				t.Fatalf("mkdir: %+v %v", out, err)
 			}
-			if err := h.WriteFileAtomic(tctx(t), dir, []byte("x"), 0o644); err == nil {
+			if err := h.WriteFileAtomic(testkit.Context(t, 30*time.Second), dir, []byte("x"), 0o644); err == nil {
 				t.Fatal("write over a non-empty directory: no error")
 			}
-			out, _ := h.Run(tctx(t), nil, "ls", tg.fileDir)
+			out, _ := h.Run(testkit.Context(t, 30*time.Second), nil, "ls", tg.fileDir)
 			if strings.Contains(string(out.Stdout), "opsbot-tmp") {
 				t.Fatalf("temporary file left behind: %q", out.Stdout)
 			}
 			// A missing directory: nothing is created.
 			missing := path.Join(tg.fileDir, "no-dir", "f")
-			if err := h.WriteFileAtomic(tctx(t), missing, []byte("x"), 0o644); err == nil || !strings.Contains(err.Error(), missing) {
+			if err := h.WriteFileAtomic(testkit.Context(t, 30*time.Second), missing, []byte("x"), 0o644); err == nil || !strings.Contains(err.Error(), missing) {
 				t.Fatalf("write into a missing directory: %v, want an error naming %s", err, missing)
 			}
-			if err := h.WriteFileAtomic(tctx(t), "", []byte("x"), 0o644); err == nil {
+			if err := h.WriteFileAtomic(testkit.Context(t, 30*time.Second), "", []byte("x"), 0o644); err == nil {
 				t.Fatal("write to an empty path: no error")
 			}
 		})
@@ -95,7 +96,7 @@ func TestWriteFileAtomicReaders(t *testing.T) {
 	h := mustHost(t, tg.pool(t, nil), "local")
 	name := path.Join(tg.fileDir, "swap.conf")
 	a, b := bytes.Repeat([]byte("A"), 256<<10), bytes.Repeat([]byte("B"), 300<<10)
-	if err := h.WriteFileAtomic(tctx(t), name, a, 0o644); err != nil {
+	if err := h.WriteFileAtomic(testkit.Context(t, 30*time.Second), name, a, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -122,7 +123,7 @@ func TestWriteFileAtomicReaders(t *testing.T) {
 		if i%2 == 0 {
 			data = b
 		}
-		if err := h.WriteFileAtomic(tctx(t), name, data, 0o644); err != nil {
+		if err := h.WriteFileAtomic(testkit.Context(t, 30*time.Second), name, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -138,10 +139,10 @@ func TestWriteFileMode(t *testing.T) {
 	tg := sshdTarget(t, sshdtest.Start(t))
 	h := mustHost(t, tg.pool(t, nil), "local")
 	name := path.Join(tg.fileDir, "mode.conf")
-	if err := h.WriteFileAtomic(tctx(t), name, []byte("x"), 0o600); err != nil {
+	if err := h.WriteFileAtomic(testkit.Context(t, 30*time.Second), name, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := h.Run(tctx(t), nil, "stat", "-c", "%a", name)
+	out, err := h.Run(testkit.Context(t, 30*time.Second), nil, "stat", "-c", "%a", name)
 	if err != nil || strings.TrimSpace(string(out.Stdout)) != "600" {
 		t.Fatalf("mode: %q %v, want 600", out.Stdout, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/internal/systemdtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/ops/systemd"
 )
@@ -27,12 +28,6 @@ func realHost(t *testing.T) (*systemdtest.Host, *remote.Host) {
 	}
 	t.Cleanup(func() { p.Close() })
 	return sh, host(t, p, "real")
-}
-
-func tctx(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 func write(t *testing.T, ctx context.Context, h *remote.Host, p, text string) {
@@ -64,7 +59,7 @@ func engineUnit(steps string) string {
 func TestRealUnitEditDropInRollback(t *testing.T) {
 	t.Parallel()
 	_, h := realHost(t)
-	ctx := tctx(t, 60*time.Second)
+	ctx := testkit.Context(t, 60*time.Second)
 	const name = "opsbot-engine.service"
 	p := path.Join(systemdtest.UnitDir, name)
 	svc := systemd.Service{R: h, Unit: name, Poll: 20 * time.Millisecond}
@@ -94,7 +89,7 @@ func TestRealUnitEditDropInRollback(t *testing.T) {
 			t.Fatalf("WatchStart: %v %v", st, err)
 		}
 		var lines []string
-		waitFor(t, "the journal to show "+want, func() bool {
+		testkit.WaitFor(t, 10*time.Second, "the journal to show "+want, func() bool {
 			lines, err = svc.Journal(ctx, systemd.JournalQuery{Since: since.Add(-time.Second)})
 			return err == nil && slices.Contains(lines, want)
 		})
@@ -173,7 +168,7 @@ func TestRealUnitEditDropInRollback(t *testing.T) {
 func TestRealRestartLoop(t *testing.T) {
 	t.Parallel()
 	_, h := realHost(t)
-	ctx := tctx(t, 60*time.Second)
+	ctx := testkit.Context(t, 60*time.Second)
 	write(t, ctx, h, systemdtest.UnitDir+"/loop.service", "[Unit]\nStartLimitIntervalSec=0\n\n[Service]\n"+
 		"ExecStart=/bin/sh -c 'echo \"RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.\"; exit 1'\n"+
 		"Restart=always\nRestartSec=300ms\n")
@@ -245,7 +240,7 @@ func checkStartLimit(t *testing.T, ctx context.Context, r systemd.Runner) {
 	if err != nil || st.NRestarts != 3 || st.Result != "exit-code" || st.SubState != "failed" {
 		t.Fatalf("at the start limit: %v %v, want failed (failed), NRestarts 3, result exit-code", st, err)
 	}
-	waitFor(t, "the start limit in the journal", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the start limit in the journal", func() bool {
 		lines, err := flappy.Journal(ctx, systemd.JournalQuery{})
 		return err == nil && slices.Contains(lines, "flappy.service: Start request repeated too quickly.")
 	})
@@ -267,17 +262,5 @@ func checkStartLimit(t *testing.T, ctx context.Context, r systemd.Runner) {
 	}
 	if err := missing.Start(ctx); !errors.Is(err, systemd.ErrUnitNotFound) {
 		t.Fatalf("start of a missing unit: %v", err)
-	}
-}
-
-// waitFor polls cond every 20ms for up to 10s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/internal/systemdtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/lab/systemdsuite"
@@ -34,7 +35,7 @@ func TestSuiteRealSystemd(t *testing.T) {
 	_, h := realHost(t)
 	leftover := func(t *testing.T) string {
 		const u = "suite-leftover.service"
-		c := tctx(t, 20*time.Second)
+		c := testkit.Context(t, 20*time.Second)
 		write(t, c, h, systemdtest.UnitDir+"/"+u, "[Service]\nKillMode=process\n"+
 			"ExecStart=/bin/bash -c '(trap \"\" TERM; exec -a sglang::scheduler_TP0 sleep infinity) & exec sleep infinity'\n")
 		sh(t, c, h, "systemctl", "daemon-reload")
@@ -57,14 +58,14 @@ func TestSuiteLab(t *testing.T) {
 		// that KillMode=process leaves behind (they hold GPU memory). The seeded service is
 		// stopped so that the copy has the GPUs.
 		const u = "suite-leftover.service"
-		c := tctx(t, 20*time.Second)
+		c := testkit.Context(t, 20*time.Second)
 		sh(t, c, h, "systemctl", "stop", unit)
 		text := sh(t, c, h, "cat", "/etc/systemd/system/"+unit)
 		write(t, c, h, "/etc/systemd/system/"+u, strings.Replace(text, "[Service]\n", "[Service]\nKillMode=process\n", 1))
 		sh(t, c, h, "systemctl", "daemon-reload")
 		// Workers outlive the stop only once they hold GPU memory: start it and wait for that.
 		sh(t, c, h, "systemctl", "start", u)
-		waitFor(t, "the engine's workers to hold GPU memory", func() bool {
+		testkit.WaitFor(t, 10*time.Second, "the engine's workers to hold GPU memory", func() bool {
 			return len(strings.Fields(sh(t, c, h, "nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"))) > 0
 		})
 		return u

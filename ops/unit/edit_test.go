@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 func readTestdata(t *testing.T, name string) string {
@@ -209,7 +211,7 @@ func TestDropIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := DropIn(e)
-	checkGolden(t, "testdata/edit/sglang-incident.dropin", d)
+	testkit.Golden(t, "edit/sglang-incident.dropin", d)
 	// The drop-in applied over the original unit yields the edited argv.
 	main, _ := Parse("main", e.Before)
 	du, err := Parse("opsbot.conf", d)

@@ -1,15 +1,14 @@
 package unit
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+	"github.com/opsbot/opsbot/internal/testkit"
+)
 
 // TestEditGoldens edits every testdata/edit/*.service to steps 10 and compares
 // the result and its diff with NAME.after and NAME.diff.
@@ -37,8 +36,8 @@ func TestEditGoldens(t *testing.T) {
 			if err != nil {
 				t.Fatalf("SetSteps: %v", err)
 			}
-			checkGolden(t, strings.TrimSuffix(f, ".service")+".after", e.After)
-			checkGolden(t, strings.TrimSuffix(f, ".service")+".diff", e.Diff)
+			testkit.Golden(t, "edit/"+name+".after", e.After)
+			testkit.Golden(t, "edit/"+name+".diff", e.Diff)
 			if e.SpecAfter.DraftSteps() != 10 {
 				t.Errorf("steps after = %d", e.SpecAfter.DraftSteps())
 			}
@@ -46,22 +45,5 @@ func TestEditGoldens(t *testing.T) {
 				t.Errorf("argv unchanged")
 			}
 		})
-	}
-}
-
-func checkGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs:\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
 	}
 }
