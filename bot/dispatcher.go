@@ -156,6 +156,9 @@ func (d *Dispatcher) Handle(ctx context.Context, req Request) (r Reply) {
 	if req.Platform == PlatformSchedule {
 		return d.scheduled(ctx, req, cmd)
 	}
+	if req.Platform == PlatformWatchdog {
+		return d.watchdogRun(ctx, req, cmd)
+	}
 	if r, bad := d.checkVia(ctx, req, cmd); bad {
 		return r
 	}
@@ -183,6 +186,8 @@ func (d *Dispatcher) checkRequest(ctx context.Context, req Request, text string)
 		problem = "a request needs a platform and a user id"
 	case (req.Platform == PlatformSchedule) != (req.Schedule != nil):
 		problem = "only scheduled runs come from platform schedule, and each carries its schedule"
+	case (req.Platform == PlatformWatchdog) != (req.Watchdog != nil):
+		problem = "only the watchdog's runs come from platform watchdog, and each carries its incident"
 	case req.Schedule != nil && !validKey(req.Schedule.Creator):
 		problem = fmt.Sprintf("schedule #%d: creator %q is not a platform:id key", req.Schedule.ID, req.Schedule.Creator)
 	default:
