@@ -58,6 +58,19 @@ type Request struct {
 	SentAt time.Time
 	// DM is set when the command came in a direct message with the bot.
 	DM bool
+	// Unreadable, when set, says why the adapter could not read the
+	// delivery's text (an encrypted message whose room key it lacks, or
+	// one it cannot decrypt at all); Text then names what it was
+	// ("(encrypted)"). The door claims and admits it as any other delivery,
+	// audits it (DecisionUndecryptable) and answers Refused with
+	// RefusedUnreadable: nothing runs, whatever its age. The adapter tells
+	// the sender in its own words.
+	Unreadable string
+	// Invite is set when the delivery is an invitation of the bot to Room
+	// (Text "(invite)"), not a command: the door answers Answered when the
+	// bot may join Room, else Refused with RefusedRoom, audited
+	// (DecisionIgnored); the adapter then joins or declines.
+	Invite bool
 	// Watchdog is set on requests of platform "watchdog" and only there.
 	Watchdog *WatchdogRun
 }
