@@ -43,6 +43,13 @@ type AppOptions struct {
 	// Now is the door's clock (the stale rule, confirmations' expiry);
 	// time.Now when nil. Tests set it.
 	Now func() time.Time
+	// Opened, when set, is called once the store is open and this process
+	// registered in it, before anything is posted (NewApp reports the jobs
+	// a stopped process left): with the store and the runtime's one locker
+	// (App.Leases). It hands them to what keeps state of its own in the
+	// store, such as the Matrix adapter (its login, sync position and
+	// device keys; its sync lease). An error stops NewApp.
+	Opened func(st *store.Store, leases *Leases) error
 }
 
 // BackendDeps are what a runbook built by AppOptions.NewBackend takes from
@@ -78,6 +85,13 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 	if err != nil {
 		st.Close()
 		return nil, err
+	}
+	if o.Opened != nil {
+		if err := o.Opened(st, leases); err != nil {
+			leases.close()
+			st.Close()
+			return nil, err
+		}
 	}
 	backend := o.Backend
 	if backend == nil && o.NewBackend != nil {

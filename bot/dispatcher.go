@@ -156,6 +156,9 @@ func (d *Dispatcher) Handle(ctx context.Context, req Request) (r Reply) {
 	if req.Platform == PlatformSchedule {
 		return d.scheduled(ctx, req, cmd)
 	}
+	if req.Platform == PlatformWatchdog {
+		return d.watchdogRun(ctx, req, cmd)
+	}
 	if r, bad := d.checkVia(ctx, req, cmd); bad {
 		return r
 	}
@@ -183,6 +186,8 @@ func (d *Dispatcher) checkRequest(ctx context.Context, req Request, text string)
 		problem = "a request needs a platform and a user id"
 	case (req.Platform == PlatformSchedule) != (req.Schedule != nil):
 		problem = "only scheduled runs come from platform schedule, and each carries its schedule"
+	case (req.Platform == PlatformWatchdog) != (req.Watchdog != nil):
+		problem = "only the watchdog's runs come from platform watchdog, and each carries its incident"
 	case req.Schedule != nil && !validKey(req.Schedule.Creator):
 		problem = fmt.Sprintf("schedule #%d: creator %q is not a platform:id key", req.Schedule.ID, req.Schedule.Creator)
 	default:
@@ -197,17 +202,29 @@ func (d *Dispatcher) checkRequest(ctx context.Context, req Request, text string)
 }
 
 // checkVia refuses a request made as another user unless the one acting is
-// an admin.
+// an admin (viaRefusal).
 func (d *Dispatcher) checkVia(ctx context.Context, req Request, cmd commands.Command) (Reply, bool) {
-	if req.Via == "" || req.Via == req.User {
+	msg, err := d.viaRefusal(req.Platform, req.User, req.Via)
+	if err == nil {
 		return Reply{}, false
 	}
-	if d.opts.Auth.Role(req.Platform, req.Via) == commands.Admin {
-		return Reply{}, false
+	return d.refuse(ctx, req, cmd, msg, err), true
+}
+
+// viaRefusal is the one rule of acting as another user (a terminal's `--as
+// ID`), for requests and actions alike: via may act as user on platform
+// only when via is user or holds the admin role there. Otherwise it returns
+// what to tell them and a *RefusedError.
+func (d *Dispatcher) viaRefusal(platform, user, via string) (string, error) {
+	if via == "" || via == user {
+		return "", nil
 	}
-	msg := fmt.Sprintf("acting as %s:%s needs the admin role; %s:%s has %s. Run it as yourself (without --as).",
-		req.Platform, req.User, req.Platform, req.Via, roleName(d.opts.Auth.Role(req.Platform, req.Via)))
-	return d.refuse(ctx, req, cmd, msg, &RefusedError{Need: commands.Admin, Have: d.opts.Auth.Role(req.Platform, req.Via)}), true
+	have := d.opts.Auth.Role(platform, via)
+	if have == commands.Admin {
+		return "", nil
+	}
+	return fmt.Sprintf("acting as %s:%s needs the admin role; %s:%s has %s. Run it as yourself (without --as).",
+		platform, user, platform, via, roleName(have)), &RefusedError{Need: commands.Admin, Have: have}
 }
 
 func confirmToken(text string) (string, bool) {
@@ -475,11 +492,9 @@ func (d *Dispatcher) Act(ctx context.Context, a ActionRequest) (r Reply) {
 func (d *Dispatcher) act(ctx context.Context, a ActionRequest) Reply {
 	req := Request{Platform: a.Platform, User: a.User, UserName: a.UserName, Room: a.Room, Via: a.Via, DM: a.DM}
 	kind, arg, _ := strings.Cut(a.ID, ":")
-	if a.Via != "" && a.Via != a.User && d.opts.Auth.Role(a.Platform, a.Via) != commands.Admin {
-		msg := fmt.Sprintf("acting as %s:%s needs the admin role; %s:%s has %s.", a.Platform, a.User, a.Platform, a.Via,
-			roleName(d.opts.Auth.Role(a.Platform, a.Via)))
+	if msg, err := d.viaRefusal(a.Platform, a.User, a.Via); err != nil {
 		d.audit(ctx, req, kind, store.DecisionRefused, msg, 0)
-		return Reply{Outcome: Refused, Text: msg, Err: errors.New(msg)}
+		return Reply{Outcome: Refused, Text: msg, Err: err}
 	}
 	switch ActionKind(kind) {
 	case ActConfirm, ActAbort:

@@ -33,15 +33,15 @@ type Admission struct {
 	// StaleAfter: a command sent longer ago than this when it arrives is
 	// not run (matrix.stale_after); 0 runs commands of any age.
 	StaleAfter time.Duration
-	// ClaimKeep is how long a delivery's claim is kept: longer than the
-	// platform's replay window (DefaultClaimKeep when 0).
-	ClaimKeep time.Duration
 }
 
-// DefaultClaimKeep is how long the door remembers a delivery: longer than
-// Slack's 5-minute signature window and its retries, and than a Matrix sync
-// replayed after a restart.
-const DefaultClaimKeep = 24 * time.Hour
+// ClaimKeep is how long the door remembers a delivery, on every platform:
+// the store prunes the claims of all platforms together, so there is one
+// keep. It outlasts Slack's 5-minute signature window and its retries, and
+// a Matrix sync replayed after a crash or a takeover (it resumes from the
+// position stored after the last response handled, at the next sync; a
+// command older than matrix.stale_after is refused as stale anyway).
+const ClaimKeep = 24 * time.Hour
 
 // Refusal says why the door refused a request before reading its command.
 // Adapters choose how to show it (Matrix stays silent in a room it does not
@@ -53,7 +53,10 @@ const (
 	RefusedRoom  Refusal = "room"  // a room or channel off the allowlist
 	RefusedDM    Refusal = "dm"    // a direct message where DMs are off
 	RefusedStale Refusal = "stale" // sent longer ago than the platform's StaleAfter
-	RefusedRole  Refusal = "role"  // the user lacks the role the command needs
+	// RefusedUnreadable: the adapter could not read the delivery
+	// (Request.Unreadable); nothing ran.
+	RefusedUnreadable Refusal = "unreadable"
+	RefusedRole       Refusal = "role" // the user lacks the role the command needs
 	// RefusedConfig: what the command would change belongs to the config
 	// file (a schedule of config.schedules); change it there.
 	RefusedConfig Refusal = "config"
@@ -63,6 +66,11 @@ const (
 const (
 	DecisionReplayed = "replayed"
 	DecisionStale    = "stale"
+	// DecisionUndecryptable: a delivery the adapter could not read.
+	DecisionUndecryptable = "undecryptable"
+	// DecisionIgnored: an invitation to a room the platform does not take
+	// commands from, declined.
+	DecisionIgnored = "ignored"
 )
 
 // InternalErrorText answers a request whose handling panicked before a job
@@ -144,16 +152,13 @@ func (d *Dispatcher) admission(platform string) (Admission, bool) {
 
 // door makes the decisions every request and action of every platform goes
 // through first, in this order: the delivery's durable claim (a replay runs
-// nothing, whichever process gets it), the room or DM, and the age. It
-// returns the reply and true when the request stops here.
+// nothing, whichever process gets it), the room or DM, what the adapter
+// could not read or an invitation (they stop here, admitted or not), and
+// the age. It returns the reply and true when the request stops here.
 func (d *Dispatcher) door(ctx context.Context, req Request, text string, stale bool) (Reply, bool) {
 	adm, restricted := d.admission(req.Platform)
 	if req.Delivery != "" {
-		keep := adm.ClaimKeep
-		if keep <= 0 {
-			keep = DefaultClaimKeep
-		}
-		c, err := d.opts.Store.ClaimDelivery(ctx, req.Platform, req.Delivery, keep)
+		c, err := d.opts.Store.ClaimDelivery(ctx, req.Platform, req.Delivery, ClaimKeep)
 		if err != nil {
 			d.log.Error("claim a delivery; it is not acted on", "platform", req.Platform, "delivery", req.Delivery, "err", err)
 			return Reply{Outcome: Failed, Text: StoreDownText, Err: err}, true
@@ -166,25 +171,20 @@ func (d *Dispatcher) door(ctx context.Context, req Request, text string, stale b
 			return Reply{Outcome: Duplicate, Text: "replayed delivery: already handled", Err: ErrDuplicate}, true
 		}
 	}
-	if !restricted {
-		return Reply{}, false
-	}
-	if req.DM && !adm.AllowDMs {
-		msg := fmt.Sprintf("opsbot takes no commands in direct messages here (%s is off): run it in %s.", adm.DMKey, adm.where())
-		d.audit(ctx, req, clip(text), store.DecisionRefused, "a direct message, and "+adm.DMKey+" is off", 0)
-		return Reply{Outcome: Refused, Refusal: RefusedDM, Text: msg, Err: errors.New("direct messages are off")}, true
-	}
-	if !req.DM && !slices.Contains(adm.Rooms, req.Room) {
-		word := adm.RoomWord
-		if word == "" {
-			word = "room"
+	if restricted {
+		if r, stop := d.admit(ctx, req, text, adm); stop {
+			return r, true
 		}
-		msg := fmt.Sprintf("opsbot takes no commands in this %s: run it in %s, or ask an admin to add this %s's id to %s.",
-			word, adm.where(), word, adm.RoomsKey)
-		d.audit(ctx, req, clip(text), store.DecisionRefused, "the room is not in "+adm.RoomsKey, 0)
-		return Reply{Outcome: Refused, Refusal: RefusedRoom, Text: msg, Err: errors.New("room not allowed")}, true
 	}
-	if age := d.opts.Now().Sub(req.SentAt); stale && adm.StaleAfter > 0 && !req.SentAt.IsZero() && age > adm.StaleAfter {
+	switch {
+	case req.Invite:
+		return Reply{Outcome: Answered}, true
+	case req.Unreadable != "":
+		d.audit(ctx, req, clip(text), DecisionUndecryptable, req.Unreadable, 0)
+		return Reply{Outcome: Refused, Refusal: RefusedUnreadable, Text: "opsbot could not read this message (" + req.Unreadable + "): nothing was run.",
+			Err: errors.New("unreadable delivery")}, true
+	}
+	if age := d.opts.Now().Sub(req.SentAt); restricted && stale && adm.StaleAfter > 0 && !req.SentAt.IsZero() && age > adm.StaleAfter {
 		d.audit(ctx, req, clip(text), DecisionStale, fmt.Sprintf("sent %s ago, over the platform's stale_after %s",
 			age.Round(time.Second), adm.StaleAfter), 0)
 		msg := fmt.Sprintf("stale, not run: `%s` was sent at %s UTC, %s ago, while opsbot was not listening "+
@@ -193,6 +193,32 @@ func (d *Dispatcher) door(ctx context.Context, req Request, text string, stale b
 		return Reply{Outcome: Refused, Refusal: RefusedStale, Text: msg, Err: errors.New("stale command")}, true
 	}
 	return Reply{}, false
+}
+
+// admit applies the platform's room and DM allowlists to req; it returns
+// the audited refusal and true when req is not admitted. An invitation to a
+// room off the list is declined (DecisionIgnored).
+func (d *Dispatcher) admit(ctx context.Context, req Request, text string, adm Admission) (Reply, bool) {
+	if req.DM && !adm.AllowDMs {
+		msg := fmt.Sprintf("opsbot takes no commands in direct messages here (%s is off): run it in %s.", adm.DMKey, adm.where())
+		d.audit(ctx, req, clip(text), store.DecisionRefused, "a direct message, and "+adm.DMKey+" is off", 0)
+		return Reply{Outcome: Refused, Refusal: RefusedDM, Text: msg, Err: errors.New("direct messages are off")}, true
+	}
+	if req.DM || slices.Contains(adm.Rooms, req.Room) {
+		return Reply{}, false
+	}
+	if req.Invite {
+		d.audit(ctx, req, clip(text), DecisionIgnored, "invite declined: the room is not in "+adm.RoomsKey, 0)
+		return Reply{Outcome: Refused, Refusal: RefusedRoom, Err: errors.New("room not allowed")}, true
+	}
+	word := adm.RoomWord
+	if word == "" {
+		word = "room"
+	}
+	msg := fmt.Sprintf("opsbot takes no commands in this %s: run it in %s, or ask an admin to add this %s's id to %s.",
+		word, adm.where(), word, adm.RoomsKey)
+	d.audit(ctx, req, clip(text), store.DecisionRefused, "the room is not in "+adm.RoomsKey, 0)
+	return Reply{Outcome: Refused, Refusal: RefusedRoom, Text: msg, Err: errors.New("room not allowed")}, true
 }
 
 // where names the rooms commands are taken in.

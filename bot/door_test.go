@@ -141,6 +141,56 @@ func TestAdmissionIsTheDoors(t *testing.T) {
 	}
 }
 
+// TestUnreadableAndInvitesAtTheDoor: what an adapter could not read (an
+// encrypted message) and an invitation of the bot go through the door like
+// commands: claimed (a replay is a duplicate), refused and audited in a
+// room off the list, whatever their age; an unreadable one admitted is
+// audited undecryptable and refused RefusedUnreadable, an admitted invite
+// is answered (join). Nothing is parsed or run.
+func TestUnreadableAndInvitesAtTheDoor(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, okBackend(), map[string]string{"matrix:@alice:hs": "operator"})
+	h.disp.SetAdmissions(map[string]Admission{"matrix": {Rooms: []string{"!ops:hs"}, RoomsKey: "matrix.rooms", StaleAfter: 5 * time.Minute}})
+	ctx := context.Background()
+	old := time.Now().Add(-time.Hour)
+	unreadable := func(room, delivery string) Request {
+		return Request{Platform: "matrix", User: "@alice:hs", Room: room, Text: "(encrypted)", Delivery: delivery, SentAt: old,
+			Unreadable: "the room key has not reached opsbot's device"}
+	}
+	if r := h.disp.Handle(ctx, unreadable("!ops:hs", "$u1")); r.Outcome != Refused || r.Refusal != RefusedUnreadable {
+		t.Errorf("unreadable in the room: %s/%s %q", r.Outcome, r.Refusal, r.Text)
+	}
+	if r := h.disp.Handle(ctx, unreadable("!ops:hs", "$u1")); r.Outcome != Duplicate {
+		t.Errorf("unreadable again: %s %q, want a duplicate", r.Outcome, r.Text)
+	}
+	if r := h.disp.Handle(ctx, unreadable("!x:hs", "$u2")); r.Outcome != Refused || r.Refusal != RefusedRoom {
+		t.Errorf("unreadable off the list: %s/%s %q", r.Outcome, r.Refusal, r.Text)
+	}
+	invite := func(room string) Request {
+		return Request{Platform: "matrix", User: "@opsbot:hs", Room: room, Text: "(invite)", Invite: true}
+	}
+	if r := h.disp.Handle(ctx, invite("!ops:hs")); r.Outcome != Answered {
+		t.Errorf("invite to the room: %s %q, want it accepted", r.Outcome, r.Text)
+	}
+	if r := h.disp.Handle(ctx, invite("!x:hs")); r.Outcome != Refused || r.Refusal != RefusedRoom {
+		t.Errorf("invite off the list: %s/%s %q", r.Outcome, r.Refusal, r.Text)
+	}
+	if u := auditOf(t, h.store, DecisionUndecryptable); len(u) != 1 || u[0].Room != "!ops:hs" || u[0].Command != "(encrypted)" ||
+		u[0].Detail != "the room key has not reached opsbot's device" {
+		t.Errorf("undecryptable rows %+v", u)
+	}
+	if r := auditOf(t, h.store, store.DecisionRefused); len(r) != 1 || r[0].Room != "!x:hs" || r[0].Command != "(encrypted)" {
+		t.Errorf("refused rows %+v", r)
+	}
+	if i := auditOf(t, h.store, DecisionIgnored); len(i) != 1 || i[0].Room != "!x:hs" || i[0].Command != "(invite)" ||
+		i[0].User != "@opsbot:hs" || i[0].Detail != "invite declined: the room is not in matrix.rooms" {
+		t.Errorf("ignored rows %+v", i)
+	}
+	if jobs, _ := h.store.ListJobs(ctx, store.JobFilter{}); len(jobs) != 0 {
+		t.Errorf("jobs %+v; the door ran something", jobs)
+	}
+}
+
 // panicking is a Membership that panics: a bug below the door.
 type panicking struct{}
 

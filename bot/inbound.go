@@ -58,10 +58,43 @@ type Request struct {
 	SentAt time.Time
 	// DM is set when the command came in a direct message with the bot.
 	DM bool
+	// Unreadable, when set, says why the adapter could not read the
+	// delivery's text (an encrypted message whose room key it lacks, or
+	// one it cannot decrypt at all); Text then names what it was
+	// ("(encrypted)"). The door claims and admits it as any other delivery,
+	// audits it (DecisionUndecryptable) and answers Refused with
+	// RefusedUnreadable: nothing runs, whatever its age. The adapter tells
+	// the sender in its own words.
+	Unreadable string
+	// Invite is set when the delivery is an invitation of the bot to Room
+	// (Text "(invite)"), not a command: the door answers Answered when the
+	// bot may join Room, else Refused with RefusedRoom, audited
+	// (DecisionIgnored); the adapter then joins or declines.
+	Invite bool
+	// Watchdog is set on requests of platform "watchdog" and only there.
+	Watchdog *WatchdogRun
 }
 
 // PlatformSchedule is the platform of scheduled runs.
 const PlatformSchedule = "schedule"
+
+// PlatformWatchdog is the platform of the runs the watchdog starts itself
+// (services.X.auto_recover): the watchdog is a principal of its own at the
+// door, as the scheduler is (PlatformSchedule).
+const PlatformWatchdog = "watchdog"
+
+// WatchdogRun is what a run the watchdog starts itself carries through the
+// door: `gpu recover` of the service of an open incident, which the
+// watchdog asks for only while the config in effect sets
+// services.X.auto_recover. The door runs it without asking anyone, as user
+// "opsbot", its thread in the first of To, audited with the incident; it
+// refuses any other command (Invalid, audited).
+type WatchdogRun struct {
+	Incident int64
+	Service  string
+	// To are the watchdog's rooms (watchdog.to), first one first.
+	To []Target
+}
 
 // ScheduleRun is what a scheduled run carries through the door. The command
 // runs with the role its creator holds at run time, without asking again (the

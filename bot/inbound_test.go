@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -335,6 +336,34 @@ func TestViaNeedsAdmin(t *testing.T) {
 	}
 	if ran.Load() != 1 {
 		t.Fatalf("ran %d", ran.Load())
+	}
+}
+
+// The --as rule is one rule with one message: a request and an action
+// (a click, `confirm TOKEN`) made as another user by a non-admin are
+// refused alike, saying how to go on, and audited naming both.
+func TestViaOneRule(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, okBackend(), roles)
+	ctx := context.Background()
+	req := h.disp.Handle(ctx, Request{Platform: "test", User: "alice", Via: "olga", Room: "ops", Text: "svc restart qwen"})
+	act := h.disp.Act(ctx, ActionRequest{ID: "cancel:1", Platform: "test", User: "alice", Via: "olga", Room: "ops"})
+	typed := h.disp.Handle(ctx, Request{Platform: "test", User: "alice", Via: "olga", Room: "ops", Text: "confirm 0123456789abcdef0123456789abcdef"})
+	want := "acting as test:alice needs the admin role; test:olga has operator. Run it as yourself (without --as)."
+	for _, r := range []Reply{req, act, typed} {
+		var refused *RefusedError
+		if r.Outcome != Refused || r.Text != want || !errors.As(r.Err, &refused) || refused.Need != commands.Admin {
+			t.Errorf("%s %q (%v), want refused: %q", r.Outcome, r.Text, r.Err, want)
+		}
+	}
+	rows := h.audit("alice")
+	if len(rows) != 3 {
+		t.Fatalf("audit %+v: want the three refusals", rows)
+	}
+	for _, row := range rows {
+		if row.Decision != store.DecisionRefused || !strings.Contains(row.Detail, "test:olga as test:alice") {
+			t.Errorf("audit row %+v: want a refusal naming both", row)
+		}
 	}
 }
 

@@ -46,12 +46,20 @@ type Leases struct {
 	unreleased []heldKey      // releases that failed, retried by renew
 	lostJobs   map[int64]bool // jobs one of whose leases was found lost
 
+	isClosed bool // close began: nothing more is acquired, released or renewed
+
 	onLost func(key string, jobID int64, err error)
 	onTick func(ctx context.Context, renewed bool)
 	stop   chan struct{}
 	done   chan struct{}
 	closed sync.Once
 }
+
+// ErrLeasesClosed is why a hold of the runtime's locker ended when the
+// locker closed (this process stops: App.Shutdown, App.Close), and what
+// Lock returns after that. It is no takeover: a long holder (a Matrix sync)
+// that sees it simply stops.
+var ErrLeasesClosed = errors.New("the runtime's locker closed: this opsbot process stops")
 
 type heldKey struct {
 	key   string
@@ -67,7 +75,8 @@ type heldLease struct {
 var _ ops.Locker = (*Leases)(nil)
 
 // Hold is a key held by the runtime's locker (ops.Hold), for the adapters,
-// which import bot only: a Matrix sync holds its account with it.
+// which import bot only: a Matrix sync holds its account with it, through
+// App.Leases (cmd hands it to the adapter).
 type Hold = ops.Hold
 
 // LeaseOptions configure Leases.
@@ -263,9 +272,24 @@ func (l *Leases) forgetJob(jobID int64) {
 }
 
 // close stops the heartbeat and unregisters this process, releasing every
-// lease it still holds. Call it after the jobs have ended.
+// lease it still holds. Call it after the jobs have ended. The holds of
+// leaders still held (a Matrix sync's) are marked lost with
+// ErrLeasesClosed first, so that they stop; Lock fails from then on, and a
+// release is a no-op (the leases went with the owner).
 func (l *Leases) close() {
 	l.closed.Do(func() {
+		l.mu.Lock()
+		l.isClosed = true
+		var leaders []*ops.Hold
+		for _, h := range l.held {
+			if h.jobID == 0 && h.hold != nil {
+				leaders = append(leaders, h.hold)
+			}
+		}
+		l.mu.Unlock()
+		for _, h := range leaders {
+			h.MarkLost(fmt.Errorf("%w: %w", remote.ErrHoldLost, ErrLeasesClosed))
+		}
 		if l.stop != nil {
 			close(l.stop)
 			<-l.done
@@ -288,12 +312,21 @@ func (l *Leases) Acquire(ctx context.Context, key string, jobID int64, waiting f
 	told := false
 	for {
 		l.mu.Lock()
-		changed := l.changed
+		changed, closed := l.changed, l.isClosed
 		l.mu.Unlock()
+		if closed {
+			return nil, store.Acquisition{}, ErrLeasesClosed
+		}
 		a, err := l.st.AcquireLease(ctx, key, l.owner.ID, jobID, l.ttl)
 		if err != nil {
-			if ctx.Err() != nil {
+			l.mu.Lock()
+			closed := l.isClosed
+			l.mu.Unlock()
+			switch {
+			case ctx.Err() != nil:
 				return nil, store.Acquisition{}, context.Cause(ctx)
+			case closed: // the store closes with the locker
+				return nil, store.Acquisition{}, ErrLeasesClosed
 			}
 			return nil, store.Acquisition{}, err
 		}
@@ -345,7 +378,11 @@ func (l *Leases) release(key string, jobID int64) {
 	if ok && h.jobID == jobID {
 		delete(l.held, key)
 	}
+	closed := l.isClosed
 	l.mu.Unlock()
+	if closed {
+		return // unregistering the owner released it
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), store.BusyTimeout)
 	defer cancel()
 	err := l.st.ReleaseLease(ctx, key, l.owner.ID, jobID)
@@ -397,10 +434,13 @@ func (l *Leases) LockFor(ctx context.Context, key string, jobID int64, onWait fu
 		h.TookOverFrom = a.Holder.Holder()
 	}
 	l.mu.Lock()
-	if hl, ok := l.held[key]; ok && hl.jobID == jobID {
+	switch hl, ok := l.held[key]; {
+	case l.isClosed:
+		h.MarkLost(fmt.Errorf("%w: %w", remote.ErrHoldLost, ErrLeasesClosed))
+	case ok && hl.jobID == jobID:
 		hl.hold = h
 		l.held[key] = hl
-	} else {
+	default:
 		h.MarkLost(fmt.Errorf("%w: %s was lost as it was taken", remote.ErrHoldLost, key))
 	}
 	l.mu.Unlock()
@@ -418,9 +458,9 @@ func (l *Leases) Holds(key string) bool {
 	return ok && h.jobID == 0 && (h.hold == nil || h.hold.Check() == nil)
 }
 
-// Start runs the heartbeat for a Leases used without an Engine (a Matrix
-// sync): it renews the leases every TTL/3 and marks lost holds. Stop it with
-// Close.
+// Start runs the heartbeat for a Leases used without an Engine (tests of
+// leaders): it renews the leases every TTL/3 and marks lost holds. Stop it
+// with Close.
 func (l *Leases) Start() { l.start(nil, nil) }
 
 // Close stops the heartbeat and unregisters this owner, releasing every

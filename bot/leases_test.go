@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -308,6 +310,36 @@ func TestWaitingAcquireWakesAtTheHoldersExpiry(t *testing.T) {
 	}
 }
 
+// TestLeasesCloseEndsLeaderHolds: when the runtime's locker closes (the
+// bot stops), a leader's hold still held (a Matrix sync's) is marked lost
+// with ErrLeasesClosed, not a takeover; its release is a no-op, the lease
+// went with the owner; and Lock refuses from then on.
+func TestLeasesCloseEndsLeaderHolds(t *testing.T) {
+	t.Parallel()
+	st, l := newTestLeases(t)
+	ctx := context.Background()
+	h, err := l.Lock(ctx, "matrix-sync:@opsbot:example.org", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.close()
+	select {
+	case <-h.Lost():
+	default:
+		t.Fatal("the leader's hold is not marked lost")
+	}
+	if err := h.Check(); !errors.Is(err, ErrLeasesClosed) || !errors.Is(err, remote.ErrHoldLost) {
+		t.Errorf("the hold's check: %v, want ErrLeasesClosed", err)
+	}
+	h.Release()
+	if ls, err := st.Leases(ctx); err != nil || len(ls) != 0 {
+		t.Errorf("leases after close: %+v %v", ls, err)
+	}
+	if _, err := l.Lock(ctx, "matrix-sync:@opsbot:example.org", nil); !errors.Is(err, ErrLeasesClosed) {
+		t.Errorf("Lock after close: %v, want ErrLeasesClosed", err)
+	}
+}
+
 // newTestLeases opens a store of t's own and a lease owner on it (TTL 3 s,
 // no heartbeat running), closed when t ends.
 func newTestLeases(t *testing.T) (*store.Store, *Leases) {
@@ -324,4 +356,20 @@ func newTestLeases(t *testing.T) (*store.Store, *Leases) {
 	}
 	t.Cleanup(l.close)
 	return st, l
+}
+
+// leaseHeld returns nil when app's process holds lease key in the store now
+// (by the store's clock), else an error: what the store says, for tests of
+// which process leads.
+func leaseHeld(ctx context.Context, app *App, key string) error {
+	ls, err := app.Store.Leases(ctx)
+	if err != nil {
+		return fmt.Errorf("check lease %s: %w", key, err)
+	}
+	for _, l := range ls {
+		if l.Key == key && l.Owner == app.Leases.Owner().ID && l.ExpiresAt.After(app.Store.Clock()()) {
+			return nil
+		}
+	}
+	return fmt.Errorf("lease %s is not held by this process", key)
 }

@@ -120,7 +120,7 @@ func NewScheduler(ctx context.Context, app *App, o SchedulerOptions) (*Scheduler
 	if log == nil {
 		log = slog.Default()
 	}
-	tz := app.Config.Timezone
+	tz := app.CurrentConfig().Timezone
 	if tz == "" {
 		tz = config.DefaultTimezone
 	}
@@ -202,11 +202,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	})
 }
 
-// runLeader holds lease key while body runs; body's held checks the hold
-// (locally: found lost, or not renewed in time) and the lease in the store
-// before each action. When the lease is lost body's error is errLeaseLost,
-// and runLeader waits for the lease again; other errors are logged, and body
-// is started again after a pause.
+// runLeader holds lease key with the runtime's locker while body runs;
+// body's held checks the hold before each action, as the runtime checks a
+// job's before each host command: not found lost by the heartbeat (which
+// renews the lease in the store and learns there whether it is still ours),
+// and renewed less than the TTL less a margin ago. When the lease is lost
+// body's error is errLeaseLost, and runLeader waits for the lease again;
+// other errors are logged, and body is started again after a pause.
 func runLeader(ctx context.Context, app *App, key string, log *slog.Logger,
 	body func(ctx context.Context, held func(context.Context) error) error) error {
 	for ctx.Err() == nil {
@@ -222,11 +224,11 @@ func runLeader(ctx context.Context, app *App, key string, log *slog.Logger,
 			continue
 		}
 		log.Info("this opsbot process now holds the lease", "lease", key, "epoch", hold.Epoch)
-		err = body(ctx, func(ctx context.Context) error {
+		err = body(ctx, func(context.Context) error {
 			if err := hold.Check(); err != nil {
 				return fmt.Errorf("%w: %w", errLeaseLost, err)
 			}
-			return leaseHeld(ctx, app, key)
+			return nil
 		})
 		hold.Release()
 		if err != nil && !errors.Is(err, errLeaseLost) && ctx.Err() == nil {
@@ -250,21 +252,6 @@ func sleepOrDone(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
-}
-
-// leaseHeld returns nil when this process holds lease key now, else an
-// error wrapping errLeaseLost.
-func leaseHeld(ctx context.Context, app *App, key string) error {
-	ls, err := app.Store.Leases(ctx)
-	if err != nil {
-		return fmt.Errorf("check lease %s: %w", key, err)
-	}
-	for _, l := range ls {
-		if l.Key == key && l.Owner == app.Leases.Owner().ID && l.ExpiresAt.After(app.Store.Clock()()) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: %s", errLeaseLost, key)
 }
 
 // CatchUp decides, for each active schedule, the firings that fell between

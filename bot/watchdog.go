@@ -33,7 +33,7 @@ type WatchdogOptions struct {
 	// Now is the clock (time.Now when nil); tests inject theirs and call Pass.
 	Now func() time.Time
 	// Remind is the time between reminders of an unacknowledged alert
-	// (default: watchdog.remind).
+	// (default: watchdog.remind of the config in effect).
 	Remind time.Duration
 	// Parallel bounds the services looked at at once (default 16).
 	Parallel int
@@ -52,27 +52,25 @@ type WatchdogOptions struct {
 // starts it itself, once per incident. Unacknowledged alerts are reminded
 // every Remind; `ack N` stops that, `watchdog silence SERVICE DURATION`
 // keeps a service quiet. Incidents live in the store, one open per service,
-// so two processes on one store alert once. Safe for concurrent use.
+// so two processes on one store alert once.
+//
+// Each pass reads the config in effect (App.CurrentConfig: the services,
+// watchdog.interval, watchdog.remind, watchdog.to, services.X.auto_recover),
+// so a reload applies from the next pass; what it starts itself goes
+// through the door as platform "watchdog" (WatchdogRun). Safe for
+// concurrent use.
 type Watchdog struct {
-	app      *App
-	opts     WatchdogOptions
-	interval time.Duration
-	to       []Target
-	log      *slog.Logger
+	app  *App
+	opts WatchdogOptions
+	log  *slog.Logger
 }
 
-// NewWatchdog builds the watchdog of app from its config: watchdog.interval,
-// watchdog.remind, and watchdog.to, else the Slack channel and the first Matrix room. With
-// no room at all alerts are only logged, and NewWatchdog says so in the log.
+// NewWatchdog builds the watchdog of app. With no room at all to alert in
+// (watchdog.to, else the Slack channel and the first Matrix room) alerts are
+// only logged, and NewWatchdog says so in the log.
 func NewWatchdog(app *App, o WatchdogOptions) (*Watchdog, error) {
 	if o.Now == nil {
 		o.Now = time.Now
-	}
-	if o.Remind <= 0 {
-		o.Remind = app.Config.Watchdog.Remind.D()
-	}
-	if o.Remind <= 0 {
-		o.Remind = config.DefaultWatchdogRemind
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 16
@@ -81,44 +79,72 @@ func NewWatchdog(app *App, o WatchdogOptions) (*Watchdog, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	cfg := app.Config
-	w := &Watchdog{app: app, opts: o, interval: cfg.Watchdog.Interval.D(), log: log}
-	if w.interval <= 0 {
-		w.interval = config.DefaultWatchdogInterval
+	w := &Watchdog{app: app, opts: o, log: log}
+	cfg := app.CurrentConfig()
+	if cfg.Watchdog.To != "" && len(parseTargets(cfg.Watchdog.To)) == 0 {
+		return nil, fmt.Errorf("watchdog.to %q: not platform:room targets", cfg.Watchdog.To)
 	}
-	switch {
-	case cfg.Watchdog.To != "":
-		w.to = parseTargets(cfg.Watchdog.To)
-		if len(w.to) == 0 {
-			return nil, fmt.Errorf("watchdog.to %q: not platform:room targets", cfg.Watchdog.To)
-		}
-	default:
-		w.to = ReportRooms(cfg)
-	}
-	if len(w.to) == 0 {
+	if len(w.settings().to) == 0 {
 		log.Warn("the watchdog has no room to alert: set watchdog.to (e.g. slack:C0OPS); alerts are only logged")
 	}
 	return w, nil
 }
 
-// Run passes over the services every interval while this process holds the
-// watchdog lease, until ctx ends (then it returns nil). A holder that finds
-// its lease lost stops before its next pass or alert and waits for it again.
+// watchSettings are the watchdog's settings in the config in effect, read
+// once per pass.
+type watchSettings struct {
+	services []string // the services to look at, in config order
+	interval time.Duration
+	remind   time.Duration
+	to       []Target        // where alerts go, first one first
+	auto     map[string]bool // services.X.auto_recover
+}
+
+// settings reads the watchdog's settings from the config in effect, under
+// the lock a reload writes it under.
+func (w *Watchdog) settings() watchSettings {
+	cfg := w.app.CurrentConfig()
+	s := watchSettings{services: cfg.ServiceNames(), interval: cfg.Watchdog.Interval.D(), remind: w.opts.Remind,
+		auto: map[string]bool{}}
+	if s.interval <= 0 {
+		s.interval = config.DefaultWatchdogInterval
+	}
+	if s.remind <= 0 {
+		s.remind = cfg.Watchdog.Remind.D()
+	}
+	if s.remind <= 0 {
+		s.remind = config.DefaultWatchdogRemind
+	}
+	if cfg.Watchdog.To != "" {
+		s.to = parseTargets(cfg.Watchdog.To) // checked when the config loaded
+	} else {
+		s.to = ReportRooms(cfg)
+	}
+	for name, svc := range cfg.Services {
+		if svc.AutoRecover {
+			s.auto[name] = true
+		}
+	}
+	return s
+}
+
+// Run passes over the services every watchdog.interval (of the config in
+// effect at each pass) while this process holds the watchdog lease, until
+// ctx ends (then it returns nil). A holder that finds its lease lost stops
+// before its next pass or alert and waits for it again.
 func (w *Watchdog) Run(ctx context.Context) error {
 	return runLeader(ctx, w.app, WatchdogLease, w.log, func(ctx context.Context, held func(context.Context) error) error {
-		t := time.NewTicker(w.interval)
-		defer t.Stop()
 		for {
-			if _, err := w.pass(ctx, w.opts.Now(), held); err != nil {
+			began := time.Now()
+			set := w.settings()
+			if _, err := w.pass(ctx, w.opts.Now(), set, held); err != nil {
 				if errors.Is(err, errLeaseLost) || ctx.Err() != nil {
 					return err
 				}
 				w.log.Error("watchdog pass", "err", err)
 			}
-			select {
-			case <-ctx.Done():
+			if sleepOrDone(ctx, set.interval-time.Since(began)) {
 				return nil
-			case <-t.C:
 			}
 		}
 	})
@@ -143,10 +169,10 @@ type seen struct {
 // closes incidents. It returns an error only when it could not look at all
 // (the store failed); a service it could not reach is an incident.
 func (w *Watchdog) Pass(ctx context.Context, now time.Time) (PassReport, error) {
-	return w.pass(ctx, now, nil)
+	return w.pass(ctx, now, w.settings(), nil)
 }
 
-func (w *Watchdog) pass(ctx context.Context, now time.Time, held func(context.Context) error) (PassReport, error) {
+func (w *Watchdog) pass(ctx context.Context, now time.Time, set watchSettings, held func(context.Context) error) (PassReport, error) {
 	var rep PassReport
 	if held != nil {
 		if err := held(ctx); err != nil {
@@ -157,9 +183,12 @@ func (w *Watchdog) pass(ctx context.Context, now time.Time, held func(context.Co
 	if err != nil {
 		return rep, fmt.Errorf("watchdog: %w", err)
 	}
+	// A lease's expiry is by the store's clock (the database's on
+	// PostgreSQL), as the processes that took it judge it.
+	storeNow := w.app.Store.Clock()()
 	busy := map[string]bool{}
 	for _, l := range leases {
-		if svc, ok := strings.CutPrefix(l.Key, "service:"); ok && l.ExpiresAt.After(time.Now()) {
+		if svc, ok := strings.CutPrefix(l.Key, "service:"); ok && l.ExpiresAt.After(storeNow) {
 			busy[svc] = true
 		}
 	}
@@ -176,7 +205,7 @@ func (w *Watchdog) pass(ctx context.Context, now time.Time, held func(context.Co
 		openOf[in.Service] = in
 	}
 	var look []string
-	for _, name := range w.app.Config.ServiceNames() {
+	for _, name := range set.services {
 		if busy[name] {
 			rep.Skipped = append(rep.Skipped, name)
 			continue
@@ -218,11 +247,11 @@ func (w *Watchdog) pass(ctx context.Context, now time.Time, held func(context.Co
 			}
 		case kind == "":
 		case isOpen:
-			w.evolve(ctx, in, kind, state, now, silenced[s.service])
+			w.evolve(ctx, in, kind, state, now, silenced[s.service], set.remind)
 		case silenced[s.service].Until.After(now):
 			w.log.Info("watchdog: a silenced service is not well", "service", s.service, "kind", kind, "state", state)
 		default:
-			if id := w.open(ctx, s, kind, state, now); id != 0 {
+			if id := w.open(ctx, s, kind, state, now, set); id != 0 {
 				rep.Opened = append(rep.Opened, id)
 			}
 		}
@@ -322,7 +351,7 @@ func (w *Watchdog) diagnose(ctx context.Context, service string) string {
 // open opens an incident for s, posts its alert and offers (or, with
 // auto_recover, starts) the recovery. It returns the incident's id, or 0
 // when another process opened it first or the store failed.
-func (w *Watchdog) open(ctx context.Context, s seen, kind, state string, now time.Time) int64 {
+func (w *Watchdog) open(ctx context.Context, s seen, kind, state string, now time.Time, set watchSettings) int64 {
 	diag := w.diagnose(ctx, s.service)
 	body := alertBody(s.service, kind, state, diag, now)
 	in, opened, err := w.app.Store.OpenIncident(ctx, store.Incident{Service: s.service, Kind: kind, Summary: body, OpenedAt: now})
@@ -334,7 +363,7 @@ func (w *Watchdog) open(ctx context.Context, s seen, kind, state string, now tim
 		return 0
 	}
 	w.log.Warn("watchdog: incident opened", "incident", in.ID, "service", s.service, "kind", kind, "state", state)
-	for _, t := range w.to {
+	for _, t := range set.to {
 		c := w.app.Engine.opts.Chats[t.Platform]
 		if c == nil {
 			w.log.Warn("watchdog: no chat for an alert room", "platform", t.Platform, "room", t.Room)
@@ -347,7 +376,7 @@ func (w *Watchdog) open(ctx context.Context, s seen, kind, state string, now tim
 		}
 		in.Alerts = append(in.Alerts, store.AlertRef{Platform: t.Platform, Room: ref.Room, ID: ref.ID})
 	}
-	w.recover(ctx, &in, now)
+	w.recover(ctx, &in, set)
 	if err := w.app.Store.UpdateIncident(ctx, in, now); err != nil {
 		w.log.Error("watchdog: record alerts", "incident", in.ID, "err", err)
 	}
@@ -355,19 +384,16 @@ func (w *Watchdog) open(ctx context.Context, s seen, kind, state string, now tim
 }
 
 // recover starts `gpu recover` for a service with auto_recover, once per
-// incident, or offers it in each alert's thread.
-func (w *Watchdog) recover(ctx context.Context, in *store.Incident, now time.Time) {
+// incident, through the door as the watchdog (WatchdogRun), or offers it in
+// each alert's thread.
+func (w *Watchdog) recover(ctx context.Context, in *store.Incident, set watchSettings) {
 	text := "gpu recover " + in.Service
-	if w.app.Config.Services[in.Service].AutoRecover {
+	if set.auto[in.Service] {
 		if in.RecoverJob != 0 {
 			return
 		}
-		platform, room := "", ""
-		if len(w.to) > 0 {
-			platform, room = w.to[0].Platform, w.to[0].Room
-		}
-		r := w.app.Dispatcher.runAsBot(ctx, platform, room, text,
-			fmt.Sprintf("watchdog incident #%d: services.%s.auto_recover", in.ID, in.Service))
+		r := w.app.Dispatcher.Handle(ctx, Request{Platform: PlatformWatchdog, User: watchdogUser, UserName: watchdogUserName,
+			Text: text, Watchdog: &WatchdogRun{Incident: in.ID, Service: in.Service, To: set.to}})
 		note := fmt.Sprintf("auto_recover: started job #%d `%s` (`job %d` follows it)", r.JobID, text, r.JobID)
 		if r.Outcome != Queued {
 			note = fmt.Sprintf("auto_recover: `%s` was not started: %s", text, r.Text)
@@ -391,19 +417,19 @@ func (w *Watchdog) recover(ctx context.Context, in *store.Incident, now time.Tim
 }
 
 // evolve edits an open incident's alerts when what is seen changed, and
-// reminds when it is unacknowledged for Remind.
-func (w *Watchdog) evolve(ctx context.Context, in store.Incident, kind, state string, now time.Time, sil store.SilenceInfo) {
+// reminds when it is unacknowledged for remind.
+func (w *Watchdog) evolve(ctx context.Context, in store.Incident, kind, state string, now time.Time, sil store.SilenceInfo, remind time.Duration) {
 	changed := false
 	if first, _, _ := strings.Cut(in.Summary, "\n"); in.Kind != kind || !strings.Contains(first, state) {
 		diag := w.diagnose(ctx, in.Service)
 		in.Kind, in.Summary = kind, alertBody(in.Service, kind, state, diag, now)
 		changed = true
 	}
-	remind := in.AckedBy == "" && !sil.Until.After(now) && now.Sub(lastOf(in.RemindedAt, in.OpenedAt)) >= w.opts.Remind
-	if !changed && !remind {
+	due := in.AckedBy == "" && !sil.Until.After(now) && now.Sub(lastOf(in.RemindedAt, in.OpenedAt)) >= remind
+	if !changed && !due {
 		return
 	}
-	if remind {
+	if due {
 		in.RemindedAt = now
 		w.replyAll(ctx, in, fmt.Sprintf("reminder: %s still %s (since %s, %s). `ack %d` stops these reminders.",
 			in.Service, kindWords[kind], Stamp(in.OpenedAt), now.Sub(in.OpenedAt).Round(time.Minute), in.ID))
@@ -512,13 +538,29 @@ func editAlerts(ctx context.Context, chats map[string]Chat, in store.Incident, f
 	}
 }
 
-// runAsBot starts a job command the bot itself decided to run (the
-// watchdog's auto_recover): without a user's confirmation, as user
-// "opsbot", its thread in room; decision is the audit's reason.
-func (d *Dispatcher) runAsBot(ctx context.Context, platform, room, text, decision string) Reply {
-	cmd, err := commands.Parse(text, d.opts.Commands)
-	if err != nil {
-		return Reply{Outcome: Invalid, Text: err.Error(), Err: err}
+// The watchdog's runs are the job of user "opsbot", shown as the watchdog's.
+const (
+	watchdogUser     = "opsbot"
+	watchdogUserName = "opsbot (watchdog)"
+)
+
+// watchdogRun is the door's rule for the watchdog's own runs (platform
+// "watchdog"): it starts `gpu recover` of its incident's service, and
+// nothing else, without asking (the watchdog starts it only while the
+// config in effect sets services.X.auto_recover), as user "opsbot", its
+// thread in the watchdog's first room; the audit row names the incident.
+func (d *Dispatcher) watchdogRun(ctx context.Context, req Request, cmd commands.Command) Reply {
+	run := req.Watchdog
+	// Without a room to report to, the job is on no platform: its thread is
+	// only logged.
+	job := Request{User: watchdogUser, UserName: watchdogUserName, Text: req.Text, Confirmed: true}
+	if len(run.To) > 0 {
+		job.Platform, job.Room = run.To[0].Platform, run.To[0].Room
 	}
-	return d.start(ctx, Request{Platform: platform, User: "opsbot", UserName: "opsbot (watchdog)", Room: room, Text: text, Confirmed: true}, cmd, decision)
+	if rec, ok := cmd.(*commands.GPURecover); !ok || rec.Service != run.Service {
+		msg := fmt.Sprintf("watchdog incident #%d: the watchdog starts only `gpu recover %s`, not `%s`", run.Incident, run.Service, commands.Text(cmd))
+		d.audit(ctx, req, commands.Text(cmd), store.DecisionInvalid, msg, 0)
+		return Reply{Outcome: Invalid, Text: msg, Command: cmd, Err: errors.New(msg)}
+	}
+	return d.start(ctx, job, cmd, fmt.Sprintf("watchdog incident #%d: services.%s.auto_recover", run.Incident, run.Service))
 }

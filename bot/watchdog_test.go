@@ -2,6 +2,8 @@ package bot
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/store"
 )
 
 // fakeHosts is the bot's Backend implemented in memory: `svc status` and
@@ -241,6 +244,79 @@ func TestWatchdogAutoRecover(t *testing.T) {
 	_, rs := chat.thread(in.Alerts[0].ID)
 	if len(rs) == 0 || !strings.Contains(rs[0].Text, "auto_recover: started job") {
 		t.Fatalf("thread %+v", rs)
+	}
+}
+
+// TestWatchdogActsOnTheConfigInEffect: a watchdog built before a reload
+// (SIGHUP) looks at the services of the config in effect, and starts
+// `gpu recover` of a service the reload added, with auto_recover, through
+// the door as its own principal, parsed with the reloaded services: one job
+// of user "opsbot", audited with the incident's reason, its thread in the
+// watchdog's room.
+func TestWatchdogActsOnTheConfigInEffect(t *testing.T) {
+	t.Parallel()
+	hosts := newFakeHosts()
+	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, watchYAML)
+	clock := newFakeClock(night)
+	w, _ := NewWatchdog(app, WatchdogOptions{Now: clock.now})
+	ctx := context.Background()
+
+	cfg := *app.CurrentConfig()
+	cfg.Services = maps.Clone(cfg.Services)
+	coder := cfg.Services["qwen"]
+	coder.Unit, coder.AutoRecover = "sglang-coder.service", true
+	cfg.Services["coder"] = coder
+	if err := app.Reload(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	hosts.set("coder", looping("coder", 4))
+	rep, err := w.Pass(ctx, clock.now())
+	if err != nil || rep.Checked != 2 || len(rep.Opened) != 1 {
+		t.Fatalf("pass after the reload: %+v %v", rep, err)
+	}
+	in, _ := app.Store.Incident(ctx, rep.Opened[0])
+	if in.Service != "coder" || in.RecoverJob == 0 {
+		t.Fatalf("incident %+v: want coder's, with its recover job", in)
+	}
+	j, err := app.Engine.Wait(ctx, in.RecoverJob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Command != "gpu recover coder" || j.User != "opsbot" || j.Platform != "console" || j.Room != "oncall" || j.Status != store.Succeeded {
+		t.Fatalf("recover job %+v", j)
+	}
+	rows, err := app.Store.Audit(ctx, store.AuditFilter{User: "opsbot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("watchdog incident #%d: services.coder.auto_recover", in.ID)
+	if len(rows) != 1 || rows[0].Decision != want || rows[0].JobID != j.ID || rows[0].Command != "gpu recover coder" {
+		t.Fatalf("audit %+v: want one row %q for job #%d", rows, want, j.ID)
+	}
+	_, rs := chat.thread(in.Alerts[0].ID)
+	if len(rs) == 0 || !strings.Contains(rs[0].Text, fmt.Sprintf("auto_recover: started job #%d", j.ID)) {
+		t.Fatalf("thread %+v", rs)
+	}
+}
+
+// TestWatchdogRunOnlyRecovers: the door lets the watchdog's principal start
+// `gpu recover` of its incident's service and nothing else.
+func TestWatchdogRunOnlyRecovers(t *testing.T) {
+	t.Parallel()
+	app, _ := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), newFakeHosts(), watchYAML)
+	ctx := context.Background()
+	run := &WatchdogRun{Incident: 7, Service: "qwen", To: []Target{{Platform: "console", Room: "oncall"}}}
+	for _, text := range []string{"svc stop qwen", "mtp steps 10 qwen", "gpu recover other"} {
+		r := app.Dispatcher.Handle(ctx, Request{Platform: PlatformWatchdog, User: "opsbot", Text: text, Watchdog: run})
+		if r.Outcome != Invalid || r.JobID != 0 {
+			t.Errorf("the watchdog asked for %q: %s %q job %d", text, r.Outcome, r.Text, r.JobID)
+		}
+	}
+	if r := app.Dispatcher.Handle(ctx, Request{Platform: PlatformWatchdog, User: "opsbot", Text: "gpu recover qwen"}); r.Outcome != Invalid {
+		t.Errorf("a watchdog request without its run: %s %q", r.Outcome, r.Text)
+	}
+	if jobs, _ := app.Store.ListJobs(ctx, store.JobFilter{}); len(jobs) != 0 {
+		t.Errorf("jobs %+v, want none", jobs)
 	}
 }
 

@@ -21,8 +21,6 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 	"maunium.net/go/mautrix/sqlstatestore"
-
-	"github.com/opsbot/opsbot/store"
 )
 
 // olmDevice is the bot's device with its Olm/Megolm keys: mautrix's
@@ -48,8 +46,9 @@ var _ mautrix.CryptoHelper = (*olmDevice)(nil)
 
 // startE2EE opens the device's keys in the store (creating them on its
 // first start), publishes them when the homeserver does not have them, and
-// reads the state of the allowed rooms. login is the logged-in client.
-func startE2EE(ctx context.Context, a *Adapter, login *mautrix.Client, st *store.Store) (e2ee, error) {
+// reads the state of the allowed rooms. login is the logged-in client; st
+// keeps the key sealing the device's keys, which live in keys.
+func startE2EE(ctx context.Context, a *Adapter, login *mautrix.Client, st State, keys KeyDB) (e2ee, error) {
 	if login.DeviceID == "" {
 		return nil, errors.New("the login has no device id")
 	}
@@ -57,7 +56,7 @@ func startE2EE(ctx context.Context, a *Adapter, login *mautrix.Client, st *store
 	if err != nil {
 		return nil, err
 	}
-	db, dialect, err := st.SideDB()
+	db, dialect, err := keys.SideDB()
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +338,7 @@ func (d *olmDevice) RequestSession(ctx context.Context, room id.RoomID, key id.S
 // It guards against reading keys out of one table row, not against someone
 // who can read the whole store: the store file itself (0600) and its backups
 // must be kept private.
-func pickleKey(ctx context.Context, a *Adapter, st *store.Store) ([]byte, error) {
+func pickleKey(ctx context.Context, a *Adapter, st State) ([]byte, error) {
 	k := "matrix/pickle/" + a.cfg.UserID
 	v, err := st.SyncToken(ctx, k)
 	if err != nil {
@@ -389,10 +388,10 @@ func (w slogWriter) Write(p []byte) (int, error) {
 }
 
 // PrepareStore creates (or upgrades) in st the tables the adapter keeps
-// through store.SideDB, the room state and the encryption keys, empty, as
-// the adapter's first encrypted start would: `opsbot store copy` calls it on
+// through KeyDB, the room state and the encryption keys, empty, as the
+// adapter's first encrypted start would: `opsbot store copy` calls it on
 // its target so that the keys can be copied into it.
-func PrepareStore(ctx context.Context, st *store.Store) error {
+func PrepareStore(ctx context.Context, st KeyDB) error {
 	db, dialect, err := st.SideDB()
 	if err != nil {
 		return err

@@ -100,10 +100,12 @@ func TestEncryptedRoom(t *testing.T) {
 	})
 
 	// A second process on the same store, not syncing, must not post there.
-	standby, err := matrix.New(*e.cfg.Matrix, matrix.Options{Store: bot.StoreConfig(e.cfg), Logger: testkit.Logger(t)})
+	standby, err := matrix.New(*e.cfg.Matrix, matrix.Options{Logger: testkit.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// It reads the kept login from the store, as a standby's bot does.
+	standby.Attach(matrix.Deps{State: e.openStore(t)})
 	_, err = standby.Post(testkit.Context(t, 30*time.Second), string(room), bot.Message{Kind: bot.KindNotice, Text: "in the clear?"})
 	if err == nil || !strings.Contains(err.Error(), "does not hold the account's keys") {
 		t.Errorf("a standby's post to the encrypted room: %v, want it refused", err)

@@ -10,8 +10,8 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
+	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/config"
-	"github.com/opsbot/opsbot/store"
 )
 
 // e2ee is end-to-end encryption for the device the adapter syncs as
@@ -69,7 +69,7 @@ const undecryptableEvery = 10 * time.Minute
 func (s *syncer) startCrypto(ctx context.Context) e2ee {
 	a := s.a
 	for backoff := time.Second; ; backoff = min(2*backoff, time.Minute) {
-		c, err := startE2EE(ctx, a, s.cli, s.st)
+		c, err := startE2EE(ctx, a, s.cli, s.state, s.keys)
 		if err == nil {
 			return c
 		}
@@ -87,27 +87,22 @@ func (s *syncer) startCrypto(ctx context.Context) e2ee {
 }
 
 // encrypted acts on an m.room.encrypted event: the event inside it is acted
-// on like any other. When its room key has not arrived yet, that is waited
-// for beside the sync (the key comes in a later sync response); when it
-// cannot be read at all, the sender is told.
+// on like any other. When its room key has not arrived yet, in a room of
+// matrix.rooms, that is waited for beside the sync (the key comes in a later
+// sync response); elsewhere no key is asked for. An event that cannot be
+// read goes to the door unread (undecryptable).
 func (s *syncer) encrypted(ctx context.Context, evt *event.Event) {
 	a := s.a
-	if !a.allowed[evt.RoomID] {
-		return // other rooms: ignored, as their commands are
-	}
 	if s.crypto == nil {
-		if s.claim(ctx, evt) {
-			why := "matrix.encryption is off in opsbot's config"
-			if !config.MatrixEncryptionBuilt {
-				why = "end-to-end encryption is not in this build of opsbot"
-			}
-			s.notice(ctx, evt, "🔒 I cannot read encrypted messages: "+why+". "+
-				"Send commands in a room without encryption, or ask whoever runs opsbot to turn on matrix.encryption.")
+		why := "matrix.encryption is off in opsbot's config"
+		if !config.MatrixEncryptionBuilt {
+			why = "end-to-end encryption is not in this build of opsbot"
 		}
+		s.undecryptable(ctx, evt, errors.New(why))
 		return
 	}
 	inner, err := s.crypto.decrypt(ctx, evt)
-	if errors.Is(err, errNoKeys) {
+	if errors.Is(err, errNoKeys) && a.allowed[evt.RoomID] {
 		s.waiting.Add(1)
 		go func() {
 			defer s.waiting.Done()
@@ -132,16 +127,25 @@ func (s *syncer) encrypted(ctx context.Context, evt *event.Event) {
 	s.event(ctx, inner)
 }
 
-// undecryptable tells the sender of evt that it could not be read (at most
-// once per sender and room every undecryptableEvery) and audits it.
+// undecryptable hands evt, which could not be read, to the door: it claims
+// the event, refuses it in a room off matrix.rooms (no answer there) and
+// audits it. Admitted, its sender is told that nothing was run and how to
+// let the bot read their messages: without encryption, at every such
+// event; with it, at most once per sender and room every undecryptableEvery.
 func (s *syncer) undecryptable(ctx context.Context, evt *event.Event, err error) {
 	a := s.a
-	if !s.claim(ctx, evt) {
+	r := s.in.Handle(ctx, bot.Request{Platform: Platform, User: string(evt.Sender), Room: string(evt.RoomID), Text: "(encrypted)",
+		ReplyTo: string(evt.ID), Delivery: string(evt.ID), SentAt: time.UnixMilli(evt.Timestamp), Unreadable: err.Error()})
+	if r.Outcome != bot.Refused || r.Refusal != bot.RefusedUnreadable {
+		s.show(ctx, evt, r) // a replay, a room off the list, opsbot stopping or its store down
+		return
+	}
+	if s.crypto == nil {
+		s.notice(ctx, evt, "🔒 I cannot read encrypted messages: "+err.Error()+". "+
+			"Send commands in a room without encryption, or ask whoever runs opsbot to turn on matrix.encryption.")
 		return
 	}
 	a.log.Warn("could not decrypt an event", "room", evt.RoomID, "sender", evt.Sender, "event", evt.ID, "err", err)
-	s.audit(ctx, store.AuditEntry{Room: string(evt.RoomID), User: string(evt.Sender), Command: "(encrypted)",
-		Decision: "undecryptable", Detail: err.Error()})
 	k := string(evt.RoomID) + " " + string(evt.Sender)
 	now := a.Now()
 	a.mu.Lock()

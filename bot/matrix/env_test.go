@@ -19,6 +19,7 @@ import (
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/store"
 )
 
 // env is a real Dendrite, the lab, and the accounts and rooms of an on-call
@@ -101,7 +102,7 @@ func (e *env) start(now func() time.Time) *instance {
 	t := e.t
 	t.Helper()
 	log := testkit.Logger(t)
-	a, err := matrix.New(*e.cfg.Matrix, matrix.Options{Store: bot.StoreConfig(e.cfg), LeaseTTL: e.cfg.Limits.LeaseTTL.D(), Logger: log})
+	a, err := matrix.New(*e.cfg.Matrix, matrix.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +120,14 @@ func (e *env) start(now func() time.Time) *instance {
 		}
 		return bot.RunbookBackend(rb), nil
 	}
+	// As `opsbot serve` does: the adapter keeps its state in the bot's
+	// store and holds its sync with the runtime's locker.
+	opened := func(st *store.Store, leases *bot.Leases) error {
+		a.Attach(matrix.Deps{State: st, Locker: leases, Keys: st})
+		return nil
+	}
 	app, err := bot.NewApp(ctx, e.cfg, bot.AppOptions{NewBackend: newBackend, Chats: map[string]bot.Chat{matrix.Platform: a}, Logger: log,
-		Now: now})
+		Now: now, Opened: opened})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +147,18 @@ func (e *env) start(now func() time.Time) *instance {
 	}
 	t.Cleanup(in.stop)
 	return in
+}
+
+// openStore opens the env's store for the test, closed at its end: what an
+// adapter that does not run in an App is attached to.
+func (e *env) openStore(t testing.TB) *store.Store {
+	t.Helper()
+	st, err := store.Open(testkit.Context(t, 30*time.Second), e.cfg.Store.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // waitReady waits until the instance syncs.

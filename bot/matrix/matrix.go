@@ -14,9 +14,11 @@
 //     again at the next start (a new login only when the homeserver no
 //     longer accepts them). Chat calls made before Run has logged in (the
 //     bot reports interrupted jobs as it starts) use those credentials.
-//   - Rooms: it joins the rooms of matrix.rooms at start and when invited to
-//     them; an invite to any other room is declined, and a command typed in
-//     a room outside the list gets no answer (the door refuses and audits it).
+//   - Rooms: it joins the rooms of matrix.rooms at start, and a room it is
+//     invited to when the door admits it (the room is in matrix.rooms); an
+//     invite to any other room is declined (the door audits it), and a
+//     command typed in a room outside the list gets no answer (the door
+//     refuses and audits it).
 //   - Messages: a command is an m.text message whose body starts with `!`.
 //     Its own events, edits of messages and other message types are ignored.
 //   - Status: a job's root message is an m.notice (HTML with a plain-text
@@ -50,14 +52,25 @@
 // before it acts, so an event delivered twice (a crash between handling a response and
 // storing its token, a takeover) is acted on once.
 //
+// # What it keeps, and where
+//
+// The adapter keeps nothing of its own and decides nothing: every event it
+// reads (a command, a reaction, an invite, an encrypted message it cannot
+// read) goes to the door, which claims, admits and audits it. What it keeps
+// across restarts (its login, its sync position, the key sealing its
+// device's keys) is in the bot's store, reached through State; its sync
+// lease is held with the runtime's one locker (Locker); mautrix's own
+// tables are reached through KeyDB. `opsbot serve` hands those in with
+// Attach, once the bot has opened its store and before anything is posted.
+//
 // # Two opsbot processes on one store
 //
-// Only one process syncs an account: it holds the store lease
-// "matrix-sync:USER" (renewed every limits.lease_ttl/3). Another process
-// stands by (Ready says so, and its Chat still posts its own jobs' threads)
-// and takes the sync over when the holder stops or dies (after the lease's
-// expiry, or at once when its bot sees the holder's pid gone on the same
-// machine).
+// Only one process syncs an account: it holds the lease
+// "matrix-sync:USER" of the runtime's locker (renewed every
+// limits.lease_ttl/3). Another process stands by (Ready says so, and its
+// Chat still posts its own jobs' threads) and takes the sync over when the
+// holder stops or dies (after the lease's expiry, or at once when its bot
+// sees the holder's pid gone on the same machine).
 //
 // # End-to-end encryption
 //
@@ -84,15 +97,19 @@
 // does not come, or the event cannot be decrypted at all, the sender gets a
 // notice saying that nothing was run and how to let the bot read their
 // messages (at most one per sender and room every 10 minutes); the event is
-// audited as undecryptable. A command kept aside when its process stops is
-// not run by the next holder (its sync position has moved on); its sender
-// gets no answer and sends it again. Without matrix.encryption an encrypted
-// event in an allowed room is answered with a notice that the bot cannot
-// read it.
+// audited as undecryptable (by the door). A command kept aside when its
+// process stops is not run by the next holder (its sync position has moved
+// on); its sender gets no answer and sends it again. Without
+// matrix.encryption an encrypted event is audited as undecryptable too, and
+// answered in an allowed room with a notice that the bot cannot read it.
+// An encrypted event in a room outside matrix.rooms is read when its key is
+// at hand (and then taken as any other event there), and otherwise goes to
+// the door unread, which refuses and audits it: no answer, no key asked for.
 package matrix
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,7 +125,6 @@ import (
 
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/config"
-	"github.com/opsbot/opsbot/store"
 )
 
 // Platform is the adapter's name and its users' auth key prefix:
@@ -125,24 +141,54 @@ const maxInline = 16 << 10
 
 // Options are what New needs besides the matrix section.
 type Options struct {
-	// Store is the bot's store (bot.StoreConfig): the adapter opens its own
-	// handle on it for its login, sync token, event claims, sync lease and
-	// encryption keys.
-	Store store.Config
-	// LeaseTTL is limits.lease_ttl: how long the sync lease outlives its
-	// holder's last heartbeat. config.DefaultLeaseTTL when zero.
-	LeaseTTL time.Duration
-	Logger   *slog.Logger
+	Logger *slog.Logger
+}
+
+// State keeps the adapter's own values across restarts and processes: its
+// login, its sync position, the key sealing its device's keys. The bot's
+// store implements it (store.Store); a key never written reads "" and a nil
+// error.
+type State interface {
+	SyncToken(ctx context.Context, key string) (string, error)
+	SetSyncToken(ctx context.Context, key, value string) error
+}
+
+// Locker holds a key across the opsbot processes that share the store: the
+// runtime's one locker (bot.Leases, App.Leases), as for services and the
+// scheduler. Lock blocks until the key is held or ctx ends; the hold is
+// marked lost when another process took it over or the locker closed.
+type Locker interface {
+	Lock(ctx context.Context, key string, onWait func(holder string)) (*bot.Hold, error)
+}
+
+// KeyDB is the database mautrix's own tables live in (the device's keys, the
+// rooms' state), in the store's file: SideDB opens a handle of its own on
+// it, which the caller closes, and names its dialect as mautrix's dbutil
+// does ("sqlite3", "postgres"); Name says which database it is, for people.
+// The bot's store implements it (store.Store).
+type KeyDB interface {
+	SideDB() (*sql.DB, string, error)
+	Name() string
+}
+
+// Deps are what the adapter keeps in the bot's store and holds with the
+// runtime's locker; Attach hands them in.
+type Deps struct {
+	State  State  // required
+	Locker Locker // required to Run
+	Keys   KeyDB  // required to Run with matrix.encryption
 }
 
 // Adapter is the Matrix chat platform. Create it with New, hand it to the
-// bot as its "matrix" Chat, then Run it. Safe for concurrent use.
+// bot as its "matrix" Chat, Attach the bot's store and locker once the bot
+// opened them, then Run it. Safe for concurrent use.
 type Adapter struct {
 	cfg     config.Matrix
-	opts    Options
 	log     *slog.Logger
 	allowed map[id.RoomID]bool
 	user    id.UserID
+
+	deps atomic.Pointer[Deps] // set by Attach
 
 	// client is set once Run has logged in, or by conn from the kept
 	// credentials before.
@@ -195,14 +241,8 @@ func New(cfg config.Matrix, o Options) (*Adapter, error) {
 	if cfg.Encryption && !config.MatrixEncryptionBuilt {
 		problems = append(problems, "matrix.encryption: end-to-end encryption is not in this build of opsbot (build it with -tags goolm)")
 	}
-	if o.Store.Path == "" && o.Store.URL == "" {
-		problems = append(problems, "the store is required (the adapter keeps its login and sync token there)")
-	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("matrix adapter: %s", strings.Join(problems, "; "))
-	}
-	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = config.DefaultLeaseTTL
 	}
 	if cfg.StaleAfter <= 0 {
 		cfg.StaleAfter = config.Duration(config.DefaultMatrixStaleAfter)
@@ -211,7 +251,7 @@ func New(cfg config.Matrix, o Options) (*Adapter, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &Adapter{cfg: cfg, opts: o, log: log.With("platform", Platform), allowed: map[id.RoomID]bool{},
+	a := &Adapter{cfg: cfg, log: log.With("platform", Platform), allowed: map[id.RoomID]bool{},
 		user:  id.UserID(cfg.UserID),
 		roots: map[id.EventID]id.EventID{}, last: map[id.EventID]id.EventID{},
 		shown: map[id.EventID]string{}, levels: map[id.RoomID]powerLevels{}, Now: time.Now, KeyWait: DefaultKeyWait,
@@ -225,6 +265,28 @@ func New(cfg config.Matrix, o Options) (*Adapter, error) {
 
 // Platform is "matrix".
 func (a *Adapter) Platform() string { return Platform }
+
+// Attach hands the adapter what it keeps in the bot's store and the
+// runtime's locker: call it once the store is open (bot.AppOptions.Opened),
+// before the bot posts anything and before Run. Chat calls made before it
+// can use only matrix.access_token.
+func (a *Adapter) Attach(d Deps) { a.deps.Store(&d) }
+
+// errNoStore: Run without Attach.
+var errNoStore = errors.New("matrix adapter: the store is required (the adapter keeps its login and sync token there): " +
+	"Attach the bot's store and locker before Run")
+
+// attached returns what Attach handed in, checked for Run.
+func (a *Adapter) attached() (*Deps, error) {
+	d := a.deps.Load()
+	if d == nil || d.State == nil || d.Locker == nil {
+		return nil, errNoStore
+	}
+	if a.cfg.Encryption && d.Keys == nil {
+		return nil, fmt.Errorf("matrix adapter: matrix.encryption keeps the device's keys in the store: Attach its KeyDB before Run")
+	}
+	return d, nil
+}
 
 // EditInterval implements bot.Pacer.
 func (a *Adapter) EditInterval() time.Duration { return EditInterval }
@@ -243,27 +305,21 @@ func (a *Adapter) setNotReady(why string) { a.ready.Store(&why) }
 func (a *Adapter) setReady()              { a.ready.Store(nil) }
 
 // Run logs in, joins the allowed rooms, waits for the sync lease and syncs
-// until ctx ends, handing every command in an allowed room to in. A
-// homeserver that does not answer and a failing sync are retried with
-// backoff (Ready says why meanwhile). It returns nil after ctx ends, and an
-// error only when it cannot serve at all: the store cannot be opened, or the
-// homeserver refuses the credentials (or they are another account's).
+// until ctx ends, handing every event to in. A homeserver that does not
+// answer and a failing sync are retried with backoff (Ready says why
+// meanwhile). It returns nil after ctx ends or once the runtime's locker
+// closed (the bot stops), and an error only when it cannot serve at all:
+// nothing was attached (Attach), or the homeserver refuses the credentials
+// (or they are another account's).
 func (a *Adapter) Run(ctx context.Context, in bot.Inbound) error {
 	defer a.setNotReady("stopped")
-	st, err := store.OpenConfig(ctx, a.opts.Store)
-	if ctx.Err() != nil {
-		if err == nil {
-			st.Close()
-		}
-		return nil
-	}
+	deps, err := a.attached()
 	if err != nil {
-		return fmt.Errorf("matrix: open store: %w", err)
+		return err
 	}
-	defer st.Close()
 	var cli *mautrix.Client
 	for backoff := time.Second; ; backoff = min(2*backoff, time.Minute) {
-		cli, err = a.login(ctx, st)
+		cli, err = a.login(ctx, deps.State)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -285,24 +341,18 @@ func (a *Adapter) Run(ctx context.Context, in bot.Inbound) error {
 	a.client.Store(cli)
 	// The sync is held with the runtime's one locker (store leases), as
 	// services and the scheduler are: one process syncs, others stand by.
-	leases, err := bot.NewLeases(ctx, st, bot.LeaseOptions{TTL: a.opts.LeaseTTL, Logger: a.log})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("matrix: %w", err)
-	}
-	leases.Start()
-	defer leases.Close()
-	s := &syncer{a: a, st: st, cli: cli, in: in}
+	s := &syncer{a: a, state: deps.State, keys: deps.Keys, cli: cli, in: in}
 	for {
 		a.setNotReady("standing by: waiting for the matrix sync lease")
-		hold, err := leases.Lock(ctx, "matrix-sync:"+a.cfg.UserID, func(holder string) {
+		hold, err := deps.Locker.Lock(ctx, a.syncLeaseKey(), func(holder string) {
 			a.setNotReady("standing by: " + holder + " syncs " + a.cfg.UserID)
 			a.log.Info("standing by: another opsbot process syncs this account", "holder", holder)
 		})
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, bot.ErrLeasesClosed) {
+			return a.stopped(ctx)
 		}
 		if err != nil {
 			return fmt.Errorf("matrix: %w", err)
@@ -313,8 +363,19 @@ func (a *Adapter) Run(ctx context.Context, in bot.Inbound) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if errors.Is(hold.Check(), bot.ErrLeasesClosed) {
+			return a.stopped(ctx)
+		}
 		// The lease was lost: stand by again.
 	}
+}
+
+// stopped waits, syncing nothing, for Run's ctx to end once the runtime's
+// locker closed (the bot stops: its jobs have ended), and returns nil.
+func (a *Adapter) stopped(ctx context.Context) error {
+	a.setNotReady("stopped: opsbot is stopping")
+	<-ctx.Done()
+	return nil
 }
 
 // errWrongUser is wrapped when the credentials are another account's.
@@ -336,11 +397,12 @@ type savedLogin struct {
 
 func (a *Adapter) loginKey() string     { return "matrix/login/" + a.cfg.UserID }
 func (a *Adapter) syncTokenKey() string { return "matrix/sync/" + a.cfg.UserID }
+func (a *Adapter) syncLeaseKey() string { return "matrix-sync:" + a.cfg.UserID }
 
 // login returns a client with working credentials: the configured access
 // token, else the login kept in the store, else a new password login (kept
 // for the next start).
-func (a *Adapter) login(ctx context.Context, st *store.Store) (*mautrix.Client, error) {
+func (a *Adapter) login(ctx context.Context, st State) (*mautrix.Client, error) {
 	cli, err := mautrix.NewClient(a.cfg.Homeserver, a.user, "")
 	if err != nil {
 		return nil, fmt.Errorf("matrix homeserver %s: %w", a.cfg.Homeserver, err)
@@ -369,7 +431,7 @@ func (a *Adapter) login(ctx context.Context, st *store.Store) (*mautrix.Client, 
 	return cli, a.passwordLogin(ctx, st, cli)
 }
 
-func (a *Adapter) passwordLogin(ctx context.Context, st *store.Store, cli *mautrix.Client) error {
+func (a *Adapter) passwordLogin(ctx context.Context, st State, cli *mautrix.Client) error {
 	resp, err := cli.Login(ctx, &mautrix.ReqLogin{
 		Type:                     mautrix.AuthTypePassword,
 		Identifier:               mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: a.cfg.UserID},
@@ -440,15 +502,14 @@ func (a *Adapter) conn(ctx context.Context) (*mautrix.Client, error) {
 // keptLogin reads the login a password login left in the store, if it
 // is for this homeserver.
 func (a *Adapter) keptLogin(ctx context.Context) (savedLogin, error) {
-	st, err := store.OpenConfig(ctx, a.opts.Store)
-	if err != nil {
-		return savedLogin{}, fmt.Errorf("matrix: open store: %w", err)
+	d := a.deps.Load()
+	if d == nil || d.State == nil {
+		return savedLogin{}, errors.New("matrix: not logged in yet (the bot's store is not attached)")
 	}
-	defer st.Close()
-	return a.readLogin(ctx, st)
+	return a.readLogin(ctx, d.State)
 }
 
-func (a *Adapter) readLogin(ctx context.Context, st *store.Store) (savedLogin, error) {
+func (a *Adapter) readLogin(ctx context.Context, st State) (savedLogin, error) {
 	raw, err := st.SyncToken(ctx, a.loginKey())
 	if err != nil {
 		return savedLogin{}, fmt.Errorf("matrix: read the kept login: %w", err)

@@ -351,10 +351,17 @@ func TestBadCredentials(t *testing.T) {
 	} {
 		m := *e.cfg.Matrix
 		c.edit(&m)
-		a, err := matrix.New(m, matrix.Options{Store: bot.StoreConfig(e.cfg), Logger: testkit.Logger(t)})
+		a, err := matrix.New(m, matrix.Options{Logger: testkit.Logger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
+		st := e.openStore(t)
+		leases, err := bot.NewLeases(testkit.Context(t, 10*time.Second), st, bot.LeaseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(leases.Close)
+		a.Attach(matrix.Deps{State: st, Locker: leases, Keys: st})
 		err = a.Run(testkit.Context(t, 30*time.Second), nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Run: %v, want it to say %q", c.name, err, c.want)

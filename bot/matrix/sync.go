@@ -12,7 +12,6 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/opsbot/opsbot/bot"
-	"github.com/opsbot/opsbot/store"
 )
 
 // syncTimeout is how long one sync request waits for new events.
@@ -22,15 +21,13 @@ const syncTimeout = 30 * time.Second
 // the commands sent while no opsbot was syncing arrive together.
 const timelineFilter = `{"room":{"timeline":{"limit":100}}}`
 
-// claimKeep is how long event claims are kept: longer than any redelivery.
-const claimKeep = 7 * 24 * time.Hour
-
 // syncer is one holder's sync loop.
 type syncer struct {
-	a   *Adapter
-	st  *store.Store
-	cli *mautrix.Client
-	in  bot.Inbound
+	a     *Adapter
+	state State // the sync position, the login, the device keys' seal
+	keys  KeyDB // mautrix's tables, with matrix.encryption
+	cli   *mautrix.Client
+	in    bot.Inbound
 
 	crypto  e2ee           // the device's encryption while syncing; nil without matrix.encryption
 	waiting sync.WaitGroup // encrypted events waiting for their room keys
@@ -41,15 +38,20 @@ func (s *syncer) run(ctx context.Context, hold *bot.Hold) {
 	a := s.a
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	// The heartbeat renews the lease beside the sync (a sync waits up to
-	// 30 s) and marks the hold lost when another process took it over.
+	// The runtime's heartbeat renews the lease beside the sync (a sync
+	// waits up to 30 s) and marks the hold lost when another process took
+	// it over, or when the runtime stops (its jobs have ended).
 	lost := make(chan struct{})
 	go func() {
 		defer close(lost)
 		select {
 		case <-ctx.Done():
 		case <-hold.Lost():
-			a.log.Error("lost the matrix sync lease: another opsbot process may sync now; standing by", "err", hold.Check())
+			if err := hold.Check(); errors.Is(err, bot.ErrLeasesClosed) {
+				a.log.Info("opsbot is stopping: the matrix sync stops")
+			} else {
+				a.log.Error("lost the matrix sync lease: another opsbot process may sync now; standing by", "err", err)
+			}
 			stop()
 		}
 	}()
@@ -76,7 +78,7 @@ func (s *syncer) run(ctx context.Context, hold *bot.Hold) {
 	}
 	// Read whether or not matrix.power_levels is set now: a reload may set it.
 	a.fetchAllLevels(ctx, s.cli)
-	since, err := s.st.SyncToken(ctx, a.syncTokenKey())
+	since, err := s.state.SyncToken(ctx, a.syncTokenKey())
 	if err != nil {
 		a.setNotReady("sync failing: " + err.Error())
 		a.log.Error("read the sync token", "err", err)
@@ -101,7 +103,7 @@ func (s *syncer) run(ctx context.Context, hold *bot.Hold) {
 			a.log.Warn("sync failed; retrying", "in", backoff, "err", err)
 			if errors.Is(err, mautrix.MUnknownToken) && a.cfg.Password != "" && a.cfg.AccessToken == "" {
 				s.cli.AccessToken = ""
-				if lerr := a.passwordLogin(ctx, s.st, s.cli); lerr != nil {
+				if lerr := a.passwordLogin(ctx, s.state, s.cli); lerr != nil {
 					a.log.Error("log in again", "err", lerr)
 				}
 			}
@@ -119,12 +121,15 @@ func (s *syncer) run(ctx context.Context, hold *bot.Hold) {
 			s.crypto.sync(ctx, resp, since)
 		}
 		s.handle(ctx, resp, first)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || hold.Check() != nil {
 			// Stopped mid-response: the token is not stored, and the
 			// events handled are claimed, so the next holder resumes here.
 			return
 		}
-		if err := s.st.SetSyncToken(ctx, a.syncTokenKey(), resp.NextBatch); err != nil {
+		if err := s.state.SetSyncToken(ctx, a.syncTokenKey(), resp.NextBatch); err != nil {
+			if hold.Check() != nil {
+				return // the bot stopped (its store with it) or another process syncs now
+			}
 			a.log.Error("store the sync token", "err", err)
 		}
 		since, first, quick = resp.NextBatch, false, false
@@ -146,20 +151,7 @@ func (a *Adapter) joinAllowed(ctx context.Context, cli *mautrix.Client) {
 func (s *syncer) handle(ctx context.Context, resp *mautrix.RespSync, first bool) {
 	a := s.a
 	for room := range resp.Rooms.Invite {
-		if a.allowed[room] {
-			if _, err := s.cli.JoinRoomByID(ctx, room); err != nil {
-				a.log.Warn("join an allowed room on invite", "room", room, "err", err)
-			} else {
-				a.log.Info("joined on invite", "room", room)
-			}
-			continue
-		}
-		if _, err := s.cli.LeaveRoom(ctx, room); err != nil {
-			a.log.Warn("decline an invite", "room", room, "err", err)
-		}
-		a.log.Info("declined an invite to a room outside matrix.rooms", "room", room)
-		s.audit(ctx, store.AuditEntry{Room: string(room), User: a.cfg.UserID, Command: "(invite)", Decision: "ignored",
-			Detail: "invite declined: the room is not in matrix.rooms"})
+		s.invite(ctx, room)
 	}
 	for room := range resp.Rooms.Leave {
 		a.setLevels(room, nil)
@@ -187,6 +179,31 @@ func (s *syncer) handle(ctx context.Context, resp *mautrix.RespSync, first bool)
 			evt.RoomID = room
 			s.event(ctx, evt)
 		}
+	}
+}
+
+// invite joins room or declines the invite, as the door says (the room is
+// in matrix.rooms or not; it audits a decline). When the door cannot
+// answer (opsbot is stopping), the invite is left for the next sync.
+func (s *syncer) invite(ctx context.Context, room id.RoomID) {
+	a := s.a
+	// The invite is to the bot: it names the bot as the request's user,
+	// as the audit of a declined invite always has.
+	r := s.in.Handle(ctx, bot.Request{Platform: Platform, User: a.cfg.UserID, Room: string(room), Text: "(invite)", Invite: true})
+	switch {
+	case r.Outcome == bot.Answered:
+		if _, err := s.cli.JoinRoomByID(ctx, room); err != nil {
+			a.log.Warn("join an allowed room on invite", "room", room, "err", err)
+		} else {
+			a.log.Info("joined on invite", "room", room)
+		}
+	case r.Outcome == bot.Refused && r.Refusal == bot.RefusedRoom:
+		if _, err := s.cli.LeaveRoom(ctx, room); err != nil {
+			a.log.Warn("decline an invite", "room", room, "err", err)
+		}
+		a.log.Info("declined an invite to a room outside matrix.rooms", "room", room)
+	default:
+		a.log.Warn("an invite was neither accepted nor declined", "room", room, "outcome", r.Outcome, "err", r.Err)
 	}
 }
 
@@ -320,23 +337,4 @@ func (s *syncer) notice(ctx context.Context, evt *event.Event, text string) id.E
 		return ""
 	}
 	return id.EventID(ref.ID)
-}
-
-// claim records evt as taken on; false when it was before (do nothing).
-// When the store cannot say, the event is not acted on: a command missed is
-// safer than a command run twice.
-func (s *syncer) claim(ctx context.Context, evt *event.Event) bool {
-	first, err := s.st.ClaimEvent(ctx, Platform, string(evt.ID), claimKeep)
-	if err != nil {
-		s.a.log.Error("claim an event; it is not acted on", "event", evt.ID, "room", evt.RoomID, "err", err)
-		return false
-	}
-	return first
-}
-
-func (s *syncer) audit(ctx context.Context, e store.AuditEntry) {
-	e.Platform = Platform
-	if err := s.st.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
-		s.a.log.Error("append audit", "err", err)
-	}
 }

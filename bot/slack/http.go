@@ -17,6 +17,7 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 
+	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/config"
 )
 
@@ -96,6 +97,9 @@ func (a *Adapter) Routes() map[string]http.Handler {
 	return map[string]http.Handler{"POST " + EventsPath: http.HandlerFunc(a.serveEvents)}
 }
 
+// serveEvents is POST /slack/events: a delivery is verified (signed, not
+// stale), then handed to the door as an Events API event (JSON) or as an
+// interaction or a slash command (a form).
 func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if a.cfg.Mode != config.SlackModeHTTP {
 		http.Error(w, "opsbot's Slack adapter runs in socket mode (slack.mode)", http.StatusNotFound)
@@ -106,26 +110,8 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "opsbot's Slack adapter is not running yet", http.StatusServiceUnavailable)
 		return
 	}
-	// Unsigned or stale deliveries are refused before their body is read;
-	// refusals are counted (Options.Reject), not logged one by one.
-	now := a.now()
-	if err := checkHeaders(r.Header, now); err != nil {
-		a.reject(rejectReason(err))
-		// Connection: close, so that net/http answers at once instead of
-		// reading the unread body first to keep the connection.
-		w.Header().Set("Connection", "close")
-		http.Error(w, err.Error(), http.StatusUnauthorized)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		a.reject("bad_body")
-		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	if err := Verify(a.cfg.SigningSecret.Value(), r.Header, body, now); err != nil {
-		a.reject(rejectReason(err))
-		http.Error(w, err.Error(), http.StatusUnauthorized)
+	body, ok := a.verifiedBody(w, r)
+	if !ok {
 		return
 	}
 	// The door claims each delivery in the store, whichever opsbot process
@@ -133,47 +119,81 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 	// runs nothing and is answered 409. Events are claimed by event id, so
 	// Slack's own retries (X-Slack-Retry-Num, signed anew) run once too and
 	// are answered 200 (else Slack would retry again).
-	delivery := deliveryKey(r.Header.Get("X-Slack-Request-Timestamp"), body)
-	retry := r.Header.Get("X-Slack-Retry-Num") != ""
-	dupe := func() {
-		a.log.Warn("refused a delivery handled before", "remote", r.RemoteAddr, "retry", retry)
-		if retry {
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-		http.Error(w, "replayed delivery: already handled", http.StatusConflict)
-	}
-	ctx := r.Context()
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
-		var env struct {
-			Type      string `json:"type"`
-			Challenge string `json:"challenge"`
-		}
-		if err := json.Unmarshal(body, &env); err != nil {
-			http.Error(w, "bad JSON: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		if env.Type == slackevents.URLVerification {
-			writeJSON(w, map[string]string{"challenge": env.Challenge})
-			return
-		}
-		ev, err := slackevents.ParseEvent(body, slackevents.OptionNoVerifyToken())
-		if err != nil {
-			http.Error(w, "bad event: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		if a.event(ctx, ref.in, ev) {
-			dupe()
-			return
-		}
-		w.WriteHeader(http.StatusOK) // acked; the answer follows through the Web API
+		a.serveEventsAPI(w, r, ref.in, body)
 		return
 	}
+	a.serveForm(w, r, ref.in, body, deliveryKey(r.Header.Get("X-Slack-Request-Timestamp"), body))
+}
+
+// verifiedBody returns the body of a delivery signed with the signing
+// secret, sent within MaxSkew of now. Otherwise it answers the request
+// itself (401, or 400 for a body it cannot read), counts the refusal
+// (Options.Reject: refusals are not logged one by one), and returns false.
+// Unsigned or stale deliveries are refused before their body is read.
+func (a *Adapter) verifiedBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	now := a.now()
+	if err := checkHeaders(r.Header, now); err != nil {
+		a.reject(rejectReason(err))
+		// Connection: close, so that net/http answers at once instead of
+		// reading the unread body first to keep the connection.
+		w.Header().Set("Connection", "close")
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		a.reject("bad_body")
+		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+		return nil, false
+	}
+	if err := Verify(a.cfg.SigningSecret.Value(), r.Header, body, now); err != nil {
+		a.reject(rejectReason(err))
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return nil, false
+	}
+	return body, true
+}
+
+// serveEventsAPI answers a verified Events API delivery: Slack's URL
+// verification gets its challenge back; an event is handed to the door,
+// which claims it by its event id, and acked (the answer follows through
+// the Web API).
+func (a *Adapter) serveEventsAPI(w http.ResponseWriter, r *http.Request, in bot.Inbound, body []byte) {
+	var env struct {
+		Type      string `json:"type"`
+		Challenge string `json:"challenge"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		http.Error(w, "bad JSON: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if env.Type == slackevents.URLVerification {
+		writeJSON(w, map[string]string{"challenge": env.Challenge})
+		return
+	}
+	ev, err := slackevents.ParseEvent(body, slackevents.OptionNoVerifyToken())
+	if err != nil {
+		http.Error(w, "bad event: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if a.event(r.Context(), in, ev) {
+		a.replayed(w, r)
+		return
+	}
+	w.WriteHeader(http.StatusOK) // acked; the answer follows through the Web API
+}
+
+// serveForm answers a verified form delivery: an interaction (a click),
+// acked with the answer following through its response_url, or a slash
+// command, answered in the response. The door claims it as delivery.
+func (a *Adapter) serveForm(w http.ResponseWriter, r *http.Request, in bot.Inbound, body []byte, delivery string) {
 	form, err := url.ParseQuery(string(body))
 	if err != nil {
 		http.Error(w, "bad form: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	ctx := r.Context()
 	switch {
 	case form.Get("payload") != "":
 		var cb slack.InteractionCallback
@@ -181,8 +201,8 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "bad interaction payload: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		if a.click(ctx, ref.in, cb, delivery) {
-			dupe()
+		if a.click(ctx, in, cb, delivery) {
+			a.replayed(w, r)
 			return
 		}
 		w.WriteHeader(http.StatusOK) // acked; the answer follows through response_url
@@ -190,15 +210,28 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 		sc := slack.SlashCommand{ChannelID: form.Get("channel_id"), ChannelName: form.Get("channel_name"),
 			UserID: form.Get("user_id"), UserName: form.Get("user_name"), Command: form.Get("command"),
 			Text: form.Get("text"), ResponseURL: form.Get("response_url"), TeamID: form.Get("team_id")}
-		m := a.slash(ctx, ref.in, sc, delivery)
+		m := a.slash(ctx, in, sc, delivery)
 		if m == nil {
-			dupe()
+			a.replayed(w, r)
 			return
 		}
 		writeJSON(w, m)
 	default:
 		http.Error(w, "neither a slash command nor an interaction", http.StatusBadRequest)
 	}
+}
+
+// replayed answers a delivery the door handled before: 200 to one of
+// Slack's own retries (X-Slack-Retry-Num), else Slack would retry again;
+// 409 to anything else (a replay).
+func (a *Adapter) replayed(w http.ResponseWriter, r *http.Request) {
+	retry := r.Header.Get("X-Slack-Retry-Num") != ""
+	a.log.Warn("refused a delivery handled before", "remote", r.RemoteAddr, "retry", retry)
+	if retry {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	http.Error(w, "replayed delivery: already handled", http.StatusConflict)
 }
 
 // deliveryKey is the door's key of an HTTP delivery: a digest of its signed

@@ -203,6 +203,14 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 	}
 
 	o.Chats, o.Logger, o.Observer = chats, log, s.metrics
+	o.Opened = func(st *store.Store, leases *bot.Leases) error {
+		for _, a := range s.adapters {
+			if k, ok := a.(storeKeeper); ok {
+				k.keepIn(st, leases)
+			}
+		}
+		return nil
+	}
 	e, err := setup(ctx, o)
 	o.Started = nil // setup owns the lab now, and closed it on error
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/store"
 )
 
 // setupOptions say where the bot's hosts are: a config file or an in-process lab.
@@ -26,6 +27,9 @@ type setupOptions struct {
 	Logger     *slog.Logger
 	// Observer, when set, is told of every job and step (serve's metrics).
 	Observer bot.Observer
+	// Opened, when set, is bot.AppOptions.Opened: serve hands the adapters
+	// that keep state in the store the store and the runtime's locker.
+	Opened func(st *store.Store, leases *bot.Leases) error
 	// Started, with Lab, is the lab startLabConfig already started (serve
 	// needs its config before setup); setup then owns it. nil: setup starts one.
 	Started *labStart
@@ -157,7 +161,7 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 		return &e.runbooks, nil
 	}
 	app, err := bot.NewApp(ctx, cfg, bot.AppOptions{NewBackend: newBackend, Chats: o.Chats, Logger: o.Logger,
-		Observer: o.Observer})
+		Observer: o.Observer, Opened: o.Opened})
 	if err != nil {
 		return nil, err
 	}
