@@ -34,13 +34,13 @@ type syncer struct {
 }
 
 // run syncs while hold is held and ctx lasts.
-func (s *syncer) run(ctx context.Context, hold *bot.Hold) {
+// stopWhenLost calls stop when hold is lost: the runtime's heartbeat renews
+// the lease beside the sync (a sync waits up to 30 s) and marks the hold
+// lost when another process took it over, or when the runtime stops (its
+// jobs have ended). The channel returned closes when it is done watching
+// (ctx ended, or stop called).
+func (s *syncer) stopWhenLost(ctx context.Context, hold *bot.Hold, stop func()) <-chan struct{} {
 	a := s.a
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	// The runtime's heartbeat renews the lease beside the sync (a sync
-	// waits up to 30 s) and marks the hold lost when another process took
-	// it over, or when the runtime stops (its jobs have ended).
 	lost := make(chan struct{})
 	go func() {
 		defer close(lost)
@@ -55,6 +55,14 @@ func (s *syncer) run(ctx context.Context, hold *bot.Hold) {
 			stop()
 		}
 	}()
+	return lost
+}
+
+func (s *syncer) run(ctx context.Context, hold *bot.Hold) {
+	a := s.a
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	lost := s.stopWhenLost(ctx, hold, stop)
 	defer func() { stop(); <-lost }()
 
 	a.joinAllowed(ctx, s.cli)
