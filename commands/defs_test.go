@@ -217,3 +217,35 @@ func TestRestarts(t *testing.T) {
 		t.Errorf("Restarts(empty sweep) = %d, want 1", got)
 	}
 }
+
+// Every command of a group agrees on whether the group is a Slack slash
+// command of its own, and SlashCommands lists exactly those groups, in
+// registry order, then the catch-all.
+func TestSlashFromDefinitions(t *testing.T) {
+	own := map[string]bool{}
+	var want []string
+	for _, s := range Specs() {
+		g := s.Group()
+		if seen, ok := own[g]; ok {
+			if seen != s.Slash {
+				t.Errorf("%s: Slash %v, but another command of %s says %v", s.Path, s.Slash, g, seen)
+			}
+			continue
+		}
+		own[g] = s.Slash
+		if s.Slash {
+			want = append(want, "/"+g)
+		}
+		wantCmd := SlackCatchAll
+		if s.Slash {
+			wantCmd = "/" + g
+		}
+		if got := s.SlashCommand(); got != wantCmd {
+			t.Errorf("%s: SlashCommand %q, want %q", s.Path, got, wantCmd)
+		}
+	}
+	want = append(want, SlackCatchAll)
+	if got := SlashCommands(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("SlashCommands() = %v, want %v", got, want)
+	}
+}
