@@ -1,5 +1,5 @@
 // Package arch holds no code: its tests keep the arrows between opsbot's
-// packages pointing the way DESIGN.md section 1 draws them, the binary free
+// packages pointing the way ARCHITECTURE.md draws them, the binary free
 // of cgo, and commands bound to their behaviour by spec, never by path.
 package arch
 
@@ -88,7 +88,7 @@ func adapter(p string) bool { return strings.HasPrefix(p, "bot/") }
 // and the steps limit (ops/unit), the PostgreSQL connection cap (store).
 var defaultOwners = map[string]bool{"ops": true, "ops/remote": true, "ops/gpu": true, "ops/engine": true, "ops/unit": true, "store": true}
 
-// rules are DESIGN.md section 1's arrows, each a check of one import.
+// rules are the arrows of ARCHITECTURE.md, each a check of one import.
 // test is true for an import by test files only.
 var rules = []struct {
 	name  string
@@ -190,7 +190,7 @@ func TestImportDirections(t *testing.T) {
 	}
 }
 
-// TestRulesCatchViolations feeds the rules the imports DESIGN.md forbids,
+// TestRulesCatchViolations feeds the rules the imports ARCHITECTURE.md forbids,
 // so that a rule that stopped matching fails here.
 func TestRulesCatchViolations(t *testing.T) {
 	bad := []pkg{
