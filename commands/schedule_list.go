@@ -15,4 +15,4 @@ type ScheduleList struct {
 // Spec returns the command's definition.
 func (*ScheduleList) Spec() *Spec { return scheduleListSpec }
 
-func (_ *ScheduleList) args() []arg { return []arg{} }
+func (*ScheduleList) args() []arg { return []arg{} }
