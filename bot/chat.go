@@ -40,119 +40,39 @@
 // comparable runs and returns the alert to post; it posts nothing itself.
 package bot
 
-import (
-	"context"
-	"time"
+import "github.com/opsbot/opsbot/chat"
+
+// The door's face for adapters: the vocabulary's home is package chat.
+// These aliases let an adapter speak to the door through bot alone.
+type (
+	Ref        = chat.Ref
+	Kind       = chat.Kind
+	Image      = chat.Image
+	Status     = chat.Status
+	Message    = chat.Message
+	Chat       = chat.Chat
+	Pacer      = chat.Pacer
+	ActionKind = chat.ActionKind
+	Action     = chat.Action
 )
 
-// Ref names a message a Chat posted, so it can be edited or replied to.
-type Ref struct {
-	Room string
-	ID   string
-}
-
-// Kind says what a message is, so an adapter can style it.
-type Kind int
-
-// Message kinds.
+// The door's face for adapters: the vocabulary's home is package chat.
 const (
-	KindStatus Kind = iota // the root status message of a job, edited in place
-	KindStep               // step lines in the job's thread
-	KindResult             // the final result block, in the thread
-	KindNotice             // a one-off notice (usage error, refusal, interrupted job)
+	KindStatus = chat.KindStatus
+	KindStep   = chat.KindStep
+	KindResult = chat.KindResult
+	KindNotice = chat.KindNotice
+
+	StatusQueued      = chat.StatusQueued
+	StatusWaiting     = chat.StatusWaiting
+	StatusRunning     = chat.StatusRunning
+	StatusSucceeded   = chat.StatusSucceeded
+	StatusFailed      = chat.StatusFailed
+	StatusRefused     = chat.StatusRefused
+	StatusCancelled   = chat.StatusCancelled
+	StatusInterrupted = chat.StatusInterrupted
+
+	ActConfirm = chat.ActConfirm
+	ActAbort   = chat.ActAbort
+	ActCancel  = chat.ActCancel
 )
-
-// Image is a PNG attachment (sweep charts).
-type Image struct {
-	Name string
-	PNG  []byte
-}
-
-// Status is what a status message says of its job (or alert), typed so
-// that an adapter maps it to its own reaction or icon without reading the
-// text.
-type Status string
-
-// Statuses of a status message: a job's states, and Waiting (queued behind
-// another job's lock), for display only.
-const (
-	StatusQueued      Status = "queued"
-	StatusWaiting     Status = "waiting"
-	StatusRunning     Status = "running"
-	StatusSucceeded   Status = "succeeded"
-	StatusFailed      Status = "failed"
-	StatusRefused     Status = "refused"
-	StatusCancelled   Status = "cancelled"
-	StatusInterrupted Status = "interrupted"
-)
-
-// Final reports whether s is an end state.
-func (s Status) Final() bool {
-	switch s {
-	case StatusSucceeded, StatusFailed, StatusRefused, StatusCancelled, StatusInterrupted:
-		return true
-	}
-	return false
-}
-
-// Icon is the emoji status messages begin with.
-func (s Status) Icon() string {
-	switch s {
-	case StatusQueued:
-		return "⏳"
-	case StatusWaiting:
-		return "⏸️"
-	case StatusRunning:
-		return "🔄"
-	case StatusSucceeded:
-		return "✅"
-	case StatusFailed:
-		return "❌"
-	case StatusCancelled:
-		return "🚫"
-	case StatusRefused:
-		return "⛔"
-	case StatusInterrupted:
-		return "⚠️"
-	}
-	return ""
-}
-
-// Message is adapter-neutral: plain text with light markup (`code`, *bold*,
-// and preformatted blocks made by Pre: journal lines, tables, diffs) that
-// every platform renders acceptably, plus an optional image. A chat shows a
-// block as a code block; a terminal prints it without its fences (Plain).
-type Message struct {
-	Kind  Kind
-	Text  string
-	Image *Image
-	// Final is set on the last edit of a job's status message.
-	Final bool
-	// Status is what a KindStatus message says of its job or alert ("" for
-	// other kinds).
-	Status Status
-	// ReplyTo is the platform message this one answers (a Matrix event id, a
-	// Slack thread ts), when the request had one.
-	ReplyTo string
-	// Actions are buttons the message offers (the watchdog's Recover: a
-	// proposal's Confirm and Abort). A chat with buttons shows them and sends
-	// a click to Inbound.Act; the text always says the `confirm TOKEN` to type.
-	Actions []Action
-}
-
-// Chat is what the bot needs from a chat platform. Implementations must be safe
-// for concurrent use; calls may block on the network and honour ctx.
-type Chat interface {
-	// Post sends a new root message to room.
-	Post(ctx context.Context, room string, m Message) (Ref, error)
-	// Edit replaces the text of a message posted earlier.
-	Edit(ctx context.Context, ref Ref, m Message) error
-	// Reply posts m in the thread under ref.
-	Reply(ctx context.Context, ref Ref, m Message) (Ref, error)
-}
-
-// Pacer is implemented by chats with rate limits: the bot coalesces status
-// edits and step lines so that it sends at most one update per EditInterval.
-type Pacer interface {
-	EditInterval() time.Duration
-}

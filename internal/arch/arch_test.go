@@ -127,8 +127,13 @@ var rules = []struct {
 	// adapter keeps in the store (Matrix: its login, sync position and
 	// device keys) it reaches through small interfaces of its own, which
 	// cmd fills with the store and the runtime's locker.
-	{"an adapter imports of ours only bot and config", func(from, to string, test bool) bool {
-		return test || !adapter(from) || under(to, from) || to == "bot" || to == "config"
+	{"an adapter imports of ours only bot, chat and config", func(from, to string, test bool) bool {
+		return test || !adapter(from) || under(to, from) || to == "bot" || to == "chat" || to == "config"
+	}},
+	// chat is the vocabulary between opsbot and a platform: it stands
+	// under everything that speaks it.
+	{"chat imports nothing of ours", func(from, to string, _ bool) bool {
+		return !under(from, "chat") || under(to, "chat")
 	}},
 	{"lab imports nothing of ours except lab's own packages", func(from, to string, test bool) bool {
 		return test || !under(from, "lab") || under(to, "lab")
@@ -207,14 +212,16 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "bot/slack", code: map[string]bool{"store": true}},
 		{path: "internal/chattest", code: map[string]bool{"internal/testkit": true}},
 		{path: "bot/matrix", code: map[string]bool{"store": true}},
+		{path: "chat", code: map[string]bool{"bot": true}},
 	}
 	got := violations(bad)
 	want := []string{
 		"bot imports bot/console: nothing imports an adapter except cmd",
-		"bot/console imports commands: an adapter imports of ours only bot and config",
-		"bot/console imports ops: an adapter imports of ours only bot and config",
-		"bot/matrix imports store: an adapter imports of ours only bot and config",
-		"bot/slack imports store: an adapter imports of ours only bot and config",
+		"bot/console imports commands: an adapter imports of ours only bot, chat and config",
+		"bot/console imports ops: an adapter imports of ours only bot, chat and config",
+		"bot/matrix imports store: an adapter imports of ours only bot, chat and config",
+		"bot/slack imports store: an adapter imports of ours only bot, chat and config",
+		"chat imports bot: chat imports nothing of ours",
 		"commands imports config: commands imports of ours only ops and ops/unit",
 		"config imports ops/systemd: config imports of ours only commands and the owners of its defaults",
 		"internal/chattest imports internal/testkit: only tests import internal/testkit",
@@ -243,6 +250,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "ops", tests: map[string]bool{"lab": true, "internal/labtest": true}},
 		{path: "lab", tests: map[string]bool{"internal/testkit": true}},
 		{path: "internal/labtest", code: map[string]bool{"lab": true, "ops/remote": true}},
+		{path: "bot/slack", code: map[string]bool{"bot": true, "chat": true, "config": true}},
 	}
 	if v := violations(good); len(v) > 0 {
 		t.Errorf("allowed imports refused:\n%s", strings.Join(v, "\n"))
