@@ -31,16 +31,12 @@
 // Each command of the registry is bound to its handler by its Spec (the
 // handlers table; job commands run the pipeline ops binds to the same Spec),
 // and results cross layers as Go types (ops.Result).
-//
-// A sweep's or tune's result is reported as a table per concurrency, each
-// point beside its previous result, and a PNG chart attached to the thread
-// (SweepTables, SweepChart, named ChartName). CheckRegression judges a
-// finished job's benchmarks, each setting in each concurrency bucket, by
-// output tok/s and accept length against the median of their last
-// comparable runs and returns the alert to post; it posts nothing itself.
 package bot
 
-import "github.com/opsbot/opsbot/chat"
+import (
+	"github.com/opsbot/opsbot/chat"
+	"github.com/opsbot/opsbot/report"
+)
 
 // The door's face for adapters: the vocabulary's home is package chat.
 // These aliases let an adapter speak to the door through bot alone.
@@ -76,3 +72,14 @@ const (
 	ActAbort   = chat.ActAbort
 	ActCancel  = chat.ActCancel
 )
+
+// Pre wraps text in a preformatted block (report.Pre), for adapters, which
+// import bot only.
+func Pre(text string) string { return report.Pre(text) }
+
+// Plain is text with its preformatted blocks unfenced (report.Plain), for a
+// terminal.
+func Plain(text string) string { return report.Plain(text) }
+
+// ChartName is the file name of job jobID's chart (report.ChartName).
+func ChartName(jobID int64) string { return report.ChartName(jobID) }

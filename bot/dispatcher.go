@@ -16,6 +16,7 @@ import (
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -274,7 +275,7 @@ func (d *Dispatcher) confirmPending(ctx context.Context, req Request, word strin
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d commands wait for your confirmation here, so `%s` confirmed none. Type the one you mean:", len(mine), word)
 	for _, c := range mine {
-		until := "until " + Clock(c.Expires)
+		until := "until " + report.Clock(c.Expires)
 		if c.Incident != 0 {
 			until = fmt.Sprintf("while incident #%d is open", c.Incident)
 		}
@@ -447,7 +448,7 @@ func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd commands.C
 	}
 	text := fmt.Sprintf("%s\n%s `confirm %s` within %s to go ahead, or run it with --dry-run to see the plan.",
 		Preview(cmd), who, tok, d.opts.ConfirmTTL)
-	until := "until " + Clock(expires)
+	until := "until " + report.Clock(expires)
 	if o.incident != 0 {
 		// The offer lasts as long as the incident: no expiry to show.
 		text = fmt.Sprintf("%s\n%s `confirm %s` while incident #%d is open to go ahead, or run it with --dry-run to see the plan.",
@@ -531,7 +532,7 @@ func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, t
 	d.mu.Unlock()
 	if limited {
 		return Reply{Outcome: Refused, Text: fmt.Sprintf("too many wrong confirmations: wait until %s, then try again.",
-			Clock(until)), Err: errors.New("confirmations rate-limited")}
+			report.Clock(until)), Err: errors.New("confirmations rate-limited")}
 	}
 	c, err := d.opts.Store.Confirmation(ctx, token)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -562,7 +563,7 @@ func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, t
 		if ended != nil {
 			d.audit(ctx, req, c.Command, store.DecisionExpired, fmt.Sprintf("incident #%d closed", ended.ID), 0)
 			return Reply{Outcome: Invalid, Text: fmt.Sprintf("incident #%d closed at %s, and its offer of `%s` with it: %s is well again (`svc status %s` shows it now); nothing was changed.",
-				ended.ID, Stamp(ended.ClosedAt), c.Command, ended.Service, ended.Service), Command: cmd, Err: errors.New("incident closed")}
+				ended.ID, report.Stamp(ended.ClosedAt), c.Command, ended.Service, ended.Service), Command: cmd, Err: errors.New("incident closed")}
 		}
 		if perr != nil {
 			d.audit(ctx, req, c.Command, store.DecisionInvalid, "confirmed command no longer valid: "+perr.Error(), 0)

@@ -15,6 +15,7 @@ import (
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -352,7 +353,7 @@ func (e *Engine) RecoverInterrupted(ctx context.Context) ([]store.Job, error) {
 		}
 		text := fmt.Sprintf("%s #%d `%s` was interrupted: the opsbot process running it stopped. "+
 			"The host may be mid-change; check it with `svc status`%s.",
-			statusIcon(store.Interrupted), j.ID, j.Command, forService(j.Service))
+			report.StatusIcon(store.Interrupted), j.ID, j.Command, forService(j.Service))
 		m := Message{Kind: KindNotice, Text: text}
 		if j.Thread != "" {
 			_, err = chat.Reply(ctx, Ref{Room: j.Room, ID: j.Thread}, m)
@@ -572,24 +573,6 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 	}
 }
 
-// SettingsKey renders a result's settings as the canonical key results are
-// compared by ("steps=10,topk=1,draft=11"); per-load speculation adds its
-// form, so a per-load run is compared only with runs of the same one:
-// ",adaptive=PATH" (SGLang's file) or ",table=[[1,1,10],...]" (vLLM's).
-func SettingsKey(s *ops.Spec) string {
-	if s == nil {
-		return ""
-	}
-	k := fmt.Sprintf("steps=%d,topk=%d,draft=%d", s.Steps, s.TopK, s.DraftTokens)
-	if s.Adaptive != "" {
-		k += ",adaptive=" + s.Adaptive
-	}
-	if s.BatchTable != "" {
-		k += ",table=" + s.BatchTable
-	}
-	return k
-}
-
 // recordBench stores the job's benchmark result and puts it beside earlier
 // results of the service at the same load (prompts, concurrency, in, out),
 // in res.Details: the last one at the same settings and, after a change of
@@ -614,16 +597,6 @@ func (e *Engine) recordBench(ctx context.Context, r *jobRun, res *ops.Result) {
 	}
 }
 
-// loadOf returns the load a benchmark ran under, from its settings.
-func loadOf(f *ops.BenchResult) store.Load {
-	s := f.Settings
-	l := store.Load{Prompts: s.Prompts, Concurrency: s.Concurrency, InputLen: s.InputLen, OutputLen: s.OutputLen}
-	if l.Concurrency == 0 {
-		l.Concurrency = f.Concurrency
-	}
-	return l
-}
-
 // storeBench adds one benchmark result of the job to the history.
 func (e *Engine) storeBench(ctx context.Context, r *jobRun, f *ops.BenchResult, spec *ops.Spec) (store.BenchResult, bool) {
 	raw, err := json.Marshal(f)
@@ -631,9 +604,9 @@ func (e *Engine) storeBench(ctx context.Context, r *jobRun, f *ops.BenchResult, 
 		e.log.Error("encode bench result", "job", r.job.ID, "err", err)
 		return store.BenchResult{}, false
 	}
-	load := loadOf(f)
+	load := report.LoadOf(f)
 	row, err := e.opts.Store.AddBenchResult(ctx, store.BenchResult{
-		JobID: r.job.ID, Service: r.job.Service, Settings: SettingsKey(spec), At: time.Now(),
+		JobID: r.job.ID, Service: r.job.Service, Settings: report.SettingsKey(spec), At: time.Now(),
 		OutputTokS: f.OutputTokS, PerStreamTokS: f.PerStreamTokS, AcceptLen: f.AcceptLen, AcceptRate: f.AcceptRate,
 		RequestsOK: f.RequestsOK, RequestsFailed: f.RequestsFailed, Raw: raw,
 		Concurrency: load.Concurrency, Prompts: load.Prompts, InputLen: load.InputLen, OutputLen: load.OutputLen,
@@ -653,16 +626,6 @@ func compareLine(label string, prev store.BenchResult, cur *ops.BenchResult) str
 		return fmt.Sprintf("%+.1f%%", (b-a)/a*100)
 	}
 	return fmt.Sprintf("%s (%s, %s): %.1f → %.1f tok/s (%s), accept len %.2f → %.2f",
-		label, resultSource(prev), Stamp(prev.At), prev.OutputTokS, cur.OutputTokS,
+		label, report.ResultSource(prev), report.Stamp(prev.At), prev.OutputTokS, cur.OutputTokS,
 		pct(prev.OutputTokS, cur.OutputTokS), prev.AcceptLen, cur.AcceptLen)
-}
-
-// resultSource names what produced a stored benchmark result: its job
-// ("#12"), or "opsbot bench" for a result of the command line tool, which
-// runs no job.
-func resultSource(r store.BenchResult) string {
-	if r.JobID == 0 {
-		return "opsbot bench"
-	}
-	return fmt.Sprintf("#%d", r.JobID)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -82,12 +83,12 @@ func TestFinalMessagesGolden(t *testing.T) {
 	}
 	var b strings.Builder
 	for i, c := range cases {
-		v := JobView{ID: int64(50 + i), Command: c.command, User: "olga", Status: c.status, Started: t0, Ended: t0.Add(42 * time.Second),
+		v := report.JobView{ID: int64(50 + i), Command: c.command, User: "olga", Status: c.status, Started: t0, Ended: t0.Add(42 * time.Second),
 			Error: Explain(c.err)}
 		res := &ops.Result{Summary: c.summary, Incidents: []string{}, Left: c.left}
 		b.WriteString("## " + c.title + "\n")
-		b.WriteString(RenderStatus(v, t0) + "\n")
-		b.WriteString(RenderResult(v, res) + "\n\n")
+		b.WriteString(report.RenderStatus(v, t0) + "\n")
+		b.WriteString(report.RenderResult(v, res) + "\n\n")
 	}
 	testkit.Golden(t, "final.golden", b.String())
 }
@@ -98,7 +99,7 @@ func TestTimesSayUTC(t *testing.T) {
 	at := time.Date(2026, 12, 3, 10, 4, 5, 0, time.FixedZone("CET", 3600))
 	prev := store.BenchResult{JobID: 7, At: at, OutputTokS: 270, AcceptLen: 3.1}
 	for name, got := range map[string]string{
-		"event":   RenderEvent(ops.Event{At: at, Step: "stop", Status: ops.StepDone, Message: "inactive"}),
+		"event":   report.RenderEvent(ops.Event{At: at, Step: "stop", Status: ops.StepDone, Message: "inactive"}),
 		"compare": compareLine("same settings last time", prev, &ops.BenchResult{OutputTokS: 280, AcceptLen: 3.2}),
 		"history": renderHistory("qwen", []store.BenchResult{prev}),
 	} {

@@ -14,6 +14,7 @@ import (
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/remote"
+	"github.com/opsbot/opsbot/report"
 )
 
 // Runbooks is the Backend jobs run on: the runbook of the config in effect.
@@ -182,7 +183,7 @@ type Service struct {
 type ServiceOptions struct {
 	Logger *slog.Logger
 	// Regressions, when set, judges scheduled runs' benchmarks.
-	Regressions *RegressionPolicy
+	Regressions *report.RegressionPolicy
 	// Retention is how long job events and audit entries are kept
 	// (store.retention); 0 keeps them.
 	Retention time.Duration

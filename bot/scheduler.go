@@ -13,6 +13,7 @@ import (
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -32,7 +33,7 @@ type SchedulerOptions struct {
 	// Regressions, when set, checks every scheduled job's benchmarks once it
 	// finished (CheckRegression) and posts an alert to the schedule's rooms
 	// when one dropped below the median of its comparable runs.
-	Regressions *RegressionPolicy
+	Regressions *report.RegressionPolicy
 	// Poll is how often Run looks for due firings (default 1s, divided
 	// by Scale's factor).
 	Poll time.Duration
@@ -446,7 +447,7 @@ func (s *Scheduler) checkRegression(ctx context.Context, sc store.Schedule, id i
 		s.log.Warn("read a scheduled job", "job", id, "err", err)
 		return
 	}
-	alert, err := CheckRegression(ctx, s.app.Store, j, out.Result, *s.opts.Regressions)
+	alert, err := report.CheckRegression(ctx, s.app.Store, j, out.Result, *s.opts.Regressions)
 	if err != nil {
 		s.log.Warn("regression check", "job", id, "err", err)
 		return

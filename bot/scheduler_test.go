@@ -15,6 +15,7 @@ import (
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
+	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -487,7 +488,7 @@ func TestScheduledRunRegressionAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan int64, 1)
-	s, err := NewScheduler(ctx, app, SchedulerOptions{Regressions: &RegressionPolicy{Pct: 10, Runs: 7},
+	s, err := NewScheduler(ctx, app, SchedulerOptions{Regressions: &report.RegressionPolicy{Pct: 10, Runs: 7},
 		AfterRun: func(_ context.Context, j store.Job) { done <- j.ID }})
 	if err != nil {
 		t.Fatal(err)
@@ -567,7 +568,7 @@ func TestScheduledSweepRegressionPerBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan int64, 1)
-	s, err := NewScheduler(ctx, app, SchedulerOptions{Regressions: &RegressionPolicy{Pct: 10, Runs: 7},
+	s, err := NewScheduler(ctx, app, SchedulerOptions{Regressions: &report.RegressionPolicy{Pct: 10, Runs: 7},
 		AfterRun: func(_ context.Context, j store.Job) { done <- j.ID }})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -24,7 +25,7 @@ type thread struct {
 
 	mu      sync.Mutex
 	pending []ops.Event
-	view    JobView
+	view    report.JobView
 
 	// unsaved are the events the store refused, in order, kept for the
 	// engine to record later; only the thread's loop touches it until
@@ -42,7 +43,7 @@ func newThread(e *Engine, r *jobRun) *thread {
 	t := &thread{
 		e: e, r: r, chat: e.opts.Chats[r.job.Platform],
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
-		view: JobView{ID: r.job.ID, Command: r.job.Command, User: r.userName, Status: store.Queued},
+		view: report.JobView{ID: r.job.ID, Command: r.job.Command, User: r.userName, Status: store.Queued},
 	}
 	if p, ok := t.chat.(Pacer); ok {
 		t.interval = p.EditInterval()
@@ -110,7 +111,7 @@ func (t *thread) flush(ctx context.Context) {
 		} else if err != nil {
 			t.e.log.Error("store job event", "job", t.r.job.ID, "err", err)
 		}
-		lines = append(lines, RenderEvent(ev))
+		lines = append(lines, report.RenderEvent(ev))
 	}
 	last := evs[len(evs)-1]
 	t.mu.Lock()
@@ -134,18 +135,18 @@ func (t *thread) held() bool { return t.r.hold == nil || t.r.hold() == nil }
 
 // edit shows v on the status message while the job runs. The final edit
 // is ShowFinal's, from the store.
-func (t *thread) edit(ctx context.Context, v JobView) {
+func (t *thread) edit(ctx context.Context, v report.JobView) {
 	if t.chat == nil || t.ref.ID == "" || !t.held() {
 		return
 	}
-	if err := t.chat.Edit(ctx, t.ref, Message{Kind: KindStatus, Text: RenderStatus(v, time.Now()), Status: viewStatus(v)}); err != nil {
+	if err := t.chat.Edit(ctx, t.ref, Message{Kind: KindStatus, Text: report.RenderStatus(v, time.Now()), Status: viewStatus(v)}); err != nil {
 		t.e.log.Warn("edit status message", "job", t.r.job.ID, "err", err)
 	}
 }
 
 // viewStatus is the typed status a view shows: Waiting for a queued job
 // that waits for another's lock.
-func viewStatus(v JobView) Status {
+func viewStatus(v report.JobView) Status {
 	if v.Status == store.Queued && v.StepMessage != "" {
 		return StatusWaiting
 	}
@@ -157,7 +158,7 @@ func (t *thread) post(ctx context.Context) {
 	if t.chat == nil || t.r.room == "" {
 		return
 	}
-	ref, err := t.chat.Post(ctx, t.r.room, Message{Kind: KindStatus, Text: RenderStatus(t.view, time.Now()), ReplyTo: t.r.replyTo,
+	ref, err := t.chat.Post(ctx, t.r.room, Message{Kind: KindStatus, Text: report.RenderStatus(t.view, time.Now()), ReplyTo: t.r.replyTo,
 		Status: StatusQueued})
 	if err != nil {
 		t.e.log.Warn("post status message", "job", t.r.job.ID, "err", err)
@@ -221,9 +222,9 @@ func (t *thread) finished(ctx context.Context, st store.Status, errText string, 
 	} else {
 		t.e.ShowFinal(ctx, j, t.r.userName)
 	}
-	m := Message{Kind: KindResult, Text: RenderResult(v, res)}
+	m := Message{Kind: KindResult, Text: report.RenderResult(v, res)}
 	if res != nil && len(res.Chart) > 0 {
-		m.Image = &Image{Name: ChartName(t.r.job.ID), PNG: res.Chart}
+		m.Image = &Image{Name: report.ChartName(t.r.job.ID), PNG: res.Chart}
 	}
 	if _, err := t.chat.Reply(ctx, t.ref, m); err != nil {
 		t.e.log.Warn("post result", "job", t.r.job.ID, "err", err)
@@ -251,7 +252,7 @@ func (e *Engine) ShowFinal(ctx context.Context, j store.Job, user string) bool {
 	if user == "" {
 		user = j.User
 	}
-	m := Message{Kind: KindStatus, Text: RenderStatus(finalView(j, user), time.Now()), Final: true, Status: Status(j.Status)}
+	m := Message{Kind: KindStatus, Text: report.RenderStatus(finalView(j, user), time.Now()), Final: true, Status: Status(j.Status)}
 	if err := chat.Edit(ctx, Ref{Room: j.Room, ID: j.Thread}, m); err != nil {
 		if rErr := e.opts.Store.ReleaseFinalShown(context.WithoutCancel(ctx), j.ID); rErr != nil {
 			e.log.Warn("give back a job's final edit", "job", j.ID, "err", rErr)
@@ -310,8 +311,8 @@ func (e *Engine) ShowFinals(ctx context.Context) {
 }
 
 // finalView is what a final status message shows of j, from the store.
-func finalView(j store.Job, user string) JobView {
-	v := JobView{ID: j.ID, Command: j.Command, User: user, Status: j.Status, Started: j.StartedAt, Ended: j.EndedAt, Error: j.Error}
+func finalView(j store.Job, user string) report.JobView {
+	v := report.JobView{ID: j.ID, Command: j.Command, User: user, Status: j.Status, Started: j.StartedAt, Ended: j.EndedAt, Error: j.Error}
 	if v.Started.IsZero() {
 		v.Started = v.Ended
 	}

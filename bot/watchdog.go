@@ -13,6 +13,7 @@ import (
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -432,7 +433,7 @@ func (w *Watchdog) evolve(ctx context.Context, in store.Incident, kind, state st
 	if due {
 		in.RemindedAt = now
 		w.replyAll(ctx, in, fmt.Sprintf("reminder: %s still %s (since %s, %s). `ack %d` stops these reminders.",
-			in.Service, kindWords[kind], Stamp(in.OpenedAt), now.Sub(in.OpenedAt).Round(time.Minute), in.ID))
+			in.Service, kindWords[kind], report.Stamp(in.OpenedAt), now.Sub(in.OpenedAt).Round(time.Minute), in.ID))
 	}
 	if err := w.app.Store.UpdateIncident(ctx, in, now); err != nil {
 		w.log.Error("watchdog: update incident", "incident", in.ID, "err", err)
@@ -452,7 +453,7 @@ func lastOf(a, b time.Time) time.Time {
 
 // close closes an incident whose service is well again and edits its alerts.
 func (w *Watchdog) close(ctx context.Context, in store.Incident, state string, now time.Time) bool {
-	summary := fmt.Sprintf("%s serves again: %s. Seen well at %s, %s after the alert.", in.Service, state, Stamp(now),
+	summary := fmt.Sprintf("%s serves again: %s. Seen well at %s, %s after the alert.", in.Service, state, report.Stamp(now),
 		now.Sub(in.OpenedAt).Round(time.Second))
 	_, rest, _ := strings.Cut(in.Summary, "\n")
 	in.Summary = summary + "\nwas: " + strings.ReplaceAll(rest, "\n", "\nwas: ")
@@ -485,7 +486,7 @@ func (w *Watchdog) replyAll(ctx context.Context, in store.Incident, text string)
 // (what was seen), then the diagnosis and the commands that help.
 func alertBody(service, kind, state, diag string, now time.Time) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s: %s (seen %s)\n", service, kindWords[kind], state, Stamp(now))
+	fmt.Fprintf(&b, "%s %s: %s (seen %s)\n", service, kindWords[kind], state, report.Stamp(now))
 	if diag != "" {
 		fmt.Fprintf(&b, "diagnosis: %s\n", diag)
 	}
@@ -508,7 +509,7 @@ func alertText(in store.Incident, _ time.Time) string {
 	}
 	b.WriteString(in.Summary)
 	if in.AckedBy != "" {
-		fmt.Fprintf(&b, "\nacknowledged by %s at %s", in.AckedBy, Stamp(in.AckedAt))
+		fmt.Fprintf(&b, "\nacknowledged by %s at %s", in.AckedBy, report.Stamp(in.AckedAt))
 	} else if in.Open() {
 		fmt.Fprintf(&b, "\n`ack %d` takes it (stops the reminders); `watchdog silence %s 2h` for maintenance", in.ID, in.Service)
 	}

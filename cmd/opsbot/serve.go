@@ -21,6 +21,7 @@ import (
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/serve"
 	"github.com/opsbot/opsbot/ops/remote"
+	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -232,7 +233,7 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 	// lease: with two serve on one store, a schedule fires once and an
 	// incident alerts once.
 	svc, err := bot.StartService(ctx, e.app, bot.ServiceOptions{Logger: log, Retention: cfg.Store.Retention.D(), SchedulerScale: scale,
-		Regressions: &bot.RegressionPolicy{Pct: cfg.Alerts.RegressionPct, Runs: cfg.Alerts.RegressionRuns}})
+		Regressions: &report.RegressionPolicy{Pct: cfg.Alerts.RegressionPct, Runs: cfg.Alerts.RegressionRuns}})
 	if err != nil {
 		stopBG()
 		wg.Wait()

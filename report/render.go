@@ -1,10 +1,24 @@
-package bot
+// Package report is what chat shows of jobs and their results: a job's
+// status line, its step lines and its result block (RenderStatus,
+// RenderEvent, RenderResult), preformatted blocks (Pre, Plain) and times
+// (Clock, Stamp). A sweep's or tune's result is reported as a table per
+// concurrency, each point beside its previous result, and a PNG chart
+// attached to the thread (SweepTables, SweepChart, named ChartName).
+// CheckRegression judges a finished job's benchmarks, each setting in each
+// concurrency bucket, by output tok/s and accept length against the median
+// of their last comparable runs (compared by SettingsKey at the same LoadOf)
+// and returns the alert to post; it posts nothing itself.
+//
+// It only draws: it sends nothing and runs nothing, so the door (bot) and
+// the job runtime use it alike.
+package report
 
 import (
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/opsbot/opsbot/chat"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -23,14 +37,14 @@ type JobView struct {
 	Error             string
 }
 
-// statusIcon is the icon of a job's state.
-func statusIcon(s store.Status) string { return Status(s).Icon() }
+// StatusIcon is the icon of a job's state.
+func StatusIcon(s store.Status) string { return chat.Status(s).Icon() }
 
 // RenderStatus draws the root status message of a job: one line that says what
 // the job is, where it stands and, once final, how it ended.
 func RenderStatus(v JobView, now time.Time) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s #%d `%s` — %s", statusIcon(v.Status), v.ID, v.Command, v.Status)
+	fmt.Fprintf(&b, "%s #%d `%s` — %s", StatusIcon(v.Status), v.ID, v.Command, v.Status)
 	switch v.Status {
 	case store.Running:
 		if !v.Started.IsZero() {

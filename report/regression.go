@@ -1,4 +1,4 @@
-package bot
+package report
 
 import (
 	"context"
@@ -107,7 +107,7 @@ func CheckRegression(ctx context.Context, st *store.Store, job store.Job, res *o
 	}
 	al := &Alert{Service: job.Service, JobID: job.ID}
 	for _, b := range all {
-		key, load := SettingsKey(b.spec), loadOf(b.f)
+		key, load := SettingsKey(b.spec), LoadOf(b.f)
 		prev, err := st.RecentAtLoad(ctx, job.Service, key, load, job.ID, pol.Runs)
 		if err != nil {
 			return nil, fmt.Errorf("check job #%d of %s for a regression: %w", job.ID, job.Service, err)
