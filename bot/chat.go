@@ -1,8 +1,7 @@
-// Package bot is the application: the dispatcher that turns chat text into
-// authorised jobs, confirmations, the job engine (queue, per-service locks held
-// as leases in the store across opsbot processes, cancel, timeouts, crash
-// recovery) and the rendering of a job as one live status message with a
-// thread of steps.
+// Package bot is the door: the Dispatcher that turns chat text into
+// authorised jobs (submitted to the job runtime, package jobs), answers,
+// confirmations and refusals; admission and the claim of each delivery;
+// auth; and the contract adapters speak (Inbound, Request, Reply, Adapter).
 //
 // Chat adapters (bot/slack, bot/matrix, bot/console) only translate between a
 // platform and this package, through one small contract, Inbound: a Request
@@ -18,9 +17,8 @@
 //
 // As a service (`opsbot serve`), the App hosts Adapters, drains (Dispatcher.Drain:
 // every request is answered RestartingText), shuts down stopping each job at
-// a safe point (never inside a unit write or a start; what is stopped ends
-// interrupted), reloads roles and services (App.Reload) and tells an
-// Observer of every job and step for metrics.
+// a safe point (jobs.Engine.Shutdown; what is stopped ends interrupted) and
+// reloads roles and services (App.Reload).
 //
 // The Scheduler (scheduler.go) fires the store's and the config's schedules
 // through that door, once per firing across the processes on a store, on the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
@@ -39,7 +40,7 @@ const (
 // DispatcherOptions configure a Dispatcher.
 type DispatcherOptions struct {
 	Store    *store.Store
-	Engine   *Engine
+	Engine   *jobs.Engine
 	Auth     *Auth
 	Commands commands.Options
 	// ConfirmTTL is how long a confirmation stays valid (default 2 minutes).
@@ -692,10 +693,10 @@ func (d *Dispatcher) cancelJob(ctx context.Context, req Request, text string, id
 		return Reply{Outcome: Invalid, Text: fmt.Sprintf("job #%d already %s", j.ID, j.Status), Err: errors.New("job already final")}
 	}
 	need := commands.Lookup("cancel").Role
-	isOwner := JobOwner(j) == req.Platform+":"+req.User
+	isOwner := jobs.JobOwner(j) == req.Platform+":"+req.User
 	isAdmin := d.opts.Auth.RoleIn(req.Platform, req.Room, req.User) == commands.Admin
 	if !d.opts.Auth.AllowedIn(req.Platform, req.Room, req.User, need) || (!isOwner && !isAdmin) {
-		msg := fmt.Sprintf("only %s, who started #%d, or an admin may cancel it.", JobOwner(j), j.ID)
+		msg := fmt.Sprintf("only %s, who started #%d, or an admin may cancel it.", jobs.JobOwner(j), j.ID)
 		d.audit(ctx, req, text, store.DecisionRefused, msg, j.ID)
 		return Reply{Outcome: Refused, Text: msg, JobID: j.ID, Err: errors.New(msg)}
 	}
@@ -710,17 +711,6 @@ func (d *Dispatcher) cancelJob(ctx context.Context, req Request, text string, id
 	}
 	return Reply{Outcome: Answered, Text: fmt.Sprintf("cancelling #%d `%s`%s: it stops at the next safe point", j.ID, j.Command, where),
 		Audience: ToRoom, JobID: j.ID}
-}
-
-// JobOwner is the auth key of who started j ("slack:U024BE7LH"): its
-// platform user, or the creator of the schedule that ran it (scheduled jobs
-// record the key, on the platform of the room they report to). It is how a
-// job's user is shown, in the log and in replies.
-func JobOwner(j store.Job) string {
-	if j.ScheduleID != 0 || j.Platform == "" {
-		return j.User
-	}
-	return j.Platform + ":" + j.User
 }
 
 // validKey reports whether k is an auth key "platform:id" with both parts.
@@ -750,7 +740,7 @@ func (d *Dispatcher) start(ctx context.Context, req Request, cmd commands.Comman
 		return Reply{Outcome: Failed, Text: "could not record the job, nothing was started: " + err.Error(), Command: cmd, Err: err}
 	}
 	noteCommitted(ctx, job.ID)
-	if err := d.opts.Engine.Submit(Submission{Job: job, Cmd: cmd, ReplyTo: req.ReplyTo, UserName: userLabel(req)}); err != nil {
+	if err := d.opts.Engine.Submit(jobs.Submission{Job: job, Cmd: cmd, ReplyTo: req.ReplyTo, UserName: userLabel(req)}); err != nil {
 		_ = d.opts.Store.FinishJob(context.WithoutCancel(ctx), job.ID, store.Cancelled, err.Error(), nil)
 		return Reply{Outcome: Failed, Text: "not started: " + err.Error(), JobID: job.ID, Command: cmd, Err: err}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
@@ -111,7 +112,7 @@ func RenderJob(j store.Job, evs []store.Event, audit []store.AuditEntry, res *op
 	}
 	var b strings.Builder
 	b.WriteString(report.RenderStatus(v, j.EndedAt))
-	fmt.Fprintf(&b, "\nasked by %s at %s UTC", JobOwner(j), j.CreatedAt.UTC().Format("2006-01-02 15:04:05"))
+	fmt.Fprintf(&b, "\nasked by %s at %s UTC", jobs.JobOwner(j), j.CreatedAt.UTC().Format("2006-01-02 15:04:05"))
 	if j.ScheduleID != 0 {
 		fmt.Fprintf(&b, " (schedule #%d)", j.ScheduleID)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/internal/testrun"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
@@ -52,7 +53,7 @@ func TestRegressionDetectedWhenTheEngineGetsSlower(t *testing.T) {
 	// the package's serial phase, before and apart from the package's parallel tests.
 	testrun.Long(t)
 	l, rb := labRunbook(t)
-	h := newHarness(t, RunbookBackend(rb), roles)
+	h := newHarness(t, jobs.RunbookBackend(rb), roles)
 	ctx := context.Background()
 	pol := report.RegressionPolicy{Pct: 20, Runs: 7}
 	bench := func() (store.Job, *ops.Result) {

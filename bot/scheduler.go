@@ -467,7 +467,7 @@ func (s *Scheduler) notify(ctx context.Context, sc store.Schedule, text string) 
 }
 
 func (s *Scheduler) post(ctx context.Context, t Target, text string) {
-	c := s.app.Engine.opts.Chats[t.Platform]
+	c := s.app.Engine.Chats()[t.Platform]
 	if c == nil {
 		s.log.Warn("no chat for a schedule's room", "platform", t.Platform, "room", t.Room)
 		return

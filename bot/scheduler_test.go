@@ -13,6 +13,7 @@ import (
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/testkit"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/report"
@@ -40,7 +41,7 @@ auth:
 
 // newSchedApp opens an App on the store at path (several Apps may share one)
 // with backend and a recording chat on platform "test".
-func newSchedApp(t *testing.T, path string, backend Backend, extra string) (*App, *recChat) {
+func newSchedApp(t *testing.T, path string, backend jobs.Backend, extra string) (*App, *recChat) {
 	t.Helper()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(schedConfig, path, extra)), t.TempDir(), func(string) (string, bool) { return "", false })
 	if err != nil {

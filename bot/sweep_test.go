@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 
 	"github.com/opsbot/opsbot/internal/testrun"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
@@ -22,7 +23,7 @@ func TestSweepReportWithChartOnTheLab(t *testing.T) {
 	t.Parallel()
 	testrun.Long(t)
 	_, rb := labRunbook(t)
-	h := newHarness(t, RunbookBackend(rb), roles)
+	h := newHarness(t, jobs.RunbookBackend(rb), roles)
 	result := func(cmd string) (store.Job, Message) {
 		t.Helper()
 		j := h.wait(h.handle("olga", cmd).JobID)
@@ -92,15 +93,13 @@ func TestSweepReportWithChartOnTheLab(t *testing.T) {
 	}
 }
 
-// The tables and the chart need nothing but the points: failed points are
-// listed with their error and left out of the chart; the metric picks the best.
 // mtp tune through the bot: the thread gets the search explained, the table
 // and the chart, and the service is left on the best value.
 func TestTuneReportOnTheLab(t *testing.T) {
 	t.Parallel()
 	testrun.Long(t)
 	_, rb := labRunbook(t)
-	h := newHarness(t, RunbookBackend(rb), roles)
+	h := newHarness(t, jobs.RunbookBackend(rb), roles)
 	j := h.wait(h.handle("olga", "mtp tune qwen 2..6 at 1").JobID)
 	if j.Status != store.Succeeded {
 		t.Fatalf("tune: %s %s", j.Status, j.Error)
@@ -127,14 +126,3 @@ func TestTuneReportOnTheLab(t *testing.T) {
 		t.Errorf("a steps-only search shows topk and draft columns:\n%s", m.Text)
 	}
 }
-
-// Topk and draft columns show when the points vary them.
-// The chart is one PNG of two panels (tok/s above accept length), a line per
-// concurrency in each, the current setting marked in each, and the legend in
-// a box beside the panels, covering no line: every pixel of a line's colour
-// lies in a panel or in the legend box, the box overlaps no panel, and the
-// only black inside a panel is the ring around the current setting.
-// A grid with more lines than the legend holds still charts: the legend
-// box stays beside the panels and inside the chart.
-// BenchmarkSweepChart renders the chart of a sweep of 6 steps values at 3
-// concurrencies: once per sweep, after its last benchmark.

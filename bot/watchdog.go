@@ -12,6 +12,7 @@ import (
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
@@ -270,7 +271,7 @@ func (w *Watchdog) look(ctx context.Context, name string) seen {
 	return seen{service: name, res: res, err: err}
 }
 
-func (w *Watchdog) backend() Backend { return w.app.Engine.opts.Backend }
+func (w *Watchdog) backend() jobs.Backend { return w.app.Engine.Backend() }
 
 // classify says which incident s is ("" when the service is well) and the
 // state line that shows what was seen.
@@ -365,7 +366,7 @@ func (w *Watchdog) open(ctx context.Context, s seen, kind, state string, now tim
 	}
 	w.log.Warn("watchdog: incident opened", "incident", in.ID, "service", s.service, "kind", kind, "state", state)
 	for _, t := range set.to {
-		c := w.app.Engine.opts.Chats[t.Platform]
+		c := w.app.Engine.Chats()[t.Platform]
 		if c == nil {
 			w.log.Warn("watchdog: no chat for an alert room", "platform", t.Platform, "room", t.Room)
 			continue
@@ -409,7 +410,7 @@ func (w *Watchdog) recover(ctx context.Context, in *store.Incident, set watchSet
 		if r.Outcome == NeedsConfirm {
 			m.Text, m.Actions = r.Text, r.Actions
 		}
-		if c := w.app.Engine.opts.Chats[a.Platform]; c != nil {
+		if c := w.app.Engine.Chats()[a.Platform]; c != nil {
 			if _, err := c.Reply(ctx, Ref{Room: a.Room, ID: a.ID}, m); err != nil {
 				w.log.Warn("watchdog: offer recovery", "incident", in.ID, "err", err)
 			}
@@ -440,7 +441,7 @@ func (w *Watchdog) evolve(ctx context.Context, in store.Incident, kind, state st
 		return
 	}
 	if changed {
-		editAlerts(ctx, w.app.Engine.opts.Chats, in, false, w.log)
+		editAlerts(ctx, w.app.Engine.Chats(), in, false, w.log)
 	}
 }
 
@@ -465,14 +466,14 @@ func (w *Watchdog) close(ctx context.Context, in store.Incident, state string, n
 	}
 	in.ClosedAt = now
 	w.log.Info("watchdog: incident closed", "incident", in.ID, "service", in.Service)
-	editAlerts(ctx, w.app.Engine.opts.Chats, in, true, w.log)
+	editAlerts(ctx, w.app.Engine.Chats(), in, true, w.log)
 	return true
 }
 
 // replyAll posts text in the thread of each of the incident's alerts.
 func (w *Watchdog) replyAll(ctx context.Context, in store.Incident, text string) {
 	for _, a := range in.Alerts {
-		c := w.app.Engine.opts.Chats[a.Platform]
+		c := w.app.Engine.Chats()[a.Platform]
 		if c == nil {
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/systemd"
@@ -46,7 +47,7 @@ func topoApp(t testing.TB, topo lab.Topology, path, extra string) (*App, *recCha
 		t.Fatal(err)
 	}
 	chat := newRecChat()
-	newBackend := func(deps BackendDeps) (Backend, error) {
+	newBackend := func(deps BackendDeps) (jobs.Backend, error) {
 		oc := labtest.OpsConfig(t, topo, 60*time.Second)
 		oc.Bench = ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48}
 		oc.MaxSteps, oc.NodeLocks = 16, deps.Nodes
@@ -55,7 +56,7 @@ func topoApp(t testing.TB, topo lab.Topology, path, extra string) (*App, *recCha
 			return nil, err
 		}
 		t.Cleanup(func() { rb.Close() })
-		return RunbookBackend(rb), nil
+		return jobs.RunbookBackend(rb), nil
 	}
 	app, err := NewApp(context.Background(), cfg, AppOptions{NewBackend: newBackend, Chats: map[string]Chat{"console": chat}})
 	if err != nil {

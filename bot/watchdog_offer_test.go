@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/jobs"
 )
 
 // newClockedApp opens an App on the store at path whose door runs on clock,
 // with backend and a recording chat on platform console.
-func newClockedApp(t *testing.T, path string, backend Backend, clock *fakeClock, extra string) (*App, *recChat) {
+func newClockedApp(t *testing.T, path string, backend jobs.Backend, clock *fakeClock, extra string) (*App, *recChat) {
 	t.Helper()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(schedConfig, path, extra)), t.TempDir(), func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -115,7 +116,7 @@ func TestWatchdogOfferHoldsWhileIncidentOpen(t *testing.T) {
 		t.Fatalf("second loop: %+v %v", rep, err)
 	}
 	second := rep.Opened[0]
-	chat2 := app2.Engine.opts.Chats["console"].(*recChat)
+	chat2 := app2.Engine.Chats()["console"].(*recChat)
 	tok2 := offerToken(t, app2, chat2, second)
 	if pend, err := app2.Store.PendingConfirmations(ctx, "console", "oncall", clock.now().Add(time.Hour)); err != nil || len(pend) != 1 || pend[0].Token != tok2 {
 		t.Fatalf("pending an hour on, with incident #%d open: %+v %v", second, pend, err)

@@ -44,3 +44,17 @@ func ResultSource(r store.BenchResult) string {
 	}
 	return fmt.Sprintf("#%d", r.JobID)
 }
+
+// CompareLine puts a benchmark result beside an earlier one at the same
+// load: tok/s and accept length, and the change in tok/s.
+func CompareLine(label string, prev store.BenchResult, cur *ops.BenchResult) string {
+	pct := func(a, b float64) string {
+		if a == 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%+.1f%%", (b-a)/a*100)
+	}
+	return fmt.Sprintf("%s (%s, %s): %.1f → %.1f tok/s (%s), accept len %.2f → %.2f",
+		label, ResultSource(prev), Stamp(prev.At), prev.OutputTokS, cur.OutputTokS,
+		pct(prev.OutputTokS, cur.OutputTokS), prev.AcceptLen, cur.AcceptLen)
+}

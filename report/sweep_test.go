@@ -12,6 +12,8 @@ import (
 	"github.com/opsbot/opsbot/ops"
 )
 
+// The tables and the chart need nothing but the points: failed points are
+// listed with their error and left out of the chart; the metric picks the best.
 func TestSweepTablesAndChart(t *testing.T) {
 	t.Parallel()
 	pts := []ops.SweepPoint{
@@ -36,6 +38,7 @@ func TestSweepTablesAndChart(t *testing.T) {
 	}
 }
 
+// Topk and draft columns show when the points vary them.
 func TestSweepTablesShowTheGrid(t *testing.T) {
 	t.Parallel()
 	pts := []ops.SweepPoint{
@@ -53,6 +56,11 @@ func TestSweepTablesShowTheGrid(t *testing.T) {
 	}
 }
 
+// The chart is one PNG of two panels (tok/s above accept length), a line per
+// concurrency in each, the current setting marked in each, and the legend in
+// a box beside the panels, covering no line: every pixel of a line's colour
+// lies in a panel or in the legend box, the box overlaps no panel, and the
+// only black inside a panel is the ring around the current setting.
 func TestSweepChartLayout(t *testing.T) {
 	t.Parallel()
 	var pts []ops.SweepPoint
@@ -146,6 +154,8 @@ func TestSweepChartLayout(t *testing.T) {
 	}
 }
 
+// A grid with more lines than the legend holds still charts: the legend
+// box stays beside the panels and inside the chart.
 func TestSweepChartManyLines(t *testing.T) {
 	t.Parallel()
 	var pts []ops.SweepPoint
@@ -168,6 +178,8 @@ func TestSweepChartManyLines(t *testing.T) {
 	}
 }
 
+// BenchmarkSweepChart renders the chart of a sweep of 6 steps values at 3
+// concurrencies: once per sweep, after its last benchmark.
 func BenchmarkSweepChart(b *testing.B) {
 	var pts []ops.SweepPoint
 	for i, c := range []int{1, 8, 64} {

@@ -20,6 +20,7 @@ import (
 	"github.com/opsbot/opsbot/bot/matrix"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/serve"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
@@ -204,7 +205,7 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 	}
 
 	o.Chats, o.Logger, o.Observer = chats, log, s.metrics
-	o.Opened = func(st *store.Store, leases *bot.Leases) error {
+	o.Opened = func(st *store.Store, leases *jobs.Leases) error {
 		for _, a := range s.adapters {
 			if k, ok := a.(storeKeeper); ok {
 				k.keepIn(st, leases)
@@ -221,7 +222,7 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 	s.env.Store(e)
 	cfg := e.cfg
 	for _, j := range e.app.Interrupted {
-		log.Warn("job interrupted by the previous stop", "job", j.ID, "command", j.Command, "user", bot.JobOwner(j), "service", j.Service)
+		log.Warn("job interrupted by the previous stop", "job", j.ID, "command", j.Command, "user", jobs.JobOwner(j), "service", j.Service)
 	}
 	s.loadSchedules(ctx, e.app.Store)
 

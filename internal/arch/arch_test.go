@@ -142,6 +142,16 @@ var rules = []struct {
 		return test || !under(from, "report") || under(to, "report") ||
 			to == "chat" || to == "ops" || to == "store" || to == "commands" || to == "config"
 	}},
+	// The job runtime runs what the door submits: it never reaches up to
+	// the door, nor to what drives the door (the scheduler, the watchdog,
+	// the assembled app).
+	{"jobs never imports bot, schedule, watchdog or app", func(from, to string, _ bool) bool {
+		return !under(from, "jobs") || !(under(to, "bot") || under(to, "schedule") || under(to, "watchdog") || under(to, "app"))
+	}},
+	// The scheduler, the watchdog and the app come in through the door.
+	{"bot never imports schedule, watchdog or app", func(from, to string, _ bool) bool {
+		return !under(from, "bot") || !(under(to, "schedule") || under(to, "watchdog") || under(to, "app"))
+	}},
 	{"lab imports nothing of ours except lab's own packages", func(from, to string, test bool) bool {
 		return test || !under(from, "lab") || under(to, "lab")
 	}},
@@ -221,10 +231,13 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "bot/matrix", code: map[string]bool{"store": true}},
 		{path: "chat", code: map[string]bool{"bot": true}},
 		{path: "report", code: map[string]bool{"bot": true}},
+		{path: "jobs", code: map[string]bool{"bot": true}, tests: map[string]bool{"app": true}},
+		{path: "bot", code: map[string]bool{"schedule": true}},
 	}
 	got := violations(bad)
 	want := []string{
 		"bot imports bot/console: nothing imports an adapter except cmd",
+		"bot imports schedule: bot never imports schedule, watchdog or app",
 		"bot/console imports commands: an adapter imports of ours only bot, chat and config",
 		"bot/console imports ops: an adapter imports of ours only bot, chat and config",
 		"bot/matrix imports store: an adapter imports of ours only bot, chat and config",
@@ -233,6 +246,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		"commands imports config: commands imports of ours only ops and ops/unit",
 		"config imports ops/systemd: config imports of ours only commands and the owners of its defaults",
 		"internal/chattest imports internal/testkit: only tests import internal/testkit",
+		"jobs imports bot: jobs never imports bot, schedule, watchdog or app",
+		"jobs imports in tests app: jobs never imports bot, schedule, watchdog or app",
 		"lab imports ops/unit: lab imports nothing of ours except lab's own packages",
 		"ops imports bot: commands, ops, store and config never import bot",
 		"ops imports commands: ops's code never imports commands",
@@ -261,6 +276,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "internal/labtest", code: map[string]bool{"lab": true, "ops/remote": true}},
 		{path: "bot/slack", code: map[string]bool{"bot": true, "chat": true, "config": true}},
 		{path: "report", code: map[string]bool{"chat": true, "ops": true, "store": true, "config": true}},
+		{path: "jobs", code: map[string]bool{"chat": true, "report": true, "ops": true, "store": true}},
+		{path: "bot", code: map[string]bool{"jobs": true, "chat": true, "report": true}},
 	}
 	if v := violations(good); len(v) > 0 {
 		t.Errorf("allowed imports refused:\n%s", strings.Join(v, "\n"))

@@ -1,4 +1,4 @@
-package bot
+package jobs
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsbot/opsbot/chat"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -45,8 +46,8 @@ func (e *Engine) storeRefused(ctx context.Context, t *thread, err error) {
 	text := fmt.Sprintf("%s #%d: opsbot's store refuses writes (%v). The job makes no new change: it leaves %s serving "+
 		"(it starts what it stopped, finishes a start it began, skips the benchmark) and says below how it left it. "+
 		"What it did is recorded once the store takes writes again; `/readyz` names the store until then.",
-		StatusInterrupted.Icon(), t.r.job.ID, err, svc)
-	if _, err := t.chat.Reply(ctx, t.ref, Message{Kind: KindNotice, Text: text}); err != nil {
+		chat.StatusInterrupted.Icon(), t.r.job.ID, err, svc)
+	if _, err := t.chat.Reply(ctx, t.ref, chat.Message{Kind: chat.KindNotice, Text: text}); err != nil {
 		e.log.Warn("tell the thread that the store refuses writes", "job", t.r.job.ID, "err", err)
 	}
 }

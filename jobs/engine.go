@@ -1,4 +1,17 @@
-package bot
+// Package jobs is the job runtime: the Engine that runs each job the door
+// (bot) submits (queue, per-service locks held as leases in the store
+// across opsbot processes, cancel, timeouts, crash recovery), renders it as
+// one live status message with a thread of steps (through chat, with
+// report's rendering), records its events, result and benchmarks, and winds
+// it down when the store refuses writes. Leases holds this process's keys
+// in the store; Runbooks is the Backend jobs run on (the runbook of the
+// config in effect, swapped on reload); a job stops only at a safe point
+// (never inside a unit write or a start), and an Observer is told of every
+// job and step for metrics.
+//
+// It knows nothing of who may ask for a job or how a request came in:
+// those are the door's (bot), which imports it, never the reverse.
+package jobs
 
 import (
 	"context"
@@ -12,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/opsbot/opsbot/chat"
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops"
@@ -37,7 +51,7 @@ type EngineOptions struct {
 	Backend Backend
 	// Chats maps a platform name ("slack", "matrix", "console") to its adapter.
 	// A job from a platform without a chat runs without a thread.
-	Chats map[string]Chat
+	Chats map[string]chat.Chat
 	// JobTimeout bounds how long one job may run (not wait for its lock).
 	JobTimeout time.Duration
 	// Leases, when set, holds each mutating job's service as a lease in the
@@ -347,18 +361,18 @@ func (e *Engine) RecoverInterrupted(ctx context.Context) ([]store.Job, error) {
 	}
 	for _, j := range jobs {
 		e.log.Warn("job interrupted by a restart", "job", j.ID, "command", j.Command)
-		chat := e.opts.Chats[j.Platform]
-		if chat == nil || j.Room == "" {
+		ch := e.opts.Chats[j.Platform]
+		if ch == nil || j.Room == "" {
 			continue
 		}
 		text := fmt.Sprintf("%s #%d `%s` was interrupted: the opsbot process running it stopped. "+
 			"The host may be mid-change; check it with `svc status`%s.",
 			report.StatusIcon(store.Interrupted), j.ID, j.Command, forService(j.Service))
-		m := Message{Kind: KindNotice, Text: text}
+		m := chat.Message{Kind: chat.KindNotice, Text: text}
 		if j.Thread != "" {
-			_, err = chat.Reply(ctx, Ref{Room: j.Room, ID: j.Thread}, m)
+			_, err = ch.Reply(ctx, chat.Ref{Room: j.Room, ID: j.Thread}, m)
 		} else {
-			_, err = chat.Post(ctx, j.Room, m)
+			_, err = ch.Post(ctx, j.Room, m)
 		}
 		if err != nil {
 			e.log.Warn("report interrupted job", "job", j.ID, "err", err)
@@ -590,10 +604,10 @@ func (e *Engine) recordBench(ctx context.Context, r *jobRun, res *ops.Result) {
 		return
 	}
 	if same, err := e.opts.Store.PreviousAtLoad(ctx, r.job.Service, row.Settings, load, row.ID); err == nil {
-		res.Details = append(res.Details, compareLine("same settings and load last time", same, f))
+		res.Details = append(res.Details, report.CompareLine("same settings and load last time", same, f))
 	}
 	if prev.Settings != row.Settings {
-		res.Details = append(res.Details, compareLine("before, at "+prev.Settings, prev, f))
+		res.Details = append(res.Details, report.CompareLine("before, at "+prev.Settings, prev, f))
 	}
 }
 
@@ -618,14 +632,10 @@ func (e *Engine) storeBench(ctx context.Context, r *jobRun, f *ops.BenchResult, 
 	return row, true
 }
 
-func compareLine(label string, prev store.BenchResult, cur *ops.BenchResult) string {
-	pct := func(a, b float64) string {
-		if a == 0 {
-			return "n/a"
-		}
-		return fmt.Sprintf("%+.1f%%", (b-a)/a*100)
-	}
-	return fmt.Sprintf("%s (%s, %s): %.1f → %.1f tok/s (%s), accept len %.2f → %.2f",
-		label, report.ResultSource(prev), report.Stamp(prev.At), prev.OutputTokS, cur.OutputTokS,
-		pct(prev.OutputTokS, cur.OutputTokS), prev.AcceptLen, cur.AcceptLen)
-}
+// Chats is the adapter of each platform the engine posts to
+// (EngineOptions.Chats), for the door's own messages; callers must not
+// change the map.
+func (e *Engine) Chats() map[string]chat.Chat { return e.opts.Chats }
+
+// Backend is the Backend the engine runs jobs on (EngineOptions.Backend).
+func (e *Engine) Backend() Backend { return e.opts.Backend }

@@ -1,9 +1,7 @@
-package bot
+package jobs
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -34,22 +32,16 @@ func TestReloadClosesReplacedRunbook(t *testing.T) {
 	}
 	var rbs Runbooks
 	defer rbs.Close()
-	var deps BackendDeps
-	build := func(*config.Config) (*ops.Runbook, error) { return labtest.Runbook(t, l, deps.Nodes) }
-	app, err := NewApp(ctx, cfg, AppOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		NewBackend: func(d BackendDeps) (Backend, error) {
-			deps = d
-			rb, err := build(cfg)
-			if err != nil {
-				return nil, err
-			}
-			rbs.Set(rb)
-			return &rbs, nil
-		}})
+	_, nodes := newTestLeases(t)
+	build := func(*config.Config) (*ops.Runbook, error) { return labtest.Runbook(t, l, nodes) }
+	rb, err := build(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer app.Close()
+	rbs.Set(rb)
+	// What takes the config for later requests (the App) takes it.
+	var reloaded int
+	app := reloaderFunc(func(*config.Config) error { reloaded++; return nil })
 	show, err := commands.Parse("mtp show", cfg.CommandOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -101,4 +93,12 @@ func TestReloadClosesReplacedRunbook(t *testing.T) {
 		t.Fatalf("a runbook no job uses, replaced: connected %v, %d open; want it closed at once, 1 open", connected(rb2), rbs.Open())
 	}
 	run()
+	if reloaded != 2 {
+		t.Errorf("the config was given to later requests %d times, want 2", reloaded)
+	}
 }
+
+// reloaderFunc is a Reloader.
+type reloaderFunc func(*config.Config) error
+
+func (f reloaderFunc) Reload(cfg *config.Config) error { return f(cfg) }

@@ -1,4 +1,4 @@
-package bot
+package jobs
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opsbot/opsbot/chat"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
@@ -20,8 +21,8 @@ import (
 type thread struct {
 	e    *Engine
 	r    *jobRun
-	chat Chat
-	ref  Ref
+	chat chat.Chat
+	ref  chat.Ref
 
 	mu      sync.Mutex
 	pending []ops.Event
@@ -45,7 +46,7 @@ func newThread(e *Engine, r *jobRun) *thread {
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		view: report.JobView{ID: r.job.ID, Command: r.job.Command, User: r.userName, Status: store.Queued},
 	}
-	if p, ok := t.chat.(Pacer); ok {
+	if p, ok := t.chat.(chat.Pacer); ok {
 		t.interval = p.EditInterval()
 	}
 	go t.loop()
@@ -122,7 +123,7 @@ func (t *thread) flush(ctx context.Context) {
 	if t.chat == nil || t.ref.ID == "" || !t.held() {
 		return
 	}
-	if _, err := t.chat.Reply(ctx, t.ref, Message{Kind: KindStep, Text: strings.Join(lines, "\n")}); err != nil {
+	if _, err := t.chat.Reply(ctx, t.ref, chat.Message{Kind: chat.KindStep, Text: strings.Join(lines, "\n")}); err != nil {
 		t.e.log.Warn("post step lines", "job", t.r.job.ID, "err", err)
 	}
 	t.edit(ctx, view)
@@ -139,18 +140,18 @@ func (t *thread) edit(ctx context.Context, v report.JobView) {
 	if t.chat == nil || t.ref.ID == "" || !t.held() {
 		return
 	}
-	if err := t.chat.Edit(ctx, t.ref, Message{Kind: KindStatus, Text: report.RenderStatus(v, time.Now()), Status: viewStatus(v)}); err != nil {
+	if err := t.chat.Edit(ctx, t.ref, chat.Message{Kind: chat.KindStatus, Text: report.RenderStatus(v, time.Now()), Status: viewStatus(v)}); err != nil {
 		t.e.log.Warn("edit status message", "job", t.r.job.ID, "err", err)
 	}
 }
 
 // viewStatus is the typed status a view shows: Waiting for a queued job
 // that waits for another's lock.
-func viewStatus(v report.JobView) Status {
+func viewStatus(v report.JobView) chat.Status {
 	if v.Status == store.Queued && v.StepMessage != "" {
-		return StatusWaiting
+		return chat.StatusWaiting
 	}
-	return Status(v.Status)
+	return chat.Status(v.Status)
 }
 
 // post sends the root status message (queued).
@@ -158,8 +159,8 @@ func (t *thread) post(ctx context.Context) {
 	if t.chat == nil || t.r.room == "" {
 		return
 	}
-	ref, err := t.chat.Post(ctx, t.r.room, Message{Kind: KindStatus, Text: report.RenderStatus(t.view, time.Now()), ReplyTo: t.r.replyTo,
-		Status: StatusQueued})
+	ref, err := t.chat.Post(ctx, t.r.room, chat.Message{Kind: chat.KindStatus, Text: report.RenderStatus(t.view, time.Now()), ReplyTo: t.r.replyTo,
+		Status: chat.StatusQueued})
 	if err != nil {
 		t.e.log.Warn("post status message", "job", t.r.job.ID, "err", err)
 		return
@@ -222,9 +223,9 @@ func (t *thread) finished(ctx context.Context, st store.Status, errText string, 
 	} else {
 		t.e.ShowFinal(ctx, j, t.r.userName)
 	}
-	m := Message{Kind: KindResult, Text: report.RenderResult(v, res)}
+	m := chat.Message{Kind: chat.KindResult, Text: report.RenderResult(v, res)}
 	if res != nil && len(res.Chart) > 0 {
-		m.Image = &Image{Name: report.ChartName(t.r.job.ID), PNG: res.Chart}
+		m.Image = &chat.Image{Name: report.ChartName(t.r.job.ID), PNG: res.Chart}
 	}
 	if _, err := t.chat.Reply(ctx, t.ref, m); err != nil {
 		t.e.log.Warn("post result", "job", t.r.job.ID, "err", err)
@@ -237,8 +238,8 @@ func (t *thread) finished(ctx context.Context, st store.Status, errText string, 
 // id). An edit that fails gives its claim back, so it is tried again. It
 // reports whether the edit was made.
 func (e *Engine) ShowFinal(ctx context.Context, j store.Job, user string) bool {
-	chat := e.opts.Chats[j.Platform]
-	if chat == nil || j.Thread == "" || !j.Status.Final() {
+	ch := e.opts.Chats[j.Platform]
+	if ch == nil || j.Thread == "" || !j.Status.Final() {
 		return false
 	}
 	claimed, err := e.opts.Store.ClaimFinalShown(ctx, j.ID)
@@ -252,8 +253,8 @@ func (e *Engine) ShowFinal(ctx context.Context, j store.Job, user string) bool {
 	if user == "" {
 		user = j.User
 	}
-	m := Message{Kind: KindStatus, Text: report.RenderStatus(finalView(j, user), time.Now()), Final: true, Status: Status(j.Status)}
-	if err := chat.Edit(ctx, Ref{Room: j.Room, ID: j.Thread}, m); err != nil {
+	m := chat.Message{Kind: chat.KindStatus, Text: report.RenderStatus(finalView(j, user), time.Now()), Final: true, Status: chat.Status(j.Status)}
+	if err := ch.Edit(ctx, chat.Ref{Room: j.Room, ID: j.Thread}, m); err != nil {
 		if rErr := e.opts.Store.ReleaseFinalShown(context.WithoutCancel(ctx), j.ID); rErr != nil {
 			e.log.Warn("give back a job's final edit", "job", j.ID, "err", rErr)
 		}
