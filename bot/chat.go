@@ -20,11 +20,10 @@
 // a safe point (jobs.Engine.Shutdown; what is stopped ends interrupted) and
 // reloads roles and services (App.Reload).
 //
-// The Scheduler (scheduler.go) fires the store's and the config's schedules
-// through that door, once per firing across the processes on a store, on the
-// holder of the "scheduler" lease; the Watchdog (watchdog.go) watches every
+// The Scheduler (package schedule) fires the store's and the config's
+// schedules through that door; the Watchdog (watchdog.go) watches every
 // service on the holder of the "watchdog" lease and keeps one alert per
-// incident, edited as it evolves. `opsbot serve` starts both.
+// incident, edited as it evolves. `opsbot serve` starts both (package app).
 //
 // Each command of the registry is bound to its handler by its Spec (the
 // handlers table; job commands run the pipeline ops binds to the same Spec),

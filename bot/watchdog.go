@@ -83,7 +83,7 @@ func NewWatchdog(app *App, o WatchdogOptions) (*Watchdog, error) {
 	}
 	w := &Watchdog{app: app, opts: o, log: log}
 	cfg := app.CurrentConfig()
-	if cfg.Watchdog.To != "" && len(parseTargets(cfg.Watchdog.To)) == 0 {
+	if cfg.Watchdog.To != "" && len(ParseTargets(cfg.Watchdog.To)) == 0 {
 		return nil, fmt.Errorf("watchdog.to %q: not platform:room targets", cfg.Watchdog.To)
 	}
 	if len(w.settings().to) == 0 {
@@ -118,7 +118,7 @@ func (w *Watchdog) settings() watchSettings {
 		s.remind = config.DefaultWatchdogRemind
 	}
 	if cfg.Watchdog.To != "" {
-		s.to = parseTargets(cfg.Watchdog.To) // checked when the config loaded
+		s.to = ParseTargets(cfg.Watchdog.To) // checked when the config loaded
 	} else {
 		s.to = ReportRooms(cfg)
 	}
@@ -135,12 +135,12 @@ func (w *Watchdog) settings() watchSettings {
 // ctx ends (then it returns nil). A holder that finds its lease lost stops
 // before its next pass or alert and waits for it again.
 func (w *Watchdog) Run(ctx context.Context) error {
-	return runLeader(ctx, w.app, WatchdogLease, w.log, func(ctx context.Context, held func(context.Context) error) error {
+	return jobs.RunLeader(ctx, w.app.Leases, WatchdogLease, w.log, func(ctx context.Context, held func(context.Context) error) error {
 		for {
 			began := time.Now()
 			set := w.settings()
 			if _, err := w.pass(ctx, w.opts.Now(), set, held); err != nil {
-				if errors.Is(err, errLeaseLost) || ctx.Err() != nil {
+				if errors.Is(err, jobs.ErrLeaseLost) || ctx.Err() != nil {
 					return err
 				}
 				w.log.Error("watchdog pass", "err", err)
@@ -565,4 +565,16 @@ func (d *Dispatcher) watchdogRun(ctx context.Context, req Request, cmd commands.
 		return Reply{Outcome: Invalid, Text: msg, Command: cmd, Err: errors.New(msg)}
 	}
 	return d.start(ctx, job, cmd, fmt.Sprintf("watchdog incident #%d: services.%s.auto_recover", run.Incident, run.Service))
+}
+
+// sleepOrDone waits d, or until ctx ends: it reports whether ctx ended.
+func sleepOrDone(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return true
+	case <-t.C:
+		return false
+	}
 }

@@ -152,6 +152,11 @@ var rules = []struct {
 	{"bot never imports schedule, watchdog or app", func(from, to string, _ bool) bool {
 		return !under(from, "bot") || !(under(to, "schedule") || under(to, "watchdog") || under(to, "app"))
 	}},
+	// app assembles the scheduler and the watchdog on the door: they never
+	// reach up to their own wiring.
+	{"schedule and watchdog never import app", func(from, to string, _ bool) bool {
+		return !(under(from, "schedule") || under(from, "watchdog")) || !under(to, "app")
+	}},
 	{"lab imports nothing of ours except lab's own packages", func(from, to string, test bool) bool {
 		return test || !under(from, "lab") || under(to, "lab")
 	}},
@@ -233,6 +238,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "report", code: map[string]bool{"bot": true}},
 		{path: "jobs", code: map[string]bool{"bot": true}, tests: map[string]bool{"app": true}},
 		{path: "bot", code: map[string]bool{"schedule": true}},
+		{path: "schedule", code: map[string]bool{"app": true}},
 	}
 	got := violations(bad)
 	want := []string{
@@ -256,6 +262,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		"ops/gpu imports lab: only internal/labtest, cmd and tests wire the lab to the rest",
 		"ops/remote imports config: ops never imports config",
 		"report imports bot: report imports of ours only chat, ops, store, commands and config",
+		"schedule imports app: schedule and watchdog never import app",
 		"store imports bot: commands, ops, store and config never import bot",
 		"store imports bot: store knows neither bot nor ops's parts (only ops's result types)",
 		"store imports ops/remote: store knows neither bot nor ops's parts (only ops's result types)",
@@ -278,6 +285,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "report", code: map[string]bool{"chat": true, "ops": true, "store": true, "config": true}},
 		{path: "jobs", code: map[string]bool{"chat": true, "report": true, "ops": true, "store": true}},
 		{path: "bot", code: map[string]bool{"jobs": true, "chat": true, "report": true}},
+		{path: "schedule", code: map[string]bool{"bot": true, "jobs": true, "report": true}},
+		{path: "app", code: map[string]bool{"bot": true, "schedule": true}},
 	}
 	if v := violations(good); len(v) > 0 {
 		t.Errorf("allowed imports refused:\n%s", strings.Join(v, "\n"))

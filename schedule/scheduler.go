@@ -1,18 +1,23 @@
-package bot
+// Package schedule is the Scheduler: it fires the store's and the config's
+// schedules through the door (bot) as requests of platform "schedule", with
+// their creator's role and their target rooms, once per firing across the
+// processes on a store, on the holder of the "scheduler" lease
+// (jobs.RunLeader); it decides missed firings by their policy, and checks a
+// scheduled job's benchmarks for regressions (report.CheckRegression) once
+// it finished. ParseSchedule, the cron reading the door shares, stays in bot.
+package schedule
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/robfig/cron/v3"
-
-	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
@@ -93,7 +98,7 @@ func ParseTimeScale(s string, now time.Time) (TimeScale, error) {
 // a firing missed while no opsbot ran is run once at start or skipped, by
 // the schedule's missed policy. Safe for concurrent use.
 type Scheduler struct {
-	app  *App
+	app  *bot.App
 	opts SchedulerOptions
 	loc  *time.Location
 	log  *slog.Logger
@@ -102,7 +107,7 @@ type Scheduler struct {
 // NewScheduler builds the scheduler of app and makes the config's schedules
 // the store's (config.schedules: a new entry is added, a removed one
 // deleted, a kept one keeps its history).
-func NewScheduler(ctx context.Context, app *App, o SchedulerOptions) (*Scheduler, error) {
+func NewScheduler(ctx context.Context, app *bot.App, o SchedulerOptions) (*Scheduler, error) {
 	if o.Now == nil {
 		// The store's clock: on PostgreSQL the database's, so that the
 		// instances sharing it agree on which firing is due.
@@ -139,7 +144,7 @@ func NewScheduler(ctx context.Context, app *App, o SchedulerOptions) (*Scheduler
 // store's config schedules (store.Store.SyncConfigSchedules): NewScheduler
 // does it at start, `opsbot serve` again after a reload. Schedules added
 // from chat are left alone. now is when a new one counts as created.
-func SyncConfigSchedules(ctx context.Context, app *App, now time.Time) error {
+func SyncConfigSchedules(ctx context.Context, app *bot.App, now time.Time) error {
 	var list []store.Schedule
 	for _, c := range app.CurrentConfig().Schedules {
 		list = append(list, store.Schedule{Spec: c.Cron, Command: c.Command, Creator: c.As, Targets: c.To,
@@ -150,41 +155,13 @@ func SyncConfigSchedules(ctx context.Context, app *App, now time.Time) error {
 	return err
 }
 
-// ParseSchedule parses a stored cron spec the way the scheduler runs it: a
-// spec without CRON_TZ= is in loc. It never panics (robfig/cron does on some
-// malformed CRON_TZ= prefixes).
-func ParseSchedule(spec string, loc *time.Location) (sched cron.Schedule, zone *time.Location, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			sched, zone, err = nil, nil, fmt.Errorf("invalid cron spec %q", spec)
-		}
-	}()
-	zone = loc
-	if z, ok := strings.CutPrefix(spec, "CRON_TZ="); ok {
-		name, _, _ := strings.Cut(z, " ")
-		if zone, err = time.LoadLocation(name); err != nil {
-			return nil, nil, fmt.Errorf("cron spec %q: time zone: %w", spec, err)
-		}
-	} else {
-		spec = "CRON_TZ=" + loc.String() + " " + spec
-	}
-	sched, err = cron.ParseStandard(spec)
-	if err != nil {
-		return nil, nil, fmt.Errorf("cron spec %q: %w", spec, err)
-	}
-	return sched, zone, nil
-}
-
-// errLeaseLost stops a scheduler or watchdog that no longer holds its lease.
-var errLeaseLost = errors.New("lease lost")
-
 // Run fires schedules while this process holds the scheduler lease: it
 // waits for the lease, catches up the firings missed while no process held
 // it, then fires each due schedule, until ctx ends (then it returns nil). A
 // holder that finds its lease lost stops before its next firing and waits
 // for the lease again.
 func (s *Scheduler) Run(ctx context.Context) error {
-	return runLeader(ctx, s.app, SchedulerLease, s.log, func(ctx context.Context, held func(context.Context) error) error {
+	return jobs.RunLeader(ctx, s.app.Leases, SchedulerLease, s.log, func(ctx context.Context, held func(context.Context) error) error {
 		if err := s.catchUp(ctx, s.opts.Now(), held); err != nil {
 			return err
 		}
@@ -201,58 +178,6 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			}
 		}
 	})
-}
-
-// runLeader holds lease key with the runtime's locker while body runs;
-// body's held checks the hold before each action, as the runtime checks a
-// job's before each host command: not found lost by the heartbeat (which
-// renews the lease in the store and learns there whether it is still ours),
-// and renewed less than the TTL less a margin ago. When the lease is lost
-// body's error is errLeaseLost, and runLeader waits for the lease again;
-// other errors are logged, and body is started again after a pause.
-func runLeader(ctx context.Context, app *App, key string, log *slog.Logger,
-	body func(ctx context.Context, held func(context.Context) error) error) error {
-	for ctx.Err() == nil {
-		hold, err := app.Leases.Lock(ctx, key, nil)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			log.Error("acquire lease", "lease", key, "err", err)
-			if sleepOrDone(ctx, time.Second) {
-				return nil
-			}
-			continue
-		}
-		log.Info("this opsbot process now holds the lease", "lease", key, "epoch", hold.Epoch)
-		err = body(ctx, func(context.Context) error {
-			if err := hold.Check(); err != nil {
-				return fmt.Errorf("%w: %w", errLeaseLost, err)
-			}
-			return nil
-		})
-		hold.Release()
-		if err != nil && !errors.Is(err, errLeaseLost) && ctx.Err() == nil {
-			log.Error("leader stopped", "lease", key, "err", err)
-			if sleepOrDone(ctx, time.Second) {
-				return nil
-			}
-		} else if errors.Is(err, errLeaseLost) {
-			log.Warn("lease lost: stopped acting; waiting to take it again", "lease", key)
-		}
-	}
-	return nil
-}
-
-func sleepOrDone(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return true
-	case <-t.C:
-		return false
-	}
 }
 
 // CatchUp decides, for each active schedule, the firings that fell between
@@ -288,7 +213,7 @@ func (s *Scheduler) each(ctx context.Context, now time.Time, held func(context.C
 		if sc.Paused {
 			continue
 		}
-		sched, _, err := ParseSchedule(sc.Spec, s.loc)
+		sched, _, err := bot.ParseSchedule(sc.Spec, s.loc)
 		if err != nil {
 			s.log.Error("schedule has a bad cron spec: not run", "schedule", sc.ID, "err", err)
 			continue
@@ -349,7 +274,7 @@ func (s *Scheduler) grace() time.Duration {
 
 // stamp writes t in the schedule's time zone.
 func (s *Scheduler) stamp(sc store.Schedule, t time.Time) string {
-	_, zone, err := ParseSchedule(sc.Spec, s.loc)
+	_, zone, err := bot.ParseSchedule(sc.Spec, s.loc)
 	if err != nil || zone == nil {
 		zone = s.loc
 	}
@@ -357,25 +282,11 @@ func (s *Scheduler) stamp(sc store.Schedule, t time.Time) string {
 }
 
 // targets returns where sc reports.
-func targetsOf(sc store.Schedule) []Target {
+func targetsOf(sc store.Schedule) []bot.Target {
 	if sc.Targets == "" {
-		return []Target{{Platform: sc.Platform, Room: sc.Room}}
+		return []bot.Target{{Platform: sc.Platform, Room: sc.Room}}
 	}
-	return parseTargets(sc.Targets)
-}
-
-// parseTargets reads "slack:C1,matrix:!r:hs"; a bad list (validated before
-// it was stored) reads as none.
-func parseTargets(s string) []Target {
-	ts, err := commands.ParseTargets(s)
-	if err != nil {
-		return nil
-	}
-	out := make([]Target, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, Target{Platform: t.Platform, Room: t.Room})
-	}
-	return out
+	return bot.ParseTargets(sc.Targets)
 }
 
 // fire runs one firing of sc, unless its previous run is still going.
@@ -389,9 +300,9 @@ func (s *Scheduler) fire(ctx context.Context, sc store.Schedule, firing, now tim
 		}
 	}
 	to := targetsOf(sc)
-	r := s.app.Dispatcher.Handle(ctx, Request{Platform: PlatformSchedule, Text: sc.Command,
-		Schedule: &ScheduleRun{ID: sc.ID, Creator: sc.Owner(), To: to}})
-	if r.Outcome != Queued {
+	r := s.app.Dispatcher.Handle(ctx, bot.Request{Platform: bot.PlatformSchedule, Text: sc.Command,
+		Schedule: &bot.ScheduleRun{ID: sc.ID, Creator: sc.Owner(), To: to}})
+	if r.Outcome != bot.Queued {
 		if r.JobID != 0 {
 			if err := s.app.Store.RecordScheduleRun(ctx, sc.ID, now, r.JobID); err != nil {
 				s.log.Warn("record schedule run", "schedule", sc.ID, "err", err)
@@ -466,13 +377,13 @@ func (s *Scheduler) notify(ctx context.Context, sc store.Schedule, text string) 
 	}
 }
 
-func (s *Scheduler) post(ctx context.Context, t Target, text string) {
+func (s *Scheduler) post(ctx context.Context, t bot.Target, text string) {
 	c := s.app.Engine.Chats()[t.Platform]
 	if c == nil {
 		s.log.Warn("no chat for a schedule's room", "platform", t.Platform, "room", t.Room)
 		return
 	}
-	if _, err := c.Post(ctx, t.Room, Message{Kind: KindNotice, Text: text}); err != nil {
+	if _, err := c.Post(ctx, t.Room, bot.Message{Kind: bot.KindNotice, Text: text}); err != nil {
 		s.log.Warn("post schedule notice", "platform", t.Platform, "room", t.Room, "err", err)
 	}
 }

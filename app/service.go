@@ -1,4 +1,10 @@
-package bot
+// Package app runs the assembled bot as `opsbot serve` does: StartService
+// starts the Scheduler (schedule) and the Watchdog on the App, each on the
+// holder of its store lease, and the retention prune, and Stop stops them
+// in order; RestartOnly lists what a reload cannot change. It stands above
+// the door (bot) and the scheduler, so that neither imports the other's
+// wiring.
+package app
 
 import (
 	"context"
@@ -8,8 +14,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/report"
+	"github.com/opsbot/opsbot/schedule"
 )
 
 // RestartOnly lists the config keys whose change from old to cfg takes
@@ -36,7 +44,7 @@ func RestartOnly(old, cfg *config.Config) []string {
 // watchdog, each on the holder of its store lease, and the retention
 // prune, until Stop stops everything in order.
 type Service struct {
-	app     *App
+	app     *bot.App
 	log     *slog.Logger
 	cancel  context.CancelFunc
 	leaders sync.WaitGroup
@@ -52,20 +60,20 @@ type ServiceOptions struct {
 	Retention time.Duration
 	// SchedulerScale, when set, runs the scheduler's clock faster
 	// (tests and benchmarks only; see TimeScale).
-	SchedulerScale *TimeScale
+	SchedulerScale *schedule.TimeScale
 }
 
 // StartService starts app's scheduler, watchdog and retention prune.
-func StartService(ctx context.Context, app *App, o ServiceOptions) (*Service, error) {
+func StartService(ctx context.Context, app *bot.App, o ServiceOptions) (*Service, error) {
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	sched, err := NewScheduler(ctx, app, SchedulerOptions{Logger: log, Regressions: o.Regressions, Scale: o.SchedulerScale})
+	sched, err := schedule.NewScheduler(ctx, app, schedule.SchedulerOptions{Logger: log, Regressions: o.Regressions, Scale: o.SchedulerScale})
 	if err != nil {
 		return nil, fmt.Errorf("start the scheduler: %w", err)
 	}
-	watchdog, err := NewWatchdog(app, WatchdogOptions{Logger: log})
+	watchdog, err := bot.NewWatchdog(app, bot.WatchdogOptions{Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("start the watchdog: %w", err)
 	}

@@ -1,4 +1,4 @@
-package bot
+package schedule
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/testkit"
@@ -51,7 +52,7 @@ func TestJobLogNamesTheUserOnce(t *testing.T) {
 	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		return &ops.Result{Summary: "done"}, nil
 	})
-	app, err := NewApp(context.Background(), cfg, AppOptions{Backend: backend, Chats: map[string]Chat{"console": newRecChat()},
+	app, err := bot.NewApp(context.Background(), cfg, bot.AppOptions{Backend: backend, Chats: map[string]bot.Chat{"console": newRecChat()},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -59,11 +60,11 @@ func TestJobLogNamesTheUserOnce(t *testing.T) {
 	t.Cleanup(func() { app.Close() })
 	ctx := context.Background()
 
-	r := app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "olga", Room: "ops", Text: "bench"})
-	if r.Outcome != Queued {
+	r := app.Dispatcher.Handle(ctx, bot.Request{Platform: "console", User: "olga", Room: "ops", Text: "bench"})
+	if r.Outcome != bot.Queued {
 		t.Fatalf("bench: %s %s", r.Outcome, r.Text)
 	}
-	if r := app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "alice", Room: "ops", Text: `schedule add "0 3 * * *" bench`}); r.Outcome != Answered {
+	if r := app.Dispatcher.Handle(ctx, bot.Request{Platform: "console", User: "alice", Room: "ops", Text: `schedule add "0 3 * * *" bench`}); r.Outcome != bot.Answered {
 		t.Fatalf("schedule add: %s %s", r.Outcome, r.Text)
 	}
 	list, err := app.Store.Schedules(ctx)
@@ -101,7 +102,7 @@ func TestJobLogNamesTheUserOnce(t *testing.T) {
 		t.Errorf("a user printed with a doubled prefix:\n%s", out)
 	}
 	// The job view says the same.
-	if r := app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "alice", Room: "ops", Text: fmt.Sprintf("job %d", jobs[0].ID)}); !strings.Contains(r.Text, "asked by console:alice ") {
+	if r := app.Dispatcher.Handle(ctx, bot.Request{Platform: "console", User: "alice", Room: "ops", Text: fmt.Sprintf("job %d", jobs[0].ID)}); !strings.Contains(r.Text, "asked by console:alice ") {
 		t.Errorf("job view: %s", r.Text)
 	}
 }

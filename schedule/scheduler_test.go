@@ -1,4 +1,4 @@
-package bot
+package schedule
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/testkit"
@@ -41,14 +42,14 @@ auth:
 
 // newSchedApp opens an App on the store at path (several Apps may share one)
 // with backend and a recording chat on platform "test".
-func newSchedApp(t *testing.T, path string, backend jobs.Backend, extra string) (*App, *recChat) {
+func newSchedApp(t *testing.T, path string, backend jobs.Backend, extra string) (*bot.App, *recChat) {
 	t.Helper()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(schedConfig, path, extra)), t.TempDir(), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
 	chat := newRecChat()
-	app, err := NewApp(context.Background(), cfg, AppOptions{Backend: backend, Chats: map[string]Chat{"console": chat}})
+	app, err := bot.NewApp(context.Background(), cfg, bot.AppOptions{Backend: backend, Chats: map[string]bot.Chat{"console": chat}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func notices(c *recChat) []string {
 	defer c.mu.Unlock()
 	var out []string
 	for _, m := range c.posts {
-		if m.Kind == KindNotice {
+		if m.Kind == bot.KindNotice {
 			out = append(out, m.Text)
 		}
 	}
@@ -113,8 +114,8 @@ func TestScheduleNightlyFiresOnceAcrossTwoApps(t *testing.T) {
 	a2, _ := newSchedApp(t, path, backend, "")
 	clock := newFakeClock(night)
 	ctx := context.Background()
-	r := a1.Dispatcher.Handle(ctx, Request{Platform: "console", User: "alice", Room: "ops", Text: `schedule add "0 3 * * *" sweep steps 1..3`})
-	if r.Outcome != Answered {
+	r := a1.Dispatcher.Handle(ctx, bot.Request{Platform: "console", User: "alice", Room: "ops", Text: `schedule add "0 3 * * *" sweep steps 1..3`})
+	if r.Outcome != bot.Answered {
 		t.Fatalf("schedule add: %s %s", r.Outcome, r.Text)
 	}
 	list, _ := a1.Store.Schedules(ctx)
@@ -408,38 +409,6 @@ func ranAll(t *testing.T, st *store.Store, n int) bool {
 		}
 	}
 	return true
-}
-
-// TestScheduleListAndTo: schedule add --to stores the targets and the
-// creator; schedule list shows each schedule's next run in its own zone
-// (CRON_TZ= or the config's timezone), who it runs as and where it reports.
-func TestScheduleListAndTo(t *testing.T) {
-	t.Parallel()
-	app, _ := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), okBackend(), "timezone: Europe/Berlin\n")
-	clock := newFakeClock(night)
-	app.Dispatcher.opts.Now = clock.now
-	ctx := context.Background()
-	for _, text := range []string{
-		`schedule add --to console:oncall,slack:C0OPS "0 3 * * *" bench`,
-		`schedule add "CRON_TZ=America/New_York 30 6 * * 1-5" bench`,
-	} {
-		if r := app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "alice", Room: "ops", Text: text}); r.Outcome != Answered {
-			t.Fatalf("%s: %s %s", text, r.Outcome, r.Text)
-		}
-	}
-	list, _ := app.Store.Schedules(ctx)
-	if len(list) != 2 || list[0].Targets != "console:oncall,slack:C0OPS" || list[0].Owner() != "console:alice" {
-		t.Fatalf("%+v", list)
-	}
-	r := app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "vic", Room: "ops", Text: "schedule list"})
-	for _, want := range []string{
-		"next 2026-12-04 03:00 CET · never run · as console:alice · to console:oncall,slack:C0OPS",
-		"next 2026-12-03 06:30 EST · never run · as console:alice · to console:ops",
-	} {
-		if !strings.Contains(r.Text, want) {
-			t.Errorf("schedule list lacks %q:\n%s", want, r.Text)
-		}
-	}
 }
 
 // TestScheduleAfterRunHook: AfterRun gets each scheduled job's final row

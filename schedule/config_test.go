@@ -1,4 +1,4 @@
-package bot
+package schedule
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/ops"
@@ -35,7 +36,7 @@ func TestConfigScheduleBelongsToTheConfig(t *testing.T) {
 	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		return &ops.Result{Summary: "done"}, nil
 	})
-	app, err := NewApp(context.Background(), cfg, AppOptions{Backend: backend, Chats: map[string]Chat{"console": newRecChat()}})
+	app, err := bot.NewApp(context.Background(), cfg, bot.AppOptions{Backend: backend, Chats: map[string]bot.Chat{"console": newRecChat()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,12 +50,12 @@ func TestConfigScheduleBelongsToTheConfig(t *testing.T) {
 		t.Fatalf("schedules after the sync: %+v %v", list, err)
 	}
 	id := list[0].ID
-	say := func(text string) Reply {
-		return app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "alice", Room: "ops", Text: text})
+	say := func(text string) bot.Reply {
+		return app.Dispatcher.Handle(ctx, bot.Request{Platform: "console", User: "alice", Room: "ops", Text: text})
 	}
 	for _, text := range []string{fmt.Sprintf("schedule rm %d", id), fmt.Sprintf("schedule rm %d --dry-run", id)} {
 		r := say(text)
-		if r.Outcome != Refused || r.Refusal != RefusedConfig || !strings.Contains(r.Text, "comes from the config") ||
+		if r.Outcome != bot.Refused || r.Refusal != bot.RefusedConfig || !strings.Contains(r.Text, "comes from the config") ||
 			!strings.Contains(r.Text, path) || !strings.Contains(r.Text, fmt.Sprintf("`schedule pause %d`", id)) {
 			t.Fatalf("%s: %s %s %q", text, r.Outcome, r.Refusal, r.Text)
 		}
@@ -66,7 +67,7 @@ func TestConfigScheduleBelongsToTheConfig(t *testing.T) {
 		text   string
 		paused bool
 	}{{fmt.Sprintf("schedule pause %d", id), true}, {fmt.Sprintf("schedule resume %d", id), false}} {
-		if r := say(step.text); r.Outcome != Answered {
+		if r := say(step.text); r.Outcome != bot.Answered {
 			t.Fatalf("%s: %s %q", step.text, r.Outcome, r.Text)
 		}
 		if sc, err := app.Store.Schedule(ctx, id); err != nil || sc.Paused != step.paused {
@@ -74,7 +75,7 @@ func TestConfigScheduleBelongsToTheConfig(t *testing.T) {
 		}
 	}
 	// A chat schedule is chat's to remove.
-	if r := say(`schedule add "0 4 * * *" bench qwen`); r.Outcome != Answered {
+	if r := say(`schedule add "0 4 * * *" bench qwen`); r.Outcome != bot.Answered {
 		t.Fatalf("schedule add: %s %q", r.Outcome, r.Text)
 	}
 	list, _ = app.Store.Schedules(ctx)
@@ -89,7 +90,7 @@ func TestConfigScheduleBelongsToTheConfig(t *testing.T) {
 		strings.Contains(lines[1], "from the config") {
 		t.Fatalf("schedule list: want the config's marked, the chat's not:\n%s", r.Text)
 	}
-	if r := say(fmt.Sprintf("schedule rm %d", chatID)); r.Outcome != Answered || !strings.Contains(r.Text, "removed") {
+	if r := say(fmt.Sprintf("schedule rm %d", chatID)); r.Outcome != bot.Answered || !strings.Contains(r.Text, "removed") {
 		t.Fatalf("rm of a chat schedule: %s %q", r.Outcome, r.Text)
 	}
 	// Removed from the file, and synced as a reload does: gone.
