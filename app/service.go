@@ -18,6 +18,7 @@ import (
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/schedule"
+	"github.com/opsbot/opsbot/watchdog"
 )
 
 // RestartOnly lists the config keys whose change from old to cfg takes
@@ -73,13 +74,13 @@ func StartService(ctx context.Context, app *bot.App, o ServiceOptions) (*Service
 	if err != nil {
 		return nil, fmt.Errorf("start the scheduler: %w", err)
 	}
-	watchdog, err := bot.NewWatchdog(app, bot.WatchdogOptions{Logger: log})
+	wd, err := watchdog.NewWatchdog(app, watchdog.WatchdogOptions{Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("start the watchdog: %w", err)
 	}
 	leaders, cancel := context.WithCancel(context.Background())
 	s := &Service{app: app, log: log, cancel: cancel}
-	for _, run := range []func(context.Context) error{sched.Run, watchdog.Run} {
+	for _, run := range []func(context.Context) error{sched.Run, wd.Run} {
 		s.leaders.Go(func() {
 			if err := run(leaders); err != nil {
 				log.Error("scheduler or watchdog stopped", "err", err)

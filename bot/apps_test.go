@@ -55,8 +55,7 @@ func newFakeClock(t time.Time) *fakeClock {
 	c.set(t)
 	return c
 }
-func (c *fakeClock) set(t time.Time)     { c.t.Store(&t) }
-func (c *fakeClock) now() time.Time      { return *c.t.Load() }
-func (c *fakeClock) add(d time.Duration) { c.set(c.now().Add(d)) }
+func (c *fakeClock) set(t time.Time) { c.t.Store(&t) }
+func (c *fakeClock) now() time.Time  { return *c.t.Load() }
 
 var night = time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC) // an hour before the nightly run

@@ -21,9 +21,9 @@
 // reloads roles and services (App.Reload).
 //
 // The Scheduler (package schedule) fires the store's and the config's
-// schedules through that door; the Watchdog (watchdog.go) watches every
-// service on the holder of the "watchdog" lease and keeps one alert per
-// incident, edited as it evolves. `opsbot serve` starts both (package app).
+// schedules through that door, and the Watchdog (package watchdog) starts
+// its own recoveries through it (platform "watchdog", alerts.go); `opsbot
+// serve` starts both (package app).
 //
 // Each command of the registry is bound to its handler by its Spec (the
 // handlers table; job commands run the pipeline ops binds to the same Spec),

@@ -330,7 +330,7 @@ func answerAck(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Ac
 		return failed(err, "could not acknowledge incident #%d: %v", cmd.Incident, err)
 	}
 	if d.opts.Engine != nil {
-		editAlerts(ctx, d.opts.Engine.Chats(), in, false, d.log)
+		EditAlerts(ctx, d.opts.Engine.Chats(), in, false, d.log)
 	}
 	return say("incident #%d of %s acknowledged by %s at %s: no more reminders. The alert still follows the service.",
 		in.ID, in.Service, in.AckedBy, report.Stamp(in.AckedAt))

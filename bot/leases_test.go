@@ -284,19 +284,3 @@ func TestVanishedOwnerStopsItsJobs(t *testing.T) {
 		return n == 1
 	})
 }
-
-// leaseHeld returns nil when app's process holds lease key in the store now
-// (by the store's clock), else an error: what the store says, for tests of
-// which process leads.
-func leaseHeld(ctx context.Context, app *App, key string) error {
-	ls, err := app.Store.Leases(ctx)
-	if err != nil {
-		return fmt.Errorf("check lease %s: %w", key, err)
-	}
-	for _, l := range ls {
-		if l.Key == key && l.Owner == app.Leases.Owner().ID && l.ExpiresAt.After(app.Store.Clock()()) {
-			return nil
-		}
-	}
-	return fmt.Errorf("lease %s is not held by this process", key)
-}

@@ -17,6 +17,7 @@ import (
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/schedule"
 	"github.com/opsbot/opsbot/store"
+	"github.com/opsbot/opsbot/watchdog"
 )
 
 // haOptions configure haMachines.
@@ -448,7 +449,7 @@ func TestTwoMachinesRunEachSlackDeliveryOnce(t *testing.T) {
 	h.start("side-a")
 	h.start("side-b")
 	// One of the two holds each leader lease, and says so in its metrics.
-	for _, lease := range []string{schedule.SchedulerLease, bot.WatchdogLease} {
+	for _, lease := range []string{schedule.SchedulerLease, watchdog.WatchdogLease} {
 		var by map[string]float64
 		pollServe(t, h.procs["side-a"], time.Minute, "one machine to report holding "+lease, func() bool {
 			by = map[string]float64{}

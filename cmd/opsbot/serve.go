@@ -26,6 +26,7 @@ import (
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/schedule"
 	"github.com/opsbot/opsbot/store"
+	"github.com/opsbot/opsbot/watchdog"
 )
 
 // version and revision name a release build; empty, they come from what Go
@@ -118,7 +119,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return store.Stats{}, false
 	})
-	s.metrics.ExportLeases([]string{schedule.SchedulerLease, bot.WatchdogLease}, func(key string) (bool, bool) {
+	s.metrics.ExportLeases([]string{schedule.SchedulerLease, watchdog.WatchdogLease}, func(key string) (bool, bool) {
 		if e := s.env.Load(); e != nil {
 			return e.app.Leases.Holds(key), true
 		}

@@ -239,6 +239,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "jobs", code: map[string]bool{"bot": true}, tests: map[string]bool{"app": true}},
 		{path: "bot", code: map[string]bool{"schedule": true}},
 		{path: "schedule", code: map[string]bool{"app": true}},
+		{path: "watchdog", tests: map[string]bool{"app": true}},
 	}
 	got := violations(bad)
 	want := []string{
@@ -266,6 +267,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		"store imports bot: commands, ops, store and config never import bot",
 		"store imports bot: store knows neither bot nor ops's parts (only ops's result types)",
 		"store imports ops/remote: store knows neither bot nor ops's parts (only ops's result types)",
+		"watchdog imports in tests app: schedule and watchdog never import app",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -286,7 +288,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "jobs", code: map[string]bool{"chat": true, "report": true, "ops": true, "store": true}},
 		{path: "bot", code: map[string]bool{"jobs": true, "chat": true, "report": true}},
 		{path: "schedule", code: map[string]bool{"bot": true, "jobs": true, "report": true}},
-		{path: "app", code: map[string]bool{"bot": true, "schedule": true}},
+		{path: "app", code: map[string]bool{"bot": true, "schedule": true, "watchdog": true}},
+		{path: "watchdog", code: map[string]bool{"bot": true, "jobs": true, "report": true}},
 	}
 	if v := violations(good); len(v) > 0 {
 		t.Errorf("allowed imports refused:\n%s", strings.Join(v, "\n"))

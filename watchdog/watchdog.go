@@ -1,4 +1,12 @@
-package bot
+// Package watchdog is the Watchdog: on the holder of the "watchdog" store
+// lease (jobs.RunLeader) it looks at every configured service each
+// watchdog.interval and keeps one incident per service in the store, with
+// one alert message per target room, edited as the incident evolves and
+// closed when the service serves again. Everything it starts goes through
+// the door (bot) as platform "watchdog"; the alert's text and the rule for
+// its own runs are the door's (bot/alerts.go), since `ack` edits the alert
+// too.
+package watchdog
 
 import (
 	"context"
@@ -10,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/jobs"
@@ -62,7 +71,7 @@ type WatchdogOptions struct {
 // through the door as platform "watchdog" (WatchdogRun). Safe for
 // concurrent use.
 type Watchdog struct {
-	app  *App
+	app  *bot.App
 	opts WatchdogOptions
 	log  *slog.Logger
 }
@@ -70,7 +79,7 @@ type Watchdog struct {
 // NewWatchdog builds the watchdog of app. With no room at all to alert in
 // (watchdog.to, else the Slack channel and the first Matrix room) alerts are
 // only logged, and NewWatchdog says so in the log.
-func NewWatchdog(app *App, o WatchdogOptions) (*Watchdog, error) {
+func NewWatchdog(app *bot.App, o WatchdogOptions) (*Watchdog, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -83,7 +92,7 @@ func NewWatchdog(app *App, o WatchdogOptions) (*Watchdog, error) {
 	}
 	w := &Watchdog{app: app, opts: o, log: log}
 	cfg := app.CurrentConfig()
-	if cfg.Watchdog.To != "" && len(ParseTargets(cfg.Watchdog.To)) == 0 {
+	if cfg.Watchdog.To != "" && len(bot.ParseTargets(cfg.Watchdog.To)) == 0 {
 		return nil, fmt.Errorf("watchdog.to %q: not platform:room targets", cfg.Watchdog.To)
 	}
 	if len(w.settings().to) == 0 {
@@ -98,7 +107,7 @@ type watchSettings struct {
 	services []string // the services to look at, in config order
 	interval time.Duration
 	remind   time.Duration
-	to       []Target        // where alerts go, first one first
+	to       []bot.Target    // where alerts go, first one first
 	auto     map[string]bool // services.X.auto_recover
 }
 
@@ -118,9 +127,9 @@ func (w *Watchdog) settings() watchSettings {
 		s.remind = config.DefaultWatchdogRemind
 	}
 	if cfg.Watchdog.To != "" {
-		s.to = ParseTargets(cfg.Watchdog.To) // checked when the config loaded
+		s.to = bot.ParseTargets(cfg.Watchdog.To) // checked when the config loaded
 	} else {
-		s.to = ReportRooms(cfg)
+		s.to = bot.ReportRooms(cfg)
 	}
 	for name, svc := range cfg.Services {
 		if svc.AutoRecover {
@@ -310,7 +319,7 @@ func (w *Watchdog) stoppedOnPurpose(ctx context.Context, s seen) bool {
 		if j.Status != store.Succeeded {
 			continue
 		}
-		cmd, err := w.app.Dispatcher.jobCommand(j)
+		cmd, err := w.app.Dispatcher.JobCommand(j)
 		if err != nil || !commands.Mutates(cmd) {
 			continue
 		}
@@ -371,7 +380,7 @@ func (w *Watchdog) open(ctx context.Context, s seen, kind, state string, now tim
 			w.log.Warn("watchdog: no chat for an alert room", "platform", t.Platform, "room", t.Room)
 			continue
 		}
-		ref, err := c.Post(ctx, t.Room, Message{Kind: KindStatus, Text: alertText(in, now)})
+		ref, err := c.Post(ctx, t.Room, bot.Message{Kind: bot.KindStatus, Text: bot.AlertText(in, now)})
 		if err != nil {
 			w.log.Error("watchdog: post alert", "platform", t.Platform, "room", t.Room, "err", err)
 			continue
@@ -394,10 +403,10 @@ func (w *Watchdog) recover(ctx context.Context, in *store.Incident, set watchSet
 		if in.RecoverJob != 0 {
 			return
 		}
-		r := w.app.Dispatcher.Handle(ctx, Request{Platform: PlatformWatchdog, User: watchdogUser, UserName: watchdogUserName,
-			Text: text, Watchdog: &WatchdogRun{Incident: in.ID, Service: in.Service, To: set.to}})
+		r := w.app.Dispatcher.Handle(ctx, bot.Request{Platform: bot.PlatformWatchdog, User: bot.WatchdogUser, UserName: bot.WatchdogUserName,
+			Text: text, Watchdog: &bot.WatchdogRun{Incident: in.ID, Service: in.Service, To: set.to}})
 		note := fmt.Sprintf("auto_recover: started job #%d `%s` (`job %d` follows it)", r.JobID, text, r.JobID)
-		if r.Outcome != Queued {
+		if r.Outcome != bot.Queued {
 			note = fmt.Sprintf("auto_recover: `%s` was not started: %s", text, r.Text)
 		}
 		in.RecoverJob = r.JobID
@@ -406,12 +415,12 @@ func (w *Watchdog) recover(ctx context.Context, in *store.Incident, set watchSet
 	}
 	for _, a := range in.Alerts {
 		r := w.app.Dispatcher.ProposeForIncident(ctx, a.Platform, a.Room, text, in.ID)
-		m := Message{Kind: KindStep, Text: fmt.Sprintf("To recover: `%s` (stop, clear the service's GPU memory, start fresh).", text)}
-		if r.Outcome == NeedsConfirm {
+		m := bot.Message{Kind: bot.KindStep, Text: fmt.Sprintf("To recover: `%s` (stop, clear the service's GPU memory, start fresh).", text)}
+		if r.Outcome == bot.NeedsConfirm {
 			m.Text, m.Actions = r.Text, r.Actions
 		}
 		if c := w.app.Engine.Chats()[a.Platform]; c != nil {
-			if _, err := c.Reply(ctx, Ref{Room: a.Room, ID: a.ID}, m); err != nil {
+			if _, err := c.Reply(ctx, bot.Ref{Room: a.Room, ID: a.ID}, m); err != nil {
 				w.log.Warn("watchdog: offer recovery", "incident", in.ID, "err", err)
 			}
 		}
@@ -441,7 +450,7 @@ func (w *Watchdog) evolve(ctx context.Context, in store.Incident, kind, state st
 		return
 	}
 	if changed {
-		editAlerts(ctx, w.app.Engine.Chats(), in, false, w.log)
+		bot.EditAlerts(ctx, w.app.Engine.Chats(), in, false, w.log)
 	}
 }
 
@@ -466,7 +475,7 @@ func (w *Watchdog) close(ctx context.Context, in store.Incident, state string, n
 	}
 	in.ClosedAt = now
 	w.log.Info("watchdog: incident closed", "incident", in.ID, "service", in.Service)
-	editAlerts(ctx, w.app.Engine.Chats(), in, true, w.log)
+	bot.EditAlerts(ctx, w.app.Engine.Chats(), in, true, w.log)
 	return true
 }
 
@@ -477,7 +486,7 @@ func (w *Watchdog) replyAll(ctx context.Context, in store.Incident, text string)
 		if c == nil {
 			continue
 		}
-		if _, err := c.Reply(ctx, Ref{Room: a.Room, ID: a.ID}, Message{Kind: KindStep, Text: text}); err != nil {
+		if _, err := c.Reply(ctx, bot.Ref{Room: a.Room, ID: a.ID}, bot.Message{Kind: bot.KindStep, Text: text}); err != nil {
 			w.log.Warn("watchdog: reply to alert", "incident", in.ID, "err", err)
 		}
 	}
@@ -498,73 +507,6 @@ func alertBody(service, kind, state, diag string, now time.Time) string {
 		fmt.Fprintf(&b, "now: %s does not serve\nnext: `gpu recover %s` (offered in the thread); `svc logs %s` shows why", service, service, service)
 	}
 	return b.String()
-}
-
-// alertText renders an incident's alert message from the store.
-func alertText(in store.Incident, _ time.Time) string {
-	var b strings.Builder
-	if in.Open() {
-		fmt.Fprintf(&b, "🔴 incident #%d: ", in.ID)
-	} else {
-		fmt.Fprintf(&b, "✅ incident #%d closed: ", in.ID)
-	}
-	b.WriteString(in.Summary)
-	if in.AckedBy != "" {
-		fmt.Fprintf(&b, "\nacknowledged by %s at %s", in.AckedBy, report.Stamp(in.AckedAt))
-	} else if in.Open() {
-		fmt.Fprintf(&b, "\n`ack %d` takes it (stops the reminders); `watchdog silence %s 2h` for maintenance", in.ID, in.Service)
-	}
-	return b.String()
-}
-
-// alertStatus is the status an alert message shows: running while its
-// incident is open, succeeded once it closed.
-func alertStatus(in store.Incident) Status {
-	if in.Open() {
-		return StatusRunning
-	}
-	return StatusSucceeded
-}
-
-// editAlerts edits every alert message of in to show it as it is now.
-func editAlerts(ctx context.Context, chats map[string]Chat, in store.Incident, final bool, log *slog.Logger) {
-	for _, a := range in.Alerts {
-		c := chats[a.Platform]
-		if c == nil {
-			continue
-		}
-		if err := c.Edit(ctx, Ref{Room: a.Room, ID: a.ID}, Message{Kind: KindStatus, Text: alertText(in, time.Time{}), Final: final,
-			Status: alertStatus(in)}); err != nil {
-			log.Warn("edit alert", "incident", in.ID, "platform", a.Platform, "err", err)
-		}
-	}
-}
-
-// The watchdog's runs are the job of user "opsbot", shown as the watchdog's.
-const (
-	watchdogUser     = "opsbot"
-	watchdogUserName = "opsbot (watchdog)"
-)
-
-// watchdogRun is the door's rule for the watchdog's own runs (platform
-// "watchdog"): it starts `gpu recover` of its incident's service, and
-// nothing else, without asking (the watchdog starts it only while the
-// config in effect sets services.X.auto_recover), as user "opsbot", its
-// thread in the watchdog's first room; the audit row names the incident.
-func (d *Dispatcher) watchdogRun(ctx context.Context, req Request, cmd commands.Command) Reply {
-	run := req.Watchdog
-	// Without a room to report to, the job is on no platform: its thread is
-	// only logged.
-	job := Request{User: watchdogUser, UserName: watchdogUserName, Text: req.Text, Confirmed: true}
-	if len(run.To) > 0 {
-		job.Platform, job.Room = run.To[0].Platform, run.To[0].Room
-	}
-	if rec, ok := cmd.(*commands.GPURecover); !ok || rec.Service != run.Service {
-		msg := fmt.Sprintf("watchdog incident #%d: the watchdog starts only `gpu recover %s`, not `%s`", run.Incident, run.Service, commands.Text(cmd))
-		d.audit(ctx, req, commands.Text(cmd), store.DecisionInvalid, msg, 0)
-		return Reply{Outcome: Invalid, Text: msg, Command: cmd, Err: errors.New(msg)}
-	}
-	return d.start(ctx, job, cmd, fmt.Sprintf("watchdog incident #%d: services.%s.auto_recover", run.Incident, run.Service))
 }
 
 // sleepOrDone waits d, or until ctx ends: it reports whether ctx ended.

@@ -1,4 +1,4 @@
-package bot
+package watchdog
 
 import (
 	"context"
@@ -8,20 +8,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/jobs"
 )
 
 // newClockedApp opens an App on the store at path whose door runs on clock,
 // with backend and a recording chat on platform console.
-func newClockedApp(t *testing.T, path string, backend jobs.Backend, clock *fakeClock, extra string) (*App, *recChat) {
+func newClockedApp(t *testing.T, path string, backend jobs.Backend, clock *fakeClock, extra string) (*bot.App, *recChat) {
 	t.Helper()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(schedConfig, path, extra)), t.TempDir(), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
 	chat := newRecChat()
-	app, err := NewApp(context.Background(), cfg, AppOptions{Backend: backend, Chats: map[string]Chat{"console": chat}, Now: clock.now})
+	app, err := bot.NewApp(context.Background(), cfg, bot.AppOptions{Backend: backend, Chats: map[string]bot.Chat{"console": chat}, Now: clock.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func newClockedApp(t *testing.T, path string, backend jobs.Backend, clock *fakeC
 // offerToken returns the confirm token of the recovery offered in the
 // thread of the incident's first alert, checking that its buttons show no
 // expiry.
-func offerToken(t *testing.T, app *App, chat *recChat, id int64) string {
+func offerToken(t *testing.T, app *bot.App, chat *recChat, id int64) string {
 	t.Helper()
 	in, err := app.Store.Incident(context.Background(), id)
 	if err != nil || len(in.Alerts) != 1 {
@@ -84,14 +85,14 @@ func TestWatchdogOfferHoldsWhileIncidentOpen(t *testing.T) {
 	app1.Close()
 	app2, _ := newClockedApp(t, path, hosts, clock, watchYAML)
 	t.Cleanup(func() { app2.Close() })
-	click := func(user, token string) Reply {
-		return app2.Dispatcher.Act(ctx, ActionRequest{ID: "confirm:" + token, Platform: "console", User: user, Room: "oncall"})
+	click := func(user, token string) bot.Reply {
+		return app2.Dispatcher.Act(ctx, bot.ActionRequest{ID: "confirm:" + token, Platform: "console", User: user, Room: "oncall"})
 	}
-	if r := click("vic", tok); r.Outcome != Refused {
+	if r := click("vic", tok); r.Outcome != bot.Refused {
 		t.Fatalf("a viewer's click: %s %q, want refused", r.Outcome, r.Text)
 	}
 	r := click("olga", tok)
-	if r.Outcome != Queued {
+	if r.Outcome != bot.Queued {
 		t.Fatalf("an operator's click 20 minutes on, after a restart: %s %q, want the recovery queued", r.Outcome, r.Text)
 	}
 	j, err := app2.Engine.Wait(ctx, r.JobID)
@@ -127,7 +128,7 @@ func TestWatchdogOfferHoldsWhileIncidentOpen(t *testing.T) {
 		t.Fatalf("pass once healthy: %+v %v", rep, err)
 	}
 	r = click("olga", tok2)
-	if r.Outcome != Invalid || !strings.Contains(r.Text, fmt.Sprintf("incident #%d closed", second)) {
+	if r.Outcome != bot.Invalid || !strings.Contains(r.Text, fmt.Sprintf("incident #%d closed", second)) {
 		t.Fatalf("a click on a closed incident's offer: %s %q", r.Outcome, r.Text)
 	}
 	if hosts.recovers.Load() != 1 {

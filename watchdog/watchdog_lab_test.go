@@ -1,68 +1,19 @@
-package bot
+package watchdog
 
 import (
 	"context"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
-	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/lab"
-	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/systemd"
 )
-
-// labApp is an App on the lab over real SSH, as cmd/opsbot builds it from the
-// lab's config plus extra YAML, with a recording chat as platform console.
-func labApp(t testing.TB, l *lab.Lab, extra string) (*App, *recChat) {
-	t.Helper()
-	path, err := l.WriteConfig(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return topoApp(t, l.Topology(), path, extra)
-}
-
-// topoApp is labApp for any topology (a lab, or a fleet of them) whose
-// config was written to path.
-func topoApp(t testing.TB, topo lab.Topology, path, extra string) (*App, *recChat) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, append(data, []byte(extra)...), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chat := newRecChat()
-	newBackend := func(deps BackendDeps) (jobs.Backend, error) {
-		oc := labtest.OpsConfig(t, topo, 60*time.Second)
-		oc.Bench = ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48}
-		oc.MaxSteps, oc.NodeLocks = 16, deps.Nodes
-		rb, err := ops.New(oc)
-		if err != nil {
-			return nil, err
-		}
-		t.Cleanup(func() { rb.Close() })
-		return jobs.RunbookBackend(rb), nil
-	}
-	app, err := NewApp(context.Background(), cfg, AppOptions{NewBackend: newBackend, Chats: map[string]Chat{"console": chat}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { app.Close() })
-	return app, chat
-}
 
 // loopQwen puts qwen into the incident's restart loop behind the bot's back:
 // with the orphans fault a stop leaves the workers holding GPU memory, so
@@ -139,7 +90,7 @@ func TestWatchdogSeesOrphansLoopAlertsOnceAndCloses(t *testing.T) {
 		t.Fatalf("incident %+v %v", in, err)
 	}
 	chat.mu.Lock()
-	posts := append([]Message(nil), chat.posts...)
+	posts := append([]bot.Message(nil), chat.posts...)
 	chat.mu.Unlock()
 	if len(posts) != 1 {
 		t.Fatalf("%d posts, want one alert", len(posts))
@@ -158,7 +109,7 @@ func TestWatchdogSeesOrphansLoopAlertsOnceAndCloses(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no confirm token offered: %q", replies[0].Text)
 	}
-	if len(replies[0].Actions) != 2 || replies[0].Actions[0].Kind != ActConfirm || replies[0].Actions[0].ID != "confirm:"+m[1] {
+	if len(replies[0].Actions) != 2 || replies[0].Actions[0].Kind != bot.ActConfirm || replies[0].Actions[0].ID != "confirm:"+m[1] {
 		t.Fatalf("the offer's buttons: %+v", replies[0].Actions)
 	}
 	// Another pass while it still loops: no second alert.
@@ -173,8 +124,8 @@ func TestWatchdogSeesOrphansLoopAlertsOnceAndCloses(t *testing.T) {
 		t.Fatalf("%d posts after a second pass, want the one alert", n)
 	}
 	// An operator in the room confirms the offer: gpu recover runs.
-	r := app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "olga", Room: "oncall", Text: "confirm " + m[1]})
-	if r.Outcome != Queued {
+	r := app.Dispatcher.Handle(ctx, bot.Request{Platform: "console", User: "olga", Room: "oncall", Text: "confirm " + m[1]})
+	if r.Outcome != bot.Queued {
 		t.Fatalf("confirm: %s %s", r.Outcome, r.Text)
 	}
 	// While the job holds qwen the watchdog leaves it alone.

@@ -1,4 +1,4 @@
-package bot
+package watchdog
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
@@ -69,12 +70,12 @@ func looping(svc string, n int) ops.ServiceState {
 	return s
 }
 
-func alerts(c *recChat) []Message {
+func alerts(c *recChat) []bot.Message {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []Message
+	var out []bot.Message
 	for _, m := range c.posts {
-		if m.Kind == KindStatus && strings.Contains(m.Text, "incident #") {
+		if m.Kind == bot.KindStatus && strings.Contains(m.Text, "incident #") {
 			out = append(out, m)
 		}
 	}
@@ -150,8 +151,8 @@ func TestWatchdogRemindsUntilAck(t *testing.T) {
 	if n := reminders(); n != 3 {
 		t.Fatalf("%d reminders in an hour with watchdog.remind 20m, want 3", n)
 	}
-	r := app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "olga", Room: "oncall", Text: "ack 1"})
-	if r.Outcome != Answered || !strings.Contains(r.Text, "acknowledged by console:olga") {
+	r := app.Dispatcher.Handle(ctx, bot.Request{Platform: "console", User: "olga", Room: "oncall", Text: "ack 1"})
+	if r.Outcome != bot.Answered || !strings.Contains(r.Text, "acknowledged by console:olga") {
 		t.Fatalf("ack: %s %s", r.Outcome, r.Text)
 	}
 	edits, _ := chat.thread(in.Alerts[0].ID)
@@ -172,7 +173,7 @@ func TestWatchdogRemindsUntilAck(t *testing.T) {
 	if last := edits[len(edits)-1]; !strings.Contains(last.Text, "NRestarts 9") {
 		t.Fatalf("alert not edited as the loop went on: %q", last.Text)
 	}
-	if r := app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "vic", Room: "oncall", Text: "ack 1"}); r.Outcome != Refused {
+	if r := app.Dispatcher.Handle(ctx, bot.Request{Platform: "console", User: "vic", Room: "oncall", Text: "ack 1"}); r.Outcome != bot.Refused {
 		t.Fatalf("a viewer's ack: %s", r.Outcome)
 	}
 }
@@ -182,13 +183,12 @@ func TestWatchdogRemindsUntilAck(t *testing.T) {
 func TestWatchdogSilence(t *testing.T) {
 	t.Parallel()
 	hosts := newFakeHosts()
-	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, watchYAML)
 	clock := newFakeClock(night)
-	app.Dispatcher.opts.Now = clock.now
+	app, chat := newSchedAppAt(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, watchYAML, clock.now)
 	w, _ := NewWatchdog(app, WatchdogOptions{Now: clock.now})
 	ctx := context.Background()
-	r := app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "olga", Room: "ops", Text: "watchdog silence qwen 2h"})
-	if r.Outcome != Answered || !strings.Contains(r.Text, "silent on qwen until 2026-12-03 04:00 UTC") {
+	r := app.Dispatcher.Handle(ctx, bot.Request{Platform: "console", User: "olga", Room: "ops", Text: "watchdog silence qwen 2h"})
+	if r.Outcome != bot.Answered || !strings.Contains(r.Text, "silent on qwen until 2026-12-03 04:00 UTC") {
 		t.Fatalf("silence: %s %q", r.Outcome, r.Text)
 	}
 	hosts.set("qwen", ops.ServiceState{Service: "qwen", ActiveState: "inactive", SubState: "dead"})
@@ -305,14 +305,14 @@ func TestWatchdogRunOnlyRecovers(t *testing.T) {
 	t.Parallel()
 	app, _ := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), newFakeHosts(), watchYAML)
 	ctx := context.Background()
-	run := &WatchdogRun{Incident: 7, Service: "qwen", To: []Target{{Platform: "console", Room: "oncall"}}}
+	run := &bot.WatchdogRun{Incident: 7, Service: "qwen", To: []bot.Target{{Platform: "console", Room: "oncall"}}}
 	for _, text := range []string{"svc stop qwen", "mtp steps 10 qwen", "gpu recover other"} {
-		r := app.Dispatcher.Handle(ctx, Request{Platform: PlatformWatchdog, User: "opsbot", Text: text, Watchdog: run})
-		if r.Outcome != Invalid || r.JobID != 0 {
+		r := app.Dispatcher.Handle(ctx, bot.Request{Platform: bot.PlatformWatchdog, User: "opsbot", Text: text, Watchdog: run})
+		if r.Outcome != bot.Invalid || r.JobID != 0 {
 			t.Errorf("the watchdog asked for %q: %s %q job %d", text, r.Outcome, r.Text, r.JobID)
 		}
 	}
-	if r := app.Dispatcher.Handle(ctx, Request{Platform: PlatformWatchdog, User: "opsbot", Text: "gpu recover qwen"}); r.Outcome != Invalid {
+	if r := app.Dispatcher.Handle(ctx, bot.Request{Platform: bot.PlatformWatchdog, User: "opsbot", Text: "gpu recover qwen"}); r.Outcome != bot.Invalid {
 		t.Errorf("a watchdog request without its run: %s %q", r.Outcome, r.Text)
 	}
 	if jobs, _ := app.Store.ListJobs(ctx, store.JobFilter{}); len(jobs) != 0 {
@@ -330,8 +330,8 @@ func TestWatchdogStoppedOnPurposeIsNoIncident(t *testing.T) {
 	w, _ := NewWatchdog(app, WatchdogOptions{})
 	ctx := context.Background()
 	hosts.set("qwen", ops.ServiceState{Service: "qwen", ActiveState: "inactive", SubState: "dead"})
-	r := app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "olga", Room: "ops", Text: "svc stop qwen", Confirmed: true})
-	if r.Outcome != Queued {
+	r := app.Dispatcher.Handle(ctx, bot.Request{Platform: "console", User: "olga", Room: "ops", Text: "svc stop qwen", Confirmed: true})
+	if r.Outcome != bot.Queued {
 		t.Fatalf("svc stop: %s %s", r.Outcome, r.Text)
 	}
 	if j, err := app.Engine.Wait(ctx, r.JobID); err != nil || j.Status != "succeeded" {
@@ -340,7 +340,7 @@ func TestWatchdogStoppedOnPurposeIsNoIncident(t *testing.T) {
 	if rep, err := w.Pass(ctx, night); err != nil || len(rep.Opened) != 0 {
 		t.Fatalf("pass after svc stop: %+v %v", rep, err)
 	}
-	r = app.Dispatcher.Handle(ctx, Request{Platform: "console", User: "olga", Room: "ops", Text: "svc start qwen"})
+	r = app.Dispatcher.Handle(ctx, bot.Request{Platform: "console", User: "olga", Room: "ops", Text: "svc start qwen"})
 	if j, err := app.Engine.Wait(ctx, r.JobID); err != nil || j.Status != "succeeded" {
 		t.Fatalf("svc start: %+v %v", j, err)
 	}
