@@ -7,6 +7,8 @@ import (
 	"github.com/opsbot/opsbot/store"
 )
 
+// A job's owner and its result, as the door asks for them.
+
 // JobOwner is the auth key of who started j ("slack:U024BE7LH"): its
 // platform user, or the creator of the schedule that ran it (scheduled jobs
 // record the key, on the platform of the room they report to). It is how a
