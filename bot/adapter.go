@@ -3,6 +3,8 @@ package bot
 import (
 	"context"
 	"net/http"
+
+	"github.com/opsbot/opsbot/jobs"
 )
 
 // Adapter is a chat platform as `opsbot serve` hosts it: the Chat the bot
@@ -56,3 +58,11 @@ type HTTPAdapter interface {
 type Transient interface {
 	Transient() bool
 }
+
+// The door's face for adapters: a leader's lease (a Matrix sync's) is held
+// by the job runtime's Leases (package jobs).
+type Hold = jobs.Hold
+
+// ErrLeasesClosed is jobs.ErrLeasesClosed: the leases were closed, the
+// process is stopping.
+var ErrLeasesClosed = jobs.ErrLeasesClosed

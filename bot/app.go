@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -16,11 +17,11 @@ import (
 type App struct {
 	Config     *config.Config
 	Store      *store.Store
-	Engine     *Engine
+	Engine     *jobs.Engine
 	Dispatcher *Dispatcher
 	// Leases holds services and nodes across the opsbot processes that
 	// share the store; it is also the runbook's ops.Locker for nodes.
-	Leases *Leases
+	Leases *jobs.Leases
 	// Interrupted lists the jobs a previous process left unfinished.
 	Interrupted []store.Job
 
@@ -29,17 +30,17 @@ type App struct {
 
 // AppOptions are what NewApp needs beyond the config.
 type AppOptions struct {
-	Backend Backend
+	Backend jobs.Backend
 	// NewBackend, used when Backend is nil, builds the backend once the
 	// store is open, with what its pipelines must use from the store.
-	NewBackend func(deps BackendDeps) (Backend, error)
+	NewBackend func(deps BackendDeps) (jobs.Backend, error)
 	// Chats are the platforms' chats by platform name. A Chat that is also
 	// a Membership supplies its platform's user groups to auth, one that is
 	// a RoomLevels its users' power levels in rooms.
 	Chats  map[string]Chat
 	Logger *slog.Logger
 	// Observer, when set, is told of every job and step (metrics).
-	Observer Observer
+	Observer jobs.Observer
 	// Now is the door's clock (the stale rule, confirmations' expiry);
 	// time.Now when nil. Tests set it.
 	Now func() time.Time
@@ -49,7 +50,7 @@ type AppOptions struct {
 	// (App.Leases). It hands them to what keeps state of its own in the
 	// store, such as the Matrix adapter (its login, sync position and
 	// device keys; its sync lease). An error stops NewApp.
-	Opened func(st *store.Store, leases *Leases) error
+	Opened func(st *store.Store, leases *jobs.Leases) error
 }
 
 // BackendDeps are what a runbook built by AppOptions.NewBackend takes from
@@ -81,14 +82,14 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	leases, err := NewLeases(ctx, st, LeaseOptions{TTL: cfg.Limits.LeaseTTL.D(), Logger: o.Logger})
+	leases, err := jobs.NewLeases(ctx, st, jobs.LeaseOptions{TTL: cfg.Limits.LeaseTTL.D(), Logger: o.Logger})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
 	if o.Opened != nil {
 		if err := o.Opened(st, leases); err != nil {
-			leases.close()
+			leases.Close()
 			st.Close()
 			return nil, err
 		}
@@ -96,12 +97,12 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 	backend := o.Backend
 	if backend == nil && o.NewBackend != nil {
 		if backend, err = o.NewBackend(BackendDeps{Nodes: leases, Changes: ChangeLog{Store: st}}); err != nil {
-			leases.close()
+			leases.Close()
 			st.Close()
 			return nil, err
 		}
 	}
-	eng := NewEngine(EngineOptions{Store: st, Backend: backend, Chats: o.Chats, JobTimeout: cfg.Limits.JobTimeout.D(),
+	eng := jobs.NewEngine(jobs.EngineOptions{Store: st, Backend: backend, Chats: o.Chats, JobTimeout: cfg.Limits.JobTimeout.D(),
 		Leases: leases, Logger: o.Logger, Observer: o.Observer})
 	interrupted, err := eng.RecoverInterrupted(ctx)
 	if err != nil {

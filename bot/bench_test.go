@@ -9,6 +9,7 @@ import (
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/internal/benchstat"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -50,7 +51,7 @@ func benchAck(b *testing.B, burst int) {
 		}
 		return &ops.Result{}, nil
 	})
-	eng := NewEngine(EngineOptions{Store: st, Backend: backend, Logger: slog.New(slog.DiscardHandler)})
+	eng := jobs.NewEngine(jobs.EngineOptions{Store: st, Backend: backend, Logger: slog.New(slog.DiscardHandler)})
 	var services []commands.ServiceRef
 	for i := range 100 {
 		services = append(services, commands.ServiceRef{Name: fmt.Sprintf("svc%d", i), Host: fmt.Sprintf("gpu%d", i)})

@@ -3,7 +3,6 @@ package bot
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/internal/testkit"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -81,13 +81,22 @@ func (f heldFunc) Run(ctx context.Context, hold ops.JobHold, cmd commands.Job, r
 type harness struct {
 	t     testing.TB
 	store *store.Store
-	eng   *Engine
+	eng   *jobs.Engine
 	disp  *Dispatcher
 	chat  *recChat
 	now   atomic.Pointer[time.Time]
+	// leases is the engine's lease owner (newLeaseHarness), nil otherwise.
+	leases *jobs.Leases
 }
 
-func newHarness(t testing.TB, backend Backend, users map[string]string) *harness {
+func newHarness(t testing.TB, backend jobs.Backend, users map[string]string) *harness {
+	t.Helper()
+	return newHarnessWith(t, backend, users, nil)
+}
+
+// newHarnessWith is newHarness with the engine's options changed by opts
+// (nil: none) before the engine starts.
+func newHarnessWith(t testing.TB, backend jobs.Backend, users map[string]string, opts func(*jobs.EngineOptions)) *harness {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "opsbot.db"))
@@ -99,7 +108,11 @@ func newHarness(t testing.TB, backend Backend, users map[string]string) *harness
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng = NewEngine(EngineOptions{Store: st, Backend: backend, Chats: map[string]Chat{"test": h.chat}, JobTimeout: time.Minute})
+	eo := jobs.EngineOptions{Store: st, Backend: backend, Chats: map[string]Chat{"test": h.chat}, JobTimeout: time.Minute}
+	if opts != nil {
+		opts(&eo)
+	}
+	h.eng = jobs.NewEngine(eo)
 	h.disp = NewDispatcher(DispatcherOptions{Store: st, Engine: h.eng, Auth: auth,
 		Commands: commands.Options{Services: []commands.ServiceRef{{Name: "qwen", Host: "gpu1"}, {Name: "llama", Host: "gpu2"}},
 			Hosts: []string{"gpu1", "gpu2", "pve"}},
@@ -322,7 +335,7 @@ func TestCancelRunningAndQueued(t *testing.T) {
 
 func TestTimeoutAndPanicFailOnlyThatJob(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	h := newHarnessWith(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		switch cmd.(*commands.MTPSteps).Steps {
 		case 6:
 			panic("boom")
@@ -331,8 +344,7 @@ func TestTimeoutAndPanicFailOnlyThatJob(t *testing.T) {
 			return nil, ctx.Err()
 		}
 		return &ops.Result{}, nil
-	}), roles)
-	h.eng.opts.JobTimeout = 50 * time.Millisecond
+	}), roles, func(o *jobs.EngineOptions) { o.JobTimeout = 50 * time.Millisecond })
 	p := h.handle("olga", "mtp steps 6 qwen")
 	to := h.handle("olga", "mtp steps 7 llama")
 	if j := h.wait(p.JobID); j.Status != store.Failed || !strings.Contains(j.Error, "boom") {
@@ -370,7 +382,7 @@ func TestInterruptedJobsReported(t *testing.T) {
 	}
 	defer st.Close()
 	chat := newRecChat()
-	eng := NewEngine(EngineOptions{Store: st, Backend: okBackend(), Chats: map[string]Chat{"test": chat}})
+	eng := jobs.NewEngine(jobs.EngineOptions{Store: st, Backend: okBackend(), Chats: map[string]Chat{"test": chat}})
 	defer eng.Close()
 	got, err := eng.RecoverInterrupted(ctx)
 	if err != nil || len(got) != 1 || got[0].ID != j.ID {
@@ -406,17 +418,6 @@ func TestBenchResultComparedWithPrevious(t *testing.T) {
 	hist := h.handle("vic", "history qwen")
 	if hist.Outcome != Answered || !strings.Contains(hist.Text, "300.0") || !strings.Contains(hist.Text, "250.0") {
 		t.Fatalf("history: %s %q", hist.Outcome, hist.Text)
-	}
-}
-
-func TestExplainNamesCause(t *testing.T) {
-	t.Parallel()
-	err := &jobStopped{cause: ErrCancelled, err: fmt.Errorf("wait until ready: %w", context.Canceled)}
-	if got := Explain(err); !strings.Contains(got, "cancelled") || !strings.Contains(got, "wait until ready") {
-		t.Fatalf("Explain = %q", got)
-	}
-	if got := Explain(errors.New("stop qwen on gpu1: exit 1")); got != "stop qwen on gpu1: exit 1" {
-		t.Fatalf("Explain = %q", got)
 	}
 }
 

@@ -1,8 +1,7 @@
-// Package bot is the application: the dispatcher that turns chat text into
-// authorised jobs, confirmations, the job engine (queue, per-service locks held
-// as leases in the store across opsbot processes, cancel, timeouts, crash
-// recovery) and the rendering of a job as one live status message with a
-// thread of steps.
+// Package bot is the door: the Dispatcher that turns chat text into
+// authorised jobs (submitted to the job runtime, package jobs), answers,
+// confirmations and refusals; admission and the claim of each delivery;
+// auth; and the contract adapters speak (Inbound, Request, Reply, Adapter).
 //
 // Chat adapters (bot/slack, bot/matrix, bot/console) only translate between a
 // platform and this package, through one small contract, Inbound: a Request
@@ -18,141 +17,66 @@
 //
 // As a service (`opsbot serve`), the App hosts Adapters, drains (Dispatcher.Drain:
 // every request is answered RestartingText), shuts down stopping each job at
-// a safe point (never inside a unit write or a start; what is stopped ends
-// interrupted), reloads roles and services (App.Reload) and tells an
-// Observer of every job and step for metrics.
+// a safe point (jobs.Engine.Shutdown; what is stopped ends interrupted) and
+// reloads roles and services (App.Reload).
 //
-// The Scheduler (scheduler.go) fires the store's and the config's schedules
-// through that door, once per firing across the processes on a store, on the
-// holder of the "scheduler" lease; the Watchdog (watchdog.go) watches every
-// service on the holder of the "watchdog" lease and keeps one alert per
-// incident, edited as it evolves. `opsbot serve` starts both.
+// The Scheduler (package schedule) fires the store's and the config's
+// schedules through that door, and the Watchdog (package watchdog) starts
+// its own recoveries through it (platform "watchdog", alerts.go); `opsbot
+// serve` starts both (package app).
 //
 // Each command of the registry is bound to its handler by its Spec (the
 // handlers table; job commands run the pipeline ops binds to the same Spec),
 // and results cross layers as Go types (ops.Result).
-//
-// A sweep's or tune's result is reported as a table per concurrency, each
-// point beside its previous result, and a PNG chart attached to the thread
-// (SweepTables, SweepChart, named ChartName). CheckRegression judges a
-// finished job's benchmarks, each setting in each concurrency bucket, by
-// output tok/s and accept length against the median of their last
-// comparable runs and returns the alert to post; it posts nothing itself.
 package bot
 
 import (
-	"context"
-	"time"
+	"github.com/opsbot/opsbot/chat"
+	"github.com/opsbot/opsbot/report"
 )
 
-// Ref names a message a Chat posted, so it can be edited or replied to.
-type Ref struct {
-	Room string
-	ID   string
-}
+// The door's face for adapters: the vocabulary's home is package chat.
+// These aliases let an adapter speak to the door through bot alone.
+type (
+	Ref        = chat.Ref
+	Kind       = chat.Kind
+	Image      = chat.Image
+	Status     = chat.Status
+	Message    = chat.Message
+	Chat       = chat.Chat
+	Pacer      = chat.Pacer
+	ActionKind = chat.ActionKind
+	Action     = chat.Action
+)
 
-// Kind says what a message is, so an adapter can style it.
-type Kind int
-
-// Message kinds.
+// The door's face for adapters: the vocabulary's home is package chat.
 const (
-	KindStatus Kind = iota // the root status message of a job, edited in place
-	KindStep               // step lines in the job's thread
-	KindResult             // the final result block, in the thread
-	KindNotice             // a one-off notice (usage error, refusal, interrupted job)
+	KindStatus = chat.KindStatus
+	KindStep   = chat.KindStep
+	KindResult = chat.KindResult
+	KindNotice = chat.KindNotice
+
+	StatusQueued      = chat.StatusQueued
+	StatusWaiting     = chat.StatusWaiting
+	StatusRunning     = chat.StatusRunning
+	StatusSucceeded   = chat.StatusSucceeded
+	StatusFailed      = chat.StatusFailed
+	StatusRefused     = chat.StatusRefused
+	StatusCancelled   = chat.StatusCancelled
+	StatusInterrupted = chat.StatusInterrupted
+
+	ActConfirm = chat.ActConfirm
+	ActAbort   = chat.ActAbort
+	ActCancel  = chat.ActCancel
 )
 
-// Image is a PNG attachment (sweep charts).
-type Image struct {
-	Name string
-	PNG  []byte
-}
+// Pre wraps text in a preformatted block (report.Pre), for adapters, which
+// import bot only.
+func Pre(text string) string { return report.Pre(text) }
 
-// Status is what a status message says of its job (or alert), typed so
-// that an adapter maps it to its own reaction or icon without reading the
-// text.
-type Status string
+// Plain is text with its preformatted blocks unfenced (report.Plain), for a
+// terminal.
+func Plain(text string) string { return report.Plain(text) }
 
-// Statuses of a status message: a job's states, and Waiting (queued behind
-// another job's lock), for display only.
-const (
-	StatusQueued      Status = "queued"
-	StatusWaiting     Status = "waiting"
-	StatusRunning     Status = "running"
-	StatusSucceeded   Status = "succeeded"
-	StatusFailed      Status = "failed"
-	StatusRefused     Status = "refused"
-	StatusCancelled   Status = "cancelled"
-	StatusInterrupted Status = "interrupted"
-)
-
-// Final reports whether s is an end state.
-func (s Status) Final() bool {
-	switch s {
-	case StatusSucceeded, StatusFailed, StatusRefused, StatusCancelled, StatusInterrupted:
-		return true
-	}
-	return false
-}
-
-// Icon is the emoji status messages begin with.
-func (s Status) Icon() string {
-	switch s {
-	case StatusQueued:
-		return "⏳"
-	case StatusWaiting:
-		return "⏸️"
-	case StatusRunning:
-		return "🔄"
-	case StatusSucceeded:
-		return "✅"
-	case StatusFailed:
-		return "❌"
-	case StatusCancelled:
-		return "🚫"
-	case StatusRefused:
-		return "⛔"
-	case StatusInterrupted:
-		return "⚠️"
-	}
-	return ""
-}
-
-// Message is adapter-neutral: plain text with light markup (`code`, *bold*,
-// and preformatted blocks made by Pre: journal lines, tables, diffs) that
-// every platform renders acceptably, plus an optional image. A chat shows a
-// block as a code block; a terminal prints it without its fences (Plain).
-type Message struct {
-	Kind  Kind
-	Text  string
-	Image *Image
-	// Final is set on the last edit of a job's status message.
-	Final bool
-	// Status is what a KindStatus message says of its job or alert ("" for
-	// other kinds).
-	Status Status
-	// ReplyTo is the platform message this one answers (a Matrix event id, a
-	// Slack thread ts), when the request had one.
-	ReplyTo string
-	// Actions are buttons the message offers (the watchdog's Recover: a
-	// proposal's Confirm and Abort). A chat with buttons shows them and sends
-	// a click to Inbound.Act; the text always says the `confirm TOKEN` to type.
-	Actions []Action
-}
-
-// Chat is what the bot needs from a chat platform. Implementations must be safe
-// for concurrent use; calls may block on the network and honour ctx.
-type Chat interface {
-	// Post sends a new root message to room.
-	Post(ctx context.Context, room string, m Message) (Ref, error)
-	// Edit replaces the text of a message posted earlier.
-	Edit(ctx context.Context, ref Ref, m Message) error
-	// Reply posts m in the thread under ref.
-	Reply(ctx context.Context, ref Ref, m Message) (Ref, error)
-}
-
-// Pacer is implemented by chats with rate limits: the bot coalesces status
-// edits and step lines so that it sends at most one update per EditInterval.
-type Pacer interface {
-	EditInterval() time.Duration
-}
+// ChartName is the file name of job jobID's chart (report.ChartName).
+func ChartName(jobID int64) string { return report.ChartName(jobID) }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/jobs"
+	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -38,7 +40,7 @@ const (
 // DispatcherOptions configure a Dispatcher.
 type DispatcherOptions struct {
 	Store    *store.Store
-	Engine   *Engine
+	Engine   *jobs.Engine
 	Auth     *Auth
 	Commands commands.Options
 	// ConfirmTTL is how long a confirmation stays valid (default 2 minutes).
@@ -274,7 +276,7 @@ func (d *Dispatcher) confirmPending(ctx context.Context, req Request, word strin
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d commands wait for your confirmation here, so `%s` confirmed none. Type the one you mean:", len(mine), word)
 	for _, c := range mine {
-		until := "until " + Clock(c.Expires)
+		until := "until " + report.Clock(c.Expires)
 		if c.Incident != 0 {
 			until = fmt.Sprintf("while incident #%d is open", c.Incident)
 		}
@@ -447,7 +449,7 @@ func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd commands.C
 	}
 	text := fmt.Sprintf("%s\n%s `confirm %s` within %s to go ahead, or run it with --dry-run to see the plan.",
 		Preview(cmd), who, tok, d.opts.ConfirmTTL)
-	until := "until " + Clock(expires)
+	until := "until " + report.Clock(expires)
 	if o.incident != 0 {
 		// The offer lasts as long as the incident: no expiry to show.
 		text = fmt.Sprintf("%s\n%s `confirm %s` while incident #%d is open to go ahead, or run it with --dry-run to see the plan.",
@@ -531,7 +533,7 @@ func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, t
 	d.mu.Unlock()
 	if limited {
 		return Reply{Outcome: Refused, Text: fmt.Sprintf("too many wrong confirmations: wait until %s, then try again.",
-			Clock(until)), Err: errors.New("confirmations rate-limited")}
+			report.Clock(until)), Err: errors.New("confirmations rate-limited")}
 	}
 	c, err := d.opts.Store.Confirmation(ctx, token)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -562,7 +564,7 @@ func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, t
 		if ended != nil {
 			d.audit(ctx, req, c.Command, store.DecisionExpired, fmt.Sprintf("incident #%d closed", ended.ID), 0)
 			return Reply{Outcome: Invalid, Text: fmt.Sprintf("incident #%d closed at %s, and its offer of `%s` with it: %s is well again (`svc status %s` shows it now); nothing was changed.",
-				ended.ID, Stamp(ended.ClosedAt), c.Command, ended.Service, ended.Service), Command: cmd, Err: errors.New("incident closed")}
+				ended.ID, report.Stamp(ended.ClosedAt), c.Command, ended.Service, ended.Service), Command: cmd, Err: errors.New("incident closed")}
 		}
 		if perr != nil {
 			d.audit(ctx, req, c.Command, store.DecisionInvalid, "confirmed command no longer valid: "+perr.Error(), 0)
@@ -691,10 +693,10 @@ func (d *Dispatcher) cancelJob(ctx context.Context, req Request, text string, id
 		return Reply{Outcome: Invalid, Text: fmt.Sprintf("job #%d already %s", j.ID, j.Status), Err: errors.New("job already final")}
 	}
 	need := commands.Lookup("cancel").Role
-	isOwner := JobOwner(j) == req.Platform+":"+req.User
+	isOwner := jobs.JobOwner(j) == req.Platform+":"+req.User
 	isAdmin := d.opts.Auth.RoleIn(req.Platform, req.Room, req.User) == commands.Admin
 	if !d.opts.Auth.AllowedIn(req.Platform, req.Room, req.User, need) || (!isOwner && !isAdmin) {
-		msg := fmt.Sprintf("only %s, who started #%d, or an admin may cancel it.", JobOwner(j), j.ID)
+		msg := fmt.Sprintf("only %s, who started #%d, or an admin may cancel it.", jobs.JobOwner(j), j.ID)
 		d.audit(ctx, req, text, store.DecisionRefused, msg, j.ID)
 		return Reply{Outcome: Refused, Text: msg, JobID: j.ID, Err: errors.New(msg)}
 	}
@@ -709,17 +711,6 @@ func (d *Dispatcher) cancelJob(ctx context.Context, req Request, text string, id
 	}
 	return Reply{Outcome: Answered, Text: fmt.Sprintf("cancelling #%d `%s`%s: it stops at the next safe point", j.ID, j.Command, where),
 		Audience: ToRoom, JobID: j.ID}
-}
-
-// JobOwner is the auth key of who started j ("slack:U024BE7LH"): its
-// platform user, or the creator of the schedule that ran it (scheduled jobs
-// record the key, on the platform of the room they report to). It is how a
-// job's user is shown, in the log and in replies.
-func JobOwner(j store.Job) string {
-	if j.ScheduleID != 0 || j.Platform == "" {
-		return j.User
-	}
-	return j.Platform + ":" + j.User
 }
 
 // validKey reports whether k is an auth key "platform:id" with both parts.
@@ -749,7 +740,7 @@ func (d *Dispatcher) start(ctx context.Context, req Request, cmd commands.Comman
 		return Reply{Outcome: Failed, Text: "could not record the job, nothing was started: " + err.Error(), Command: cmd, Err: err}
 	}
 	noteCommitted(ctx, job.ID)
-	if err := d.opts.Engine.Submit(Submission{Job: job, Cmd: cmd, ReplyTo: req.ReplyTo, UserName: userLabel(req)}); err != nil {
+	if err := d.opts.Engine.Submit(jobs.Submission{Job: job, Cmd: cmd, ReplyTo: req.ReplyTo, UserName: userLabel(req)}); err != nil {
 		_ = d.opts.Store.FinishJob(context.WithoutCancel(ctx), job.ID, store.Cancelled, err.Error(), nil)
 		return Reply{Outcome: Failed, Text: "not started: " + err.Error(), JobID: job.ID, Command: cmd, Err: err}
 	}

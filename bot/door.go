@@ -123,7 +123,7 @@ func (d *Dispatcher) transient(platform string) bool {
 	if d.opts.Engine == nil {
 		return false
 	}
-	c, ok := d.opts.Engine.opts.Chats[platform]
+	c, ok := d.opts.Engine.Chats()[platform]
 	if !ok || c == nil {
 		return true
 	}

@@ -13,20 +13,21 @@ import (
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/internal/testkit"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
 
 // secondProcess is another opsbot process on h's store file: its own store
 // handle, engine and dispatcher, with the same roles and admissions.
-func (h *harness) secondProcess(t *testing.T) (*Dispatcher, *Engine, *recChat) {
+func (h *harness) secondProcess(t *testing.T) (*Dispatcher, *jobs.Engine, *recChat) {
 	t.Helper()
 	st, err := store.Open(context.Background(), h.store.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
 	chat := newRecChat()
-	eng := NewEngine(EngineOptions{Store: st, Backend: okBackend(), Chats: map[string]Chat{"test": chat}, JobTimeout: time.Minute})
+	eng := jobs.NewEngine(jobs.EngineOptions{Store: st, Backend: okBackend(), Chats: map[string]Chat{"test": chat}, JobTimeout: time.Minute})
 	d := NewDispatcher(DispatcherOptions{Store: st, Engine: eng, Auth: h.disp.opts.Auth, Commands: h.disp.commands(), ConfirmTTL: time.Minute})
 	if m := h.disp.admissions.Load(); m != nil {
 		d.SetAdmissions(*m)
@@ -370,7 +371,7 @@ func TestFinalEditFromTheStoreOnce(t *testing.T) {
 	}
 	st.Close()
 
-	var engines []*Engine
+	var engines []*jobs.Engine
 	var chats []*recChat
 	for range 2 {
 		s, err := store.Open(ctx, path)
@@ -378,7 +379,7 @@ func TestFinalEditFromTheStoreOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := newRecChat()
-		e := NewEngine(EngineOptions{Store: s, Backend: okBackend(), Chats: map[string]Chat{"test": c}})
+		e := jobs.NewEngine(jobs.EngineOptions{Store: s, Backend: okBackend(), Chats: map[string]Chat{"test": c}})
 		t.Cleanup(func() {
 			e.Close()
 			s.Close()
@@ -444,23 +445,6 @@ func TestLateOutcomeReplacesInterrupted(t *testing.T) {
 	if len(edits) != 2 || edits[0].Status != StatusInterrupted || edits[1].Status != StatusSucceeded ||
 		!strings.Contains(edits[1].Text, "836.8 tok/s") || !strings.Contains(edits[1].Text, "recorded late") {
 		t.Fatalf("edits %+v; want interrupted, then the late success", edits)
-	}
-}
-
-// TestHoldLostAfterAPause: a process whose leases were last renewed longer
-// ago than the TTL less the margin (it was paused) no longer holds its
-// jobs, whatever its heartbeat will find.
-func TestHoldLostAfterAPause(t *testing.T) {
-	t.Parallel()
-	_, l := newTestLeases(t)
-	if err := l.Check(1); err != nil {
-		t.Fatalf("just renewed: %v", err)
-	}
-	l.mu.Lock()
-	l.lastRenew = time.Now().Add(-3 * time.Second) // as after a SIGSTOP of 3 s
-	l.mu.Unlock()
-	if err := l.Check(1); err == nil || !strings.Contains(err.Error(), "last renewed") {
-		t.Fatalf("after a pause: %v; want the hold lost", err)
 	}
 }
 

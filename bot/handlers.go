@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -91,7 +92,7 @@ func answerJobs(ctx context.Context, d *Dispatcher, cmd *commands.Jobs) Reply {
 	case len(jobs) > 0:
 		var b strings.Builder
 		for _, j := range jobs {
-			fmt.Fprintf(&b, "%s #%d `%s` %s · %s · by %s\n", statusIcon(j.Status), j.ID, j.Command, j.Status,
+			fmt.Fprintf(&b, "%s #%d `%s` %s · %s · by %s\n", report.StatusIcon(j.Status), j.ID, j.Command, j.Status,
 				j.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), j.User)
 		}
 		if omitted > 0 {
@@ -119,7 +120,7 @@ func answerHistory(ctx context.Context, d *Dispatcher, cmd *commands.History) Re
 	if len(rows) == 0 {
 		return say("no benchmark results for %s yet", cmd.Service)
 	}
-	return say("%s", Pre(renderHistory(cmd.Service, rows)))
+	return say("%s", report.Pre(renderHistory(cmd.Service, rows)))
 }
 
 func renderHistory(service string, rows []store.BenchResult) string {
@@ -132,7 +133,7 @@ func renderHistory(service string, rows []store.BenchResult) string {
 		if l := r.Load(); l.Known() {
 			load = fmt.Sprintf("%d/%d/%d/%d", l.Prompts, l.Concurrency, l.InputLen, l.OutputLen)
 		}
-		fmt.Fprintf(&b, "%-20s  %-12s  %-26s  %-22s  %9.1f  %10.1f  %10.2f  %11.2f\n", Stamp(r.At), resultSource(r),
+		fmt.Fprintf(&b, "%-20s  %-12s  %-26s  %-22s  %9.1f  %10.1f  %10.2f  %11.2f\n", report.Stamp(r.At), report.ResultSource(r),
 			r.Settings, load, r.OutputTokS, r.PerStreamTokS, r.AcceptLen, r.AcceptRate)
 	}
 	return b.String()
@@ -217,7 +218,7 @@ func answerScheduleList(ctx context.Context, d *Dispatcher) Reply {
 		}
 		last := "never run"
 		if !s.LastRunAt.IsZero() {
-			last = "last run " + Stamp(s.LastRunAt) + fmt.Sprintf(" (#%d)", s.LastJobID)
+			last = "last run " + report.Stamp(s.LastRunAt) + fmt.Sprintf(" (#%d)", s.LastJobID)
 		}
 		next := ""
 		if sched, zone, err := ParseSchedule(s.Spec, d.location()); err == nil && !s.Paused {
@@ -308,20 +309,20 @@ func zoneStamp(t time.Time, zone *time.Location) string {
 func answerSilence(ctx context.Context, d *Dispatcher, req Request, cmd *commands.WatchdogSilence) Reply {
 	until := d.opts.Now().Add(cmd.For)
 	if cmd.DryRun {
-		return say("dry run: would silence the watchdog on %s until %s; nothing was changed", cmd.Service, Stamp(until))
+		return say("dry run: would silence the watchdog on %s until %s; nothing was changed", cmd.Service, report.Stamp(until))
 	}
 	if err := d.opts.Store.Silence(ctx, cmd.Service, until, req.Platform+":"+req.User, d.opts.Now()); err != nil {
 		return failed(err, "could not silence %s: %v", cmd.Service, err)
 	}
 	return say("the watchdog is silent on %s until %s (asked by %s): no alert opens and no reminder is sent for it until then. "+
-		"`watchdog silence %s 1m` ends it early.", cmd.Service, Stamp(until), userLabel(req), cmd.Service)
+		"`watchdog silence %s 1m` ends it early.", cmd.Service, report.Stamp(until), userLabel(req), cmd.Service)
 }
 
 func answerAck(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Ack) Reply {
 	in, err := d.opts.Store.AckIncident(ctx, cmd.Incident, req.Platform+":"+req.User, d.opts.Now())
 	if errors.Is(err, store.ErrNotFound) {
 		if old, rerr := d.opts.Store.Incident(ctx, cmd.Incident); rerr == nil && !old.Open() {
-			return say("incident #%d of %s is already closed (since %s): nothing to acknowledge", old.ID, old.Service, Stamp(old.ClosedAt))
+			return say("incident #%d of %s is already closed (since %s): nothing to acknowledge", old.ID, old.Service, report.Stamp(old.ClosedAt))
 		}
 		return Reply{Outcome: Invalid, Text: fmt.Sprintf("there is no open incident #%d (the alert shows its number)", cmd.Incident), Err: err}
 	}
@@ -329,8 +330,8 @@ func answerAck(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Ac
 		return failed(err, "could not acknowledge incident #%d: %v", cmd.Incident, err)
 	}
 	if d.opts.Engine != nil {
-		editAlerts(ctx, d.opts.Engine.opts.Chats, in, false, d.log)
+		EditAlerts(ctx, d.opts.Engine.Chats(), in, false, d.log)
 	}
 	return say("incident #%d of %s acknowledged by %s at %s: no more reminders. The alert still follows the service.",
-		in.ID, in.Service, in.AckedBy, Stamp(in.AckedAt))
+		in.ID, in.Service, in.AckedBy, report.Stamp(in.AckedAt))
 }

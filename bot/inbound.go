@@ -141,26 +141,6 @@ const (
 	ToRoom
 )
 
-// ActionKind is what an action does.
-type ActionKind string
-
-// Action kinds.
-const (
-	ActConfirm ActionKind = "confirm" // run the previewed command
-	ActAbort   ActionKind = "abort"   // drop the previewed command
-	ActCancel  ActionKind = "cancel"  // stop a queued or running job
-)
-
-// Action is a button a Reply offers. The adapter shows Label and sends ID
-// back in an ActionRequest; the action is gone after Expires (zero: until the
-// job ends).
-type Action struct {
-	ID      string
-	Kind    ActionKind
-	Label   string
-	Expires time.Time
-}
-
 // ActionRequest is a click on an Action, with who clicked it and where.
 //
 // A reaction to a preview (Matrix) carries the action's kind as ID

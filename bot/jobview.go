@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -104,13 +106,13 @@ func answerJob(ctx context.Context, d *Dispatcher, cmd *commands.JobInfo) Reply 
 // command asks for confirmation, so that a job confirmed with the request
 // itself (a terminal's --yes, a schedule) says so.
 func RenderJob(j store.Job, evs []store.Event, audit []store.AuditEntry, res *ops.Result, needsConfirm bool) string {
-	v := JobView{ID: j.ID, Command: j.Command, Status: j.Status, Started: j.StartedAt, Ended: j.EndedAt, Error: j.Error}
+	v := report.JobView{ID: j.ID, Command: j.Command, Status: j.Status, Started: j.StartedAt, Ended: j.EndedAt, Error: j.Error}
 	if res != nil {
 		v.Summary = res.Summary
 	}
 	var b strings.Builder
-	b.WriteString(RenderStatus(v, j.EndedAt))
-	fmt.Fprintf(&b, "\nasked by %s at %s UTC", JobOwner(j), j.CreatedAt.UTC().Format("2006-01-02 15:04:05"))
+	b.WriteString(report.RenderStatus(v, j.EndedAt))
+	fmt.Fprintf(&b, "\nasked by %s at %s UTC", jobs.JobOwner(j), j.CreatedAt.UTC().Format("2006-01-02 15:04:05"))
 	if j.ScheduleID != 0 {
 		fmt.Fprintf(&b, " (schedule #%d)", j.ScheduleID)
 	}
@@ -143,23 +145,23 @@ func RenderJob(j store.Job, evs []store.Event, audit []store.AuditEntry, res *op
 	if len(evs) > 0 {
 		lines := make([]string, len(evs))
 		for i, e := range evs {
-			lines[i] = RenderEvent(ops.Event{At: e.At, Step: e.Step, Status: ops.StepStatus(e.Status), Message: e.Message})
+			lines[i] = report.RenderEvent(ops.Event{At: e.At, Step: e.Step, Status: ops.StepStatus(e.Status), Message: e.Message})
 		}
-		fmt.Fprintf(&b, "\nsteps:\n%s", Pre(strings.Join(lines, "\n")))
+		fmt.Fprintf(&b, "\nsteps:\n%s", report.Pre(strings.Join(lines, "\n")))
 	} else {
 		b.WriteString("\nno steps recorded")
 	}
 	if res != nil {
 		r := *res
 		r.Logs = nil // svc logs: `svc logs` shows them again
-		fmt.Fprintf(&b, "\n%s", RenderResult(v, &r))
+		fmt.Fprintf(&b, "\n%s", report.RenderResult(v, &r))
 		// A dry run's result block already shows the diff it previewed.
 		if u := res.Unit; u != nil && u.Diff != "" && !strings.Contains(" "+j.Command+" ", " --dry-run ") {
 			what := "the unit diff it applied"
 			if j.Status != store.Succeeded {
 				what = "the unit diff it wrote (it " + string(j.Status) + ": the unit may have been restored since; `mtp show` says what runs)"
 			}
-			fmt.Fprintf(&b, "\n%s:\n%s", what, Pre(u.Diff))
+			fmt.Fprintf(&b, "\n%s:\n%s", what, report.Pre(u.Diff))
 		}
 	}
 	return b.String()

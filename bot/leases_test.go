@@ -3,7 +3,6 @@ package bot
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,30 +13,30 @@ import (
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/internal/testkit"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
-	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/store"
 )
 
 // newLeaseHarness is a bot on the store file at path with its own Store
 // handle and its own lease owner, as a separate opsbot process has.
-func newLeaseHarness(t *testing.T, path string, ttl time.Duration, backend func(h *harness) Backend) (*harness, *Leases) {
+func newLeaseHarness(t *testing.T, path string, ttl time.Duration, backend func(h *harness) jobs.Backend) (*harness, *jobs.Leases) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	leases, err := NewLeases(ctx, st, LeaseOptions{TTL: ttl})
+	leases, err := jobs.NewLeases(ctx, st, jobs.LeaseOptions{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, store: st, chat: newRecChat()}
+	h := &harness{t: t, store: st, chat: newRecChat(), leases: leases}
 	auth, err := NewAuth("none", roles)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eng = NewEngine(EngineOptions{Store: st, Backend: backend(h), Chats: map[string]Chat{"test": h.chat},
+	h.eng = jobs.NewEngine(jobs.EngineOptions{Store: st, Backend: backend(h), Chats: map[string]Chat{"test": h.chat},
 		JobTimeout: time.Minute, Leases: leases})
 	h.disp = NewDispatcher(DispatcherOptions{Store: st, Engine: h.eng, Auth: auth,
 		Commands: commands.Options{Services: []commands.ServiceRef{{Name: "qwen", Host: "gpu1"}, {Name: "llama", Host: "gpu1"}},
@@ -68,7 +67,7 @@ func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
 	var spans []span
 	release := make(chan struct{})
 	running := make(chan string, 4)
-	pipeline := func(h *harness) Backend {
+	pipeline := func(h *harness) jobs.Backend {
 		return heldFunc(func(ctx context.Context, jh ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 			s := span{job: commands.Text(cmd), start: time.Now()}
 			defer func() {
@@ -84,7 +83,7 @@ func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
 			}
 			held := false
 			for _, l := range ls {
-				held = held || (l.Key == "service:"+commands.Where(cmd).Service && l.JobID == jh.JobID && l.Owner == h.eng.opts.Leases.Owner().ID)
+				held = held || (l.Key == "service:"+commands.Where(cmd).Service && l.JobID == jh.JobID && l.Owner == h.leases.Owner().ID)
 			}
 			if !held {
 				return nil, fmt.Errorf("service lease not held by this job: %+v", ls)
@@ -92,7 +91,7 @@ func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
 			if jh.Epoch < 1 || jh.Check() != nil {
 				return nil, fmt.Errorf("job hold: epoch %d, check %v", jh.Epoch, jh.Check())
 			}
-			hold, err := h.eng.opts.Leases.LockFor(ctx, "node:pve", jh.JobID, nil)
+			hold, err := h.leases.LockFor(ctx, "node:pve", jh.JobID, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -185,7 +184,7 @@ func TestCancelReachesAnotherProcess(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	started := make(chan struct{}, 1)
-	blocking := func(*harness) Backend {
+	blocking := func(*harness) jobs.Backend {
 		return pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 			started <- struct{}{}
 			<-ctx.Done()
@@ -213,7 +212,7 @@ func TestLostLeaseStopsTheJob(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	started := make(chan struct{}, 1)
-	a, leases := newLeaseHarness(t, path, 600*time.Millisecond, func(*harness) Backend {
+	a, leases := newLeaseHarness(t, path, 600*time.Millisecond, func(*harness) jobs.Backend {
 		return pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 			started <- struct{}{}
 			<-ctx.Done()
@@ -262,7 +261,7 @@ func TestVanishedOwnerStopsItsJobs(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	started := make(chan struct{}, 1)
-	a, leases := newLeaseHarness(t, path, 600*time.Millisecond, func(*harness) Backend {
+	a, leases := newLeaseHarness(t, path, 600*time.Millisecond, func(*harness) jobs.Backend {
 		return pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 			started <- struct{}{}
 			<-ctx.Done()
@@ -284,92 +283,4 @@ func TestVanishedOwnerStopsItsJobs(t *testing.T) {
 		_ = db.QueryRow(`SELECT COUNT(*) FROM owners WHERE id = ?`, leases.Owner().ID).Scan(&n)
 		return n == 1
 	})
-}
-
-// TestWaitingAcquireWakesAtTheHoldersExpiry: a waiting Acquire tries again
-// at the holder's expiry (by the store's clock) when that comes before its
-// next poll, and at the poll otherwise, so a dead holder's lease is taken
-// as soon as it expires.
-func TestWaitingAcquireWakesAtTheHoldersExpiry(t *testing.T) {
-	t.Parallel()
-	st, l := newTestLeases(t)
-	now := st.Clock()()
-	for _, tc := range []struct {
-		name     string
-		expires  time.Time
-		min, max time.Duration
-	}{
-		{"expires within the poll", now.Add(50 * time.Millisecond), time.Millisecond, 51 * time.Millisecond},
-		{"expires after the poll", now.Add(10 * time.Second), l.poll, l.poll},
-		{"expired already", now.Add(-time.Second), l.poll, l.poll},
-		{"no expiry known", time.Time{}, l.poll, l.poll},
-	} {
-		if got := l.retryIn(store.Lease{ExpiresAt: tc.expires}); got < tc.min || got > tc.max {
-			t.Errorf("%s: retry in %s, want %s..%s", tc.name, got, tc.min, tc.max)
-		}
-	}
-}
-
-// TestLeasesCloseEndsLeaderHolds: when the runtime's locker closes (the
-// bot stops), a leader's hold still held (a Matrix sync's) is marked lost
-// with ErrLeasesClosed, not a takeover; its release is a no-op, the lease
-// went with the owner; and Lock refuses from then on.
-func TestLeasesCloseEndsLeaderHolds(t *testing.T) {
-	t.Parallel()
-	st, l := newTestLeases(t)
-	ctx := context.Background()
-	h, err := l.Lock(ctx, "matrix-sync:@opsbot:example.org", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.close()
-	select {
-	case <-h.Lost():
-	default:
-		t.Fatal("the leader's hold is not marked lost")
-	}
-	if err := h.Check(); !errors.Is(err, ErrLeasesClosed) || !errors.Is(err, remote.ErrHoldLost) {
-		t.Errorf("the hold's check: %v, want ErrLeasesClosed", err)
-	}
-	h.Release()
-	if ls, err := st.Leases(ctx); err != nil || len(ls) != 0 {
-		t.Errorf("leases after close: %+v %v", ls, err)
-	}
-	if _, err := l.Lock(ctx, "matrix-sync:@opsbot:example.org", nil); !errors.Is(err, ErrLeasesClosed) {
-		t.Errorf("Lock after close: %v, want ErrLeasesClosed", err)
-	}
-}
-
-// newTestLeases opens a store of t's own and a lease owner on it (TTL 3 s,
-// no heartbeat running), closed when t ends.
-func newTestLeases(t *testing.T) (*store.Store, *Leases) {
-	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "opsbot.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	l, err := NewLeases(ctx, st, LeaseOptions{TTL: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.close)
-	return st, l
-}
-
-// leaseHeld returns nil when app's process holds lease key in the store now
-// (by the store's clock), else an error: what the store says, for tests of
-// which process leads.
-func leaseHeld(ctx context.Context, app *App, key string) error {
-	ls, err := app.Store.Leases(ctx)
-	if err != nil {
-		return fmt.Errorf("check lease %s: %w", key, err)
-	}
-	for _, l := range ls {
-		if l.Key == key && l.Owner == app.Leases.Owner().ID && l.ExpiresAt.After(app.Store.Clock()()) {
-			return nil
-		}
-	}
-	return fmt.Errorf("lease %s is not held by this process", key)
 }

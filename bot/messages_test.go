@@ -13,6 +13,7 @@ import (
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
+	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestLogsResultGolden(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 3, 1, 3, 4, 5, 0, time.UTC)
-	v := JobView{ID: 7, Command: "svc logs qwen lines=3", User: "olga", Status: store.Succeeded, Started: t0, Ended: t0.Add(40 * time.Millisecond),
+	v := report.JobView{ID: 7, Command: "svc logs qwen lines=3", User: "olga", Status: store.Succeeded, Started: t0, Ended: t0.Add(40 * time.Millisecond),
 		Summary: "last 3 journal lines of sglang-qwen.service on gpu1"}
 	res := &ops.Result{Summary: v.Summary, Incidents: []string{},
 		Details: []string{`known cause in these lines: gpu_memory_held: "Not enough memory. Please try to increase --mem-fraction-static."`},
@@ -31,11 +32,11 @@ func TestLogsResultGolden(t *testing.T) {
 			"Mar 01 03:04:02 gpu1 systemd[1]: sglang-qwen.service: Main process exited, code=exited, status=1/FAILURE",
 		}}
 	var b strings.Builder
-	b.WriteString("## chat\n" + RenderResult(v, res) + "\n")
-	b.WriteString("## terminal\n" + Plain(RenderResult(v, res)) + "\n")
+	b.WriteString("## chat\n" + report.RenderResult(v, res) + "\n")
+	b.WriteString("## terminal\n" + report.Plain(report.RenderResult(v, res)) + "\n")
 	testkit.Golden(t, "logs.golden", b.String())
 	for _, l := range res.Logs {
-		if !strings.Contains(RenderResult(v, res), l) {
+		if !strings.Contains(report.RenderResult(v, res), l) {
 			t.Errorf("the result block lacks the journal line %q", l)
 		}
 	}
@@ -155,7 +156,7 @@ func TestJobAndUndoGolden(t *testing.T) {
 func TestTableDetailsGolden(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 3, 1, 3, 4, 5, 0, time.UTC)
-	v := JobView{ID: 9, Command: "gpu status", Status: store.Succeeded, Started: t0, Ended: t0.Add(11 * time.Millisecond), Summary: "GPU memory on pve"}
+	v := report.JobView{ID: 9, Command: "gpu status", Status: store.Succeeded, Started: t0, Ended: t0.Add(11 * time.Millisecond), Summary: "GPU memory on pve"}
 	table := "pve: services qwen (sglang-qwen.service on gpu1)\n" +
 		"GPU  USED MiB  TOTAL MiB  SERVICE  HELD BY (PID)\n" +
 		"0    74371     81559      qwen     1029\n" +
@@ -165,5 +166,5 @@ func TestTableDetailsGolden(t *testing.T) {
 		"1029  0    74371  engine  R      qwen's: unit sglang-qwen.service  sglang::scheduler_TP0"
 	res := &ops.Result{Summary: v.Summary, Incidents: []string{ops.IncidentGPUMemoryHeld},
 		Details: []string{table, "sglang-qwen.service is stopped but its GPUs hold memory: `gpu recover qwen` clears it"}}
-	testkit.Golden(t, "gpu_status.golden", "## chat\n"+RenderResult(v, res)+"\n## terminal\n"+Plain(RenderResult(v, res))+"\n")
+	testkit.Golden(t, "gpu_status.golden", "## chat\n"+report.RenderResult(v, res)+"\n## terminal\n"+report.Plain(report.RenderResult(v, res))+"\n")
 }

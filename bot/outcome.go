@@ -72,7 +72,7 @@ func (o JobOutcome) Succeeded() bool { return o.Status == store.Succeeded }
 // the final state, every event and the pipeline's result. A job another
 // process runs is returned as it stands.
 func (a *App) Wait(ctx context.Context, id int64) (JobOutcome, error) {
-	res, ran, err := a.Engine.result(ctx, id)
+	res, ran, err := a.Engine.Result(ctx, id)
 	if err != nil {
 		return JobOutcome{ID: id}, fmt.Errorf("wait for job #%d: %w", id, err)
 	}
@@ -105,21 +105,4 @@ func opsEvents(evs []store.Event) []ops.Event {
 		out = append(out, ops.Event{At: e.At, Step: e.Step, Status: ops.StepStatus(e.Status), Message: e.Message})
 	}
 	return out
-}
-
-// result waits until job id ends when it runs in this process and returns
-// its result; ok is false for a job this engine does not run.
-func (e *Engine) result(ctx context.Context, id int64) (res *ops.Result, ok bool, err error) {
-	e.mu.Lock()
-	r, ok := e.jobs[id]
-	e.mu.Unlock()
-	if !ok {
-		return nil, false, nil
-	}
-	select {
-	case <-r.done:
-		return r.res, true, nil
-	case <-ctx.Done():
-		return nil, true, ctx.Err()
-	}
 }

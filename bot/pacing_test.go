@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
 )
 
@@ -50,9 +51,8 @@ func TestRuntimePacesUpdates(t *testing.T) {
 		}
 		return &ops.Result{Summary: "all good"}, nil
 	})
-	h := newHarness(t, backend, roles)
 	chat = pacedChat{newRecChat(), time.Second}
-	h.eng.opts.Chats = map[string]Chat{"test": chat}
+	h := newHarnessWith(t, backend, roles, func(o *jobs.EngineOptions) { o.Chats = map[string]Chat{"test": chat} })
 	r := h.handle("olga", "mtp steps 4 qwen")
 	j := h.wait(r.JobID)
 	edits, replies := chat.thread(j.Thread)

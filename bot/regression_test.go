@@ -10,9 +10,11 @@ import (
 
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/internal/testrun"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
+	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -51,9 +53,9 @@ func TestRegressionDetectedWhenTheEngineGetsSlower(t *testing.T) {
 	// the package's serial phase, before and apart from the package's parallel tests.
 	testrun.Long(t)
 	l, rb := labRunbook(t)
-	h := newHarness(t, RunbookBackend(rb), roles)
+	h := newHarness(t, jobs.RunbookBackend(rb), roles)
 	ctx := context.Background()
-	pol := RegressionPolicy{Pct: 20, Runs: 7}
+	pol := report.RegressionPolicy{Pct: 20, Runs: 7}
 	bench := func() (store.Job, *ops.Result) {
 		t.Helper()
 		j := h.wait(h.handle("olga", "bench qwen").JobID)
@@ -71,12 +73,12 @@ func TestRegressionDetectedWhenTheEngineGetsSlower(t *testing.T) {
 		j, res := bench()
 		base = append(base, res.Bench.OutputTokS)
 		// Too few comparable runs before the third: nothing to judge by.
-		if al, err := CheckRegression(ctx, h.store, j, res, pol); err != nil || al != nil {
+		if al, err := report.CheckRegression(ctx, h.store, j, res, pol); err != nil || al != nil {
 			t.Fatalf("run %d at the default physics: alert %+v err %v", len(base), al, err)
 		}
 	}
 	j, res := bench()
-	if al, err := CheckRegression(ctx, h.store, j, res, pol); err != nil || al != nil {
+	if al, err := report.CheckRegression(ctx, h.store, j, res, pol); err != nil || al != nil {
 		t.Fatalf("same physics (%.1f tok/s, earlier %v) judged a regression: %+v %v", res.Bench.OutputTokS, base, al, err)
 	}
 
@@ -85,7 +87,7 @@ func TestRegressionDetectedWhenTheEngineGetsSlower(t *testing.T) {
 		t.Fatalf("restart: %s %s", j.Status, j.Error)
 	}
 	j, res = bench()
-	al, err := CheckRegression(ctx, h.store, j, res, pol)
+	al, err := report.CheckRegression(ctx, h.store, j, res, pol)
 	if err != nil || al == nil {
 		t.Fatalf("a 1.6x slower engine (%.1f tok/s, earlier %v) is not a regression: %v", res.Bench.OutputTokS, base, err)
 	}
@@ -117,7 +119,7 @@ func TestCheckRegressionComparesLikeForLike(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		row := store.BenchResult{JobID: job.ID, Service: "qwen", Settings: SettingsKey(spec), OutputTokS: tok,
+		row := store.BenchResult{JobID: job.ID, Service: "qwen", Settings: report.SettingsKey(spec), OutputTokS: tok,
 			Prompts: 16, Concurrency: 4, InputLen: 256, OutputLen: 256}
 		if tok == 1000 {
 			row.Concurrency = 64 // another load: never compared
@@ -128,10 +130,10 @@ func TestCheckRegressionComparesLikeForLike(t *testing.T) {
 	}
 	job, _ := h.store.CreateJob(ctx, store.Job{Command: "sweep qwen steps 10", Service: "qwen"})
 	res := &ops.Result{Points: []ops.SweepPoint{{Steps: 10, OK: true, Spec: spec, Bench: &ops.BenchResult{OutputTokS: 255, Settings: load}}}}
-	if al, _ := CheckRegression(ctx, h.store, job, res, RegressionPolicy{Pct: 15}); al != nil {
+	if al, _ := report.CheckRegression(ctx, h.store, job, res, report.RegressionPolicy{Pct: 15}); al != nil {
 		t.Errorf("255 vs median 290 is 12%% below: no alert at 15%%, got %s", al.Text)
 	}
-	al, err := CheckRegression(ctx, h.store, job, res, RegressionPolicy{Pct: 10})
+	al, err := report.CheckRegression(ctx, h.store, job, res, report.RegressionPolicy{Pct: 10})
 	if err != nil || al == nil || al.Regressions[0].Median != 290 || al.Regressions[0].Runs != 3 {
 		t.Fatalf("255 vs median 290 at 10%%: %+v %v", al, err)
 	}
@@ -151,16 +153,16 @@ func TestCheckRegressionJudgesAcceptLength(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.store.AddBenchResult(ctx, store.BenchResult{JobID: job.ID, Service: "qwen", Settings: SettingsKey(spec),
+		if _, err := h.store.AddBenchResult(ctx, store.BenchResult{JobID: job.ID, Service: "qwen", Settings: report.SettingsKey(spec),
 			OutputTokS: 900, AcceptLen: acc, Prompts: 16, Concurrency: 8, InputLen: 256, OutputLen: 256}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	job, _ := h.store.CreateJob(ctx, store.Job{Command: "bench qwen", Service: "qwen"})
-	check := func(acc float64) *Alert {
+	check := func(acc float64) *report.Alert {
 		t.Helper()
 		res := &ops.Result{Spec: spec, Bench: &ops.BenchResult{OutputTokS: 905, AcceptLen: acc, Settings: load}}
-		al, err := CheckRegression(ctx, h.store, job, res, RegressionPolicy{Pct: 10, Runs: 7})
+		al, err := report.CheckRegression(ctx, h.store, job, res, report.RegressionPolicy{Pct: 10, Runs: 7})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -67,14 +68,14 @@ func TestRepliesGolden(t *testing.T) {
 func TestThreadGolden(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 3, 1, 3, 4, 5, 0, time.UTC)
-	v := JobView{ID: 42, Command: "mtp steps 10 qwen", User: "olga", Status: store.Queued}
+	v := report.JobView{ID: 42, Command: "mtp steps 10 qwen", User: "olga", Status: store.Queued}
 	var b strings.Builder
 	line := func(s string) { b.WriteString(s + "\n") }
-	line(RenderStatus(v, t0))
+	line(report.RenderStatus(v, t0))
 	v.StepMessage = "waiting for gpu1: another job is changing it"
-	line(RenderStatus(v, t0))
+	line(report.RenderStatus(v, t0))
 	v.Status, v.Started, v.Step, v.StepMessage = store.Running, t0, "wait until ready", "503 warming up"
-	line(RenderStatus(v, t0.Add(83*time.Second)))
+	line(report.RenderStatus(v, t0.Add(83*time.Second)))
 	for _, e := range []ops.Event{
 		{At: t0, Step: "stop", Status: ops.StepStarted, Message: "systemctl stop sglang-qwen.service"},
 		{At: t0.Add(2 * time.Second), Step: "clear GPUs", Status: ops.StepWarning, Message: "GPU 0 holds 81234 MiB after the stop"},
@@ -82,16 +83,16 @@ func TestThreadGolden(t *testing.T) {
 		{At: t0.Add(6 * time.Second), Step: "verify", Status: ops.StepFailed, Message: "engine reports steps 3"},
 		{At: t0.Add(7 * time.Second), Step: "bench", Status: ops.StepSkipped},
 	} {
-		line(RenderEvent(e))
+		line(report.RenderEvent(e))
 	}
 	v.Status, v.Ended, v.Summary = store.Succeeded, t0.Add(125*time.Second), "steps 3 -> 10, 281.3 tok/s"
-	line(RenderStatus(v, t0.Add(125*time.Second)))
+	line(report.RenderStatus(v, t0.Add(125*time.Second)))
 	res := &ops.Result{Summary: v.Summary, Incidents: []string{ops.IncidentGPUMemoryHeld},
 		Details: []string{"same settings last time (#40, 2026-02-28 03:04): 270.0 → 281.3 tok/s (+4.2%), accept len 3.10 → 3.20"}}
-	line(RenderResult(v, res))
-	f := JobView{ID: 43, Command: "gpu recover qwen", User: "olga", Status: store.Failed, Started: t0, Ended: t0.Add(9 * time.Second),
+	line(report.RenderResult(v, res))
+	f := report.JobView{ID: 43, Command: "gpu recover qwen", User: "olga", Status: store.Failed, Started: t0, Ended: t0.Add(9 * time.Second),
 		Error: "GPU 2: pid 4242 is in D state: needs GPU reset or reboot"}
-	line(RenderStatus(f, t0))
-	line(RenderResult(f, nil))
+	line(report.RenderStatus(f, t0))
+	line(report.RenderResult(f, nil))
 	testkit.Golden(t, "thread.golden", b.String())
 }

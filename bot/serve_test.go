@@ -53,13 +53,8 @@ func TestShutdownStopsAtSafePoint(t *testing.T) {
 		h.eng.Shutdown(grace)
 		close(done)
 	}()
-	h.eng.mu.Lock()
-	run := h.eng.jobs[r.JobID]
-	h.eng.mu.Unlock()
 	testkit.WaitFor(t, 10*time.Second, "the stop waits for the write", func() bool {
-		run.safe.mu.Lock()
-		defer run.safe.mu.Unlock()
-		return run.safe.stop != nil
+		return h.eng.StopPending(r.JobID)
 	})
 	release()
 	if <-cutInWrite {

@@ -12,6 +12,7 @@ import (
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/chattest"
 	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/store"
 )
@@ -53,12 +54,12 @@ func TestConformance(t *testing.T) {
 	cfg.Auth = config.Auth{DefaultRole: "none", Users: map[string]string{"console:olga": "operator"}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	app, err := bot.NewApp(context.Background(), cfg, bot.AppOptions{Logger: log,
-		NewBackend: func(deps bot.BackendDeps) (bot.Backend, error) {
+		NewBackend: func(deps bot.BackendDeps) (jobs.Backend, error) {
 			rb, err := labtest.Runbook(t, l, deps.Nodes)
 			if err != nil {
 				return nil, err
 			}
-			return bot.RunbookBackend(rb), nil
+			return jobs.RunbookBackend(rb), nil
 		}})
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/opsbot/opsbot/internal/dendritetest"
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/internal/testkit"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
@@ -113,16 +114,16 @@ func (e *env) start(now func() time.Time) *instance {
 		a.KeyWait = e.keyWait
 	}
 	ctx := testkit.Context(t, time.Minute)
-	newBackend := func(deps bot.BackendDeps) (bot.Backend, error) {
+	newBackend := func(deps bot.BackendDeps) (jobs.Backend, error) {
 		rb, err := runbook(e.cfg, deps.Nodes, log)
 		if err != nil {
 			return nil, err
 		}
-		return bot.RunbookBackend(rb), nil
+		return jobs.RunbookBackend(rb), nil
 	}
 	// As `opsbot serve` does: the adapter keeps its state in the bot's
 	// store and holds its sync with the runtime's locker.
-	opened := func(st *store.Store, leases *bot.Leases) error {
+	opened := func(st *store.Store, leases *jobs.Leases) error {
 		a.Attach(matrix.Deps{State: st, Locker: leases, Keys: st})
 		return nil
 	}

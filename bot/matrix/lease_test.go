@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -29,7 +29,7 @@ func TestSyncLeaseTakeover(t *testing.T) {
 	defer st.Close()
 	const ttl = 500 * time.Millisecond
 	const key = "matrix-sync:@opsbot:example.org"
-	dead, err := bot.NewLeases(ctx, st, bot.LeaseOptions{TTL: ttl}) // never started: it renews nothing
+	dead, err := jobs.NewLeases(ctx, st, jobs.LeaseOptions{TTL: ttl}) // never started: it renews nothing
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestSyncLeaseTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	standby, err := bot.NewLeases(ctx, st, bot.LeaseOptions{TTL: ttl})
+	standby, err := jobs.NewLeases(ctx, st, jobs.LeaseOptions{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}

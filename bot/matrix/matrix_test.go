@@ -15,6 +15,7 @@ import (
 	"github.com/opsbot/opsbot/bot/matrix"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/testkit"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -356,7 +357,7 @@ func TestBadCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := e.openStore(t)
-		leases, err := bot.NewLeases(testkit.Context(t, 10*time.Second), st, bot.LeaseOptions{})
+		leases, err := jobs.NewLeases(testkit.Context(t, 10*time.Second), st, jobs.LeaseOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/internal/slackfake"
 	"github.com/opsbot/opsbot/internal/testkit"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
@@ -60,7 +61,7 @@ type rig struct {
 type rigOptions struct {
 	mode    string // config.SlackModeHTTP (default) or socket
 	lab     bool
-	backend bot.Backend
+	backend jobs.Backend
 	allowDM bool
 }
 
@@ -149,12 +150,12 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	}
 	opts := bot.AppOptions{Backend: o.backend, Chats: map[string]bot.Chat{Platform: r.ad}, Logger: log}
 	if o.lab {
-		opts.NewBackend = func(deps bot.BackendDeps) (bot.Backend, error) {
+		opts.NewBackend = func(deps bot.BackendDeps) (jobs.Backend, error) {
 			rb, err := labtest.Runbook(t, l, deps.Nodes)
 			if err != nil {
 				return nil, err
 			}
-			return bot.RunbookBackend(rb), nil
+			return jobs.RunbookBackend(rb), nil
 		}
 	}
 	ctx := context.Background()
@@ -303,7 +304,7 @@ func (r *rig) waitJob(id int64, within time.Duration) store.Job {
 // quickBackend is a pipeline of two steps and a result, for tests about the
 // adapter rather than the ops layer; block, when set, holds the job until
 // it is closed or the job is cancelled.
-func quickBackend(block chan struct{}) bot.Backend {
+func quickBackend(block chan struct{}) jobs.Backend {
 	return backendFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		rep.Report(ops.Event{Step: "work", Status: ops.StepStarted, Message: "doing " + commands.Text(cmd)})
 		if block != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/ops/engine"
+	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -230,7 +231,7 @@ func acceptanceFor(ctx context.Context, base, engineName string, dial engine.Dia
 			return bench.SGLangAcceptance(c, nil), 0, "engine=sglang"
 		}
 		k := bench.DraftsPerStep(false, info.Steps, info.TopK, info.DraftTokens)
-		return bench.SGLangAcceptance(c, nil), k, bot.SettingsKey(&ops.Spec{Steps: info.Steps, TopK: info.TopK, DraftTokens: info.DraftTokens})
+		return bench.SGLangAcceptance(c, nil), k, report.SettingsKey(&ops.Spec{Steps: info.Steps, TopK: info.TopK, DraftTokens: info.DraftTokens})
 	}
 	return bench.VLLMAcceptance(c), 0, "engine=vllm"
 }

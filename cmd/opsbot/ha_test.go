@@ -15,7 +15,9 @@ import (
 	"github.com/opsbot/opsbot/internal/pgtest"
 	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
+	"github.com/opsbot/opsbot/schedule"
 	"github.com/opsbot/opsbot/store"
+	"github.com/opsbot/opsbot/watchdog"
 )
 
 // haOptions configure haMachines.
@@ -269,7 +271,7 @@ func fireThroughKills(h *haMachines, rounds, perRound int) firingStats {
 		want += perRound
 		poll(t, time.Duration(perRound)*time.Minute, fmt.Sprintf("%d firings, each with its finished job", want), func() bool { return settled(want) }, h.all()...)
 		want = len(firings())
-		victim := h.holder(bot.SchedulerLease) // who fired these
+		victim := h.holder(schedule.SchedulerLease) // who fired these
 		if round == rounds-1 {
 			break
 		}
@@ -278,7 +280,7 @@ func fireThroughKills(h *haMachines, rounds, perRound int) firingStats {
 		}
 		other := map[string]string{"side-a": "side-b", "side-b": "side-a"}[victim]
 		killed := h.kill(victim)
-		poll(t, time.Minute, other+" to take the scheduler lease", func() bool { return h.holder(bot.SchedulerLease) == other }, h.all()...)
+		poll(t, time.Minute, other+" to take the scheduler lease", func() bool { return h.holder(schedule.SchedulerLease) == other }, h.all()...)
 		st.takeovers = append(st.takeovers, time.Since(killed).Round(time.Millisecond))
 		h.start(victim) // back as the standby
 	}
@@ -447,7 +449,7 @@ func TestTwoMachinesRunEachSlackDeliveryOnce(t *testing.T) {
 	h.start("side-a")
 	h.start("side-b")
 	// One of the two holds each leader lease, and says so in its metrics.
-	for _, lease := range []string{bot.SchedulerLease, bot.WatchdogLease} {
+	for _, lease := range []string{schedule.SchedulerLease, watchdog.WatchdogLease} {
 		var by map[string]float64
 		pollServe(t, h.procs["side-a"], time.Minute, "one machine to report holding "+lease, func() bool {
 			by = map[string]float64{}

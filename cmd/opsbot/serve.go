@@ -16,12 +16,17 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/opsbot/opsbot/app"
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/bot/matrix"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/serve"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops/remote"
+	"github.com/opsbot/opsbot/report"
+	"github.com/opsbot/opsbot/schedule"
 	"github.com/opsbot/opsbot/store"
+	"github.com/opsbot/opsbot/watchdog"
 )
 
 // version and revision name a release build; empty, they come from what Go
@@ -114,7 +119,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return store.Stats{}, false
 	})
-	s.metrics.ExportLeases([]string{bot.SchedulerLease, bot.WatchdogLease}, func(key string) (bool, bool) {
+	s.metrics.ExportLeases([]string{schedule.SchedulerLease, watchdog.WatchdogLease}, func(key string) (bool, bool) {
 		if e := s.env.Load(); e != nil {
 			return e.app.Leases.Holds(key), true
 		}
@@ -163,7 +168,7 @@ func (s *server) ready(ctx context.Context) error {
 	return nil
 }
 
-// SchedulerTimeScaleEnv, set to FACTOR@EPOCH (bot.ParseTimeScale), runs
+// SchedulerTimeScaleEnv, set to FACTOR@EPOCH (schedule.ParseTimeScale), runs
 // serve's scheduler clock FACTOR times faster: for tests and benchmarks of
 // schedules, which fire at most once a minute. Never set in production.
 const SchedulerTimeScaleEnv = "OPSBOT_SCHEDULER_TIME_SCALE"
@@ -203,7 +208,7 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 	}
 
 	o.Chats, o.Logger, o.Observer = chats, log, s.metrics
-	o.Opened = func(st *store.Store, leases *bot.Leases) error {
+	o.Opened = func(st *store.Store, leases *jobs.Leases) error {
 		for _, a := range s.adapters {
 			if k, ok := a.(storeKeeper); ok {
 				k.keepIn(st, leases)
@@ -220,7 +225,7 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 	s.env.Store(e)
 	cfg := e.cfg
 	for _, j := range e.app.Interrupted {
-		log.Warn("job interrupted by the previous stop", "job", j.ID, "command", j.Command, "user", bot.JobOwner(j), "service", j.Service)
+		log.Warn("job interrupted by the previous stop", "job", j.ID, "command", j.Command, "user", jobs.JobOwner(j), "service", j.Service)
 	}
 	s.loadSchedules(ctx, e.app.Store)
 
@@ -231,8 +236,8 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 	// The scheduler and the watchdog act only on the holder of their store
 	// lease: with two serve on one store, a schedule fires once and an
 	// incident alerts once.
-	svc, err := bot.StartService(ctx, e.app, bot.ServiceOptions{Logger: log, Retention: cfg.Store.Retention.D(), SchedulerScale: scale,
-		Regressions: &bot.RegressionPolicy{Pct: cfg.Alerts.RegressionPct, Runs: cfg.Alerts.RegressionRuns}})
+	svc, err := app.StartService(ctx, e.app, app.ServiceOptions{Logger: log, Retention: cfg.Store.Retention.D(), SchedulerScale: scale,
+		Regressions: &report.RegressionPolicy{Pct: cfg.Alerts.RegressionPct, Runs: cfg.Alerts.RegressionRuns}})
 	if err != nil {
 		stopBG()
 		wg.Wait()
@@ -264,12 +269,12 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 
 // schedulerScale is the scheduler's clock as SchedulerTimeScaleEnv sets it
 // (logged as a warning), nil when the variable is not set.
-func (s *server) schedulerScale() (*bot.TimeScale, error) {
+func (s *server) schedulerScale() (*schedule.TimeScale, error) {
 	v := os.Getenv(SchedulerTimeScaleEnv)
 	if v == "" {
 		return nil, nil
 	}
-	ts, err := bot.ParseTimeScale(v, time.Now())
+	ts, err := schedule.ParseTimeScale(v, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", SchedulerTimeScaleEnv, err)
 	}
@@ -418,7 +423,7 @@ func (s *server) reload(o setupOptions, e *env) {
 		s.log.Error("config reload refused: the config in effect stays", "config", o.ConfigPath, "err", err)
 		return
 	}
-	for _, key := range bot.RestartOnly(e.app.CurrentConfig(), cfg) {
+	for _, key := range app.RestartOnly(e.app.CurrentConfig(), cfg) {
 		s.log.Warn("config reload: this change takes effect at the next restart", "key", key)
 	}
 	if err := e.reload(cfg); err != nil {
@@ -427,7 +432,7 @@ func (s *server) reload(o setupOptions, e *env) {
 	}
 	// The config's schedules follow the file: one removed there is gone.
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	if err := bot.SyncConfigSchedules(sctx, e.app, time.Now()); err != nil {
+	if err := schedule.SyncConfigSchedules(sctx, e.app, time.Now()); err != nil {
 		s.log.Error("config reload: the schedules stay as they were", "config", o.ConfigPath, "err", err)
 	}
 	cancel()

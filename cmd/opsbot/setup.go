@@ -10,6 +10,7 @@ import (
 
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
@@ -26,10 +27,10 @@ type setupOptions struct {
 	Chats      map[string]bot.Chat
 	Logger     *slog.Logger
 	// Observer, when set, is told of every job and step (serve's metrics).
-	Observer bot.Observer
+	Observer jobs.Observer
 	// Opened, when set, is bot.AppOptions.Opened: serve hands the adapters
 	// that keep state in the store the store and the runtime's locker.
-	Opened func(st *store.Store, leases *bot.Leases) error
+	Opened func(st *store.Store, leases *jobs.Leases) error
 	// Started, with Lab, is the lab startLabConfig already started (serve
 	// needs its config before setup); setup then owns it. nil: setup starts one.
 	Started *labStart
@@ -79,14 +80,14 @@ type env struct {
 	lab      *lab.Lab
 	labDir   string          // the lab's config, key and store; removed by Close
 	labCfg   string          // the lab's config file, in labDir
-	runbooks bot.Runbooks    // the Backend: the runbook of the config in effect
+	runbooks jobs.Runbooks   // the Backend: the runbook of the config in effect
 	deps     bot.BackendDeps // what the runbooks take from the store: node leases, job history
 	app      *bot.App
 	cfg      *config.Config
 	log      *slog.Logger
 }
 
-// reload applies cfg as `opsbot serve` does on SIGHUP (bot.Runbooks.Reload).
+// reload applies cfg as `opsbot serve` does on SIGHUP (jobs.Runbooks.Reload).
 func (e *env) reload(cfg *config.Config) error {
 	err := e.runbooks.Reload(e.app, cfg, func(cfg *config.Config) (*ops.Runbook, error) { return newRunbook(cfg, e.deps, e.log) })
 	if err == nil {
@@ -148,7 +149,7 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 	e.cfg = cfg
 	// The runbook's pipelines hold nodes through the store's leases, so it
 	// is built once the app has opened the store.
-	newBackend := func(deps bot.BackendDeps) (bot.Backend, error) {
+	newBackend := func(deps bot.BackendDeps) (jobs.Backend, error) {
 		e.deps = deps
 		if len(cfg.Hosts) == 0 {
 			return &e.runbooks, nil // nothing to reach yet; a reload may add hosts

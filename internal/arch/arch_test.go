@@ -127,8 +127,35 @@ var rules = []struct {
 	// adapter keeps in the store (Matrix: its login, sync position and
 	// device keys) it reaches through small interfaces of its own, which
 	// cmd fills with the store and the runtime's locker.
-	{"an adapter imports of ours only bot and config", func(from, to string, test bool) bool {
-		return test || !adapter(from) || under(to, from) || to == "bot" || to == "config"
+	{"an adapter imports of ours only bot, chat and config", func(from, to string, test bool) bool {
+		return test || !adapter(from) || under(to, from) || to == "bot" || to == "chat" || to == "config"
+	}},
+	// chat is the vocabulary between opsbot and a platform: it stands
+	// under everything that speaks it.
+	{"chat imports nothing of ours", func(from, to string, _ bool) bool {
+		return !under(from, "chat") || under(to, "chat")
+	}},
+	// report only draws what chat shows of jobs and results: it stands
+	// under the door and the job runtime, beside the store it reads
+	// history from. (config: the regression policy's defaults.)
+	{"report imports of ours only chat, ops, store, commands and config", func(from, to string, test bool) bool {
+		return test || !under(from, "report") || under(to, "report") ||
+			to == "chat" || to == "ops" || to == "store" || to == "commands" || to == "config"
+	}},
+	// The job runtime runs what the door submits: it never reaches up to
+	// the door, nor to what drives the door (the scheduler, the watchdog,
+	// the assembled app).
+	{"jobs never imports bot, schedule, watchdog or app", func(from, to string, _ bool) bool {
+		return !under(from, "jobs") || !(under(to, "bot") || under(to, "schedule") || under(to, "watchdog") || under(to, "app"))
+	}},
+	// The scheduler, the watchdog and the app come in through the door.
+	{"bot never imports schedule, watchdog or app", func(from, to string, _ bool) bool {
+		return !under(from, "bot") || !(under(to, "schedule") || under(to, "watchdog") || under(to, "app"))
+	}},
+	// app assembles the scheduler and the watchdog on the door: they never
+	// reach up to their own wiring.
+	{"schedule and watchdog never import app", func(from, to string, _ bool) bool {
+		return !(under(from, "schedule") || under(from, "watchdog")) || !under(to, "app")
 	}},
 	{"lab imports nothing of ours except lab's own packages", func(from, to string, test bool) bool {
 		return test || !under(from, "lab") || under(to, "lab")
@@ -207,17 +234,27 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "bot/slack", code: map[string]bool{"store": true}},
 		{path: "internal/chattest", code: map[string]bool{"internal/testkit": true}},
 		{path: "bot/matrix", code: map[string]bool{"store": true}},
+		{path: "chat", code: map[string]bool{"bot": true}},
+		{path: "report", code: map[string]bool{"bot": true}},
+		{path: "jobs", code: map[string]bool{"bot": true}, tests: map[string]bool{"app": true}},
+		{path: "bot", code: map[string]bool{"schedule": true}},
+		{path: "schedule", code: map[string]bool{"app": true}},
+		{path: "watchdog", tests: map[string]bool{"app": true}},
 	}
 	got := violations(bad)
 	want := []string{
 		"bot imports bot/console: nothing imports an adapter except cmd",
-		"bot/console imports commands: an adapter imports of ours only bot and config",
-		"bot/console imports ops: an adapter imports of ours only bot and config",
-		"bot/matrix imports store: an adapter imports of ours only bot and config",
-		"bot/slack imports store: an adapter imports of ours only bot and config",
+		"bot imports schedule: bot never imports schedule, watchdog or app",
+		"bot/console imports commands: an adapter imports of ours only bot, chat and config",
+		"bot/console imports ops: an adapter imports of ours only bot, chat and config",
+		"bot/matrix imports store: an adapter imports of ours only bot, chat and config",
+		"bot/slack imports store: an adapter imports of ours only bot, chat and config",
+		"chat imports bot: chat imports nothing of ours",
 		"commands imports config: commands imports of ours only ops and ops/unit",
 		"config imports ops/systemd: config imports of ours only commands and the owners of its defaults",
 		"internal/chattest imports internal/testkit: only tests import internal/testkit",
+		"jobs imports bot: jobs never imports bot, schedule, watchdog or app",
+		"jobs imports in tests app: jobs never imports bot, schedule, watchdog or app",
 		"lab imports ops/unit: lab imports nothing of ours except lab's own packages",
 		"ops imports bot: commands, ops, store and config never import bot",
 		"ops imports commands: ops's code never imports commands",
@@ -225,9 +262,12 @@ func TestRulesCatchViolations(t *testing.T) {
 		"ops/bench imports ops/remote: ops/bench imports of ops only ops/engine",
 		"ops/gpu imports lab: only internal/labtest, cmd and tests wire the lab to the rest",
 		"ops/remote imports config: ops never imports config",
+		"report imports bot: report imports of ours only chat, ops, store, commands and config",
+		"schedule imports app: schedule and watchdog never import app",
 		"store imports bot: commands, ops, store and config never import bot",
 		"store imports bot: store knows neither bot nor ops's parts (only ops's result types)",
 		"store imports ops/remote: store knows neither bot nor ops's parts (only ops's result types)",
+		"watchdog imports in tests app: schedule and watchdog never import app",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -243,6 +283,13 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "ops", tests: map[string]bool{"lab": true, "internal/labtest": true}},
 		{path: "lab", tests: map[string]bool{"internal/testkit": true}},
 		{path: "internal/labtest", code: map[string]bool{"lab": true, "ops/remote": true}},
+		{path: "bot/slack", code: map[string]bool{"bot": true, "chat": true, "config": true}},
+		{path: "report", code: map[string]bool{"chat": true, "ops": true, "store": true, "config": true}},
+		{path: "jobs", code: map[string]bool{"chat": true, "report": true, "ops": true, "store": true}},
+		{path: "bot", code: map[string]bool{"jobs": true, "chat": true, "report": true}},
+		{path: "schedule", code: map[string]bool{"bot": true, "jobs": true, "report": true}},
+		{path: "app", code: map[string]bool{"bot": true, "schedule": true, "watchdog": true}},
+		{path: "watchdog", code: map[string]bool{"bot": true, "jobs": true, "report": true}},
 	}
 	if v := violations(good); len(v) > 0 {
 		t.Errorf("allowed imports refused:\n%s", strings.Join(v, "\n"))

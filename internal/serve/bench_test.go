@@ -10,6 +10,7 @@ import (
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/internal/benchstat"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -52,13 +53,13 @@ func benchAck(b *testing.B, burst int, metrics bool) {
 		b.Fatal(err)
 	}
 	release := make(waitBackend)
-	opts := bot.EngineOptions{Store: st, Backend: release, Logger: slog.New(slog.DiscardHandler)}
+	opts := jobs.EngineOptions{Store: st, Backend: release, Logger: slog.New(slog.DiscardHandler)}
 	var m *Metrics
 	if metrics {
 		m = NewMetrics(BuildInfo("", ""), nil)
 		opts.Observer = m
 	}
-	eng := bot.NewEngine(opts)
+	eng := jobs.NewEngine(opts)
 	var services []commands.ServiceRef
 	for i := range 100 {
 		services = append(services, commands.ServiceRef{Name: fmt.Sprintf("svc%d", i), Host: fmt.Sprintf("gpu%d", i)})

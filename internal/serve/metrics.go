@@ -1,7 +1,7 @@
 // Package serve is the HTTP side of `opsbot serve`: GET /healthz, GET
 // /readyz, GET /metrics (Prometheus text format) and the routes of the
 // adapters that receive deliveries over HTTP; and the Prometheus metrics
-// the bot reports into, as a bot.Observer and around its Chats and Inbound.
+// the bot reports into, as a jobs.Observer and around its Chats and Inbound.
 //
 // Only cmd imports it; it imports bot's contracts, never an adapter.
 package serve
@@ -18,13 +18,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/store"
 )
 
 // Metrics are opsbot's Prometheus metrics, on a registry of their own. It is
-// a bot.Observer; Chat and Inbound wrap the adapters to count their traffic.
+// a jobs.Observer; Chat and Inbound wrap the adapters to count their traffic.
 // Safe for concurrent use.
 type Metrics struct {
 	reg *prometheus.Registry
@@ -114,7 +115,7 @@ func (m *Metrics) CountStoreWriteErrors(n func() int64) {
 // Registry is where the metrics are registered, for /metrics and tests.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-var _ bot.Observer = (*Metrics)(nil)
+var _ jobs.Observer = (*Metrics)(nil)
 
 // JobQueued counts a job waiting to run.
 func (m *Metrics) JobQueued(store.Job, string) { m.queued.Inc() }

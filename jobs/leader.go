@@ -1,0 +1,65 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// ErrLeaseLost stops a scheduler or watchdog that no longer holds its lease.
+var ErrLeaseLost = errors.New("lease lost")
+
+// RunLeader holds lease key with leases (the runtime's locker) while body runs;
+// body's held checks the hold before each action, as the runtime checks a
+// job's before each host command: not found lost by the heartbeat (which
+// renews the lease in the store and learns there whether it is still ours),
+// and renewed less than the TTL less a margin ago. When the lease is lost
+// body's error is ErrLeaseLost, and RunLeader waits for the lease again;
+// other errors are logged, and body is started again after a pause.
+func RunLeader(ctx context.Context, leases *Leases, key string, log *slog.Logger,
+	body func(ctx context.Context, held func(context.Context) error) error) error {
+	for ctx.Err() == nil {
+		hold, err := leases.Lock(ctx, key, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.Error("acquire lease", "lease", key, "err", err)
+			if sleepOrDone(ctx, time.Second) {
+				return nil
+			}
+			continue
+		}
+		log.Info("this opsbot process now holds the lease", "lease", key, "epoch", hold.Epoch)
+		err = body(ctx, func(context.Context) error {
+			if err := hold.Check(); err != nil {
+				return fmt.Errorf("%w: %w", ErrLeaseLost, err)
+			}
+			return nil
+		})
+		hold.Release()
+		if err != nil && !errors.Is(err, ErrLeaseLost) && ctx.Err() == nil {
+			log.Error("leader stopped", "lease", key, "err", err)
+			if sleepOrDone(ctx, time.Second) {
+				return nil
+			}
+		} else if errors.Is(err, ErrLeaseLost) {
+			log.Warn("lease lost: stopped acting; waiting to take it again", "lease", key)
+		}
+	}
+	return nil
+}
+
+// sleepOrDone waits d, or until ctx ends: it reports whether ctx ended.
+func sleepOrDone(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return true
+	case <-t.C:
+		return false
+	}
+}

@@ -1,0 +1,60 @@
+package report
+
+import (
+	"fmt"
+
+	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/store"
+)
+
+// SettingsKey renders a result's settings as the canonical key results are
+// compared by ("steps=10,topk=1,draft=11"); per-load speculation adds its
+// form, so a per-load run is compared only with runs of the same one:
+// ",adaptive=PATH" (SGLang's file) or ",table=[[1,1,10],...]" (vLLM's).
+func SettingsKey(s *ops.Spec) string {
+	if s == nil {
+		return ""
+	}
+	k := fmt.Sprintf("steps=%d,topk=%d,draft=%d", s.Steps, s.TopK, s.DraftTokens)
+	if s.Adaptive != "" {
+		k += ",adaptive=" + s.Adaptive
+	}
+	if s.BatchTable != "" {
+		k += ",table=" + s.BatchTable
+	}
+	return k
+}
+
+// LoadOf returns the load a benchmark ran under, from its settings.
+func LoadOf(f *ops.BenchResult) store.Load {
+	s := f.Settings
+	l := store.Load{Prompts: s.Prompts, Concurrency: s.Concurrency, InputLen: s.InputLen, OutputLen: s.OutputLen}
+	if l.Concurrency == 0 {
+		l.Concurrency = f.Concurrency
+	}
+	return l
+}
+
+// ResultSource names what produced a stored benchmark result: its job
+// ("#12"), or "opsbot bench" for a result of the command line tool, which
+// runs no job.
+func ResultSource(r store.BenchResult) string {
+	if r.JobID == 0 {
+		return "opsbot bench"
+	}
+	return fmt.Sprintf("#%d", r.JobID)
+}
+
+// CompareLine puts a benchmark result beside an earlier one at the same
+// load: tok/s and accept length, and the change in tok/s.
+func CompareLine(label string, prev store.BenchResult, cur *ops.BenchResult) string {
+	pct := func(a, b float64) string {
+		if a == 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%+.1f%%", (b-a)/a*100)
+	}
+	return fmt.Sprintf("%s (%s, %s): %.1f → %.1f tok/s (%s), accept len %.2f → %.2f",
+		label, ResultSource(prev), Stamp(prev.At), prev.OutputTokS, cur.OutputTokS,
+		pct(prev.OutputTokS, cur.OutputTokS), prev.AcceptLen, cur.AcceptLen)
+}
