@@ -270,13 +270,9 @@ func (w *Watchdog) pass(ctx context.Context, now time.Time, set watchSettings, h
 	return rep, nil
 }
 
-// look runs `svc status` on one service.
+// look runs `svc status` on one service (a read: no job, no hold).
 func (w *Watchdog) look(ctx context.Context, name string) seen {
-	cmd, err := w.app.Dispatcher.Parse("svc status " + name)
-	if err != nil {
-		return seen{service: name, err: err}
-	}
-	res, err := w.backend().Run(ctx, ops.JobHold{}, cmd.(commands.Job), ops.Discard)
+	res, err := w.backend().Run(ctx, ops.JobHold{}, &commands.SvcStatus{On: commands.On{Service: name}}, ops.Discard)
 	return seen{service: name, res: res, err: err}
 }
 
@@ -343,11 +339,7 @@ var kindWords = map[string]string{
 
 // diagnose reads the journal's diagnosis of the service, as `svc logs` gives it.
 func (w *Watchdog) diagnose(ctx context.Context, service string) string {
-	cmd, err := w.app.Dispatcher.Parse("svc logs " + service + " lines=200")
-	if err != nil {
-		return ""
-	}
-	res, err := w.backend().Run(ctx, ops.JobHold{}, cmd.(commands.Job), ops.Discard)
+	res, err := w.backend().Run(ctx, ops.JobHold{}, &commands.SvcLogs{On: commands.On{Service: service}, Lines: 200}, ops.Discard)
 	if err != nil || res == nil {
 		return ""
 	}
