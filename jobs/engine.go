@@ -532,8 +532,8 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 	if r.storeRefusedErr() != nil && status != store.Cancelled && status != store.Interrupted {
 		status, errText = store.Failed, refusedOutcome(r, res, errText)
 	}
-	if res != nil && res.Left != nil && res.Left.UndoSteps > 0 {
-		res.Left.Undo = commands.Text(&commands.MTPSteps{On: commands.On{Service: res.Left.Service}, Steps: res.Left.UndoSteps})
+	if res != nil {
+		commands.NameLeft(res.Left)
 	}
 	if res != nil && res.Incidents == nil {
 		res.Incidents = []string{}

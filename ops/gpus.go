@@ -40,9 +40,9 @@ func (r *Runbook) GPURecover(ctx context.Context, service string, o RecoverOptio
 	}
 	defer func() {
 		r.leave(ctx, t, res, err == nil && !o.NoStart)
-		if res.Left != nil && res.Left.Next == "gpu recover "+t.name {
+		if res.Left != nil && res.Left.NextStep == NextRecover {
 			// It just failed to clear them: show who holds them instead.
-			res.Left.Next = "gpu status " + t.cfg.Host
+			res.Left.NextStep = NextGPUs
 		}
 	}()
 	if !o.NoStart {

@@ -29,6 +29,19 @@ const (
 	UnitNew = "new" // the job's edit
 )
 
+// NextStep is the kind of command that helps a service next. The
+// pipelines say which; the job runtime writes the command itself in the
+// command language's words (ServiceLeft.Next).
+type NextStep string
+
+// The steps that help next.
+const (
+	NextStart   NextStep = "start"   // start it and wait until it serves
+	NextStatus  NextStep = "status"  // show whether it serves: it is starting, or unknown
+	NextRecover NextStep = "recover" // clear its GPUs and start it
+	NextGPUs    NextStep = "gpus"    // show who holds its host's GPUs
+)
+
 // ServiceLeft is the state a job left its service in, and what helps next.
 // Its JSON is the "left" object of `opsbot run --json`:
 //
@@ -51,9 +64,15 @@ type ServiceLeft struct {
 	// has not finished (a cancel or shutdown does not stop a start once
 	// systemctl start has run; the engine goes on loading).
 	Started bool `json:"started,omitempty"`
-	// Next is the one chat command that gets the service serving again (or
-	// shows when it does); "" when it serves, or when no command of opsbot
-	// helps (then Advice says what does).
+	// NextStep is what gets the service serving again (or shows when it
+	// does), when a command of opsbot helps; "" when it serves, or when none
+	// does (then Advice says what does). Host is the service's host, which
+	// NextGPUs looks at.
+	NextStep NextStep `json:"next_step,omitempty"`
+	Host     string   `json:"host,omitempty"`
+	// Next is the one chat command that takes NextStep: the pipelines set
+	// NextStep only; the job runtime writes Next before the result is kept
+	// or shown.
 	Next string `json:"next,omitempty"`
 	// UndoSteps are the steps the unit had before the job, when the new
 	// unit is in place and they differ: what Undo puts back.
@@ -105,7 +124,7 @@ func (r *Runbook) leave(ctx context.Context, t *target, res *Result, serving boo
 		return
 	}
 	d := res.did
-	l := &ServiceLeft{Service: t.name, Unit: d.unit, Changed: d.changed, RolledBack: d.rolledBack, Advice: d.advice}
+	l := &ServiceLeft{Service: t.name, Host: t.cfg.Host, Unit: d.unit, Changed: d.changed, RolledBack: d.rolledBack, Advice: d.advice}
 	if d.unit != "" {
 		l.Steps = d.steps
 	}
@@ -145,11 +164,11 @@ func (r *Runbook) leave(ctx context.Context, t *target, res *Result, serving boo
 		// Nothing opsbot runs helps until the GPU is reset or the node
 		// rebooted, or until the host forwards to the engine.
 	case l.State == LeftUnknown, l.State == LeftStarting:
-		l.Next = "svc status " + t.name
+		l.NextStep = NextStatus
 	case d.gpuHeld:
-		l.Next = "gpu recover " + t.name
+		l.NextStep = NextRecover
 	default:
-		l.Next = "svc start " + t.name
+		l.NextStep = NextStart
 	}
 	if d.unit == UnitNew && d.oldSteps > 0 && d.oldSteps != d.steps {
 		l.UndoSteps = d.oldSteps

@@ -70,8 +70,8 @@ func TestCancelDuringLoadLeavesNewUnitStarting(t *testing.T) {
 	if got := r.unitText(t); got != newUnitText(before, "6", "7") {
 		t.Fatalf("unit is not the new text:\n%s", got)
 	}
-	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", State: ops.LeftStarting, Unit: ops.UnitNew, Steps: 6, Changed: true,
-		Started: true, Next: "svc status qwen", UndoSteps: 3}, rep.text())
+	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", Host: "gpu1", State: ops.LeftStarting, Unit: ops.UnitNew, Steps: 6, Changed: true,
+		Started: true, NextStep: ops.NextStatus, UndoSteps: 3}, rep.text())
 }
 
 // A cancel during the write lets the write (and its daemon-reload) finish,
@@ -96,8 +96,8 @@ func TestCancelDuringWriteLeavesNewUnitNotStarted(t *testing.T) {
 	if strings.Contains(rep.text(), "start started") {
 		t.Fatalf("a start was begun after the cancel:\n%s", rep.text())
 	}
-	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", State: ops.LeftStopped, Unit: ops.UnitNew, Steps: 6, Changed: true,
-		Next: "svc start qwen", UndoSteps: 3}, rep.text())
+	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", Host: "gpu1", State: ops.LeftStopped, Unit: ops.UnitNew, Steps: 6, Changed: true,
+		NextStep: ops.NextStart, UndoSteps: 3}, rep.text())
 }
 
 // Item 3's report: a vLLM unit under a config that says sglang. verify reads
@@ -120,7 +120,7 @@ func TestVLLMStepsVerifiedFromMetrics(t *testing.T) {
 	if res.Spec.LiveSteps != 4 || !strings.Contains(ev.text(), "verify done: engine runs vLLM num_speculative_tokens 4") {
 		t.Fatalf("verify did not read 4 from the engine (live %d)\n%s", res.Spec.LiveSteps, ev.text())
 	}
-	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", State: ops.LeftServing, Unit: ops.UnitNew, Steps: 4, Changed: true,
+	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", Host: "gpu1", State: ops.LeftServing, Unit: ops.UnitNew, Steps: 4, Changed: true,
 		UndoSteps: 3}, ev.text())
 }
 
@@ -194,7 +194,7 @@ func TestVerifyMismatchRollsBack(t *testing.T) {
 	if !res.HasIncident(ops.IncidentRolledBack) || !res.HasIncident(ops.IncidentSettingsDiffer) {
 		t.Fatalf("incidents %v", res.Incidents)
 	}
-	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", State: ops.LeftServing, Unit: ops.UnitOld, Steps: 3, Changed: true,
+	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", Host: "gpu1", State: ops.LeftServing, Unit: ops.UnitOld, Steps: 3, Changed: true,
 		RolledBack: true}, ev.text())
 }
 
@@ -227,7 +227,7 @@ func TestBenchFailureKeepsNewUnit(t *testing.T) {
 	if res.HasIncident(ops.IncidentRolledBack) {
 		t.Fatalf("rolled back on a benchmark failure: %v", res.Incidents)
 	}
-	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", State: ops.LeftServing, Unit: ops.UnitNew, Steps: 6, Changed: true,
+	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", Host: "gpu1", State: ops.LeftServing, Unit: ops.UnitNew, Steps: 6, Changed: true,
 		UndoSteps: 3}, ev.text())
 }
 
@@ -254,8 +254,8 @@ func TestReadyTimeoutRollsBack(t *testing.T) {
 	if got := r.unitText(t); got != before {
 		t.Fatalf("unit not restored:\n%s", got)
 	}
-	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", State: ops.LeftStarting, Unit: ops.UnitOld, Steps: 3, Changed: true,
-		RolledBack: true, Started: true, Next: "svc status qwen"}, ev.text())
+	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", Host: "gpu1", State: ops.LeftStarting, Unit: ops.UnitOld, Steps: 3, Changed: true,
+		RolledBack: true, Started: true, NextStep: ops.NextStatus}, ev.text())
 }
 
 // D state: the error names the node the PID lives on and the GPUs it holds,
@@ -275,7 +275,7 @@ func TestDStateSaysNodeGPUsAndReset(t *testing.T) {
 			t.Errorf("error lacks %q: %s", want, msg)
 		}
 	}
-	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", State: ops.LeftStopped, Changed: true, Advice: res.Left.Advice}, ev.text())
+	wantLeft(t, res.Left, ops.ServiceLeft{Service: "qwen", Host: "gpu1", State: ops.LeftStopped, Changed: true, Advice: res.Left.Advice}, ev.text())
 	if !strings.Contains(res.Left.Advice, "reboot pve") || strings.Contains(res.Left.Advice, "`gpu recover qwen`") || res.Left.Next != "" {
 		t.Fatalf("left %+v advises the wrong thing", *res.Left)
 	}

@@ -203,7 +203,7 @@ func RenderLeft(l *ops.ServiceLeft) string {
 	case l.Advice != "":
 		fmt.Fprintf(&b, "\nwhat helps: %s", l.Advice)
 	case l.Next != "":
-		fmt.Fprintf(&b, "\nnext: `%s` %s", l.Next, nextDoes(l.Next))
+		fmt.Fprintf(&b, "\nnext: `%s` %s", l.Next, nextDoes(l.NextStep))
 		if undo != "" {
 			fmt.Fprintf(&b, " (%s)", undo)
 		}
@@ -213,16 +213,16 @@ func RenderLeft(l *ops.ServiceLeft) string {
 	return b.String()
 }
 
-// nextDoes says what the command l.Next does, by its verb.
-func nextDoes(cmd string) string {
-	switch f := strings.Fields(cmd); {
-	case len(f) >= 2 && f[0] == "svc" && f[1] == "start":
+// nextDoes says what the command that takes step does.
+func nextDoes(step ops.NextStep) string {
+	switch step {
+	case ops.NextStart:
 		return "starts it and waits until it serves"
-	case len(f) >= 2 && f[0] == "svc" && f[1] == "status":
+	case ops.NextStatus:
 		return "shows whether it serves"
-	case len(f) >= 2 && f[0] == "gpu" && f[1] == "recover":
+	case ops.NextRecover:
 		return "clears its GPUs and starts it"
-	case len(f) >= 2 && f[0] == "gpu" && f[1] == "status":
+	case ops.NextGPUs:
 		return "shows who holds its GPUs"
 	}
 	return "helps next"
