@@ -25,9 +25,10 @@
 // its own recoveries through it (platform "watchdog", alerts.go); `opsbot
 // serve` starts both (package app).
 //
-// Each command of the registry is bound to its handler by its Spec (the
-// handlers table; job commands run the pipeline ops binds to the same Spec),
-// and results cross layers as Go types (ops.Result).
+// A command's behaviour is bound to its type: a job command runs its own
+// Run (package commands) in the runtime; a command the door answers from
+// the store has its case in answerFor (handlers.go). Results cross layers as
+// Go types (ops.Result).
 package bot
 
 import (
