@@ -46,7 +46,8 @@ const (
 // Its JSON is the "left" object of `opsbot run --json`:
 //
 //	{"service": "qwen", "state": "stopped", "unit": "new", "steps": 6, "changed": true,
-//	 "next": "svc start qwen", "undo": "mtp steps 3 qwen", "undo_steps": 3}
+//	 "next_step": "start", "host": "gpu1", "next": "svc start qwen",
+//	 "undo_steps": 3, "undo": "mtp steps 3 qwen"}
 type ServiceLeft struct {
 	Service string    `json:"service"`
 	State   LeftState `json:"state"`
