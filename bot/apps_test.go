@@ -3,13 +3,20 @@ package bot
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/chatrec"
 	"github.com/opsbot/opsbot/jobs"
 )
+
+// The App on a store that bot's own tests build. The shared builders are
+// internal/apptest's (schedule's and watchdog's tests use them), but
+// apptest imports bot, so this package's internal tests cannot import it
+// (an import cycle): they keep this copy of apptest.SchedConfig and
+// apptest.Sched, and take the recording chat, the function backends and
+// the clock from internal/chatrec, internal/jobtest and internal/testkit.
 
 // schedConfig is a config whose hosts nothing dials: the tests' backends are
 // the bot's own Backend interface implemented in memory, so that the
@@ -31,14 +38,14 @@ auth:
 `
 
 // newSchedApp opens an App on the store at path (several Apps may share one)
-// with backend and a recording chat on platform "test".
-func newSchedApp(t *testing.T, path string, backend jobs.Backend, extra string) (*App, *recChat) {
+// with backend and a recording chat on platform console.
+func newSchedApp(t *testing.T, path string, backend jobs.Backend, extra string) (*App, *chatrec.Recorder) {
 	t.Helper()
 	cfg, err := config.Parse([]byte(fmt.Sprintf(schedConfig, path, extra)), t.TempDir(), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
-	chat := newRecChat()
+	chat := chatrec.New()
 	app, err := NewApp(context.Background(), cfg, AppOptions{Backend: backend, Chats: map[string]Chat{"console": chat}})
 	if err != nil {
 		t.Fatal(err)
@@ -46,16 +53,5 @@ func newSchedApp(t *testing.T, path string, backend jobs.Backend, extra string) 
 	t.Cleanup(func() { app.Close() })
 	return app, chat
 }
-
-// fakeClock is the scheduler's injected clock.
-type fakeClock struct{ t atomic.Pointer[time.Time] }
-
-func newFakeClock(t time.Time) *fakeClock {
-	c := &fakeClock{}
-	c.set(t)
-	return c
-}
-func (c *fakeClock) set(t time.Time) { c.t.Store(&t) }
-func (c *fakeClock) now() time.Time  { return *c.t.Load() }
 
 var night = time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC) // an hour before the nightly run

@@ -8,6 +8,7 @@ import (
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -177,7 +178,7 @@ func TestPowerLevelRoles(t *testing.T) {
 // refusal says which level would grant the role and what the user's is.
 func TestPowerLevelDispatch(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), nil)
+	h := newHarness(t, jobtest.OK(), nil)
 	auth, err := NewAuth("none", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/internal/benchstat"
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
@@ -44,7 +45,7 @@ func benchAck(b *testing.B, burst int) {
 		b.Fatal(err)
 	}
 	release := make(chan struct{})
-	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	backend := jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		select {
 		case <-release:
 		case <-ctx.Done():

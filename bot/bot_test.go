@@ -6,84 +6,25 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/chatrec"
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
 
-// recChat records what the bot sends. It is the bot's own Chat interface
-// implemented in memory (the real adapters have their own tests against real
-// servers); every call is kept so tests can assert on the thread.
-type recChat struct {
-	mu    sync.Mutex
-	n     int
-	posts []Message
-	edits map[string][]Message
-	reps  map[string][]Message
-}
-
-func newRecChat() *recChat {
-	return &recChat{edits: map[string][]Message{}, reps: map[string][]Message{}}
-}
-
-func (c *recChat) Post(_ context.Context, room string, m Message) (Ref, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n++
-	c.posts = append(c.posts, m)
-	return Ref{Room: room, ID: fmt.Sprint(c.n)}, nil
-}
-
-func (c *recChat) Edit(_ context.Context, ref Ref, m Message) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.edits[ref.ID] = append(c.edits[ref.ID], m)
-	return nil
-}
-
-func (c *recChat) Reply(_ context.Context, ref Ref, m Message) (Ref, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n++
-	c.reps[ref.ID] = append(c.reps[ref.ID], m)
-	return Ref{Room: ref.Room, ID: fmt.Sprint(c.n)}, nil
-}
-
-func (c *recChat) thread(id string) (edits, replies []Message) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]Message(nil), c.edits[id]...), append([]Message(nil), c.reps[id]...)
-}
-
-// pipelineFunc is a Backend made of a function: the tests' own pipelines,
-// for those that need not see the job's hold (heldFunc's do).
-type pipelineFunc func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error)
-
-func (f pipelineFunc) Run(ctx context.Context, _ ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
-	return f(ctx, cmd, rep)
-}
-
-// heldFunc is a Backend made of a function that sees the hold its job runs
-// under.
-type heldFunc func(ctx context.Context, hold ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error)
-
-func (f heldFunc) Run(ctx context.Context, hold ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
-	return f(ctx, hold, cmd, rep)
-}
-
 type harness struct {
 	t     testing.TB
 	store *store.Store
 	eng   *jobs.Engine
 	disp  *Dispatcher
-	chat  *recChat
+	chat  *chatrec.Recorder
 	now   atomic.Pointer[time.Time]
 	// leases is the engine's lease owner (newLeaseHarness), nil otherwise.
 	leases *jobs.Leases
@@ -103,7 +44,7 @@ func newHarnessWith(t testing.TB, backend jobs.Backend, users map[string]string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, store: st, chat: newRecChat()}
+	h := &harness{t: t, store: st, chat: chatrec.New()}
 	auth, err := NewAuth("none", users)
 	if err != nil {
 		t.Fatal(err)
@@ -147,18 +88,10 @@ func (h *harness) wait(id int64) store.Job {
 
 var roles = map[string]string{"test:alice": "admin", "test:olga": "operator", "test:vic": "viewer"}
 
-func okBackend() pipelineFunc {
-	return func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
-		rep.Report(ops.Event{Step: "work", Status: ops.StepStarted, Message: "doing " + commands.Text(cmd)})
-		rep.Report(ops.Event{Step: "work", Status: ops.StepDone, Message: "done"})
-		return &ops.Result{Summary: "all good"}, nil
-	}
-}
-
 func TestUsageErrorStartsNothing(t *testing.T) {
 	t.Parallel()
 	var ran atomic.Int32
-	h := newHarness(t, pipelineFunc(func(context.Context, commands.Job, ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, jobtest.Func(func(context.Context, commands.Job, ops.Reporter) (*ops.Result, error) {
 		ran.Add(1)
 		return &ops.Result{}, nil
 	}), roles)
@@ -187,7 +120,7 @@ func TestUsageErrorStartsNothing(t *testing.T) {
 func TestRefusedSaysWhichRoleAndIsRecorded(t *testing.T) {
 	t.Parallel()
 	var ran atomic.Int32
-	h := newHarness(t, pipelineFunc(func(context.Context, commands.Job, ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, jobtest.Func(func(context.Context, commands.Job, ops.Reporter) (*ops.Result, error) {
 		ran.Add(1)
 		return &ops.Result{}, nil
 	}), roles)
@@ -218,7 +151,7 @@ func TestRefusedSaysWhichRoleAndIsRecorded(t *testing.T) {
 
 func TestJobRunsAndRendersThread(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), roles)
+	h := newHarness(t, jobtest.OK(), roles)
 	r := h.handle("olga", "/mtp steps 10 qwen")
 	if r.Outcome != Queued {
 		t.Fatalf("outcome %s: %s", r.Outcome, r.Text)
@@ -234,7 +167,7 @@ func TestJobRunsAndRendersThread(t *testing.T) {
 	if err != nil || len(evs) != 2 {
 		t.Fatalf("events %v err %v, want 2", evs, err)
 	}
-	edits, replies := h.chat.thread(j.Thread)
+	edits, replies := h.chat.Thread(j.Thread)
 	if len(edits) == 0 || !edits[len(edits)-1].Final || !strings.Contains(edits[len(edits)-1].Text, "succeeded") {
 		t.Fatalf("final status edit missing: %+v", edits)
 	}
@@ -253,7 +186,7 @@ func TestOneMutatingJobPerHost(t *testing.T) {
 	t.Parallel()
 	var running, maxRunning atomic.Int32
 	release := make(chan struct{})
-	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		if !cmd.Spec().Mutating {
 			return &ops.Result{Summary: "read"}, nil
 		}
@@ -300,7 +233,7 @@ func TestOneMutatingJobPerHost(t *testing.T) {
 func TestCancelRunningAndQueued(t *testing.T) {
 	t.Parallel()
 	started := make(chan struct{}, 2)
-	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		started <- struct{}{}
 		<-ctx.Done()
 		return nil, fmt.Errorf("wait for engine: %w", ctx.Err())
@@ -335,7 +268,7 @@ func TestCancelRunningAndQueued(t *testing.T) {
 
 func TestTimeoutAndPanicFailOnlyThatJob(t *testing.T) {
 	t.Parallel()
-	h := newHarnessWith(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	h := newHarnessWith(t, jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		switch cmd.(*commands.MTPSteps).Steps {
 		case 6:
 			panic("boom")
@@ -381,8 +314,8 @@ func TestInterruptedJobsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	chat := newRecChat()
-	eng := jobs.NewEngine(jobs.EngineOptions{Store: st, Backend: okBackend(), Chats: map[string]Chat{"test": chat}})
+	chat := chatrec.New()
+	eng := jobs.NewEngine(jobs.EngineOptions{Store: st, Backend: jobtest.OK(), Chats: map[string]Chat{"test": chat}})
 	defer eng.Close()
 	got, err := eng.RecoverInterrupted(ctx)
 	if err != nil || len(got) != 1 || got[0].ID != j.ID {
@@ -392,15 +325,15 @@ func TestInterruptedJobsReported(t *testing.T) {
 	if row.Status != store.Interrupted {
 		t.Fatalf("status %s, want interrupted", row.Status)
 	}
-	if len(chat.posts) != 1 || !strings.Contains(chat.posts[0].Text, "interrupted") {
-		t.Fatalf("room not told: %+v", chat.posts)
+	if posts := chat.Posts(); len(posts) != 1 || !strings.Contains(posts[0].Text, "interrupted") {
+		t.Fatalf("room not told: %+v", posts)
 	}
 }
 
 func TestBenchResultComparedWithPrevious(t *testing.T) {
 	t.Parallel()
 	tok := 200.0
-	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		tok += 50
 		b := &ops.BenchResult{OutputTokS: tok, AcceptLen: 3.1, RequestsOK: 8, Settings: benchLoad(16, 1, 256, 256)}
 		return &ops.Result{Bench: b, Spec: &ops.Spec{Engine: "sglang", Steps: 3, TopK: 1, DraftTokens: 4}}, nil
@@ -425,7 +358,7 @@ func TestBenchResultComparedWithPrevious(t *testing.T) {
 // previous result, at the old settings.
 func TestBenchResultComparedWithOtherSettings(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		steps, tok := 3, 200.0
 		if c, ok := cmd.(*commands.MTPSteps); ok {
 			steps, tok = c.Steps, 280.0
@@ -449,7 +382,7 @@ func TestBenchResultComparedWithOtherSettings(t *testing.T) {
 // Each benchmarked point of a sweep is kept in the service's history.
 func TestSweepPointsJoinHistory(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		res := &ops.Result{}
 		for _, n := range cmd.(*commands.Sweep).Steps {
 			b := &ops.BenchResult{OutputTokS: 100.0 * float64(n), AcceptLen: 2.0, RequestsOK: 4}

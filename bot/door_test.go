@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/chatrec"
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
@@ -20,14 +22,14 @@ import (
 
 // secondProcess is another opsbot process on h's store file: its own store
 // handle, engine and dispatcher, with the same roles and admissions.
-func (h *harness) secondProcess(t *testing.T) (*Dispatcher, *jobs.Engine, *recChat) {
+func (h *harness) secondProcess(t *testing.T) (*Dispatcher, *jobs.Engine, *chatrec.Recorder) {
 	t.Helper()
 	st, err := store.Open(context.Background(), h.store.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
-	chat := newRecChat()
-	eng := jobs.NewEngine(jobs.EngineOptions{Store: st, Backend: okBackend(), Chats: map[string]Chat{"test": chat}, JobTimeout: time.Minute})
+	chat := chatrec.New()
+	eng := jobs.NewEngine(jobs.EngineOptions{Store: st, Backend: jobtest.OK(), Chats: map[string]Chat{"test": chat}, JobTimeout: time.Minute})
 	d := NewDispatcher(DispatcherOptions{Store: st, Engine: eng, Auth: h.disp.opts.Auth, Commands: h.disp.commands(), ConfirmTTL: time.Minute})
 	if m := h.disp.admissions.Load(); m != nil {
 		d.SetAdmissions(*m)
@@ -59,7 +61,7 @@ func auditOf(t *testing.T, st *store.Store, decision string) []store.AuditEntry 
 // runs nothing; the first replay is audited, later ones only counted.
 func TestReplayRunsOnceAcrossProcesses(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), roles)
+	h := newHarness(t, jobtest.OK(), roles)
 	ctx := context.Background()
 	req := Request{Platform: "test", User: "olga", Room: "ops", Text: "mtp steps 4 qwen", Delivery: "http:abc"}
 	r := h.disp.Handle(ctx, req)
@@ -95,7 +97,7 @@ func TestReplayRunsOnceAcrossProcesses(t *testing.T) {
 // parsed or run. A platform without admission rules is not restricted.
 func TestAdmissionIsTheDoors(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), map[string]string{"slack:olga": "operator", "matrix:olga": "operator", "test:olga": "operator"})
+	h := newHarness(t, jobtest.OK(), map[string]string{"slack:olga": "operator", "matrix:olga": "operator", "test:olga": "operator"})
 	h.disp.SetAdmissions(map[string]Admission{
 		"slack":  {Rooms: []string{"C1"}, RoomNames: []string{"<#C1>"}, RoomsKey: "slack.channels", RoomWord: "channel", DMKey: "slack.allow_dms"},
 		"matrix": {Rooms: []string{"!ops:hs"}, RoomsKey: "matrix.rooms", StaleAfter: 5 * time.Minute},
@@ -150,7 +152,7 @@ func TestAdmissionIsTheDoors(t *testing.T) {
 // is answered (join). Nothing is parsed or run.
 func TestUnreadableAndInvitesAtTheDoor(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), map[string]string{"matrix:@alice:hs": "operator"})
+	h := newHarness(t, jobtest.OK(), map[string]string{"matrix:@alice:hs": "operator"})
 	h.disp.SetAdmissions(map[string]Admission{"matrix": {Rooms: []string{"!ops:hs"}, RoomsKey: "matrix.rooms", StaleAfter: 5 * time.Minute}})
 	ctx := context.Background()
 	old := time.Now().Add(-time.Hour)
@@ -202,7 +204,7 @@ func (panicking) GroupsOf(string) []string { panic("groups exploded") }
 // the dispatcher goes on serving.
 func TestPanicInHandleIsAnswered(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), roles)
+	h := newHarness(t, jobtest.OK(), roles)
 	good := h.disp.opts.Auth
 	h.disp.opts.Auth = good.WithMembership("test", panicking{})
 	ctx := context.Background()
@@ -229,7 +231,7 @@ func TestPanicInHandleIsAnswered(t *testing.T) {
 // to a message that asks nothing is ignored.
 func TestConfirmationsLiveInTheStore(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), roles)
+	h := newHarness(t, jobtest.OK(), roles)
 	ctx := context.Background()
 	ask := h.handle("olga", "svc stop qwen")
 	if ask.Outcome != NeedsConfirm || ask.Token == "" {
@@ -269,7 +271,7 @@ func TestConfirmationsLiveInTheStore(t *testing.T) {
 // they confirm none and list each with the `confirm TOKEN` that confirms it.
 func TestYesConfirmsTheOnePending(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), roles)
+	h := newHarness(t, jobtest.OK(), roles)
 	ctx := context.Background()
 	jobs := func() int {
 		n, err := h.store.CountJobs(ctx, store.JobFilter{})
@@ -330,7 +332,7 @@ func TestYesConfirmsTheOnePending(t *testing.T) {
 // role is told whose it is; neither changes it, and its owner still may.
 func TestRefusalSaysNothingToWhoMayNotKnow(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), roles)
+	h := newHarness(t, jobtest.OK(), roles)
 	ctx := context.Background()
 	ask := h.handle("olga", "svc stop qwen")
 	confirm, _ := ask.Action(ActConfirm)
@@ -372,14 +374,14 @@ func TestFinalEditFromTheStoreOnce(t *testing.T) {
 	st.Close()
 
 	var engines []*jobs.Engine
-	var chats []*recChat
+	var chats []*chatrec.Recorder
 	for range 2 {
 		s, err := store.Open(ctx, path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := newRecChat()
-		e := jobs.NewEngine(jobs.EngineOptions{Store: s, Backend: okBackend(), Chats: map[string]Chat{"test": c}})
+		c := chatrec.New()
+		e := jobs.NewEngine(jobs.EngineOptions{Store: s, Backend: jobtest.OK(), Chats: map[string]Chat{"test": c}})
 		t.Cleanup(func() {
 			e.Close()
 			s.Close()
@@ -400,7 +402,7 @@ func TestFinalEditFromTheStoreOnce(t *testing.T) {
 	wg.Wait()
 	var finals []Message
 	for _, c := range chats {
-		edits, _ := c.thread("root-1")
+		edits, _ := c.Thread("root-1")
 		finals = append(finals, edits...)
 	}
 	if len(finals) != 1 {
@@ -414,7 +416,7 @@ func TestFinalEditFromTheStoreOnce(t *testing.T) {
 	for _, e := range engines {
 		e.ShowFinals(ctx)
 	}
-	if edits, _ := chats[0].thread("root-1"); len(edits)+len(finals)-1 > 1 {
+	if edits, _ := chats[0].Thread("root-1"); len(edits)+len(finals)-1 > 1 {
 		t.Fatal("the final edit was made again")
 	}
 }
@@ -424,7 +426,7 @@ func TestFinalEditFromTheStoreOnce(t *testing.T) {
 // lease); the status message is edited again to that outcome, marked late.
 func TestLateOutcomeReplacesInterrupted(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), roles)
+	h := newHarness(t, jobtest.OK(), roles)
 	ctx := context.Background()
 	j, err := h.store.CreateJob(ctx, store.Job{Command: "mtp steps 8 qwen", Platform: "test", User: "olga", Room: "ops", Service: "qwen"})
 	if err != nil {
@@ -441,7 +443,7 @@ func TestLateOutcomeReplacesInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.eng.ShowFinals(ctx)
-	edits, _ := h.chat.thread("root-9")
+	edits, _ := h.chat.Thread("root-9")
 	if len(edits) != 2 || edits[0].Status != StatusInterrupted || edits[1].Status != StatusSucceeded ||
 		!strings.Contains(edits[1].Text, "836.8 tok/s") || !strings.Contains(edits[1].Text, "recorded late") {
 		t.Fatalf("edits %+v; want interrupted, then the late success", edits)
@@ -484,7 +486,7 @@ func TestStoreRefusingWritesMidJob(t *testing.T) {
 	t.Parallel()
 	filled := make(chan struct{})
 	var wound atomic.Value
-	backend := heldFunc(func(ctx context.Context, hold ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	backend := jobtest.HeldFunc(func(ctx context.Context, hold ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		rep.Report(ops.Event{Step: "stop", Status: ops.StepDone, Message: "stopped"})
 		<-filled
 		rep.Report(ops.Event{Step: "start", Status: ops.StepDone, Message: "started the previous unit again"})
@@ -506,7 +508,7 @@ func TestStoreRefusingWritesMidJob(t *testing.T) {
 	fillStore(t, h.store)
 	close(filled)
 	testkit.WaitFor(t, 10*time.Second, "the thread told the store refuses writes", func() bool {
-		_, reps := h.chat.thread("1")
+		_, reps := h.chat.Thread("1")
 		for _, m := range reps {
 			if strings.Contains(m.Text, "store refuses writes") && strings.Contains(m.Text, "makes no new change") {
 				return true
@@ -536,10 +538,10 @@ func TestStoreRefusingWritesMidJob(t *testing.T) {
 	}
 	testkit.WaitFor(t, 10*time.Second, "the final edit", func() bool {
 		h.eng.ShowFinals(ctx)
-		edits, _ := h.chat.thread("1")
+		edits, _ := h.chat.Thread("1")
 		return len(edits) > 0 && edits[len(edits)-1].Final
 	})
-	edits, _ := h.chat.thread("1")
+	edits, _ := h.chat.Thread("1")
 	if last := edits[len(edits)-1]; !last.Final || last.Status != StatusFailed || !strings.Contains(last.Text, "store refuses writes") {
 		t.Fatalf("last edit %+v", last)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -36,7 +37,7 @@ func TestEverySpecHasOneHandler(t *testing.T) {
 	}
 }
 
-func countingBackend(ran *atomic.Int32) pipelineFunc {
+func countingBackend(ran *atomic.Int32) jobtest.Func {
 	return func(context.Context, commands.Job, ops.Reporter) (*ops.Result, error) {
 		ran.Add(1)
 		return &ops.Result{}, nil
@@ -159,7 +160,7 @@ func TestProposalConfirmableByRole(t *testing.T) {
 func TestCancelByOwnerOrAdmin(t *testing.T) {
 	t.Parallel()
 	started := make(chan struct{}, 4)
-	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		started <- struct{}{}
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -212,7 +213,7 @@ func TestCancelByOwnerOrAdmin(t *testing.T) {
 // Tokens carry 128 random bits.
 func TestTokenCarries128Bits(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), roles)
+	h := newHarness(t, jobtest.OK(), roles)
 	seen := map[string]bool{}
 	for range 8 {
 		r := h.handle("olga", "svc stop qwen")
@@ -344,7 +345,7 @@ func TestViaNeedsAdmin(t *testing.T) {
 // refused alike, saying how to go on, and audited naming both.
 func TestViaOneRule(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), roles)
+	h := newHarness(t, jobtest.OK(), roles)
 	ctx := context.Background()
 	req := h.disp.Handle(ctx, Request{Platform: "test", User: "alice", Via: "olga", Room: "ops", Text: "svc restart qwen"})
 	act := h.disp.Act(ctx, ActionRequest{ID: "cancel:1", Platform: "test", User: "alice", Via: "olga", Room: "ops"})
@@ -382,7 +383,7 @@ func TestAuthRejectsKeysWithoutID(t *testing.T) {
 // A refused request's audit row names its job row.
 func TestRefusedAuditedWithJobID(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), roles)
+	h := newHarness(t, jobtest.OK(), roles)
 	r := h.handle("vic", "mtp steps 10 qwen")
 	if r.Outcome != Refused || r.JobID == 0 {
 		t.Fatalf("%s job %d", r.Outcome, r.JobID)
@@ -413,7 +414,7 @@ func TestScheduledRunDoor(t *testing.T) {
 	if j.Platform != "test" || j.Room != "ops" || j.User != "test:olga" || j.ScheduleID != 7 || j.Status != store.Succeeded {
 		t.Fatalf("scheduled job %+v", j)
 	}
-	if _, replies := h.chat.thread(j.Thread); len(replies) == 0 {
+	if _, replies := h.chat.Thread(j.Thread); len(replies) == 0 {
 		t.Fatal("no thread in the first target room")
 	}
 	// The creator lost the role: refused, with a job row.
@@ -442,7 +443,7 @@ func TestScheduledRunDoor(t *testing.T) {
 // schedule add|rm|pause|resume --dry-run change nothing.
 func TestScheduleDryRunChangesNothing(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), roles)
+	h := newHarness(t, jobtest.OK(), roles)
 	ctx := context.Background()
 	r := h.handle("alice", `schedule add --dry-run "0 3 * * *" svc restart qwen`)
 	if r.Outcome != Answered || !strings.Contains(r.Text, "dry run") {
@@ -476,7 +477,7 @@ func TestScheduleDryRunChangesNothing(t *testing.T) {
 // only the confirmation adds the schedule.
 func TestScheduleAddAsksConfirmation(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), roles)
+	h := newHarness(t, jobtest.OK(), roles)
 	ctx := context.Background()
 	r := h.handle("alice", `schedule add @daily gpu recover qwen`)
 	if r.Outcome != NeedsConfirm || !strings.Contains(r.Text, "without asking again") {
@@ -497,7 +498,7 @@ func TestScheduleAddAsksConfirmation(t *testing.T) {
 // answered once the guesser is locked out, and reports how many guesses per
 // burst got an answer at all (the rest are refused unseen).
 func BenchmarkGuessConfirm(b *testing.B) {
-	h := newHarness(b, okBackend(), roles)
+	h := newHarness(b, jobtest.OK(), roles)
 	answered := 0
 	b.ResetTimer()
 	for i := range b.N {

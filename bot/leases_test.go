@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/chatrec"
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
@@ -31,7 +33,7 @@ func newLeaseHarness(t *testing.T, path string, ttl time.Duration, backend func(
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, store: st, chat: newRecChat(), leases: leases}
+	h := &harness{t: t, store: st, chat: chatrec.New(), leases: leases}
 	auth, err := NewAuth("none", roles)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +70,7 @@ func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
 	release := make(chan struct{})
 	running := make(chan string, 4)
 	pipeline := func(h *harness) jobs.Backend {
-		return heldFunc(func(ctx context.Context, jh ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+		return jobtest.HeldFunc(func(ctx context.Context, jh ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 			s := span{job: commands.Text(cmd), start: time.Now()}
 			defer func() {
 				s.end = time.Now()
@@ -143,7 +145,7 @@ func TestServiceLeaseHeldForWholeRunAcrossProcesses(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, "the second job says who holds qwen", func() bool {
 		ok := false
 		for _, id := range []string{"1", "2", "3", "4", "5"} {
-			edits, _ := b.chat.thread(id)
+			edits, _ := b.chat.Thread(id)
 			for _, m := range edits {
 				ok = ok || (strings.Contains(m.Text, want) && strings.Contains(m.Text, fmt.Sprintf("(pid %d) is changing it", os.Getpid())))
 			}
@@ -185,7 +187,7 @@ func TestCancelReachesAnotherProcess(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	started := make(chan struct{}, 1)
 	blocking := func(*harness) jobs.Backend {
-		return pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+		return jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 			started <- struct{}{}
 			<-ctx.Done()
 			return nil, fmt.Errorf("wait until ready: %w", ctx.Err())
@@ -213,7 +215,7 @@ func TestLostLeaseStopsTheJob(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	started := make(chan struct{}, 1)
 	a, leases := newLeaseHarness(t, path, 600*time.Millisecond, func(*harness) jobs.Backend {
-		return pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+		return jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 			started <- struct{}{}
 			<-ctx.Done()
 			return nil, fmt.Errorf("wait until ready: %w", ctx.Err())
@@ -262,7 +264,7 @@ func TestVanishedOwnerStopsItsJobs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	started := make(chan struct{}, 1)
 	a, leases := newLeaseHarness(t, path, 600*time.Millisecond, func(*harness) jobs.Backend {
-		return pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+		return jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 			started <- struct{}{}
 			<-ctx.Done()
 			return nil, fmt.Errorf("wait until ready: %w", ctx.Err())

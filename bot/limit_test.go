@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/jobtest"
 )
 
 // The input limit counts the text as typed: padding that trimming would remove
 // still counts, so a flood of spaces cannot carry a command past the limit.
 func TestInputLimitCountsRawText(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), roles)
+	h := newHarness(t, jobtest.OK(), roles)
 	for _, text := range []string{
 		strings.Repeat(" ", 1020) + "jobs all",
 		strings.Repeat(" ", 1020) + "mtp steps 10",

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
@@ -62,7 +63,7 @@ func TestComparisonsLikeForLikeGolden(t *testing.T) {
 		loadArg [4]int
 	}
 	var cur run
-	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		l := cur.loadArg
 		b := &ops.BenchResult{OutputTokS: cur.tok, AcceptLen: 3.1, RequestsOK: l[0], Concurrency: l[1], Settings: benchLoad(l[0], l[1], l[2], l[3])}
 		return &ops.Result{Bench: b, Spec: &ops.Spec{Engine: "sglang", Steps: cur.steps, TopK: 1, DraftTokens: cur.steps + 1}}, nil
@@ -117,7 +118,7 @@ func TestJobAndUndoGolden(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 3, 4, 5, 0, time.UTC)
 	diff := "--- a/etc/systemd/system/sglang-qwen.service\n+++ b/etc/systemd/system/sglang-qwen.service\n@@ -3,2 +3,2 @@\n" +
 		"-    --speculative-num-steps 3 \\\n+    --speculative-num-steps 10 \\\n"
-	h := newHarness(t, pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	h := newHarness(t, jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		rep.Report(ops.Event{At: t0, Step: "stop", Status: ops.StepStarted, Message: "stopping sglang-qwen.service on gpu1"})
 		rep.Report(ops.Event{At: t0.Add(2 * time.Second), Step: "stop", Status: ops.StepDone, Message: "inactive"})
 		rep.Report(ops.Event{At: t0.Add(40 * time.Second), Step: "benchmark", Status: ops.StepDone, Message: "281.3 tok/s"})

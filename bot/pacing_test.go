@@ -8,14 +8,16 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/chatrec"
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
 )
 
-// pacedChat is a recChat that asks for one update per interval (bot.Pacer),
-// as Slack does.
+// pacedChat is a recording chat (chatrec.Recorder) that asks for one
+// update per interval (bot.Pacer), as Slack does.
 type pacedChat struct {
-	*recChat
+	*chatrec.Recorder
 	interval time.Duration
 }
 
@@ -30,18 +32,14 @@ func TestRuntimePacesUpdates(t *testing.T) {
 	t.Parallel()
 	var chat pacedChat
 	shown := func(line string) bool {
-		chat.mu.Lock()
-		defer chat.mu.Unlock()
-		for _, rs := range chat.reps {
-			for _, m := range rs {
-				if strings.Contains(m.Text, line) {
-					return true
-				}
+		for _, m := range chat.Replies() {
+			if strings.Contains(m.Text, line) {
+				return true
 			}
 		}
 		return false
 	}
-	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	backend := jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		for i := range 20 {
 			line := fmt.Sprintf("line %02d", i)
 			rep.Report(ops.Event{Step: "work", Status: ops.StepProgress, Message: line})
@@ -51,11 +49,11 @@ func TestRuntimePacesUpdates(t *testing.T) {
 		}
 		return &ops.Result{Summary: "all good"}, nil
 	})
-	chat = pacedChat{newRecChat(), time.Second}
+	chat = pacedChat{chatrec.New(), time.Second}
 	h := newHarnessWith(t, backend, roles, func(o *jobs.EngineOptions) { o.Chats = map[string]Chat{"test": chat} })
 	r := h.handle("olga", "mtp steps 4 qwen")
 	j := h.wait(r.JobID)
-	edits, replies := chat.thread(j.Thread)
+	edits, replies := chat.Thread(j.Thread)
 	if len(edits) > 6 || len(replies) > 5 {
 		t.Fatalf("%d edits and %d replies for 20 steps reported at once; want them coalesced", len(edits), len(replies))
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/jobs"
@@ -110,7 +111,7 @@ func TestRegressionDetectedWhenTheEngineGetsSlower(t *testing.T) {
 // Only comparable runs count, and the threshold is the policy's.
 func TestCheckRegressionComparesLikeForLike(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, pipelineFunc(nil), roles)
+	h := newHarness(t, jobtest.Func(nil), roles)
 	ctx := context.Background()
 	spec := &ops.Spec{Engine: "sglang", Steps: 10, TopK: 1, DraftTokens: 11}
 	load := bench.Settings{Prompts: 16, Concurrency: 4, InputLen: 256, OutputLen: 256}
@@ -144,7 +145,7 @@ func TestCheckRegressionComparesLikeForLike(t *testing.T) {
 // rows without one do not count towards its median.
 func TestCheckRegressionJudgesAcceptLength(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, pipelineFunc(nil), roles)
+	h := newHarness(t, jobtest.Func(nil), roles)
 	ctx := context.Background()
 	spec := &ops.Spec{Engine: "sglang", Steps: 3, TopK: 1, DraftTokens: 4}
 	load := bench.Settings{Prompts: 16, Concurrency: 8, InputLen: 256, OutputLen: 256}

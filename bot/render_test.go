@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/report"
@@ -41,7 +42,7 @@ func renderReply(r Reply) string {
 // answers of dry runs, and a queued job's acknowledgement.
 func TestRepliesGolden(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), roles)
+	h := newHarness(t, jobtest.OK(), roles)
 	// A fixed clock: a schedule's dry run names its first firing.
 	fixed := time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC)
 	h.now.Store(&fixed)

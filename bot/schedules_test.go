@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/opsbot/opsbot/internal/jobtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 // TestScheduleListAndTo: schedule add --to stores the targets and the
@@ -12,9 +15,9 @@ import (
 // (CRON_TZ= or the config's timezone), who it runs as and where it reports.
 func TestScheduleListAndTo(t *testing.T) {
 	t.Parallel()
-	app, _ := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), okBackend(), "timezone: Europe/Berlin\n")
-	clock := newFakeClock(night)
-	app.Dispatcher.opts.Now = clock.now
+	app, _ := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), jobtest.OK(), "timezone: Europe/Berlin\n")
+	clock := testkit.NewClock(night)
+	app.Dispatcher.opts.Now = clock.Now
 	ctx := context.Background()
 	for _, text := range []string{
 		`schedule add --to console:oncall,slack:C0OPS "0 3 * * *" bench`,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
@@ -21,7 +22,7 @@ func TestShutdownStopsAtSafePoint(t *testing.T) {
 	t.Parallel()
 	inWrite, finishWrite := make(chan struct{}), make(chan struct{})
 	cutInWrite := make(chan bool, 1)
-	backend := pipelineFunc(func(ctx context.Context, _ commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	backend := jobtest.Func(func(ctx context.Context, _ commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		rep.Report(ops.Event{Step: "stop", Status: ops.StepStarted})
 		rep.Report(ops.Event{Step: "stop", Status: ops.StepDone})
 		rep.Report(ops.Event{Step: "write unit", Status: ops.StepStarted})
@@ -74,7 +75,7 @@ func TestShutdownStopsAtSafePoint(t *testing.T) {
 // against.
 func TestDispatcherReload(t *testing.T) {
 	t.Parallel()
-	backend := pipelineFunc(func(context.Context, commands.Job, ops.Reporter) (*ops.Result, error) { return &ops.Result{}, nil })
+	backend := jobtest.Func(func(context.Context, commands.Job, ops.Reporter) (*ops.Result, error) { return &ops.Result{}, nil })
 	h := newHarness(t, backend, map[string]string{"test:alice": "operator"})
 	if r := h.handle("bob", "mtp steps 4 llama"); r.Outcome != Refused {
 		t.Fatalf("bob before the reload: %+v", r)

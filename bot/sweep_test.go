@@ -30,7 +30,7 @@ func TestSweepReportWithChartOnTheLab(t *testing.T) {
 		if j.Status != store.Succeeded {
 			t.Fatalf("%s: %s %s", cmd, j.Status, j.Error)
 		}
-		_, replies := h.chat.thread(j.Thread)
+		_, replies := h.chat.Thread(j.Thread)
 		var res []Message
 		for _, m := range replies {
 			if m.Kind == KindResult {
@@ -104,7 +104,7 @@ func TestTuneReportOnTheLab(t *testing.T) {
 	if j.Status != store.Succeeded {
 		t.Fatalf("tune: %s %s", j.Status, j.Error)
 	}
-	_, replies := h.chat.thread(j.Thread)
+	_, replies := h.chat.Thread(j.Thread)
 	var m *Message
 	for i := range replies {
 		if replies[i].Kind == KindResult {

@@ -8,12 +8,14 @@ import (
 	"testing"
 
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/chatrec"
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/store"
 )
 
 // terminalChat is a Chat that, like a terminal, nobody reads once the
 // process ends.
-type terminalChat struct{ *recChat }
+type terminalChat struct{ *chatrec.Recorder }
 
 func (terminalChat) Transient() bool { return true }
 
@@ -29,8 +31,8 @@ func TestScheduleAddedInATerminalReportsWhereSomeoneReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := NewApp(context.Background(), cfg, AppOptions{Backend: okBackend(),
-		Chats: map[string]Chat{"console": terminalChat{newRecChat()}}})
+	app, err := NewApp(context.Background(), cfg, AppOptions{Backend: jobtest.OK(),
+		Chats: map[string]Chat{"console": terminalChat{chatrec.New()}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func TestScheduleAddedInATerminalReportsWhereSomeoneReads(t *testing.T) {
 	}
 
 	// A chat that is read (not Transient) reports where it was added.
-	h := newHarness(t, okBackend(), roles)
+	h := newHarness(t, jobtest.OK(), roles)
 	if r := h.handle("alice", `schedule add @daily bench qwen`); r.Outcome != Answered || !strings.Contains(r.Text, "reporting here") {
 		t.Fatalf("schedule add in a chat: %s %q", r.Outcome, r.Text)
 	}
@@ -111,7 +113,7 @@ func TestReportRooms(t *testing.T) {
 // the newest JobsListed and how many older ones it left out.
 func TestJobAnswersCarryTheirJobs(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, okBackend(), roles)
+	h := newHarness(t, jobtest.OK(), roles)
 	ctx := context.Background()
 	r := h.handle("olga", "svc restart qwen")
 	if r.Outcome != Queued {

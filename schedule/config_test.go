@@ -12,6 +12,9 @@ import (
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/apptest"
+	"github.com/opsbot/opsbot/internal/chatrec"
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/ops"
 )
 
@@ -26,17 +29,17 @@ func TestConfigScheduleBelongsToTheConfig(t *testing.T) {
 	dir := t.TempDir()
 	const entry = "schedules:\n  - {cron: \"0 3 * * *\", command: \"bench qwen\", as: \"console:alice\", to: \"console:ops\"}\n"
 	path := filepath.Join(dir, "opsbot.yaml")
-	if err := os.WriteFile(path, []byte(fmt.Sprintf(schedConfig, filepath.Join(dir, "opsbot.db"), entry)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(apptest.SchedConfig, filepath.Join(dir, "opsbot.db"), entry)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	backend := jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		return &ops.Result{Summary: "done"}, nil
 	})
-	app, err := bot.NewApp(context.Background(), cfg, bot.AppOptions{Backend: backend, Chats: map[string]bot.Chat{"console": newRecChat()}})
+	app, err := bot.NewApp(context.Background(), cfg, bot.AppOptions{Backend: backend, Chats: map[string]bot.Chat{"console": chatrec.New()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/internal/apptest"
 	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/lab"
 )
 
@@ -25,24 +27,24 @@ func TestScheduledSweepOnLabFiresOnce(t *testing.T) {
 	if err := l.WaitReady(wctx, "qwen"); err != nil {
 		t.Fatal(err)
 	}
-	app, chat := labApp(t, l, `schedules:
+	app, chat := apptest.Lab(t, l, `schedules:
   - {cron: "0 3 * * *", command: "sweep qwen steps 2,3", as: "console:root", to: "console:oncall"}
 `)
 	ctx := context.Background()
-	clock := newFakeClock(night)
-	s, err := NewScheduler(ctx, app, SchedulerOptions{Now: clock.now})
+	clock := testkit.NewClock(night)
+	s, err := NewScheduler(ctx, app, SchedulerOptions{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Tick(ctx, clock.now()); err != nil {
+	if err := s.Tick(ctx, clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(countJobs(t, app.Store)); n != 0 {
 		t.Fatalf("%d jobs before 03:00", n)
 	}
-	clock.set(night.Add(time.Hour))
+	clock.Set(night.Add(time.Hour))
 	for range 3 {
-		if err := s.Tick(ctx, clock.now()); err != nil {
+		if err := s.Tick(ctx, clock.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -56,14 +58,11 @@ func TestScheduledSweepOnLabFiresOnce(t *testing.T) {
 	if err != nil || j.Status != "succeeded" {
 		t.Fatalf("sweep: %+v %v", j, err)
 	}
-	chat.mu.Lock()
-	var roots []bot.Message
-	roots = append(roots, chat.posts...)
-	chat.mu.Unlock()
+	roots := chat.Posts()
 	if len(roots) != 1 {
 		t.Fatalf("%d root messages, want the sweep's one status thread: %+v", len(roots), roots)
 	}
-	edits, replies := chat.thread("1")
+	edits, replies := chat.Thread("1")
 	if len(edits) == 0 || !edits[len(edits)-1].Final {
 		t.Fatalf("status never finalised: %+v", edits)
 	}

@@ -15,6 +15,9 @@ import (
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/apptest"
+	"github.com/opsbot/opsbot/internal/chatrec"
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 )
@@ -43,16 +46,16 @@ func (l *logBuffer) String() string {
 // records the creator's key), never `console:console:alice`.
 func TestJobLogNamesTheUserOnce(t *testing.T) {
 	t.Parallel()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(schedConfig, filepath.Join(t.TempDir(), "opsbot.db"), "")), t.TempDir(),
+	cfg, err := config.Parse([]byte(fmt.Sprintf(apptest.SchedConfig, filepath.Join(t.TempDir(), "opsbot.db"), "")), t.TempDir(),
 		func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
 	var logs logBuffer
-	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	backend := jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		return &ops.Result{Summary: "done"}, nil
 	})
-	app, err := bot.NewApp(context.Background(), cfg, bot.AppOptions{Backend: backend, Chats: map[string]bot.Chat{"console": newRecChat()},
+	app, err := bot.NewApp(context.Background(), cfg, bot.AppOptions{Backend: backend, Chats: map[string]bot.Chat{"console": chatrec.New()},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -71,13 +74,13 @@ func TestJobLogNamesTheUserOnce(t *testing.T) {
 	if err != nil || len(list) != 1 {
 		t.Fatalf("schedules %+v %v", list, err)
 	}
-	clock := newFakeClock(list[0].CreatedAt)
-	s, err := NewScheduler(ctx, app, SchedulerOptions{Now: clock.now})
+	clock := testkit.NewClock(list[0].CreatedAt)
+	s, err := NewScheduler(ctx, app, SchedulerOptions{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock.set(nextAt(list[0].CreatedAt, 3).Add(time.Second))
-	if err := s.Tick(ctx, clock.now()); err != nil {
+	clock.Set(nextAt(list[0].CreatedAt, 3).Add(time.Second))
+	if err := s.Tick(ctx, clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	jobs := countJobs(t, app.Store)

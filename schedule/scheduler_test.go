@@ -12,62 +12,15 @@ import (
 
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/commands"
-	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/apptest"
+	"github.com/opsbot/opsbot/internal/chatrec"
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/internal/testkit"
-	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
-
-// schedConfig is a config whose hosts nothing dials: the tests' backends are
-// the bot's own Backend interface implemented in memory, so that the
-// scheduler's decisions can be driven by an injected clock.
-const schedConfig = `
-store: {path: %s}
-ssh: {key_file: id_ed25519, known_hosts: known_hosts}
-hosts:
-  gpu1: {addr: "127.0.0.1:2222", user: root}
-default_service: qwen
-services:
-  qwen: {host: gpu1, unit: sglang-qwen.service, url: "http://127.0.0.1:30000"}
-auth:
-  users:
-    "console:alice": admin
-    "console:olga": operator
-    "console:vic": viewer
-%s
-`
-
-// newSchedApp opens an App on the store at path (several Apps may share one)
-// with backend and a recording chat on platform "test".
-func newSchedApp(t *testing.T, path string, backend jobs.Backend, extra string) (*bot.App, *recChat) {
-	t.Helper()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(schedConfig, path, extra)), t.TempDir(), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	chat := newRecChat()
-	app, err := bot.NewApp(context.Background(), cfg, bot.AppOptions{Backend: backend, Chats: map[string]bot.Chat{"console": chat}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { app.Close() })
-	return app, chat
-}
-
-// fakeClock is the scheduler's injected clock.
-type fakeClock struct{ t atomic.Pointer[time.Time] }
-
-func newFakeClock(t time.Time) *fakeClock {
-	c := &fakeClock{}
-	c.set(t)
-	return c
-}
-func (c *fakeClock) set(t time.Time)     { c.t.Store(&t) }
-func (c *fakeClock) now() time.Time      { return *c.t.Load() }
-func (c *fakeClock) add(d time.Duration) { c.set(c.now().Add(d)) }
 
 func countJobs(t *testing.T, st *store.Store) []store.Job {
 	t.Helper()
@@ -84,11 +37,9 @@ func countJobs(t *testing.T, st *store.Store) []store.Job {
 	return out
 }
 
-func notices(c *recChat) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func notices(c *chatrec.Recorder) []string {
 	var out []string
-	for _, m := range c.posts {
+	for _, m := range c.Posts() {
 		if m.Kind == bot.KindNotice {
 			out = append(out, m.Text)
 		}
@@ -106,13 +57,13 @@ func TestScheduleNightlyFiresOnceAcrossTwoApps(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	var runs atomic.Int64
-	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	backend := jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		runs.Add(1)
 		return &ops.Result{Summary: "swept"}, nil
 	})
-	a1, chat1 := newSchedApp(t, path, backend, "")
-	a2, _ := newSchedApp(t, path, backend, "")
-	clock := newFakeClock(night)
+	a1, chat1 := apptest.Sched(t, path, backend, "")
+	a2, _ := apptest.Sched(t, path, backend, "")
+	clock := testkit.NewClock(night)
 	ctx := context.Background()
 	r := a1.Dispatcher.Handle(ctx, bot.Request{Platform: "console", User: "alice", Room: "ops", Text: `schedule add "0 3 * * *" sweep steps 1..3`})
 	if r.Outcome != bot.Answered {
@@ -122,19 +73,19 @@ func TestScheduleNightlyFiresOnceAcrossTwoApps(t *testing.T) {
 	if len(list) != 1 {
 		t.Fatalf("schedules: %+v", list)
 	}
-	s1, err := NewScheduler(ctx, a1, SchedulerOptions{Now: clock.now})
+	s1, err := NewScheduler(ctx, a1, SchedulerOptions{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, err := NewScheduler(ctx, a2, SchedulerOptions{Now: clock.now})
+	s2, err := NewScheduler(ctx, a2, SchedulerOptions{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The schedule was created "now" by the real clock; fire relative to it.
 	created := list[0].CreatedAt
-	clock.set(created)
+	clock.Set(created)
 	for _, s := range []*Scheduler{s1, s2} {
-		if err := s.Tick(ctx, clock.now()); err != nil {
+		if err := s.Tick(ctx, clock.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -146,10 +97,10 @@ func TestScheduleNightlyFiresOnceAcrossTwoApps(t *testing.T) {
 	if !sc.NextRunAt.Equal(want) {
 		t.Fatalf("next run %s, want %s", sc.NextRunAt, want)
 	}
-	clock.set(want.Add(time.Second))
+	clock.Set(want.Add(time.Second))
 	done := make(chan error, 2)
 	for _, s := range []*Scheduler{s1, s2} {
-		go func() { done <- s.Tick(ctx, clock.now()) }()
+		go func() { done <- s.Tick(ctx, clock.Now()) }()
 	}
 	for range 2 {
 		if err := <-done; err != nil {
@@ -178,7 +129,7 @@ func TestScheduleNightlyFiresOnceAcrossTwoApps(t *testing.T) {
 	}
 	// The same firing ticked again (a late tick, or the other process) runs nothing.
 	for _, s := range []*Scheduler{s1, s2} {
-		if err := s.Tick(ctx, clock.now().Add(time.Minute)); err != nil {
+		if err := s.Tick(ctx, clock.Now().Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -203,7 +154,7 @@ func TestScheduleSkipsWhileRunning(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	var runs atomic.Int64
-	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	backend := jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		runs.Add(1)
 		select {
 		case <-release:
@@ -212,25 +163,25 @@ func TestScheduleSkipsWhileRunning(t *testing.T) {
 		}
 		return &ops.Result{Summary: "done"}, nil
 	})
-	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), backend, "")
+	app, chat := apptest.Sched(t, filepath.Join(t.TempDir(), "opsbot.db"), backend, "")
 	ctx := context.Background()
 	sc, err := app.Store.AddSchedule(ctx, store.Schedule{Spec: "@every 1h", Command: "bench qwen", Platform: "console", Room: "ops",
 		CreatedBy: "olga", CreatedAt: night})
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := newFakeClock(night)
-	s, err := NewScheduler(ctx, app, SchedulerOptions{Now: clock.now})
+	clock := testkit.NewClock(night)
+	s, err := NewScheduler(ctx, app, SchedulerOptions{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock.add(time.Hour)
-	if err := s.Tick(ctx, clock.now()); err != nil {
+	clock.Add(time.Hour)
+	if err := s.Tick(ctx, clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, 10*time.Second, "the first run to start", func() bool { return runs.Load() == 1 })
-	clock.add(time.Hour)
-	if err := s.Tick(ctx, clock.now()); err != nil {
+	clock.Add(time.Hour)
+	if err := s.Tick(ctx, clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(countJobs(t, app.Store)); n != 1 {
@@ -244,8 +195,8 @@ func TestScheduleSkipsWhileRunning(t *testing.T) {
 	close(release)
 	first := countJobs(t, app.Store)[0]
 	testkit.WaitFor(t, 10*time.Second, "the first run to end", func() bool { j, _ := app.Store.Job(ctx, first.ID); return j.Status.Final() })
-	clock.add(time.Hour)
-	if err := s.Tick(ctx, clock.now()); err != nil {
+	clock.Add(time.Hour)
+	if err := s.Tick(ctx, clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(countJobs(t, app.Store)); n != 2 {
@@ -271,20 +222,20 @@ func TestScheduleMissedPolicy(t *testing.T) {
 			extra += "}"
 			path := filepath.Join(t.TempDir(), "opsbot.db")
 			var runs atomic.Int64
-			backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+			backend := jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 				runs.Add(1)
 				return &ops.Result{Summary: "ok"}, nil
 			})
-			app, chat := newSchedApp(t, path, backend, extra)
+			app, chat := apptest.Sched(t, path, backend, extra)
 			ctx := context.Background()
-			clock := newFakeClock(night)
-			s, err := NewScheduler(ctx, app, SchedulerOptions{Now: clock.now})
+			clock := testkit.NewClock(night)
+			s, err := NewScheduler(ctx, app, SchedulerOptions{Now: clock.Now})
 			if err != nil {
 				t.Fatal(err)
 			}
 			// Down for three nights: three firings missed; at most one runs.
-			clock.add(3*24*time.Hour + 2*time.Hour)
-			if err := s.CatchUp(ctx, clock.now()); err != nil {
+			clock.Add(3*24*time.Hour + 2*time.Hour)
+			if err := s.CatchUp(ctx, clock.Now()); err != nil {
 				t.Fatal(err)
 			}
 			jobs := countJobs(t, app.Store)
@@ -299,11 +250,11 @@ func TestScheduleMissedPolicy(t *testing.T) {
 				t.Fatalf("notices: %q", ns)
 			}
 			// A second start (or the other process) decides nothing again.
-			s2, err := NewScheduler(ctx, app, SchedulerOptions{Now: clock.now})
+			s2, err := NewScheduler(ctx, app, SchedulerOptions{Now: clock.Now})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s2.CatchUp(ctx, clock.now()); err != nil {
+			if err := s2.CatchUp(ctx, clock.Now()); err != nil {
 				t.Fatal(err)
 			}
 			if n := len(countJobs(t, app.Store)); n != tc.wantJobs {
@@ -319,11 +270,11 @@ func TestScheduleMissedPolicy(t *testing.T) {
 func TestScheduleRefusedWhenCreatorLostRole(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
-	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	backend := jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		runs.Add(1)
 		return &ops.Result{}, nil
 	})
-	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), backend, "")
+	app, chat := apptest.Sched(t, filepath.Join(t.TempDir(), "opsbot.db"), backend, "")
 	ctx := context.Background()
 	if _, err := app.Store.AddSchedule(ctx, store.Schedule{Spec: "0 3 * * *", Command: "bench qwen", Platform: "console", Room: "ops",
 		CreatedBy: "vic", CreatedAt: night}); err != nil {
@@ -356,39 +307,39 @@ func TestSchedulerLeaseOneHolder(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	var runs atomic.Int64
-	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	backend := jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		runs.Add(1)
 		return &ops.Result{}, nil
 	})
-	a1, _ := newSchedApp(t, path, backend, "")
-	a2, _ := newSchedApp(t, path, backend, "")
+	a1, _ := apptest.Sched(t, path, backend, "")
+	a2, _ := apptest.Sched(t, path, backend, "")
 	ctx := context.Background()
 	if _, err := a1.Store.AddSchedule(ctx, store.Schedule{Spec: "@every 1h", Command: "bench qwen", Platform: "console", Room: "ops",
 		CreatedBy: "olga", CreatedAt: night}); err != nil {
 		t.Fatal(err)
 	}
-	clock := newFakeClock(night)
+	clock := testkit.NewClock(night)
 	ctx1, stop1 := context.WithCancel(ctx)
 	ctx2, stop2 := context.WithCancel(ctx)
 	defer stop2()
-	s1, _ := NewScheduler(ctx, a1, SchedulerOptions{Now: clock.now, Poll: 5 * time.Millisecond})
-	s2, _ := NewScheduler(ctx, a2, SchedulerOptions{Now: clock.now, Poll: 5 * time.Millisecond})
+	s1, _ := NewScheduler(ctx, a1, SchedulerOptions{Now: clock.Now, Poll: 5 * time.Millisecond})
+	s2, _ := NewScheduler(ctx, a2, SchedulerOptions{Now: clock.Now, Poll: 5 * time.Millisecond})
 	done1 := make(chan error, 1)
 	go func() { done1 <- s1.Run(ctx1) }()
-	testkit.WaitFor(t, 10*time.Second, "a1 to hold the lease", func() bool { return leaseHeld(ctx, a1, SchedulerLease) == nil })
+	testkit.WaitFor(t, 10*time.Second, "a1 to hold the lease", func() bool { return apptest.LeaseHeld(ctx, a1, SchedulerLease) == nil })
 	done2 := make(chan error, 1)
 	go func() { done2 <- s2.Run(ctx2) }()
 	for i := 1; i <= 3; i++ {
-		clock.add(time.Hour)
+		clock.Add(time.Hour)
 		testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("firing %d and its job", i), func() bool { return ranAll(t, a1.Store, i) })
 	}
-	if leaseHeld(ctx, a2, SchedulerLease) == nil {
+	if apptest.LeaseHeld(ctx, a2, SchedulerLease) == nil {
 		t.Fatal("both hold the scheduler lease")
 	}
 	stop1()
 	<-done1
-	testkit.WaitFor(t, 10*time.Second, "a2 to take the lease over", func() bool { return leaseHeld(ctx, a2, SchedulerLease) == nil })
-	clock.add(time.Hour)
+	testkit.WaitFor(t, 10*time.Second, "a2 to take the lease over", func() bool { return apptest.LeaseHeld(ctx, a2, SchedulerLease) == nil })
+	clock.Add(time.Hour)
 	testkit.WaitFor(t, 10*time.Second, "firing 4 on a2", func() bool { return ranAll(t, a1.Store, 4) })
 	if n := len(countJobs(t, a1.Store)); n != 4 {
 		t.Fatalf("%d jobs for 4 firings", n)
@@ -415,7 +366,7 @@ func ranAll(t *testing.T, st *store.Store, n int) bool {
 // (regression checks hook in here).
 func TestScheduleAfterRunHook(t *testing.T) {
 	t.Parallel()
-	app, _ := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), okBackend(), "")
+	app, _ := apptest.Sched(t, filepath.Join(t.TempDir(), "opsbot.db"), jobtest.OK(), "")
 	ctx := context.Background()
 	if _, err := app.Store.AddSchedule(ctx, store.Schedule{Spec: "@hourly", Command: "bench qwen", Platform: "console", Room: "ops",
 		CreatedBy: "olga", CreatedAt: night}); err != nil {
@@ -446,12 +397,12 @@ func TestScheduledRunRegressionAlert(t *testing.T) {
 	t.Parallel()
 	var tokS atomic.Int64
 	tokS.Store(300)
-	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	backend := jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		return &ops.Result{Summary: "benchmarked", Spec: &ops.Spec{Engine: "sglang", Steps: 3, TopK: 1, DraftTokens: 4},
 			Bench: &ops.BenchResult{OutputTokS: float64(tokS.Load()), RequestsOK: 16, Concurrency: 4,
 				Settings: bench.Settings{Prompts: 16, Concurrency: 4, InputLen: 256, OutputLen: 128}}}, nil
 	})
-	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), backend, "")
+	app, chat := apptest.Sched(t, filepath.Join(t.TempDir(), "opsbot.db"), backend, "")
 	ctx := context.Background()
 	if _, err := app.Store.AddSchedule(ctx, store.Schedule{Spec: "@hourly", Command: "bench qwen", Platform: "console", Room: "ops",
 		CreatedBy: "olga", CreatedAt: night}); err != nil {
@@ -464,10 +415,8 @@ func TestScheduledRunRegressionAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	alerts := func() []string {
-		chat.mu.Lock()
-		defer chat.mu.Unlock()
 		var out []string
-		for _, m := range chat.posts {
+		for _, m := range chat.Posts() {
 			if strings.Contains(m.Text, "regress") {
 				out = append(out, m.Text)
 			}
@@ -511,7 +460,7 @@ func TestScheduledSweepRegressionPerBucket(t *testing.T) {
 	t.Parallel()
 	var night5 atomic.Bool
 	spec := &ops.Spec{Engine: "sglang", Steps: 4, TopK: 1, DraftTokens: 5}
-	backend := pipelineFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	backend := jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		res := &ops.Result{Summary: "swept", Spec: spec, Metric: ops.MetricOutputTokS}
 		for _, c := range []int{1, 32} {
 			tok, acc := 250.0, 3.2
@@ -531,7 +480,7 @@ func TestScheduledSweepRegressionPerBucket(t *testing.T) {
 		}
 		return res, nil
 	})
-	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), backend, "")
+	app, chat := apptest.Sched(t, filepath.Join(t.TempDir(), "opsbot.db"), backend, "")
 	ctx := context.Background()
 	if _, err := app.Store.AddSchedule(ctx, store.Schedule{Spec: "@daily", Command: "sweep qwen steps 4 at 1,32", Platform: "console",
 		Room: "ops", CreatedBy: "olga", CreatedAt: night}); err != nil {
@@ -544,10 +493,8 @@ func TestScheduledSweepRegressionPerBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	alerts := func() []string {
-		chat.mu.Lock()
-		defer chat.mu.Unlock()
 		var out []string
-		for _, m := range chat.posts {
+		for _, m := range chat.Posts() {
 			if strings.HasPrefix(m.Text, "regression") {
 				out = append(out, m.Text)
 			}
@@ -595,12 +542,12 @@ func TestTimeScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := newFakeClock(epoch.Add(5 * time.Second))
-	if got, want := ts.Clock(base.now)(), epoch.Add(time.Minute); !got.Equal(want) {
+	base := testkit.NewClock(epoch.Add(5 * time.Second))
+	if got, want := ts.Clock(base.Now)(), epoch.Add(time.Minute); !got.Equal(want) {
 		t.Fatalf("5 s after the epoch at 12x reads %s, want %s", got, want)
 	}
-	base.add(10 * time.Second)
-	if got, want := ts.Clock(base.now)(), epoch.Add(3*time.Minute); !got.Equal(want) {
+	base.Add(10 * time.Second)
+	if got, want := ts.Clock(base.Now)(), epoch.Add(3*time.Minute); !got.Equal(want) {
 		t.Fatalf("15 s after the epoch at 12x reads %s, want %s", got, want)
 	}
 	for _, bad := range []string{"12", "1@2026-12-04T18:00:00Z", "0.5@2026-12-04T18:00:00Z", "x@2026-12-04T18:00:00Z",
@@ -617,7 +564,7 @@ func TestTimeScale(t *testing.T) {
 // OPSBOT_SCHEDULER_TIME_SCALE.
 func TestScheduleEveryMinuteOnAScaledClock(t *testing.T) {
 	t.Parallel()
-	app, _ := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), okBackend(), "")
+	app, _ := apptest.Sched(t, filepath.Join(t.TempDir(), "opsbot.db"), jobtest.OK(), "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	scale := &TimeScale{Factor: 60, Epoch: time.Now()}

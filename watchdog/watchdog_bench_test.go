@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsbot/opsbot/internal/apptest"
 	"github.com/opsbot/opsbot/lab"
 )
 
@@ -34,7 +35,7 @@ func BenchmarkWatchdogPass(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			app, _ := topoApp(b, f.Topology(), path, "")
+			app, _ := apptest.Topology(b, f.Topology(), path, "")
 			w, err := NewWatchdog(app, WatchdogOptions{})
 			if err != nil {
 				b.Fatal(err)

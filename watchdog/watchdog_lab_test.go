@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/internal/apptest"
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
@@ -68,20 +69,20 @@ func TestWatchdogSeesOrphansLoopAlertsOnceAndCloses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	app, chat := labApp(t, l, "watchdog: {interval: 1m, to: \"console:oncall\"}\n")
+	app, chat := apptest.Lab(t, l, "watchdog: {interval: 1m, to: \"console:oncall\"}\n")
 	ctx := context.Background()
-	clock := newFakeClock(night)
-	w, err := NewWatchdog(app, WatchdogOptions{Now: clock.now, Remind: time.Hour})
+	clock := testkit.NewClock(night)
+	w, err := NewWatchdog(app, WatchdogOptions{Now: clock.Now, Remind: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := w.Pass(ctx, clock.now())
+	rep, err := w.Pass(ctx, clock.Now())
 	if err != nil || len(rep.Opened) != 0 || rep.Checked != 2 {
 		t.Fatalf("healthy pass: %+v %v", rep, err)
 	}
 	loopQwen(t, l)
-	clock.add(time.Minute) // the next interval
-	rep, err = w.Pass(ctx, clock.now())
+	clock.Add(time.Minute) // the next interval
+	rep, err = w.Pass(ctx, clock.Now())
 	if err != nil || len(rep.Opened) != 1 {
 		t.Fatalf("pass after the loop: %+v %v", rep, err)
 	}
@@ -89,9 +90,7 @@ func TestWatchdogSeesOrphansLoopAlertsOnceAndCloses(t *testing.T) {
 	if err != nil || in.Service != "qwen" || in.Kind != IncidentLoop || len(in.Alerts) != 1 {
 		t.Fatalf("incident %+v %v", in, err)
 	}
-	chat.mu.Lock()
-	posts := append([]bot.Message(nil), chat.posts...)
-	chat.mu.Unlock()
+	posts := chat.Posts()
 	if len(posts) != 1 {
 		t.Fatalf("%d posts, want one alert", len(posts))
 	}
@@ -101,7 +100,7 @@ func TestWatchdogSeesOrphansLoopAlertsOnceAndCloses(t *testing.T) {
 			t.Errorf("alert lacks %q:\n%s", want, alert)
 		}
 	}
-	_, replies := chat.thread(in.Alerts[0].ID)
+	_, replies := chat.Thread(in.Alerts[0].ID)
 	if len(replies) != 1 || !strings.Contains(replies[0].Text, "gpu recover qwen") {
 		t.Fatalf("thread: %+v", replies)
 	}
@@ -113,14 +112,11 @@ func TestWatchdogSeesOrphansLoopAlertsOnceAndCloses(t *testing.T) {
 		t.Fatalf("the offer's buttons: %+v", replies[0].Actions)
 	}
 	// Another pass while it still loops: no second alert.
-	clock.add(time.Minute)
-	if rep, err = w.Pass(ctx, clock.now()); err != nil || len(rep.Opened) != 0 {
+	clock.Add(time.Minute)
+	if rep, err = w.Pass(ctx, clock.Now()); err != nil || len(rep.Opened) != 0 {
 		t.Fatalf("second pass: %+v %v", rep, err)
 	}
-	chat.mu.Lock()
-	n := len(chat.posts)
-	chat.mu.Unlock()
-	if n != 1 {
+	if n := len(chat.Posts()); n != 1 {
 		t.Fatalf("%d posts after a second pass, want the one alert", n)
 	}
 	// An operator in the room confirms the offer: gpu recover runs.
@@ -130,7 +126,7 @@ func TestWatchdogSeesOrphansLoopAlertsOnceAndCloses(t *testing.T) {
 	}
 	// While the job holds qwen the watchdog leaves it alone.
 	testkit.WaitFor(t, 10*time.Second, "the recover job to hold qwen", func() bool {
-		rep, err := w.Pass(ctx, clock.now())
+		rep, err := w.Pass(ctx, clock.Now())
 		return err == nil && len(rep.Skipped) == 1 && rep.Skipped[0] == "qwen"
 	})
 	jctx, jcancel := context.WithTimeout(ctx, time.Minute)
@@ -139,23 +135,19 @@ func TestWatchdogSeesOrphansLoopAlertsOnceAndCloses(t *testing.T) {
 	if err != nil || j.Status != "succeeded" {
 		t.Fatalf("gpu recover: %+v %v", j, err)
 	}
-	clock.add(time.Minute)
-	rep, err = w.Pass(ctx, clock.now())
+	clock.Add(time.Minute)
+	rep, err = w.Pass(ctx, clock.Now())
 	if err != nil || len(rep.Closed) != 1 || rep.Closed[0] != in.ID {
 		t.Fatalf("pass after recovery: %+v %v", rep, err)
 	}
-	edits, _ := chat.thread(in.Alerts[0].ID)
+	edits, _ := chat.Thread(in.Alerts[0].ID)
 	last := edits[len(edits)-1]
 	if !last.Final || !strings.Contains(last.Text, "incident #1 closed: qwen serves again") {
 		t.Fatalf("last edit %+v", last)
 	}
-	chat.mu.Lock()
-	n = len(chat.posts)
-	chat.mu.Unlock()
-	for _, p := range chat.posts[1:] {
+	for _, p := range chat.Posts()[1:] {
 		if strings.Contains(p.Text, "incident") {
 			t.Fatalf("a second alert was posted: %q", p.Text)
 		}
 	}
-	_ = n
 }

@@ -9,36 +9,21 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/bot"
-	"github.com/opsbot/opsbot/config"
-	"github.com/opsbot/opsbot/jobs"
+	"github.com/opsbot/opsbot/internal/apptest"
+	"github.com/opsbot/opsbot/internal/chatrec"
+	"github.com/opsbot/opsbot/internal/testkit"
 )
-
-// newClockedApp opens an App on the store at path whose door runs on clock,
-// with backend and a recording chat on platform console.
-func newClockedApp(t *testing.T, path string, backend jobs.Backend, clock *fakeClock, extra string) (*bot.App, *recChat) {
-	t.Helper()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(schedConfig, path, extra)), t.TempDir(), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	chat := newRecChat()
-	app, err := bot.NewApp(context.Background(), cfg, bot.AppOptions{Backend: backend, Chats: map[string]bot.Chat{"console": chat}, Now: clock.now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return app, chat
-}
 
 // offerToken returns the confirm token of the recovery offered in the
 // thread of the incident's first alert, checking that its buttons show no
 // expiry.
-func offerToken(t *testing.T, app *bot.App, chat *recChat, id int64) string {
+func offerToken(t *testing.T, app *bot.App, chat *chatrec.Recorder, id int64) string {
 	t.Helper()
 	in, err := app.Store.Incident(context.Background(), id)
 	if err != nil || len(in.Alerts) != 1 {
 		t.Fatalf("incident %+v %v", in, err)
 	}
-	_, replies := chat.thread(in.Alerts[0].ID)
+	_, replies := chat.Thread(in.Alerts[0].ID)
 	for _, r := range replies {
 		if m := confirmRE.FindStringSubmatch(r.Text); m != nil {
 			if !strings.Contains(r.Text, fmt.Sprintf("while incident #%d is open", id)) {
@@ -65,15 +50,15 @@ func TestWatchdogOfferHoldsWhileIncidentOpen(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	hosts := newFakeHosts()
-	clock := newFakeClock(night)
+	clock := testkit.NewClock(night)
 	ctx := context.Background()
-	app1, chat1 := newClockedApp(t, path, hosts, clock, watchYAML)
-	w1, err := NewWatchdog(app1, WatchdogOptions{Now: clock.now})
+	app1, chat1 := apptest.SchedAt(t, path, hosts, watchYAML, clock.Now)
+	w1, err := NewWatchdog(app1, WatchdogOptions{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hosts.set("qwen", looping("qwen", 3))
-	rep, err := w1.Pass(ctx, clock.now())
+	rep, err := w1.Pass(ctx, clock.Now())
 	if err != nil || len(rep.Opened) != 1 {
 		t.Fatalf("pass: %+v %v", rep, err)
 	}
@@ -81,10 +66,9 @@ func TestWatchdogOfferHoldsWhileIncidentOpen(t *testing.T) {
 	tok := offerToken(t, app1, chat1, first)
 
 	// Twenty minutes on, opsbot restarted: the alert is still open and its offer holds.
-	clock.add(20 * time.Minute)
+	clock.Add(20 * time.Minute)
 	app1.Close()
-	app2, _ := newClockedApp(t, path, hosts, clock, watchYAML)
-	t.Cleanup(func() { app2.Close() })
+	app2, _ := apptest.SchedAt(t, path, hosts, watchYAML, clock.Now)
 	click := func(user, token string) bot.Reply {
 		return app2.Dispatcher.Act(ctx, bot.ActionRequest{ID: "confirm:" + token, Platform: "console", User: user, Room: "oncall"})
 	}
@@ -102,29 +86,29 @@ func TestWatchdogOfferHoldsWhileIncidentOpen(t *testing.T) {
 
 	// A second loop, which heals by itself: once its incident closed, its
 	// offer ends with it.
-	w2, err := NewWatchdog(app2, WatchdogOptions{Now: clock.now})
+	w2, err := NewWatchdog(app2, WatchdogOptions{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock.add(time.Minute)
-	if rep, err := w2.Pass(ctx, clock.now()); err != nil || len(rep.Closed) != 1 || rep.Closed[0] != first {
+	clock.Add(time.Minute)
+	if rep, err := w2.Pass(ctx, clock.Now()); err != nil || len(rep.Closed) != 1 || rep.Closed[0] != first {
 		t.Fatalf("pass after the recovery: %+v %v", rep, err)
 	}
 	hosts.set("qwen", looping("qwen", 2))
-	clock.add(time.Minute)
-	rep, err = w2.Pass(ctx, clock.now())
+	clock.Add(time.Minute)
+	rep, err = w2.Pass(ctx, clock.Now())
 	if err != nil || len(rep.Opened) != 1 {
 		t.Fatalf("second loop: %+v %v", rep, err)
 	}
 	second := rep.Opened[0]
-	chat2 := app2.Engine.Chats()["console"].(*recChat)
+	chat2 := app2.Engine.Chats()["console"].(*chatrec.Recorder)
 	tok2 := offerToken(t, app2, chat2, second)
-	if pend, err := app2.Store.PendingConfirmations(ctx, "console", "oncall", clock.now().Add(time.Hour)); err != nil || len(pend) != 1 || pend[0].Token != tok2 {
+	if pend, err := app2.Store.PendingConfirmations(ctx, "console", "oncall", clock.Now().Add(time.Hour)); err != nil || len(pend) != 1 || pend[0].Token != tok2 {
 		t.Fatalf("pending an hour on, with incident #%d open: %+v %v", second, pend, err)
 	}
 	hosts.set("qwen", healthy("qwen"))
-	clock.add(time.Minute)
-	if rep, err := w2.Pass(ctx, clock.now()); err != nil || len(rep.Closed) != 1 || rep.Closed[0] != second {
+	clock.Add(time.Minute)
+	if rep, err := w2.Pass(ctx, clock.Now()); err != nil || len(rep.Closed) != 1 || rep.Closed[0] != second {
 		t.Fatalf("pass once healthy: %+v %v", rep, err)
 	}
 	r = click("olga", tok2)
@@ -134,7 +118,7 @@ func TestWatchdogOfferHoldsWhileIncidentOpen(t *testing.T) {
 	if hosts.recovers.Load() != 1 {
 		t.Fatalf("%d recoveries, want the one confirmed", hosts.recovers.Load())
 	}
-	if pend, err := app2.Store.PendingConfirmations(ctx, "console", "oncall", clock.now()); err != nil || len(pend) != 0 {
+	if pend, err := app2.Store.PendingConfirmations(ctx, "console", "oncall", clock.Now()); err != nil || len(pend) != 0 {
 		t.Fatalf("pending after the incident closed: %+v %v", pend, err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/internal/apptest"
+	"github.com/opsbot/opsbot/internal/chatrec"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
@@ -70,17 +72,17 @@ func looping(svc string, n int) ops.ServiceState {
 	return s
 }
 
-func alerts(c *recChat) []bot.Message {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func alerts(c *chatrec.Recorder) []bot.Message {
 	var out []bot.Message
-	for _, m := range c.posts {
+	for _, m := range c.Posts() {
 		if m.Kind == bot.KindStatus && strings.Contains(m.Text, "incident #") {
 			out = append(out, m)
 		}
 	}
 	return out
 }
+
+var night = time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC) // an hour before the nightly run
 
 const watchYAML = "watchdog: {to: \"console:oncall\"}\n"
 
@@ -90,11 +92,11 @@ func TestWatchdogTwoAppsAlertOnce(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	hosts := newFakeHosts()
-	a1, c1 := newSchedApp(t, path, hosts, watchYAML)
-	a2, c2 := newSchedApp(t, path, hosts, watchYAML)
-	clock := newFakeClock(night)
-	w1, _ := NewWatchdog(a1, WatchdogOptions{Now: clock.now})
-	w2, _ := NewWatchdog(a2, WatchdogOptions{Now: clock.now})
+	a1, c1 := apptest.Sched(t, path, hosts, watchYAML)
+	a2, c2 := apptest.Sched(t, path, hosts, watchYAML)
+	clock := testkit.NewClock(night)
+	w1, _ := NewWatchdog(a1, WatchdogOptions{Now: clock.Now})
+	w2, _ := NewWatchdog(a2, WatchdogOptions{Now: clock.Now})
 	hosts.set("qwen", looping("qwen", 3))
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -103,7 +105,7 @@ func TestWatchdogTwoAppsAlertOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reps[i], _ = w.Pass(ctx, clock.now())
+			reps[i], _ = w.Pass(ctx, clock.Now())
 		}()
 	}
 	wg.Wait()
@@ -122,18 +124,18 @@ func TestWatchdogTwoAppsAlertOnce(t *testing.T) {
 func TestWatchdogRemindsUntilAck(t *testing.T) {
 	t.Parallel()
 	hosts := newFakeHosts()
-	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, "watchdog: {to: \"console:oncall\", remind: 20m}\n")
-	clock := newFakeClock(night)
-	w, _ := NewWatchdog(app, WatchdogOptions{Now: clock.now})
+	app, chat := apptest.Sched(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, "watchdog: {to: \"console:oncall\", remind: 20m}\n")
+	clock := testkit.NewClock(night)
+	w, _ := NewWatchdog(app, WatchdogOptions{Now: clock.Now})
 	ctx := context.Background()
 	hosts.set("qwen", looping("qwen", 2))
-	rep, err := w.Pass(ctx, clock.now())
+	rep, err := w.Pass(ctx, clock.Now())
 	if err != nil || len(rep.Opened) != 1 {
 		t.Fatalf("%+v %v", rep, err)
 	}
 	in, _ := app.Store.Incident(ctx, rep.Opened[0])
 	reminders := func() int {
-		_, rs := chat.thread(in.Alerts[0].ID)
+		_, rs := chat.Thread(in.Alerts[0].ID)
 		n := 0
 		for _, r := range rs {
 			if strings.HasPrefix(r.Text, "reminder:") {
@@ -143,8 +145,8 @@ func TestWatchdogRemindsUntilAck(t *testing.T) {
 		return n
 	}
 	for i := 1; i <= 6; i++ { // an hour at 10-minute passes
-		clock.add(10 * time.Minute)
-		if _, err := w.Pass(ctx, clock.now()); err != nil {
+		clock.Add(10 * time.Minute)
+		if _, err := w.Pass(ctx, clock.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -155,21 +157,21 @@ func TestWatchdogRemindsUntilAck(t *testing.T) {
 	if r.Outcome != bot.Answered || !strings.Contains(r.Text, "acknowledged by console:olga") {
 		t.Fatalf("ack: %s %s", r.Outcome, r.Text)
 	}
-	edits, _ := chat.thread(in.Alerts[0].ID)
+	edits, _ := chat.Thread(in.Alerts[0].ID)
 	if last := edits[len(edits)-1]; !strings.Contains(last.Text, "acknowledged by console:olga at") {
 		t.Fatalf("alert after ack: %q", last.Text)
 	}
 	hosts.set("qwen", looping("qwen", 9))
 	for i := 0; i < 12; i++ {
-		clock.add(10 * time.Minute)
-		if _, err := w.Pass(ctx, clock.now()); err != nil {
+		clock.Add(10 * time.Minute)
+		if _, err := w.Pass(ctx, clock.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if n := reminders(); n != 3 {
 		t.Fatalf("%d reminders after the ack, want still 3", n)
 	}
-	edits, _ = chat.thread(in.Alerts[0].ID)
+	edits, _ = chat.Thread(in.Alerts[0].ID)
 	if last := edits[len(edits)-1]; !strings.Contains(last.Text, "NRestarts 9") {
 		t.Fatalf("alert not edited as the loop went on: %q", last.Text)
 	}
@@ -183,9 +185,9 @@ func TestWatchdogRemindsUntilAck(t *testing.T) {
 func TestWatchdogSilence(t *testing.T) {
 	t.Parallel()
 	hosts := newFakeHosts()
-	clock := newFakeClock(night)
-	app, chat := newSchedAppAt(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, watchYAML, clock.now)
-	w, _ := NewWatchdog(app, WatchdogOptions{Now: clock.now})
+	clock := testkit.NewClock(night)
+	app, chat := apptest.SchedAt(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, watchYAML, clock.Now)
+	w, _ := NewWatchdog(app, WatchdogOptions{Now: clock.Now})
 	ctx := context.Background()
 	r := app.Dispatcher.Handle(ctx, bot.Request{Platform: "console", User: "olga", Room: "ops", Text: "watchdog silence qwen 2h"})
 	if r.Outcome != bot.Answered || !strings.Contains(r.Text, "silent on qwen until 2026-12-03 04:00 UTC") {
@@ -193,13 +195,13 @@ func TestWatchdogSilence(t *testing.T) {
 	}
 	hosts.set("qwen", ops.ServiceState{Service: "qwen", ActiveState: "inactive", SubState: "dead"})
 	for i := 0; i < 11; i++ {
-		clock.add(10 * time.Minute)
-		if rep, err := w.Pass(ctx, clock.now()); err != nil || len(rep.Opened) != 0 {
+		clock.Add(10 * time.Minute)
+		if rep, err := w.Pass(ctx, clock.Now()); err != nil || len(rep.Opened) != 0 {
 			t.Fatalf("pass during the silence: %+v %v", rep, err)
 		}
 	}
-	clock.add(10 * time.Minute)
-	rep, err := w.Pass(ctx, clock.now())
+	clock.Add(10 * time.Minute)
+	rep, err := w.Pass(ctx, clock.Now())
 	if err != nil || len(rep.Opened) != 1 {
 		t.Fatalf("pass after the silence: %+v %v", rep, err)
 	}
@@ -214,15 +216,15 @@ func TestWatchdogAutoRecover(t *testing.T) {
 	t.Parallel()
 	hosts := newFakeHosts()
 	extra := watchYAML
-	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, extra)
+	app, chat := apptest.Sched(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, extra)
 	svc := app.Config.Services["qwen"]
 	svc.AutoRecover = true
 	app.Config.Services["qwen"] = svc
-	clock := newFakeClock(night)
-	w, _ := NewWatchdog(app, WatchdogOptions{Now: clock.now})
+	clock := testkit.NewClock(night)
+	w, _ := NewWatchdog(app, WatchdogOptions{Now: clock.Now})
 	ctx := context.Background()
 	hosts.set("qwen", looping("qwen", 4))
-	rep, err := w.Pass(ctx, clock.now())
+	rep, err := w.Pass(ctx, clock.Now())
 	if err != nil || len(rep.Opened) != 1 {
 		t.Fatalf("%+v %v", rep, err)
 	}
@@ -236,12 +238,12 @@ func TestWatchdogAutoRecover(t *testing.T) {
 	if hosts.recovers.Load() != 1 {
 		t.Fatalf("%d recoveries", hosts.recovers.Load())
 	}
-	clock.add(time.Minute)
-	rep, err = w.Pass(ctx, clock.now())
+	clock.Add(time.Minute)
+	rep, err = w.Pass(ctx, clock.Now())
 	if err != nil || len(rep.Closed) != 1 {
 		t.Fatalf("%+v %v", rep, err)
 	}
-	_, rs := chat.thread(in.Alerts[0].ID)
+	_, rs := chat.Thread(in.Alerts[0].ID)
 	if len(rs) == 0 || !strings.Contains(rs[0].Text, "auto_recover: started job") {
 		t.Fatalf("thread %+v", rs)
 	}
@@ -256,9 +258,9 @@ func TestWatchdogAutoRecover(t *testing.T) {
 func TestWatchdogActsOnTheConfigInEffect(t *testing.T) {
 	t.Parallel()
 	hosts := newFakeHosts()
-	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, watchYAML)
-	clock := newFakeClock(night)
-	w, _ := NewWatchdog(app, WatchdogOptions{Now: clock.now})
+	app, chat := apptest.Sched(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, watchYAML)
+	clock := testkit.NewClock(night)
+	w, _ := NewWatchdog(app, WatchdogOptions{Now: clock.Now})
 	ctx := context.Background()
 
 	cfg := *app.CurrentConfig()
@@ -270,7 +272,7 @@ func TestWatchdogActsOnTheConfigInEffect(t *testing.T) {
 		t.Fatal(err)
 	}
 	hosts.set("coder", looping("coder", 4))
-	rep, err := w.Pass(ctx, clock.now())
+	rep, err := w.Pass(ctx, clock.Now())
 	if err != nil || rep.Checked != 2 || len(rep.Opened) != 1 {
 		t.Fatalf("pass after the reload: %+v %v", rep, err)
 	}
@@ -293,7 +295,7 @@ func TestWatchdogActsOnTheConfigInEffect(t *testing.T) {
 	if len(rows) != 1 || rows[0].Decision != want || rows[0].JobID != j.ID || rows[0].Command != "gpu recover coder" {
 		t.Fatalf("audit %+v: want one row %q for job #%d", rows, want, j.ID)
 	}
-	_, rs := chat.thread(in.Alerts[0].ID)
+	_, rs := chat.Thread(in.Alerts[0].ID)
 	if len(rs) == 0 || !strings.Contains(rs[0].Text, fmt.Sprintf("auto_recover: started job #%d", j.ID)) {
 		t.Fatalf("thread %+v", rs)
 	}
@@ -303,7 +305,7 @@ func TestWatchdogActsOnTheConfigInEffect(t *testing.T) {
 // `gpu recover` of its incident's service and nothing else.
 func TestWatchdogRunOnlyRecovers(t *testing.T) {
 	t.Parallel()
-	app, _ := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), newFakeHosts(), watchYAML)
+	app, _ := apptest.Sched(t, filepath.Join(t.TempDir(), "opsbot.db"), newFakeHosts(), watchYAML)
 	ctx := context.Background()
 	run := &bot.WatchdogRun{Incident: 7, Service: "qwen", To: []bot.Target{{Platform: "console", Room: "oncall"}}}
 	for _, text := range []string{"svc stop qwen", "mtp steps 10 qwen", "gpu recover other"} {
@@ -326,7 +328,7 @@ func TestWatchdogRunOnlyRecovers(t *testing.T) {
 func TestWatchdogStoppedOnPurposeIsNoIncident(t *testing.T) {
 	t.Parallel()
 	hosts := newFakeHosts()
-	app, chat := newSchedApp(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, watchYAML)
+	app, chat := apptest.Sched(t, filepath.Join(t.TempDir(), "opsbot.db"), hosts, watchYAML)
 	w, _ := NewWatchdog(app, WatchdogOptions{})
 	ctx := context.Background()
 	hosts.set("qwen", ops.ServiceState{Service: "qwen", ActiveState: "inactive", SubState: "dead"})
@@ -361,8 +363,8 @@ func TestWatchdogRunOnLeaseHolder(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	hosts := newFakeHosts()
 	cfg := "watchdog: {interval: 1s, to: \"console:oncall\"}\n"
-	a1, c1 := newSchedApp(t, path, hosts, cfg)
-	a2, c2 := newSchedApp(t, path, hosts, cfg)
+	a1, c1 := apptest.Sched(t, path, hosts, cfg)
+	a2, c2 := apptest.Sched(t, path, hosts, cfg)
 	w1, _ := NewWatchdog(a1, WatchdogOptions{})
 	w2, _ := NewWatchdog(a2, WatchdogOptions{})
 	ctx := context.Background()
@@ -370,7 +372,7 @@ func TestWatchdogRunOnLeaseHolder(t *testing.T) {
 	ctx2, stop2 := context.WithCancel(ctx)
 	done1, done2 := make(chan error, 1), make(chan error, 1)
 	go func() { done1 <- w1.Run(ctx1) }()
-	testkit.WaitFor(t, 10*time.Second, "w1 to hold the lease", func() bool { return leaseHeld(ctx, a1, WatchdogLease) == nil })
+	testkit.WaitFor(t, 10*time.Second, "w1 to hold the lease", func() bool { return apptest.LeaseHeld(ctx, a1, WatchdogLease) == nil })
 	go func() { done2 <- w2.Run(ctx2) }()
 	hosts.set("qwen", looping("qwen", 2))
 	testkit.WaitFor(t, 10*time.Second, "an alert", func() bool { return len(alerts(c1))+len(alerts(c2)) >= 1 })
@@ -379,7 +381,7 @@ func TestWatchdogRunOnLeaseHolder(t *testing.T) {
 	}
 	stop1()
 	<-done1
-	testkit.WaitFor(t, 10*time.Second, "w2 to take the lease over", func() bool { return leaseHeld(ctx, a2, WatchdogLease) == nil })
+	testkit.WaitFor(t, 10*time.Second, "w2 to take the lease over", func() bool { return apptest.LeaseHeld(ctx, a2, WatchdogLease) == nil })
 	hosts.set("qwen", healthy("qwen"))
 	testkit.WaitFor(t, 10*time.Second, "the incident to close", func() bool {
 		_, err := a2.Store.OpenIncidentOf(ctx, "qwen")

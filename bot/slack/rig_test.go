@@ -18,6 +18,7 @@ import (
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/internal/slackfake"
 	"github.com/opsbot/opsbot/internal/testkit"
@@ -305,7 +306,7 @@ func (r *rig) waitJob(id int64, within time.Duration) store.Job {
 // adapter rather than the ops layer; block, when set, holds the job until
 // it is closed or the job is cancelled.
 func quickBackend(block chan struct{}) jobs.Backend {
-	return backendFunc(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
+	return jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		rep.Report(ops.Event{Step: "work", Status: ops.StepStarted, Message: "doing " + commands.Text(cmd)})
 		if block != nil {
 			select {
@@ -317,10 +318,4 @@ func quickBackend(block chan struct{}) jobs.Backend {
 		rep.Report(ops.Event{Step: "work", Status: ops.StepDone, Message: "done"})
 		return &ops.Result{Summary: "all good"}, nil
 	})
-}
-
-type backendFunc func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error)
-
-func (f backendFunc) Run(ctx context.Context, _ ops.JobHold, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
-	return f(ctx, cmd, rep)
 }

@@ -88,6 +88,13 @@ func adapter(p string) bool { return strings.HasPrefix(p, "bot/") }
 // and the steps limit (ops/unit), the PostgreSQL connection cap (store).
 var defaultOwners = map[string]bool{"ops": true, "ops/remote": true, "ops/gpu": true, "ops/engine": true, "ops/unit": true, "store": true}
 
+// testDoubles are the test-support packages that speak our types: the
+// recording chat (chatrec), backends made of a function (jobtest) and the
+// Apps built for a test (apptest). Like internal/testkit they are for test
+// files only; one may build on another (apptest's Apps post to a
+// chatrec.Recorder), and apptest wires the lab as tests do.
+var testDoubles = map[string]bool{"internal/chatrec": true, "internal/jobtest": true, "internal/apptest": true}
+
 // rules are the arrows of ARCHITECTURE.md, each a check of one import.
 // test is true for an import by test files only.
 var rules = []struct {
@@ -163,16 +170,26 @@ var rules = []struct {
 	{"store knows neither bot nor ops's parts (only ops's result types)", func(from, to string, _ bool) bool {
 		return !under(from, "store") || !(under(to, "bot") || strings.HasPrefix(to, "ops/"))
 	}},
-	{"only internal/labtest, cmd and tests wire the lab to the rest", func(from, to string, test bool) bool {
-		return test || !under(to, "lab") || under(from, "lab") || under(from, "internal/labtest") || under(from, "cmd")
+	{"only internal/labtest, cmd, tests and test doubles wire the lab to the rest", func(from, to string, test bool) bool {
+		return test || !under(to, "lab") || under(from, "lab") || under(from, "internal/labtest") || under(from, "cmd") || testDoubles[from]
 	}},
 	{"ops/bench imports of ops only ops/engine", func(from, to string, _ bool) bool {
 		return !under(from, "ops/bench") || !under(to, "ops") || under(to, "ops/bench") || under(to, "ops/engine")
 	}},
-	// internal/testkit defines the -update flag and imports testing: it
-	// must never reach a binary.
-	{"only tests import internal/testkit", func(from, to string, test bool) bool {
-		return test || !under(to, "internal/testkit")
+	// internal/testkit defines the -update flag and imports testing, as do
+	// the test doubles: none must ever reach a binary. A double may import
+	// another double, never testkit.
+	{"only tests import internal/testkit and the test doubles", func(from, to string, test bool) bool {
+		return test || !(under(to, "internal/testkit") || testDoubles[to]) || (testDoubles[from] && testDoubles[to])
+	}},
+	// bot's own package-internal tests use the recording chat and the
+	// function backends: these must never import bot (an import cycle),
+	// so they stand on the vocabulary and the job runtime only.
+	{"internal/chatrec imports of ours only chat", func(from, to string, _ bool) bool {
+		return from != "internal/chatrec" || to == "chat"
+	}},
+	{"internal/jobtest imports of ours only commands, ops and jobs", func(from, to string, _ bool) bool {
+		return from != "internal/jobtest" || to == "commands" || to == "ops" || to == "jobs"
 	}},
 }
 
@@ -240,6 +257,11 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "bot", code: map[string]bool{"schedule": true}},
 		{path: "schedule", code: map[string]bool{"app": true}},
 		{path: "watchdog", tests: map[string]bool{"app": true}},
+		{path: "jobs", code: map[string]bool{"internal/jobtest": true}},
+		{path: "cmd/opsbot", code: map[string]bool{"internal/apptest": true, "internal/chatrec": true}},
+		{path: "internal/apptest", code: map[string]bool{"internal/testkit": true}},
+		{path: "internal/chatrec", code: map[string]bool{"bot": true}},
+		{path: "internal/jobtest", code: map[string]bool{"bot": true, "store": true}},
 	}
 	got := violations(bad)
 	want := []string{
@@ -250,17 +272,24 @@ func TestRulesCatchViolations(t *testing.T) {
 		"bot/matrix imports store: an adapter imports of ours only bot, chat and config",
 		"bot/slack imports store: an adapter imports of ours only bot, chat and config",
 		"chat imports bot: chat imports nothing of ours",
+		"cmd/opsbot imports internal/apptest: only tests import internal/testkit and the test doubles",
+		"cmd/opsbot imports internal/chatrec: only tests import internal/testkit and the test doubles",
 		"commands imports config: commands imports of ours only ops and ops/unit",
 		"config imports ops/systemd: config imports of ours only commands and the owners of its defaults",
-		"internal/chattest imports internal/testkit: only tests import internal/testkit",
+		"internal/apptest imports internal/testkit: only tests import internal/testkit and the test doubles",
+		"internal/chatrec imports bot: internal/chatrec imports of ours only chat",
+		"internal/chattest imports internal/testkit: only tests import internal/testkit and the test doubles",
+		"internal/jobtest imports bot: internal/jobtest imports of ours only commands, ops and jobs",
+		"internal/jobtest imports store: internal/jobtest imports of ours only commands, ops and jobs",
 		"jobs imports bot: jobs never imports bot, schedule, watchdog or app",
 		"jobs imports in tests app: jobs never imports bot, schedule, watchdog or app",
+		"jobs imports internal/jobtest: only tests import internal/testkit and the test doubles",
 		"lab imports ops/unit: lab imports nothing of ours except lab's own packages",
 		"ops imports bot: commands, ops, store and config never import bot",
 		"ops imports commands: ops's code never imports commands",
 		"ops imports config: ops never imports config",
 		"ops/bench imports ops/remote: ops/bench imports of ops only ops/engine",
-		"ops/gpu imports lab: only internal/labtest, cmd and tests wire the lab to the rest",
+		"ops/gpu imports lab: only internal/labtest, cmd, tests and test doubles wire the lab to the rest",
 		"ops/remote imports config: ops never imports config",
 		"report imports bot: report imports of ours only chat, ops, store, commands and config",
 		"schedule imports app: schedule and watchdog never import app",
@@ -290,6 +319,11 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "schedule", code: map[string]bool{"bot": true, "jobs": true, "report": true}},
 		{path: "app", code: map[string]bool{"bot": true, "schedule": true, "watchdog": true}},
 		{path: "watchdog", code: map[string]bool{"bot": true, "jobs": true, "report": true}},
+		{path: "bot", tests: map[string]bool{"internal/chatrec": true, "internal/jobtest": true, "internal/testkit": true}},
+		{path: "schedule", tests: map[string]bool{"internal/apptest": true, "internal/chatrec": true, "internal/jobtest": true}},
+		{path: "internal/apptest", code: map[string]bool{"bot": true, "lab": true, "internal/labtest": true, "internal/chatrec": true}},
+		{path: "internal/chatrec", code: map[string]bool{"chat": true}},
+		{path: "internal/jobtest", code: map[string]bool{"commands": true, "ops": true, "jobs": true}},
 	}
 	if v := violations(good); len(v) > 0 {
 		t.Errorf("allowed imports refused:\n%s", strings.Join(v, "\n"))

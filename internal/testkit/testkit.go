@@ -1,15 +1,18 @@
 // Package testkit holds the helpers opsbot's tests share, so that each is
 // written once: waiting for a condition with a deadline (Poll, WaitFor), a
 // context that ends with the test (Context), golden files under testdata/
-// refreshed with -update (Golden), and a logger that writes into the test's
-// output (Logger).
+// refreshed with -update (Golden), a logger that writes into the test's
+// output (Logger), and a clock the test moves by hand (Clock).
 //
 // It is for test files only (internal/arch holds to that): importing it
 // defines the -update flag in the binary. It imports nothing of ours, so
 // that any package's tests may use it, lab's included. How a test binary
 // runs (parallelism, long tests) is internal/testrun's; reading the
 // buttons of a posted Slack message is internal/slackfake's (Buttons), so
-// that this package imports no Slack library.
+// that this package imports no Slack library. The doubles that speak our
+// types live in small test-only packages of their own: a recording chat
+// (internal/chatrec), job backends made of a function (internal/jobtest),
+// Apps built for a test (internal/apptest).
 package testkit
 
 import (

@@ -162,3 +162,25 @@ func TestLoggerDropsRecordsOnceTheTestEnds(t *testing.T) {
 	})
 	log("after the subtest ended")
 }
+
+func TestClockReadsWhatItWasSetTo(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC)
+	c := NewClock(t0)
+	now := c.Now // as code under test holds it
+	if got := now(); !got.Equal(t0) {
+		t.Fatalf("a new clock reads %v, want %v", got, t0)
+	}
+	time.Sleep(time.Millisecond)
+	if got := now(); !got.Equal(t0) {
+		t.Fatalf("the clock moved by itself to %v", got)
+	}
+	c.Add(time.Hour)
+	if got := now(); !got.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("after Add(1h) it reads %v", got)
+	}
+	c.Set(t0)
+	if got := now(); !got.Equal(t0) {
+		t.Fatalf("after Set it reads %v", got)
+	}
+}
