@@ -27,7 +27,7 @@ func RunLeader(ctx context.Context, leases *Leases, key string, log *slog.Logger
 				return nil
 			}
 			log.Error("acquire lease", "lease", key, "err", err)
-			if sleepOrDone(ctx, time.Second) {
+			if SleepOrDone(ctx, time.Second) {
 				return nil
 			}
 			continue
@@ -42,7 +42,7 @@ func RunLeader(ctx context.Context, leases *Leases, key string, log *slog.Logger
 		hold.Release()
 		if err != nil && !errors.Is(err, ErrLeaseLost) && ctx.Err() == nil {
 			log.Error("leader stopped", "lease", key, "err", err)
-			if sleepOrDone(ctx, time.Second) {
+			if SleepOrDone(ctx, time.Second) {
 				return nil
 			}
 		} else if errors.Is(err, ErrLeaseLost) {
@@ -52,8 +52,9 @@ func RunLeader(ctx context.Context, leases *Leases, key string, log *slog.Logger
 	return nil
 }
 
-// sleepOrDone waits d, or until ctx ends: it reports whether ctx ended.
-func sleepOrDone(ctx context.Context, d time.Duration) bool {
+// SleepOrDone waits d, or until ctx ends: it reports whether ctx ended. It is
+// the pause of the leaders (RunLeader and the loops they run).
+func SleepOrDone(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

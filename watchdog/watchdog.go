@@ -154,7 +154,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 				}
 				w.log.Error("watchdog pass", "err", err)
 			}
-			if sleepOrDone(ctx, set.interval-time.Since(began)) {
+			if jobs.SleepOrDone(ctx, set.interval-time.Since(began)) {
 				return nil
 			}
 		}
@@ -499,16 +499,4 @@ func alertBody(service, kind, state, diag string, now time.Time) string {
 		fmt.Fprintf(&b, "now: %s does not serve\nnext: `gpu recover %s` (offered in the thread); `svc logs %s` shows why", service, service, service)
 	}
 	return b.String()
-}
-
-// sleepOrDone waits d, or until ctx ends: it reports whether ctx ended.
-func sleepOrDone(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return true
-	case <-t.C:
-		return false
-	}
 }
