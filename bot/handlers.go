@@ -16,40 +16,43 @@ import (
 // command whose Policy.Hosts is false), by the command's type; nil for a
 // job command, which runs its pipeline (commands.Job) in the engine. A new
 // answered command is its file in commands and one case here.
-func answerFor(cmd commands.Command) func(ctx context.Context, d *Dispatcher, req Request) Reply {
+func answerFor(cmd commands.Command) answer {
 	switch c := cmd.(type) {
 	case *commands.ScheduleAdd:
-		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerScheduleAdd(ctx, d, req, c) }
+		return bind(c, answerScheduleAdd)
 	case *commands.ScheduleList:
-		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerScheduleList(ctx, d) }
+		return bind(c, answerScheduleList)
 	case *commands.ScheduleRm:
-		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerScheduleRm(ctx, d, c) }
+		return bind(c, answerScheduleRm)
 	case *commands.SchedulePause:
-		return func(ctx context.Context, d *Dispatcher, req Request) Reply {
-			return answerSchedulePause(ctx, d, c.ID, c.DryRun, true)
-		}
+		return bind(c, answerSchedulePause)
 	case *commands.ScheduleResume:
-		return func(ctx context.Context, d *Dispatcher, req Request) Reply {
-			return answerSchedulePause(ctx, d, c.ID, c.DryRun, false)
-		}
+		return bind(c, answerScheduleResume)
 	case *commands.WatchdogSilence:
-		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerSilence(ctx, d, req, c) }
+		return bind(c, answerSilence)
 	case *commands.Ack:
-		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerAck(ctx, d, req, c) }
+		return bind(c, answerAck)
 	case *commands.Jobs:
-		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerJobs(ctx, d, c) }
+		return bind(c, answerJobs)
 	case *commands.JobInfo:
-		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerJob(ctx, d, c) }
+		return bind(c, answerJob)
 	case *commands.Cancel:
-		return func(ctx context.Context, d *Dispatcher, req Request) Reply {
-			return d.cancelJob(ctx, req, commands.Text(c), c.ID)
-		}
+		return bind(c, answerCancel)
 	case *commands.History:
-		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerHistory(ctx, d, c) }
+		return bind(c, answerHistory)
 	case *commands.HelpCmd:
-		return func(ctx context.Context, d *Dispatcher, req Request) Reply { return answerHelp(c) }
+		return bind(c, answerHelp)
 	}
 	return nil
+}
+
+// answer is how the door answers one command at once, for the request
+// that carried it.
+type answer func(ctx context.Context, d *Dispatcher, req Request) Reply
+
+// bind is the answer f gives to c.
+func bind[C commands.Command](c C, f func(context.Context, *Dispatcher, Request, C) Reply) answer {
+	return func(ctx context.Context, d *Dispatcher, req Request) Reply { return f(ctx, d, req, c) }
 }
 
 func say(format string, a ...any) Reply {
@@ -60,7 +63,7 @@ func failed(err error, format string, a ...any) Reply {
 	return Reply{Outcome: Failed, Text: fmt.Sprintf(format, a...), Err: err}
 }
 
-func answerHelp(cmd *commands.HelpCmd) Reply {
+func answerHelp(_ context.Context, _ *Dispatcher, _ Request, cmd *commands.HelpCmd) Reply {
 	text, err := commands.Help(cmd.Topic)
 	if err != nil {
 		return Reply{Outcome: Invalid, Text: err.Error(), Err: err}
@@ -71,7 +74,7 @@ func answerHelp(cmd *commands.HelpCmd) Reply {
 // JobsListed is how many jobs `jobs` lists at most, the newest.
 const JobsListed = 20
 
-func answerJobs(ctx context.Context, d *Dispatcher, cmd *commands.Jobs) Reply {
+func answerJobs(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Jobs) Reply {
 	f := store.JobFilter{Active: !cmd.All, Limit: JobsListed}
 	jobs, err := d.opts.Store.ListJobs(ctx, f)
 	if err != nil {
@@ -108,7 +111,7 @@ func answerJobs(ctx context.Context, d *Dispatcher, cmd *commands.Jobs) Reply {
 	return r
 }
 
-func answerHistory(ctx context.Context, d *Dispatcher, cmd *commands.History) Reply {
+func answerHistory(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.History) Reply {
 	n := cmd.N
 	if n == 0 {
 		n = 10
@@ -202,7 +205,7 @@ func scheduleAddTo(cmd *commands.ScheduleAdd, targets string) string {
 	return fmt.Sprintf("schedule add --to %s %s %s", targets, cron, commands.Text(cmd.Sub))
 }
 
-func answerScheduleList(ctx context.Context, d *Dispatcher) Reply {
+func answerScheduleList(ctx context.Context, d *Dispatcher, _ Request, _ *commands.ScheduleList) Reply {
 	list, err := d.opts.Store.Schedules(ctx)
 	if err != nil {
 		return failed(err, "could not list schedules: %v", err)
@@ -241,7 +244,7 @@ func answerScheduleList(ctx context.Context, d *Dispatcher) Reply {
 	return say("%s", strings.TrimRight(b.String(), "\n"))
 }
 
-func answerScheduleRm(ctx context.Context, d *Dispatcher, cmd *commands.ScheduleRm) Reply {
+func answerScheduleRm(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.ScheduleRm) Reply {
 	s, err := d.opts.Store.Schedule(ctx, cmd.ID)
 	if err != nil {
 		return scheduleErr(cmd.ID, err)
@@ -267,8 +270,16 @@ func answerScheduleRm(ctx context.Context, d *Dispatcher, cmd *commands.Schedule
 	return say("schedule #%d removed", cmd.ID)
 }
 
-// answerSchedulePause is schedule pause (paused) and schedule resume.
-func answerSchedulePause(ctx context.Context, d *Dispatcher, id int64, dryRun, paused bool) Reply {
+func answerSchedulePause(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.SchedulePause) Reply {
+	return setSchedulePaused(ctx, d, cmd.ID, cmd.DryRun, true)
+}
+
+func answerScheduleResume(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.ScheduleResume) Reply {
+	return setSchedulePaused(ctx, d, cmd.ID, cmd.DryRun, false)
+}
+
+// setSchedulePaused is schedule pause (paused) and schedule resume.
+func setSchedulePaused(ctx context.Context, d *Dispatcher, id int64, dryRun, paused bool) Reply {
 	verb := map[bool]string{true: "pause", false: "resume"}[paused]
 	if dryRun {
 		s, err := d.opts.Store.Schedule(ctx, id)
@@ -316,6 +327,10 @@ func answerSilence(ctx context.Context, d *Dispatcher, req Request, cmd *command
 	}
 	return say("the watchdog is silent on %s until %s (asked by %s): no alert opens and no reminder is sent for it until then. "+
 		"`watchdog silence %s 1m` ends it early.", cmd.Service, report.Stamp(until), userLabel(req), cmd.Service)
+}
+
+func answerCancel(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Cancel) Reply {
+	return d.cancelJob(ctx, req, commands.Text(cmd), cmd.ID)
 }
 
 func answerAck(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Ack) Reply {

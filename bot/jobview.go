@@ -65,7 +65,7 @@ func (d *Dispatcher) jobCommand(j store.Job) (commands.Command, error) {
 }
 
 // answerJob is `job N`: one job in full.
-func answerJob(ctx context.Context, d *Dispatcher, cmd *commands.JobInfo) Reply {
+func answerJob(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.JobInfo) Reply {
 	j, err := d.opts.Store.Job(ctx, cmd.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		return Reply{Outcome: Invalid, Text: fmt.Sprintf("there is no job #%d (`jobs all` lists the recent ones)", cmd.ID), Err: err}
