@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,20 +29,6 @@ func (l *jobLocks) LockFor(ctx context.Context, key string, jobID int64, onWait 
 	return l.Locker.LockFor(ctx, key, jobID, onWait)
 }
 
-// lostAfter is a Reporter whose hold is lost once step ends.
-type lostAfter struct {
-	events
-	step string
-	lost atomic.Bool
-}
-
-func (w *lostAfter) Report(ev ops.Event) {
-	w.events.Report(ev)
-	if ev.Step == w.step && ev.Status == ops.StepDone {
-		w.lost.Store(true)
-	}
-}
-
 var errPaused = errors.New("its leases were last renewed 31s ago")
 
 // TestBoundRunbookSendsNothingOnceTheHoldIsLost: a runbook bound to a job's
@@ -56,13 +41,8 @@ func TestBoundRunbookSendsNothingOnceTheHoldIsLost(t *testing.T) {
 	locks := &jobLocks{Locker: ops.NewProcessLocker()}
 	r := newRig(t, labOpts(), func(c *ops.Config) { c.NodeLocks = locks })
 	before := r.unitText(t)
-	w := &lostAfter{step: "stop"}
-	bound := r.rb.For(ops.JobHold{JobID: 42, Held: func() error {
-		if w.lost.Load() {
-			return errPaused
-		}
-		return nil
-	}})
+	w := &afterStep{step: "stop"}
+	bound := r.rb.For(ops.JobHold{JobID: 42, Held: w.failsAfter(errPaused)})
 	_, err := bound.MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 10, false, w)
 	if !errors.Is(err, remote.ErrHoldLost) || !errors.Is(err, errPaused) || !strings.Contains(err.Error(), "not sent") {
 		t.Fatalf("mtp steps with the hold lost after the stop: %v; want ErrHoldLost and the reason\n%s", err, w.text())

@@ -11,31 +11,33 @@ import (
 	"github.com/opsbot/opsbot/ops"
 )
 
-// windAfter is a Reporter that asks the job to wind down once step ends.
-type windAfter struct {
+// afterStep is a Reporter that notes when step ends ("": from the start),
+// for a job's hold to change then (failsAfter).
+type afterStep struct {
 	events
-	step  string
-	asked atomic.Bool
+	step string
+	done atomic.Bool
 }
 
-func (w *windAfter) Report(ev ops.Event) {
+func (w *afterStep) Report(ev ops.Event) {
 	w.events.Report(ev)
 	if ev.Step == w.step && ev.Status == ops.StepDone {
-		w.asked.Store(true)
+		w.done.Store(true)
+	}
+}
+
+// failsAfter is a check of a job's hold (JobHold.Held, JobHold.WindDown)
+// that returns err once step has ended.
+func (w *afterStep) failsAfter(err error) func() error {
+	return func() error {
+		if w.step == "" || w.done.Load() {
+			return err
+		}
+		return nil
 	}
 }
 
 var errStoreFull = errors.New("opsbot's store refuses writes (database or disk is full)")
-
-// hold is the job's hold, whose wind-down is asked once step ends.
-func (w *windAfter) hold() ops.JobHold {
-	return ops.JobHold{WindDown: func() error {
-		if w.step == "" || w.asked.Load() {
-			return errStoreFull
-		}
-		return nil
-	}}
-}
 
 // TestWindDownLeavesTheServiceServing: a job asked to wind down (opsbot's
 // store refuses writes) makes no new change and never leaves down a service
@@ -57,8 +59,8 @@ func TestWindDownLeavesTheServiceServing(t *testing.T) {
 		t.Run("after "+c.after, func(t *testing.T) {
 			r := newRig(t, labOpts(), nil)
 			before := r.unitText(t)
-			w := &windAfter{step: c.after}
-			res, err := r.rb.For(w.hold()).MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 10, false, w)
+			w := &afterStep{step: c.after}
+			res, err := r.rb.For(ops.JobHold{WindDown: w.failsAfter(errStoreFull)}).MTPSteps(testkit.Context(t, 60*time.Second), "qwen", 10, false, w)
 			if err == nil || !errors.Is(err, errStoreFull) || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("err %v; want the store named and %q\n%s", err, c.says, w.text())
 			}
