@@ -8,34 +8,19 @@ import (
 
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/chatrec"
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/jobs"
 )
 
 // The App on a store that bot's own tests build. The shared builders are
 // internal/apptest's (schedule's and watchdog's tests use them), but
 // apptest imports bot, so this package's internal tests cannot import it
-// (an import cycle): they keep this copy of apptest.SchedConfig and
-// apptest.Sched, and take the recording chat, the function backends and
-// the clock from internal/chatrec, internal/jobtest and internal/testkit.
+// (an import cycle): they keep this copy of apptest.Sched, and take the
+// config text, the recording chat, the function backends and the clock
+// from internal/jobtest, internal/chatrec and internal/testkit.
 
-// schedConfig is a config whose hosts nothing dials: the tests' backends are
-// the bot's own Backend interface implemented in memory, so that the
-// scheduler's decisions can be driven by an injected clock.
-const schedConfig = `
-store: {path: %s}
-ssh: {key_file: id_ed25519, known_hosts: known_hosts}
-hosts:
-  gpu1: {addr: "127.0.0.1:2222", user: root}
-default_service: qwen
-services:
-  qwen: {host: gpu1, unit: sglang-qwen.service, url: "http://127.0.0.1:30000"}
-auth:
-  users:
-    "console:alice": admin
-    "console:olga": operator
-    "console:vic": viewer
-%s
-`
+// schedConfig is the config of bot's scheduled-job tests (jobtest.Config).
+const schedConfig = jobtest.Config
 
 // newSchedApp opens an App on the store at path (several Apps may share one)
 // with backend and a recording chat on platform console.

@@ -12,7 +12,6 @@ import (
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
-	"github.com/opsbot/opsbot/internal/apptest"
 	"github.com/opsbot/opsbot/internal/chatrec"
 	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/ops"
@@ -29,7 +28,7 @@ func TestConfigScheduleBelongsToTheConfig(t *testing.T) {
 	dir := t.TempDir()
 	const entry = "schedules:\n  - {cron: \"0 3 * * *\", command: \"bench qwen\", as: \"console:alice\", to: \"console:ops\"}\n"
 	path := filepath.Join(dir, "opsbot.yaml")
-	if err := os.WriteFile(path, []byte(fmt.Sprintf(apptest.SchedConfig, filepath.Join(dir, "opsbot.db"), entry)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(jobtest.Config, filepath.Join(dir, "opsbot.db"), entry)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Load(path)

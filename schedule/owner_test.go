@@ -15,7 +15,6 @@ import (
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
-	"github.com/opsbot/opsbot/internal/apptest"
 	"github.com/opsbot/opsbot/internal/chatrec"
 	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/internal/testkit"
@@ -46,7 +45,7 @@ func (l *logBuffer) String() string {
 // records the creator's key), never `console:console:alice`.
 func TestJobLogNamesTheUserOnce(t *testing.T) {
 	t.Parallel()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(apptest.SchedConfig, filepath.Join(t.TempDir(), "opsbot.db"), "")), t.TempDir(),
+	cfg, err := config.Parse([]byte(fmt.Sprintf(jobtest.Config, filepath.Join(t.TempDir(), "opsbot.db"), "")), t.TempDir(),
 		func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)

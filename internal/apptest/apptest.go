@@ -20,6 +20,7 @@ import (
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/chatrec"
+	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/lab"
@@ -92,29 +93,8 @@ func Topology(t testing.TB, topo lab.Topology, path, extra string) (*bot.App, *c
 	return app, chat
 }
 
-// SchedConfig is Sched's config, a format: its store's path and the extra YAML
-// fill the two %s. Its host is one nothing dials (the backend is the
-// test's own, so that the decisions can be driven by an injected clock),
-// its one service qwen on gpu1 (the default), and it gives console users
-// alice, olga and vic the roles admin, operator and viewer.
-const SchedConfig = `
-store: {path: %s}
-ssh: {key_file: id_ed25519, known_hosts: known_hosts}
-hosts:
-  gpu1: {addr: "127.0.0.1:2222", user: root}
-default_service: qwen
-services:
-  qwen: {host: gpu1, unit: sglang-qwen.service, url: "http://127.0.0.1:30000"}
-auth:
-  users:
-    "console:alice": admin
-    "console:olga": operator
-    "console:vic": viewer
-%s
-`
-
 // Sched returns an App on the store at path (several Apps may share one)
-// whose jobs run on backend, with SchedConfig plus extra YAML as its
+// whose jobs run on backend, with jobtest.Config plus extra YAML as its
 // config and a recording chat as platform console. The App closes when t
 // ends; an error ends the test (t.Fatal).
 func Sched(t testing.TB, path string, backend jobs.Backend, extra string) (*bot.App, *chatrec.Recorder) {
@@ -125,7 +105,7 @@ func Sched(t testing.TB, path string, backend jobs.Backend, extra string) (*bot.
 // SchedAt is Sched whose door reads the clock now (time.Now when nil).
 func SchedAt(t testing.TB, path string, backend jobs.Backend, extra string, now func() time.Time) (*bot.App, *chatrec.Recorder) {
 	t.Helper()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(SchedConfig, path, extra)), t.TempDir(), func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse([]byte(fmt.Sprintf(jobtest.Config, path, extra)), t.TempDir(), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}

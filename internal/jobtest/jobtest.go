@@ -49,3 +49,24 @@ func OK() Func {
 		return &ops.Result{Summary: "all good"}, nil
 	}
 }
+
+// Config is the config of tests whose jobs run on a function backend, a
+// format: its store's path and the extra YAML fill the two %s. Its host is one nothing dials (the backend is the
+// test's own, so that the decisions can be driven by an injected clock),
+// its one service qwen on gpu1 (the default), and it gives console users
+// alice, olga and vic the roles admin, operator and viewer.
+const Config = `
+store: {path: %s}
+ssh: {key_file: id_ed25519, known_hosts: known_hosts}
+hosts:
+  gpu1: {addr: "127.0.0.1:2222", user: root}
+default_service: qwen
+services:
+  qwen: {host: gpu1, unit: sglang-qwen.service, url: "http://127.0.0.1:30000"}
+auth:
+  users:
+    "console:alice": admin
+    "console:olga": operator
+    "console:vic": viewer
+%s
+`
