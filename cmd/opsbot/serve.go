@@ -130,9 +130,12 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 
 // server is one `opsbot serve` process.
 type server struct {
-	log      *slog.Logger
-	metrics  *serve.Metrics
-	env      atomic.Pointer[env]
+	log     *slog.Logger
+	metrics *serve.Metrics
+	env     atomic.Pointer[env]
+	// serving is set once the scheduler and the watchdog started: the
+	// config's schedules are in the store from then on.
+	serving  atomic.Bool
 	adapters []bot.Adapter
 	// runErrs holds the error of an adapter whose Run gave up, by platform.
 	runErrs sync.Map
@@ -145,11 +148,15 @@ func (s *server) sshStats() []remote.HostState {
 	return nil
 }
 
-// ready is /readyz: the store answers and every adapter is connected.
+// ready is /readyz: the service started (the config's schedules are in
+// the store), the store answers and every adapter is connected.
 func (s *server) ready(ctx context.Context) error {
 	e := s.env.Load()
 	if e == nil {
 		return errors.New("starting: opening the store")
+	}
+	if !s.serving.Load() {
+		return errors.New("starting: the scheduler and the watchdog")
 	}
 	if e.app.Dispatcher.Draining() {
 		return errors.New("stopping: " + bot.RestartingText)
@@ -243,6 +250,7 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 		wg.Wait()
 		return err
 	}
+	s.serving.Store(true)
 	log.Info("opsbot serving", "version", serve.BuildInfo(version, revision).Version, "adapters", platforms(s.adapters),
 		"http", cfg.HTTP.Listen, "lab", o.Lab)
 
