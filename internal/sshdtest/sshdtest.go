@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"sync"
 	"syscall"
@@ -57,6 +58,7 @@ type Server struct {
 	cmd        *exec.Cmd
 	exited     chan struct{}
 	forwarding string // AllowTcpForwarding
+	logLevel   string // LogLevel
 	log        *SyncBuffer
 }
 
@@ -69,6 +71,9 @@ type Options struct {
 	// NoTCPForwarding sets AllowTcpForwarding no: the server refuses direct-tcpip channels
 	// (administratively prohibited).
 	NoTCPForwarding bool
+	// DebugLog sets LogLevel DEBUG1 (else VERBOSE): the log then names the target of every
+	// direct-tcpip channel a client asks for, which ForwardTargets lists.
+	DebugLog bool
 }
 
 // Start starts sshd and waits until it accepts SSH connections; it stops on t.Cleanup.
@@ -110,9 +115,12 @@ func start(t testing.TB, opts Options) (*Server, error) {
 	if os.Geteuid() == 0 {
 		os.MkdirAll("/run/sshd", 0o755) // privilege separation directory
 	}
-	s := &Server{User: u.Username, Home: u.HomeDir, Dir: dir, forwarding: "yes"}
+	s := &Server{User: u.Username, Home: u.HomeDir, Dir: dir, forwarding: "yes", logLevel: "VERBOSE"}
 	if opts.NoTCPForwarding {
 		s.forwarding = "no"
+	}
+	if opts.DebugLog {
+		s.logLevel = "DEBUG1"
 	}
 	if s.HostKey, _, err = NewKey(filepath.Join(dir, "host_ed25519"), 0o600, false); err != nil {
 		return nil, err
@@ -165,9 +173,9 @@ PrintMotd no
 AllowTcpForwarding %[5]s
 MaxSessions 100
 MaxStartups 100
-LogLevel VERBOSE
+LogLevel %[6]s
 Subsystem sftp internal-sftp
-`, port, s.Dir, s.User, hostKeys, s.forwarding)
+`, port, s.Dir, s.User, hostKeys, s.forwarding, s.logLevel)
 	cfgPath := filepath.Join(s.Dir, "sshd_config")
 	if err := os.WriteFile(cfgPath, []byte(conf), 0o644); err != nil {
 		return err
@@ -233,6 +241,21 @@ func (s *Server) stop() {
 
 // Log is what sshd wrote so far (-e: its log goes to stderr).
 func (s *Server) Log() string { return s.log.String() }
+
+// directTCPIP is sshd's DEBUG1 line for a direct-tcpip channel asked for.
+var directTCPIP = regexp.MustCompile(`server_request_direct_tcpip: originator \S+ port \d+, target (\S+) port (\d+)`)
+
+// ForwardTargets lists, in order, the host:port of every direct-tcpip channel clients asked
+// this server for so far (opened or not). It needs Options.DebugLog; without it, it is nil.
+// Lines reach the log a moment after sshd handles a channel: a test waits for a channel it
+// knows of before reading what came before it (one connection's channels are logged in order).
+func (s *Server) ForwardTargets() []string {
+	var out []string
+	for _, m := range directTCPIP.FindAllStringSubmatch(s.Log(), -1) {
+		out = append(out, net.JoinHostPort(m[1], m[2]))
+	}
+	return out
+}
 
 // UserDir makes a fresh directory in Dir owned by User, for file tests; removed with Dir.
 func (s *Server) UserDir(t testing.TB) string {
