@@ -129,6 +129,25 @@ func TestInvalidConfigsSayWhatIsWrong(t *testing.T) {
 	}
 }
 
+// TestServiceURLPortRange: a service url's port must be 1 to 65535; 0 and 99999 are refused by
+// the key, with the range and the url given; the edges are accepted.
+func TestServiceURLPortRange(t *testing.T) {
+	for _, c := range []struct{ port, want string }{
+		{"0", `services.qwen.url must have a port from 1 to 65535, got "http://127.0.0.1:0"`},
+		{"99999", `services.qwen.url must have a port from 1 to 65535, got "http://127.0.0.1:99999"`},
+		{"65536", `services.qwen.url must have a port from 1 to 65535, got "http://127.0.0.1:65536"`},
+		{"1", ""},
+		{"65535", ""},
+	} {
+		text := strings.Replace(minimal, "http://127.0.0.1:30000", "http://127.0.0.1:"+c.port, 1)
+		_, err := Parse([]byte(text), "/etc/opsbot", env(nil))
+		var ce *Error
+		if c.want == "" && err != nil || c.want != "" && (!errors.As(err, &ce) || len(ce.Problems) != 1 || ce.Problems[0].Error() != c.want) {
+			t.Errorf("port %s: %v, want %q", c.port, err, c.want)
+		}
+	}
+}
+
 func TestDisabledAdaptersNeedNoSecrets(t *testing.T) {
 	text := minimal + `
 slack: {enabled: false, bot_token: "${UNSET_SLACK_TOKEN}", app_token: "file:/nonexistent/app-token"}

@@ -1,8 +1,9 @@
 package config
 
 import (
-	"net/url"
 	"strings"
+
+	"github.com/opsbot/opsbot/ops/engine"
 )
 
 // Host is one machine reached over SSH.
@@ -116,8 +117,8 @@ func (c *Config) validateService(name string, s Service, bad func(string, ...any
 	if !strings.HasSuffix(s.Unit, ".service") || strings.ContainsAny(s.Unit, "/ \t\n") {
 		bad("services.%s.unit must be a unit name like sglang-qwen.service, got %q", name, s.Unit)
 	}
-	if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("services.%s.url must be the engine's http(s) base URL, got %q", name, s.URL)
+	if _, err := engine.Addr(s.URL); err != nil {
+		bad("services.%s.url %v, got %q", name, err, s.URL)
 	}
 	if s.Engine != "sglang" && s.Engine != "vllm" {
 		bad("services.%s.engine must be sglang or vllm, got %q", name, s.Engine)

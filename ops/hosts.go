@@ -96,7 +96,10 @@ func (r *Runbook) newTarget(name string, sc ServiceConfig) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	dial := engineDial(sc, h)
+	dial, err := engineDial(sc, h)
+	if err != nil {
+		return nil, err
+	}
 	t := &target{name: name, cfg: sc, host: h, node: h, nodeName: sc.Host, sshHost: h, sshNode: h,
 		unit: systemd.Service{R: h, Unit: sc.Unit, Poll: r.cfg.Poll}, eng: engine.NewVia(sc.URL, dial), dial: dial,
 		scope: gpu.Scope{Unit: sc.Unit}}

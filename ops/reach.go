@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 
 	"github.com/opsbot/opsbot/ops/engine"
 	"github.com/opsbot/opsbot/ops/remote"
@@ -14,15 +12,24 @@ import (
 // engineDial is how a service's engine URL is reached, decided here once for
 // every use of it (readiness, /server_info, /flush_cache, /metrics, the
 // benchmark, the watchdog through the pipelines, `opsbot bench --service`):
-// with ViaSSH, a direct-tcpip channel through the pooled SSH connection to
-// the service's host, which dials the URL's host:port from its own side (so
-// 127.0.0.1 is that host's loopback); otherwise nil, a direct TCP connection
-// from opsbot's machine.
-func engineDial(sc ServiceConfig, h *remote.Host) engine.DialFunc {
+// with ViaSSH, a tunnel through the pooled SSH connection to the service's
+// host whose one target is the URL's host:port (engine.Addr), dialled from
+// the host's side (so 127.0.0.1 is that host's loopback) and nothing else
+// ever; otherwise nil, a direct TCP connection from opsbot's machine. Either
+// way no redirect is followed (engine.Do).
+func engineDial(sc ServiceConfig, h *remote.Host) (engine.DialFunc, error) {
 	if !sc.ViaSSH {
-		return nil
+		return nil, nil
 	}
-	return h.DialContext
+	addr, err := engine.Addr(sc.URL)
+	if err != nil {
+		return nil, fmt.Errorf("url %q %w", sc.URL, err)
+	}
+	tn, err := h.Tunnel(addr)
+	if err != nil {
+		return nil, err
+	}
+	return tn.DialContext, nil
 }
 
 // EngineDial returns how service's engine URL is reached: nil for directly
@@ -35,23 +42,6 @@ func (r *Runbook) EngineDial(service string) (engine.DialFunc, error) {
 		return nil, err
 	}
 	return t.dial, nil
-}
-
-// urlHostPort is the host:port a URL connects to (the scheme's port when it
-// names none).
-func urlHostPort(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", err
-	}
-	if u.Port() != "" {
-		return u.Host, nil
-	}
-	port := "80"
-	if u.Scheme == "https" {
-		port = "443"
-	}
-	return net.JoinHostPort(u.Hostname(), port), nil
 }
 
 // forwardProhibited returns the *remote.ForwardError in err when the host's
@@ -75,7 +65,7 @@ func (r *Runbook) checkReach(ctx context.Context, t *target) error {
 	if t.dial == nil {
 		return nil
 	}
-	addr, err := urlHostPort(t.cfg.URL)
+	addr, err := engine.Addr(t.cfg.URL)
 	if err != nil {
 		return nil // config validation reports a bad URL
 	}

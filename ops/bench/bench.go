@@ -100,7 +100,8 @@ func (o *Options) check() error {
 
 // NewHTTPClient is a client fit for conc concurrent streams: enough idle
 // connections per host, no compression, no overall timeout (streams are
-// bounded by their contexts).
+// bounded by their contexts), no redirect followed (engine.NewHTTPClient;
+// Run sends every request through engine.Do, whatever client it is given).
 func NewHTTPClient(conc int) *http.Client { return NewHTTPClientVia(conc, nil) }
 
 // NewHTTPClientVia is NewHTTPClient with connections opened by dial (nil =
@@ -119,7 +120,7 @@ func NewHTTPClientVia(conc int, dial engine.DialFunc) *http.Client {
 		ReadBufferSize:      16 << 10,
 		WriteBufferSize:     16 << 10,
 	}
-	return &http.Client{Transport: t}
+	return engine.NewHTTPClient(t)
 }
 
 // Run benchmarks o.URL: the model (from /v1/models unless given), the warm-up

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/opsbot/opsbot/ops/engine"
 )
 
 // Token ids of random prompts are drawn from [idLow, idHigh): inside every
@@ -178,18 +180,14 @@ func (c *client) attempt(ctx context.Context, i int, text bool, t0 time.Time, ro
 }
 
 func (c *client) send(ctx context.Context, req *http.Request, s *stream) error {
-	resp, err := c.http.Do(req)
+	resp, err := engine.Do(c.http, req) // no redirect is followed
 	if err != nil {
 		return err // a *url.Error: it names the method and URL
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		msg := strings.TrimSpace(string(b))
-		if len(msg) > 200 {
-			msg = msg[:200] + "..."
-		}
-		return &httpError{code: resp.StatusCode, body: msg}
+		return &httpError{code: resp.StatusCode, body: engine.Excerpt(string(b))}
 	}
 	br, _ := c.readers.Get().(*bufio.Reader)
 	if br == nil {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/opsbot/opsbot/ops/engine"
 )
 
 // stream is what one streamed response gave. Tokens come only from usage.
@@ -40,7 +42,8 @@ type chunk struct {
 	Message string          `json:"message"`
 }
 
-// StreamError is an error object the server sent inside the stream.
+// StreamError is an error object the server sent inside the stream; Message
+// is an engine.Excerpt of its message.
 type StreamError struct{ Message string }
 
 func (e *StreamError) Error() string { return "error in stream: " + e.Message }
@@ -174,13 +177,13 @@ func hasContent(p, key []byte) bool {
 func (s *stream) decode(p []byte) error {
 	var c chunk
 	if err := json.Unmarshal(p, &c); err != nil {
-		return fmt.Errorf("bad chunk after %d content chunks: %w: %.120s", s.chunks, err, p)
+		return fmt.Errorf("bad chunk after %d content chunks: %w: %s", s.chunks, err, engine.Excerpt(string(p)))
 	}
 	if len(c.Error) > 0 && !bytes.Equal(c.Error, []byte("null")) {
-		return &StreamError{Message: errorMessage(c.Error)}
+		return &StreamError{Message: engine.Excerpt(errorMessage(c.Error))}
 	}
 	if c.Object == "error" {
-		return &StreamError{Message: c.Message}
+		return &StreamError{Message: engine.Excerpt(c.Message)}
 	}
 	for _, ch := range c.Choices {
 		if nonEmpty(ch.Text) || nonEmpty(ch.Delta.Content) || nonEmpty(ch.Delta.ReasoningContent) {

@@ -31,8 +31,10 @@ const DefaultPoll = 200 * time.Millisecond
 const DefaultReadyTimeout = 15 * time.Minute
 
 // Client talks to one engine at BaseURL (scheme://host:port, no trailing
-// slash). HTTP is the client used for every request; ProbeTimeout bounds one
-// Probe (0 = DefaultProbeTimeout). Other requests are bounded by their ctx.
+// slash). HTTP is the client used for every request (nil:
+// http.DefaultClient), always through Do, so no redirect is followed
+// whatever its CheckRedirect; ProbeTimeout bounds one Probe (0 =
+// DefaultProbeTimeout). Other requests are bounded by their ctx.
 type Client struct {
 	BaseURL      string
 	HTTP         *http.Client
@@ -49,14 +51,15 @@ type DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error
 
 // NewVia is New with connections opened by dial (for example through an SSH
 // connection to the engine's host); nil dial connects directly over TCP. No
-// proxy from the environment applies to a dialled client: dial decides.
+// proxy from the environment applies to a dialled client: dial decides. The
+// client follows no redirect (NewHTTPClient).
 func NewVia(baseURL string, dial DialFunc) *Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DisableCompression = true
 	if dial != nil {
 		t.DialContext, t.Proxy = dial, nil
 	}
-	return &Client{BaseURL: TrimBase(baseURL), HTTP: &http.Client{Transport: t}}
+	return &Client{BaseURL: TrimBase(baseURL), HTTP: NewHTTPClient(t)}
 }
 
 // TrimBase drops trailing slashes and a trailing "/v1" from an engine URL, so
@@ -65,13 +68,6 @@ func TrimBase(u string) string {
 	u = strings.TrimRight(u, "/")
 	u = strings.TrimSuffix(u, "/v1")
 	return strings.TrimRight(u, "/")
-}
-
-func (c *Client) http() *http.Client {
-	if c.HTTP != nil {
-		return c.HTTP
-	}
-	return http.DefaultClient
 }
 
 // Phase is what a health probe saw.
@@ -104,8 +100,9 @@ func (p Phase) String() string {
 
 // Probe sends one GET /health bounded by ProbeTimeout. Connection refused is
 // PhaseRefused, 503 PhaseLoading, 200 PhaseReady, with a nil error. Anything
-// else is PhaseError with an error saying what was seen (status and body
-// start, or the transport error); ctx's end is PhaseError wrapping ctx.Err().
+// else is PhaseError with an error saying what was seen (status and an
+// Excerpt of the body, a redirect not followed (*RedirectError), or the
+// transport error); ctx's end is PhaseError wrapping ctx.Err().
 func (c *Client) Probe(ctx context.Context) (Phase, error) {
 	to := c.ProbeTimeout
 	if to <= 0 {
@@ -117,7 +114,7 @@ func (c *Client) Probe(ctx context.Context) (Phase, error) {
 	if err != nil {
 		return PhaseError, fmt.Errorf("probe %s: %w", c.BaseURL, err)
 	}
-	resp, err := c.http().Do(req)
+	resp, err := Do(c.HTTP, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return PhaseError, fmt.Errorf("probe %s/health: %w", c.BaseURL, ctx.Err())
@@ -147,13 +144,10 @@ func isRefused(err error) bool {
 }
 
 // readSnippet drains body (up to 64 KiB, so the connection can be reused) and
-// returns its first 200 bytes, trimmed, for error messages.
+// returns an Excerpt of it for error messages.
 func readSnippet(body io.Reader) string {
 	b, _ := io.ReadAll(io.LimitReader(body, 64<<10))
-	s := strings.TrimSpace(string(b))
-	if len(s) > 200 {
-		s = s[:200] + "..."
-	}
+	s := Excerpt(string(b))
 	if s == "" {
 		s = "(empty body)"
 	}
@@ -229,7 +223,7 @@ func (c *Client) get(ctx context.Context, path string, max int64) ([]byte, error
 	if err != nil {
 		return nil, fmt.Errorf("GET %s%s: %w", c.BaseURL, path, err)
 	}
-	resp, err := c.http().Do(req)
+	resp, err := Do(c.HTTP, req)
 	if err != nil {
 		return nil, err // a *url.Error: it names the method and URL
 	}
@@ -252,7 +246,7 @@ type StatusError struct {
 	Method string // "" = GET
 	URL    string
 	Code   int
-	Body   string // start of the body
+	Body   string // an Excerpt of the body
 }
 
 func (e *StatusError) Error() string {
@@ -289,7 +283,7 @@ func (c *Client) flush(ctx context.Context, method string) error {
 	if err != nil {
 		return fmt.Errorf("flush cache of %s: %w", c.BaseURL, err)
 	}
-	resp, err := c.http().Do(req)
+	resp, err := Do(c.HTTP, req)
 	if err != nil {
 		return fmt.Errorf("flush cache: %w", err)
 	}

@@ -56,7 +56,7 @@ func ParseServerInfo(body []byte) (ServerInfo, error) {
 		if !ok {
 			return ServerInfo{}, fmt.Errorf("server info: speculative_algorithm is %T, not a string", v)
 		}
-		info.Algorithm = s
+		info.Algorithm = Excerpt(s) // shown in chat
 	}
 	for _, f := range []struct {
 		key string
@@ -99,7 +99,7 @@ func number(v any) (float64, error) {
 		}
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil {
-			return 0, fmt.Errorf("%q is not a number", x)
+			return 0, fmt.Errorf("%q is not a number", Excerpt(x))
 		}
 		return f, nil
 	}

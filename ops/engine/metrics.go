@@ -70,7 +70,7 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 		}
 		s, err := parseSample(line)
 		if err != nil {
-			return nil, fmt.Errorf("metrics line %d %q: %w", n, clip(line), err)
+			return nil, fmt.Errorf("metrics line %d %q: %w", n, Excerpt(line), err)
 		}
 		out = append(out, s)
 	}
@@ -78,13 +78,6 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 		return nil, fmt.Errorf("reading metrics: %w", err)
 	}
 	return out, nil
-}
-
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "..."
-	}
-	return s
 }
 
 func isNameChar(c byte, first bool) bool {
@@ -122,7 +115,7 @@ func parseSample(line string) (Sample, error) {
 	s.Value = v
 	if len(fields) == 2 {
 		if _, err := strconv.ParseFloat(fields[1], 64); err != nil {
-			return Sample{}, fmt.Errorf("bad timestamp %q", fields[1])
+			return Sample{}, fmt.Errorf("bad timestamp %q", Excerpt(fields[1]))
 		}
 	}
 	return s, nil
@@ -139,7 +132,7 @@ func parseValue(f string) (float64, error) {
 	}
 	v, err := strconv.ParseFloat(f, 64)
 	if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
-		return 0, fmt.Errorf("bad value %q", f)
+		return 0, fmt.Errorf("bad value %q", Excerpt(f))
 	}
 	return v, nil
 }
@@ -161,21 +154,21 @@ func parseLabels(s string) (map[string]string, string, error) {
 			j++
 		}
 		if j == i {
-			return nil, "", fmt.Errorf("bad label name at %q", clip(s[i:]))
+			return nil, "", fmt.Errorf("bad label name at %q", Excerpt(s[i:]))
 		}
 		name := s[i:j]
 		for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
 			j++
 		}
 		if j >= len(s) || s[j] != '=' {
-			return nil, "", fmt.Errorf("label %s: want =", name)
+			return nil, "", fmt.Errorf("label %s: want =", Excerpt(name))
 		}
 		j++
 		for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
 			j++
 		}
 		if j >= len(s) || s[j] != '"' {
-			return nil, "", fmt.Errorf("label %s: value not quoted", name)
+			return nil, "", fmt.Errorf("label %s: value not quoted", Excerpt(name))
 		}
 		j++
 		var b strings.Builder
@@ -205,10 +198,10 @@ func parseLabels(s string) (map[string]string, string, error) {
 			j++
 		}
 		if !closed {
-			return nil, "", fmt.Errorf("label %s: unterminated value", name)
+			return nil, "", fmt.Errorf("label %s: unterminated value", Excerpt(name))
 		}
 		if _, dup := labels[name]; dup {
-			return nil, "", fmt.Errorf("label %s given twice", name)
+			return nil, "", fmt.Errorf("label %s given twice", Excerpt(name))
 		}
 		labels[name] = b.String()
 		for j < len(s) && (s[j] == ' ' || s[j] == '\t') {
@@ -217,7 +210,7 @@ func parseLabels(s string) (map[string]string, string, error) {
 		if j < len(s) && s[j] == ',' {
 			j++
 		} else if j >= len(s) || s[j] != '}' {
-			return nil, "", fmt.Errorf("label %s: want , or }", name)
+			return nil, "", fmt.Errorf("label %s: want , or }", Excerpt(name))
 		}
 		i = j
 	}

@@ -25,7 +25,7 @@ type forwardCase struct {
 	refused func(t *testing.T) (target, func())
 }
 
-// TestDialThroughSSH: Host.DialContext reaches a loopback HTTP server through the host's SSH
+// TestDialThroughSSH: a Tunnel reaches a loopback HTTP server through the host's SSH
 // server on the pooled connection (one handshake for every channel), against the lab and
 // OpenSSH alike; a port where nothing listens reads as a refused connection; a server that
 // refuses forwarding (AllowTcpForwarding no) gives a *ForwardError that says so and names the
@@ -61,7 +61,7 @@ func TestDialThroughSSH(t *testing.T) {
 		t.Run(c.tg.name, func(t *testing.T) {
 			p := c.tg.pool(t, nil)
 			h := mustHost(t, p, c.tg.host)
-			hc := &http.Client{Transport: &http.Transport{DialContext: h.DialContext, DisableKeepAlives: true}, Timeout: 10 * time.Second}
+			hc := &http.Client{Transport: &http.Transport{DialContext: tunnel(t, h, c.open).DialContext, DisableKeepAlives: true}, Timeout: 10 * time.Second}
 			for i := 0; i < 3; i++ {
 				resp, err := hc.Get("http://" + c.open + c.path)
 				if err != nil {
@@ -76,7 +76,7 @@ func TestDialThroughSSH(t *testing.T) {
 				t.Errorf("three forwarded requests made %d SSH connections, want 1 (the pooled one)", n)
 			}
 
-			_, err := h.DialContext(ctx, "tcp", "127.0.0.1:1")
+			_, err := tunnel(t, h, "127.0.0.1:1").DialContext(ctx, "tcp", "127.0.0.1:1")
 			var fe *remote.ForwardError
 			if !errors.As(err, &fe) || fe.Prohibited() || !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Errorf("dial a closed port through %s: %v (%T), want a *ForwardError that is ECONNREFUSED", c.tg.name, err, err)
@@ -85,7 +85,7 @@ func TestDialThroughSSH(t *testing.T) {
 			rt, undo := c.refused(t)
 			defer undo()
 			rh := mustHost(t, rt.pool(t, nil), rt.host)
-			_, err = rh.DialContext(ctx, "tcp", c.open)
+			_, err = tunnel(t, rh, c.open).DialContext(ctx, "tcp", c.open)
 			if !errors.As(err, &fe) || !fe.Prohibited() || errors.Is(err, syscall.ECONNREFUSED) {
 				t.Fatalf("dial through %s refusing forwarding: %v (%T), want a prohibited *ForwardError", c.tg.name, err, err)
 			}
@@ -107,17 +107,30 @@ func TestLabForwardsOnlyToItself(t *testing.T) {
 	l := startLab(t)
 	tg := labTarget(t, l)
 	h := mustHost(t, tg.pool(t, nil), "gpu1")
-	_, err := h.DialContext(ctx, "tcp", "192.0.2.1:80")
+	_, err := tunnel(t, h, "192.0.2.1:80").DialContext(ctx, "tcp", "192.0.2.1:80")
 	var fe *remote.ForwardError
 	if !errors.As(err, &fe) || fe.Prohibited() || !strings.Contains(err.Error(), "forwards only to its own loopback") {
 		t.Errorf("dial outside the lab: %v", err)
 	}
-	for _, bad := range [][2]string{{"udp", "127.0.0.1:30000"}, {"tcp", "127.0.0.1"}, {"tcp", "127.0.0.1:0"}, {"tcp", "127.0.0.1:70000"}} {
-		if _, err := h.DialContext(ctx, bad[0], bad[1]); err == nil || errors.As(err, &fe) {
-			t.Errorf("dial %s %s: %v, want an error of the request itself", bad[0], bad[1], err)
+	if _, err := tunnel(t, h, "127.0.0.1:30000").DialContext(ctx, "udp", "127.0.0.1:30000"); err == nil || errors.As(err, &fe) {
+		t.Errorf("dial udp: %v, want an error of the request itself", err)
+	}
+	for _, bad := range []string{"127.0.0.1", "127.0.0.1:0", "127.0.0.1:70000"} {
+		if tn, err := h.Tunnel(bad); err == nil {
+			t.Errorf("tunnel to %s: %v, want an error of the request itself", bad, tn.Target())
 		}
 	}
 	if n := l.Host("gpu1").Forwarded(); n != 0 {
 		t.Errorf("gpu1 forwarded %d channels, want 0", n)
 	}
+}
+
+// tunnel is h's tunnel to target.
+func tunnel(t *testing.T, h *remote.Host, target string) *remote.Tunnel {
+	t.Helper()
+	tn, err := h.Tunnel(target)
+	if err != nil {
+		t.Fatalf("tunnel to %s: %v", target, err)
+	}
+	return tn
 }
