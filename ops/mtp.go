@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsbot/opsbot/ops/engine"
 	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/ops/unit"
 )
@@ -546,7 +547,7 @@ func (r *Runbook) verify(ctx context.Context, t *target, res *Result, rep Report
 		if !on || (sp.Adaptive != AdaptiveDefaultTable && path != sp.Adaptive) {
 			res.AddIncident(IncidentSettingsDiffer)
 			return st.fail(&VerifyError{Service: t.name, Mismatch: true, Err: fmt.Errorf("the engine reports speculative_adaptive %v with config %q; the unit says adaptive with %s: "+
-				"SGLang turns adaptive off, with a warning in its log, for an algorithm other than EAGLE/EAGLE3 or topk above 1", on, path, sp.Adaptive)})
+				"SGLang turns adaptive off, with a warning in its log, for an algorithm other than EAGLE/EAGLE3 or topk above 1", on, engine.Excerpt(path), sp.Adaptive)})
 		}
 		st.done("engine runs %s per load from %s, starting at steps %d, topk %d, draft tokens %d", algorithmLabel(sp.Algorithm, info.Algorithm), sp.Adaptive, info.Steps, info.TopK, info.DraftTokens)
 		return nil

@@ -72,7 +72,7 @@ func TestRedirectStatusesAndLocation(t *testing.T) {
 		{308, long, "HTTP 308 redirect to " + long[:ExcerptRunes] + "..., not followed"},
 		{300, "", "HTTP 300 redirect with no Location, not followed"},
 		{304, "", "HTTP 304 redirect with no Location, not followed"},
-		{303, "http://x/\u202eevil\xff", "HTTP 303 redirect to http://x/ evil, not followed"},
+		{303, "http://127.0.0.1:1/\u202eevil\xff", "HTTP 303 redirect to http://127.0.0.1:1/ evil, not followed"},
 	} {
 		code, loc = c.code, c.loc
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/health", nil)
