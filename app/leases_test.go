@@ -57,6 +57,7 @@ func TestLeadersRetakeTheirLeasesWhenTheStoreReturns(t *testing.T) {
 			if err != nil {
 				t.Fatalf("take the file's write lock: %v", err)
 			}
+			t.Cleanup(func() { _ = lock.Rollback() }) // a test that failed meanwhile gives it back before the App stops
 		}, func() {
 			if err := lock.Rollback(); err != nil {
 				t.Fatal(err)

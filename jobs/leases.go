@@ -45,13 +45,14 @@ type Leases struct {
 	changed   chan struct{} // closed (and replaced) when this process releases a lease
 	lastRenew time.Time
 
-	unreleased []heldKey // releases that failed, retried by renew
-	// relMu orders a retried release against an acquisition of the same
-	// key: the release of an earlier acquisition never ends a later one.
-	relMu    sync.Mutex
-	lostJobs map[int64]bool // jobs one of whose leases was found lost
+	unreleased []heldKey      // releases that failed, retried by renew
+	lostJobs   map[int64]bool // jobs one of whose leases was found lost
 
 	isClosed bool // close began: nothing more is acquired, released or renewed
+
+	// relMu orders a retried release against an acquisition of the same
+	// key: the release of an earlier acquisition never ends a later one.
+	relMu sync.Mutex
 
 	onLost func(key string, jobID int64, err error)
 	onTick func(ctx context.Context, renewed bool)
