@@ -448,6 +448,47 @@ func TestLateOutcomeReplacesInterrupted(t *testing.T) {
 		!strings.Contains(edits[1].Text, "836.8 tok/s") || !strings.Contains(edits[1].Text, "recorded late") {
 		t.Fatalf("edits %+v; want interrupted, then the late success", edits)
 	}
+	// One outcome per message: the late edit takes the interruption's
+	// reaction away (the adapters' tests check that they do).
+	if edits[0].Replaces != "" || edits[1].Replaces != StatusInterrupted {
+		t.Errorf("the edits replace %q, then %q; want nothing, then interrupted", edits[0].Replaces, edits[1].Replaces)
+	}
+}
+
+// TestFinalEditShowsTheStateAsClaimed: a process read a job interrupted
+// (UnshownFinals), then the process that ran it recorded its real outcome
+// late, then the first claimed the final edit: the edit shows the late
+// outcome the store holds at the claim, not the interruption read before
+// (which, with the claim taken, no later edit would correct).
+func TestFinalEditShowsTheStateAsClaimed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, jobtest.OK(), roles)
+	ctx := context.Background()
+	j, err := h.store.CreateJob(ctx, store.Job{Command: "mtp steps 8 qwen", Platform: "test", User: "olga", Room: "ops", Service: "qwen"})
+	if err == nil {
+		err = h.store.SetJobThread(ctx, j.ID, "root-7")
+	}
+	if err == nil {
+		err = h.store.FinishJob(ctx, j.ID, store.Interrupted, store.InterruptedMessage, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := h.store.UnshownFinals(ctx, []string{"test"}, 10)
+	if err != nil || len(read) != 1 || read[0].Status != store.Interrupted {
+		t.Fatalf("unshown finals %+v %v", read, err)
+	}
+	if err := h.store.FinishJobLate(ctx, j.ID, store.Failed, "verify: 2 of 8 requests failed", nil); err != nil {
+		t.Fatal(err)
+	}
+	if !h.eng.ShowFinal(ctx, read[0], "") {
+		t.Fatal("the final edit was not made")
+	}
+	h.eng.ShowFinals(ctx)
+	edits, _ := h.chat.Thread("root-7")
+	if len(edits) == 0 || edits[len(edits)-1].Status != StatusFailed || edits[len(edits)-1].Replaces != StatusInterrupted {
+		t.Fatalf("edits %+v; want the last to show the late failure, replacing the interruption", edits)
+	}
 }
 
 // fillStore makes st refuse writes as a full disk does: no new page, and

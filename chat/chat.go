@@ -97,6 +97,12 @@ type Message struct {
 	// Status is what a KindStatus message says of its job or alert ("" for
 	// other kinds).
 	Status Status
+	// Replaces, on a final status edit, is the outcome an earlier final
+	// edit of the same message may show ("" for none): a job recorded late
+	// replaces the interruption another opsbot process showed. The adapter
+	// takes that outcome's reaction away, so that the message shows one
+	// outcome, Status's.
+	Replaces Status
 	// ReplyTo is the platform message this one answers (a Matrix event id, a
 	// Slack thread ts), when the request had one.
 	ReplyTo string

@@ -21,13 +21,15 @@ import (
 // Leases holds services and nodes for this process's jobs as leases in the
 // store, so that they hold across every opsbot process on the same store.
 // The process registers as an owner (hostname:pid:random) and a heartbeat
-// goroutine renews the owner and its leases every TTL/3; a process that
-// dies stops renewing, and its leases are taken over once they expire (at
-// once, when a process on the same machine sees its pid gone).
+// goroutine renews the owner and its leases every TTL/3 (every second after
+// a failed renewal, until one succeeds); a process that dies stops
+// renewing, and its leases are taken over once they expire (at once, when a
+// process on the same machine sees its pid gone).
 //
 // A lease lost while held (this process stalled past the expiry and
-// another took it over) is noticed at the next heartbeat and reported to the
-// engine, which stops the job that held it. Leases is safe for concurrent
+// another took it over, or the store was away for longer than the TTL) is
+// noticed at the next heartbeat and reported to the engine, which stops the
+// job that held it, and to the hold, whose leader lets it go (RunLeader). Leases is safe for concurrent
 // use; it implements ops.Locker, holding each key for the job the engine
 // or the pipeline names (JobHold.JobID).
 type Leases struct {
@@ -47,6 +49,10 @@ type Leases struct {
 	lostJobs   map[int64]bool // jobs one of whose leases was found lost
 
 	isClosed bool // close began: nothing more is acquired, released or renewed
+
+	// relMu orders a retried release against an acquisition of the same
+	// key: the release of an earlier acquisition never ends a later one.
+	relMu sync.Mutex
 
 	onLost func(key string, jobID int64, err error)
 	onTick func(ctx context.Context, renewed bool)
@@ -118,8 +124,10 @@ func (l *Leases) TTL() time.Duration { return l.ttl }
 // (renewed says whether this tick renewed the leases), and onLost for each
 // lease found lost.
 func (l *Leases) start(onLost func(key string, jobID int64, err error), onTick func(ctx context.Context, renewed bool)) {
+	l.mu.Lock()
 	l.onLost, l.onTick = onLost, onTick
 	l.stop, l.done = make(chan struct{}), make(chan struct{})
+	l.mu.Unlock()
 	go l.loop()
 }
 
@@ -137,7 +145,7 @@ func (l *Leases) loop() {
 	renewEvery := l.ttl / 3
 	tick := time.NewTicker(min(time.Second, renewEvery))
 	defer tick.Stop()
-	lastTry := time.Now()
+	lastTry, ok := time.Now(), true
 	for {
 		select {
 		case <-l.stop:
@@ -145,9 +153,13 @@ func (l *Leases) loop() {
 		case <-tick.C:
 		}
 		renewed := false
-		if time.Since(lastTry) >= renewEvery-renewEvery/10 {
+		// After a failed renewal (the store was away) the next try is at
+		// the next tick, so that the leases count again within a second
+		// of the store's return.
+		if !ok || time.Since(lastTry) >= renewEvery-renewEvery/10 {
 			lastTry = time.Now()
 			renewed = l.renew(ctx)
+			ok = renewed
 		}
 		if l.onTick != nil {
 			l.onTick(ctx, renewed)
@@ -164,12 +176,7 @@ func (l *Leases) renew(ctx context.Context) bool {
 	l.unreleased = nil
 	l.mu.Unlock()
 	for _, k := range retry {
-		if err := l.st.ReleaseLease(ctx, k.key, l.owner.ID, k.jobID); err != nil && !errors.Is(err, store.ErrLeaseLost) {
-			l.log.Error("release lease", "lease", k.key, "job", k.jobID, "err", err)
-			l.mu.Lock()
-			l.unreleased = append(l.unreleased, k)
-			l.mu.Unlock()
-		}
+		l.retryRelease(ctx, k)
 	}
 	began := time.Now()
 	keys, err := l.st.Heartbeat(ctx, l.owner.ID, l.ttl)
@@ -228,6 +235,33 @@ func (l *Leases) renew(ctx context.Context) bool {
 		}
 	}
 	return err == nil
+}
+
+// retryRelease gives up k again, a lease whose release failed (the store
+// was away), unless it was taken again since: then the release is moot,
+// and it would end the new acquisition (the same owner, key and job).
+// While an acquisition is under way it waits for the next heartbeat rather
+// than hold this one up.
+func (l *Leases) retryRelease(ctx context.Context, k heldKey) {
+	if !l.relMu.TryLock() {
+		l.mu.Lock()
+		l.unreleased = append(l.unreleased, k)
+		l.mu.Unlock()
+		return
+	}
+	defer l.relMu.Unlock()
+	l.mu.Lock()
+	h, again := l.held[k.key]
+	l.mu.Unlock()
+	if again && h.jobID == k.jobID {
+		return
+	}
+	if err := l.st.ReleaseLease(ctx, k.key, l.owner.ID, k.jobID); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+		l.log.Error("release lease", "lease", k.key, "job", k.jobID, "err", err)
+		l.mu.Lock()
+		l.unreleased = append(l.unreleased, k)
+		l.mu.Unlock()
+	}
 }
 
 // holdMargin is how long before its expiry a lease counts as lost here: the
@@ -317,7 +351,10 @@ func (l *Leases) Acquire(ctx context.Context, key string, jobID int64, waiting f
 		if closed {
 			return nil, store.Acquisition{}, ErrLeasesClosed
 		}
-		a, err := l.st.AcquireLease(ctx, key, l.owner.ID, jobID, l.ttl)
+		if err := l.awaitRenewal(ctx); err != nil {
+			return nil, store.Acquisition{}, err
+		}
+		a, err := l.take(ctx, key, jobID)
 		if err != nil {
 			l.mu.Lock()
 			closed := l.isClosed
@@ -331,10 +368,6 @@ func (l *Leases) Acquire(ctx context.Context, key string, jobID int64, waiting f
 			return nil, store.Acquisition{}, err
 		}
 		if a.Acquired {
-			l.mu.Lock()
-			l.seq++
-			l.held[key] = heldLease{jobID: jobID, seq: l.seq}
-			l.mu.Unlock()
 			if a.TookOver() {
 				l.log.Warn("lease taken over from a holder that stopped renewing it", "lease", key, "job", jobID,
 					"from", a.Holder.Holder(), "from_owner", a.Holder.Owner)
@@ -354,6 +387,50 @@ func (l *Leases) Acquire(ctx context.Context, key string, jobID int64, waiting f
 		case <-ctx.Done():
 			t.Stop()
 			return nil, store.Acquisition{}, context.Cause(ctx)
+		}
+	}
+}
+
+// take tries to acquire key for job once and, when it did, counts it held,
+// in one step as retryRelease sees it (see relMu).
+func (l *Leases) take(ctx context.Context, key string, jobID int64) (store.Acquisition, error) {
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
+	a, err := l.st.AcquireLease(ctx, key, l.owner.ID, jobID, l.ttl)
+	if err != nil || !a.Acquired {
+		return a, err
+	}
+	l.mu.Lock()
+	l.seq++
+	l.held[key] = heldLease{jobID: jobID, seq: l.seq}
+	l.mu.Unlock()
+	return a, nil
+}
+
+// awaitRenewal waits, before a lease is taken, while this process's own
+// leases count as stale (fresh fails: not renewed for the TTL less a
+// margin, and the store takes writes): its registration in the store may
+// have expired, so that a lease taken now would be anyone's to take over,
+// and its hold would fail its first check. The heartbeat, which tries
+// again every second after a failure, ends the wait; so do ctx and close.
+// Without a heartbeat running (a Leases not started) it does not wait.
+func (l *Leases) awaitRenewal(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		running, closed := l.stop != nil, l.isClosed
+		l.mu.Unlock()
+		if !running || l.fresh() == nil {
+			return nil
+		}
+		if closed {
+			return ErrLeasesClosed
+		}
+		t := time.NewTimer(l.poll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
 		}
 	}
 }

@@ -100,3 +100,81 @@ func newTestLeases(t *testing.T) (*store.Store, *Leases) {
 	t.Cleanup(l.close)
 	return st, l
 }
+
+// TestRetriedReleaseSparesTheLeaseTakenAgain: a release that failed while
+// the store was away is retried by the heartbeat; when this process has
+// taken the same lease again meanwhile (a leader: same owner, key and job
+// 0), the retry is moot and must not end the new acquisition, whether the
+// retry was pending when the lease was taken again or had already been
+// picked up by a heartbeat under way. The failed release is put in by hand:
+// SQLite cannot refuse one write and take the next.
+func TestRetriedReleaseSparesTheLeaseTakenAgain(t *testing.T) {
+	t.Parallel()
+	st, l := newTestLeases(t)
+	ctx := context.Background()
+	const key = "scheduler"
+	held := func() error {
+		ls, err := st.Leases(ctx)
+		if err != nil {
+			return err
+		}
+		for _, x := range ls {
+			if x.Key == key && x.Owner == l.Owner().ID {
+				if !l.Holds(key) {
+					return errors.New("the store says held, Holds says not")
+				}
+				return nil
+			}
+		}
+		return errors.New("not held in the store")
+	}
+	for _, pickedUp := range []bool{false, true} {
+		release, _, err := l.Acquire(ctx, key, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+		failed := heldKey{key, 0} // as release leaves it when the store refuses the delete
+		if !pickedUp {
+			l.mu.Lock()
+			l.unreleased = append(l.unreleased, failed)
+			l.mu.Unlock()
+		}
+		again, _, err := l.Acquire(ctx, key, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pickedUp {
+			l.retryRelease(ctx, failed) // the heartbeat had read the retries before the lease was taken again
+		}
+		if !l.renew(ctx) {
+			t.Fatal("the heartbeat failed")
+		}
+		if err := held(); err != nil {
+			t.Fatalf("retry picked up before the lease was taken again: %t: %v", pickedUp, err)
+		}
+		again()
+	}
+}
+
+// TestLockWaitsForTheHeartbeatAfterAStall: a process whose leases were last
+// renewed longer ago than the TTL less the margin (the store was away, or
+// the process was paused) takes a new lease only once its heartbeat renewed
+// it, so the new hold is good from the start instead of failing its first
+// check (and the store does not see a lease of an expired owner).
+func TestLockWaitsForTheHeartbeatAfterAStall(t *testing.T) {
+	t.Parallel()
+	_, l := newTestLeases(t)
+	l.Start()
+	l.mu.Lock()
+	l.lastRenew = time.Now().Add(-l.ttl) // as after the store was away for the TTL
+	l.mu.Unlock()
+	h, err := l.Lock(context.Background(), "watchdog", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	if err := h.Check(); err != nil {
+		t.Fatalf("a hold taken after a stall: %v; want it good at once", err)
+	}
+}

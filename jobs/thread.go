@@ -250,10 +250,24 @@ func (e *Engine) ShowFinal(ctx context.Context, j store.Job, user string) bool {
 	if !claimed {
 		return false
 	}
+	// The state the store holds now, as claimed: a late record may have
+	// replaced the one read before the claim (and the late record gives
+	// the claim back, so an edit that read it before is made again).
+	if cur, err := e.opts.Store.Job(ctx, j.ID); err == nil && cur.Status.Final() {
+		if cur.Thread == "" {
+			cur.Thread = j.Thread
+		}
+		j = cur
+	}
 	if user == "" {
 		user = j.User
 	}
 	m := chat.Message{Kind: chat.KindStatus, Text: report.RenderStatus(finalView(j, user), time.Now()), Final: true, Status: chat.Status(j.Status)}
+	if j.RecordedLate {
+		// The outcome replaces the interruption another process recorded
+		// and may have shown: one outcome per message.
+		m.Replaces = chat.StatusInterrupted
+	}
 	if err := ch.Edit(ctx, chat.Ref{Room: j.Room, ID: j.Thread}, m); err != nil {
 		if rErr := e.opts.Store.ReleaseFinalShown(context.WithoutCancel(ctx), j.ID); rErr != nil {
 			e.log.Warn("give back a job's final edit", "job", j.ID, "err", rErr)

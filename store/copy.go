@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // copyTables are the store's tables that Copy moves, in an order that
@@ -40,6 +41,27 @@ type CopyCount struct {
 // holds something: Copy only fills an empty store, and changes nothing.
 var ErrNotEmpty = fmt.Errorf("the target store is not empty")
 
+// CopyOptions configure Copy.
+type CopyOptions struct {
+	// Live copies a source in use: the snapshot Copy always reads is all
+	// it copies, and what is written after the cut is not. Without it,
+	// Copy refuses a source that live opsbot processes hold leases on
+	// (*LiveSourceError).
+	Live bool
+}
+
+// CopyResult is what Copy did.
+type CopyResult struct {
+	Copied  []CopyCount // rows copied, per table
+	Skipped []CopyCount // rows left behind: SkippedTables, then the side tables dst lacks
+	// Cut is the time of the snapshot by the source's clock: the copy
+	// holds the source as it was then (and not later).
+	Cut time.Time
+	// Live are the leases live processes held on the source at the cut
+	// (with Live only; they are not copied).
+	Live []Lease
+}
+
 // Copy copies every job, event, bench result, schedule, claimed schedule
 // firing, incident, silence, confirmation, chat claim, audit entry, kv row
 // and lease epoch, and the Matrix adapter's tables (SideDB) where the target has them, from src into
@@ -50,79 +72,139 @@ var ErrNotEmpty = fmt.Errorf("the target store is not empty")
 // has the library create in dst first) are copied by the columns both
 // sides have; one that dst lacks is reported as skipped, one that dst
 // already fills (a version table) is left as dst has it. It skips
-// SkippedTables, and returns the rows copied per table, then the rows
-// skipped. src should not be in use: what is written to it meanwhile
-// may or may not be copied. A failure part way leaves dst partly filled:
-// empty it (or drop the database) before trying again.
-func Copy(ctx context.Context, src, dst *Store) (copied, skipped []CopyCount, err error) {
+// SkippedTables (leases are never copied), and returns the rows copied per
+// table, then the rows skipped.
+//
+// Every read of src is in one read transaction (see snapshot), so the copy
+// is one consistent cut of src, at CopyResult.Cut. A source that live
+// opsbot processes use (their leases unexpired at the cut) is refused with
+// a *LiveSourceError naming them, unless o.Live. A failure part way leaves
+// dst partly filled: empty it (or drop the database) before trying again.
+func Copy(ctx context.Context, src, dst *Store, o CopyOptions) (CopyResult, error) {
 	if src.name == dst.name {
-		return nil, nil, fmt.Errorf("copy store: %w: the source and the target are the same store (%s)", ErrInvalid, src.name)
+		return CopyResult{}, fmt.Errorf("copy store: %w: the source and the target are the same store (%s)", ErrInvalid, src.name)
 	}
+	if err := checkEmpty(ctx, dst); err != nil {
+		return CopyResult{}, err
+	}
+	snap, cut, end, err := src.snapshot(ctx)
+	if err != nil {
+		return CopyResult{}, fmt.Errorf("copy store: %w", err)
+	}
+	defer end()
+	res := CopyResult{Cut: cut}
+	leases, owners, err := liveAt(ctx, snap, cut)
+	if err != nil {
+		return CopyResult{}, fmt.Errorf("copy store: %s: %w", src.name, err)
+	}
+	if (len(leases) > 0 || len(owners) > 0) && !o.Live {
+		return CopyResult{}, fmt.Errorf("copy store: %w", &LiveSourceError{Store: src.name, Leases: leases, Owners: owners})
+	}
+	if o.Live {
+		res.Live = leases
+	}
+	from := view{r: snap, d: src.dialect, name: src.name}
+	if res.Copied, err = copyStoreTables(ctx, from, dst); err != nil {
+		return res, err
+	}
+	if res.Skipped, err = copySideTables(ctx, from, dst, &res.Copied); err != nil {
+		return res, err
+	}
+	var left []CopyCount
+	for _, t := range SkippedTables {
+		n, err := tableRows(ctx, from, t)
+		if err != nil {
+			return res, fmt.Errorf("copy store: %w", err)
+		}
+		left = append(left, CopyCount{Table: t, Rows: n})
+	}
+	res.Skipped = append(left, res.Skipped...)
+	return res, nil
+}
+
+// view is one way to read a store: its read pool (Store.view), or a
+// snapshot of it.
+type view struct {
+	r    reader
+	d    dialect
+	name string
+}
+
+func (s *Store) view() view { return view{r: s.rdb, d: s.dialect, name: s.name} }
+
+// checkEmpty returns an error wrapping ErrNotEmpty when dst holds rows.
+func checkEmpty(ctx context.Context, dst *Store) error {
 	var full []string
 	for _, t := range append(append([]string{}, copyTables...), SkippedTables...) {
-		n, err := tableRows(ctx, dst, t)
+		n, err := tableRows(ctx, dst.view(), t)
 		if err != nil {
-			return nil, nil, fmt.Errorf("copy store: %w", err)
+			return fmt.Errorf("copy store: %w", err)
 		}
 		if n > 0 {
 			full = append(full, fmt.Sprintf("%s: %d", t, n))
 		}
 	}
 	if len(full) > 0 {
-		return nil, nil, fmt.Errorf("copy store to %s: %w (%s): copy only into a new database or file", dst.name, ErrNotEmpty, strings.Join(full, ", "))
+		return fmt.Errorf("copy store to %s: %w (%s): copy only into a new database or file", dst.name, ErrNotEmpty, strings.Join(full, ", "))
 	}
+	return nil
+}
+
+// copyStoreTables copies the store's own tables (copyTables) from src to
+// dst and moves dst's id sequences past src's.
+func copyStoreTables(ctx context.Context, src view, dst *Store) ([]CopyCount, error) {
+	var copied []CopyCount
 	for _, t := range copyTables {
 		n, err := copyTable(ctx, src, dst, t)
 		if err != nil {
-			return copied, nil, fmt.Errorf("copy store: table %s: %w", t, err)
+			return copied, fmt.Errorf("copy store: table %s: %w", t, err)
 		}
 		copied = append(copied, CopyCount{Table: t, Rows: n})
 	}
 	for _, t := range idTables {
 		if err := moveSequence(ctx, src, dst, t); err != nil {
-			return copied, nil, fmt.Errorf("copy store: move the id sequence of %s: %w", t, err)
+			return copied, fmt.Errorf("copy store: move the id sequence of %s: %w", t, err)
 		}
 	}
-	side, err := SideTables(ctx, src)
+	return copied, nil
+}
+
+// copySideTables copies the side tables src has and dst has too (adding
+// their counts to copied), and returns those dst lacks, with src's rows.
+func copySideTables(ctx context.Context, src view, dst *Store, copied *[]CopyCount) ([]CopyCount, error) {
+	side, err := sideTables(ctx, src)
 	if err != nil {
-		return copied, nil, fmt.Errorf("copy store: %w", err)
+		return nil, fmt.Errorf("copy store: %w", err)
 	}
-	have, err := SideTables(ctx, dst)
+	have, err := sideTables(ctx, dst.view())
 	if err != nil {
-		return copied, nil, fmt.Errorf("copy store: %w", err)
+		return nil, fmt.Errorf("copy store: %w", err)
 	}
+	var skipped []CopyCount
 	for _, t := range side {
 		if !slices.Contains(have, t) {
 			n, err := tableRows(ctx, src, t)
 			if err != nil {
-				return copied, nil, fmt.Errorf("copy store: %w", err)
+				return skipped, fmt.Errorf("copy store: %w", err)
 			}
 			skipped = append(skipped, CopyCount{Table: t, Rows: n})
 			continue
 		}
 		n, err := copySideTable(ctx, src, dst, t)
 		if err != nil {
-			return copied, nil, fmt.Errorf("copy store: table %s: %w", t, err)
+			return skipped, fmt.Errorf("copy store: table %s: %w", t, err)
 		}
 		if n >= 0 {
-			copied = append(copied, CopyCount{Table: t, Rows: n})
+			*copied = append(*copied, CopyCount{Table: t, Rows: n})
 		}
 	}
-	var left []CopyCount
-	for _, t := range SkippedTables {
-		n, err := tableRows(ctx, src, t)
-		if err != nil {
-			return copied, nil, fmt.Errorf("copy store: %w", err)
-		}
-		left = append(left, CopyCount{Table: t, Rows: n})
-	}
-	return copied, append(left, skipped...), nil
+	return skipped, nil
 }
 
-func tableRows(ctx context.Context, s *Store, table string) (int64, error) {
+func tableRows(ctx context.Context, v view, table string) (int64, error) {
 	var n int64
-	if err := s.rdb.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+table).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count %s in %s: %w", table, s.name, err)
+	if err := v.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+table).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count %s in %s: %w", table, v.name, err)
 	}
 	return n, nil
 }
@@ -132,8 +214,8 @@ func tableRows(ctx context.Context, s *Store, table string) (int64, error) {
 // by every column src has, named (a column a migration added, such as
 // jobs.args and jobs.dry_run, comes along as it is: the store's columns
 // are text and integers, flags 0 or 1, in both databases).
-func copyTable(ctx context.Context, src, dst *Store, table string) (int64, error) {
-	rows, err := src.rdb.DB.QueryContext(ctx, `SELECT * FROM `+table+` ORDER BY 1`)
+func copyTable(ctx context.Context, src view, dst *Store, table string) (int64, error) {
+	rows, err := src.r.QueryContext(ctx, `SELECT * FROM `+table+` ORDER BY 1`)
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", src.name, err)
 	}
@@ -158,7 +240,7 @@ func copyTable(ctx context.Context, src, dst *Store, table string) (int64, error
 // copyRows inserts every row of rows (ncols columns each, after convert
 // changed them in place for dst) into dst with insert, in batches of
 // copyBatch rows per write transaction, and returns how many it wrote.
-func copyRows(ctx context.Context, rows *sql.Rows, ncols int, src, dst *Store, insert string, convert func(vals []any)) (int64, error) {
+func copyRows(ctx context.Context, rows *sql.Rows, ncols int, src view, dst *Store, insert string, convert func(vals []any)) (int64, error) {
 	var n int64
 	var batch [][]any
 	flush := func() error {
@@ -206,16 +288,16 @@ func copyRows(ctx context.Context, rows *sql.Rows, ncols int, src, dst *Store, i
 // sequence returns the last id table's sequence handed out in s (0 when
 // none): SQLite's sqlite_sequence for AUTOINCREMENT tables, else the
 // largest id; PostgreSQL's identity sequence.
-func sequence(ctx context.Context, s *Store, table string) (int64, error) {
+func sequence(ctx context.Context, s view, table string) (int64, error) {
 	var v sql.NullInt64
 	var err error
-	if s.dialect == postgresSQL {
-		err = s.rdb.QueryRowContext(ctx, `SELECT GREATEST(
+	if s.d == postgresSQL {
+		err = s.r.QueryRowContext(ctx, `SELECT GREATEST(
 			(SELECT COALESCE(MAX(id), 0) FROM `+table+`),
 			(SELECT COALESCE(MAX(last_value), 0) FROM pg_sequences
 			  WHERE format('%I.%I', schemaname, sequencename) = pg_get_serial_sequence(?, 'id')))`, table).Scan(&v)
 	} else {
-		err = s.rdb.QueryRowContext(ctx, `SELECT MAX(v) FROM (
+		err = s.r.QueryRowContext(ctx, `SELECT MAX(v) FROM (
 			SELECT COALESCE(MAX(id), 0) AS v FROM `+table+`
 			UNION ALL SELECT seq FROM sqlite_sequence WHERE name = ?)`, table).Scan(&v)
 	}
@@ -224,7 +306,7 @@ func sequence(ctx context.Context, s *Store, table string) (int64, error) {
 
 // moveSequence makes dst's next id for table larger than every id src
 // has handed out.
-func moveSequence(ctx context.Context, src, dst *Store, table string) error {
+func moveSequence(ctx context.Context, src view, dst *Store, table string) error {
 	last, err := sequence(ctx, src, table)
 	if err != nil {
 		return err
@@ -263,10 +345,12 @@ func init() {
 // SideTables lists, sorted, the tables in s that the store's migrations do
 // not make: a library's tables kept through SideDB (the Matrix adapter's
 // room state and encryption keys).
-func SideTables(ctx context.Context, s *Store) ([]string, error) {
-	q := s.dialect.pick(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`,
+func SideTables(ctx context.Context, s *Store) ([]string, error) { return sideTables(ctx, s.view()) }
+
+func sideTables(ctx context.Context, s view) ([]string, error) {
+	q := s.d.pick(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name`,
 		`SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename`)
-	rows, err := s.rdb.QueryContext(ctx, q)
+	rows, err := s.r.QueryContext(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("list the tables of %s: %w", s.name, err)
 	}
@@ -286,10 +370,10 @@ func SideTables(ctx context.Context, s *Store) ([]string, error) {
 
 // columnTypes returns table's columns in s with their declared types,
 // lower case.
-func columnTypes(ctx context.Context, s *Store, table string) (map[string]string, error) {
-	q := s.dialect.pick(`SELECT name, type FROM pragma_table_info(?)`,
+func columnTypes(ctx context.Context, s view, table string) (map[string]string, error) {
+	q := s.d.pick(`SELECT name, type FROM pragma_table_info(?)`,
 		`SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ?`)
-	rows, err := s.rdb.QueryContext(ctx, q, table)
+	rows, err := s.r.QueryContext(ctx, q, table)
 	if err != nil {
 		return nil, fmt.Errorf("read the columns of %s in %s: %w", table, s.name, err)
 	}
@@ -312,15 +396,15 @@ func binaryType(t string) bool { return t == "bytea" || t == "blob" }
 // (PostgreSQL's boolean, SQLite's integers), bytes and text. A side table
 // that already has rows in dst (a library's version table, written when
 // the library prepared dst) is left as it is: it returns -1.
-func copySideTable(ctx context.Context, src, dst *Store, table string) (int64, error) {
-	if n, err := tableRows(ctx, dst, table); err != nil || n > 0 {
+func copySideTable(ctx context.Context, src view, dst *Store, table string) (int64, error) {
+	if n, err := tableRows(ctx, dst.view(), table); err != nil || n > 0 {
 		return -1, err
 	}
 	st, err := columnTypes(ctx, src, table)
 	if err != nil {
 		return 0, err
 	}
-	dt, err := columnTypes(ctx, dst, table)
+	dt, err := columnTypes(ctx, dst.view(), table)
 	if err != nil {
 		return 0, err
 	}
@@ -338,7 +422,7 @@ func copySideTable(ctx context.Context, src, dst *Store, table string) (int64, e
 	for i, c := range cols {
 		quoted[i] = `"` + strings.ReplaceAll(c, `"`, `""`) + `"`
 	}
-	rows, err := src.rdb.DB.QueryContext(ctx, `SELECT `+strings.Join(quoted, ", ")+` FROM "`+table+`"`)
+	rows, err := src.r.QueryContext(ctx, `SELECT `+strings.Join(quoted, ", ")+` FROM "`+table+`"`)
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", src.name, err)
 	}

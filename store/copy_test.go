@@ -115,9 +115,14 @@ func TestCopy(t *testing.T) {
 				src := from.openAt(t, filepath.Join(t.TempDir(), "src.db"))
 				dst := to.openAt(t, filepath.Join(t.TempDir(), "dst.db"))
 				fill(t, src)
-				copied, skipped, err := Copy(ctx, src, dst)
+				// fill leaves a live owner and its lease: a live copy.
+				res, err := Copy(ctx, src, dst, CopyOptions{Live: true})
 				if err != nil {
 					t.Fatalf("Copy: %v", err)
+				}
+				copied, skipped := res.Copied, res.Skipped
+				if len(res.Live) != 1 || res.Live[0].Key != "service:qwen" || res.Cut.IsZero() {
+					t.Errorf("live leases at the cut %+v, cut %s; want service:qwen", res.Live, res.Cut)
 				}
 				for _, c := range copied {
 					if c.Rows == 0 {
@@ -131,7 +136,7 @@ func TestCopy(t *testing.T) {
 					t.Errorf("skipped %s", got)
 				}
 				for _, tb := range SkippedTables {
-					if n := must(tableRows(ctx, dst, tb))(t); n != 0 {
+					if n := must(tableRows(ctx, dst.view(), tb))(t); n != 0 {
 						t.Errorf("%s: %d rows copied, want none", tb, n)
 					}
 				}
@@ -161,7 +166,7 @@ func TestCopy(t *testing.T) {
 				must(0, dst.AppendAudit(ctx, AuditEntry{User: "U2", Decision: DecisionAccepted}))(t)
 				// A second copy into the now non-empty target is refused and changes nothing.
 				before := dump(t, dst, "jobs")
-				if _, _, err := Copy(ctx, src, dst); !errors.Is(err, ErrNotEmpty) {
+				if _, err := Copy(ctx, src, dst, CopyOptions{Live: true}); !errors.Is(err, ErrNotEmpty) {
 					t.Errorf("second copy: %v, want ErrNotEmpty", err)
 				}
 				if !reflect.DeepEqual(dump(t, dst, "jobs"), before) {

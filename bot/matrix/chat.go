@@ -3,6 +3,7 @@ package matrix
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"html"
 	"regexp"
@@ -46,7 +47,9 @@ func (a *Adapter) Post(ctx context.Context, room string, m bot.Message) (bot.Ref
 
 // Edit replaces the text of ref with an m.replace event; an edit that would
 // not change the text is not sent. The final edit of a status message also
-// reacts to it with the outcome's icon (✅, ❌, 🚫, ...).
+// reacts to it with the outcome's icon (✅, ❌, 🚫, ...) and, when it
+// replaces an earlier outcome (Message.Replaces: a late record), redacts the
+// bot's reaction of that one, so the message shows one outcome.
 func (a *Adapter) Edit(ctx context.Context, ref bot.Ref, m bot.Message) error {
 	cli, err := a.conn(ctx)
 	if err != nil {
@@ -72,14 +75,57 @@ func (a *Adapter) Edit(ctx context.Context, ref bot.Ref, m bot.Message) error {
 			return fmt.Errorf("matrix: edit %s in %s: %w", ref.ID, ref.Room, err)
 		}
 	}
-	if react {
-		if icon := m.Status.Icon(); icon != "" && m.Status.Final() {
-			if _, err := cli.SendReaction(ctx, id.RoomID(ref.Room), root, icon); err != nil {
-				return fmt.Errorf("matrix: react to %s in %s: %w", ref.ID, ref.Room, err)
-			}
+	if !react || !m.Status.Final() {
+		return nil
+	}
+	icon := m.Status.Icon()
+	if icon != "" {
+		if _, err := cli.SendReaction(ctx, id.RoomID(ref.Room), root, icon); err != nil {
+			return fmt.Errorf("matrix: react to %s in %s: %w", ref.ID, ref.Room, err)
 		}
 	}
+	if old := m.Replaces.Icon(); m.Replaces.Final() && old != icon {
+		return unreact(ctx, cli, id.RoomID(ref.Room), root, old)
+	}
 	return nil
+}
+
+// unreact redacts the bot's reactions key on root (one outcome per
+// message: the earlier outcome's goes), wherever they were sent from (an
+// opsbot process that took the job over): the homeserver's relations of
+// root name them.
+func unreact(ctx context.Context, cli *mautrix.Client, room id.RoomID, root id.EventID, key string) error {
+	req := &mautrix.ReqGetRelations{RelationType: event.RelAnnotation, EventType: event.EventReaction, Limit: 100}
+	for page := 0; page < 10; page++ {
+		resp, err := cli.GetRelations(ctx, room, root, req)
+		if err != nil {
+			return fmt.Errorf("matrix: read the reactions to %s in %s: %w", root, room, err)
+		}
+		for _, evt := range resp.Chunk {
+			if evt.Sender != cli.UserID || reactionKey(evt) != key {
+				continue
+			}
+			if _, err := cli.RedactEvent(ctx, room, evt.ID); err != nil {
+				return fmt.Errorf("matrix: take back the reaction %s to %s in %s: %w", key, root, room, err)
+			}
+		}
+		if resp.NextBatch == "" {
+			return nil
+		}
+		req.From = resp.NextBatch
+	}
+	return nil
+}
+
+// reactionKey is the key of a reaction event, from its raw content.
+func reactionKey(evt *event.Event) string {
+	var c struct {
+		RelatesTo struct {
+			Key string `json:"key"`
+		} `json:"m.relates_to"`
+	}
+	_ = json.Unmarshal(evt.Content.VeryRaw, &c)
+	return c.RelatesTo.Key
 }
 
 // Reply posts m in the thread of ref (ref may be the root or a reply in

@@ -336,6 +336,60 @@ func TestAttachmentsAndEncrypted(t *testing.T) {
 	}
 }
 
+// TestOneOutcomePerMessage: a job's status message got the interruption's
+// reaction ⚠️ from the opsbot process that took the job over (a second
+// adapter, not syncing, on the same store: another process); the process
+// that ran it records its real outcome late and edits the message again.
+// The message then shows exactly one outcome reaction of the bot's, the
+// late ❌: the homeserver holds the ⚠️ redacted.
+func TestOneOutcomePerMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in := e.start(nil)
+	in.waitReady(t)
+	taker, err := matrix.New(*e.cfg.Matrix, matrix.Options{Logger: testkit.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taker.Attach(matrix.Deps{State: e.openStore(t)})
+	ctx := testkit.Context(t, 60*time.Second)
+	root, err := in.adapter.Post(ctx, string(e.room), bot.Message{Kind: bot.KindStatus, Text: "🔄 #12 `mtp steps 8 qwen` — running"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := taker.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Final: true, Text: "⚠️ #12 interrupted", Status: bot.StatusInterrupted}); err != nil {
+		t.Fatal(err)
+	}
+	e.seen.Wait(t, 30*time.Second, "the interruption's reaction", func(m msg) bool {
+		return m.Type == "m.reaction" && m.RelTo == id.EventID(root.ID) && m.Key == "⚠️"
+	})
+	if err := in.adapter.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Final: true, Text: "❌ #12 failed (recorded late)",
+		Status: bot.StatusFailed, Replaces: bot.StatusInterrupted}); err != nil {
+		t.Fatal(err)
+	}
+	e.seen.Wait(t, 30*time.Second, "the late outcome's reaction", func(m msg) bool {
+		return m.Type == "m.reaction" && m.RelTo == id.EventID(root.ID) && m.Key == "❌"
+	})
+	shown := func() []string {
+		redacted := map[id.EventID]bool{}
+		for _, m := range e.seen.All(func(m msg) bool { return m.Type == "m.room.redaction" }) {
+			redacted[m.Redacts] = true
+		}
+		var keys []string
+		for _, m := range e.seen.All(func(m msg) bool {
+			return m.Type == "m.reaction" && m.Sender == e.botU.ID && m.RelTo == id.EventID(root.ID)
+		}) {
+			if !redacted[m.ID] {
+				keys = append(keys, m.Key)
+			}
+		}
+		return keys
+	}
+	if !testkit.Poll(30*time.Second, func() bool { return strings.Join(shown(), " ") == "❌" }) {
+		t.Fatalf("the bot's reactions on the status message: %q; want only ❌\n%s", shown(), e.seen.Dump())
+	}
+}
+
 // TestBadCredentials: a wrong password, or another account's access token,
 // makes Run return an error that says so, without retrying for ever.
 func TestBadCredentials(t *testing.T) {

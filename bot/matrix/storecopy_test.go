@@ -80,10 +80,10 @@ func TestStoreCopyMovesTheDevice(t *testing.T) {
 		if err := matrix.PrepareStore(ctx, hop.to); err != nil {
 			t.Fatal(err)
 		}
-		if _, skipped, err := store.Copy(ctx, hop.from, hop.to); err != nil {
+		if res, err := store.Copy(ctx, hop.from, hop.to, store.CopyOptions{}); err != nil {
 			t.Fatalf("copy %s to %s: %v", hop.from.Name(), hop.to.Name(), err)
-		} else if len(skipped) != 3 {
-			t.Errorf("copy to %s skipped %v, want only owners, leases and cancel requests", hop.to.Driver(), skipped)
+		} else if len(res.Skipped) != 3 {
+			t.Errorf("copy to %s skipped %v, want only owners, leases and cancel requests", hop.to.Driver(), res.Skipped)
 		}
 		dst := openTables(t, hop.to)
 		got, err := dst.keys.GetAccount(ctx)

@@ -134,6 +134,38 @@ func TestEditsSentAsGiven(t *testing.T) {
 	}
 }
 
+// TestOneOutcomePerMessage: a job's status message got the interruption's
+// reaction from the opsbot process that took the job over; the process that
+// ran it records its real outcome late and edits the message again (a
+// second Adapter: another process). The message then shows exactly one
+// outcome reaction, the late one; a retried late edit changes nothing.
+func TestOneOutcomePerMessage(t *testing.T) {
+	t.Parallel()
+	f := slackfake.New(t)
+	taker, late := chatAdapter(t, f), chatAdapter(t, f)
+	ctx := context.Background()
+	root, err := late.Post(ctx, opsChannel, bot.Message{Kind: bot.KindStatus, Text: "🔄 #12 `mtp steps 8 qwen` — running"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := taker.Edit(ctx, root, bot.Message{Kind: bot.KindStatus, Final: true, Text: "⚠️ #12 interrupted", Status: bot.StatusInterrupted}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.State().Shown[opsChannel+"/"+root.ID]; strings.Join(got, " ") != "warning" {
+		t.Fatalf("reactions after the takeover's edit: %v", got)
+	}
+	lateEdit := bot.Message{Kind: bot.KindStatus, Final: true, Text: "❌ #12 failed (recorded late)", Status: bot.StatusFailed,
+		Replaces: bot.StatusInterrupted}
+	for range 2 { // the second: a retried edit
+		if err := late.Edit(ctx, root, lateEdit); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.State().Shown[opsChannel+"/"+root.ID]; strings.Join(got, " ") != "x" {
+			t.Fatalf("reactions after the late edit: %v; want only x", got)
+		}
+	}
+}
+
 // TestServerErrorRetried: a root message Slack fails with a 5xx is sent
 // again, so the job still gets its thread; Slack's own refusal is not.
 func TestServerErrorRetried(t *testing.T) {

@@ -22,7 +22,7 @@
 // EditInterval, the one pacer), threads step lines under it, uploads long output and charts as
 // files into the thread (files.getUploadURLExternal, then
 // files.completeUploadExternal), and reacts to the final status with the
-// outcome. A call Slack rate-limits (429) is sent again after Retry-After,
+// outcome (one: a late record's edit removes the outcome it replaces). A call Slack rate-limits (429) is sent again after Retry-After,
 // one that fails on the network or with a 5xx after a short backoff; a call
 // that fails anyway is logged by the bot and the job goes on: its state is
 // in the store and the next update carries all of it.
@@ -345,17 +345,34 @@ func (a *Adapter) update(ctx context.Context, ref bot.Ref, m bot.Message) error 
 	if err != nil || !m.Final || m.Kind != bot.KindStatus {
 		return err
 	}
-	if name := outcomeReaction(m.Status); name != "" {
+	name := outcomeReaction(m.Status)
+	if name != "" {
 		err = a.call(ctx, "reactions.add "+name+" to "+ref.Room+"/"+ref.ID, func(ctx context.Context) error {
 			err := a.api.AddReactionContext(ctx, name, slack.NewRefToMessage(ref.Room, ref.ID))
-			var se slack.SlackErrorResponse
-			if errors.As(err, &se) && se.Err == "already_reacted" { // a retried final edit
+			if slackErr(err, "already_reacted") { // a retried final edit
+				return nil
+			}
+			return err
+		})
+	}
+	if old := outcomeReaction(m.Replaces); err == nil && old != "" && old != name {
+		// One outcome per message: the earlier outcome's reaction goes
+		// (the bot's own only: reactions.remove removes the caller's).
+		err = a.call(ctx, "reactions.remove "+old+" from "+ref.Room+"/"+ref.ID, func(ctx context.Context) error {
+			err := a.api.RemoveReactionContext(ctx, old, slack.NewRefToMessage(ref.Room, ref.ID))
+			if slackErr(err, "no_reaction") { // gone already, or never shown
 				return nil
 			}
 			return err
 		})
 	}
 	return err
+}
+
+// slackErr reports whether err is Slack's error answer code.
+func slackErr(err error, code string) bool {
+	var se slack.SlackErrorResponse
+	return errors.As(err, &se) && se.Err == code
 }
 
 // Reply posts m in the thread under ref. Output longer than Slack shows in a

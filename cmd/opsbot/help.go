@@ -90,13 +90,16 @@ var subcommands = map[string]subcommandDoc{
 		examples: []string{"opsbot store backup --config /etc/opsbot/opsbot.yaml /var/backups/opsbot.db"},
 	},
 	"opsbot store copy": {
-		usage: "opsbot store copy --config FROM.yaml TO.yaml",
+		usage: "opsbot store copy --config FROM.yaml [--live] TO.yaml",
 		what: "Copies every job, event, bench result, schedule and firing, incident, silence, chat claim, audit\n" +
 			"entry, kv row and the Matrix encryption tables from FROM's store into TO's empty store, either\n" +
-			"driver (sqlite, postgres) in either direction, ids and times exact; it skips what describes\n" +
-			"running processes (owners, leases, cancel requests), prints the counts and refuses a store that\n" +
-			"is not empty.",
-		examples: []string{"opsbot store copy --config /etc/opsbot/opsbot.yaml /etc/opsbot/opsbot-postgres.yaml"},
+			"driver (sqlite, postgres) in either direction, ids and times exact, as one consistent snapshot of\n" +
+			"FROM; it skips what describes running processes (owners, leases, cancel requests), prints the\n" +
+			"counts and refuses a store that is not empty. It refuses a FROM that live opsbot processes use,\n" +
+			"naming their leases, unless --live: then it copies FROM as of the cut, prints the cut's time, and\n" +
+			"what is written after it is not copied.",
+		examples: []string{"opsbot store copy --config /etc/opsbot/opsbot.yaml /etc/opsbot/opsbot-postgres.yaml",
+			"opsbot store copy --config /etc/opsbot/opsbot-postgres.yaml --live /srv/opsbot-snapshot.yaml"},
 	},
 	"opsbot health": {
 		usage:    "opsbot health [--url URL]",

@@ -529,7 +529,7 @@ const defaultConfig = "/etc/opsbot/opsbot.yaml"
 // cmdStore is `opsbot store backup [--config FILE] DEST`: a consistent copy
 // of the store the config names, taken while opsbot runs.
 func cmdStore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const use = "usage: opsbot store backup [--config FILE] DEST\n       opsbot store copy --config FROM.yaml TO.yaml"
+	const use = "usage: opsbot store backup [--config FILE] DEST\n       opsbot store copy --config FROM.yaml [--live] TO.yaml"
 	if len(args) > 0 && args[0] == "copy" {
 		return cmdStoreCopy(ctx, args[1:], stdout, stderr)
 	}
@@ -574,15 +574,19 @@ func cmdStore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// cmdStoreCopy is `opsbot store copy --config FROM.yaml TO.yaml`: every
-// job, event, bench result, schedule, incident, silence, confirmation, chat
-// claim, audit entry and kv row of FROM's store into TO's empty store,
-// either driver to either (store.Copy), then the counts. Stop the opsbot
-// that uses FROM first.
+// cmdStoreCopy is `opsbot store copy --config FROM.yaml [--live] TO.yaml`:
+// every job, event, bench result, schedule, incident, silence,
+// confirmation, chat claim, audit entry and kv row of FROM's store into
+// TO's empty store, either driver to either (store.Copy), as one
+// consistent snapshot of FROM, then the counts. A source that live opsbot
+// processes use is refused, naming their leases, unless --live: then the
+// copy is FROM as of the cut, which it prints, and later writes are not
+// copied.
 func cmdStoreCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const use = "usage: opsbot store copy --config FROM.yaml TO.yaml"
+	const use = "usage: opsbot store copy --config FROM.yaml [--live] TO.yaml"
 	fs := newFlagSet("store copy", stderr)
 	from := fs.String("config", "", "config `FROM.yaml` naming the store to copy from")
+	live := fs.Bool("live", false, "copy a store in use: one consistent snapshot of it; what is written after the cut is not copied")
 	if wantsHelp(args) {
 		return &helpRequest{text: helpText(fs)}
 	}
@@ -630,17 +634,34 @@ func cmdStoreCopy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return fmt.Errorf("store copy: %w", err)
 		}
 	}
-	copied, skipped, err := store.Copy(ctx, src, dst)
+	res, err := store.Copy(ctx, src, dst, store.CopyOptions{Live: *live})
+	if errors.Is(err, store.ErrSourceLive) {
+		return fmt.Errorf("%w.\nNothing was copied. Stop those opsbot processes first (a stopped one's leases count until they expire, "+
+			"at most limits.lease_ttl), or copy the store as it is now with --live (one consistent snapshot; later writes are not copied)", err)
+	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "copied %s to %s in %s:\n", src.Name(), dst.Name(), time.Since(t0).Round(time.Millisecond))
-	for _, c := range copied {
-		fmt.Fprintf(stdout, "  %-16s %d\n", c.Table, c.Rows)
-	}
-	fmt.Fprintln(stdout, "not copied (what describes the processes that ran on the source, and tables the target lacks):")
-	for _, c := range skipped {
-		fmt.Fprintf(stdout, "  %-16s %d\n", c.Table, c.Rows)
-	}
+	printCopy(stdout, src, dst, res, time.Since(t0), *live)
 	return nil
+}
+
+// printCopy prints what store copy did: the counts, and for --live the cut.
+func printCopy(w io.Writer, src, dst *store.Store, res store.CopyResult, took time.Duration, live bool) {
+	fmt.Fprintf(w, "copied %s to %s in %s:\n", src.Name(), dst.Name(), took.Round(time.Millisecond))
+	for _, c := range res.Copied {
+		fmt.Fprintf(w, "  %-16s %d\n", c.Table, c.Rows)
+	}
+	fmt.Fprintln(w, "not copied (what describes the processes that ran on the source, and tables the target lacks):")
+	for _, c := range res.Skipped {
+		fmt.Fprintf(w, "  %-16s %d\n", c.Table, c.Rows)
+	}
+	if !live {
+		return
+	}
+	fmt.Fprintf(w, "live source: this is the source as of %s (one consistent snapshot); what was written to it after that is not copied.\n",
+		res.Cut.UTC().Format("2006-01-02 15:04:05.000 UTC"))
+	for _, l := range res.Live {
+		fmt.Fprintf(w, "  lease %s was held by %s until %s\n", l.Key, l.Holder(), l.ExpiresAt.UTC().Format("2006-01-02 15:04:05 UTC"))
+	}
 }

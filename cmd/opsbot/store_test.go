@@ -124,6 +124,66 @@ func TestStoreCopyCommand(t *testing.T) {
 	}
 }
 
+// opsbot store copy from a store that a live opsbot process uses (its owner
+// and its lease unexpired, as a running serve leaves them) is refused with
+// exit 1, naming the lease, its holder and until when, and the target stays
+// empty; with --live it copies and says that the copy is the source as of
+// the cut and that later writes are not copied; leases are never counted
+// as copied.
+func TestStoreCopyRefusesALiveSource(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, toDir := t.TempDir(), t.TempDir()
+	writeSSHFiles(t, dir, 0o600)
+	writeSSHFiles(t, toDir, 0o600)
+	from, to := exampleIn(t, dir, nil), exampleIn(t, toDir, nil)
+	st, err := store.Open(ctx, filepath.Join(dir, "opsbot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateJob(ctx, store.Job{Command: "mtp steps 3"}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := st.RegisterOwner(ctx, store.Owner{ID: "gpu-ops:4242:ab12", Host: "gpu-ops", PID: 4242}, time.Hour)
+	if err == nil {
+		_, err = st.AcquireLease(ctx, "scheduler", o.ID, 0, time.Hour)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	until := o.ExpiresAt.UTC().Format("2006-01-02 15:")
+	code, _, stderr := configCheck(t, "store", "copy", "--config", from, to)
+	for _, want := range []string{"is in use by live opsbot processes: lease scheduler held by opsbot on gpu-ops (pid 4242) until " + until,
+		"Nothing was copied.", "--live"} {
+		if code != 1 || !strings.Contains(stderr, want) {
+			t.Errorf("store copy of a live source: exit %d, want 1 and %q:\n%s", code, want, stderr)
+		}
+	}
+	if dst, err := store.Open(ctx, filepath.Join(toDir, "opsbot.db")); err == nil {
+		if js, _ := dst.ListJobs(ctx, store.JobFilter{}); len(js) != 0 {
+			t.Errorf("a refused copy wrote %d jobs", len(js))
+		}
+		dst.Close()
+	}
+	code, stdout, stderr := configCheck(t, "store", "copy", "--config", from, "--live", to)
+	if code != 0 {
+		t.Fatalf("store copy --live: exit %d:\n%s", code, stderr)
+	}
+	for _, want := range []string{"  jobs             1\n", "live source: this is the source as of 20",
+		"what was written to it after that is not copied.", "lease scheduler was held by opsbot on gpu-ops (pid 4242) until " + until,
+		"not copied (what describes the processes that ran on the source, and tables the target lacks):\n  owners           1\n  leases           1\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("store copy --live output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if i := strings.Index(stdout, "not copied"); strings.Contains(stdout[:i], "leases") {
+		t.Errorf("leases counted as copied:\n%s", stdout)
+	}
+}
+
 // `opsbot serve` on PostgreSQL, with the database taken away under it and
 // given back: /readyz turns 503 naming the store within 10 s, a command is
 // refused with the store-down answer (nothing started), and once the

@@ -29,8 +29,9 @@ type Event struct {
 	RelType  string
 	RelTo    id.EventID
 	ReplyTo  id.EventID
-	Key      string // a reaction's key
-	Member   string // a membership, on m.room.member
+	Key      string     // a reaction's key
+	Redacts  id.EventID // the event an m.room.redaction takes back
+	Member   string     // a membership, on m.room.member
 	StateKey string
 	// Encrypted: the event came as m.room.encrypted, and this is what
 	// decrypting it gave (an E2EEMember's watcher).
@@ -44,10 +45,11 @@ func ParseEvent(room id.RoomID, evt *event.Event, at time.Time) Event {
 		m.StateKey = *evt.StateKey
 	}
 	var c struct {
-		MsgType       string `json:"msgtype"`
-		Body          string `json:"body"`
-		FormattedBody string `json:"formatted_body"`
-		Membership    string `json:"membership"`
+		MsgType       string     `json:"msgtype"`
+		Body          string     `json:"body"`
+		FormattedBody string     `json:"formatted_body"`
+		Membership    string     `json:"membership"`
+		Redacts       id.EventID `json:"redacts"`
 		NewContent    *struct {
 			Body string `json:"body"`
 		} `json:"m.new_content"`
@@ -62,6 +64,10 @@ func ParseEvent(room id.RoomID, evt *event.Event, at time.Time) Event {
 	}
 	_ = json.Unmarshal(evt.Content.VeryRaw, &c)
 	m.MsgType, m.Body, m.HTML, m.Member = c.MsgType, c.Body, c.FormattedBody, c.Membership
+	m.Redacts = evt.Redacts // the room versions before 11 keep it outside the content
+	if m.Redacts == "" {
+		m.Redacts = c.Redacts
+	}
 	if c.NewContent != nil {
 		m.NewBody = c.NewContent.Body
 	}

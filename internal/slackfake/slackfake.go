@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,7 +29,9 @@ import (
 //   - chat.postMessage answers a unique "sec.micros" ts (slacktest's own
 //     answers whole seconds, so a root and its thread would share one) and
 //     records the message; it does not push it to the RTM socket;
-//   - chat.update, chat.postEphemeral, reactions.add and usergroups.list;
+//   - chat.update, chat.postEphemeral, reactions.add and reactions.remove
+//     (which keep the reactions each message shows, answering
+//     already_reacted and no_reaction as Slack does), and usergroups.list;
 //   - the two-step file upload: files.getUploadURLExternal hands out an
 //     upload URL on this same server (slack-go sends the token only to the
 //     API URL's host), which records the bytes, and files.completeUploadExternal
@@ -46,9 +49,10 @@ type Server struct {
 	edits     map[string][]Msg // chat.update, by ts
 	ephemeral []Msg
 	reactions []Reaction
-	uploads   map[string][]byte // by file id
-	files     []File            // completed uploads
-	responses []Response        // posts to response_urls
+	shown     map[string][]string // "channel/ts" -> the reactions the message shows, oldest first
+	uploads   map[string][]byte   // by file id
+	files     []File              // completed uploads
+	responses []Response          // posts to response_urls
 	calls     []Call
 	groups    []slack.UserGroup
 	limit     map[string]int  // method -> 429s still to answer
@@ -79,7 +83,7 @@ type Msg struct {
 	Blocks                    json.RawMessage
 }
 
-// Reaction is a reactions.add call.
+// Reaction is a reactions.add call that added a reaction.
 type Reaction struct{ Name, Channel, TS string }
 
 // File is a completed two-step upload, shared into Channel (Thread).
@@ -103,13 +107,14 @@ type Call struct {
 
 // New starts a Server for the test; it stops when the test ends.
 func New(t testing.TB) *Server {
-	f := &Server{t: t, edits: map[string][]Msg{}, uploads: map[string][]byte{}, limit: map[string]int{}, fail: map[string]int{}, down: map[string]bool{},
+	f := &Server{t: t, edits: map[string][]Msg{}, shown: map[string][]string{}, uploads: map[string][]byte{}, limit: map[string]int{}, fail: map[string]int{}, down: map[string]bool{},
 		envelopes: make(chan string, 64)}
 	bind := func(c slacktest.Customize) {
 		c.Handle("/chat.postMessage", f.record("chat.postMessage", f.postMessage))
 		c.Handle("/chat.update", f.record("chat.update", f.update))
 		c.Handle("/chat.postEphemeral", f.record("chat.postEphemeral", f.postEphemeral))
 		c.Handle("/reactions.add", f.record("reactions.add", f.reactionAdd))
+		c.Handle("/reactions.remove", f.record("reactions.remove", f.reactionRemove))
 		c.Handle("/usergroups.list", f.record("usergroups.list", f.usergroupsList))
 		c.Handle("/files.getUploadURLExternal", f.record("files.getUploadURLExternal", f.getUploadURL))
 		c.Handle("/files.completeUploadExternal", f.record("files.completeUploadExternal", f.completeUpload))
@@ -276,10 +281,33 @@ func (f *Server) postEphemeral(w http.ResponseWriter, _ *http.Request, form url.
 	writeOK(w, map[string]any{"message_ts": m.TS})
 }
 
+// reactionAdd adds the bot's reaction to a message, unless it shows it
+// already (already_reacted). (The fake has one caller, the bot.)
 func (f *Server) reactionAdd(w http.ResponseWriter, _ *http.Request, form url.Values) {
+	name, on := form.Get("name"), form.Get("channel")+"/"+form.Get("timestamp")
 	f.mu.Lock()
-	f.reactions = append(f.reactions, Reaction{Name: form.Get("name"), Channel: form.Get("channel"), TS: form.Get("timestamp")})
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	if slices.Contains(f.shown[on], name) {
+		writeErr(w, "already_reacted")
+		return
+	}
+	f.shown[on] = append(f.shown[on], name)
+	f.reactions = append(f.reactions, Reaction{Name: name, Channel: form.Get("channel"), TS: form.Get("timestamp")})
+	writeOK(w, nil)
+}
+
+// reactionRemove takes the bot's reaction off a message (no_reaction when
+// it does not show it).
+func (f *Server) reactionRemove(w http.ResponseWriter, _ *http.Request, form url.Values) {
+	name, on := form.Get("name"), form.Get("channel")+"/"+form.Get("timestamp")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	i := slices.Index(f.shown[on], name)
+	if i < 0 {
+		writeErr(w, "no_reaction")
+		return
+	}
+	f.shown[on] = slices.Delete(f.shown[on], i, i+1)
 	writeOK(w, nil)
 }
 
@@ -365,6 +393,9 @@ type State struct {
 	Edits     map[string][]Msg // chat.update, by ts
 	Ephemeral []Msg
 	Reactions []Reaction
+	// Shown are the reactions each message shows now, by "channel/ts",
+	// oldest first (after removals).
+	Shown     map[string][]string
 	Files     []File     // completed uploads
 	Responses []Response // posts to response_urls
 	Calls     []Call     // every call, in order
@@ -379,6 +410,10 @@ func (f *Server) State() State {
 		Calls: append([]Call(nil), f.calls...)}
 	for k, v := range f.edits {
 		s.Edits[k] = append([]Msg(nil), v...)
+	}
+	s.Shown = map[string][]string{}
+	for k, v := range f.shown {
+		s.Shown[k] = append([]string(nil), v...)
 	}
 	return s
 }
