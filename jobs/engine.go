@@ -538,7 +538,7 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 	if res != nil && res.Incidents == nil {
 		res.Incidents = []string{}
 	}
-	if res != nil && res.Bench != nil {
+	if res != nil && res.Bench != nil && !benchOfAPoint(res) {
 		e.recordBench(ctx, r, res)
 	}
 	if res != nil && len(res.Points) > 0 {
@@ -593,17 +593,21 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 // settings, the one just before at other settings. A result at another load
 // is never compared: with none at this load, it says so.
 func (e *Engine) recordBench(ctx context.Context, r *jobRun, res *ops.Result) {
+	if !res.Bench.Measured() {
+		res.Details = append(res.Details, "no request succeeded: nothing was measured, and history keeps no row of this run")
+		return
+	}
 	row, ok := e.storeBench(ctx, r, res.Bench, res.Spec)
 	if !ok {
 		return
 	}
 	f, load := res.Bench, row.Load()
-	prev, err := e.opts.Store.PreviousAtLoad(ctx, r.job.Service, "", load, row.ID)
+	prev, err := e.opts.Store.PreviousAtLoad(ctx, r.job.Service, "", load, row.ID, r.job.ID)
 	if err != nil {
 		res.Details = append(res.Details, fmt.Sprintf("no earlier result at this load (%s) to compare with", load))
 		return
 	}
-	if same, err := e.opts.Store.PreviousAtLoad(ctx, r.job.Service, row.Settings, load, row.ID); err == nil {
+	if same, err := e.opts.Store.PreviousAtLoad(ctx, r.job.Service, row.Settings, load, row.ID, r.job.ID); err == nil {
 		res.Details = append(res.Details, report.CompareLine("same settings and load last time", same, f))
 	}
 	if prev.Settings != row.Settings {
@@ -611,8 +615,23 @@ func (e *Engine) recordBench(ctx context.Context, r *jobRun, res *ops.Result) {
 	}
 }
 
-// storeBench adds one benchmark result of the job to the history.
+// benchOfAPoint reports whether res.Bench is also one of res.Points'
+// benchmarks: it is stored (and listed in history) once, as the point.
+func benchOfAPoint(res *ops.Result) bool {
+	for _, p := range res.Points {
+		if p.Bench == res.Bench {
+			return true
+		}
+	}
+	return false
+}
+
+// storeBench adds one benchmark result of the job to the history; a run in
+// which no request succeeded measured nothing and is not stored (false).
 func (e *Engine) storeBench(ctx context.Context, r *jobRun, f *ops.BenchResult, spec *ops.Spec) (store.BenchResult, bool) {
+	if !f.Measured() {
+		return store.BenchResult{}, false
+	}
 	raw, err := json.Marshal(f)
 	if err != nil {
 		e.log.Error("encode bench result", "job", r.job.ID, "err", err)

@@ -20,7 +20,7 @@ func (e *Engine) sweepReport(ctx context.Context, r *jobRun, res *ops.Result, ro
 		if row.ID == 0 {
 			continue
 		}
-		if p, err := e.opts.Store.PreviousAtLoad(ctx, r.job.Service, row.Settings, row.Load(), row.ID); err == nil {
+		if p, err := e.opts.Store.PreviousAtLoad(ctx, r.job.Service, row.Settings, row.Load(), row.ID, r.job.ID); err == nil {
 			prev[i] = &p
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/opsbot/opsbot/ops/bench"
@@ -54,10 +55,18 @@ func (r *Runbook) benchmark(ctx context.Context, t *target, p BenchParams, res *
 	}
 	settings := bench.Settings{Steps: res.Spec.Steps, TopK: res.Spec.TopK, DraftTokens: res.Spec.DraftTokens,
 		Prompts: p.Prompts, Concurrency: p.Concurrency, InputLen: p.InputLen, OutputLen: p.OutputLen}
+	var running func(context.Context) (int, bool)
+	if res.Spec.Adaptive != "" && engineOf(t, res) != unit.VLLM {
+		// SGLang chooses the steps per batch: ask it which it runs.
+		running = func(ctx context.Context) (int, bool) {
+			info, err := t.eng.ServerInfo(ctx)
+			return info.RunningSteps, err == nil && info.HasRunningSteps
+		}
+	}
 	lastProgress := time.Time{}
 	out, err := bench.Run(ctx, bench.Options{
 		URL: t.cfg.URL, Dial: t.dial, Prompts: p.Prompts, Concurrency: p.Concurrency, InputLen: p.InputLen, OutputLen: p.OutputLen,
-		Timeout: 10 * time.Minute, Acceptance: acc, DraftsPerStep: k, Settings: settings,
+		Timeout: 10 * time.Minute, Acceptance: acc, DraftsPerStep: k, Settings: settings, RunningSteps: running,
 		Progress: func(pr bench.Progress) {
 			if time.Since(lastProgress) >= 2*time.Second {
 				lastProgress = time.Now()
@@ -74,19 +83,57 @@ func (r *Runbook) benchmark(ctx context.Context, t *target, p BenchParams, res *
 		res.AddIncident(IncidentBenchFailed)
 		return "", st.fail(fmt.Errorf("benchmark %s: %w", t.cfg.URL, err))
 	}
-	line := fmt.Sprintf("%.1f tok/s (%.1f per stream), accept len %.2f, acceptance %.0f%%",
-		out.OutputTokS, out.PerStreamTokS, out.AcceptLen, out.AcceptRate*100)
-	if out.AcceptLen > 0 && !out.AcceptOverWindow {
-		line += " (" + out.AcceptSource + ")" // a fallback's source says it is not over the window
-	}
-	if out.AcceptLen == 0 {
-		line = fmt.Sprintf("%.1f tok/s (%.1f per stream), acceptance not measured", out.OutputTokS, out.PerStreamTokS)
-	}
+	line := BenchLine(out)
 	for _, e := range out.Errors {
-		st.warn("%s", e)
+		if !acceptanceError(out, e) {
+			st.warn("%s", e)
+		}
 	}
 	st.done("%s", line)
 	return line, nil
+}
+
+// BenchLine is a benchmark's figures in one line: "281.3 tok/s (93.8 per
+// stream), accept len 3.05, acceptance 68%", each figure not measured as
+// "—" with the reason once, and a fallback accept source named.
+func BenchLine(out *bench.Result) string {
+	line := fmt.Sprintf("%s tok/s (%s per stream)", figureText(out.OutputTokS, "%.1f"), figureText(out.PerStreamTokS, "%.1f"))
+	switch {
+	case bench.KnownAcceptLen(out.AcceptLen) && bench.Known(out.AcceptRate):
+		line += fmt.Sprintf(", accept len %.2f, acceptance %.0f%%", out.AcceptLen, out.AcceptRate*100)
+	case bench.KnownAcceptLen(out.AcceptLen):
+		line += fmt.Sprintf(", accept len %.2f, acceptance %s (%s)", out.AcceptLen, bench.Dash, out.AcceptUnknown)
+	case out.AcceptUnknown != "":
+		line += fmt.Sprintf(", accept len %s (%s)", bench.Dash, out.AcceptUnknown)
+	default:
+		line += ", acceptance not measured"
+	}
+	if bench.KnownAcceptLen(out.AcceptLen) && !out.AcceptOverWindow && out.AcceptSource != "" {
+		line += " (" + out.AcceptSource + ")" // a fallback's source says it is not over the window
+	}
+	return line
+}
+
+// figureText is f in format, or "—" when it was not measured.
+func figureText(f float64, format string) string {
+	if !bench.Known(f) {
+		return bench.Dash
+	}
+	return fmt.Sprintf(format, f)
+}
+
+// acceptanceError reports whether e, one of out.Errors, is the acceptance
+// measure's, whose cause out.AcceptCause names: the benchmark's line says
+// it, and the report merges it with the others of its cause (one line per
+// cause, with what to change), so it is not warned once per benchmark.
+func acceptanceError(out *bench.Result, e string) bool {
+	switch out.AcceptCause {
+	case bench.CauseShortRun:
+		return strings.HasPrefix(e, "acceptance: ")
+	case bench.CauseDraftsUnknown:
+		return strings.HasPrefix(e, "accept_rate not computed")
+	}
+	return false
 }
 
 // Bench is `bench`: benchmark the service as it runs now.

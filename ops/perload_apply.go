@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/opsbot/opsbot/ops/systemd"
 	"github.com/opsbot/opsbot/ops/unit"
@@ -68,13 +69,17 @@ func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLo
 		if err := r.windDown(); err != nil {
 			return res, fmt.Errorf("benchmarks stopped: %w; %s serves the per-load configuration", err, service)
 		}
-		res.Bench = nil
 		bp := BenchParams{Concurrency: c, Prompts: max(c, r.withBenchDefaults(BenchParams{}).Prompts)}
 		b, err := r.benchmark(ctx, t, bp, res, prefixed(rep, fmt.Sprintf("at %d: ", c)))
-		pt := SweepPoint{Steps: set.Steps, Concurrency: c, OK: err == nil, Spec: res.Spec}
-		if res.Bench != nil {
-			pt.Bench = res.Bench
-			pt.OutputTokS, pt.PerStreamTokS, pt.AcceptLen, pt.AcceptRate = res.Bench.OutputTokS, res.Bench.PerStreamTokS, res.Bench.AcceptLen, res.Bench.AcceptRate
+		// Each benchmark is one of the points, kept once (history lists it
+		// once): none stands apart as the result's own.
+		got := res.Bench
+		res.Bench = nil
+		pt := SweepPoint{Steps: set.Steps, Concurrency: c, OK: err == nil, Spec: res.Spec, PerLoad: &PointPerLoad{Among: amongAt(rows, c)}}
+		if got != nil {
+			pt.Bench = got
+			pt.OutputTokS, pt.PerStreamTokS, pt.AcceptLen, pt.AcceptRate = got.OutputTokS, got.PerStreamTokS, got.AcceptLen, got.AcceptRate
+			pt.PerLoad.Chosen = got.EngineSteps
 		}
 		if err != nil {
 			pt.Error = err.Error()
@@ -84,7 +89,7 @@ func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLo
 			}
 		}
 		res.Points = append(res.Points, pt)
-		line := fmt.Sprintf("concurrency %d: %s", c, b)
+		line := fmt.Sprintf("concurrency %d (%s): %s", c, pt.Ran(), b)
 		switch {
 		case running > 0 && c > running:
 			line += fmt.Sprintf("; %d of %d requests queued (the engine runs at most %d at once)", c-running, c, running)
@@ -96,6 +101,22 @@ func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLo
 	res.Details = append(res.Details, lines...)
 	res.Summary = fmt.Sprintf("%s now runs per load (%s); `mtp undo %s` puts back the unit and the file", service, perLoadWords(rows), service)
 	return res, nil
+}
+
+// amongAt is the steps rows offer at concurrency c: the candidates of the
+// row with the largest concurrency at or below c (SGLang's slot keys are
+// lower bounds), or of the first row below them all.
+func amongAt(rows []PerLoadRow, c int) []int {
+	row := rows[0]
+	for _, r := range rows {
+		if r.Concurrency <= c {
+			row = r
+		}
+	}
+	if len(row.Candidates) == 0 {
+		return []int{row.Steps}
+	}
+	return slices.Clone(row.Candidates)
 }
 
 // capDidNotFit is err of a per-load change that was rolled back and serves

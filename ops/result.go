@@ -18,6 +18,9 @@
 package ops
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/opsbot/opsbot/ops/bench"
@@ -151,8 +154,12 @@ type Killed struct {
 }
 
 // SweepPoint is one value of a sweep (or of mtp tune) at one concurrency and
-// what the benchmark measured for it.
+// what the benchmark measured for it. A figure it did not measure is unknown
+// (Measured): null in its JSON.
 type SweepPoint struct {
+	// Steps is the unit's steps: what ran, for a fixed setting; for a
+	// per-load form (PerLoad set), the steps the unit starts the engine with,
+	// not what ran at this load (PointPerLoad says that).
 	Steps int `json:"steps"`
 	// TopK and DraftTokens are SGLang's settings of the point (0: vLLM).
 	TopK        int `json:"topk,omitempty"`
@@ -168,6 +175,57 @@ type SweepPoint struct {
 	Bench         *bench.Result `json:"bench,omitempty"`
 	// Spec is the setting the point ran with, as deployed and verified.
 	Spec *Spec `json:"spec,omitempty"`
+	// PerLoad says what ran at this point's load when the service ran a
+	// per-load form (SGLang's adaptive config, vLLM's per-batch table); nil
+	// for a fixed setting.
+	PerLoad *PointPerLoad `json:"per_load,omitempty"`
+}
+
+// PointPerLoad is what a per-load form ran at one load.
+type PointPerLoad struct {
+	// Among are the steps the form offers at this load: SGLang's
+	// candidate_steps of the slot for this concurrency, among which the
+	// engine chooses; vLLM's k for this batch size (one value).
+	Among []int `json:"among"`
+	// Chosen are the steps the engine reported running while the benchmark
+	// ran (SGLang: /server_info internal_states[0].speculative_num_steps,
+	// sampled), most seen first; empty when the engine did not say.
+	Chosen []bench.StepsSeen `json:"chosen,omitempty"`
+}
+
+// Ran says what ran at p's load, as the tables name it: "steps 3" for a
+// fixed setting; for a per-load form, the steps the engine reported
+// choosing ("steps 1, chosen by the engine", with the others it was seen
+// running), else "chosen by the engine among 9/10/11".
+func (p SweepPoint) Ran() string {
+	pl := p.PerLoad
+	if pl == nil {
+		return fmt.Sprintf("steps %d", p.Steps)
+	}
+	if len(pl.Chosen) > 0 {
+		s := fmt.Sprintf("steps %d, chosen by the engine", pl.Chosen[0].Steps)
+		if len(pl.Chosen) > 1 {
+			total, others := 0, make([]string, 0, len(pl.Chosen)-1)
+			for _, c := range pl.Chosen {
+				total += c.Samples
+			}
+			for _, c := range pl.Chosen[1:] {
+				others = append(others, fmt.Sprintf("%d in %d", c.Steps, c.Samples))
+			}
+			s += fmt.Sprintf(" (%d of %d samples; %s)", pl.Chosen[0].Samples, total, strings.Join(others, ", "))
+		}
+		return s
+	}
+	among := slices.Clone(pl.Among)
+	slices.Sort(among)
+	if len(among) == 1 {
+		return fmt.Sprintf("steps %d, the only candidate here", among[0])
+	}
+	words := make([]string, len(among))
+	for i, n := range among {
+		words[i] = fmt.Sprint(n)
+	}
+	return "chosen by the engine among " + strings.Join(words, "/")
 }
 
 // ServiceState is the systemd view of a service, for svc status and mtp show.

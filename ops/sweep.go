@@ -19,24 +19,28 @@ const (
 )
 
 // MetricOf returns p's figure for metric (output_tok_s for "" or an unknown
-// name).
+// name; FigureAcceptRate: its acceptance rate), measured or not (Measured).
 func MetricOf(p SweepPoint, metric string) float64 {
 	switch metric {
 	case MetricPerStreamTokS:
 		return p.PerStreamTokS
 	case MetricAcceptLen:
 		return p.AcceptLen
+	case FigureAcceptRate:
+		return p.AcceptRate
 	}
 	return p.OutputTokS
 }
 
 // BestAt returns the point at concurrency conc with the highest figure for
-// metric among the points that succeeded, or nil when none did.
+// metric among the points that measured it (the first of equal ones), or
+// nil when none did. It is the one choice of the best point at a load: the
+// tables, the charts and the per-load proposal all read it.
 func BestAt(pts []SweepPoint, conc int, metric string) *SweepPoint {
 	var best *SweepPoint
 	for i := range pts {
 		p := &pts[i]
-		if p.OK && p.Concurrency == conc && (best == nil || MetricOf(*p, metric) > MetricOf(*best, metric)) {
+		if p.Concurrency == conc && p.Measured(metric) && (best == nil || MetricOf(*p, metric) > MetricOf(*best, metric)) {
 			best = p
 		}
 	}

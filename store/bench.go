@@ -162,10 +162,11 @@ func (s *Store) PreviousBenchResult(ctx context.Context, service, settings strin
 
 // PreviousAtLoad returns the service's newest result at load whose ID is
 // below beforeID (beforeID <= 0: the newest of all), at settings when
-// settings is not "" (else at any settings): the like-for-like result a new
-// one is compared with. An unknown load (Load.Known false) matches nothing.
-// No such result gives ErrNotFound.
-func (s *Store) PreviousAtLoad(ctx context.Context, service, settings string, load Load, beforeID int64) (BenchResult, error) {
+// settings is not "" (else at any settings), leaving out those of job
+// excludeJob (0: none left out): the like-for-like result a new one is
+// compared with, from another run than the new one's. An unknown load
+// (Load.Known false) matches nothing. No such result gives ErrNotFound.
+func (s *Store) PreviousAtLoad(ctx context.Context, service, settings string, load Load, beforeID, excludeJob int64) (BenchResult, error) {
 	what := fmt.Sprintf("previous bench result for %s %s at %s", service, settings, load)
 	if !load.Known() {
 		return BenchResult{}, fmt.Errorf("%s: the load is unknown: %w", what, ErrNotFound)
@@ -180,6 +181,10 @@ func (s *Store) PreviousAtLoad(ctx context.Context, service, settings string, lo
 	if beforeID > 0 {
 		q += ` AND id < ?`
 		args = append(args, beforeID)
+	}
+	if excludeJob > 0 {
+		q += ` AND (job_id IS NULL OR job_id != ?)`
+		args = append(args, excludeJob)
 	}
 	q += ` ORDER BY id DESC LIMIT 1`
 	r, err := scanBench(s.rdb.QueryRowContext(ctx, q, args...))

@@ -32,20 +32,20 @@ func testPreviousAtLoadIsLikeForLike(t *testing.T, drv driver) {
 	add("qwen", "steps=10", a, 120)    // other settings
 	cur := add("qwen", "steps=3", a, 110)
 
-	got, err := s.PreviousAtLoad(ctx, "qwen", "steps=3", a, cur.ID)
+	got, err := s.PreviousAtLoad(ctx, "qwen", "steps=3", a, cur.ID, 0)
 	if err != nil || got.ID != first.ID {
 		t.Fatalf("same settings and load: got #%d (%v), want #%d", got.ID, err, first.ID)
 	}
 	if got.Load() != a {
 		t.Errorf("load read back %+v, want %+v", got.Load(), a)
 	}
-	if got, err := s.PreviousAtLoad(ctx, "qwen", "", a, cur.ID); err != nil || got.Settings != "steps=10" {
+	if got, err := s.PreviousAtLoad(ctx, "qwen", "", a, cur.ID, 0); err != nil || got.Settings != "steps=10" {
 		t.Errorf("any settings at the load: got %+v (%v), want the steps=10 result", got, err)
 	}
-	if _, err := s.PreviousAtLoad(ctx, "qwen", "steps=3", Load{Prompts: 16, Concurrency: 2, InputLen: 256, OutputLen: 256}, 0); !errors.Is(err, ErrNotFound) {
+	if _, err := s.PreviousAtLoad(ctx, "qwen", "steps=3", Load{Prompts: 16, Concurrency: 2, InputLen: 256, OutputLen: 256}, 0, 0); !errors.Is(err, ErrNotFound) {
 		t.Errorf("another concurrency: %v, want ErrNotFound", err)
 	}
-	if _, err := s.PreviousAtLoad(ctx, "qwen", "steps=3", Load{}, 0); !errors.Is(err, ErrNotFound) {
+	if _, err := s.PreviousAtLoad(ctx, "qwen", "steps=3", Load{}, 0, 0); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unknown load: %v, want ErrNotFound", err)
 	}
 	if _, err := s.AddBenchResult(ctx, BenchResult{Service: "qwen", Settings: "x", Prompts: -1}); !errors.Is(err, ErrInvalid) {
@@ -56,6 +56,42 @@ func testPreviousAtLoadIsLikeForLike(t *testing.T, drv driver) {
 func TestPreviousAtLoadIsLikeForLike(t *testing.T) {
 	t.Parallel()
 	eachDriver(t, testPreviousAtLoadIsLikeForLike)
+}
+
+// A job's result is compared with another run's, never with a result of
+// the same job (a job that benchmarks one setting at one load twice, or
+// stores a figure twice): excludeJob leaves them out; a result of no job
+// (opsbot bench) is another run.
+func testPreviousAtLoadLeavesOutTheJob(t *testing.T, drv driver) {
+	t.Parallel()
+	s := drv.openTemp(t)
+	ctx := context.Background()
+	a := Load{Prompts: 16, Concurrency: 1, InputLen: 256, OutputLen: 256}
+	add := func(job int64, tok float64) BenchResult {
+		t.Helper()
+		r, err := s.AddBenchResult(ctx, BenchResult{JobID: job, Service: "qwen", Settings: "steps=3", OutputTokS: tok,
+			Prompts: a.Prompts, Concurrency: a.Concurrency, InputLen: a.InputLen, OutputLen: a.OutputLen})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	j8, j9 := mustCreate(t, s, Job{Command: "bench qwen"}), mustCreate(t, s, Job{Command: "mtp per-load qwen 1:3"})
+	none := add(0, 90)
+	earlier := add(j8.ID, 100)
+	add(j9.ID, 110)
+	cur := add(j9.ID, 110)
+	if got, err := s.PreviousAtLoad(ctx, "qwen", "steps=3", a, cur.ID, j9.ID); err != nil || got.ID != earlier.ID {
+		t.Fatalf("previous of job #%d: got #%d of job #%d (%v), want #%d of job #%d", j9.ID, got.ID, got.JobID, err, earlier.ID, j8.ID)
+	}
+	if got, err := s.PreviousAtLoad(ctx, "qwen", "steps=3", a, earlier.ID, j8.ID); err != nil || got.ID != none.ID {
+		t.Errorf("previous of job #%d: got #%d (%v), want the result of no job #%d", j8.ID, got.ID, err, none.ID)
+	}
+}
+
+func TestPreviousAtLoadLeavesOutTheJob(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testPreviousAtLoadLeavesOutTheJob)
 }
 
 // BenchmarkPreviousAtLoad reads the like-for-like result a new benchmark is
@@ -74,7 +110,7 @@ func BenchmarkPreviousAtLoad(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := s.PreviousAtLoad(ctx, "qwen", "steps=3", loads[1], 0); err != nil {
+		if _, err := s.PreviousAtLoad(ctx, "qwen", "steps=3", loads[1], 0, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -28,7 +28,8 @@ import (
 // with a progress line on stderr while it runs. Exit 0 when the run succeeded,
 // 1 when it failed (the result, if any, is still printed), 2 on bad usage.
 // With --config and --service the result is stored in the config's store, beside
-// the bot's own results for that service and settings.
+// the bot's own results for that service and settings; a run in which no
+// request succeeded measured nothing and is not stored (stderr says so).
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs, a := benchFlags(stderr)
 	if err := parseFlags(fs, args); err != nil {
@@ -60,7 +61,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 			return 1, perr
 		}
 	}
-	if res != nil && a.service != "" {
+	if res != nil && a.service != "" && !res.Measured() {
+		fmt.Fprintf(stderr, "opsbot bench: result not stored: no request succeeded, so nothing was measured (history keeps measured runs only)\n")
+	} else if res != nil && a.service != "" {
 		load := store.Load{Prompts: a.prompts, Concurrency: a.conc, InputLen: a.in, OutputLen: a.out}
 		if serr := storeResult(ctx, cfg, a.service, settingsKey, load, res); serr != nil {
 			fmt.Fprintf(stderr, "opsbot bench: result not stored: %v\n", serr)

@@ -83,6 +83,51 @@ services: {qwen: {host: gpu1, unit: sglang-qwen.service, url: "` + url + `"}}
 	}
 }
 
+// A run in which every request failed measured nothing: `opsbot bench
+// --service` prints its table with "—" where it measured nothing (never
+// 0.00), exits 1 and stores no result (history keeps measured runs only).
+// The lab's engine refuses every request here: the outputs asked for do not
+// fit its context length.
+func TestBenchStandaloneStoresNothingWhenEveryRequestFailed(t *testing.T) {
+	t.Parallel()
+	url := labServer(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "opsbot.yaml")
+	text := `store: {path: opsbot.db}
+ssh: {key_file: id, known_hosts: known_hosts}
+hosts: {gpu1: {addr: "127.0.0.1:22", user: root}}
+services: {qwen: {host: gpu1, unit: sglang-qwen.service, url: "` + url + `"}}
+`
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"bench", "--config", cfg, "--service", "qwen", "--prompts", "4", "--concurrency", "2",
+		"--in", "16", "--out", "100000"}, strings.NewReader(""), &out, &errb)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, errb.String())
+	}
+	for _, want := range []string{"Successful requests:                     0", "Median TTFT (ms):                        —",
+		"Output token throughput (tok/s):         —"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "TTFT (ms):                        0.00") || !strings.Contains(errb.String(), "result not stored: no request succeeded") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+	}
+	st, err := store.Open(ctx, filepath.Join(dir, "opsbot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if hist, err := st.BenchHistory(ctx, "qwen", 10); err != nil || len(hist) != 0 {
+		t.Fatalf("stored %+v err %v, want nothing", hist, err)
+	}
+}
+
 func TestBenchUsageErrors(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{

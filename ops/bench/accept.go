@@ -178,6 +178,7 @@ func (s *sglangAcceptance) End(ctx context.Context) (AcceptStats, error) {
 	var why []string
 	var lines []string
 	var logsRead bool
+	var short *ShortRunError
 	if s.logs != nil {
 		var err error
 		if lines, err = s.logs(ctx, s.begin); err != nil {
@@ -203,7 +204,8 @@ func (s *sglangAcceptance) End(ctx context.Context) (AcceptStats, error) {
 			if n, ok := info.Raw["decode_log_interval"]; ok && n != nil {
 				iv = fmt.Sprintf("%v", n)
 			}
-			why = append(why, fmt.Sprintf("no avg_spec_accept_length in server_info after the flush: the run was shorter than one decode-log window (%s decode iterations); benchmark more prompts or longer outputs", iv))
+			short = &ShortRunError{Interval: iv}
+			why = append(why, "no avg_spec_accept_length in server_info after the flush: "+short.Reason())
 		}
 	} else {
 		why = append(why, s.flushErr.Error())
@@ -249,8 +251,31 @@ func (s *sglangAcceptance) End(ctx context.Context) (AcceptStats, error) {
 	default:
 		why = append(why, "no avg_spec_accept_length in server_info")
 	}
-	return AcceptStats{}, fmt.Errorf("SGLang acceptance not measured over the window: %s", strings.Join(why, "; "))
+	err = fmt.Errorf("SGLang acceptance not measured over the window: %s", strings.Join(why, "; "))
+	if short != nil {
+		short.Err = err
+		return AcceptStats{}, short
+	}
+	return AcceptStats{}, err
 }
+
+// ShortRunError is SGLang's acceptance not measured because the run ended
+// before the engine logged one decode window after the flush (Interval: its
+// decode_log_interval as /server_info gives it). Longer outputs or more
+// prompts measure it. Err is the whole error: every method tried.
+type ShortRunError struct {
+	Interval string
+	Err      error
+}
+
+// Reason says why, in a few words.
+func (e *ShortRunError) Reason() string {
+	return fmt.Sprintf("the run was shorter than one decode-log window (%s decode iterations)", e.Interval)
+}
+
+func (e *ShortRunError) Error() string { return e.Err.Error() }
+
+func (e *ShortRunError) Unwrap() error { return e.Err }
 
 // fromLines aggregates the decode lines in [begin, end] (to the second); a zero
 // begin takes every line.

@@ -36,6 +36,10 @@ type Options struct {
 
 	Acceptance    Acceptance // nil = no acceptance measure
 	DraftsPerStep int        // k, for accept_rate = (accept_len-1)/k; 0 = as measured (vLLM)
+	// RunningSteps, when set, says which speculative steps the engine runs
+	// now (ok false: it does not say); Run samples it while the measured
+	// requests run, into Result.EngineSteps.
+	RunningSteps func(ctx context.Context) (steps int, ok bool)
 
 	Settings Settings       // copied into Result.Settings
 	Progress func(Progress) // about every 500ms and once at the end (Final), from one goroutine at a time
@@ -159,7 +163,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Chat {
 		c.url = base + "/v1/chat/completions"
 	}
-	res := &Result{Settings: o.Settings, Model: model, Concurrency: o.Concurrency, RequestRate: o.Rate}
+	res := &Result{Settings: o.Settings, Model: model, Concurrency: o.Concurrency, RequestRate: o.Rate,
+		AcceptLen: Unknown(), AcceptRate: Unknown(), EngineAcceptRate: Unknown()}
 
 	if o.Warmup > 0 {
 		rows, _, _ := pool(ctx, c, o, o.Warmup, 0, true)
@@ -173,10 +178,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Acceptance != nil {
 		if err := o.Acceptance.Begin(ctx); err != nil {
 			res.Errors = append(res.Errors, "acceptance: "+err.Error())
+			res.acceptUnknown(err)
 			o.Acceptance = nil
 		}
 	}
+	var stopSteps func() []StepsSeen
+	if o.RunningSteps != nil {
+		stopSteps = sampleSteps(ctx, o.RunningSteps)
+	}
 	rows, wall, sent := pool(ctx, c, o, o.Prompts, o.Warmup, false)
+	if stopSteps != nil {
+		res.EngineSteps = stopSteps()
+	}
 	res.compute(rows, wall)
 	res.Requests = rows
 	res.Errors = append(res.Errors, errorCounts(rows)...)
@@ -193,18 +206,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		st, err := o.Acceptance.End(ctx)
 		if err != nil {
 			res.Errors = append(res.Errors, "acceptance: "+err.Error())
+			res.acceptUnknown(err)
 		} else {
-			res.AcceptLen, res.EngineAcceptRate, res.AcceptSource, res.LifetimeAcceptLen = round(st.AcceptLen), round(st.EngineRate), st.Source, round(st.Lifetime)
-			res.AcceptOverWindow = st.Window
-			k := float64(o.DraftsPerStep)
-			if k == 0 {
-				k = st.K
-			}
-			if k > 0 {
-				res.AcceptRate = round((res.AcceptLen - 1) / k) // from the rounded L: the two figures agree
-			} else {
-				res.Errors = append(res.Errors, "accept_rate not computed: drafts per step unknown")
-			}
+			res.acceptMeasured(st, o.DraftsPerStep)
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -214,6 +218,37 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return res, fmt.Errorf("benchmark %s: %w: %d of %d requests failed; %s", base, ErrMostFailed, res.RequestsFailed, o.Prompts, errorCounts(rows)[0])
 	}
 	return res, nil
+}
+
+// acceptMeasured records the acceptance st measured; k is the drafts per
+// step the rate divides by (0: st.K, as the engine measured it; the rate is
+// unknown when neither is known).
+func (r *Result) acceptMeasured(st AcceptStats, k int) {
+	r.AcceptLen, r.AcceptSource, r.LifetimeAcceptLen = round(st.AcceptLen), st.Source, round(st.Lifetime)
+	if st.EngineRate > 0 {
+		r.EngineAcceptRate = round(st.EngineRate)
+	}
+	r.AcceptOverWindow = st.Window
+	drafts := float64(k)
+	if drafts == 0 {
+		drafts = st.K
+	}
+	if drafts > 0 {
+		r.AcceptRate = round((r.AcceptLen - 1) / drafts) // from the rounded L: the two figures agree
+		return
+	}
+	r.AcceptCause, r.AcceptUnknown = CauseDraftsUnknown, "drafts per step unknown"
+	r.Errors = append(r.Errors, "accept_rate not computed: drafts per step unknown")
+}
+
+// acceptUnknown records why the acceptance measure gave nothing: err, the
+// measure's error.
+func (r *Result) acceptUnknown(err error) {
+	r.AcceptCause, r.AcceptUnknown = CauseNotMeasured, "the engine gave no acceptance over the window"
+	var short *ShortRunError
+	if errors.As(err, &short) {
+		r.AcceptCause, r.AcceptUnknown = CauseShortRun, short.Reason()
+	}
 }
 
 // pool runs n requests (indices from first) on o.Concurrency workers, with

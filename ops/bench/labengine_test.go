@@ -295,8 +295,8 @@ func TestAcceptanceNotMeasured(t *testing.T) {
 }
 
 // TestAcceptanceRunShorterThanAWindow: a run shorter than one decode-log window leaves
-// nothing over the window after the flush: accept_len stays 0 and the error says why and
-// what to do.
+// nothing over the window after the flush: accept_len and accept_rate are unknown (not 0),
+// and the result says why (the cause, for the caller to name its remedy).
 func TestAcceptanceRunShorterThanAWindow(t *testing.T) {
 	t.Parallel()
 	_, url := startLab(t, nil)
@@ -306,8 +306,9 @@ func TestAcceptanceRunShorterThanAWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := strings.Join(res.Errors, "\n")
-	if res.AcceptLen != 0 || res.AcceptOverWindow || !strings.Contains(msg, "not measured over the window") ||
-		!strings.Contains(msg, "shorter than one decode-log window (40 decode iterations); benchmark more prompts or longer outputs") {
+	if Known(res.AcceptLen) || Known(res.AcceptRate) || res.AcceptOverWindow || !strings.Contains(msg, "not measured over the window") ||
+		!strings.Contains(msg, "shorter than one decode-log window (40 decode iterations)") ||
+		res.AcceptCause != CauseShortRun || res.AcceptUnknown != "the run was shorter than one decode-log window (40 decode iterations)" {
 		t.Fatalf("accept len %v (%s), errors:\n%s", res.AcceptLen, res.AcceptSource, msg)
 	}
 }

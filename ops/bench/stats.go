@@ -18,9 +18,10 @@ type Stat struct {
 	P99  float64 `json:"p99"`
 }
 
+// statOf is v's statistics; unknown when v is empty.
 func statOf(v []float64) Stat {
 	if len(v) == 0 {
-		return Stat{}
+		return unknownStat()
 	}
 	sort.Float64s(v)
 	var sum float64
@@ -97,7 +98,30 @@ type Result struct {
 	// AcceptOverWindow: AcceptLen was measured over the benchmark window
 	// (false for a fallback, which AcceptSource names).
 	AcceptOverWindow bool `json:"accept_over_window"`
+	// AcceptCause says why AcceptLen or AcceptRate is unknown although
+	// acceptance was measured for (Cause*); AcceptUnknown says it for a
+	// person, in a few words. Both "" when they are known, or when the run
+	// measured no acceptance (no speculation).
+	AcceptCause   string `json:"accept_cause,omitempty"`
+	AcceptUnknown string `json:"accept_unknown,omitempty"`
+	// EngineSteps are the speculative steps the engine reported running
+	// while the run's requests ran, most seen first: what SGLang's adaptive
+	// mode chose at this load (its caller samples them); empty when not
+	// sampled or the engine did not say.
+	EngineSteps []StepsSeen `json:"engine_steps,omitempty"`
 }
+
+// StepsSeen is one steps value an engine reported running, and in how many
+// of the samples taken during a run.
+type StepsSeen struct {
+	Steps   int `json:"steps"`
+	Samples int `json:"samples"`
+}
+
+// Measured reports whether r measured anything: at least one request
+// succeeded. A run with none has no figures: it is not a result to keep
+// beside others (history stores none).
+func (r *Result) Measured() bool { return r != nil && r.RequestsOK > 0 }
 
 // compute fills the figures from the rows and the wall time.
 func (r *Result) compute(rows []RequestRow, wall time.Duration) {
@@ -121,7 +145,8 @@ func (r *Result) compute(rows []RequestRow, wall time.Duration) {
 		}
 	}
 	r.DurationS = round(wall.Seconds())
-	if wall > 0 {
+	r.OutputTokS, r.PerStreamTokS = Unknown(), Unknown()
+	if wall > 0 && r.RequestsOK > 0 {
 		r.OutputTokS = round(float64(r.OutputTokens) / wall.Seconds())
 	}
 	r.TTFT, r.TPOT, r.ITL, r.E2E = statOf(ttft), statOf(tpot), statOf(itl), statOf(e2e)
@@ -159,12 +184,17 @@ func errorCounts(rows []RequestRow) []string {
 }
 
 // Table renders r like sglang bench_serving's result block (labels padded to
-// 40 columns, figures with 2 decimals), then one line per entry of Errors.
+// 40 columns, figures with 2 decimals, "—" for a figure not measured), then
+// one line per entry of Errors.
 func (r *Result) Table() string {
 	var b strings.Builder
 	line := func(label string, v any) {
 		switch x := v.(type) {
 		case float64:
+			if !Known(x) {
+				fmt.Fprintf(&b, "%-40s %s\n", label, Dash)
+				return
+			}
 			fmt.Fprintf(&b, "%-40s %.2f\n", label, x)
 		default:
 			fmt.Fprintf(&b, "%-40s %v\n", label, x)
@@ -191,19 +221,29 @@ func (r *Result) Table() string {
 	}
 	line("Successful requests:", r.RequestsOK)
 	line("Failed requests:", r.RequestsFailed)
+	if !r.Measured() {
+		b.WriteString("No request succeeded: nothing was measured (" + Dash + ").\n")
+	}
 	line("Benchmark duration (s):", r.DurationS)
 	line("Total input tokens:", r.InputTokens)
 	line("Total generated tokens:", r.OutputTokens)
-	reqS := 0.0
-	if r.DurationS > 0 {
+	reqS := Unknown()
+	if r.DurationS > 0 && r.Measured() {
 		reqS = float64(r.RequestsOK) / r.DurationS
 	}
 	line("Request throughput (req/s):", reqS)
 	line("Output token throughput (tok/s):", r.OutputTokS)
 	line("Per-stream decode (tok/s):", r.PerStreamTokS)
-	if r.AcceptLen > 0 {
+	if r.AcceptCause != "" && !KnownAcceptLen(r.AcceptLen) {
+		line("Accept length:", Dash+" ("+r.AcceptUnknown+")")
+	}
+	if KnownAcceptLen(r.AcceptLen) {
 		line("Accept length:", r.AcceptLen)
-		line("Accept rate (drafts accepted/proposed):", r.AcceptRate)
+		rate := any(r.AcceptRate)
+		if !Known(r.AcceptRate) && r.AcceptUnknown != "" {
+			rate = Dash + " (" + r.AcceptUnknown + ")"
+		}
+		line("Accept rate (drafts accepted/proposed):", rate)
 		if r.EngineAcceptRate > 0 {
 			line("Engine's printed accept rate:", r.EngineAcceptRate)
 		}
@@ -230,6 +270,10 @@ func (r *Result) Table() string {
 	}
 	return b.String()
 }
+
+// Dash stands for a figure that was not measured, wherever a figure is
+// shown as text.
+const Dash = "—"
 
 // Progress is a snapshot of a running benchmark.
 type Progress struct {

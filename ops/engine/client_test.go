@@ -254,3 +254,32 @@ func TestFlushCache(t *testing.T) {
 		t.Fatalf("GET only: %v", err)
 	}
 }
+
+// The steps SGLang runs now (its adaptive mode changes them with the batch)
+// are internal_states[0].speculative_num_steps; 0 is speculation off, and an
+// engine that does not say leaves them unknown, never 0.
+func TestServerInfoRunningSteps(t *testing.T) {
+	for _, tc := range []struct {
+		body  string
+		steps int
+		has   bool
+	}{
+		{`{"speculative_num_steps":11,"internal_states":[{"speculative_num_steps":1,"avg_spec_accept_length":1.8}]}`, 1, true},
+		{`{"speculative_num_steps":11,"internal_states":[{"speculative_num_steps":0}]}`, 0, true},
+		{`{"speculative_num_steps":11,"internal_states":[{"speculative_num_steps":"3"}]}`, 3, true},
+		{`{"speculative_num_steps":11,"internal_states":[{"avg_spec_accept_length":1.8}]}`, 0, false},
+		{`{"speculative_num_steps":11,"internal_states":[{"speculative_num_steps":null}]}`, 0, false},
+		{`{"speculative_num_steps":11}`, 0, false},
+	} {
+		info, err := ParseServerInfo([]byte(tc.body))
+		if err != nil || info.RunningSteps != tc.steps || info.HasRunningSteps != tc.has || info.Steps != 11 {
+			t.Errorf("%s: running steps %d (known %v), err %v; want %d (known %v)", tc.body, info.RunningSteps, info.HasRunningSteps, err, tc.steps, tc.has)
+		}
+	}
+	for _, bad := range []string{`{"internal_states":[{"speculative_num_steps":1.5}]}`, `{"internal_states":[{"speculative_num_steps":-1}]}`,
+		`{"internal_states":[{"speculative_num_steps":"many"}]}`} {
+		if _, err := ParseServerInfo([]byte(bad)); err == nil || !strings.Contains(err.Error(), "internal_states[0].speculative_num_steps") {
+			t.Errorf("%s: err %v, want one naming the field", bad, err)
+		}
+	}
+}

@@ -15,12 +15,17 @@ import (
 // Missing or null fields are zero. AvgAcceptLen is the first internal
 // state's average accept length since start or the last /flush_cache
 // (warm-up included), as of the last decode log line: 0 until the first line
-// after either, and not a window measure unless a flush began the window. Raw is the whole decoded answer (numbers
-// as json.Number).
+// after either, and not a window measure unless a flush began the window.
+// RunningSteps is the first internal state's speculative_num_steps: the
+// steps the engine runs now, which SGLang's adaptive mode changes with the
+// batch (HasRunningSteps false when the engine does not say; 0 is
+// speculation off). Raw is the whole decoded answer (numbers as json.Number).
 type ServerInfo struct {
 	Algorithm                string
 	Steps, TopK, DraftTokens int
 	AvgAcceptLen             float64
+	RunningSteps             int
+	HasRunningSteps          bool
 	Raw                      map[string]any
 }
 
@@ -78,9 +83,23 @@ func ParseServerInfo(body []byte) (ServerInfo, error) {
 				return ServerInfo{}, fmt.Errorf("server info: internal_states[0].avg_spec_accept_length: %w", err)
 			}
 			info.AvgAcceptLen = n
+			if v := st["speculative_num_steps"]; v != nil && !blank(v) {
+				n, err := number(v)
+				if err != nil || n != float64(int(n)) || n < 0 {
+					return ServerInfo{}, fmt.Errorf("server info: internal_states[0].speculative_num_steps is %v, not a whole number of steps", v)
+				}
+				info.RunningSteps, info.HasRunningSteps = int(n), true
+			}
 		}
 	}
 	return info, nil
+}
+
+// blank reports whether v is a string that stands for no value.
+func blank(v any) bool {
+	s, ok := v.(string)
+	s = strings.TrimSpace(s)
+	return ok && (s == "" || strings.EqualFold(s, "none") || strings.EqualFold(s, "null"))
 }
 
 // number reads a JSON number, a numeric string, or null/absent (0).

@@ -1,0 +1,113 @@
+package ops
+
+import (
+	"encoding/json"
+
+	"github.com/opsbot/opsbot/ops/bench"
+)
+
+// FigureAcceptRate names a point's acceptance rate beside the sweep metrics
+// (Measured, MetricOf); it is never a sweep's metric.
+const FigureAcceptRate = "accept_rate"
+
+// Measured reports whether p's figure named metric (a Metric* name or
+// FigureAcceptRate) was measured: p served, and its benchmark gave the
+// figure (an accept length is at least 1; a rate needs the accept length and
+// the drafts per step). A figure not measured is shown as unknown ("—" in
+// text, null in JSON, a gap in a chart), never as 0.
+func (p SweepPoint) Measured(metric string) bool {
+	if !p.OK {
+		return false
+	}
+	switch metric {
+	case MetricAcceptLen:
+		return bench.KnownAcceptLen(p.AcceptLen)
+	case FigureAcceptRate:
+		return bench.KnownAcceptLen(p.AcceptLen) && bench.Known(p.AcceptRate)
+	case MetricPerStreamTokS:
+		return bench.Known(p.PerStreamTokS) && p.PerStreamTokS > 0
+	}
+	return bench.Known(p.OutputTokS) && p.OutputTokS > 0
+}
+
+// known is f when p measured the figure named metric, else nil (null).
+func (p SweepPoint) known(metric string, f float64) *float64 {
+	if !p.Measured(metric) {
+		return nil
+	}
+	return &f
+}
+
+// sweepPointJSON is SweepPoint without its JSON methods.
+type sweepPointJSON SweepPoint
+
+// MarshalJSON writes p with null for the figures it did not measure (the
+// outer fields stand in for SweepPoint's own of the same JSON names).
+func (p SweepPoint) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		sweepPointJSON
+		OutputTokS    *float64 `json:"output_tok_s"`
+		PerStreamTokS *float64 `json:"per_stream_tok_s"`
+		AcceptLen     *float64 `json:"accept_len"`
+		AcceptRate    *float64 `json:"accept_rate"`
+	}{sweepPointJSON(p), p.known(MetricOutputTokS, p.OutputTokS), p.known(MetricPerStreamTokS, p.PerStreamTokS),
+		p.known(MetricAcceptLen, p.AcceptLen), p.known(FigureAcceptRate, p.AcceptRate)})
+}
+
+// UnmarshalJSON reads p, null or absent figures as unknown.
+func (p *SweepPoint) UnmarshalJSON(b []byte) error {
+	v := struct {
+		*sweepPointJSON
+		OutputTokS    *float64 `json:"output_tok_s"`
+		PerStreamTokS *float64 `json:"per_stream_tok_s"`
+		AcceptLen     *float64 `json:"accept_len"`
+		AcceptRate    *float64 `json:"accept_rate"`
+	}{sweepPointJSON: (*sweepPointJSON)(p)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	p.OutputTokS, p.PerStreamTokS = bench.FromFigure(v.OutputTokS), bench.FromFigure(v.PerStreamTokS)
+	p.AcceptLen, p.AcceptRate = bench.FromFigure(v.AcceptLen), bench.FromFigure(v.AcceptRate)
+	return nil
+}
+
+// perLoadRowJSON is PerLoadRow without its JSON methods.
+type perLoadRowJSON PerLoadRow
+
+// MarshalJSON writes row with null for the figures it did not measure.
+func (row PerLoadRow) MarshalJSON() ([]byte, error) {
+	al, rate := row.AcceptLen, row.AcceptRate
+	if !bench.KnownAcceptLen(al) {
+		al, rate = bench.Unknown(), bench.Unknown()
+	}
+	gain := row.GainPct
+	if !bench.Known(row.SingleTokS) || !(row.SingleTokS > 0) {
+		gain = bench.Unknown()
+	}
+	return json.Marshal(struct {
+		perLoadRowJSON
+		OutputTokS *float64 `json:"output_tok_s"`
+		AcceptLen  *float64 `json:"accept_len"`
+		AcceptRate *float64 `json:"accept_rate"`
+		SingleTokS *float64 `json:"single_tok_s"`
+		GainPct    *float64 `json:"gain_pct"`
+	}{perLoadRowJSON(row), bench.Figure(row.OutputTokS), bench.Figure(al), bench.Figure(rate), bench.Figure(row.SingleTokS), bench.Figure(gain)})
+}
+
+// UnmarshalJSON reads row, null or absent figures as unknown.
+func (row *PerLoadRow) UnmarshalJSON(b []byte) error {
+	v := struct {
+		*perLoadRowJSON
+		OutputTokS *float64 `json:"output_tok_s"`
+		AcceptLen  *float64 `json:"accept_len"`
+		AcceptRate *float64 `json:"accept_rate"`
+		SingleTokS *float64 `json:"single_tok_s"`
+		GainPct    *float64 `json:"gain_pct"`
+	}{perLoadRowJSON: (*perLoadRowJSON)(row)}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	row.OutputTokS, row.AcceptLen, row.AcceptRate = bench.FromFigure(v.OutputTokS), bench.FromFigure(v.AcceptLen), bench.FromFigure(v.AcceptRate)
+	row.SingleTokS, row.GainPct = bench.FromFigure(v.SingleTokS), bench.FromFigure(v.GainPct)
+	return nil
+}
