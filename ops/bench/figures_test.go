@@ -104,4 +104,3 @@ func TestAcceptRateUnknownWithoutDraftsPerStep(t *testing.T) {
 		t.Errorf("table:\n%s", tab)
 	}
 }
-
