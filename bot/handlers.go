@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
@@ -131,13 +132,21 @@ func renderHistory(service string, rows []store.BenchResult) string {
 	fmt.Fprintf(&b, "benchmark history of %s (newest first):\n", service)
 	fmt.Fprintf(&b, "%-20s  %-12s  %-26s  %-22s  %9s  %10s  %10s  %11s\n", "when", "job", "settings", "load (n/conc/in/out)",
 		"tok/s", "stream t/s", "accept len", "accept rate")
+	unknown := false
 	for _, r := range rows {
 		load := "unknown"
 		if l := r.Load(); l.Known() {
 			load = fmt.Sprintf("%d/%d/%d/%d", l.Prompts, l.Concurrency, l.InputLen, l.OutputLen)
 		}
-		fmt.Fprintf(&b, "%-20s  %-12s  %-26s  %-22s  %9.1f  %10.1f  %10.2f  %11.2f\n", report.Stamp(r.At), report.ResultSource(r),
-			r.Settings, load, r.OutputTokS, r.PerStreamTokS, r.AcceptLen, r.AcceptRate)
+		tok, stream := report.Cell(r.OutputTokS, bench.Known(r.OutputTokS), "%.1f"), report.Cell(r.PerStreamTokS, bench.Known(r.PerStreamTokS), "%.1f")
+		al := report.Cell(r.AcceptLen, bench.KnownAcceptLen(r.AcceptLen), "%.2f")
+		rate := report.Cell(r.AcceptRate, bench.KnownAcceptLen(r.AcceptLen) && bench.Known(r.AcceptRate), "%.2f")
+		unknown = unknown || strings.Contains(tok+stream+al+rate, bench.Dash)
+		fmt.Fprintf(&b, "%-20s  %-12s  %-26s  %-22s  %9s  %10s  %10s  %11s\n", report.Stamp(r.At), report.ResultSource(r),
+			r.Settings, load, tok, stream, al, rate)
+	}
+	if unknown {
+		fmt.Fprintf(&b, "%s: not measured in that run (`job N` says why)\n", bench.Dash)
 	}
 	return b.String()
 }

@@ -597,6 +597,7 @@ func (e *Engine) recordBench(ctx context.Context, r *jobRun, res *ops.Result) {
 		res.Details = append(res.Details, "no request succeeded: nothing was measured, and history keeps no row of this run")
 		return
 	}
+	res.Details = append(res.Details, report.UnknownNotes([]ops.SweepPoint{ops.PointOf(res.Bench, res.Spec)})...)
 	row, ok := e.storeBench(ctx, r, res.Bench, res.Spec)
 	if !ok {
 		return

@@ -166,7 +166,7 @@ func (r *Runbook) Bench(ctx context.Context, service string, p BenchParams, dryR
 	if err != nil {
 		return res, err
 	}
-	res.Summary = fmt.Sprintf("%s at steps %d: %s", service, res.Spec.Steps, line)
+	res.Summary = fmt.Sprintf("%s at %s: %s", service, PointOf(res.Bench, res.Spec).Ran(), line)
 	return res, nil
 }
 

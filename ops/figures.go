@@ -111,3 +111,22 @@ func (row *PerLoadRow) UnmarshalJSON(b []byte) error {
 	row.SingleTokS, row.GainPct = bench.FromFigure(v.SingleTokS), bench.FromFigure(v.GainPct)
 	return nil
 }
+
+// PointOf is one benchmark b of a service running spec as a point, for the
+// tables and notes that read points: a per-load spec (SGLang's adaptive
+// mode, vLLM's per-batch table) makes it a per-load point, whose steps are
+// those the engine reported choosing (b.EngineSteps).
+func PointOf(b *BenchResult, spec *Spec) SweepPoint {
+	p := SweepPoint{OK: b.Measured(), Bench: b, Spec: spec, Concurrency: b.Concurrency,
+		OutputTokS: b.OutputTokS, PerStreamTokS: b.PerStreamTokS, AcceptLen: b.AcceptLen, AcceptRate: b.AcceptRate}
+	if p.Concurrency == 0 {
+		p.Concurrency = b.Settings.Concurrency
+	}
+	if spec != nil {
+		p.Steps, p.TopK, p.DraftTokens = spec.Steps, spec.TopK, spec.DraftTokens
+		if spec.Adaptive != "" || spec.BatchTable != "" {
+			p.PerLoad = &PointPerLoad{Chosen: b.EngineSteps}
+		}
+	}
+	return p
+}

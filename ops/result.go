@@ -218,7 +218,10 @@ func (p SweepPoint) Ran() string {
 	}
 	among := slices.Clone(pl.Among)
 	slices.Sort(among)
-	if len(among) == 1 {
+	switch len(among) {
+	case 0:
+		return "chosen by the engine per load"
+	case 1:
 		return fmt.Sprintf("steps %d, the only candidate here", among[0])
 	}
 	words := make([]string, len(among))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -46,15 +47,12 @@ func ResultSource(r store.BenchResult) string {
 }
 
 // CompareLine puts a benchmark result beside an earlier one at the same
-// load: tok/s and accept length, and the change in tok/s.
+// load: tok/s and accept length ("—" where not measured), and the change in
+// tok/s.
 func CompareLine(label string, prev store.BenchResult, cur *ops.BenchResult) string {
-	pct := func(a, b float64) string {
-		if a == 0 {
-			return "n/a"
-		}
-		return fmt.Sprintf("%+.1f%%", (b-a)/a*100)
-	}
-	return fmt.Sprintf("%s (%s, %s): %.1f → %.1f tok/s (%s), accept len %.2f → %.2f",
-		label, ResultSource(prev), Stamp(prev.At), prev.OutputTokS, cur.OutputTokS,
-		pct(prev.OutputTokS, cur.OutputTokS), prev.AcceptLen, cur.AcceptLen)
+	tok := func(v float64) string { return cell(v, bench.Known(v), "%.1f") }
+	al := func(v float64) string { return cell(v, bench.KnownAcceptLen(v), "%.2f") }
+	return fmt.Sprintf("%s (%s, %s): %s → %s tok/s (%s), accept len %s → %s",
+		label, ResultSource(prev), Stamp(prev.At), tok(prev.OutputTokS), tok(cur.OutputTokS),
+		pctChange(prev.OutputTokS, cur.OutputTokS), al(prev.AcceptLen), al(cur.AcceptLen))
 }

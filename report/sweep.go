@@ -1,20 +1,16 @@
 package report
 
 import (
-	"bytes"
 	"fmt"
-	"image"
 	"image/color"
 	"math"
 	"slices"
-	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
@@ -45,132 +41,86 @@ func grid(pts []ops.SweepPoint) bool {
 // sameSetting reports whether p runs cur: its steps, and its topk and draft
 // tokens where both know them.
 func sameSetting(p ops.SweepPoint, cur ops.Setting) bool {
-	return p.Steps == cur.Steps && (p.TopK == 0 || cur.TopK == 0 || p.TopK == cur.TopK) &&
+	return p.PerLoad == nil && p.Steps == cur.Steps && (p.TopK == 0 || cur.TopK == 0 || p.TopK == cur.TopK) &&
 		(p.DraftTokens == 0 || cur.DraftTokens == 0 || p.DraftTokens == cur.DraftTokens)
 }
 
-// SweepTables renders one table per concurrency of pts: per setting its
-// figures, the best by metric marked, the current setting marked, and beside
-// each its previous result (prev[i] for pts[i], nil when none). Topk and
-// draft token columns show when the points vary them.
-func SweepTables(pts []ops.SweepPoint, prev []*store.BenchResult, metric string, current ops.Setting) []string {
-	if metric == "" {
-		metric = ops.MetricOutputTokS
-	}
-	var out []string
-	for _, c := range concurrencies(pts) {
-		best := ops.BestAt(pts, c, metric)
-		var b strings.Builder
-		fmt.Fprintf(&b, "concurrency %d (best by %s):\n", c, metric)
-		label := func(p ops.SweepPoint) string { return fmt.Sprintf("%-6d", p.Steps) }
-		head := fmt.Sprintf("%-6s", "steps")
-		if grid(pts) {
-			label = func(p ops.SweepPoint) string { return fmt.Sprintf("%-6d %4d %5d", p.Steps, p.TopK, p.DraftTokens) }
-			head = fmt.Sprintf("%-6s %4s %5s", "steps", "topk", "draft")
+// fixed are the points of pts that ran a fixed setting (not a per-load form).
+func fixed(pts []ops.SweepPoint) []ops.SweepPoint {
+	var out []ops.SweepPoint
+	for _, p := range pts {
+		if p.PerLoad == nil {
+			out = append(out, p)
 		}
-		fmt.Fprintf(&b, "%s %9s %10s %10s %7s %9s %9s  %s\n", head, "tok/s", "per-stream", "accept len", "accept", "TTFT p50", "TTFT p99", "previous")
-		for i, p := range pts {
-			if p.Concurrency != c {
-				continue
-			}
-			mark := ""
-			if sameSetting(p, current) {
-				mark = "  (now)"
-			}
-			if !p.OK {
-				fmt.Fprintf(&b, "%s failed: %s%s\n", label(p), p.Error, mark)
-				continue
-			}
-			if best != nil && p.Setting() == best.Setting() {
-				mark = "  <- best" + mark
-			}
-			var ttft50, ttft99 float64
-			if p.Bench != nil {
-				ttft50, ttft99 = p.Bench.TTFT.P50, p.Bench.TTFT.P99
-			}
-			was := "none at this load"
-			if i < len(prev) && prev[i] != nil {
-				was = fmt.Sprintf("%.1f (%s, %s)", prev[i].OutputTokS, pctChange(prev[i].OutputTokS, p.OutputTokS), ResultSource(*prev[i]))
-			}
-			fmt.Fprintf(&b, "%s %9.1f %10.1f %10.2f %6.0f%% %6.0f ms %6.0f ms  %s%s\n",
-				label(p), p.OutputTokS, p.PerStreamTokS, p.AcceptLen, p.AcceptRate*100, ttft50, ttft99, was, mark)
-		}
-		out = append(out, strings.TrimRight(b.String(), "\n"))
 	}
 	return out
 }
 
-func pctChange(a, b float64) string {
-	if a == 0 {
-		return "n/a"
+// SweepChart renders a job's points as one PNG, in memory, titled with
+// info (service, job, date). Points of fixed settings (a sweep, a tune) are
+// charted by steps (sweepChart); points that all ran a per-load form (an
+// applied `mtp per-load`) by concurrency, before (prev[i], the result at
+// that load before the job) and after (perLoadChart).
+func SweepChart(pts []ops.SweepPoint, prev []*store.BenchResult, metric string, current ops.Setting, info ChartInfo) ([]byte, error) {
+	if len(pts) > 0 && len(fixed(pts)) == 0 {
+		b, _, err := perLoadChart(pts, prev, info)
+		return b, err
 	}
-	return fmt.Sprintf("%+.1f%%", (b-a)/a*100)
-}
-
-// ChartName is the file name of job jobID's chart, as a chat shows the
-// upload and a terminal saves it: "chart-job-7.png".
-func ChartName(jobID int64) string { return fmt.Sprintf("chart-job-%d.png", jobID) }
-
-// SweepChart renders pts as one PNG, in memory: a panel per figure, output
-// tok/s (top) and accept length (bottom) against steps, a line per
-// concurrency (per concurrency, topk and draft tokens when the points vary
-// them), the current setting marked (a dashed vertical line at its steps and
-// a ring around its points; current.Steps 0: none), and the legend in a box
-// to the right of the panels, where it covers no line. Failed points are left
-// out.
-func SweepChart(pts []ops.SweepPoint, metric string, current ops.Setting) ([]byte, error) {
-	b, _, err := sweepChart(pts, metric, current)
+	b, _, err := sweepChart(pts, metric, current, info)
 	return b, err
 }
 
-// ChartWidth and ChartHeight are the chart's size in pixels, drawn at
-// chartDPI; the other constants are the chart's parts in points.
-const (
-	ChartWidth  = 1200
-	ChartHeight = 900
-	chartDPI    = 96
-
-	chartLineWidth   = 2 // points: thick enough to read, and to sample in tests
-	chartMargin      = 8 // points around the panels and the legend
-	chartLegendInset = 6 // points between the legend box and its entries
-	chartRingRadius  = 7 // points: the ring around the current setting's points
-)
-
-// chartLayout says where sweepChart drew, in pixels of the PNG (origin top
-// left): each panel's plotted area (tok/s, accept length), the legend's box,
-// each line's colour in legend order, and the x of the current steps in each
-// panel (-1: not marked).
-type chartLayout struct {
-	Panels   [2]image.Rectangle
-	Legend   image.Rectangle
-	Colors   []color.Color
-	CurrentX [2]int
-}
-
-// currentColor marks the current setting: no line, grid or axis is drawn in
-// it inside the panels.
-var currentColor = color.RGBA{A: 255}
-
-// sweepChart is SweepChart, also saying where it drew (for the tests).
-func sweepChart(pts []ops.SweepPoint, metric string, current ops.Setting) ([]byte, chartLayout, error) {
+// sweepChart charts points by steps in two panels: output tok/s relative
+// to the fastest at each load (top: each concurrency on its own scale, 100%
+// its fastest, whose tok/s the legend gives) and accept length (bottom); a
+// line per concurrency (per concurrency, topk and draft tokens when the
+// points vary them), broken where a point tried there measured nothing
+// (failed, or the figure unknown: a gap, never a point at 0); the best point
+// of each load (ops.BestAt by metric) a square; the current setting marked
+// (a dashed vertical line at its steps and a ring around its points;
+// current.Steps 0: none); a per-load form measured beside them (a tune's
+// proposal) a dashed level line in its load's colour; the legend in a box
+// to the right, where it covers no line. It also says where it drew.
+func sweepChart(pts []ops.SweepPoint, metric string, current ops.Setting, info ChartInfo) ([]byte, chartLayout, error) {
 	var lay chartLayout
-	isGrid := grid(pts)
+	fx := fixed(pts)
+	isGrid := len(fx) > 0 && grid(fx)
 	top, bottom := chartPanels(metric)
 	panels := [2]*plot.Plot{top, bottom}
 	ring := draw.GlyphStyle{Color: currentColor, Radius: vg.Points(chartRingRadius), Shape: thickRing{}}
+	scale := fastest(pts)
+	colors := map[int]color.Color{}
 	var entries []chartEntry
-	for i, k := range chartSeriesOf(pts, isGrid) {
-		xy, now := k.points(pts, isGrid, current)
-		if len(xy[0]) == 0 {
+	for i, k := range chartSeriesOf(fx, isGrid) {
+		s := k.points(fx, isGrid, current, scale[k.conc])
+		if len(s.xy[0]) == 0 && len(s.xy[1]) == 0 {
 			continue
 		}
 		clr := plotutil.Color(len(lay.Colors))
 		lay.Colors = append(lay.Colors, clr)
-		e, err := addSeries(panels, k.name(isGrid), xy, now, clr, i, ring)
+		if _, ok := colors[k.conc]; !ok {
+			colors[k.conc] = clr
+		}
+		e, err := addSeries(panels, k.name(isGrid, fx, metric), s, clr, i, ring)
 		if err != nil {
 			return nil, lay, err
 		}
 		entries = append(entries, e)
+	}
+	best, err := markBest(panels, fx, metric, scale, colors)
+	if err != nil {
+		return nil, lay, err
+	}
+	if best.name != "" {
+		entries = append(entries, best)
+	}
+	if e, err := markPerLoad(panels[0], pts, scale, colors); err != nil {
+		return nil, lay, err
+	} else if e.name != "" {
+		entries = append(entries, e)
+	}
+	for _, p := range panels {
+		padAxes(p)
 	}
 	lay.CurrentX = [2]int{-1, -1}
 	if current.Steps > 0 {
@@ -180,8 +130,54 @@ func sweepChart(pts []ops.SweepPoint, metric string, current ops.Setting) ([]byt
 		}
 		entries = append(entries, e)
 	}
-	png, err := renderChart(panels, entries, current, &lay)
-	return png, lay, err
+	png, data, err := renderChart(info.Title(), panels, entries, &lay)
+	if err != nil {
+		return nil, lay, err
+	}
+	for i, p := range panels {
+		if current.Steps > 0 && p.Y.Max >= p.Y.Min {
+			lay.CurrentX[i] = toPixel(p, data[i], float64(current.Steps), 0).X
+		}
+	}
+	for _, c := range concurrencies(fx) {
+		if b := ops.BestAt(fx, c, metric); b != nil && scale[c] > 0 {
+			lay.Best = append(lay.Best, toPixel(panels[0], data[0], float64(b.Steps), 100*b.OutputTokS/scale[c]))
+		}
+	}
+	return png, lay, nil
+}
+
+// padAxes widens p's axes around what it plots, by half a step and a
+// twentieth of the figures' range, so that no mark sits on a panel's edge.
+func padAxes(p *plot.Plot) {
+	if p.X.Max < p.X.Min {
+		return // nothing plotted
+	}
+	p.X.Min, p.X.Max = p.X.Min-0.5, p.X.Max+0.5
+	dy := (p.Y.Max - p.Y.Min) / 20
+	if dy == 0 {
+		dy = max(math.Abs(p.Y.Max)/20, 0.5)
+	}
+	p.Y.Min, p.Y.Max = p.Y.Min-dy, p.Y.Max+dy
+}
+
+// fastest is the highest output tok/s measured at each concurrency of pts
+// by a fixed setting (by a per-load form where no fixed setting measured
+// one): the 100% of its line.
+func fastest(pts []ops.SweepPoint) map[int]float64 {
+	out := map[int]float64{}
+	for _, perLoad := range []bool{false, true} {
+		for _, p := range pts {
+			if (p.PerLoad != nil) != perLoad || !p.Measured(ops.MetricOutputTokS) {
+				continue
+			}
+			if _, done := out[p.Concurrency]; done && perLoad {
+				continue
+			}
+			out[p.Concurrency] = max(out[p.Concurrency], p.OutputTokS)
+		}
+	}
+	return out
 }
 
 // chartSeries is one line of the chart: a concurrency, and its topk and
@@ -206,9 +202,10 @@ func chartSeriesOf(pts []ops.SweepPoint, isGrid bool) []chartSeries {
 	return keys
 }
 
-// name is k's legend entry: "concurrency 8", with ", topk 2, draft 6" in a
-// grid (draft when known).
-func (k chartSeries) name(isGrid bool) string {
+// name is k's legend entry: "concurrency 8: 1259.5 tok/s at best", with
+// ", topk 2, draft 6" in a grid (draft when known); the tok/s of the load's
+// fastest point, its 100%, on the series that holds it.
+func (k chartSeries) name(isGrid bool, pts []ops.SweepPoint, metric string) string {
 	name := fmt.Sprintf("concurrency %d", k.conc)
 	if isGrid {
 		name += fmt.Sprintf(", topk %d", k.topk)
@@ -216,39 +213,74 @@ func (k chartSeries) name(isGrid bool) string {
 			name += fmt.Sprintf(", draft %d", k.draft)
 		}
 	}
+	if b := ops.BestAt(pts, k.conc, ops.MetricOutputTokS); b != nil && (!isGrid || (b.TopK == k.topk && b.Setting().DraftTokens == k.draft)) {
+		name += fmt.Sprintf(": 100%% = %.1f tok/s", b.OutputTokS)
+	}
 	return name
 }
 
-// points are k's points that served, by steps, in each panel (tok/s, then
-// accept length), sorted by steps; and among them, in the order of pts,
-// those that run current (current.Steps 0: none).
-func (k chartSeries) points(pts []ops.SweepPoint, isGrid bool, current ops.Setting) (xy, now [2]plotter.XYs) {
+// seriesPoints are a series' data: in each panel (tok/s relative to the
+// load's fastest, then accept length) its measured points by steps, the
+// runs of them unbroken by a point tried but not measured (segs: each is
+// one line), and those that run the current setting (now).
+type seriesPoints struct {
+	xy, now [2]plotter.XYs
+	segs    [2][]plotter.XYs
+}
+
+// points are k's data in pts (scale: the load's fastest tok/s, its 100%).
+// A point that failed, or did not measure a panel's figure, is a gap in
+// that panel's line.
+func (k chartSeries) points(pts []ops.SweepPoint, isGrid bool, current ops.Setting, scale float64) seriesPoints {
+	var mine []ops.SweepPoint
 	for _, p := range pts {
-		if p.Concurrency == k.conc && (!isGrid || (p.TopK == k.topk && p.Setting().DraftTokens == k.draft)) && p.OK {
-			tok := plotter.XY{X: float64(p.Steps), Y: p.OutputTokS}
-			acc := plotter.XY{X: float64(p.Steps), Y: p.AcceptLen}
-			xy[0], xy[1] = append(xy[0], tok), append(xy[1], acc)
-			if current.Steps > 0 && sameSetting(p, current) {
-				now[0], now[1] = append(now[0], tok), append(now[1], acc)
-			}
+		if p.Concurrency == k.conc && (!isGrid || (p.TopK == k.topk && p.Setting().DraftTokens == k.draft)) {
+			mine = append(mine, p)
 		}
 	}
-	sortXY(xy[0])
-	sortXY(xy[1])
-	return xy, now
+	slices.SortStableFunc(mine, func(a, b ops.SweepPoint) int { return a.Steps - b.Steps })
+	var s seriesPoints
+	figures := [2]string{ops.MetricOutputTokS, ops.MetricAcceptLen}
+	for j, fig := range figures {
+		var seg plotter.XYs
+		for _, p := range mine {
+			if !p.Measured(fig) || (j == 0 && !(scale > 0)) {
+				if len(seg) > 0 {
+					s.segs[j] = append(s.segs[j], seg)
+				}
+				seg = nil
+				continue
+			}
+			y := p.AcceptLen
+			if j == 0 {
+				y = 100 * p.OutputTokS / scale
+			}
+			pt := plotter.XY{X: float64(p.Steps), Y: y}
+			seg = append(seg, pt)
+			s.xy[j] = append(s.xy[j], pt)
+			if current.Steps > 0 && sameSetting(p, current) {
+				s.now[j] = append(s.now[j], pt)
+			}
+		}
+		if len(seg) > 0 {
+			s.segs[j] = append(s.segs[j], seg)
+		}
+	}
+	return s
 }
 
 // chartPanels are the chart's two panels, titled and labelled, with a grid
-// and a tick at every whole steps value: output tok/s (top; the title names
-// metric when the best is chosen by another) and accept length (bottom).
+// and a tick at every whole steps value: output tok/s relative to the
+// fastest at each load (top; the title names metric when the best is chosen
+// by another) and accept length (bottom).
 func chartPanels(metric string) (top, bottom *plot.Plot) {
 	top, bottom = plot.New(), plot.New()
-	top.Title.Text = "output tok/s by steps"
+	top.Title.Text = "output tok/s by steps, as % of the fastest at each load (each load on its own scale)"
 	if metric != "" && metric != ops.MetricOutputTokS {
-		top.Title.Text += " (best chosen by " + metric + ")"
+		top.Title.Text += "; best chosen by " + metric
 	}
-	top.Y.Label.Text = "tok/s"
-	bottom.Title.Text = "accept length by steps"
+	top.Y.Label.Text = "% of the load's fastest"
+	bottom.Title.Text = "accept length by steps (gaps: not measured)"
 	bottom.X.Label.Text = "speculative steps"
 	bottom.Y.Label.Text = "accept length"
 	for _, p := range []*plot.Plot{top, bottom} {
@@ -258,31 +290,117 @@ func chartPanels(metric string) (top, bottom *plot.Plot) {
 	return top, bottom
 }
 
-// addSeries draws a series in each panel: its points xy[j] as a line with
-// glyphs of shape in clr, and a ring around the current setting's now[j].
-// It returns the series' legend entry.
-func addSeries(panels [2]*plot.Plot, name string, xy, now [2]plotter.XYs, clr color.Color, shape int, ring draw.GlyphStyle) (chartEntry, error) {
-	var thumbs []plot.Thumbnailer
+// addSeries draws a series in each panel: each unbroken run of its points
+// as a line, its points as glyphs of shape in clr, and a ring around the
+// current setting's. It returns the series' legend entry.
+func addSeries(panels [2]*plot.Plot, name string, s seriesPoints, clr color.Color, shape int, ring draw.GlyphStyle) (chartEntry, error) {
+	style := draw.LineStyle{Color: clr, Width: vg.Points(chartLineWidth)}
+	glyph := draw.GlyphStyle{Color: clr, Radius: vg.Points(3), Shape: plotutil.Shape(shape)}
 	for j := range panels {
-		l, sc, err := plotter.NewLinePoints(xy[j])
-		if err != nil {
-			return chartEntry{}, fmt.Errorf("chart %s: %w", name, err)
+		for _, seg := range s.segs[j] {
+			if len(seg) < 2 {
+				continue
+			}
+			l, err := plotter.NewLine(seg)
+			if err != nil {
+				return chartEntry{}, fmt.Errorf("chart %s: %w", name, err)
+			}
+			l.LineStyle = style
+			panels[j].Add(l)
 		}
-		l.Color, sc.Color = clr, clr
-		l.Width = vg.Points(chartLineWidth)
-		sc.Shape = plotutil.Shape(shape)
-		panels[j].Add(l, sc)
-		if len(now[j]) > 0 {
-			r, err := plotter.NewScatter(now[j])
+		if len(s.xy[j]) > 0 {
+			sc, err := plotter.NewScatter(s.xy[j])
+			if err != nil {
+				return chartEntry{}, fmt.Errorf("chart %s: %w", name, err)
+			}
+			sc.GlyphStyle = glyph
+			panels[j].Add(sc)
+		}
+		if len(s.now[j]) > 0 {
+			r, err := plotter.NewScatter(s.now[j])
 			if err != nil {
 				return chartEntry{}, fmt.Errorf("chart the current setting: %w", err)
 			}
 			r.GlyphStyle = ring
 			panels[j].Add(r)
 		}
-		thumbs = []plot.Thumbnailer{l, sc}
 	}
-	return chartEntry{name: name, thumbs: thumbs}, nil
+	return chartEntry{name: name, thumbs: []plot.Thumbnailer{lineThumb(style), glyphThumb(glyph)}}, nil
+}
+
+// bestGlyph is the square on the best point of a load, in its line's colour.
+func bestGlyph(clr color.Color) draw.GlyphStyle {
+	return draw.GlyphStyle{Color: clr, Radius: vg.Points(chartBestRadius), Shape: draw.BoxGlyph{}}
+}
+
+// markBest draws a square on each load's best point of pts by metric
+// (ops.BestAt) in both panels, where the figure was measured, in the load's
+// colour, and returns the legend entry saying what the squares are (none
+// when no load has a best point).
+func markBest(panels [2]*plot.Plot, pts []ops.SweepPoint, metric string, scale map[int]float64, colors map[int]color.Color) (chartEntry, error) {
+	n := 0
+	for _, c := range concurrencies(pts) {
+		b := ops.BestAt(pts, c, metric)
+		if b == nil || colors[c] == nil || !(scale[c] > 0) {
+			continue
+		}
+		n++
+		for j, fig := range []string{ops.MetricOutputTokS, ops.MetricAcceptLen} {
+			if !b.Measured(fig) {
+				continue
+			}
+			y := b.AcceptLen
+			if j == 0 {
+				y = 100 * b.OutputTokS / scale[c]
+			}
+			sc, err := plotter.NewScatter(plotter.XYs{{X: float64(b.Steps), Y: y}})
+			if err != nil {
+				return chartEntry{}, fmt.Errorf("chart the best point at concurrency %d: %w", c, err)
+			}
+			sc.GlyphStyle = bestGlyph(colors[c])
+			panels[j].Add(sc)
+		}
+	}
+	if n == 0 {
+		return chartEntry{}, nil
+	}
+	what := "best at each load"
+	if metric != "" && metric != ops.MetricOutputTokS {
+		what += " by " + metric
+	}
+	return chartEntry{name: what, thumbs: []plot.Thumbnailer{glyphThumb(bestGlyph(color.Gray{Y: 96}))}, keep: true}, nil
+}
+
+// markPerLoad draws, in the tok/s panel, each per-load point of pts (a
+// tune's measured proposal) as a dashed level line across the panel in its
+// load's colour, at its tok/s relative to the load's fastest fixed setting,
+// and returns its legend entry (none without such points).
+func markPerLoad(top *plot.Plot, pts []ops.SweepPoint, scale map[int]float64, colors map[int]color.Color) (chartEntry, error) {
+	dashes := []vg.Length{vg.Points(6), vg.Points(4)}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, p := range fixed(pts) {
+		lo, hi = min(lo, float64(p.Steps)), max(hi, float64(p.Steps))
+	}
+	n := 0
+	for _, p := range pts {
+		clr := colors[p.Concurrency]
+		if p.PerLoad == nil || !p.Measured(ops.MetricOutputTokS) || clr == nil || !(scale[p.Concurrency] > 0) || lo > hi {
+			continue
+		}
+		y := 100 * p.OutputTokS / scale[p.Concurrency]
+		l, err := plotter.NewLine(plotter.XYs{{X: lo, Y: y}, {X: hi, Y: y}})
+		if err != nil {
+			return chartEntry{}, fmt.Errorf("chart the per-load form at concurrency %d: %w", p.Concurrency, err)
+		}
+		l.LineStyle = draw.LineStyle{Color: clr, Width: vg.Points(chartLineWidth), Dashes: dashes}
+		top.Add(l)
+		n++
+	}
+	if n == 0 {
+		return chartEntry{}, nil
+	}
+	mark := draw.LineStyle{Color: color.Gray{Y: 96}, Width: vg.Points(chartLineWidth), Dashes: dashes}
+	return chartEntry{name: "per load, as measured (dashed)", thumbs: []plot.Thumbnailer{lineThumb(mark)}, keep: true}, nil
 }
 
 // markCurrent draws a dashed vertical line at current.Steps in each panel
@@ -308,164 +426,4 @@ func markCurrent(panels [2]*plot.Plot, current ops.Setting, isGrid bool, ring dr
 	}
 	mark := draw.LineStyle{Color: color.Gray{Y: 96}, Width: vg.Points(1), Dashes: dashes}
 	return chartEntry{name: label, thumbs: []plot.Thumbnailer{lineThumb(mark), glyphThumb(ring)}, keep: true}, nil
-}
-
-// renderChart draws the panels, one above the other, and the legend of
-// entries in a box to their right, and encodes the PNG. It records in lay
-// where the panels' plotted areas and the legend's box are, and the x of
-// current.Steps in each panel that plots something (current.Steps 0: none).
-func renderChart(panels [2]*plot.Plot, entries []chartEntry, current ops.Setting, lay *chartLayout) ([]byte, error) {
-	img := vgimg.NewWith(vgimg.UseWH(vg.Inch*ChartWidth/chartDPI, vg.Inch*ChartHeight/chartDPI), vgimg.UseDPI(chartDPI))
-	dc := draw.New(img)
-	// The legend's box takes a column at the right, as wide as its longest
-	// entry; the panels share the rest.
-	margin, inset := vg.Points(chartMargin), vg.Points(chartLegendInset)
-	_, w, _ := chartLegend(entries, dc.Size().Y-2*margin-2*inset)
-	box := vg.Rectangle{Min: vg.Point{X: dc.Max.X - margin - w - 2*inset}, Max: vg.Point{X: dc.Max.X - margin}}
-	area := dc
-	area.Max.X = box.Min.X - margin
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadX: margin, PadY: vg.Points(12), PadTop: margin, PadBottom: margin,
-		PadLeft: margin, PadRight: margin}
-	cs := plot.Align([][]*plot.Plot{{panels[0]}, {panels[1]}}, tiles, area)
-	for i, p := range panels {
-		p.Draw(cs[i][0])
-		data := p.DataCanvas(cs[i][0])
-		lay.Panels[i] = pixels(data.Rectangle, dc.Max.Y)
-		if current.Steps > 0 && p.Y.Max >= p.Y.Min {
-			x, _ := p.Transforms(&data)
-			lay.CurrentX[i] = int(math.Round(float64(x(float64(current.Steps)) * chartDPI / vg.Inch)))
-		}
-	}
-	// The box's top is level with the top panel's plotted area; its
-	// entries are those that fit below it.
-	top0 := panels[0].DataCanvas(cs[0][0]).Max.Y
-	legend, _, h := chartLegend(entries, top0-dc.Min.Y-margin-2*inset)
-	box.Max.Y, box.Min.Y = top0, top0-h-2*inset
-	if len(entries) > 0 {
-		dc.FillPolygon(color.White, boxCorners(box))
-		dc.StrokeLines(draw.LineStyle{Color: color.Gray{Y: 160}, Width: vg.Points(1)}, append(boxCorners(box), box.Min))
-		legend.Draw(draw.Canvas{Canvas: img, Rectangle: vg.Rectangle{Min: box.Min.Add(vg.Point{X: inset, Y: inset}),
-			Max: box.Max.Sub(vg.Point{X: inset, Y: inset})}})
-		lay.Legend = pixels(box, dc.Max.Y)
-	}
-	var buf bytes.Buffer
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
-		return nil, fmt.Errorf("encode chart: %w", err)
-	}
-	return buf.Bytes(), nil
-}
-
-// chartEntry is one entry of a chart's legend.
-type chartEntry struct {
-	name   string
-	thumbs []plot.Thumbnailer
-	keep   bool // shown however many lines are left out (the current setting)
-}
-
-// chartLegend returns the legend of entries (its text style and spacing)
-// and its width and height in points, leaving out the last lines that do
-// not fit in height (entries with keep stay): one entry says how many it
-// leaves out (the tables list every point).
-func chartLegend(entries []chartEntry, height vg.Length) (l plot.Legend, w, h vg.Length) {
-	l = plot.NewLegend()
-	l.Left, l.Top = true, true
-	l.Padding = vg.Points(3)
-	l.ThumbnailWidth = vg.Points(24)
-	size := func(es []chartEntry) (w, h vg.Length) {
-		var eh vg.Length
-		for _, e := range es {
-			w = max(w, l.ThumbnailWidth+l.TextStyle.Rectangle(" "+e.name).Max.X)
-			eh = max(eh, l.TextStyle.Rectangle(e.name).Max.Y)
-		}
-		if len(es) == 0 {
-			return 0, 0
-		}
-		return w, vg.Length(len(es))*eh + vg.Length(len(es)-1)*l.Padding + l.TextStyle.FontExtents().Descent
-	}
-	var lines, kept []chartEntry
-	for _, e := range entries {
-		if e.keep {
-			kept = append(kept, e)
-		} else {
-			lines = append(lines, e)
-		}
-	}
-	shown := entries
-	w, h = size(shown)
-	for n := len(lines) - 1; h > height && n > 0; n-- {
-		shown = append(slices.Clip(lines[:n-1]), chartEntry{name: fmt.Sprintf("… %d more (in the tables)", len(lines)-n+1)})
-		shown = append(shown, kept...)
-		w, h = size(shown)
-	}
-	for _, e := range shown {
-		l.Add(e.name, e.thumbs...)
-	}
-	return l, w, h
-}
-
-// pixels converts r, in points with the origin at the bottom left of a
-// canvas height points high, to pixels of the PNG (origin top left).
-func pixels(r vg.Rectangle, height vg.Length) image.Rectangle {
-	px := func(v vg.Length) float64 { return float64(v * chartDPI / vg.Inch) }
-	return image.Rect(int(math.Floor(px(r.Min.X))), int(math.Floor(px(height-r.Max.Y))),
-		int(math.Ceil(px(r.Max.X))), int(math.Ceil(px(height-r.Min.Y))))
-}
-
-// boxCorners are r's corners, counter-clockwise from its bottom left.
-func boxCorners(r vg.Rectangle) []vg.Point {
-	return []vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}}
-}
-
-// lineThumb and glyphThumb draw a line style and a glyph style as legend
-// thumbnails.
-type lineThumb draw.LineStyle
-
-func (t lineThumb) Thumbnail(c *draw.Canvas) {
-	y := c.Center().Y
-	c.StrokeLine2(draw.LineStyle(t), c.Min.X, y, c.Max.X, y)
-}
-
-type glyphThumb draw.GlyphStyle
-
-// thickRing is a circle's outline as thick as the chart's lines.
-type thickRing struct{}
-
-func (thickRing) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) {
-	c.SetLineStyle(draw.LineStyle{Color: sty.Color, Width: vg.Points(chartLineWidth)})
-	var p vg.Path
-	p.Move(vg.Point{X: pt.X + sty.Radius, Y: pt.Y})
-	p.Arc(pt, sty.Radius, 0, 2*math.Pi)
-	p.Close()
-	c.Stroke(p)
-}
-
-func (t glyphThumb) Thumbnail(c *draw.Canvas) { c.DrawGlyph(draw.GlyphStyle(t), c.Center()) }
-
-func sortXY(xy plotter.XYs) {
-	slices.SortFunc(xy, func(a, b plotter.XY) int {
-		switch {
-		case a.X < b.X:
-			return -1
-		case a.X > b.X:
-			return 1
-		}
-		return 0
-	})
-}
-
-// integerTicks marks every whole steps value (every second one past 20).
-type integerTicks struct{}
-
-func (integerTicks) Ticks(min, max float64) []plot.Tick {
-	step := 1
-	if max-min > 20 {
-		step = 2
-	}
-	var ts []plot.Tick
-	for v := int(min); float64(v) <= max; v += step {
-		if float64(v) >= min {
-			ts = append(ts, plot.Tick{Value: float64(v), Label: fmt.Sprint(v)})
-		}
-	}
-	return ts
 }

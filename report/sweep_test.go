@@ -26,14 +26,14 @@ func TestSweepTablesAndChart(t *testing.T) {
 		!strings.Contains(tab, "6      failed: start failed") {
 		t.Errorf("table by accept_len:\n%s", tab)
 	}
-	b, err := SweepChart(pts, ops.MetricAcceptLen, ops.Setting{Steps: 2})
+	b, err := SweepChart(pts, nil, ops.MetricAcceptLen, ops.Setting{Steps: 2}, ChartInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := png.Decode(bytes.NewReader(b)); err != nil {
 		t.Fatalf("chart: %v", err)
 	}
-	if _, err := SweepChart([]ops.SweepPoint{{Steps: 3, Error: "x"}}, "", ops.Setting{Steps: 3}); err != nil {
+	if _, err := SweepChart([]ops.SweepPoint{{Steps: 3, Error: "x"}}, nil, "", ops.Setting{Steps: 3}, ChartInfo{}); err != nil {
 		t.Errorf("a chart of failed points only: %v", err)
 	}
 }
@@ -51,9 +51,24 @@ func TestSweepTablesShowTheGrid(t *testing.T) {
 		!regexp.MustCompile(`(?m)^3 +1 +4 .*\(now\)$`).MatchString(tab) {
 		t.Errorf("grid table:\n%s", tab)
 	}
-	if _, err := SweepChart(pts, "", ops.Setting{Steps: 3, TopK: 1, DraftTokens: 4}); err != nil {
+	if _, err := SweepChart(pts, nil, "", ops.Setting{Steps: 3, TopK: 1, DraftTokens: 4}, ChartInfo{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// layoutPoints are a sweep of steps 1..6 at concurrencies 1, 8 and 64 whose
+// throughput peaks at 6, 4 and 2 steps (deeper speculation pays at low load).
+func layoutPoints() []ops.SweepPoint {
+	var pts []ops.SweepPoint
+	for i, c := range []int{1, 8, 64} {
+		peak := float64(6 - 2*i)
+		for s := 1; s <= 6; s++ {
+			d := float64(s) - peak
+			pts = append(pts, ops.SweepPoint{Steps: s, Concurrency: c, OK: true,
+				OutputTokS: float64(300*(i+1)) * (1 - 0.04*d*d), AcceptLen: 1 + 0.5*float64(s) - 0.4*float64(i)})
+		}
+	}
+	return pts
 }
 
 // The chart is one PNG of two panels (tok/s above accept length), a line per
@@ -63,14 +78,8 @@ func TestSweepTablesShowTheGrid(t *testing.T) {
 // only black inside a panel is the ring around the current setting.
 func TestSweepChartLayout(t *testing.T) {
 	t.Parallel()
-	var pts []ops.SweepPoint
-	for i, c := range []int{1, 8, 64} {
-		for s := 1; s <= 6; s++ {
-			pts = append(pts, ops.SweepPoint{Steps: s, Concurrency: c, OK: true,
-				OutputTokS: float64(300*(i+1)) * (1 + 0.1*float64(s)), AcceptLen: 1 + 0.5*float64(s) - 0.4*float64(i)})
-		}
-	}
-	b, lay, err := sweepChart(pts, "", ops.Setting{Steps: 3, TopK: 1, DraftTokens: 4})
+	pts := layoutPoints()
+	b, lay, err := sweepChart(pts, "", ops.Setting{Steps: 3, TopK: 1, DraftTokens: 4}, ChartInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +178,7 @@ func TestSweepChartManyLines(t *testing.T) {
 			}
 		}
 	}
-	_, lay, err := sweepChart(pts, "", ops.Setting{Steps: 3, TopK: 4, DraftTokens: 16})
+	_, lay, err := sweepChart(pts, "", ops.Setting{Steps: 3, TopK: 4, DraftTokens: 16}, ChartInfo{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +198,7 @@ func BenchmarkSweepChart(b *testing.B) {
 		}
 	}
 	for b.Loop() {
-		if _, err := SweepChart(pts, "", ops.Setting{Steps: 3}); err != nil {
+		if _, err := SweepChart(pts, nil, "", ops.Setting{Steps: 3}, ChartInfo{}); err != nil {
 			b.Fatal(err)
 		}
 	}
