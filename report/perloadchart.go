@@ -168,4 +168,3 @@ func (t boxThumb) Thumbnail(c *draw.Canvas) {
 	r := c.Rectangle
 	c.FillPolygon(color.RGBA(t), []vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}})
 }
-
