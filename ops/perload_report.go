@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/ops/unit"
 )
 
@@ -42,6 +43,7 @@ func (p *PerLoad) Brief() string {
 func (p *PerLoad) Report() []string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-11s  %-10s  %9s  %10s  %6s  %-22s  %s\n", "concurrency", "steps", "tok/s", "accept len", "rate", "best single (steps "+strconv.Itoa(p.Single)+")", "gain")
+	unknown := false
 	for _, row := range p.Rows {
 		steps := strconv.Itoa(row.Steps)
 		if len(row.Candidates) > 1 {
@@ -49,11 +51,22 @@ func (p *PerLoad) Report() []string {
 			slices.Sort(c)
 			steps += " (" + joinInts(c, ",") + ")"
 		}
-		al, rate := "-", "-"
-		if row.AcceptLen > 0 {
-			al, rate = fmt.Sprintf("%.2f", row.AcceptLen), fmt.Sprintf("%.0f%%", 100*row.AcceptRate)
+		al, rate := bench.Dash, bench.Dash
+		if bench.KnownAcceptLen(row.AcceptLen) {
+			al = fmt.Sprintf("%.2f", row.AcceptLen)
+			if bench.Known(row.AcceptRate) {
+				rate = fmt.Sprintf("%.0f%%", 100*row.AcceptRate)
+			}
 		}
-		fmt.Fprintf(&b, "%-11d  %-10s  %9.1f  %10s  %6s  %22.1f  %+.1f%%\n", row.Concurrency, steps, row.OutputTokS, al, rate, row.SingleTokS, row.GainPct)
+		unknown = unknown || al == bench.Dash || rate == bench.Dash
+		single, gain := figureText(row.SingleTokS, "%.1f"), bench.Dash
+		if bench.Known(row.SingleTokS) && row.SingleTokS > 0 {
+			gain = fmt.Sprintf("%+.1f%%", row.GainPct)
+		}
+		fmt.Fprintf(&b, "%-11d  %-10s  %9s  %10s  %6s  %22s  %s\n", row.Concurrency, steps, figureText(row.OutputTokS, "%.1f"), al, rate, single, gain)
+	}
+	if unknown {
+		fmt.Fprintf(&b, "%s: not measured (the tables below say why, once per cause)\n", bench.Dash)
 	}
 	out := []string{strings.TrimRight(b.String(), "\n")}
 	var queued []int

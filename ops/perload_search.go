@@ -20,6 +20,9 @@ type perLoadSearch struct {
 	res     *Result
 	rep     Reporter
 	memo    map[int][]float64 // tok/s by steps, one figure per concurrency of at (-Inf: failed)
+	// deploy deploys steps n and benchmarks it at every concurrency of at
+	// (nil: sweepValue, through the mtp steps pipeline).
+	deploy func(ctx context.Context, n int) ([]SweepPoint, bool, error)
 }
 
 // run searches each concurrency of at in turn for its fastest steps value
@@ -47,13 +50,17 @@ func (s *perLoadSearch) run(ctx context.Context, from, to int) error {
 		if err != nil {
 			return err
 		}
-		found := bestMeasured(s.memo, ci, from, hi)
+		found, tok := bestOf(s.memo, ci) // the row's choice: the trace says what the table and the proposal say
 		how := fmt.Sprintf("a golden-section search over %d..%d", from, hi)
 		if ci > 0 {
 			how = fmt.Sprintf("a climb within %d..%d from the best value measured there", from, hi)
 		}
-		s.res.Details = append(s.res.Details, fmt.Sprintf("concurrency %d: %s found steps %d (%s); %d new values measured",
-			c, how, found, tokText(s.memo[found][ci]), len(s.res.Tried)-before))
+		fastest := fmt.Sprintf("the fastest measured is steps %d (%s)", found, tokText(tok))
+		if math.IsInf(tok, -1) {
+			found, fastest = from, "no value served there"
+		}
+		s.res.Details = append(s.res.Details, fmt.Sprintf("concurrency %d: %s; %s; %d new values measured",
+			c, how, fastest, len(s.res.Tried)-before))
 		hi = max(found, from+1)
 	}
 	return nil
@@ -69,7 +76,13 @@ func (s *perLoadSearch) measure(ctx context.Context, n int) ([]float64, error) {
 	if err := s.r.windDown(); err != nil {
 		return nil, err
 	}
-	pts, restarted, err := s.r.sweepValue(ctx, s.t, s.service, Setting{Steps: n}, s.at, s.res, s.rep)
+	deploy := s.deploy
+	if deploy == nil {
+		deploy = func(ctx context.Context, n int) ([]SweepPoint, bool, error) {
+			return s.r.sweepValue(ctx, s.t, s.service, Setting{Steps: n}, s.at, s.res, s.rep)
+		}
+	}
+	pts, restarted, err := deploy(ctx, n)
 	if restarted {
 		s.res.Restarts++
 	}
@@ -187,12 +200,8 @@ func perLoadRows(at []int, memo map[int][]float64, pts []SweepPoint) *PerLoad {
 	pl := &PerLoad{}
 	bests := make([]float64, len(at))
 	for ci, c := range at {
-		row := PerLoadRow{Concurrency: c, OutputTokS: math.Inf(-1)}
-		for _, n := range steps {
-			if v := memo[n][ci]; v > row.OutputTokS {
-				row.Steps, row.OutputTokS = n, v
-			}
-		}
+		row := PerLoadRow{Concurrency: c}
+		row.Steps, row.OutputTokS = bestOf(memo, ci)
 		if math.IsInf(row.OutputTokS, -1) {
 			return nil
 		}

@@ -33,15 +33,19 @@ func MetricOf(p SweepPoint, metric string) float64 {
 }
 
 // BestAt returns the point of a fixed setting at concurrency conc with the
-// highest figure for metric among the points that measured it (the first
-// of equal ones), or nil when none did; points of a per-load form are not
-// settings to choose. It is the one choice of the best setting at a load:
-// the tables, the charts and the per-load proposal all read it.
+// highest figure for metric among the points that measured it (of equal
+// ones, the fewest steps, then the first), or nil when none did; points of
+// a per-load form are not settings to choose. It is the one choice of the
+// best setting at a load: the tables, the charts and the per-load proposal
+// (bestOf, over the same figures) all read it.
 func BestAt(pts []SweepPoint, conc int, metric string) *SweepPoint {
 	var best *SweepPoint
 	for i := range pts {
 		p := &pts[i]
-		if p.Concurrency == conc && p.PerLoad == nil && p.Measured(metric) && (best == nil || MetricOf(*p, metric) > MetricOf(*best, metric)) {
+		if p.Concurrency != conc || p.PerLoad != nil || !p.Measured(metric) {
+			continue
+		}
+		if v := MetricOf(*p, metric); best == nil || v > MetricOf(*best, metric) || (v == MetricOf(*best, metric) && p.Steps < best.Steps) {
 			best = p
 		}
 	}
