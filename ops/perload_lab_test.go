@@ -3,6 +3,7 @@ package ops_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -133,7 +134,30 @@ func TestApplyPerLoadAndUndo(t *testing.T) {
 	if len(res.Unit.Files) != 1 || !res.Unit.Files[0].Created {
 		t.Fatalf("the change does not record the file it created: %+v", res.Unit.Files)
 	}
-	t.Logf("%s\n%s", res.Summary, ev.text())
+	// Each load names what ran there: the steps the engine reported
+	// choosing, else the slot's candidates it chose among; never the unit's
+	// starting steps on every row. Each benchmark is one point, kept once.
+	if res.Bench != nil {
+		t.Errorf("the result keeps a benchmark apart from its points: %+v", res.Bench)
+	}
+	for i, p := range res.Points {
+		row := rows[i]
+		if p.PerLoad == nil || !slices.Equal(p.PerLoad.Among, row.Candidates) {
+			t.Errorf("point %d: per load %+v, want the candidates %v", i, p.PerLoad, row.Candidates)
+			continue
+		}
+		ran := p.Ran()
+		line := res.Details[len(res.Details)-len(res.Points)+i]
+		if !strings.Contains(line, fmt.Sprintf("concurrency %d (%s): ", p.Concurrency, ran)) {
+			t.Errorf("line %q does not say what ran at concurrency %d (%s)", line, p.Concurrency, ran)
+		}
+		chosen := len(p.PerLoad.Chosen) > 0 && slices.Contains(row.Candidates, p.PerLoad.Chosen[0].Steps)
+		if !chosen && ran != "chosen by the engine among "+strings.Trim(strings.Join(strings.Fields(fmt.Sprint(sorted(row.Candidates))), "/"), "[]") &&
+			ran != fmt.Sprintf("steps %d, the only candidate here", row.Steps) {
+			t.Errorf("concurrency %d ran %q: want the engine's choice among %v, or those candidates", p.Concurrency, ran, row.Candidates)
+		}
+	}
+	t.Logf("%s\n%s\n%s", res.Summary, strings.Join(res.Details, "\n"), ev.text())
 	if show, err := r.rb.MTPShow(testkit.Context(t, 60*time.Second), "qwen", ops.Discard); err != nil || !strings.Contains(show.Summary, "per load from "+file+" (adaptive), starting at steps 7") {
 		t.Errorf("mtp show: %v %+v", err, show)
 	}
@@ -394,4 +418,11 @@ func (c storeChangeLog) UnitChanges(ctx context.Context, service string, limit i
 		}
 	}
 	return out, nil
+}
+
+// sorted is a sorted copy of v.
+func sorted(v []int) []int {
+	out := slices.Clone(v)
+	slices.Sort(out)
+	return out
 }
