@@ -70,7 +70,7 @@ func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLo
 			return res, fmt.Errorf("benchmarks stopped: %w; %s serves the per-load configuration", err, service)
 		}
 		bp := BenchParams{Concurrency: c, Prompts: max(c, r.withBenchDefaults(BenchParams{}).Prompts)}
-		b, err := r.benchmark(ctx, t, bp, res, prefixed(rep, fmt.Sprintf("at %d: ", c)))
+		_, err := r.benchmark(ctx, t, bp, res, prefixed(rep, fmt.Sprintf("at %d: ", c)))
 		// Each benchmark is one of the points, kept once (history lists it
 		// once): none stands apart as the result's own.
 		got := res.Bench
@@ -89,8 +89,12 @@ func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLo
 			}
 		}
 		res.Points = append(res.Points, pt)
-		line := fmt.Sprintf("concurrency %d (%s): %s", c, pt.Ran(), b)
+		// The figures are the points' (the report's table); the line says
+		// what ran and what queued.
+		line := fmt.Sprintf("concurrency %d: %s", c, pt.Ran())
 		switch {
+		case err != nil:
+			line += "; benchmark failed: " + err.Error()
 		case running > 0 && c > running:
 			line += fmt.Sprintf("; %d of %d requests queued (the engine runs at most %d at once)", c-running, c, running)
 		case running > 0:

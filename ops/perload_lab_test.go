@@ -148,7 +148,7 @@ func TestApplyPerLoadAndUndo(t *testing.T) {
 		}
 		ran := p.Ran()
 		line := res.Details[len(res.Details)-len(res.Points)+i]
-		if !strings.Contains(line, fmt.Sprintf("concurrency %d (%s): ", p.Concurrency, ran)) {
+		if !strings.HasPrefix(line, fmt.Sprintf("concurrency %d: %s; ", p.Concurrency, ran)) {
 			t.Errorf("line %q does not say what ran at concurrency %d (%s)", line, p.Concurrency, ran)
 		}
 		chosen := len(p.PerLoad.Chosen) > 0 && slices.Contains(row.Candidates, p.PerLoad.Chosen[0].Steps)
