@@ -110,3 +110,41 @@ func TestBenchOfAPointStoredOnce(t *testing.T) {
 		t.Errorf("job #%d is compared with itself:\n%s", j.ID, all)
 	}
 }
+
+// Benchmarks too short for the engine to log one decode window measure no
+// accept length: the thread does not warn about it once per benchmark, and
+// the result says it in one line for all of them, naming the config key
+// that measures it (bench.output_len); their rows show "—", never 0.00.
+func TestShortWindowsMergeIntoOneLineOnTheLab(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	_, rb := labRunbook(t) // 8 prompts of 64 tokens: at concurrency 8 one wave, fewer than 40 decode iterations
+	h := newHarness(t, jobs.RunbookBackend(rb), roles)
+	j := h.wait(h.handle("olga", "sweep qwen steps 4,8 at 8,16").JobID)
+	if j.Status != store.Succeeded {
+		t.Fatalf("sweep: %s %s", j.Status, j.Error)
+	}
+	_, replies := h.chat.Thread(j.Thread)
+	var result string
+	warnings := 0
+	for _, r := range replies {
+		if r.Kind == KindResult {
+			result = r.Text
+		}
+		if strings.Contains(r.Text, "⚠") && strings.Contains(r.Text, "decode-log window") {
+			warnings++
+		}
+	}
+	lines := 0
+	for _, l := range strings.Split(result, "\n") {
+		if strings.HasPrefix(l, "accept length — at ") {
+			lines++
+			if !strings.Contains(l, "raise bench.output_len in the config (these ran 64 tokens per request)") {
+				t.Errorf("the line names nothing the user can change: %s", l)
+			}
+		}
+	}
+	if lines != 1 || warnings != 0 || strings.Contains(result, "0.00") || strings.Contains(result, "benchmark more prompts") {
+		t.Errorf("%d merged lines (want 1), %d warnings in the thread (want 0):\n%s", lines, warnings, result)
+	}
+}
