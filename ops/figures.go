@@ -130,3 +130,23 @@ func PointOf(b *BenchResult, spec *Spec) SweepPoint {
 	}
 	return p
 }
+
+// The benchmark's unknown figures, for those that read results without
+// running benchmarks (report): a figure not measured is Unknown (NaN; null
+// in JSON) and shown as Dash; why acceptance is unknown is one of the
+// Cause* of ops/bench.
+const (
+	Dash               = bench.Dash
+	CauseShortRun      = bench.CauseShortRun
+	CauseDraftsUnknown = bench.CauseDraftsUnknown
+)
+
+// Known reports whether f was measured (bench.Known).
+func Known(f float64) bool { return bench.Known(f) }
+
+// KnownAcceptLen reports whether l is a measured accept length
+// (bench.KnownAcceptLen).
+func KnownAcceptLen(l float64) bool { return bench.KnownAcceptLen(l) }
+
+// Unknown is the value of a figure that was not measured (bench.Unknown).
+func Unknown() float64 { return bench.Unknown() }

@@ -12,7 +12,6 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/opsbot/opsbot/ops"
-	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -41,11 +40,11 @@ func perLoadBars(pts []ops.SweepPoint, prev []*store.BenchResult) []loadBars {
 		if p.PerLoad == nil {
 			continue
 		}
-		l := loadBars{conc: p.Concurrency, before: bench.Unknown(), after: bench.Unknown()}
+		l := loadBars{conc: p.Concurrency, before: ops.Unknown(), after: ops.Unknown()}
 		if p.Measured(ops.MetricOutputTokS) {
 			l.after = p.OutputTokS
 		}
-		if i < len(prev) && prev[i] != nil && bench.Known(prev[i].OutputTokS) {
+		if i < len(prev) && prev[i] != nil && ops.Known(prev[i].OutputTokS) {
 			l.before, l.beforeFrom = prev[i].OutputTokS, ResultSource(*prev[i])+" at "+prev[i].Settings
 		}
 		out = append(out, l)
@@ -91,7 +90,7 @@ func perLoadChart(pts []ops.SweepPoint, prev []*store.BenchResult, info ChartInf
 			return nil, lay, err
 		}
 		note := "nothing to compare"
-		if bench.Known(l.before) && bench.Known(l.after) && l.before > 0 {
+		if ops.Known(l.before) && ops.Known(l.after) && l.before > 0 {
 			pct := 100 * (l.after/l.before - 1)
 			clr := gainColor
 			if pct < 0 {
@@ -148,7 +147,7 @@ func perLoadChart(pts []ops.SweepPoint, prev []*store.BenchResult, info ChartInf
 // addBar draws one bar of height v at x in clr, offset from x's centre;
 // nothing when v is unknown.
 func addBar(p *plot.Plot, x int, v float64, offset, w vg.Length, clr color.Color) error {
-	if !bench.Known(v) {
+	if !ops.Known(v) {
 		return nil
 	}
 	b, err := plotter.NewBarChart(plotter.Values{v}, w)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/opsbot/opsbot/ops"
-	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -50,8 +49,8 @@ func ResultSource(r store.BenchResult) string {
 // load: tok/s and accept length ("—" where not measured), and the change in
 // tok/s.
 func CompareLine(label string, prev store.BenchResult, cur *ops.BenchResult) string {
-	tok := func(v float64) string { return cell(v, bench.Known(v), "%.1f") }
-	al := func(v float64) string { return cell(v, bench.KnownAcceptLen(v), "%.2f") }
+	tok := func(v float64) string { return cell(v, ops.Known(v), "%.1f") }
+	al := func(v float64) string { return cell(v, ops.KnownAcceptLen(v), "%.2f") }
 	return fmt.Sprintf("%s (%s, %s): %s → %s tok/s (%s), accept len %s → %s",
 		label, ResultSource(prev), Stamp(prev.At), tok(prev.OutputTokS), tok(cur.OutputTokS),
 		pctChange(prev.OutputTokS, cur.OutputTokS), al(prev.AcceptLen), al(cur.AcceptLen))

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/opsbot/opsbot/ops"
-	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -81,14 +80,14 @@ var figureHead = fmt.Sprintf("%9s %10s %10s %7s %9s %9s", "tok/s", "per-stream",
 // figureCells are p's figures as table cells, "—" for each it did not
 // measure.
 func figureCells(p ops.SweepPoint) string {
-	ttft50, ttft99 := bench.Unknown(), bench.Unknown()
+	ttft50, ttft99 := ops.Unknown(), ops.Unknown()
 	if p.Bench != nil {
 		ttft50, ttft99 = p.Bench.TTFT.P50, p.Bench.TTFT.P99
 	}
 	return fmt.Sprintf("%9s %10s %10s %7s %9s %9s",
 		cell(p.OutputTokS, p.Measured(ops.MetricOutputTokS), "%.1f"), cell(p.PerStreamTokS, p.Measured(ops.MetricPerStreamTokS), "%.1f"),
 		cell(p.AcceptLen, p.Measured(ops.MetricAcceptLen), "%.2f"), cell(100*p.AcceptRate, p.Measured(ops.FigureAcceptRate), "%.0f%%"),
-		cell(ttft50, bench.Known(ttft50), "%.0f ms"), cell(ttft99, bench.Known(ttft99), "%.0f ms"))
+		cell(ttft50, ops.Known(ttft50), "%.0f ms"), cell(ttft99, ops.Known(ttft99), "%.0f ms"))
 }
 
 // Cell is v in format when known, else "—": a figure in a table.
@@ -97,20 +96,20 @@ func Cell(v float64, known bool, format string) string { return cell(v, known, f
 // cell is v in format when known, else "—".
 func cell(v float64, known bool, format string) string {
 	if !known {
-		return bench.Dash
+		return ops.Dash
 	}
 	return fmt.Sprintf(format, v)
 }
 
 // previousText is a stored result beside a figure now: "250.0 (+4.0%, #12)".
 func previousText(prev store.BenchResult, now float64) string {
-	return fmt.Sprintf("%s (%s, %s)", cell(prev.OutputTokS, bench.Known(prev.OutputTokS), "%.1f"), pctChange(prev.OutputTokS, now), ResultSource(prev))
+	return fmt.Sprintf("%s (%s, %s)", cell(prev.OutputTokS, ops.Known(prev.OutputTokS), "%.1f"), pctChange(prev.OutputTokS, now), ResultSource(prev))
 }
 
 // pctChange is the change from a to b in percent, "n/a" when either is
 // unknown or a is 0.
 func pctChange(a, b float64) string {
-	if a == 0 || !bench.Known(a) || !bench.Known(b) {
+	if a == 0 || !ops.Known(a) || !ops.Known(b) {
 		return "n/a"
 	}
 	return fmt.Sprintf("%+.1f%%", (b-a)/a*100)

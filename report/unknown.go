@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/opsbot/opsbot/ops"
-	"github.com/opsbot/opsbot/ops/bench"
 )
 
 // UnknownNotes say why figures of pts are "—", one line per cause, however
@@ -45,7 +44,7 @@ func UnknownNotes(pts []ops.SweepPoint) []string {
 	out := make([]string, 0, len(order))
 	for _, key := range order {
 		g := groups[key]
-		out = append(out, fmt.Sprintf("%s %s at %d of %d benchmarks (%s): %s%s", g.figure, bench.Dash, len(g.at), benchmarked,
+		out = append(out, fmt.Sprintf("%s %s at %d of %d benchmarks (%s): %s%s", g.figure, ops.Dash, len(g.at), benchmarked,
 			where(g.at), g.why, remedy(key, g.at)))
 	}
 	return out
@@ -65,7 +64,7 @@ func acceptUnknown(p ops.SweepPoint) (key, figure, why string) {
 		return "no_speculation", "accept length", "speculation off, nothing to accept"
 	case !p.Measured(ops.MetricAcceptLen):
 		return "not_asked", "accept length", "acceptance was not measured"
-	case !p.Measured(ops.FigureAcceptRate) && cause == bench.CauseDraftsUnknown:
+	case !p.Measured(ops.FigureAcceptRate) && cause == ops.CauseDraftsUnknown:
 		return cause, "acceptance", "the drafts proposed per step are unknown (the engine chose its steps per batch), so the share accepted is not computed; the accept length is measured"
 	case !p.Measured(ops.FigureAcceptRate):
 		return "rate", "acceptance", "the drafts proposed per step are unknown"
@@ -76,7 +75,7 @@ func acceptUnknown(p ops.SweepPoint) (key, figure, why string) {
 // remedy is what the user can change for the cause key, as the sentence's
 // end ("" when nothing they can change would help).
 func remedy(key string, at []ops.SweepPoint) string {
-	if key != bench.CauseShortRun {
+	if key != ops.CauseShortRun {
 		return ""
 	}
 	out := 0

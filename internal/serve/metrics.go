@@ -20,6 +20,7 @@ import (
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/store"
 )
@@ -159,12 +160,23 @@ func (m *Metrics) JobEnded(j store.Job, command string, status store.Status, too
 	}
 }
 
+// bench sets the benchmark gauges of service at steps from b: a figure b
+// did not measure removes its series (absent is unknown; never 0).
 func (m *Metrics) bench(service string, steps int, b *ops.BenchResult) {
 	l := []string{service, strconv.Itoa(steps)}
-	m.benchOut.WithLabelValues(l...).Set(b.OutputTokS)
-	m.benchOne.WithLabelValues(l...).Set(b.PerStreamTokS)
-	m.acceptLen.WithLabelValues(l...).Set(b.AcceptLen)
-	m.acceptPct.WithLabelValues(l...).Set(b.AcceptRate)
+	al := bench.KnownAcceptLen(b.AcceptLen)
+	for _, g := range []struct {
+		v     *prometheus.GaugeVec
+		f     float64
+		known bool
+	}{{m.benchOut, b.OutputTokS, bench.Known(b.OutputTokS)}, {m.benchOne, b.PerStreamTokS, bench.Known(b.PerStreamTokS)},
+		{m.acceptLen, b.AcceptLen, al}, {m.acceptPct, b.AcceptRate, al && bench.Known(b.AcceptRate)}} {
+		if g.known {
+			g.v.WithLabelValues(l...).Set(g.f)
+		} else {
+			g.v.DeleteLabelValues(l...)
+		}
+	}
 }
 
 // ScheduleSucceeded sets a schedule's last success (at start-up, from the store).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -148,5 +149,24 @@ func TestHealthAndReadiness(t *testing.T) {
 	_, err = Handler(Options{Routes: map[string]http.Handler{"GET /healthz": http.NotFoundHandler()}})
 	if err == nil {
 		t.Error("a route clashing with /healthz was mounted")
+	}
+}
+
+// A benchmark figure that was not measured is no sample (absent: unknown),
+// never 0: a later run that measured no acceptance removes the series.
+func TestMetricsLeaveOutUnknownFigures(t *testing.T) {
+	t.Parallel()
+	m := exercised(t)
+	j := store.Job{ID: 2, Command: "bench qwen", Service: "qwen"}
+	m.JobQueued(j, "bench")
+	m.JobStarted(j, "bench", 0)
+	m.JobEnded(j, "bench", store.Succeeded, time.Second, &ops.Result{Spec: &ops.Spec{Steps: 10},
+		Bench: &ops.BenchResult{OutputTokS: 290, PerStreamTokS: 290, AcceptLen: math.NaN(), AcceptRate: math.NaN(), RequestsOK: 4}})
+	out, err := testutil.GatherAndCount(m.Registry(), "opsbot_bench_accept_length", "opsbot_bench_acceptance_ratio")
+	if err != nil || out != 0 {
+		t.Errorf("%d accept samples (%v), want none for a run that measured none", out, err)
+	}
+	if n, _ := testutil.GatherAndCount(m.Registry(), "opsbot_bench_output_tokens_per_second"); n != 1 {
+		t.Errorf("%d output samples, want 1", n)
 	}
 }
