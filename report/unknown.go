@@ -37,7 +37,7 @@ func UnknownNotes(pts []ops.SweepPoint) []string {
 		if key, figure, why := acceptUnknown(p); key != "" {
 			add(key, figure, why, p)
 		}
-		if !p.Measured(ops.MetricPerStreamTokS) {
+		if !ops.Known(p.PerStreamTokS) { // what a benchmark reports when no request gave two tokens
 			add("per-stream", "per-stream", "no request produced two tokens", p)
 		}
 	}
