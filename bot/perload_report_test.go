@@ -147,4 +147,14 @@ func TestShortWindowsMergeIntoOneLineOnTheLab(t *testing.T) {
 	if lines != 1 || warnings != 0 || strings.Contains(result, "0.00") || strings.Contains(result, "benchmark more prompts") {
 		t.Errorf("%d merged lines (want 1), %d warnings in the thread (want 0):\n%s", lines, warnings, result)
 	}
+	// One benchmark says it the same way.
+	b := h.wait(h.handle("olga", "bench qwen concurrency=8 prompts=8").JobID)
+	var res ops.Result
+	if err := json.Unmarshal(b.Result, &res); err != nil {
+		t.Fatal(err)
+	}
+	if all := strings.Join(res.Details, "\n"); !strings.Contains(all, "accept length — at 1 of 1 benchmarks (concurrency 8: steps 3)") ||
+		!strings.Contains(all, "raise bench.output_len in the config") {
+		t.Errorf("bench details:\n%s", all)
+	}
 }

@@ -93,8 +93,9 @@ func TestBenchAcceptanceOverWindow(t *testing.T) {
 }
 
 // TestBenchTooShortForAWindow: a benchmark shorter than one decode-log window measures no
-// acceptance over it: the summary says acceptance was not measured, and the thread says
-// why and what to run instead.
+// acceptance over it: the summary shows its accept length as unknown ("—", never 0.00) with
+// why, once; the thread warns nothing about it (the job's result says it in one line with
+// the config key to change: report.UnknownNotes), and the result's JSON has null.
 func TestBenchTooShortForAWindow(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(), nil)
@@ -103,10 +104,14 @@ func TestBenchTooShortForAWindow(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, ev.text())
 	}
-	if !strings.Contains(res.Summary, "acceptance not measured") || strings.Contains(res.Summary, "accept len") {
-		t.Errorf("summary %q", res.Summary)
+	why := "accept len — (the run was shorter than one decode-log window (40 decode iterations))"
+	if !strings.Contains(res.Summary, why) || strings.Count(res.Summary, "decode-log window") != 1 || strings.Contains(res.Summary, "0.00") {
+		t.Errorf("summary %q, want %q", res.Summary, why)
 	}
-	if !strings.Contains(ev.text(), "shorter than one decode-log window (40 decode iterations); benchmark more prompts or longer outputs") {
-		t.Errorf("thread does not say why:\n%s", ev.text())
+	if strings.Contains(ev.text(), "warning") || strings.Contains(ev.text(), "benchmark more prompts") {
+		t.Errorf("the thread warns about the window:\n%s", ev.text())
+	}
+	if b, err := json.Marshal(res.Bench); err != nil || !strings.Contains(string(b), `"accept_len":null`) || !strings.Contains(string(b), `"accept_cause":"short_run"`) {
+		t.Errorf("bench JSON %s (%v)", b, err)
 	}
 }
