@@ -28,11 +28,16 @@ type perLoadSearch struct {
 // run searches each concurrency of at in turn for its fastest steps value
 // within from..to: a golden-section search at the lowest, then at each
 // higher one a climb from the best value already measured, within from up
-// to the value the concurrency before found. Each concurrency adds a line
-// to res.Details. An error ends the search (ctx's end, or a wind-down).
+// to the value the concurrency before found. Once all are searched, each
+// concurrency adds a line to res.Details: how it was searched and the
+// fastest value measured there in the end (a value measured for a later
+// concurrency counts too: the line says what the row says). An error ends
+// the search (ctx's end, or a wind-down).
 func (s *perLoadSearch) run(ctx context.Context, from, to int) error {
 	hi := to
-	for ci, c := range s.at {
+	var hows []string
+	defer func() { s.trace(hows) }()
+	for ci := range s.at {
 		f := func(n int) (float64, error) {
 			v, err := s.measure(ctx, n)
 			if err != nil {
@@ -47,23 +52,35 @@ func (s *perLoadSearch) run(ctx context.Context, from, to int) error {
 		} else {
 			_, err = climbMax(from, hi, bestMeasured(s.memo, ci, from, hi), f)
 		}
-		if err != nil {
-			return err
-		}
-		found, tok := bestOf(s.memo, ci) // the row's choice: the trace says what the table and the proposal say
 		how := fmt.Sprintf("a golden-section search over %d..%d", from, hi)
 		if ci > 0 {
 			how = fmt.Sprintf("a climb within %d..%d from the best value measured there", from, hi)
 		}
-		fastest := fmt.Sprintf("the fastest measured is steps %d (%s)", found, tokText(tok))
-		if math.IsInf(tok, -1) {
-			found, fastest = from, "no value served there"
+		hows = append(hows, fmt.Sprintf("%s, %d new values measured", how, len(s.res.Tried)-before))
+		if err != nil {
+			return err
 		}
-		s.res.Details = append(s.res.Details, fmt.Sprintf("concurrency %d: %s; %s; %d new values measured",
-			c, how, fastest, len(s.res.Tried)-before))
+		found, tok := bestOf(s.memo, ci)
+		if math.IsInf(tok, -1) {
+			found = from
+		}
 		hi = max(found, from+1)
 	}
 	return nil
+}
+
+// trace adds to res.Details a line per concurrency searched (hows[i]: how
+// the i-th was) with the fastest value measured there: the row's choice
+// (bestOf), so that the trace says what the table and the proposal say.
+func (s *perLoadSearch) trace(hows []string) {
+	for ci, how := range hows {
+		found, tok := bestOf(s.memo, ci)
+		fastest := fmt.Sprintf("the fastest measured there is steps %d (%s)", found, tokText(tok))
+		if math.IsInf(tok, -1) {
+			fastest = "no value served there"
+		}
+		s.res.Details = append(s.res.Details, fmt.Sprintf("concurrency %d: %s; %s", s.at[ci], how, fastest))
+	}
 }
 
 // measure is steps value n's tok/s at each concurrency of at (-Inf where it
