@@ -1,7 +1,9 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/opsbot/opsbot/ops"
@@ -46,7 +48,8 @@ func sweepTable(pts []ops.SweepPoint, prev []*store.BenchResult, c int, metric s
 	}
 	fmt.Fprintf(&b, "%s %s  %s\n", head, figureHead, "previous")
 	rows := 0
-	for i, p := range pts {
+	for _, i := range bySetting(pts) {
+		p := pts[i]
 		if p.Concurrency != c || p.PerLoad != nil {
 			continue
 		}
@@ -72,6 +75,20 @@ func sweepTable(pts []ops.SweepPoint, prev []*store.BenchResult, c int, metric s
 		return ""
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// bySetting are the indices of pts ordered by steps, then topk and draft
+// tokens (a table reads down the steps, whatever order they ran in).
+func bySetting(pts []ops.SweepPoint) []int {
+	idx := make([]int, len(pts))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		pa, pb := pts[a], pts[b]
+		return cmp.Or(cmp.Compare(pa.Steps, pb.Steps), cmp.Compare(pa.TopK, pb.TopK), cmp.Compare(pa.DraftTokens, pb.DraftTokens))
+	})
+	return idx
 }
 
 // figureHead heads the figures figureCells renders.

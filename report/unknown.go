@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -97,6 +98,10 @@ func where(at []ops.SweepPoint) string {
 	var concs []int
 	steps := map[int][]string{}
 	perLoad := true
+	at = slices.Clone(at)
+	slices.SortStableFunc(at, func(a, b ops.SweepPoint) int {
+		return cmp.Or(cmp.Compare(a.Concurrency, b.Concurrency), cmp.Compare(a.Steps, b.Steps), cmp.Compare(a.TopK, b.TopK))
+	})
 	for _, p := range at {
 		if !slices.Contains(concs, p.Concurrency) {
 			concs = append(concs, p.Concurrency)
