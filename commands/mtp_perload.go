@@ -48,12 +48,32 @@ func (c *MTPPerLoad) Run(ctx context.Context, rb *ops.Runbook, rep ops.Reporter)
 
 // Preview says what the command will do, for its confirmation.
 func (c *MTPPerLoad) Preview() string {
+	return c.preview("its per-load configuration (SGLang: the adaptive config file next to the unit, then the unit's flags; vLLM: the "+
+		"per-batch table in --speculative-config)", "the unit and the file are")
+}
+
+// previewIn is Preview naming every file the change writes, in order, from
+// the service's entry in opts: SGLang's adaptive config file, then the
+// unit; vLLM's unit alone.
+func (c *MTPPerLoad) previewIn(opts Options) string {
+	for _, s := range opts.Services {
+		switch {
+		case s.Name != c.Service || s.Unit == "":
+		case s.Engine == "vllm":
+			return c.preview(fmt.Sprintf("the unit %s (the per-batch table in --speculative-config)", s.Unit), "the unit is")
+		case s.Adaptive != "":
+			return c.preview(fmt.Sprintf("two files: SGLang's adaptive config %s, then the unit %s (--speculative-adaptive and its config)", s.Adaptive, s.Unit),
+				"the unit and the file are")
+		}
+	}
+	return c.Preview()
+}
+
+func (c *MTPPerLoad) preview(writes, putBack string) string {
 	text := Text(c)
-	return fmt.Sprintf("`%s` will run %s's speculative decoding per load: stop %s on %s, clear its GPU memory, write its "+
-		"per-load configuration (SGLang: the adaptive config file next to the unit, then the unit's flags; vLLM: the "+
-		"per-batch table in --speculative-config), start it, wait until it serves, verify it runs per load and benchmark "+
-		"at each concurrency. If it does not serve, the unit and the file are put back. (`%s --dry-run` shows the diffs.)",
-		text, c.Service, c.Service, c.Host, text)
+	return fmt.Sprintf("`%s` will run %s's speculative decoding per load: stop %s on %s, clear its GPU memory, write %s, start it, "+
+		"wait until it serves, verify it runs per load and benchmark at each concurrency. If it does not serve, %s put back. "+
+		"(`%s --dry-run` shows each file's diff.)", text, c.Service, c.Service, c.Host, writes, putBack, text)
 }
 
 // LoadSteps is one entry of mtp per-load's TABLE: the steps for a

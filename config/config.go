@@ -236,11 +236,17 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // CommandOptions are what parsing a chat command needs from the config: the
-// steps limit, the services with their hosts, the hosts, default_service.
+// steps limit, the services with their hosts (and, for confirmations, their
+// units, engines and adaptive config files), the hosts, default_service.
 func (c *Config) CommandOptions() commands.Options {
 	opts := commands.Options{MaxSteps: c.Limits.MaxSteps, Hosts: c.HostNames(), DefaultService: c.DefaultService}
 	for _, name := range c.ServiceNames() {
-		opts.Services = append(opts.Services, commands.ServiceRef{Name: name, Host: c.Services[name].Host})
+		s := c.Services[name]
+		ref := commands.ServiceRef{Name: name, Host: s.Host, Unit: s.Unit, Engine: s.Engine}
+		if s.Engine != "vllm" {
+			ref.Adaptive = s.AdaptiveConfigPath(name)
+		}
+		opts.Services = append(opts.Services, ref)
 	}
 	return opts
 }

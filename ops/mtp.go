@@ -208,12 +208,12 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 	}
 	if dryRun {
 		res.Summary = fmt.Sprintf("dry run: steps %d -> %d on %s, nothing changed", from, steps, service)
-		res.Details = append(res.Details, "would: stop "+t.cfg.Unit+", clear GPU memory held by dead engine processes, write "+
-			p.path+", daemon-reload, start, wait until ready, verify the engine's settings, benchmark")
+		res.Details = append(res.Details, "would: stop "+t.cfg.Unit+", clear GPU memory held by dead engine processes, "+
+			p.writesText()+", daemon-reload, start, wait until ready, verify the engine's settings, benchmark")
+		res.Details = append(res.Details, filesText(p.files)...)
 		if res.Unit.Diff != "" {
 			res.Details = append(res.Details, res.Unit.Diff)
 		}
-		res.Details = append(res.Details, filesText(p.files)...)
 		return res, nil
 	}
 	if err := r.windDown(); err != nil && changed {

@@ -37,6 +37,9 @@ func (r *Runbook) perLoadPlan(t *target, d *deployed, engine string, rows []PerL
 	if err != nil {
 		return nil, err
 	}
+	if err := besideUnit(t, d, pl, p.file); err != nil {
+		return nil, err
+	}
 	if p.file != "" {
 		pl.files = []FileChange{{Path: p.file, After: p.fileText}}
 	}
@@ -47,6 +50,26 @@ func (r *Runbook) perLoadPlan(t *target, d *deployed, engine string, rows []PerL
 		p.unit.Diff = unit.UnifiedDiff(pl.path, pl.before, pl.after)
 	}
 	return p, nil
+}
+
+// besideUnit refuses a file to write beside the unit (file; "" = none) that
+// is one of the unit's own files (the unit, a drop-in, the drop-in the change
+// writes) or lies in its drop-in directory: written there, it would replace
+// the unit or be read as part of it.
+func besideUnit(t *target, d *deployed, pl *planned, file string) error {
+	where := ""
+	switch {
+	case file == "":
+		return nil
+	case strings.HasPrefix(file, d.mainPath+".d/"):
+		where = "lies in " + t.cfg.Unit + "'s drop-in directory " + d.mainPath + ".d"
+	case slices.Contains(append([]string{pl.path}, d.order...), file):
+		where = "is one of " + t.cfg.Unit + "'s own files"
+	default:
+		return nil
+	}
+	return fmt.Errorf("refused: services.%s.adaptive_config %s %s on %s: the adaptive config is a JSON file of its own, and written there it would replace "+
+		"or join the unit. Nothing was changed; set services.%s.adaptive_config to a path of its own", t.name, file, where, t.cfg.Host, t.name)
 }
 
 // capNeeded is the --max-running-requests a SGLang per-load table needs: the
