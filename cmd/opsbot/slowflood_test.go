@@ -235,7 +235,8 @@ func raiseFileLimit(tb testing.TB, need int) {
 // bodies (more than the small-body pool's 1,024), from one address and
 // then spread over 16, do not shut out a signed slash command from a 17th
 // address (127.0.0.1, as each of Slack's many addresses is): it is acked
-// 200 while they hold.
+// 200 while they hold. /metrics counts the flood's refusals once, by the
+// listener's reasons (the adapter does not count them again as bad_body).
 func TestServeSlowFloodLeavesRoom(t *testing.T) {
 	api := newSlackServer(t)
 	_, base := startSlackServe(t, slackSection(api))
@@ -244,19 +245,39 @@ func TestServeSlowFloodLeavesRoom(t *testing.T) {
 		from []string
 	}{{"one address", loopbacks(2, 1)}, {"16 addresses", loopbacks(2, 16)}} {
 		t.Run(c.name, func(t *testing.T) {
+			badBefore := rejectedCount(t, base, "bad_body")
 			f := startSlowFlood(t, strings.TrimPrefix(base, "http://"), c.from, 1100, false)
 			testkit.WaitFor(t, time.Minute, "1,100 slow connections holding, the server answering some", func() bool {
 				n, _ := f.answered()
 				return f.started.Load() == 1100 && n > 0
 			})
 			code, body := signedSlash(e2eSigningSecret, time.Now(), "/opsbot", "help").post(t, base)
-			_, answers := f.answered()
+			n, answers := f.answered()
 			if code != 200 {
 				t.Fatalf("a signed command while 1,100 slow connections from %d addresses hold: %d %s (the flood's answers: %s)",
 					len(c.from), code, body, answers)
 			}
 			t.Logf("the flood's answers so far: %s", answers)
-			f.stopFlood()
+			busy, bad := rejectedCount(t, base, "client_over_capacity"), rejectedCount(t, base, "bad_body")
+			if busy < float64(n) || bad != badBefore {
+				t.Errorf("with %d of the flood answered 429: client_over_capacity %v, bad_body %v (before the flood %v); want at least %d, and bad_body unchanged",
+					n, busy, bad, badBefore, n)
+			}
+			f.stopFlood() // the connections still held end mid-body: counted bad_body, once each
 		})
 	}
+}
+
+// rejectedCount is opsbot_http_rejected_total{route="/slack/events"} for
+// reason in serve's /metrics (0 when absent).
+func rejectedCount(t *testing.T, base, reason string) float64 {
+	_, metrics := httpGet(t, base+"/metrics")
+	prefix := `opsbot_http_rejected_total{reason="` + reason + `",route="/slack/events"} `
+	for l := range strings.Lines(metrics) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), prefix); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }

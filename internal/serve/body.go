@@ -67,10 +67,10 @@ func (b *gatedBody) Read(p []byte) (int, error) {
 	n, err := b.body.Read(p)
 	b.n += int64(n)
 	if err == io.EOF {
+		// net/http clears the read deadline as the body ends (its read
+		// that watches for the client going away starts then): nothing
+		// may set one after, or that read would end the request's context.
 		b.doneReading()
-		// No deadline while the handler runs: net/http's read that watches
-		// for the client going away would end the request's context at it.
-		_ = b.rc.SetReadDeadline(time.Time{})
 		b.err = io.EOF
 	} else if err != nil {
 		return n, b.refuse(b.reasonOf(err))

@@ -99,7 +99,8 @@ func TestSlowBodyCut(t *testing.T) {
 
 // TestHandlerOutlivesTheBodyPace: once a body is read, its pace no longer
 // applies: a route that takes longer than the body's last deadline keeps
-// its request's context (net/http would cancel it at a read deadline).
+// its request's context (net/http would cancel it at a read deadline set
+// after the body ended).
 func TestHandlerOutlivesTheBodyPace(t *testing.T) {
 	lim := defaultLimits
 	lim.grace = 50 * time.Millisecond
@@ -134,6 +135,8 @@ func TestOneAddressCannotShutOthersOut(t *testing.T) {
 	srv, gate, m := gated(t, lim, nil, inside)
 	url := srv.URL + "/slack/events"
 	release := make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(release) }) // a failed test lets its held bodies go
 	var wg sync.WaitGroup
 	codes := make(chan string, 16)
 	hold := func(from string) {
@@ -161,7 +164,7 @@ func TestOneAddressCannotShutOthersOut(t *testing.T) {
 		t.Fatalf("a newcomer's body while two addresses fill the shared part: %d %v", code, err)
 	}
 	<-inside
-	close(release) // the held bodies end: 127.0.0.2's waiter takes a freed slot
+	once.Do(func() { close(release) }) // the held bodies end: 127.0.0.2's waiter takes a freed slot
 	wg.Wait()
 	close(codes)
 	for c := range codes {
