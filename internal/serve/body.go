@@ -24,7 +24,10 @@ var errAnswered = bot.ErrBodyRefused
 // after lim.grace), enforced with the connection's read deadline. A
 // refusal, a cut, a body over MaxBody or a broken one is counted, answered
 // by the listener itself (the handler's own answer is dropped), and the
-// read returns errAnswered.
+// read returns errAnswered. A request answered before its body ended
+// (refused, or answered by its handler unread) has the rest of its body
+// left unread and its connection closed after the answer: net/http would
+// otherwise read on, up to 256 KiB at the client's pace, to reuse it.
 type gatedBody struct {
 	body   io.ReadCloser
 	rc     *http.ResponseController
@@ -42,13 +45,28 @@ type gatedBody struct {
 	err      error     // the error every later read returns
 }
 
-func newGatedBody(r *http.Request, w http.ResponseWriter, gw *guardedWriter, gate *bodyGate, client netip.Prefix, reject func(string)) *gatedBody {
+// newGatedBody gates r's body; the handler answers through the body's
+// writer (b.w), which wraps w.
+func newGatedBody(r *http.Request, w http.ResponseWriter, gate *bodyGate, client netip.Prefix, reject func(string)) *gatedBody {
 	size := r.ContentLength
 	if size < 0 {
 		size = MaxBody
 	}
-	return &gatedBody{body: http.MaxBytesReader(w, r.Body, MaxBody), rc: http.NewResponseController(w), w: gw, req: r,
+	b := &gatedBody{body: http.MaxBytesReader(w, r.Body, MaxBody), rc: http.NewResponseController(w), req: r,
 		gate: gate, client: client, size: size, reject: reject}
+	b.w = &guardedWriter{ResponseWriter: w, before: b.answering}
+	return b
+}
+
+// answering is called once, before the request's answer begins: a body not
+// read to its end is read no further.
+func (b *gatedBody) answering() {
+	if b.err == io.EOF {
+		return
+	}
+	b.w.Header().Set("Connection", "close")
+	_ = b.rc.SetReadDeadline(time.Now())
+	b.doneReading()
 }
 
 func (b *gatedBody) Read(p []byte) (int, error) {
@@ -132,9 +150,11 @@ func (b *gatedBody) release() {
 }
 
 // guardedWriter is a handler's ResponseWriter that the listener can answer
-// through first: once it has, the handler's own answer is dropped.
+// through first: once it has, the handler's own answer is dropped. before
+// is called once, as the first answer begins.
 type guardedWriter struct {
 	http.ResponseWriter
+	before          func()
 	wrote, answered bool
 }
 
@@ -142,7 +162,7 @@ func (g *guardedWriter) WriteHeader(code int) {
 	if g.answered {
 		return
 	}
-	g.wrote = true
+	g.begin()
 	g.ResponseWriter.WriteHeader(code)
 }
 
@@ -150,23 +170,30 @@ func (g *guardedWriter) Write(p []byte) (int, error) {
 	if g.answered {
 		return 0, errAnswered
 	}
-	g.wrote = true
+	g.begin()
 	return g.ResponseWriter.Write(p)
+}
+
+func (g *guardedWriter) begin() {
+	if !g.wrote {
+		g.wrote = true
+		g.before()
+	}
 }
 
 // Unwrap is for http.ResponseController.
 func (g *guardedWriter) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 
-// answer answers the request with code and msg and closes the connection
-// after it (its body is left unread), unless the handler answered first.
+// answer answers the request with code and msg, unless the handler
+// answered first.
 func (g *guardedWriter) answer(code int, msg string, retry bool) {
 	if g.wrote || g.answered {
 		return
 	}
+	g.begin()
 	g.answered = true
 	if retry {
 		g.Header().Set("Retry-After", "1")
 	}
-	g.Header().Set("Connection", "close")
 	http.Error(g.ResponseWriter, msg, code)
 }

@@ -3,6 +3,7 @@ package serve
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -181,7 +183,9 @@ func TestOneAddressCannotShutOthersOut(t *testing.T) {
 }
 
 // TestWaitingTurnEnds: a body whose address reads its share and whose
-// turn does not come within clientWait is answered 429 with Retry-After.
+// turn does not come within clientWait is answered 429 with Retry-After,
+// and its connection closed after the answer though its sender keeps
+// trickling (nothing more of it is read).
 func TestWaitingTurnEnds(t *testing.T) {
 	lim := defaultLimits
 	lim.clientBodies, lim.clientWait, lim.grace = 1, 50*time.Millisecond, time.Minute
@@ -191,18 +195,65 @@ func TestWaitingTurnEnds(t *testing.T) {
 	done := make(chan struct{})
 	go func() { heldPost(srv.URL+"/slack/events", "127.0.0.2", 100, release); close(done) }()
 	<-inside
-	req := mustRequest(t, srv.URL+"/slack/events", "x")
-	c := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
-		t.Errorf("a waiter whose turn did not come: %d, Retry-After %q; want 429 and 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	answer := trickleFrom(t, srv, "127.0.0.2")
+	if !strings.HasPrefix(answer, "HTTP/1.1 429") || !strings.Contains(answer, "Retry-After: 1") {
+		t.Errorf("a waiter whose turn did not come: %q, want 429 with Retry-After: 1, then the connection closed", answer)
 	}
 	close(release)
 	<-done
+}
+
+// TestAnsweredUnreadIsClosed: a route that answers without reading the
+// body (as the Slack adapter refuses an unsigned delivery) has the
+// connection closed after its answer, the rest of the body unread, though
+// its sender keeps trickling.
+func TestAnsweredUnreadIsClosed(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /slack/events", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "not running yet", http.StatusServiceUnavailable)
+	})
+	lim := defaultLimits
+	srv := httptest.NewServer(limitBodies(mux, newBodyGate(&lim), nil, nil))
+	defer srv.Close()
+	if answer := trickleFrom(t, srv, "127.0.0.1"); !strings.HasPrefix(answer, "HTTP/1.1 503") {
+		t.Errorf("a route's answer to an unread body: %q, want 503, then the connection closed", answer)
+	}
+}
+
+// trickleFrom sends srv a request from the address from that announces a
+// 4,096-byte body and trickles it a byte every 100 ms; it returns all the
+// server sent until it closed the connection (failing the test if it did
+// not within 30 s: net/http would read on to reuse it).
+func trickleFrom(t *testing.T, srv *httptest.Server, from string) string {
+	t.Helper()
+	c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}).Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /slack/events HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n")
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // the trickle's pace, not a wait for a condition
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if _, err := c.Write([]byte("a")); err != nil {
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	all, err := io.ReadAll(c)
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) { // closed with the trickle unread: a reset, once the answer is out
+		t.Errorf("the connection not closed after the answer %q: %v", all, err)
+	}
+	return string(all)
 }
 
 // TestRawConnectionsPerAddress: what the flood benchmark does, at a small
@@ -232,8 +283,24 @@ func TestRawConnectionsPerAddress(t *testing.T) {
 		r, w, s := gate.state("127.0.0.2/32")
 		return r == MaxClientBodies && w == 40-MaxClientBodies && s == MaxClientBodies
 	})
-	answer, _ := bufio.NewReader(conns[len(conns)-1]).ReadString('\n')
-	if !strings.Contains(answer, "429") {
-		t.Errorf("a waiting body once its wait ends: %q, want 429", answer)
+	// The waiting ones are answered 429 once their wait ends; the ones
+	// being read are held (their pace is lifted here).
+	answers := make(chan string, len(conns))
+	for _, c := range conns {
+		go func() {
+			c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			line, err := bufio.NewReader(c).ReadString('\n')
+			if err != nil {
+				line = "held"
+			}
+			answers <- strings.TrimSpace(line)
+		}()
+	}
+	got := map[string]int{}
+	for range conns {
+		got[<-answers]++
+	}
+	if got["HTTP/1.1 429 Too Many Requests"] != 40-MaxClientBodies || got["held"] != MaxClientBodies {
+		t.Errorf("answers %v, want %d 429 and %d held", got, 40-MaxClientBodies, MaxClientBodies)
 	}
 }

@@ -165,14 +165,13 @@ func limitBodies(mux *http.ServeMux, gate *bodyGate, trusted []netip.Prefix, rej
 			http.Error(w, "request body over "+strconv.Itoa(MaxBody)+" bytes", http.StatusRequestEntityTooLarge)
 			return
 		}
-		gw := &guardedWriter{ResponseWriter: w}
 		body := r.Body
-		gb := newGatedBody(r, w, gw, gate, clientOf(r, trusted), func(reason string) { rej.Reject(route, reason) })
+		gb := newGatedBody(r, w, gate, clientOf(r, trusted), func(reason string) { rej.Reject(route, reason) })
 		r.Body = gb
 		defer func() {
 			gb.release()
 			r.Body = body // so that net/http sees the body it gave, and whether it was closed early
 		}()
-		mux.ServeHTTP(gw, r)
+		mux.ServeHTTP(gb.w, r)
 	})
 }
