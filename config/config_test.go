@@ -136,8 +136,10 @@ func TestInvalidConfigsSayWhatIsWrong(t *testing.T) {
 			`services.qwen.adaptive_config must be an absolute path of letters, digits and /._-+@ only`},
 		{"adaptive config path relative", strings.Replace(minimal, `url: "http://127.0.0.1:30000"`, `url: "http://127.0.0.1:30000", adaptive_config: "a.json"`, 1),
 			`services.qwen.adaptive_config must be an absolute path`},
-		{"trusted proxy not a CIDR", minimal + "http: {trusted_proxies: [10.0.0.0/8, 192.0.2.7]}\n",
-			`http.trusted_proxies[1]: "192.0.2.7" is not a CIDR: write a network like 10.0.0.0/8, or one proxy as 192.0.2.7/32`},
+		{"trusted proxy not a CIDR", minimal + "http: {trusted_proxies: [10.0.0.0/8, 198.51.100.9]}\n",
+			`http.trusted_proxies[1]: "198.51.100.9" is not a CIDR: write a network like 10.0.0.0/8, or one proxy as 198.51.100.9/32`},
+		{"trusted proxy a name", minimal + "http: {trusted_proxies: [proxy.internal]}\n",
+			`http.trusted_proxies[0]: "proxy.internal" is not a CIDR: write a network like 10.0.0.0/8, or one proxy as 192.0.2.7/32`},
 		{"trusted proxy with a bad mask", minimal + "http: {trusted_proxies: [10.0.0.0/33]}\n", `http.trusted_proxies[0]: "10.0.0.0/33" is not a CIDR`},
 	}
 	for _, c := range cases {

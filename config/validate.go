@@ -108,7 +108,11 @@ func (c *Config) validateServe(bad func(string, ...any)) {
 	}
 	for i, cidr := range c.HTTP.TrustedProxies {
 		if _, err := netip.ParsePrefix(cidr); err != nil {
-			bad("http.trusted_proxies[%d]: %q is not a CIDR: write a network like 10.0.0.0/8, or one proxy as 192.0.2.7/32", i, cidr)
+			one := "192.0.2.7/32"
+			if a, err := netip.ParseAddr(cidr); err == nil {
+				one = netip.PrefixFrom(a, a.BitLen()).String()
+			}
+			bad("http.trusted_proxies[%d]: %q is not a CIDR: write a network like 10.0.0.0/8, or one proxy as %s", i, cidr, one)
 		}
 	}
 	if f := c.Log.Format; f != "text" && f != "json" {
