@@ -77,9 +77,18 @@ func (s *Store) Events(ctx context.Context, jobID int64) ([]Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read events of job %d: %w", jobID, err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT seq, at, step, status, message FROM job_events WHERE job_id = ? ORDER BY seq`, jobID)
+	evs, err := jobEvents(ctx, tx, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("read events of job %d: %w", jobID, err)
+	}
+	return evs, nil
+}
+
+// jobEvents reads job jobID's events, oldest first, through q.
+func jobEvents(ctx context.Context, q queryer, jobID int64) ([]Event, error) {
+	rows, err := q.QueryContext(ctx, `SELECT seq, at, step, status, message FROM job_events WHERE job_id = ? ORDER BY seq`, jobID)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	evs := []Event{}
@@ -87,13 +96,10 @@ func (s *Store) Events(ctx context.Context, jobID int64) ([]Event, error) {
 		e := Event{JobID: jobID}
 		var at int64
 		if err := rows.Scan(&e.Seq, &at, &e.Step, &e.Status, &e.Message); err != nil {
-			return nil, fmt.Errorf("read events of job %d: %w", jobID, err)
+			return nil, err
 		}
 		e.At = time.Unix(0, at).UTC()
 		evs = append(evs, e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read events of job %d: %w", jobID, err)
-	}
-	return evs, nil
+	return evs, rows.Err()
 }

@@ -19,6 +19,7 @@ type writeOp struct {
 	one   bool         // fn changes the database with at most one statement (see write1)
 	long  bool         // maintenance (see writeLong): MaintenanceTimeout instead of StatementTimeout
 	auto  bool         // exactly one statement: autocommit on PostgreSQL (see writeAuto)
+	bare  bool         // SQLite: fn runs on the write connection outside any transaction (see RefuseWrites)
 	ack   *ackRows     // CreateJobAudited on PostgreSQL: queued for the acker (see acker), fn its own statement
 	state atomic.Int32 // opPending, then opTaken (by the writer or the acker) or opAbandoned (by the caller)
 	done  chan error   // buffered 1; receives the outcome once the op is taken
@@ -133,6 +134,12 @@ func (s *Store) writer() {
 		runtime.Gosched()
 		if s.dialect == postgresSQL && op.auto {
 			s.runAutocommit(op)
+			continue
+		}
+		if op.bare {
+			if op.state.CompareAndSwap(opPending, opTaken) {
+				op.done <- runOp(&wtx{s: s}, op.fn)
+			}
 			continue
 		}
 		// On PostgreSQL the whole transaction is bounded: a database that
