@@ -84,7 +84,7 @@ func (a *App) Wait(ctx context.Context, id int64) (JobOutcome, error) {
 		return JobOutcome{ID: id}, fmt.Errorf("wait for job #%d: %w", id, err)
 	}
 	if u, ok := a.Engine.Unrecorded(id); ok {
-		return a.unrecorded(ctx, u, res), nil
+		return unrecorded(u, res), nil
 	}
 	j, err := a.Store.Job(ctx, id)
 	if err != nil {
@@ -109,14 +109,12 @@ func (a *App) Wait(ctx context.Context, id int64) (JobOutcome, error) {
 }
 
 // unrecorded is the outcome of a job of this process whose end the store
-// has not taken (u): as it ended on its host, its events those the store
-// has (when it answers reads) then those it has not taken.
-func (a *App) unrecorded(ctx context.Context, u jobs.Unrecorded, res *ops.Result) JobOutcome {
+// has not taken (u): as it ended on its host, with every event it reported.
+func unrecorded(u jobs.Unrecorded, res *ops.Result) JobOutcome {
 	o := jobOutcome(u.Job)
 	o.Status, o.Error, o.Ended, o.Result = u.Ending.Status, u.Ending.Error, u.Ending.At, res
 	o.Unrecorded = u.Refusal
-	stored, _ := a.Store.Events(ctx, u.Job.ID) // nil when the store does not answer
-	o.Events = append(opsEvents(stored), opsEvents(u.Events)...)
+	o.Events = opsEvents(u.Events)
 	return o
 }
 

@@ -542,7 +542,7 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 		}
 	}
 	th.drain(ctx)
-	rec.events, th.unsaved = th.unsaved, nil
+	rec.events, rec.seen, th.unsaved = th.unsaved, th.seen, nil
 	kept := e.keep(rec)
 	status, errText := rec.end.Status, rec.end.Error
 	r.res = res

@@ -25,9 +25,10 @@ const recordRetryMax = 5 * time.Second
 // record is what one job made that the store has not taken yet, stored in
 // this order: events (in order), benchmark rows, final state.
 type record struct {
-	job  store.Job    // as submitted, StartedAt set when it started
-	user string       // who asked, for the final edit
-	end  store.Ending // how it ended on its host; never changes
+	job  store.Job     // as submitted, StartedAt set when it started
+	user string        // who asked, for the final edit
+	end  store.Ending  // how it ended on its host; never changes
+	seen []store.Event // every event it reported, stored or not; never changes
 
 	mu      sync.Mutex
 	events  []store.Event
@@ -44,7 +45,7 @@ type record struct {
 type Unrecorded struct {
 	Job    store.Job     // as submitted, StartedAt set when it started
 	Ending store.Ending  // its final state, At when it ended
-	Events []store.Event // its events the store has not taken, in order
+	Events []store.Event // every event it reported, stored or not, in order
 	// Refusal is why the store has not taken it: its last refusal, or
 	// that opsbot stopped before it did.
 	Refusal error
@@ -61,7 +62,7 @@ func (e *Engine) Unrecorded(id int64) (u Unrecorded, ok bool) {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	u = Unrecorded{Job: rec.job, Ending: rec.end, Events: append([]store.Event(nil), rec.events...), Refusal: rec.refusal}
+	u = Unrecorded{Job: rec.job, Ending: rec.end, Events: append([]store.Event(nil), rec.seen...), Refusal: rec.refusal}
 	select {
 	case <-rec.done:
 		if rec.err != nil {

@@ -225,7 +225,7 @@ func storeBlip(t *testing.T, app *bot.App, chat *chatrec.Recorder, b *blip, back
 	}
 	u, ok := app.Engine.Unrecorded(r.JobID)
 	if !ok || u.Ending.Status != want {
-		t.Fatalf("while the store is away, the engine keeps %+v (%v); want its end kept, %s", u.Ending, ok, want)
+		t.Fatalf("while the store is away, the engine keeps its end %v: %s %q; want it kept, %s", ok, u.Ending.Status, u.Ending.Error, want)
 	}
 	returned := time.Now()
 	back()
