@@ -290,7 +290,8 @@ func (s *Store) EndJob(ctx context.Context, id int64, e Ending) (late bool, err 
 		return false, fmt.Errorf("end job %d: %w", id, err)
 	}
 	at := orNow(e.At)
-	err = s.write(ctx, func(tx *wtx) error {
+	// (At most one of its statements changes the database: write1.)
+	err = s.write1(ctx, func(tx *wtx) error {
 		late = false
 		err := endRunning(tx, id, e, at)
 		var te *TransitionError

@@ -1,4 +1,4 @@
-package jobs_test
+package bot_test
 
 import (
 	"context"
