@@ -3,7 +3,8 @@
 // across opsbot processes, cancel, timeouts, crash recovery), renders it as
 // one live status message with a thread of steps (through chat, with
 // report's rendering), records its events, result and benchmarks, and winds
-// it down when the store refuses writes. Leases holds this process's keys
+// it down when the store refuses writes, keeping what the store refuses
+// until it takes it (record.go). Leases holds this process's keys
 // in the store; Runbooks is the Backend jobs run on (the runbook of the
 // config in effect, swapped on reload); a job stops only at a safe point
 // (never inside a unit write or a start), and an Observer is told of every
@@ -542,7 +543,7 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 		}
 	}
 	th.drain(ctx)
-	rec.events, rec.seen, th.unsaved = th.unsaved, th.seen, nil
+	rec.events, rec.seen, rec.thread, th.unsaved = th.unsaved, th.seen, th.ref.ID, nil
 	kept := e.keep(rec)
 	status, errText := rec.end.Status, rec.end.Error
 	r.res = res

@@ -25,10 +25,11 @@ const recordRetryMax = 5 * time.Second
 // record is what one job made that the store has not taken yet, stored in
 // this order: events (in order), benchmark rows, final state.
 type record struct {
-	job  store.Job     // as submitted, StartedAt set when it started
-	user string        // who asked, for the final edit
-	end  store.Ending  // how it ended on its host; never changes
-	seen []store.Event // every event it reported, stored or not; never changes
+	job    store.Job     // as submitted, StartedAt set when it started
+	user   string        // who asked, for the final edit
+	thread string        // its status message's id ("" when none), for the final edit
+	end    store.Ending  // how it ended on its host; never changes
+	seen   []store.Event // every event it reported, stored or not; never changes
 
 	mu      sync.Mutex
 	events  []store.Event
@@ -141,6 +142,9 @@ func (e *Engine) retry(rec *record) {
 		if err == nil {
 			e.log.Info("the store takes writes again: the job is recorded", "job", rec.job.ID, "status", rec.end.Status)
 			if j, err := e.opts.Store.Job(context.Background(), rec.job.ID); err == nil {
+				if j.Thread == "" {
+					j.Thread = rec.thread // recording the message failed; it is known here
+				}
 				e.ShowFinal(context.Background(), j, rec.user)
 			}
 			e.settle(rec, nil)
@@ -166,8 +170,11 @@ func (e *Engine) settle(rec *record, err error) {
 }
 
 // storeRecord stores what of rec the store has not taken, in order, each
-// part once. It returns the store's refusal, with the rest still in rec;
-// a part refused for another reason is logged and dropped.
+// part once: a part whose write failed may have landed all the same (a
+// commit whose answer was lost), so each is written so that a second try
+// adds nothing (AppendEventOnce, AddBenchResultOnce, EndJob). It returns
+// the store's refusal, with the rest still in rec; a part refused for
+// another reason is logged and dropped.
 func (e *Engine) storeRecord(rec *record) error {
 	ctx, st := context.Background(), e.opts.Store
 	for {
@@ -180,7 +187,7 @@ func (e *Engine) storeRecord(rec *record) error {
 		if ev == nil {
 			break
 		}
-		if err := st.AppendEvent(ctx, *ev); store.IsRefusingWrites(err) {
+		if err := st.AppendEventOnce(ctx, *ev); store.IsRefusingWrites(err) {
 			return err
 		} else if err != nil {
 			e.log.Error("store job event", "job", rec.job.ID, "err", err)
@@ -190,7 +197,7 @@ func (e *Engine) storeRecord(rec *record) error {
 		rec.mu.Unlock()
 	}
 	for len(rec.bench) > 0 { // only this goroutine changes bench
-		if _, err := st.AddBenchResult(ctx, rec.bench[0]); store.IsRefusingWrites(err) {
+		if _, err := st.AddBenchResultOnce(ctx, rec.bench[0]); store.IsRefusingWrites(err) {
 			return err
 		} else if err != nil {
 			e.log.Error("store bench result", "job", rec.job.ID, "err", err)

@@ -283,8 +283,10 @@ func (e Ending) check() error {
 // running job moves to it (FinishJob); a job another process marked
 // Interrupted meanwhile (this one had lost its lease) gets it as its real
 // outcome, marked RecordedLate (FinishJobLate), and late is true. Both in
-// one write. A job in another final state is left alone and the error is a
-// *TransitionError; a missing job gives ErrNotFound; a bad e, ErrInvalid.
+// one write. Recording the same e again (a retry after its commit's answer
+// was lost) changes nothing and succeeds. A job in another final state is
+// left alone and the error is a *TransitionError; a missing job gives
+// ErrNotFound; a bad e, ErrInvalid.
 func (s *Store) EndJob(ctx context.Context, id int64, e Ending) (late bool, err error) {
 	if err := e.check(); err != nil {
 		return false, fmt.Errorf("end job %d: %w", id, err)
@@ -295,16 +297,35 @@ func (s *Store) EndJob(ctx context.Context, id int64, e Ending) (late bool, err 
 		late = false
 		err := endRunning(tx, id, e, at)
 		var te *TransitionError
-		if !errors.As(err, &te) || te.From != Interrupted {
+		switch {
+		case !errors.As(err, &te):
 			return err
+		case te.From == Interrupted:
+			late = true
+			return endInterrupted(tx, id, e, at)
+		case te.From == e.Status:
+			return endedAs(tx, id, e, at, err)
 		}
-		late = true
-		return endInterrupted(tx, id, e, at)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("end job %d as %s: %w", id, e.Status, err)
 	}
 	return late, nil
+}
+
+// endedAs returns nil when job id already ended as e, at at (an EndJob
+// tried again after its commit's answer was lost), else err.
+func endedAs(tx *wtx, id int64, e Ending, at time.Time, err error) error {
+	var errText string
+	var ended sql.NullInt64
+	if qErr := tx.QueryRowContext(context.Background(), `SELECT error, ended_at FROM jobs WHERE id = ?`, id).Scan(&errText, &ended); qErr != nil {
+		return qErr
+	}
+	if errText == e.Error && ended.Int64 == at.UnixNano() {
+		return nil
+	}
+	return err
 }
 
 // endRunning moves job id from queued or running to e, ended at at.

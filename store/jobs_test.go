@@ -444,6 +444,13 @@ func testEndJob(t *testing.T, drv driver) {
 	if got.Status != Succeeded || !got.EndedAt.Equal(ended) || string(got.Result) != `{"summary":"ok"}` || got.RecordedLate {
 		t.Errorf("after EndJob: %s ended %s (want %s), result %s, late %v", got.Status, got.EndedAt, ended, got.Result, got.RecordedLate)
 	}
+	// Tried again (its commit's answer lost): nothing changes, no error.
+	if late, err := s.EndJob(ctx, j.ID, Ending{Status: Succeeded, Result: []byte(`{"summary":"ok"}`), At: ended}); err != nil || late {
+		t.Errorf("EndJob of the same end again = %v, %v; want nil", late, err)
+	}
+	if _, err := s.EndJob(ctx, j.ID, Ending{Status: Succeeded, At: ended.Add(time.Second)}); !isTransition(err, Succeeded, Succeeded) {
+		t.Errorf("EndJob of another end = %v, want TransitionError", err)
+	}
 	if _, err := s.EndJob(ctx, j.ID, Ending{Status: Failed}); !isTransition(err, Succeeded, Failed) {
 		t.Errorf("ending an ended job = %v, want TransitionError", err)
 	}
@@ -466,3 +473,49 @@ func testEndJob(t *testing.T, drv driver) {
 }
 
 func TestEndJob(t *testing.T) { t.Parallel(); eachDriver(t, testEndJob) }
+
+// The Once writes, for a record tried again after a write whose outcome is
+// unknown: a second try adds nothing; a first one adds as the plain write
+// does; a missing job is still an error.
+func testWritesOnce(t *testing.T, drv driver) {
+	t.Parallel()
+	ctx := context.Background()
+	s := drv.openTemp(t)
+	j := mustCreate(t, s, Job{Command: "mtp steps 8", Service: "qwen"})
+	at := time.Now().UTC()
+	e := Event{JobID: j.ID, At: at, Step: "start", Status: "done", Message: "active (PID 13)"}
+	for range 2 {
+		if err := s.AppendEventOnce(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.At = at.Add(time.Nanosecond)
+	if err := s.AppendEventOnce(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if evs := must(s.Events(ctx, j.ID))(t); len(evs) != 2 {
+		t.Errorf("%d events after the same one twice and another, want 2: %+v", len(evs), evs)
+	}
+	if err := s.AppendEventOnce(ctx, Event{JobID: j.ID + 100, At: at}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("AppendEventOnce to a missing job = %v, want ErrNotFound", err)
+	}
+	if err := s.AppendEventOnce(ctx, Event{JobID: j.ID}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("AppendEventOnce without a time = %v, want ErrInvalid", err)
+	}
+	r := BenchResult{JobID: j.ID, Service: "qwen", Settings: "steps=8", At: at, OutputTokS: 480, Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48}
+	first := must(s.AddBenchResultOnce(ctx, r))(t)
+	again := must(s.AddBenchResultOnce(ctx, r))(t)
+	r.Concurrency = 4
+	other := must(s.AddBenchResultOnce(ctx, r))(t)
+	if again.ID != first.ID || other.ID == first.ID {
+		t.Errorf("ids %d, %d (again), %d (another load); want the same row again, a new one for the other", first.ID, again.ID, other.ID)
+	}
+	if rows := must(s.BenchHistory(ctx, "qwen", 10))(t); len(rows) != 2 {
+		t.Errorf("%d rows, want 2", len(rows))
+	}
+	if _, err := s.AddBenchResultOnce(ctx, BenchResult{Service: "qwen", Settings: "steps=8", At: at}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("AddBenchResultOnce without a job = %v, want ErrInvalid", err)
+	}
+}
+
+func TestWritesOnce(t *testing.T) { t.Parallel(); eachDriver(t, testWritesOnce) }
