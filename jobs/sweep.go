@@ -12,12 +12,13 @@ import (
 // concurrency (output tok/s, per-stream tok/s, accept length, acceptance
 // rate, TTFT p50/p99), the best point of each by res.Metric marked, each
 // point beside its previous result at the same settings and load (rows[i] is
-// point i's stored result, zero when it was not stored), and the chart.
+// point i's result as stored, or kept to be stored with ID 0; zero when it
+// is neither), and the chart.
 // Storing or rendering problems are logged; the job's result stands.
 func (e *Engine) sweepReport(ctx context.Context, r *jobRun, res *ops.Result, rows []store.BenchResult) {
 	prev := make([]*store.BenchResult, len(res.Points))
 	for i, row := range rows {
-		if row.ID == 0 {
+		if row.Service == "" {
 			continue
 		}
 		if p, err := e.opts.Store.PreviousAtLoad(ctx, r.job.Service, row.Settings, row.Load(), row.ID); err == nil {
