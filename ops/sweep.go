@@ -115,6 +115,11 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 	if err != nil {
 		return res, err
 	}
+	// A value after a 0 (speculation off) is planned on the unit as found.
+	home.from = d
+	for i := range grid {
+		grid[i].from = d
+	}
 	for _, sk := range skipped {
 		res.Details = append(res.Details, "skipped "+sk)
 	}
@@ -162,6 +167,7 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 	to := home
 	if o.ApplyBest && res.Best != nil {
 		to = o.only(res.Best.Setting())
+		to.from = d
 	}
 	back, err := r.settle(ctx, service, to, fmt.Sprintf("leave on %s: ", to), res, rep)
 	if err != nil {
@@ -283,8 +289,8 @@ func (r *Runbook) Tune(ctx context.Context, service string, o TuneOptions, rep R
 	if err != nil {
 		return nil, err
 	}
-	if o.From < 1 || o.To <= o.From {
-		return res, fmt.Errorf("tune %s: the range %d..%d must go up and hold two values at least", service, o.From, o.To)
+	if o.From < 0 || o.To <= o.From {
+		return res, fmt.Errorf("tune %s: the range %d..%d must go up and hold two values at least (0: speculative decoding off)", service, o.From, o.To)
 	}
 	d, err := r.readUnit(ctx, t)
 	if err != nil {
@@ -309,7 +315,7 @@ func (r *Runbook) Tune(ctx context.Context, service string, o TuneOptions, rep R
 		if v, ok := memo[n]; ok {
 			return v, nil
 		}
-		pts, restarted, err := r.sweepValue(ctx, t, service, Setting{Steps: n}, []int{conc}, res, rep)
+		pts, restarted, err := r.sweepValue(ctx, t, service, Setting{Steps: n, from: d}, []int{conc}, res, rep)
 		if restarted {
 			res.Restarts++
 		}
@@ -346,7 +352,7 @@ func (r *Runbook) Tune(ctx context.Context, service string, o TuneOptions, rep R
 		return res, fmt.Errorf("no value tried served: %s", intList(res.Tried))
 	}
 	best := res.Best.Steps
-	if _, err := r.settle(ctx, service, Setting{Steps: best}, fmt.Sprintf("apply steps %d: ", best), res, rep); err != nil {
+	if _, err := r.settle(ctx, service, Setting{Steps: best, from: d}, fmt.Sprintf("apply steps %d: ", best), res, rep); err != nil {
 		return res, fmt.Errorf("tune done (best steps %d), but putting %s on it failed: %w", best, service, err)
 	}
 	res.Spec = res.Best.Spec
