@@ -85,10 +85,9 @@ type Setting struct {
 	// adaptiveDefault makes the setting SGLang's own adaptive table
 	// (--speculative-adaptive without a config file) starting at Steps.
 	adaptiveDefault bool
-	// from is the unit as the job found it (nil: none): a setting with
-	// speculation on a unit an earlier value of the same job turned off
-	// (steps 0) is planned on it (planBack).
-	from *deployed
+	// from is the unit as a sweep or tune found it (nil: none): the setting
+	// is planned on it and written over what the job left (planFound).
+	from *found
 	// files are files beside the unit to put back as the job found them
 	// (After; Removed when there was none), written with the setting.
 	files []FileChange

@@ -98,3 +98,36 @@ func TestSweepThroughZero(t *testing.T) {
 		t.Fatalf("unit after the sweep:\n%s\nwant:\n%s", got, before)
 	}
 }
+
+// In drop-in mode a sweep through 0 writes the drop-in each time: steps 0
+// makes it without the speculative options, the next value puts them back
+// there, and the sweep ends with the drop-in running the unit's own setting;
+// the main unit is never touched.
+func TestSweepThroughZeroDropIn(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	r := newRig(t, labOpts(), func(c *ops.Config) {
+		c.Bench = ops.BenchDefaults{Prompts: 2, Concurrency: 1, InputLen: 16, OutputLen: 16}
+		s := c.Services["qwen"]
+		s.DropIn = true
+		c.Services["qwen"] = s
+	})
+	before := r.unitText(t)
+	ev := &events{}
+	res, err := r.rb.Sweep(testkit.Context(t, 60*time.Second), "qwen", ops.SweepOptions{Steps: []int{0, 5}}, ev)
+	if err != nil {
+		t.Fatalf("sweep: %v\n%s", err, ev.text())
+	}
+	for _, p := range res.Points {
+		if !p.OK {
+			t.Errorf("point steps %d failed: %s", p.Steps, p.Error)
+		}
+	}
+	if r.unitText(t) != before {
+		t.Fatalf("the main unit changed in drop-in mode:\n%s", r.unitText(t))
+	}
+	b, err := r.lab.Host("gpu1").ReadFile("/etc/systemd/system/" + r.svc.Unit + ".d/opsbot.conf")
+	if err != nil || !strings.Contains(string(b), "--speculative-num-steps 3") || !strings.Contains(string(b), "--speculative-algorithm NEXTN") {
+		t.Fatalf("drop-in after the sweep: %v\n%s", err, b)
+	}
+}
