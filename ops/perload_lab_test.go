@@ -182,7 +182,9 @@ func TestTunePerLoadCompare(t *testing.T) {
 		!strings.Contains(ev.text(), "per load from default") {
 		t.Errorf("the default table was not started and benchmarked:\n%s", ev.text())
 	}
-	if !slices.ContainsFunc(res.Details, func(l string) bool { return strings.HasPrefix(l, "Compared, at the same concurrencies: SGLang's default adaptive table") }) {
+	if !slices.ContainsFunc(res.Details, func(l string) bool {
+		return strings.HasPrefix(l, "Compared, at the same concurrencies: SGLang's default adaptive table")
+	}) {
 		t.Errorf("no comparison line:\n%s", strings.Join(res.Details, "\n"))
 	}
 	if r.unitText(t) != before {
