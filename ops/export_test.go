@@ -20,3 +20,10 @@ func (r *Runbook) StartProposal(ctx context.Context, service string, rows []PerL
 	pl := &PerLoad{Engine: unitEngine(d), Rows: rows}
 	return res, pl, s.startProposal(ctx, pl, d)
 }
+
+// DeployDefaultTable deploys SGLang's default adaptive table (the unit's
+// flags with --speculative-adaptive and no config file) starting at steps,
+// as `mtp tune ... per-load ... compare` does, without benchmarking it.
+func (r *Runbook) DeployDefaultTable(ctx context.Context, service string, steps int, rep Reporter) (*Result, error) {
+	return r.mtpSet(ctx, service, Setting{Steps: steps, adaptiveDefault: true}, false, false, rep)
+}

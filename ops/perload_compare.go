@@ -26,6 +26,10 @@ func (s *perLoadSearch) propose(ctx context.Context, engine string, d *deployed,
 	}
 	pl.Engine = engine
 	s.res.Details = append(s.res.Details, s.traced(pl.Rows)...)
+	if !slices.ContainsFunc(pl.Rows, func(r PerLoadRow) bool { return maxCandidate(r) > 0 }) {
+		return nil, fmt.Errorf("no speculative decoding measured fastest at every concurrency (%s): there is no per-load configuration to propose; `mtp steps 0 %s` turns speculation off",
+			s.figures(0), s.service)
+	}
 	if err := s.startProposal(ctx, pl, d); err != nil {
 		return nil, err
 	}

@@ -192,6 +192,35 @@ func TestTunePerLoadCompare(t *testing.T) {
 	}
 }
 
+// On vLLM the proposal is the per-batch table, started and measured the
+// same way; compare costs no start there: no speculation and the best
+// single k are the search's own measurements.
+func TestTunePerLoadVLLM(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	r := newRig(t, lab.Options{TimeScale: 1000, Engine: "vllm"}, func(c *ops.Config) {
+		c.Bench = ops.BenchDefaults{Prompts: 2, Concurrency: 1, InputLen: 16, OutputLen: 16}
+	})
+	before := r.unitText(t)
+	ev := &events{}
+	res, err := r.rb.TunePerLoad(testkit.Context(t, 60*time.Second), "qwen", ops.PerLoadOptions{At: []int{1, 64}, From: 2, To: 4, Compare: true}, ev)
+	if err != nil {
+		t.Fatalf("tune per load on vLLM: %v\n%s", err, ev.text())
+	}
+	pl := res.PerLoad
+	if pl.Table == "" || len(pl.Compared) != 2 || strings.Contains(ev.text(), "compare: write unit") {
+		t.Fatalf("table %q, compared %+v", pl.Table, pl.Compared)
+	}
+	for _, row := range pl.Rows {
+		if row.OutputTokS == nil {
+			t.Errorf("row %+v not measured", row)
+		}
+	}
+	if !strings.Contains(ev.text(), "proposal at 64: benchmark") || r.unitText(t) != before {
+		t.Errorf("the table was not measured, or the unit not left as found:\n%s", r.unitText(t))
+	}
+}
+
 // The dry run says what it would measure and changes nothing.
 func TestTunePerLoadDryRun(t *testing.T) {
 	t.Parallel()
