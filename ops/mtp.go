@@ -231,16 +231,7 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 	res.Spec = specOf(e.Engine, e.SpecAfter)
 	from := e.SpecBefore.DraftSteps()
 	res.did.unit, res.did.steps, res.did.oldSteps = UnitOld, from, from
-	switch {
-	case !changed:
-		st.done("%s already runs %s", t.cfg.Unit, set)
-	case set.perLoad != nil || set.adaptiveDefault:
-		st.done("%s: %s", set, changeList(e.Changed))
-	case len(e.Changed) == 0:
-		st.done("%s: %s", set, besideNames(p.files))
-	default:
-		st.done("%s: %s", stepsMove(from, steps), changeList(e.Changed))
-	}
+	st.done("%s", planText(t, set, p, changed, from))
 	if err := r.checkReach(ctx, t); err != nil {
 		return res, err
 	}
@@ -294,6 +285,21 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 	}
 	res.Summary = fmt.Sprintf("%s on %s: %s", stepsMove(from, steps), service, b)
 	return res, nil
+}
+
+// planText says what a planned change of set does to the unit (from: the
+// steps the unit runs now).
+func planText(t *target, set Setting, p *planned, changed bool, from int) string {
+	switch e := p.edit; {
+	case !changed:
+		return fmt.Sprintf("%s already runs %s", t.cfg.Unit, set)
+	case set.perLoad != nil || set.adaptiveDefault:
+		return fmt.Sprintf("%s: %s", set, changeList(e.Changed))
+	case len(e.Changed) == 0:
+		return fmt.Sprintf("%s: %s", set, besideNames(p.files))
+	default:
+		return fmt.Sprintf("%s: %s", stepsMove(from, set.Steps), changeList(e.Changed))
+	}
 }
 
 func changeList(cs []unit.Change) string {

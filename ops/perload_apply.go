@@ -20,14 +20,16 @@ import (
 // to serve or does not run per load, the unit and the file are both put back
 // (a file the change created is removed) and started again; `mtp undo`
 // restores both. rows: ascending concurrencies, each with its steps first in
-// Candidates or alone; SGLang starts at the first row's steps. For SGLang, a
-// row above its cap of 48 running requests with speculation that keeps
-// speculation on (steps above 0) makes the unit raise the cap to the largest
-// concurrency (--max-running-requests N, added when the unit does not set
-// it); when that start runs out of GPU memory the change is rolled back as
-// any other and the error gives the command that applies the table without
-// the raise (the rows up to 48). Each benchmark line says how many requests
-// queued at its concurrency (SGLang's /server_info max_running_requests).
+// Candidates or alone; 0 is no speculation at that load, and one value at
+// least is above 0. SGLang starts at the first row's steps above 0
+// (startSteps). For SGLang, a row above its cap of 48 running requests with
+// speculation makes the unit raise the cap to the largest concurrency
+// (--max-running-requests N, added when the unit does not set it): without
+// it no batch reaches that slot. When that start runs out of GPU memory the
+// change is rolled back as any other and the error gives the command that
+// applies the table without the raise (the rows up to 48). Each benchmark
+// line says how many requests queued at its concurrency (SGLang's
+// /server_info max_running_requests).
 func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLoadRow, dryRun bool, rep Reporter) (*Result, error) {
 	if err := checkRows(rows); err != nil {
 		return &Result{Incidents: []string{}}, fmt.Errorf("mtp per-load %s: %w; nothing was changed", service, err)

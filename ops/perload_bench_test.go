@@ -50,8 +50,9 @@ func BenchmarkTunePerLoad(b *testing.B) {
 	b.ReportMetric(tuneWall.Seconds()/float64(b.N), "tune-s")
 	b.ReportMetric(float64(grid.Restarts), "grid-restarts")
 	b.ReportMetric(gridWall.Seconds(), "grid-s")
-	b.Logf("%s\n%s", res.Summary, strings.Join(res.Details, "\n"))
-	b.Logf("tune: %d restarts, %d values, %.1f s; full sweep 0..12 at 1,8,32,64: %d restarts, %.1f s",
+	// Printed, not logged: a benchmark's log is cut short.
+	fmt.Printf("%s\n%s\n", res.Summary, strings.Join(res.Details, "\n"))
+	fmt.Printf("tune: %d restarts, %d values, %.1f s; full sweep 0..12 at 1,8,32,64: %d restarts, %.1f s\n",
 		res.Restarts, len(res.Tried), tuneWall.Seconds()/float64(b.N), grid.Restarts, gridWall.Seconds())
 
 	rows := pl.Rows[:0:0]
@@ -65,7 +66,7 @@ func BenchmarkTunePerLoad(b *testing.B) {
 		if _, err := r.rb.ApplyPerLoad(ctx, "qwen", rows, false, ops.Discard); err == nil {
 			started++
 		} else {
-			b.Logf("apply: %v", err)
+			fmt.Printf("apply: %v\n", err)
 		}
 		if _, err := r.rb.MTPSteps(ctx, "qwen", 3, false, ops.Discard); err != nil {
 			b.Fatalf("back to steps 3: %v", err)
@@ -99,7 +100,7 @@ func BenchmarkTunePerLoad(b *testing.B) {
 			single[i], 100*(prop[i]/single[i]-1), def[i], 100*(prop[i]/def[i]-1), off[i], 100*(prop[i]/off[i]-1)))
 		b.ReportMetric(prop[i], fmt.Sprintf("perload-tok/s@%d", c))
 	}
-	b.Logf("%s", strings.Join(lines, "\n"))
+	fmt.Printf("%s\n", strings.Join(lines, "\n"))
 }
 
 func seq(a, b int) []int {

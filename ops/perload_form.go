@@ -116,10 +116,13 @@ func withinCap(rows []PerLoadRow) []PerLoadRow {
 
 // SGLangAdaptiveConfig renders rows as SGLang's adaptive config (the format
 // of sgl-project/sglang 015c8726, srt/speculative/adaptive_spec_params.py):
-// one slot per concurrency, keyed by it as a string, its candidate_steps the
-// row's candidates ascending; the engine runs a batch with the slot of the
-// largest key not above its (CUDA-graph padded) size. One slot a line, keys
-// ascending, a final newline.
+// one slot per concurrency that has its own (tableRows), keyed by it as a
+// string, its candidate_steps the row's candidates ascending (0: drafting
+// off at that batch size); the engine runs a batch with the slot of the
+// largest key not above its CUDA-graph padded size (adaptive_step_router.py,
+// batch_size_key_for_batch). No "strategy" key: SGLang's default, ema, which
+// runs a step of 0 (throughput_aware refuses one, so it is never written).
+// One slot a line, keys ascending, a final newline.
 func SGLangAdaptiveConfig(rows []PerLoadRow) string {
 	rows = tableRows(rows)
 	var b strings.Builder

@@ -228,17 +228,8 @@ func (eff *Effective) SetSteps(n int, opts Options) (*Edit, error) {
 	if e.SpecAfter, err = neff.Spec(); err != nil {
 		return nil, fmt.Errorf("%w: edited settings: %v", errInternal, err)
 	}
-	if e.SpecAfter.DraftSteps() != n || (n == 0 && (e.SpecAfter.Present || len(e.SpecAfter.Uses) > 0)) {
-		return nil, fmt.Errorf("%w: edited unit reads back steps %d (speculation %v), want %d", errInternal, e.SpecAfter.DraftSteps(), e.SpecAfter.Present, n)
-	}
-	if opts.AdaptiveDefault && (!e.SpecAfter.Adaptive || e.SpecAfter.AdaptiveConfig != "") {
-		return nil, fmt.Errorf("%w: edited unit reads back adaptive %v config %q, want SGLang's default table", errInternal, e.SpecAfter.Adaptive, e.SpecAfter.AdaptiveConfig)
-	}
-	if opts.AdaptiveConfig != "" && (!e.SpecAfter.Adaptive || e.SpecAfter.AdaptiveConfig != opts.AdaptiveConfig) {
-		return nil, fmt.Errorf("%w: edited unit reads back adaptive %v config %q, want %q", errInternal, e.SpecAfter.Adaptive, e.SpecAfter.AdaptiveConfig, opts.AdaptiveConfig)
-	}
-	if opts.BatchTable != "" && e.SpecAfter.BatchTable != opts.BatchTable {
-		return nil, fmt.Errorf("%w: edited unit reads back the per-batch table %s, want %s", errInternal, e.SpecAfter.BatchTable, opts.BatchTable)
+	if err := readsBack(e.SpecAfter, n, opts); err != nil {
+		return nil, err
 	}
 	seen := map[*Entry]bool{}
 	for _, l := range neff.Commands {
@@ -251,6 +242,22 @@ func (eff *Effective) SetSteps(n int, opts Options) (*Edit, error) {
 		e.Diff = UnifiedDiff(nameOrDefault(u.Name, "unit"), u.Text, after)
 	}
 	return e, nil
+}
+
+// readsBack checks that the edited unit's settings are what was asked: n
+// steps (0: no speculative option left), and the per-load form opts names.
+func readsBack(sp Spec, n int, opts Options) error {
+	switch {
+	case sp.DraftSteps() != n || (n == 0 && (sp.Present || len(sp.Uses) > 0)):
+		return fmt.Errorf("%w: edited unit reads back steps %d (speculation %v), want %d", errInternal, sp.DraftSteps(), sp.Present, n)
+	case opts.AdaptiveDefault && (!sp.Adaptive || sp.AdaptiveConfig != ""):
+		return fmt.Errorf("%w: edited unit reads back adaptive %v config %q, want SGLang's default table", errInternal, sp.Adaptive, sp.AdaptiveConfig)
+	case opts.AdaptiveConfig != "" && (!sp.Adaptive || sp.AdaptiveConfig != opts.AdaptiveConfig):
+		return fmt.Errorf("%w: edited unit reads back adaptive %v config %q, want %q", errInternal, sp.Adaptive, sp.AdaptiveConfig, opts.AdaptiveConfig)
+	case opts.BatchTable != "" && sp.BatchTable != opts.BatchTable:
+		return fmt.Errorf("%w: edited unit reads back the per-batch table %s, want %s", errInternal, sp.BatchTable, opts.BatchTable)
+	}
+	return nil
 }
 
 func nameOrDefault(s, d string) string {
