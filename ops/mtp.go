@@ -88,9 +88,19 @@ type Setting struct {
 	// from is the unit as a sweep or tune found it (nil: none): the setting
 	// is planned on it and written over what the job left (planFound).
 	from *found
-	// files are files beside the unit to put back as the job found them
+	// restore are files beside the unit to put back as the job found them
 	// (After; Removed when there was none), written with the setting.
-	files []FileChange
+	restore *fileSet
+}
+
+// fileSet is files beside the unit (a pointer keeps Setting comparable).
+type fileSet struct{ files []FileChange }
+
+func (s Setting) restoreFiles() []FileChange {
+	if s.restore == nil {
+		return nil
+	}
+	return s.restore.files
 }
 
 // perLoadSet is a per-load Setting's table (a pointer keeps Setting comparable).
@@ -137,7 +147,7 @@ func (r *Runbook) planOn(t *target, d *deployed, s Setting) (*planned, error) {
 			return nil, err
 		}
 	}
-	for _, f := range s.files {
+	for _, f := range s.restoreFiles() {
 		if !slices.ContainsFunc(p.files, func(g FileChange) bool { return g.Path == f.Path }) {
 			p.files = append(p.files, FileChange{Path: f.Path, After: f.After, Removed: f.Removed})
 		}

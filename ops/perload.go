@@ -268,17 +268,17 @@ func (r *Runbook) perLoadCheck(ctx context.Context, t *target, f *found, service
 		home.Steps = t.cfg.DefaultSteps
 	}
 	if engine != "vllm" {
-		f := FileChange{Path: t.cfg.AdaptiveConfig}
-		b, err := t.host.ReadFile(ctx, f.Path)
+		file := FileChange{Path: t.cfg.AdaptiveConfig}
+		b, err := t.host.ReadFile(ctx, file.Path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			f.Removed = true
+			file.Removed = true
 		case err != nil:
-			return "", Setting{}, hostErr("read "+f.Path, t.cfg.Host, err)
+			return "", Setting{}, hostErr("read "+file.Path, t.cfg.Host, err)
 		default:
-			f.After = string(b)
+			file.After = string(b)
 		}
-		home.files = []FileChange{f}
+		home.restore = &fileSet{[]FileChange{file}}
 	}
 	return engine, home, nil
 }
