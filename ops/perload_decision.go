@@ -36,6 +36,9 @@ func (p *PerLoad) Decision() []string {
 		}
 		out = append(out, line)
 	}
+	if n := p.belowNoSpec(); n != "" {
+		out = append(out, n)
+	}
 	for _, d := range p.Dropped {
 		line := fmt.Sprintf("Not proposed: `%s` did not serve when started: %s; rolled back", d.Table, d.Reason)
 		if d.Change != "" {
@@ -74,4 +77,24 @@ func orText(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// belowNoSpec says where the proposal measured below no speculation by more
+// than PerLoadNoise, and what serves those loads faster; "" when nowhere.
+func (p *PerLoad) belowNoSpec() string {
+	var at []string
+	for _, row := range p.Rows {
+		if g := row.NoSpecGainPct; g != nil && *g < -100*PerLoadNoise {
+			at = append(at, fmt.Sprintf("%d (%+.1f%%)", row.Concurrency, *g))
+		}
+	}
+	if len(at) == 0 {
+		return ""
+	}
+	why := "as measured with the per-batch table running"
+	if p.Engine != "vllm" {
+		why = "SGLang's adaptive step 0 still runs the draft model over each token to keep its KV cache up to date, and its cap of 48 running requests applies unless raised"
+	}
+	return fmt.Sprintf("Below no speculation at concurrency %s: %s. Where those loads dominate, no speculative decoding serves them faster (`mtp steps 0` applies it, for every load).",
+		strings.Join(at, ", "), why)
 }
