@@ -206,8 +206,14 @@ func (r *Runbook) TunePerLoad(ctx context.Context, service string, o PerLoadOpti
 	pl.Apply = fmt.Sprintf("mtp per-load %s %s", service, perLoadWords(pl.Rows))
 	res.PerLoad = pl
 	res.Details = append(append(pl.Decision(), res.Details...), pl.Report()...)
-	res.Summary = fmt.Sprintf("mtp tune %s per load at %s: `%s`, started and measured: %s; %d restarts for %d values (a full sweep of them: %d, and back); not applied; %s left on %s as found",
-		service, intList(at), pl.Apply, pl.Brief(), res.Restarts, len(res.Tried), grid, service, home)
+	left := fmt.Sprintf("%s left on %s", service, home)
+	if sp, err := d.eff.Spec(); err == nil && sp.DraftSteps() == home.Steps {
+		left += ", as found"
+	} else {
+		left += " (its default_steps)"
+	}
+	res.Summary = fmt.Sprintf("mtp tune %s per load at %s: `%s`, started and measured: %s; %d restarts for %d values (a full sweep of them: %d, and back); not applied; %s",
+		service, intList(at), pl.Apply, pl.Brief(), res.Restarts, len(res.Tried), grid, left)
 	return res, nil
 }
 
