@@ -12,9 +12,12 @@ var mtpPerLoadSpec = &Spec{
 	Summary: "run a service's speculative decoding per load: the steps for each concurrency, as `mtp tune ... per-load` proposes",
 	Details: "Deploys the engine's own per-load form of TABLE (concurrency:steps pairs; more steps after a slash are " +
 		"candidates the engine may move between): for SGLang the adaptive config file at the service's adaptive_config " +
-		"(written atomically next to the unit) and the unit flags --speculative-adaptive and " +
-		"--speculative-adaptive-config, starting at the first concurrency's steps; for vLLM " +
-		"num_speculative_tokens_per_batch_size inside --speculative-config. It runs the mtp steps pipeline, verifies " +
+		"(written atomically next to the unit; no \"strategy\" key, so SGLang's ema, which runs a slot's 0) and the " +
+		"unit flags --speculative-adaptive and --speculative-adaptive-config, starting at the first concurrency's steps " +
+		"above 0, with --max-running-requests raised to the largest concurrency when one is above SGLang's cap of 48; " +
+		"for vLLM num_speculative_tokens_per_batch_size inside --speculative-config (a k of 0 is no speculation at " +
+		"those batch sizes; the largest k becomes num_speculative_tokens). 0 is no speculation at that load; a table " +
+		"of zeros is `mtp steps 0`. It runs the mtp steps pipeline, verifies " +
 		"that the engine runs per load and benchmarks at each concurrency; when the new settings do not serve it puts " +
 		"back both the unit and the file. `mtp undo` restores both.",
 	Examples: []string{"mtp per-load qwen 1:10 8:7 32:1 64:1", "mtp per-load 1:7 8:6 32:2 64:2/3 --dry-run"},

@@ -45,9 +45,13 @@ func (r *Runbook) benchmark(ctx context.Context, t *target, p BenchParams, res *
 		k = 0
 	}
 	var acc bench.Acceptance
-	if engineOf(t, res) == unit.VLLM {
+	off := res.Spec.Steps == 0 && res.Spec.Adaptive == "" && res.Spec.BatchTable == ""
+	switch {
+	case off:
+		// No speculative decoding: no drafts to accept.
+	case engineOf(t, res) == unit.VLLM:
 		acc = bench.VLLMAcceptance(t.eng)
-	} else {
+	default:
 		acc = bench.SGLangAcceptance(t.eng, func(ctx context.Context, since time.Time) ([]string, error) {
 			return t.unit.Journal(ctx, systemd.JournalQuery{Since: since.Add(-time.Second), Lines: 20000})
 		})
@@ -79,7 +83,10 @@ func (r *Runbook) benchmark(ctx context.Context, t *target, p BenchParams, res *
 	if out.AcceptLen > 0 && !out.AcceptOverWindow {
 		line += " (" + out.AcceptSource + ")" // a fallback's source says it is not over the window
 	}
-	if out.AcceptLen == 0 {
+	switch {
+	case off:
+		line = fmt.Sprintf("%.1f tok/s (%.1f per stream), no speculative decoding", out.OutputTokS, out.PerStreamTokS)
+	case out.AcceptLen == 0:
 		line = fmt.Sprintf("%.1f tok/s (%.1f per stream), acceptance not measured", out.OutputTokS, out.PerStreamTokS)
 	}
 	for _, e := range out.Errors {

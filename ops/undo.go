@@ -138,9 +138,9 @@ func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep 
 		Diff: unit.UnifiedDiff(path, current, p.after), Files: p.files}
 	res.Spec = specOf(after.engine, after.spec)
 	from, to := before.spec.DraftSteps(), after.spec.DraftSteps()
-	st.done("undo %s: steps %d -> %d", undo.label(), from, to)
+	st.done("undo %s: %s", undo.label(), stepsMove(from, to))
 	if dryRun {
-		res.Summary = fmt.Sprintf("dry run: mtp undo would put back what %s replaced on %s (steps %d -> %d); nothing changed", undo.label(), service, from, to)
+		res.Summary = fmt.Sprintf("dry run: mtp undo would put back what %s replaced on %s (%s); nothing changed", undo.label(), service, stepsMove(from, to))
 		res.Details = append(res.Details, "would: stop "+t.cfg.Unit+", clear GPU memory held by dead engine processes, "+
 			p.writesText()+", daemon-reload, start, wait until ready, verify /server_info, benchmark")
 		res.Details = append(res.Details, filesText(p.files)...)
@@ -159,7 +159,7 @@ func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep 
 	if err != nil {
 		return res, err
 	}
-	res.Summary = fmt.Sprintf("undid %s on %s: steps %d -> %d: %s", undo.label(), service, from, to, b)
+	res.Summary = fmt.Sprintf("undid %s on %s: %s: %s", undo.label(), service, stepsMove(from, to), b)
 	return res, nil
 }
 
