@@ -73,10 +73,12 @@ func TestLeadersRetakeTheirLeasesWhenTheStoreReturns(t *testing.T) {
 }
 
 // openLocker opens a connection of the test's own to the SQLite file at
-// path, whose write transaction holds the file's write lock.
+// path, whose write transaction holds the file's write lock. It waits
+// (busy_timeout) for a write of the App's in progress to end, as the
+// store's own connections do.
 func openLocker(t *testing.T, path string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path)
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -27,11 +28,12 @@ import (
 func RestartOnly(old, cfg *config.Config) []string {
 	var keys []string
 	for key, same := range map[string]bool{
-		"store":       cfg.Store.Driver == old.Store.Driver && cfg.Store.Path == old.Store.Path && cfg.Store.URL == old.Store.URL && cfg.Store.MaxConns == old.Store.MaxConns,
-		"http.listen": cfg.HTTP.Listen == old.HTTP.Listen,
-		"log":         cfg.Log == old.Log,
-		"limits":      cfg.Limits == old.Limits,
-		"adapters":    fmt.Sprint(cfg.EnabledAdapters()) == fmt.Sprint(old.EnabledAdapters()),
+		"store":                cfg.Store.Driver == old.Store.Driver && cfg.Store.Path == old.Store.Path && cfg.Store.URL == old.Store.URL && cfg.Store.MaxConns == old.Store.MaxConns,
+		"http.listen":          cfg.HTTP.Listen == old.HTTP.Listen,
+		"http.trusted_proxies": slices.Equal(cfg.HTTP.TrustedProxies, old.HTTP.TrustedProxies),
+		"log":                  cfg.Log == old.Log,
+		"limits":               cfg.Limits == old.Limits,
+		"adapters":             fmt.Sprint(cfg.EnabledAdapters()) == fmt.Sprint(old.EnabledAdapters()),
 	} {
 		if !same {
 			keys = append(keys, key)

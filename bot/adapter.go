@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/opsbot/opsbot/jobs"
@@ -40,6 +41,12 @@ type Adapter interface {
 type Rejecter interface {
 	CountRejects(count func(reason string))
 }
+
+// ErrBodyRefused is what an HTTPAdapter's route gets reading a request body
+// that opsbot serve's listener refused or cut (too many being read at once,
+// too slow, too large, broken): the listener has answered the request and
+// counted it, and the route answers and counts nothing more.
+var ErrBodyRefused = errors.New("request body refused: the listener answered the request")
 
 // HTTPAdapter is an Adapter that also receives deliveries on opsbot's own HTTP
 // listener (`http.listen`), such as Slack's HTTP mode on POST /slack/events.

@@ -448,12 +448,12 @@ func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd commands.C
 		aud = ToRoom
 	}
 	text := fmt.Sprintf("%s\n%s `confirm %s` within %s to go ahead, or run it with --dry-run to see the plan.",
-		Preview(cmd), who, tok, d.opts.ConfirmTTL)
+		commands.PreviewIn(cmd, *d.cmds.Load()), who, tok, d.opts.ConfirmTTL)
 	until := "until " + report.Clock(expires)
 	if o.incident != 0 {
 		// The offer lasts as long as the incident: no expiry to show.
 		text = fmt.Sprintf("%s\n%s `confirm %s` while incident #%d is open to go ahead, or run it with --dry-run to see the plan.",
-			Preview(cmd), who, tok, o.incident)
+			commands.PreviewIn(cmd, *d.cmds.Load()), who, tok, o.incident)
 		until, expires = fmt.Sprintf("while incident #%d is open", o.incident), time.Time{}
 	}
 	d.audit(ctx, req, commands.Text(cmd), "confirm_asked", until, 0)

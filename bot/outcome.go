@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -57,6 +58,10 @@ type JobOutcome struct {
 	// Created, Started and Ended are when the job was asked for, began and
 	// ended; zero when it has not (yet).
 	Created, Started, Ended time.Time
+	// Unrecorded, when set, says why the store has not taken the job's end
+	// yet (it refuses writes): the outcome is then as this process saw the
+	// job end on its host, and AwaitRecord waits until the store has it.
+	Unrecorded error
 }
 
 // jobOutcome is j as a JobOutcome, without its events and result.
@@ -70,11 +75,16 @@ func (o JobOutcome) Succeeded() bool { return o.Status == store.Succeeded }
 
 // Wait blocks until job id has ended (or ctx ends) and returns its outcome:
 // the final state, every event and the pipeline's result. A job another
-// process runs is returned as it stands.
+// process runs is returned as it stands. A job of this process whose end
+// the store has not taken yet is returned as it ended on its host, with
+// Unrecorded set.
 func (a *App) Wait(ctx context.Context, id int64) (JobOutcome, error) {
 	res, ran, err := a.Engine.Result(ctx, id)
 	if err != nil {
 		return JobOutcome{ID: id}, fmt.Errorf("wait for job #%d: %w", id, err)
+	}
+	if u, ok := a.Engine.Unrecorded(id); ok {
+		return unrecorded(u, res), nil
 	}
 	j, err := a.Store.Job(ctx, id)
 	if err != nil {
@@ -97,6 +107,21 @@ func (a *App) Wait(ctx context.Context, id int64) (JobOutcome, error) {
 	o.Events = opsEvents(evs)
 	return o, nil
 }
+
+// unrecorded is the outcome of a job of this process whose end the store
+// has not taken (u): as it ended on its host, with every event it reported.
+func unrecorded(u jobs.Unrecorded, res *ops.Result) JobOutcome {
+	o := jobOutcome(u.Job)
+	o.Status, o.Error, o.Ended, o.Result = u.Ending.Status, u.Ending.Error, u.Ending.At, res
+	o.Unrecorded = u.Refusal
+	o.Events = opsEvents(u.Events)
+	return o
+}
+
+// AwaitRecord waits until the store has taken everything job id made in
+// this process (jobs.Engine.AwaitRecord): nil at once when nothing waits;
+// ctx's error, or why opsbot stopped before the store took it.
+func (a *App) AwaitRecord(ctx context.Context, id int64) error { return a.Engine.AwaitRecord(ctx, id) }
 
 // opsEvents are a job's stored events as the pipeline reported them.
 func opsEvents(evs []store.Event) []ops.Event {

@@ -54,7 +54,7 @@ type required struct{ noFill }
 
 func (required) optional() bool { return false }
 
-// stepsArg is N: speculative steps, 1 to the steps limit.
+// stepsArg is N: speculative steps, 0 (speculative decoding off) to the steps limit.
 type stepsArg struct {
 	required
 	v *int
@@ -62,7 +62,7 @@ type stepsArg struct {
 
 func (stepsArg) usage() string { return "N" }
 func (stepsArg) help() (string, string) {
-	return "N", fmt.Sprintf("speculative decoding steps, 1..%d (the config may allow more)", DefaultMaxSteps)
+	return "N", fmt.Sprintf("speculative decoding steps, 0..%d (the config may allow more); 0 takes speculative decoding off (`mtp undo` puts it back)", DefaultMaxSteps)
 }
 func (stepsArg) missing(path string) string {
 	return path + " needs N, the number of speculative steps"
@@ -71,7 +71,7 @@ func (a stepsArg) render(b *strings.Builder) { writeInt(b, " ", int64(*a.v)) }
 func (a stepsArg) parse(cp *cmdParse, toks []token, i int) (int, string, string) {
 	w := toks[i].s
 	max := cp.p.opts.maxSteps()
-	v, prob := parseInt(w, 1, max, "steps")
+	v, prob := parseInt(w, 0, max, "steps")
 	if prob != "" {
 		sugg := ""
 		if !isDigits(w) && i+1 < len(toks) && isDigits(toks[i+1].s) {
@@ -248,7 +248,7 @@ type stepListArg struct {
 
 func (stepListArg) usage() string { return "LIST" }
 func (stepListArg) help() (string, string) {
-	return "LIST", fmt.Sprintf("values and ranges: 1,2,3 or 1..5 or 1..5,10 (at most %d, no value twice)", MaxSweepPoints)
+	return "LIST", fmt.Sprintf("values and ranges: 1,2,3 or 1..5 or 0..5,10 (at most %d, no value twice; 0 is speculative decoding off)", MaxSweepPoints)
 }
 func (stepListArg) missing(path string) string { return path + " needs steps LIST, e.g. steps 1..5,10" }
 func (a stepListArg) render(b *strings.Builder) {
@@ -400,30 +400,41 @@ func (a atArg) parse(cp *cmdParse, toks []token, i int) (int, string, string) {
 	return j, "", ""
 }
 
-// perLoadArg is mtp tune's [per-load]: a word that may come anywhere.
-type perLoadArg struct {
+// wordArg is a bare word that may come anywhere after the command's path,
+// once, and sets a flag (mtp tune's per-load and compare).
+type wordArg struct {
 	noFill
-	v *bool
+	w, helpText string
+	v           *bool
 }
 
-// perLoadWord is the word of mtp tune's per-load form.
-const perLoadWord = "per-load"
+// The bare words of mtp tune.
+const (
+	perLoadWord = "per-load"
+	compareWord = "compare"
+)
 
-func (perLoadArg) usage() string  { return "[" + perLoadWord + "]" }
-func (perLoadArg) optional() bool { return true }
-func (perLoadArg) help() (string, string) {
-	return perLoadWord, "find the best steps at each concurrency of the at LIST and propose the engine's per-load configuration"
+func perLoadArg(v *bool) wordArg {
+	return wordArg{w: perLoadWord, v: v, helpText: "find the best steps at each concurrency of the at LIST, start the engine's per-load configuration of them, measure it at every concurrency and propose it"}
 }
-func (perLoadArg) missing(path string) string { return path + " needs [" + perLoadWord + "]" }
-func (a perLoadArg) render(b *strings.Builder) {
+
+func compareArg(v *bool) wordArg {
+	return wordArg{w: compareWord, v: v, helpText: "with per-load: measure beside the proposal what would run otherwise, at the same concurrencies: SGLang's own default adaptive table and no speculation (vLLM: no speculation and the best single k)"}
+}
+
+func (a wordArg) usage() string              { return "[" + a.w + "]" }
+func (wordArg) optional() bool               { return true }
+func (a wordArg) help() (string, string)     { return a.w, a.helpText }
+func (a wordArg) missing(path string) string { return path + " needs [" + a.w + "]" }
+func (a wordArg) render(b *strings.Builder) {
 	if *a.v {
-		b.WriteString(" " + perLoadWord)
+		b.WriteString(" " + a.w)
 	}
 }
 
 // parse is never reached through the places: the word is taken wherever it
-// comes (cmdParse.perLoad).
-func (a perLoadArg) parse(_ *cmdParse, toks []token, i int) (int, string, string) {
+// comes (cmdParse.word).
+func (a wordArg) parse(_ *cmdParse, toks []token, i int) (int, string, string) {
 	return i, fmt.Sprintf("unexpected %s", quote(toks[i].s)), ""
 }
 
@@ -433,7 +444,7 @@ type rangeArg struct{ from, to *int }
 func (rangeArg) usage() string  { return "[RANGE]" }
 func (rangeArg) optional() bool { return true }
 func (rangeArg) help() (string, string) {
-	return "RANGE", fmt.Sprintf("the steps values to search: a..b (default 1..%d)", DefaultTuneTo)
+	return "RANGE", fmt.Sprintf("the steps values to search: a..b (default 1..%d; 0 is speculative decoding off, which a per-load tune measures whatever the range)", DefaultTuneTo)
 }
 func (rangeArg) missing(path string) string { return path + " needs [RANGE]" }
 func (a rangeArg) render(b *strings.Builder) {
@@ -462,7 +473,7 @@ type loadTableArg struct {
 
 func (loadTableArg) usage() string { return "TABLE" }
 func (loadTableArg) help() (string, string) {
-	return "TABLE", "concurrency:steps pairs, concurrencies rising: 1:10 8:7 32:1 64:0; more steps after a slash (64:2/3) are candidates the engine may move between; the first concurrency's steps at least 1"
+	return "TABLE", "concurrency:steps pairs, concurrencies rising: 1:10 8:7 32:1 64:0; more steps after a slash (64:2/3, 8:6/0) are candidates the engine may move between; 0 is no speculation at that load (at least one value above 0: all 0 is `mtp steps 0`)"
 }
 func (loadTableArg) missing(path string) string { return path + " needs TABLE" }
 func (a loadTableArg) render(b *strings.Builder) {
@@ -729,7 +740,7 @@ type binding struct {
 	keys   []keyArg
 	flags  []*flagArg
 	to     *toArg
-	per    *perLoadArg
+	words  []wordArg
 }
 
 func bind(c Command) binding {
@@ -738,8 +749,8 @@ func bind(c Command) binding {
 		switch a := a.(type) {
 		case positional:
 			b.params = append(b.params, a)
-			if p, ok := a.(perLoadArg); ok {
-				b.per = &p
+			if w, ok := a.(wordArg); ok {
+				b.words = append(b.words, w)
 			}
 		case keyArg:
 			b.keys = append(b.keys, a)

@@ -242,8 +242,19 @@ type Previewer interface {
 	Preview() string
 }
 
-// ServiceRef is one configured service and the host that runs it.
-type ServiceRef struct{ Name, Host string }
+// previewerIn is implemented by commands whose confirmation names what the
+// configuration says of their service (the files a change writes).
+type previewerIn interface {
+	previewIn(opts Options) string
+}
+
+// ServiceRef is one configured service and the host that runs it, with what
+// a confirmation names of it: its unit, its engine and the adaptive config
+// file a per-load change writes (SGLang's; "" for vLLM, or when unknown).
+type ServiceRef struct {
+	Name, Host             string
+	Unit, Engine, Adaptive string
+}
 
 // Options are what Parse needs to know about the configuration.
 type Options struct {

@@ -177,8 +177,10 @@ func TestJobCommands(t *testing.T) {
 }
 
 // TestRestarts: a sweep restarts the service once per point of its grid, a
-// tune once per value of its range; every other command (a schedule of a
-// sweep too: it runs none itself) at most once.
+// tune once per value of its range, a per-load tune also for no speculation,
+// its proposal's starts (ops.PerLoadStarts), SGLang's default table with
+// compare and the way back; every other command (a schedule of a sweep too:
+// it runs none itself) at most once.
 func TestRestarts(t *testing.T) {
 	for _, tc := range []struct {
 		opts Options
@@ -193,8 +195,11 @@ func TestRestarts(t *testing.T) {
 		{optsBig, "sweep steps 1..32 --dry-run", 32},
 		{optsOne, "mtp tune", 16},
 		{optsOne, "mtp tune 2..12 at 8", 11},
-		{optsOne, "mtp tune qwen per-load at 1,8,32,64", 16},
-		{optsMulti, "mtp tune at 64,1 per-load llama 2..12", 11},
+		{optsOne, "mtp tune qwen per-load at 1,8,32,64", 16 + 1 + 5 + 1},
+		{optsMulti, "mtp tune at 64,1 per-load llama 2..12", 11 + 1 + 5 + 1},
+		{optsOne, "mtp tune qwen per-load 0..12 at 1,8,32,64 compare", 13 + 5 + 1 + 1},
+		{optsOne, "mtp tune 0..4", 5},
+		{optsOne, "mtp off", 1},
 		{optsOne, "mtp tune 3..4", 2},
 		{optsBig, "mtp tune qwen 1 .. 32", 32},
 		{optsOne, "mtp steps 10", 1},

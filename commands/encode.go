@@ -86,6 +86,15 @@ func (c *ScheduleAdd) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// PreviewIn is PreviewOf with the configuration's options: a command that
+// writes files the configuration names (mtp per-load) names them.
+func PreviewIn(c Command, opts Options) string {
+	if p, ok := c.(previewerIn); ok {
+		return p.previewIn(opts)
+	}
+	return PreviewOf(c)
+}
+
 // PreviewOf says in one line what c will do when it runs: its own preview
 // (Previewer), or a line naming what it changes.
 func PreviewOf(c Command) string {

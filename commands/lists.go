@@ -35,7 +35,8 @@ func formatList(vals []int) string {
 }
 
 // parseStepList parses a sweep list: comma-separated values and a..b ranges, each
-// in 1..max, at most MaxSweepPoints values, none twice; order is kept.
+// in 0..max (0: speculative decoding off), at most MaxSweepPoints values, none
+// twice; order is kept.
 func parseStepList(s string, max int) (vals []int, problem, suggestion string) {
 	if s == "" {
 		return nil, "the steps list is empty", ""
@@ -52,11 +53,11 @@ func parseStepList(s string, max int) (vals []int, problem, suggestion string) {
 			}
 			hi = lo
 		}
-		a, prob := parseInt(lo, 1, max, "each steps value")
+		a, prob := parseInt(lo, 0, max, "each steps value")
 		if prob != "" {
 			return nil, prob, ""
 		}
-		b, prob := parseInt(hi, 1, max, "each steps value")
+		b, prob := parseInt(hi, 0, max, "each steps value")
 		if prob != "" {
 			return nil, prob, ""
 		}
@@ -153,17 +154,17 @@ func parseConcList(s string) ([]int, string) {
 	return vals, ""
 }
 
-// parseRange parses mtp tune's RANGE: a..b, 1 <= a < b <= max.
+// parseRange parses mtp tune's RANGE: a..b, 0 <= a < b <= max (0: speculative decoding off).
 func parseRange(s string, max int) (from, to int, problem, suggestion string) {
 	lo, hi, ok := strings.Cut(s, "..")
 	if !ok {
 		return 0, 0, fmt.Sprintf("RANGE is two steps values a..b, got %s", quote(s)), "for example `mtp tune 2..12`"
 	}
-	a, prob := parseInt(lo, 1, max, "the range's start")
+	a, prob := parseInt(lo, 0, max, "the range's start")
 	if prob != "" {
 		return 0, 0, prob, ""
 	}
-	b, prob := parseInt(hi, 1, max, "the range's end")
+	b, prob := parseInt(hi, 0, max, "the range's end")
 	if prob != "" {
 		return 0, 0, prob, ""
 	}
@@ -187,8 +188,8 @@ func formatLoadSteps(e LoadSteps) string {
 }
 
 // parseLoadTable parses mtp per-load's TABLE: "1:7,8:6,64:2/3" (commas or
-// the spaces between words), concurrencies rising, steps 0..maxSteps, the
-// first entry's steps at least 1.
+// the spaces between words), concurrencies rising, steps 0..maxSteps, at
+// least one of them above 0 (all 0 is speculative decoding off: mtp steps 0).
 func parseLoadTable(s string, maxSteps int) ([]LoadSteps, string) {
 	var out []LoadSteps
 	for _, part := range strings.Split(s, ",") {
@@ -225,8 +226,8 @@ func parseLoadTable(s string, maxSteps int) ([]LoadSteps, string) {
 	if len(out) == 0 {
 		return nil, "the table is empty: give concurrency:steps pairs, e.g. 1:10 8:7 32:1 64:1"
 	}
-	if out[0].Steps[0] < 1 {
-		return nil, fmt.Sprintf("the engine starts with the first concurrency's steps: at least 1 at concurrency %d", out[0].Concurrency)
+	if !slices.ContainsFunc(out, func(e LoadSteps) bool { return slices.ContainsFunc(e.Steps, func(n int) bool { return n > 0 }) }) {
+		return nil, "every steps value of the table is 0: that is speculative decoding off at every load, `mtp steps 0`"
 	}
 	return out, ""
 }

@@ -12,8 +12,10 @@ var mtpStepsSpec = &Spec{
 	Details: "Edits the unit's engine arguments (SGLang: steps, topk and draft tokens together; vLLM: " +
 		"num_speculative_tokens), stops the service, clears GPU memory left by dead processes, starts it, " +
 		"waits until it serves, verifies the engine reports the new value and benchmarks it. " +
-		"A restart loop is recovered once; if it persists the previous unit is restored.",
-	Examples: []string{"mtp steps 10", "mtp steps 4 qwen --dry-run"},
+		"A restart loop is recovered once; if it persists the previous unit is restored. " +
+		"N 0 takes speculative decoding off (as `mtp off`): every speculative option leaves the command line, no other " +
+		"byte changes, and `mtp undo` puts them back; a value above 0 on a unit without speculation is refused (undo first).",
+	Examples: []string{"mtp steps 10", "mtp steps 4 qwen --dry-run", "mtp steps 0"},
 	Policy:   Policy{Role: Operator, Mutating: true, Lock: LockService, Schedulable: true, Hosts: true, Slash: true},
 	new:      func() Command { return new(MTPSteps) },
 }

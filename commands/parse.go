@@ -132,12 +132,14 @@ func (cp *cmdParse) word(toks []token, i int, pi *int) (int, string, string) {
 		prob, sugg := cp.flag(toks, i)
 		return i, prob, sugg
 	}
-	if cp.b.per != nil && strings.EqualFold(w, perLoadWord) {
-		if *cp.b.per.v {
-			return i, perLoadWord + " is given twice", ""
+	for _, wa := range cp.b.words {
+		if strings.EqualFold(w, wa.w) {
+			if *wa.v {
+				return i, wa.w + " is given twice", ""
+			}
+			*wa.v = true
+			return i, "", ""
 		}
-		*cp.b.per.v = true
-		return i, "", ""
 	}
 	if strings.IndexByte(w, '=') >= 0 {
 		prob, sugg := cp.key(toks, i)
@@ -183,7 +185,7 @@ func (cp *cmdParse) skips(params []positional, w string) bool {
 	if _, ok := pr.(worded); ok {
 		return true
 	}
-	if _, ok := pr.(perLoadArg); ok {
+	if _, ok := pr.(wordArg); ok {
 		return true
 	}
 	if lit := nextLiteral(params); lit != "" && strings.EqualFold(lit, w) {

@@ -14,7 +14,7 @@ const DefaultMaxSteps = unit.DefaultMaxSteps
 // the command's own file. Usage lines are generated from each command's
 // binding by init, so they cannot drift from what Parse accepts.
 var registry = []*Spec{
-	mtpStepsSpec, mtpTuneSpec, mtpPerLoadSpec, mtpShowSpec, mtpUndoSpec,
+	mtpStepsSpec, mtpOffSpec, mtpTuneSpec, mtpPerLoadSpec, mtpShowSpec, mtpUndoSpec,
 	gpuStatusSpec, gpuRecoverSpec,
 	svcStartSpec, svcStopSpec, svcRestartSpec, svcStatusSpec, svcLogsSpec,
 	benchSpec, sweepSpec,

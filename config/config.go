@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -68,6 +69,24 @@ type HTTP struct {
 	// Listen is HOST:PORT for GET /healthz, /readyz, /metrics and the
 	// adapters' routes; empty, nothing listens.
 	Listen string `yaml:"listen,omitempty"`
+	// TrustedProxies are CIDRs of the reverse proxies in front of the
+	// listener: a request from one of them counts against the client its
+	// X-Forwarded-For names (the right-most address that is not a trusted
+	// proxy's), not against the proxy. From any other peer the header is
+	// ignored.
+	TrustedProxies []string `yaml:"trusted_proxies,omitempty"`
+}
+
+// TrustedPrefixes are TrustedProxies parsed (Validate has checked them;
+// one that does not parse is left out).
+func (h HTTP) TrustedPrefixes() []netip.Prefix {
+	var ps []netip.Prefix
+	for _, s := range h.TrustedProxies {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			ps = append(ps, p.Masked())
+		}
+	}
+	return ps
 }
 
 // Log configures the log `opsbot serve` writes to stderr.
@@ -236,11 +255,17 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // CommandOptions are what parsing a chat command needs from the config: the
-// steps limit, the services with their hosts, the hosts, default_service.
+// steps limit, the services with their hosts (and, for confirmations, their
+// units, engines and adaptive config files), the hosts, default_service.
 func (c *Config) CommandOptions() commands.Options {
 	opts := commands.Options{MaxSteps: c.Limits.MaxSteps, Hosts: c.HostNames(), DefaultService: c.DefaultService}
 	for _, name := range c.ServiceNames() {
-		opts.Services = append(opts.Services, commands.ServiceRef{Name: name, Host: c.Services[name].Host})
+		s := c.Services[name]
+		ref := commands.ServiceRef{Name: name, Host: s.Host, Unit: s.Unit, Engine: s.Engine}
+		if s.Engine != "vllm" {
+			ref.Adaptive = s.AdaptiveConfigPath(name)
+		}
+		opts.Services = append(opts.Services, ref)
 	}
 	return opts
 }

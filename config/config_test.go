@@ -79,6 +79,22 @@ func TestDefaultsAndRelativePaths(t *testing.T) {
 	}
 }
 
+// TestTrustedProxies: http.trusted_proxies are CIDRs, IPv4 and IPv6; none
+// by default.
+func TestTrustedProxies(t *testing.T) {
+	c, err := Parse([]byte(minimal), "/etc/opsbot", env(nil))
+	if err != nil || len(c.HTTP.TrustedPrefixes()) != 0 {
+		t.Fatalf("default: %v %v, want none", c.HTTP.TrustedPrefixes(), err)
+	}
+	c, err = Parse([]byte(minimal+"http: {listen: \"127.0.0.1:9090\", trusted_proxies: [127.0.0.1/32, 10.1.2.3/8, \"fd00::/8\"]}\n"), "/etc/opsbot", env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(c.HTTP.TrustedPrefixes()); got != "[127.0.0.1/32 10.0.0.0/8 fd00::/8]" {
+		t.Errorf("trusted proxies %s", got)
+	}
+}
+
 func TestAdaptiveConfigPath(t *testing.T) {
 	if got := (Service{}).AdaptiveConfigPath("qwen"); got != "/etc/sglang/qwen-adaptive.json" {
 		t.Errorf("default %q", got)
@@ -120,6 +136,11 @@ func TestInvalidConfigsSayWhatIsWrong(t *testing.T) {
 			`services.qwen.adaptive_config must be an absolute path of letters, digits and /._-+@ only`},
 		{"adaptive config path relative", strings.Replace(minimal, `url: "http://127.0.0.1:30000"`, `url: "http://127.0.0.1:30000", adaptive_config: "a.json"`, 1),
 			`services.qwen.adaptive_config must be an absolute path`},
+		{"trusted proxy not a CIDR", minimal + "http: {trusted_proxies: [10.0.0.0/8, 198.51.100.9]}\n",
+			`http.trusted_proxies[1]: "198.51.100.9" is not a CIDR: write a network like 10.0.0.0/8, or one proxy as 198.51.100.9/32`},
+		{"trusted proxy a name", minimal + "http: {trusted_proxies: [proxy.internal]}\n",
+			`http.trusted_proxies[0]: "proxy.internal" is not a CIDR: write a network like 10.0.0.0/8, or one proxy as 192.0.2.7/32`},
+		{"trusted proxy with a bad mask", minimal + "http: {trusted_proxies: [10.0.0.0/33]}\n", `http.trusted_proxies[0]: "10.0.0.0/33" is not a CIDR`},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.edit), "/etc/opsbot", env(nil))

@@ -41,9 +41,13 @@ type Service struct {
 	// DefaultSteps is where a sweep leaves the service; 0 = where it was.
 	DefaultSteps int `yaml:"default_steps,omitempty"`
 	// AdaptiveConfig is the path, on the service's host, of SGLang's adaptive
-	// speculative config file that a per-load tune writes next to the unit;
-	// "" = AdaptiveConfigDefault(name).
+	// speculative config file that a per-load change writes beside the unit;
+	// "" = AdaptiveConfigDefault(name). It lies under AdaptiveRoot or
+	// AdaptiveDir and is no other path the config names (adaptive.go).
 	AdaptiveConfig string `yaml:"adaptive_config,omitempty"`
+	// AdaptiveDir is one more directory on the service's host, besides
+	// AdaptiveRoot, that AdaptiveConfig may lie under ("" = none).
+	AdaptiveDir string `yaml:"adaptive_dir,omitempty"`
 	// AutoRecover lets the watchdog run `gpu recover` on a restart loop or a
 	// down service by itself instead of offering it.
 	AutoRecover bool `yaml:"auto_recover,omitempty"`
@@ -142,15 +146,13 @@ func (c *Config) validateService(name string, s Service, bad func(string, ...any
 	if s.DefaultSteps < 0 || s.DefaultSteps > c.Limits.MaxSteps {
 		bad("services.%s.default_steps must be within 1..%d", name, c.Limits.MaxSteps)
 	}
-	if p := s.AdaptiveConfig; p != "" && !plainAbsPath(p) {
-		bad("services.%s.adaptive_config must be an absolute path of letters, digits and /._-+@ only (it goes into the unit's command line unquoted), got %q", name, p)
-	}
+	c.validateAdaptive(name, s, bad)
 }
 
 // AdaptiveConfigDefault is where a service's adaptive speculative config file
 // goes when services.NAME.adaptive_config is not set.
 func AdaptiveConfigDefault(service string) string {
-	return "/etc/sglang/" + service + "-adaptive.json"
+	return AdaptiveRoot + "/" + service + "-adaptive.json"
 }
 
 // AdaptiveConfigPath is the service's adaptive config path: its
@@ -160,17 +162,4 @@ func (s Service) AdaptiveConfigPath(name string) string {
 		return s.AdaptiveConfig
 	}
 	return AdaptiveConfigDefault(name)
-}
-
-// plainAbsPath: an absolute path that needs no quoting in a unit or a shell.
-func plainAbsPath(p string) bool {
-	if !strings.HasPrefix(p, "/") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/..") {
-		return false
-	}
-	for _, r := range p {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+@", r)) {
-			return false
-		}
-	}
-	return true
 }

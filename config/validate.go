@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -97,12 +98,21 @@ func (c *Config) validateRetention(bad func(string, ...any)) {
 	}
 }
 
-// validateServe checks what `opsbot serve` itself runs with: http.listen
-// and log.
+// validateServe checks what `opsbot serve` itself runs with: http.listen,
+// http.trusted_proxies and log.
 func (c *Config) validateServe(bad func(string, ...any)) {
 	if l := c.HTTP.Listen; l != "" {
 		if err := checkListen(l); err != nil {
 			bad("http.listen must be HOST:PORT, like 127.0.0.1:9090: %v", err)
+		}
+	}
+	for i, cidr := range c.HTTP.TrustedProxies {
+		if _, err := netip.ParsePrefix(cidr); err != nil {
+			one := "192.0.2.7/32"
+			if a, err := netip.ParseAddr(cidr); err == nil {
+				one = netip.PrefixFrom(a, a.BitLen()).String()
+			}
+			bad("http.trusted_proxies[%d]: %q is not a CIDR: write a network like 10.0.0.0/8, or one proxy as %s", i, cidr, one)
 		}
 	}
 	if f := c.Log.Format; f != "text" && f != "json" {

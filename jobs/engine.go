@@ -3,7 +3,8 @@
 // across opsbot processes, cancel, timeouts, crash recovery), renders it as
 // one live status message with a thread of steps (through chat, with
 // report's rendering), records its events, result and benchmarks, and winds
-// it down when the store refuses writes. Leases holds this process's keys
+// it down when the store refuses writes, keeping what the store refuses
+// until it takes it (record.go). Leases holds this process's keys
 // in the store; Runbooks is the Backend jobs run on (the runbook of the
 // config in effect, swapped on reload); a job stops only at a safe point
 // (never inside a unit write or a start), and an Observer is told of every
@@ -80,8 +81,10 @@ type Engine struct {
 	editFailed map[int64]bool
 	closed     bool
 	wg         sync.WaitGroup
-	// recording counts the jobs waiting for the store to take writes again
-	// (recordLater); quit, closed by Shutdown, makes them give up.
+	// records are the jobs' records the store has not taken yet, by job
+	// (record.go); recording counts their retries, which quit, closed by
+	// Shutdown, makes give up.
+	records   map[int64]*record
 	recording sync.WaitGroup
 	quit      chan struct{}
 	quitOnce  sync.Once
@@ -104,7 +107,10 @@ type jobRun struct {
 	hold func() error
 	// storeErr is the first write of this job the store refused (nil while
 	// it takes them): the job then winds down (see storedown.go).
-	storeErr atomic.Pointer[error]
+	storeErr atomic.Pointer[storeRefusal]
+	// startedAt is when the job started running (zero until then); only
+	// run's goroutine uses it.
+	startedAt time.Time
 
 	// cancelSeen is set once a cancel request from another process was acted on.
 	cancelSeen atomic.Bool
@@ -339,7 +345,8 @@ func (e *Engine) Shutdown(ctx context.Context) {
 
 // RecoverInterrupted marks as interrupted the jobs left queued or running by
 // opsbot processes that died (no live heartbeat; this process's own earlier
-// runs included) and tells their rooms; a live process's jobs are left
+// runs included), with the last step each recorded and what that means
+// for its host (interruptedWhy), and tells their rooms; a live process's jobs are left
 // alone. Call it at start-up, before Submit; the engine also calls it after
 // each lease renewal and when it takes a lease over, so a job whose process
 // died is reported once its lease expires. Each job is reported once, by
@@ -348,7 +355,7 @@ func (e *Engine) RecoverInterrupted(ctx context.Context) ([]store.Job, error) {
 	if e.opts.Leases != nil {
 		e.opts.Leases.reapDead(ctx)
 	}
-	jobs, err := e.opts.Store.InterruptUnfinished(ctx)
+	jobs, err := e.opts.Store.InterruptUnfinished(ctx, interruptedWhy)
 	if err != nil {
 		return nil, fmt.Errorf("recover interrupted jobs: %w", err)
 	}
@@ -365,9 +372,7 @@ func (e *Engine) RecoverInterrupted(ctx context.Context) ([]store.Job, error) {
 		if ch == nil || j.Room == "" {
 			continue
 		}
-		text := fmt.Sprintf("%s #%d `%s` was interrupted: the opsbot process running it stopped. "+
-			"The host may be mid-change; check it with `svc status`%s.",
-			report.StatusIcon(store.Interrupted), j.ID, j.Command, forService(j.Service))
+		text := interruptedNotice(j)
 		m := chat.Message{Kind: chat.KindNotice, Text: text}
 		if j.Thread != "" {
 			_, err = ch.Reply(ctx, chat.Ref{Room: j.Room, ID: j.Thread}, m)
@@ -464,6 +469,7 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 		e.finish(bg, r, th, nil, fmt.Errorf("record job start: %w", err))
 		return
 	}
+	r.startedAt = time.Now()
 	th.started(bg)
 	e.log.Info("job started", "job", r.job.ID, "command", r.job.Command, "user", JobOwner(r.job),
 		"service", r.job.Service, "lock_wait", lockWait.Round(time.Millisecond))
@@ -515,71 +521,36 @@ func (e *Engine) runPipeline(ctx context.Context, r *jobRun, th *thread, hold op
 	return e.opts.Backend.Run(ctx, hold, job, r.safe)
 }
 
+// finish records how job r ended (res, err) and tells its thread: the
+// outcome is what happened on the host, ended now; what the store refuses
+// of its record is kept and stored once it takes writes (record.go).
 func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Result, err error) {
-	status := store.Succeeded
-	errText := ""
-	if err != nil {
-		status = store.Failed
-		var stopped *jobStopped
-		switch {
-		case errors.As(err, &stopped) && errors.Is(stopped.cause, ErrShutdown), errors.Is(err, ErrShutdown):
-			status = store.Interrupted
-		case errors.As(err, &stopped) && errors.Is(stopped.cause, ErrCancelled), errors.Is(err, ErrCancelled):
-			status = store.Cancelled
-		}
-		errText = Explain(err)
-	}
-	if r.storeRefusedErr() != nil && status != store.Cancelled && status != store.Interrupted {
-		status, errText = store.Failed, refusedOutcome(r, res, errText)
-	}
+	rec := &record{job: r.job, user: r.userName}
+	rec.job.StartedAt = r.startedAt
+	rec.end.Status, rec.end.Error = outcome(r, err)
+	rec.end.At = time.Now()
 	if res != nil {
 		commands.NameLeft(res.Left)
-	}
-	if res != nil && res.Incidents == nil {
-		res.Incidents = []string{}
-	}
-	if res != nil && res.Bench != nil && !benchOfAPoint(res) {
-		e.recordBench(ctx, r, res)
-	}
-	if res != nil && len(res.Points) > 0 {
-		// Every benchmarked point of a sweep (or tune) joins the service's
-		// history; the report sets each beside its previous result.
-		rows := make([]store.BenchResult, len(res.Points))
-		for i, p := range res.Points {
-			if p.Bench != nil && p.Spec != nil {
-				rows[i], _ = e.storeBench(ctx, r, p.Bench, p.Spec)
-			}
+		if res.Incidents == nil {
+			res.Incidents = []string{}
 		}
-		e.sweepReport(ctx, r, res, rows)
-	}
-	var raw json.RawMessage
-	if res != nil {
+		e.benchRows(ctx, r, rec, res)
 		b, mErr := json.Marshal(res)
 		if mErr != nil {
 			e.log.Error("encode job result", "job", r.job.ID, "err", mErr)
 		} else {
-			raw = b
+			rec.end.Result = b
 		}
 	}
 	th.drain(ctx)
-	fErr := e.opts.Store.FinishJob(ctx, r.job.ID, status, errText, raw)
-	var te *store.TransitionError
-	if errors.As(fErr, &te) && te.From == store.Interrupted {
-		// Another process marked it interrupted while this one had lost
-		// its lease: record what really happened, marked late.
-		e.log.Warn("job was marked interrupted by another opsbot process; recording its real outcome late", "job", r.job.ID,
-			"status", status)
-		fErr = e.opts.Store.FinishJobLate(ctx, r.job.ID, status, errText, raw)
-	}
-	if store.IsRefusingWrites(fErr) || (fErr == nil && len(th.unsaved) > 0) {
-		// Kept here, recorded once the store takes writes again.
-		e.recordLater(pendingRecord{jobID: r.job.ID, events: th.unsaved, finished: fErr == nil, status: status, errText: errText, result: raw})
-		th.unsaved = nil
-	} else if fErr != nil {
-		e.log.Error("finish job", "job", r.job.ID, "err", fErr)
-	}
+	rec.events, rec.seen, rec.thread, th.unsaved = th.unsaved, th.seen, th.ref.ID, nil
+	kept := e.keep(rec)
+	status, errText := rec.end.Status, rec.end.Error
 	r.res = res
 	th.finished(ctx, status, errText, res)
+	if kept {
+		go e.retry(rec)
+	}
 	e.log.Info("job finished", "job", r.job.ID, "command", r.job.Command, "user", JobOwner(r.job),
 		"service", r.job.Service, "status", status, "err", errText)
 	if o := e.opts.Observer; o != nil {
@@ -587,25 +558,68 @@ func (e *Engine) finish(ctx context.Context, r *jobRun, th *thread, res *ops.Res
 	}
 }
 
+// outcome is the final state of job r whose pipeline returned err, and
+// why it did not succeed. A refusing store does not make a job fail: one
+// whose pipeline completed succeeded; one that wound down failed, in the
+// pipeline's words, which name the store (see refusedOutcome).
+func outcome(r *jobRun, err error) (store.Status, string) {
+	if err == nil {
+		return store.Succeeded, ""
+	}
+	var stopped *jobStopped
+	switch {
+	case errors.As(err, &stopped) && errors.Is(stopped.cause, ErrShutdown), errors.Is(err, ErrShutdown):
+		return store.Interrupted, Explain(err)
+	case errors.As(err, &stopped) && errors.Is(stopped.cause, ErrCancelled), errors.Is(err, ErrCancelled):
+		return store.Cancelled, Explain(err)
+	}
+	return store.Failed, refusedOutcome(r, err, Explain(err))
+}
+
+// benchRows adds the job's benchmark results to the history (kept in rec
+// when the store refuses them) and sets each beside the earlier ones in
+// res: its one benchmark, or every benchmarked point of a sweep or tune.
+func (e *Engine) benchRows(ctx context.Context, r *jobRun, rec *record, res *ops.Result) {
+	if res.Bench != nil && !benchOfAPoint(res) {
+		e.recordBench(ctx, r, rec, res)
+	}
+	if len(res.Points) == 0 {
+		return
+	}
+	// Every benchmarked point of a sweep (or tune) joins the service's
+	// history; the report sets each beside its previous result.
+	rows := make([]store.BenchResult, len(res.Points))
+	for i, p := range res.Points {
+		if p.Bench != nil && p.Spec != nil {
+			rows[i], _ = e.storeBench(ctx, r, rec, p.Bench, p.Spec)
+		}
+	}
+	e.sweepReport(ctx, r, res, rows)
+}
+
 // recordBench stores the job's benchmark result and puts it beside earlier
 // results of the service at the same load (prompts, concurrency, in, out),
 // in res.Details: the last one at the same settings and, after a change of
 // settings, the one just before at other settings. A result at another load
 // is never compared: with none at this load, it says so.
-func (e *Engine) recordBench(ctx context.Context, r *jobRun, res *ops.Result) {
+func (e *Engine) recordBench(ctx context.Context, r *jobRun, rec *record, res *ops.Result) {
 	if !res.Bench.Measured() {
 		res.Details = append(res.Details, "no request succeeded: nothing was measured, and history keeps no row of this run")
 		return
 	}
 	res.Details = append(res.Details, report.UnknownNotes([]ops.SweepPoint{ops.PointOf(res.Bench, res.Spec)})...)
-	row, ok := e.storeBench(ctx, r, res.Bench, res.Spec)
+	row, ok := e.storeBench(ctx, r, rec, res.Bench, res.Spec)
 	if !ok {
 		return
 	}
 	f, load := res.Bench, row.Load()
 	prev, err := e.opts.Store.PreviousAtLoad(ctx, r.job.Service, "", load, row.ID, r.job.ID)
-	if err != nil {
+	if errors.Is(err, store.ErrNotFound) {
 		res.Details = append(res.Details, fmt.Sprintf("no earlier result at this load (%s) to compare with", load))
+		return
+	}
+	if err != nil {
+		res.Details = append(res.Details, fmt.Sprintf("not compared with earlier results at this load (%s): opsbot's store could not be read", load))
 		return
 	}
 	if same, err := e.opts.Store.PreviousAtLoad(ctx, r.job.Service, row.Settings, load, row.ID, r.job.ID); err == nil {
@@ -627,9 +641,12 @@ func benchOfAPoint(res *ops.Result) bool {
 	return false
 }
 
-// storeBench adds one benchmark result of the job to the history; a run in
-// which no request succeeded measured nothing and is not stored (false).
-func (e *Engine) storeBench(ctx context.Context, r *jobRun, f *ops.BenchResult, spec *ops.Spec) (store.BenchResult, bool) {
+// storeBench adds one benchmark result of the job to the history, at the
+// job's end time. A row the store refuses is kept in rec, stored with the
+// job's record; it is returned with ID 0 (ok: it is, or will be, stored).
+// A run in which no request succeeded measured nothing and is not stored
+// (false).
+func (e *Engine) storeBench(ctx context.Context, r *jobRun, rec *record, f *ops.BenchResult, spec *ops.Spec) (store.BenchResult, bool) {
 	if !f.Measured() {
 		return store.BenchResult{}, false
 	}
@@ -639,17 +656,22 @@ func (e *Engine) storeBench(ctx context.Context, r *jobRun, f *ops.BenchResult, 
 		return store.BenchResult{}, false
 	}
 	load := report.LoadOf(f)
-	row, err := e.opts.Store.AddBenchResult(ctx, store.BenchResult{
-		JobID: r.job.ID, Service: r.job.Service, Settings: report.SettingsKey(spec), At: time.Now(),
+	row := store.BenchResult{
+		JobID: r.job.ID, Service: r.job.Service, Settings: report.SettingsKey(spec), At: rec.end.At,
 		OutputTokS: f.OutputTokS, PerStreamTokS: f.PerStreamTokS, AcceptLen: f.AcceptLen, AcceptRate: f.AcceptRate,
 		RequestsOK: f.RequestsOK, RequestsFailed: f.RequestsFailed, Raw: raw,
 		Concurrency: load.Concurrency, Prompts: load.Prompts, InputLen: load.InputLen, OutputLen: load.OutputLen,
-	})
+	}
+	stored, err := e.opts.Store.AddBenchResult(ctx, row)
+	if store.IsRefusingWrites(err) {
+		rec.bench = append(rec.bench, row)
+		return row, true
+	}
 	if err != nil {
 		e.log.Error("store bench result", "job", r.job.ID, "err", err)
 		return store.BenchResult{}, false
 	}
-	return row, true
+	return stored, true
 }
 
 // Chats is the adapter of each platform the engine posts to

@@ -2,28 +2,35 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/opsbot/opsbot/chat"
-	"github.com/opsbot/opsbot/ops"
-	"github.com/opsbot/opsbot/store"
 )
 
 // When opsbot's store refuses writes mid-job (a full disk, a read-only
-// file, an I/O error), a job makes no new change and leaves its service
-// serving (ops.JobHold.WindDown), says so in its thread at once, keeps what it
-// could not record, and records it, failed and naming the store, once the
-// store takes writes again. /readyz names the store meanwhile
+// file, an I/O error, a database away), a job makes no new change and
+// leaves its service serving (ops.JobHold.WindDown), says so in its thread
+// at once, and keeps what it could not record: its record (record.go) is
+// stored once the store takes writes again. The recorded outcome is what
+// happened on the host: a job whose pipeline completed succeeded; one that
+// wound down failed, naming the store. /readyz names the store meanwhile
 // (store.Ping), and opsbot_store_write_errors_total counts the refusals.
+
+// storeRefusal is why a job winds down: the store refused one of its
+// writes. One value per job, so that a pipeline's error that wraps it
+// (errors.Is) says the job stopped because of it.
+type storeRefusal struct{ err error }
+
+func (e *storeRefusal) Error() string {
+	return fmt.Sprintf("opsbot's store refuses writes (%v)", e.err)
+}
+func (e *storeRefusal) Unwrap() error { return e.err }
 
 // storeRefusedErr is why r winds down: nil while the store takes its writes.
 func (r *jobRun) storeRefusedErr() error {
 	if p := r.storeErr.Load(); p != nil {
-		return fmt.Errorf("opsbot's store refuses writes (%v)", *p)
+		return p
 	}
 	return nil
 }
@@ -31,7 +38,7 @@ func (r *jobRun) storeRefusedErr() error {
 // storeRefused notes that the store refused one of r's writes: the first
 // time, the job is asked to wind down and its thread says so.
 func (e *Engine) storeRefused(ctx context.Context, t *thread, err error) {
-	if !t.r.storeErr.CompareAndSwap(nil, &err) {
+	if !t.r.storeErr.CompareAndSwap(nil, &storeRefusal{err: err}) {
 		return
 	}
 	e.log.Error("the store refuses writes: the job makes no new change and is recorded once the store takes writes again",
@@ -52,83 +59,15 @@ func (e *Engine) storeRefused(ctx context.Context, t *thread, err error) {
 	}
 }
 
-// refusedOutcome is how a job that met a refusing store is recorded:
-// failed, naming the store and the state it left.
-func refusedOutcome(r *jobRun, res *ops.Result, errText string) string {
-	why := r.storeRefusedErr().Error() + " during the job, so it made no new change"
-	switch {
-	case strings.Contains(errText, "store refuses writes"):
-		return errText // the pipeline said it, with the state it left
-	case errText != "":
-		return why + ": " + errText
-	case res != nil && res.Summary != "":
-		return why + "; it ended: " + res.Summary
+// refusedOutcome is the error text of a job that failed (err, explained
+// as errText) after its store refused a write: the pipeline's own words
+// when it wound down because of it (they name the store and the state it
+// left); else its error, naming the store beside it. A job whose pipeline
+// completed is not failed by a refusal: what happened on the host stands.
+func refusedOutcome(r *jobRun, err error, errText string) string {
+	refusal := r.storeRefusedErr()
+	if refusal == nil || errors.Is(err, refusal) {
+		return errText
 	}
-	return why
-}
-
-// pendingRecord is what a job could not record while the store refused
-// writes: its events not yet stored and its final state.
-type pendingRecord struct {
-	jobID    int64
-	events   []store.Event
-	finished bool // the final state is recorded; only events wait
-	status   store.Status
-	errText  string
-	result   json.RawMessage
-}
-
-// recordLater records p once the store takes writes again, trying with a
-// backoff from 250 ms to 30 s while this process lives (and the store is
-// open). The job's status message follows the store (ShowFinals).
-func (e *Engine) recordLater(p pendingRecord) {
-	e.recording.Add(1)
-	go func() {
-		defer e.recording.Done()
-		backoff := 250 * time.Millisecond
-		for {
-			err := e.record(&p)
-			if err == nil {
-				e.log.Info("the store takes writes again: the job is recorded", "job", p.jobID, "status", p.status)
-				return
-			}
-			if !store.IsRefusingWrites(err) {
-				e.log.Error("record a job the store refused earlier", "job", p.jobID, "err", err)
-				return
-			}
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-e.quit:
-				t.Stop()
-				if e.record(&p) == nil {
-					return
-				}
-				e.log.Error("opsbot stops while its store refuses writes: the job's end is not recorded", "job", p.jobID,
-					"status", p.status, "err", err)
-				return
-			}
-			backoff = min(2*backoff, 30*time.Second)
-		}
-	}()
-}
-
-// record stores p's events (each once) and final state.
-func (e *Engine) record(p *pendingRecord) error {
-	ctx := context.Background()
-	for len(p.events) > 0 {
-		if err := e.opts.Store.AppendEvent(ctx, p.events[0]); err != nil {
-			return err
-		}
-		p.events = p.events[1:]
-	}
-	if p.finished {
-		return nil
-	}
-	err := e.opts.Store.FinishJob(ctx, p.jobID, p.status, p.errText, p.result)
-	var te *store.TransitionError
-	if errors.As(err, &te) && te.From == store.Interrupted {
-		err = e.opts.Store.FinishJobLate(ctx, p.jobID, p.status, p.errText, p.result)
-	}
-	return err
+	return errText + "; meanwhile " + refusal.Error()
 }

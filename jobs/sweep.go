@@ -14,7 +14,8 @@ import (
 // accept length, acceptance rate, TTFT p50/p99; "—" where not measured,
 // with one line per cause), the best point of each by res.Metric marked,
 // each point beside an earlier run's result at the same load (rows[i] is
-// point i's stored result, zero when it was not stored): for a fixed
+// point i's result as stored, or kept to be stored with ID 0; zero when it
+// is neither): for a fixed
 // setting the last at the same settings, for a per-load form the last of
 // any form (what ran before it); never one of this job's. And the chart,
 // titled with the service, the job and its start. Storing or rendering
@@ -22,7 +23,7 @@ import (
 func (e *Engine) sweepReport(ctx context.Context, r *jobRun, res *ops.Result, rows []store.BenchResult) {
 	prev := make([]*store.BenchResult, len(res.Points))
 	for i, row := range rows {
-		if row.ID == 0 {
+		if row.Service == "" {
 			continue
 		}
 		settings := row.Settings

@@ -32,6 +32,9 @@ type thread struct {
 	// engine to record later; only the thread's loop touches it until
 	// drain returns.
 	unsaved []store.Event
+	// seen are every event of the job, stored or not, in order (the loop's,
+	// as unsaved): how it ended on its host when the store has not taken it.
+	seen []store.Event
 
 	wake     chan struct{}
 	stop     chan struct{}
@@ -104,6 +107,7 @@ func (t *thread) flush(ctx context.Context) {
 	lines := make([]string, 0, len(evs))
 	for _, ev := range evs {
 		se := store.Event{JobID: t.r.job.ID, At: ev.At, Step: ev.Step, Status: string(ev.Status), Message: ev.Message}
+		t.seen = append(t.seen, se)
 		if len(t.unsaved) > 0 {
 			t.unsaved = append(t.unsaved, se) // after a refused one: kept in order
 		} else if err := t.e.opts.Store.AppendEvent(ctx, se); store.IsRefusingWrites(err) {

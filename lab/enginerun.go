@@ -342,6 +342,25 @@ func (r *engineRun) captureOOM(i, g, free int) []string {
 	}
 }
 
+// logGraphs writes SGLang's lines once the CUDA graphs are captured: the worker's own
+// capture (the launch steps), then, with adaptive speculation, each other candidate's
+// runtime state with the memory it added to the shared graph pool
+// (EAGLEWorkerV2.build_adaptive_runtime_state: "Built adaptive runtime state steps=...").
+func (r *engineRun) logGraphs() {
+	caps := r.s.Captures
+	first := 0
+	if len(caps) > 0 {
+		first = caps[0].MiB
+	}
+	r.logf("%s Capture cuda graph end. Time elapsed: 41.27 s. mem usage=%.2f GB", r.stamp("TP0"), float64(first)/1024)
+	pool := first
+	for _, c := range caps[min(1, len(caps)):] {
+		grew := max(c.MiB-pool, 0)
+		pool = max(pool, c.MiB)
+		r.logf("%s Built adaptive runtime state steps=%d: elapsed=%.2fs, mem=%.2fGB", r.stamp("TP0"), c.Steps, 0.2*float64(len(c.BatchSizes)), float64(grew)/1024)
+	}
+}
+
 func crashTraceback(flavor string) []string {
 	if flavor == "vllm" {
 		return []string{"Traceback (most recent call last):",
@@ -404,7 +423,7 @@ func (r *engineRun) loaded() {
 		if !r.captureGraphs() {
 			return
 		}
-		r.logf("%s Capture cuda graph end. Time elapsed: 41.27 s. mem usage=%.2f GB", r.stamp("TP0"), float64(r.s.GraphMiB)/1024)
+		r.logGraphs()
 	}
 	s := r.s
 	h := r.h

@@ -15,7 +15,8 @@ type engSettings struct {
 	Flavor      string
 	TP          int
 	MemFraction float64
-	GraphMiB    int // CUDA graphs per GPU, beyond mem-fraction-static and the context
+	GraphMiB    int                   // CUDA graphs per GPU, beyond mem-fraction-static and the context
+	Captures    []engine.GraphCapture // SGLang: the graphs that make GraphMiB, in capture order
 	s           engine.Settings
 }
 
@@ -34,7 +35,8 @@ type engStartError struct {
 }
 
 func wrapSettings(s engine.Settings) engSettings {
-	return engSettings{Flavor: s.Flavor, TP: s.TP, MemFraction: s.MemFractionStatic, GraphMiB: s.GraphMiB(), s: s}
+	return engSettings{Flavor: s.Flavor, TP: s.TP, MemFraction: s.MemFractionStatic, GraphMiB: s.GraphMiB(),
+		Captures: s.GraphCaptures(), s: s}
 }
 
 func engParse(argv []string) (engSettings, *engStartError) {

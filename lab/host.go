@@ -89,6 +89,35 @@ func (h *SimHost) WriteFile(p string, data []byte) error {
 	return nil
 }
 
+// Symlink makes link, on the host's file system, a symbolic link to target
+// (creating link's parent directories), as `ln -s TARGET LINK` would. target
+// is relative and without "..": it resolves beside link, inside the host's
+// file system (an absolute one, or one climbing out, could name a path of
+// the real disk, outside the lab).
+func (h *SimHost) Symlink(target, link string) error {
+	if path.IsAbs(target) || strings.Contains("/"+target+"/", "/../") {
+		return fmt.Errorf("symlink %s on %s: give a relative target without .., not %s", link, h.name, target)
+	}
+	rp := h.realPath(link)
+	if err := os.MkdirAll(filepath.Dir(rp), 0o755); err != nil {
+		return fmt.Errorf("symlink %s on %s: %w", link, h.name, unwrapPath(err))
+	}
+	if err := os.Symlink(filepath.FromSlash(target), rp); err != nil {
+		return fmt.Errorf("symlink %s on %s: %w", link, h.name, unwrapPath(err))
+	}
+	return nil
+}
+
+// Lstat describes p on the host's file system, a symbolic link itself
+// rather than what it points to.
+func (h *SimHost) Lstat(p string) (fs.FileInfo, error) {
+	fi, err := os.Lstat(h.realPath(p))
+	if err != nil {
+		return nil, fmt.Errorf("lstat %s on %s: %w", p, h.name, unwrapPath(err))
+	}
+	return fi, nil
+}
+
 // unwrapPath drops the real path from *fs.PathError so messages show only simulated paths.
 func unwrapPath(err error) error {
 	var pe *fs.PathError

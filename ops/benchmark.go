@@ -46,9 +46,13 @@ func (r *Runbook) benchmark(ctx context.Context, t *target, p BenchParams, res *
 		k = 0
 	}
 	var acc bench.Acceptance
-	if engineOf(t, res) == unit.VLLM {
+	off := res.Spec.Steps == 0 && res.Spec.Adaptive == "" && res.Spec.BatchTable == ""
+	switch {
+	case off:
+		// No speculative decoding: no drafts to accept.
+	case engineOf(t, res) == unit.VLLM:
 		acc = bench.VLLMAcceptance(t.eng)
-	} else {
+	default:
 		acc = bench.SGLangAcceptance(t.eng, func(ctx context.Context, since time.Time) ([]string, error) {
 			return t.unit.Journal(ctx, systemd.JournalQuery{Since: since.Add(-time.Second), Lines: 20000})
 		})
@@ -84,6 +88,9 @@ func (r *Runbook) benchmark(ctx context.Context, t *target, p BenchParams, res *
 		return "", st.fail(fmt.Errorf("benchmark %s: %w", t.cfg.URL, err))
 	}
 	line := BenchLine(out)
+	if off {
+		line = fmt.Sprintf("%s tok/s (%s per stream), no speculative decoding", figureText(out.OutputTokS, "%.1f"), figureText(out.PerStreamTokS, "%.1f"))
+	}
 	for _, e := range out.Errors {
 		if !acceptanceError(out, e) {
 			st.warn("%s", e)

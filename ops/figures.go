@@ -74,41 +74,33 @@ func (p *SweepPoint) UnmarshalJSON(b []byte) error {
 // perLoadRowJSON is PerLoadRow without its JSON methods.
 type perLoadRowJSON PerLoadRow
 
-// MarshalJSON writes row with null for the figures it did not measure.
+// MarshalJSON writes row with null for the figures it did not measure
+// (its other figures are pointers already: nil is null).
 func (row PerLoadRow) MarshalJSON() ([]byte, error) {
 	al, rate := row.AcceptLen, row.AcceptRate
 	if !bench.KnownAcceptLen(al) {
 		al, rate = bench.Unknown(), bench.Unknown()
 	}
-	gain := row.GainPct
-	if !bench.Known(row.SingleTokS) || !(row.SingleTokS > 0) {
-		gain = bench.Unknown()
-	}
 	return json.Marshal(struct {
 		perLoadRowJSON
-		OutputTokS *float64 `json:"output_tok_s"`
 		AcceptLen  *float64 `json:"accept_len"`
 		AcceptRate *float64 `json:"accept_rate"`
-		SingleTokS *float64 `json:"single_tok_s"`
-		GainPct    *float64 `json:"gain_pct"`
-	}{perLoadRowJSON(row), bench.Figure(row.OutputTokS), bench.Figure(al), bench.Figure(rate), bench.Figure(row.SingleTokS), bench.Figure(gain)})
+		StepsTokS  *float64 `json:"steps_tok_s"`
+	}{perLoadRowJSON(row), bench.Figure(al), bench.Figure(rate), bench.Figure(row.StepsTokS)})
 }
 
 // UnmarshalJSON reads row, null or absent figures as unknown.
 func (row *PerLoadRow) UnmarshalJSON(b []byte) error {
 	v := struct {
 		*perLoadRowJSON
-		OutputTokS *float64 `json:"output_tok_s"`
 		AcceptLen  *float64 `json:"accept_len"`
 		AcceptRate *float64 `json:"accept_rate"`
-		SingleTokS *float64 `json:"single_tok_s"`
-		GainPct    *float64 `json:"gain_pct"`
+		StepsTokS  *float64 `json:"steps_tok_s"`
 	}{perLoadRowJSON: (*perLoadRowJSON)(row)}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	row.OutputTokS, row.AcceptLen, row.AcceptRate = bench.FromFigure(v.OutputTokS), bench.FromFigure(v.AcceptLen), bench.FromFigure(v.AcceptRate)
-	row.SingleTokS, row.GainPct = bench.FromFigure(v.SingleTokS), bench.FromFigure(v.GainPct)
+	row.AcceptLen, row.AcceptRate, row.StepsTokS = bench.FromFigure(v.AcceptLen), bench.FromFigure(v.AcceptRate), bench.FromFigure(v.StepsTokS)
 	return nil
 }
 

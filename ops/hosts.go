@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 
 	"github.com/opsbot/opsbot/ops/engine"
@@ -118,6 +119,7 @@ func (r *Runbook) newTarget(name string, sc ServiceConfig) (*target, error) {
 type hostIO interface {
 	Run(ctx context.Context, stdin []byte, argv ...string) (remote.Output, error)
 	ReadFile(ctx context.Context, name string) ([]byte, error)
+	Lstat(ctx context.Context, name string) (fs.FileInfo, error)
 	WriteFileAtomic(ctx context.Context, name string, data []byte, perm os.FileMode) error
 }
 

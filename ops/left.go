@@ -109,6 +109,7 @@ type did struct {
 	advice    string // set when no command of opsbot helps (D state)
 	gpuHeld   bool   // the GPUs could not be cleared
 	gpusClear bool   // the GPUs were seen clear since the last start (clearGPUs); a start consumes it
+	starts    int    // systemctl starts issued (a failed start and its rollback's are two)
 }
 
 // leftReadTimeout bounds the reading of a service's state for Result.Left,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -81,14 +82,38 @@ type Setting struct {
 	// rows (SGLang's adaptive config file beside the unit and the flags that
 	// enable it; vLLM's per-batch table), Steps its starting or largest steps.
 	perLoad *perLoadSet
+	// adaptiveDefault makes the setting SGLang's own adaptive table
+	// (--speculative-adaptive without a config file) starting at Steps.
+	adaptiveDefault bool
+	// from is the unit as a sweep or tune found it (nil: none): the setting
+	// is planned on it and written over what the job left (planFound).
+	from *found
+	// restore are files beside the unit to put back as the job found them
+	// (After; Removed when there was none), written with the setting.
+	restore *fileSet
+}
+
+// fileSet is files beside the unit (a pointer keeps Setting comparable).
+type fileSet struct{ files []FileChange }
+
+func (s Setting) restoreFiles() []FileChange {
+	if s.restore == nil {
+		return nil
+	}
+	return s.restore.files
 }
 
 // perLoadSet is a per-load Setting's table (a pointer keeps Setting comparable).
 type perLoadSet struct{ rows []PerLoadRow }
 
 func (s Setting) String() string {
-	if s.perLoad != nil {
+	switch {
+	case s.perLoad != nil:
 		return "per-load " + perLoadWords(s.perLoad.rows)
+	case s.adaptiveDefault:
+		return "SGLang's default adaptive table"
+	case s.Steps == 0:
+		return "steps 0 (speculation off)"
 	}
 	out := fmt.Sprintf("steps %d", s.Steps)
 	if s.TopK > 0 {
@@ -100,15 +125,34 @@ func (s Setting) String() string {
 	return out
 }
 
-func (r *Runbook) plan(t *target, d *deployed, s Setting) (*planned, error) {
-	if s.perLoad != nil {
+// planOn plans the unit edit that deploys s on d, with the files beside the
+// unit it writes.
+func (r *Runbook) planOn(t *target, d *deployed, s Setting) (*planned, error) {
+	var p *planned
+	switch {
+	case s.perLoad != nil:
 		prop, err := r.perLoadPlan(t, d, unitEngine(d), s.perLoad.rows)
 		if err != nil {
 			return nil, err
 		}
-		return prop.planned, nil
+		p = prop.planned
+	case s.adaptiveDefault:
+		var err error
+		if p, err = r.planWith(t, d, s.Steps, unit.Options{AdaptiveDefault: true}); err != nil {
+			return nil, err
+		}
+	default:
+		var err error
+		if p, err = r.planWith(t, d, s.Steps, unit.Options{TopK: s.TopK, DraftTokens: s.DraftTokens}); err != nil {
+			return nil, err
+		}
 	}
-	return r.planWith(t, d, s.Steps, unit.Options{TopK: s.TopK, DraftTokens: s.DraftTokens})
+	for _, f := range s.restoreFiles() {
+		if !slices.ContainsFunc(p.files, func(g FileChange) bool { return g.Path == f.Path }) {
+			p.files = append(p.files, FileChange{Path: f.Path, After: f.After, Removed: f.Removed})
+		}
+	}
+	return p, nil
 }
 
 // planWith plans the unit edit of steps with opts (MaxSteps is the config's).
@@ -187,6 +231,7 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 	if err := readBeside(ctx, t, p); err != nil {
 		return res, st.fail(err)
 	}
+	p.files = slices.DeleteFunc(p.files, func(f FileChange) bool { return f.Removed && f.Created }) // to remove, and not there
 	e := p.edit
 	changed := len(e.Changed) > 0 || p.filesChange()
 	res.Unit = &UnitChange{Path: p.path, Before: p.before, After: p.after, ArgvBefore: e.ArgvBefore, ArgvAfter: e.ArgvAfter, Diff: e.Diff, Files: p.files}
@@ -196,24 +241,18 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 	res.Spec = specOf(e.Engine, e.SpecAfter)
 	from := e.SpecBefore.DraftSteps()
 	res.did.unit, res.did.steps, res.did.oldSteps = UnitOld, from, from
-	if !changed {
-		st.done("%s already runs steps %d", t.cfg.Unit, steps)
-	} else if set.perLoad != nil {
-		st.done("%s: %s", set, changeList(e.Changed))
-	} else {
-		st.done("steps %d -> %d: %s", from, steps, changeList(e.Changed))
-	}
+	st.done("%s", planText(t, set, p, changed, from))
 	if err := r.checkReach(ctx, t); err != nil {
 		return res, err
 	}
 	if dryRun {
-		res.Summary = fmt.Sprintf("dry run: steps %d -> %d on %s, nothing changed", from, steps, service)
-		res.Details = append(res.Details, "would: stop "+t.cfg.Unit+", clear GPU memory held by dead engine processes, write "+
-			p.path+", daemon-reload, start, wait until ready, verify the engine's settings, benchmark")
+		res.Summary = fmt.Sprintf("dry run: %s on %s, nothing changed", stepsMove(from, steps), service)
+		res.Details = append(res.Details, "would: stop "+t.cfg.Unit+", clear GPU memory held by dead engine processes, "+
+			p.writesText()+", daemon-reload, start, wait until ready, verify the engine's settings, benchmark")
+		res.Details = append(res.Details, filesText(p.files)...)
 		if res.Unit.Diff != "" {
 			res.Details = append(res.Details, res.Unit.Diff)
 		}
-		res.Details = append(res.Details, filesText(p.files)...)
 		return res, nil
 	}
 	if err := r.windDown(); err != nil && changed {
@@ -235,11 +274,11 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 	}
 	serving = true
 	if !benchmark {
-		res.Summary = fmt.Sprintf("steps %d -> %d on %s, serving", from, steps, service)
+		res.Summary = fmt.Sprintf("%s on %s, serving", stepsMove(from, steps), service)
 		return res, nil
 	}
 	if err := r.windDown(); err != nil {
-		res.Summary = fmt.Sprintf("steps %d -> %d on %s, serving; benchmark skipped", from, steps, service)
+		res.Summary = fmt.Sprintf("%s on %s, serving; benchmark skipped", stepsMove(from, steps), service)
 		return res, fmt.Errorf("benchmark skipped: %w; %s serves the new settings (steps %d)", err, service, steps)
 	}
 	b, err := r.benchmark(ctx, t, BenchParams{}, res, rep)
@@ -254,8 +293,23 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 		return res, fmt.Errorf("%w; the new unit (steps %d) stays: the engine serves it and runs the new settings (`mtp steps %d %s` puts steps %d back)",
 			err, steps, from, service, from)
 	}
-	res.Summary = fmt.Sprintf("steps %d -> %d on %s: %s", from, steps, service, b)
+	res.Summary = fmt.Sprintf("%s on %s: %s", stepsMove(from, steps), service, b)
 	return res, nil
+}
+
+// planText says what a planned change of set does to the unit (from: the
+// steps the unit runs now).
+func planText(t *target, set Setting, p *planned, changed bool, from int) string {
+	switch e := p.edit; {
+	case !changed:
+		return fmt.Sprintf("%s already runs %s", t.cfg.Unit, set)
+	case set.perLoad != nil || set.adaptiveDefault:
+		return fmt.Sprintf("%s: %s", set, changeList(e.Changed))
+	case len(e.Changed) == 0:
+		return fmt.Sprintf("%s: %s", set, besideNames(p.files))
+	default:
+		return fmt.Sprintf("%s: %s", stepsMove(from, set.Steps), changeList(e.Changed))
+	}
 }
 
 func changeList(cs []unit.Change) string {
@@ -541,6 +595,15 @@ func (r *Runbook) verify(ctx context.Context, t *target, res *Result, rep Report
 		return st.fail(&VerifyError{Service: t.name, Mismatch: true, Err: fmt.Errorf("the engine reports steps %d, topk %d, draft tokens %d; the unit says %d, %d, %d: something else sets them (a drop-in, an environment file?)",
 			info.Steps, info.TopK, info.DraftTokens, sp.Steps, sp.TopK, sp.DraftTokens)})
 	}
+	if sp.Steps == 0 && sp.Adaptive == "" {
+		if info.Algorithm != "" {
+			res.AddIncident(IncidentSettingsDiffer)
+			return st.fail(&VerifyError{Service: t.name, Mismatch: true, Err: fmt.Errorf("the engine runs speculative decoding (%s, steps %d); the unit has none: something else sets it (a drop-in, an environment file?)",
+				engine.Excerpt(info.Algorithm), info.Steps)})
+		}
+		st.done("engine runs without speculative decoding")
+		return nil
+	}
 	if sp.Adaptive != "" {
 		on, _ := info.Raw["speculative_adaptive"].(bool)
 		path, _ := info.Raw["speculative_adaptive_config"].(string)
@@ -573,9 +636,17 @@ func (r *Runbook) verifyVLLM(ctx context.Context, t *target, res *Result, rep Re
 			positions[s.Labels["position"]] = true
 		}
 	}
-	if len(positions) == 0 {
+	switch {
+	case len(positions) == 0 && sp.Steps == 0:
+		st.done("engine runs without speculative decoding (no speculative counters on /metrics)")
+		return nil
+	case len(positions) == 0:
 		st.skip("vLLM reports no speculative counters on /metrics: the unit's num_speculative_tokens %d is taken as deployed", sp.Steps)
 		return nil
+	case sp.Steps == 0:
+		res.AddIncident(IncidentSettingsDiffer)
+		return st.fail(&VerifyError{Service: t.name, Mismatch: true, Err: fmt.Errorf("the engine counts %d draft positions; the unit has no speculative decoding: something else sets it (a drop-in, an environment file?)",
+			len(positions))})
 	}
 	sp.LiveSteps = len(positions)
 	if sp.LiveSteps != sp.Steps {

@@ -2,18 +2,25 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 
 	"github.com/opsbot/opsbot/ops/unit"
 )
 
-// PerLoadOptions are `mtp tune SERVICE per-load at LIST [RANGE]`: the
-// concurrencies to tune for and the steps searched.
+// PerLoadOptions are `mtp tune SERVICE per-load [RANGE] at LIST
+// [compare]`: the concurrencies to tune for, the steps searched, and whether
+// to measure what would run otherwise beside the proposal.
 type PerLoadOptions struct {
 	At       []int // concurrencies, at least two, each once
-	From, To int   // the steps values searched, From < To
-	DryRun   bool
+	From, To int   // the steps values searched, 0 <= From < To
+	// Compare measures, at the same concurrencies, SGLang's default adaptive
+	// table beside the proposal (vLLM: nothing more: no speculation and the
+	// best single k are measured anyway).
+	Compare bool
+	DryRun  bool
 }
 
 // PerLoadNoise is how close (relative) a steps value's tok/s must be to the
@@ -28,37 +35,60 @@ const perLoadCandidates = 3
 // reset to 48 for speculative decoding").
 const sglangSpecCap = 48
 
+// PerLoadStarts is the most starts a per-load tune spends on its proposal:
+// it tries at most three configurations (perLoadTries), and one that does
+// not start costs its own start and its rollback's.
+const PerLoadStarts = 5
+
 // PerLoadRow is one concurrency of a per-load proposal.
 type PerLoadRow struct {
 	Concurrency int `json:"concurrency"`
-	// Steps is the fastest steps value measured at this concurrency;
-	// Candidates the values within PerLoadNoise of it (Steps first), which
-	// the engine may move between (SGLang's candidate_steps).
-	Steps      int     `json:"steps"`
-	Candidates []int   `json:"candidates"`
-	OutputTokS float64 `json:"output_tok_s"`
-	AcceptLen  float64 `json:"accept_len,omitempty"`
-	AcceptRate float64 `json:"accept_rate,omitempty"`
-	// SingleTokS is the best single setting's tok/s here; GainPct the
-	// per-load setting's gain over it.
-	SingleTokS float64 `json:"single_tok_s"`
-	GainPct    float64 `json:"gain_pct"`
-	// Queued is how many of the concurrent requests wait for a slot: SGLang
-	// runs at most 48 with speculation unless --max-running-requests is set.
+	// Steps is the fastest steps value measured at this concurrency (0: no
+	// speculative decoding); Candidates the values within PerLoadNoise of it
+	// (Steps first), which the engine may move between (SGLang's
+	// candidate_steps).
+	Steps      int   `json:"steps"`
+	Candidates []int `json:"candidates"`
+	// Slot, when not 0, is the slot of the table that serves this
+	// concurrency, whose Steps and Candidates the row then holds: its own
+	// slot was dropped (with SGLang's cap of 48 running requests left alone,
+	// no batch reaches a slot above 48).
+	Slot int `json:"slot,omitempty"`
+	// OutputTokS is the per-load configuration's output tok/s here, measured
+	// when the tune started it (null: not measured here, MeasureError says
+	// why); AcceptLen and AcceptRate are that run's (absent: not measured).
+	OutputTokS   *float64 `json:"output_tok_s"`
+	MeasureError string   `json:"measure_error,omitempty"`
+	AcceptLen    float64  `json:"accept_len,omitempty"`
+	AcceptRate   float64  `json:"accept_rate,omitempty"`
+	// StepsTokS is Steps run alone (one setting at every load) here, as the
+	// search measured it.
+	StepsTokS float64 `json:"steps_tok_s"`
+	// SingleTokS is the best single setting's tok/s here and GainPct the
+	// configuration's gain over it; NoSpecTokS is no speculative decoding
+	// here (steps 0) and NoSpecGainPct the gain over it. Null: not measured.
+	SingleTokS    *float64 `json:"single_tok_s"`
+	GainPct       *float64 `json:"gain_pct"`
+	NoSpecTokS    *float64 `json:"no_spec_tok_s"`
+	NoSpecGainPct *float64 `json:"no_spec_gain_pct"`
+	// Queued is how many of the concurrent requests waited for a slot when
+	// the configuration was measured (SGLang runs at most 48 with speculation
+	// unless --max-running-requests is set).
 	Queued int `json:"queued,omitempty"`
 }
 
-// PerLoad is a per-load proposal: what was measured and the engine's own
-// per-load form of it.
+// PerLoad is a per-load proposal: the configuration the tune started and
+// measured, the engine's own form of it, and what was dropped on the way.
 type PerLoad struct {
 	Engine string       `json:"engine"`
 	Rows   []PerLoadRow `json:"rows"`
 	// Single is the best single steps value over all the concurrencies (the
-	// highest mean tok/s relative to each concurrency's best).
+	// highest mean tok/s relative to each concurrency's best; 0 is no
+	// speculation).
 	Single int `json:"single"`
 	// Steps is the unit's --speculative-num-steps (SGLang: the first slot's
-	// best, one of the candidates as SGLang requires) or num_speculative_tokens
-	// (vLLM: the table's largest k).
+	// best above 0, one of the candidates as SGLang requires) or
+	// num_speculative_tokens (vLLM: the table's largest k).
 	Steps int `json:"steps"`
 	// File and FileText are SGLang's adaptive config: its path on the host
 	// and its JSON; Table is vLLM's num_speculative_tokens_per_batch_size.
@@ -66,31 +96,74 @@ type PerLoad struct {
 	FileText string      `json:"file_text,omitempty"`
 	Table    string      `json:"table,omitempty"`
 	Unit     *UnitChange `json:"unit,omitempty"`
-	// GridRestarts is what the full grid of the range at these concurrencies
-	// would restart (one per steps value).
+	// Dropped are the configurations the tune started first that did not
+	// serve, in order, each with why.
+	Dropped []PerLoadDropped `json:"dropped,omitempty"`
+	// Compared are the configurations measured beside the proposal at the
+	// same concurrencies: no speculation, the best single setting, and with
+	// compare SGLang's default adaptive table.
+	Compared []PerLoadCompared `json:"compared,omitempty"`
+	// GridRestarts is what a full sweep of the values this tune may measure
+	// (no speculation and every value of the range) restarts: one each.
 	GridRestarts int `json:"grid_restarts"`
 	// Apply is the command that deploys the proposal.
 	Apply string `json:"apply"`
 }
 
-// TunePerLoad is `mtp tune SERVICE per-load at LIST [RANGE]`: it finds the
-// fastest steps value at each concurrency of o.At with few restarts and
-// proposes the engine's own per-load form of them, changing nothing but the
-// steps it measures with. Each steps value tried is deployed once through
-// the mtp steps pipeline and benchmarked at every concurrency on that start.
-// The search: a golden-section search (as Tune) at the lowest concurrency
-// over o.From..o.To, then at each higher concurrency a climb to the nearest
-// peak from the best value already measured within o.From up to the value
-// the concurrency before found (throughput over steps has one peak at each
-// load, and it moves down as the load grows: verify work grows with draft
-// tokens x batch); every value measured is reused at every concurrency, and
-// each row of the proposal is the best value measured at its concurrency. Result.PerLoad holds the proposal: SGLang's adaptive config (a
-// slot per concurrency, candidate_steps the values within PerLoadNoise of the
-// best) at the service's adaptive_config path and the unit flags that enable
-// it, or vLLM's per-batch table inside --speculative-config; with the gain
-// at each concurrency over the best single setting. Afterwards the service
-// is put back on the steps it ran (its default_steps when set). A cancel
-// stops it where it is (Result.Left says where).
+// PerLoadDropped is a configuration the tune started that did not serve.
+type PerLoadDropped struct {
+	Table  string `json:"table"`  // its mtp per-load TABLE
+	Change string `json:"change"` // what it had that the next try has not
+	Reason string `json:"reason"` // why it did not serve
+}
+
+// PerLoadCompared is one configuration measured beside the proposal.
+type PerLoadCompared struct {
+	// Name is "no_speculation", "best_single" or "sglang_default".
+	Name string `json:"name"`
+	// Setting says it in words ("steps 4", "SGLang's default adaptive table").
+	Setting string         `json:"setting"`
+	Points  []PerLoadPoint `json:"points"`
+}
+
+// PerLoadPoint is one concurrency's figure of a compared configuration.
+type PerLoadPoint struct {
+	Concurrency int      `json:"concurrency"`
+	OutputTokS  *float64 `json:"output_tok_s"` // null: not measured (Error says why)
+	Error       string   `json:"error,omitempty"`
+}
+
+// TunePerLoad is `mtp tune SERVICE per-load at LIST [RANGE] [compare]`: it
+// finds the fastest steps value at each concurrency of o.At with few
+// restarts, starts the engine's own per-load form of them and benchmarks it
+// at every concurrency, and proposes it with those figures. It changes
+// nothing it does not put back.
+//
+// Measuring: no speculative decoding (steps 0) first, whatever the range,
+// then a golden-section search (as Tune) at the lowest concurrency over
+// o.From..o.To, then at each higher concurrency a climb to the nearest peak
+// from the best value already measured within o.From up to the value the
+// concurrency before found (throughput over steps has one peak at each load,
+// and it moves down as the load grows: verify work grows with draft tokens x
+// batch). Each value is deployed once through the mtp steps pipeline and
+// benchmarked at every concurrency on that start.
+//
+// Proposing: each row is the best value measured at its concurrency (0
+// included) with the values within PerLoadNoise as candidates; SGLang's
+// adaptive config (a slot per concurrency, no "strategy" key: SGLang's ema,
+// which runs step 0) at the service's adaptive_config path and the unit flags
+// that enable it, or vLLM's per-batch table inside --speculative-config. That
+// configuration is started through the same pipeline and benchmarked at every
+// concurrency; when it does not serve it is rolled back and dropped for the
+// next of perLoadTries (the cap left alone, then one value a slot), which is
+// measured in turn. Only a configuration that served is proposed, its rows
+// carrying what was measured with it, beside the best single setting and no
+// speculation; o.Compare adds SGLang's default adaptive table, measured at
+// the same concurrencies. Result.Restarts counts every start.
+//
+// Afterwards the service is put back on the steps it ran (its default_steps
+// when set) and the adaptive file as it found it. A cancel stops it where it
+// is (Result.Left says where).
 func (r *Runbook) TunePerLoad(ctx context.Context, service string, o PerLoadOptions, rep Reporter) (*Result, error) {
 	res := &Result{Incidents: []string{}, Metric: MetricOutputTokS}
 	t, err := r.target(service)
@@ -105,31 +178,25 @@ func (r *Runbook) TunePerLoad(ctx context.Context, service string, o PerLoadOpti
 	if err != nil {
 		return res, err
 	}
-	engine, home, err := r.perLoadCheck(t, d, service, o)
+	f := foundUnit(d)
+	engine, home, err := r.perLoadCheck(ctx, t, f, service, o)
 	if err != nil {
 		return res, err
 	}
 	grid := o.To - o.From + 1
+	if o.From > 0 {
+		grid++ // no speculation
+	}
 	if o.DryRun {
-		res.Summary = fmt.Sprintf("dry run: would search steps %d..%d on %s at concurrency %s (each value tried is one restart, "+
-			"benchmarked at every concurrency; the full grid needs %d), propose a per-load configuration and leave %s on %s",
-			o.From, o.To, service, intList(at), grid, service, home)
+		res.Summary = perLoadDryRun(service, engine, at, o, grid, home)
 		return res, nil
 	}
-	s := &perLoadSearch{r: r, t: t, service: service, at: at, res: res, rep: rep, memo: map[int][]float64{}}
-	if err := s.run(ctx, o.From, o.To); err != nil {
+	s := &perLoadSearch{r: r, t: t, service: service, at: at, res: res, rep: rep, memo: map[int][]float64{}, from: f}
+	pl, err := s.propose(ctx, engine, d, o)
+	if err != nil {
 		return res, r.perLoadLeave(ctx, service, home, res, rep, err)
 	}
-	pl := perLoadRows(at, s.memo, res.Points)
-	if pl == nil {
-		return res, r.perLoadLeave(ctx, service, home, res, rep, fmt.Errorf("no value tried served at every concurrency: %s", intList(res.Tried)))
-	}
-	pl.Engine, pl.GridRestarts = engine, grid
-	if engine != "vllm" && !hasFlag(d.eff.Argv(), "--max-running-requests") {
-		for i := range pl.Rows {
-			pl.Rows[i].Queued = max(pl.Rows[i].Concurrency-sglangSpecCap, 0)
-		}
-	}
+	pl.GridRestarts = grid
 	if err := r.perLoadLeave(ctx, service, home, res, rep, nil); err != nil {
 		return res, err
 	}
@@ -138,10 +205,28 @@ func (r *Runbook) TunePerLoad(ctx context.Context, service string, o PerLoadOpti
 	}
 	pl.Apply = fmt.Sprintf("mtp per-load %s %s", service, perLoadWords(pl.Rows))
 	res.PerLoad = pl
-	res.Details = append(res.Details, pl.Report()...)
-	res.Summary = fmt.Sprintf("mtp tune %s per load at %s: %s; %d restarts for %d values (the full grid: %d); proposed, not applied: `%s` applies it",
-		service, intList(at), pl.Brief(), res.Restarts, len(res.Tried), grid, pl.Apply)
+	res.Details = append(append(pl.Decision(), res.Details...), pl.Report()...)
+	left := fmt.Sprintf("%s left on %s", service, home)
+	if sp, err := d.eff.Spec(); err == nil && sp.DraftSteps() == home.Steps {
+		left += ", as found"
+	} else {
+		left += " (its default_steps)"
+	}
+	res.Summary = fmt.Sprintf("mtp tune %s per load at %s: `%s`, started and measured: %s; %d restarts for %d values (a full sweep of them: %d, and back); not applied; %s",
+		service, intList(at), pl.Apply, pl.Brief(), res.Restarts, len(res.Tried), grid, left)
 	return res, nil
+}
+
+// perLoadDryRun says what a per-load tune would measure.
+func perLoadDryRun(service, engine string, at []int, o PerLoadOptions, grid int, home Setting) string {
+	what := fmt.Sprintf("dry run: would measure no speculative decoding and search steps %d..%d on %s at concurrency %s (each value one restart, "+
+		"benchmarked at every concurrency; a full sweep of them needs %d), then start the per-load configuration of the best values and "+
+		"benchmark it at every concurrency (one restart; up to %d more when it does not start and a fallback is tried)",
+		o.From, o.To, service, intList(at), grid, PerLoadStarts-1)
+	if o.Compare && engine != "vllm" {
+		what += ", measure SGLang's default adaptive table at the same concurrencies (one restart)"
+	}
+	return what + fmt.Sprintf(", and leave %s on %s with its adaptive file as found; nothing is changed now", service, home)
 }
 
 // perLoadAt checks o's concurrencies and range (nothing is read or changed)
@@ -152,8 +237,8 @@ func perLoadAt(service string, o PerLoadOptions) ([]int, error) {
 	if len(slices.Compact(at)) != len(o.At) || len(at) < 2 || at[0] < 1 {
 		return nil, fmt.Errorf("tune %s per load: give two concurrencies or more, each once (e.g. at 1,8,32,64), got %s", service, intList(o.At))
 	}
-	if o.From < 1 || o.To <= o.From {
-		return nil, fmt.Errorf("tune %s per load: the range %d..%d must go up and hold two values at least", service, o.From, o.To)
+	if o.From < 0 || o.To <= o.From {
+		return nil, fmt.Errorf("tune %s per load: the range %d..%d must go up and hold two values at least (0: speculative decoding off)", service, o.From, o.To)
 	}
 	return at, nil
 }
@@ -163,8 +248,10 @@ func perLoadAt(service string, o PerLoadOptions) ([]int, error) {
 // proposal will take (SGLang: EAGLE with topk 1, and a path to write its
 // adaptive config). It returns the unit's engine and home, the setting the
 // service is left on afterwards: its default_steps when set, else the steps
-// it runs now.
-func (r *Runbook) perLoadCheck(t *target, d *deployed, service string, o PerLoadOptions) (engine string, home Setting, err error) {
+// it runs now, with the adaptive file as it is now (put back, or removed
+// when there is none).
+func (r *Runbook) perLoadCheck(ctx context.Context, t *target, f *found, service string, o PerLoadOptions) (engine string, home Setting, err error) {
+	d := f.d
 	sp, err := d.eff.Spec()
 	if err != nil {
 		return "", Setting{}, err
@@ -178,12 +265,26 @@ func (r *Runbook) perLoadCheck(t *target, d *deployed, service string, o PerLoad
 	if engine != "vllm" && t.cfg.AdaptiveConfig == "" {
 		return "", Setting{}, fmt.Errorf("tune %s per load: services.%s.adaptive_config is not set: no path for SGLang's adaptive config", service, service)
 	}
-	if _, err := r.perLoadPlan(t, d, engine, []PerLoadRow{{Concurrency: 1, Steps: o.From, Candidates: []int{o.From}}}); err != nil {
+	first := max(o.From, 1)
+	if _, err := r.perLoadPlan(t, d, engine, []PerLoadRow{{Concurrency: 1, Steps: first, Candidates: []int{first}}}); err != nil {
 		return "", Setting{}, err
 	}
-	home = Setting{Steps: sp.DraftSteps()}
+	home = Setting{Steps: sp.DraftSteps(), from: f}
 	if t.cfg.DefaultSteps > 0 {
 		home.Steps = t.cfg.DefaultSteps
+	}
+	if engine != "vllm" {
+		file := FileChange{Path: t.cfg.AdaptiveConfig}
+		b, err := t.host.ReadFile(ctx, file.Path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			file.Removed = true
+		case err != nil:
+			return "", Setting{}, hostErr("read "+file.Path, t.cfg.Host, err)
+		default:
+			file.After = string(b)
+		}
+		home.restore = &fileSet{[]FileChange{file}}
 	}
 	return engine, home, nil
 }

@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -22,14 +21,16 @@ import (
 // to serve or does not run per load, the unit and the file are both put back
 // (a file the change created is removed) and started again; `mtp undo`
 // restores both. rows: ascending concurrencies, each with its steps first in
-// Candidates or alone; SGLang starts at the first row's steps. For SGLang, a
-// row above its cap of 48 running requests with speculation that keeps
-// speculation on (steps above 0) makes the unit raise the cap to the largest
-// concurrency (--max-running-requests N, added when the unit does not set
-// it); when that start runs out of GPU memory the change is rolled back as
-// any other and the error gives the command that applies the table without
-// the raise (the rows up to 48). Each benchmark line says how many requests
-// queued at its concurrency (SGLang's /server_info max_running_requests).
+// Candidates or alone; 0 is no speculation at that load, and one value at
+// least is above 0. SGLang starts at the first row's steps above 0
+// (startSteps). For SGLang, a row above its cap of 48 running requests with
+// speculation makes the unit raise the cap to the largest concurrency
+// (--max-running-requests N, added when the unit does not set it): without
+// it no batch reaches that slot. When that start runs out of GPU memory the
+// change is rolled back as any other and the error gives the command that
+// applies the table without the raise (the rows up to 48). Each benchmark
+// line says how many requests queued at its concurrency (SGLang's
+// /server_info max_running_requests).
 func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLoadRow, dryRun bool, rep Reporter) (*Result, error) {
 	if err := checkRows(rows); err != nil {
 		return &Result{Incidents: []string{}}, fmt.Errorf("mtp per-load %s: %w; nothing was changed", service, err)
@@ -41,7 +42,7 @@ func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLo
 	if t.cfg.AdaptiveConfig == "" && t.cfg.Engine != "vllm" {
 		return &Result{Incidents: []string{}}, fmt.Errorf("mtp per-load %s: services.%s.adaptive_config is not set; nothing was changed", service, service)
 	}
-	set := Setting{Steps: rows[0].Steps, perLoad: &perLoadSet{rows}}
+	set := Setting{Steps: startSteps(t.cfg.Engine, rows), perLoad: &perLoadSet{rows}}
 	res, err := r.mtpSet(ctx, service, set, dryRun, false, rep)
 	if err != nil && res != nil && res.did.restored {
 		err = capDidNotFit(service, rows, res, err)
@@ -53,54 +54,10 @@ func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLo
 	for i, row := range rows {
 		at[i] = row.Concurrency
 	}
-	// SGLang says how many requests it runs at once: those above queue.
-	running := 0
-	if res.Spec != nil && res.Spec.Engine != unit.VLLM {
-		if info, err := t.eng.ServerInfo(ctx); err == nil {
-			if v, ok := info.Raw["max_running_requests"].(json.Number); ok {
-				if n, err := v.Int64(); err == nil {
-					running = int(n)
-				}
-			}
-		}
-	}
-	var lines []string
-	for _, c := range at {
-		if err := r.windDown(); err != nil {
-			return res, fmt.Errorf("benchmarks stopped: %w; %s serves the per-load configuration", err, service)
-		}
-		bp := BenchParams{Concurrency: c, Prompts: max(c, r.withBenchDefaults(BenchParams{}).Prompts)}
-		_, err := r.benchmark(ctx, t, bp, res, prefixed(rep, fmt.Sprintf("at %d: ", c)))
-		// Each benchmark is one of the points, kept once (history lists it
-		// once): none stands apart as the result's own.
-		got := res.Bench
-		res.Bench = nil
-		pt := SweepPoint{Steps: set.Steps, Concurrency: c, OK: err == nil, Spec: res.Spec, PerLoad: &PointPerLoad{Among: amongAt(rows, c)}}
-		if got != nil {
-			pt.Bench = got
-			pt.OutputTokS, pt.PerStreamTokS, pt.AcceptLen, pt.AcceptRate = got.OutputTokS, got.PerStreamTokS, got.AcceptLen, got.AcceptRate
-			pt.PerLoad.Chosen = got.EngineSteps
-		}
-		if err != nil {
-			pt.Error = err.Error()
-			res.AddIncident(IncidentBenchFailed)
-			if ctx.Err() != nil {
-				return res, err
-			}
-		}
-		res.Points = append(res.Points, pt)
-		// The figures are the points' (the report's table); the line says
-		// what ran and what queued.
-		line := fmt.Sprintf("concurrency %d: %s", c, pt.Ran())
-		switch {
-		case err != nil:
-			line += "; benchmark failed: " + err.Error()
-		case running > 0 && c > running:
-			line += fmt.Sprintf("; %d of %d requests queued (the engine runs at most %d at once)", c-running, c, running)
-		case running > 0:
-			line += fmt.Sprintf("; no requests queued (the engine runs up to %d at once)", running)
-		}
-		lines = append(lines, line)
+	pts, _, lines, err := r.benchAt(ctx, t, set, at, res, rep)
+	res.Points = append(res.Points, pts...)
+	if err != nil {
+		return res, err
 	}
 	res.Details = append(res.Details, lines...)
 	res.Summary = fmt.Sprintf("%s now runs per load (%s); `mtp undo %s` puts back the unit and the file", service, perLoadWords(rows), service)
@@ -136,7 +93,7 @@ func capDidNotFit(service string, rows []PerLoadRow, res *Result, err error) err
 	}
 	msg := fmt.Sprintf("%v. The raised cap %s %d did not fit in GPU memory (SGLang captures CUDA graphs for batches up to it, each as wide as the largest candidate steps + 1)",
 		err, unit.FlagMaxRunning, n)
-	if within := withinCap(rows); len(within) > 0 {
+	if within := tableRows(withinCap(rows)); len(within) > 0 && within[len(within)-1].Concurrency <= sglangSpecCap {
 		msg += fmt.Sprintf(": apply the table without it, keeping SGLang's cap of %d (the slots above %d are then never used): `mtp per-load %s %s`",
 			sglangSpecCap, sglangSpecCap, service, perLoadWords(within))
 	} else {
@@ -157,12 +114,13 @@ func (e *capError) Error() string { return e.msg }
 func (e *capError) Unwrap() error { return e.err }
 
 // checkRows checks a per-load table: concurrencies ascending from 1 up,
-// steps and candidates within 0..32, the first row's steps at least 1 (the
-// steps the engine starts with).
+// steps and candidates within 0..32 (0: no speculation at that load), one
+// of them above 0 at least (all 0 is mtp steps 0).
 func checkRows(rows []PerLoadRow) error {
 	if len(rows) == 0 {
 		return errors.New("the table is empty")
 	}
+	on := false
 	for i, row := range rows {
 		if row.Concurrency < 1 || (i > 0 && row.Concurrency <= rows[i-1].Concurrency) {
 			return fmt.Errorf("concurrencies must rise from 1 or more, each once: %s", perLoadWords(rows))
@@ -171,10 +129,11 @@ func checkRows(rows []PerLoadRow) error {
 			if n < 0 || n > 32 {
 				return fmt.Errorf("steps %d at concurrency %d: use 0..32", n, row.Concurrency)
 			}
+			on = on || n > 0
 		}
 	}
-	if rows[0].Steps < 1 {
-		return fmt.Errorf("the first concurrency's steps are the steps the engine starts with: at least 1")
+	if !on {
+		return errors.New("every steps value of the table is 0: that is speculative decoding off at every load, `mtp steps 0`")
 	}
 	return nil
 }

@@ -82,20 +82,21 @@ func searchOn(t *testing.T, at []int, tok func(n, c int) float64) (*Result, *Per
 	t.Helper()
 	res := &Result{Incidents: []string{}}
 	s := &perLoadSearch{r: &Runbook{}, at: at, res: res, rep: Discard, memo: map[int][]float64{},
-		deploy: func(_ context.Context, n int) ([]SweepPoint, bool, error) {
+		deploy: func(_ context.Context, n int) ([]SweepPoint, int, error) {
 			var pts []SweepPoint
 			for _, c := range at {
 				pts = append(pts, SweepPoint{Steps: n, Concurrency: c, OK: true, OutputTokS: tok(n, c)})
 			}
-			return pts, true, nil
+			return pts, 1, nil
 		}}
 	if err := s.run(context.Background(), 1, 12); err != nil {
 		t.Fatal(err)
 	}
-	pl := perLoadRows(at, s.memo, res.Points)
+	pl := perLoadRows(at, s.memo)
 	if pl == nil {
 		t.Fatal("no rows")
 	}
+	res.Details = s.traced(pl.Rows)
 	return res, pl
 }
 
@@ -103,7 +104,7 @@ func searchOn(t *testing.T, at []int, tok func(n, c int) float64) (*Result, *Per
 // and tok/s, and BestAt (the tables' and the chart's mark) the same point.
 func checkOneChoice(t *testing.T, res *Result, pl *PerLoad) {
 	t.Helper()
-	trace := regexp.MustCompile(`concurrency (\d+): .*steps (\d+) \(([0-9.]+) tok/s\)`)
+	trace := regexp.MustCompile(`concurrency (\d+): .*steps (\d+), ([0-9.]+) tok/s`)
 	for i, line := range res.Details {
 		m := trace.FindStringSubmatch(line)
 		if m == nil {
@@ -112,10 +113,10 @@ func checkOneChoice(t *testing.T, res *Result, pl *PerLoad) {
 		row := pl.Rows[i]
 		best := BestAt(res.Points, row.Concurrency, MetricOutputTokS)
 		steps, _ := strconv.Atoi(m[2])
-		if m[1] != strconv.Itoa(row.Concurrency) || steps != row.Steps || m[3] != fmt.Sprintf("%.1f", row.OutputTokS) ||
-			best == nil || best.Steps != row.Steps || best.OutputTokS != row.OutputTokS {
+		if m[1] != strconv.Itoa(row.Concurrency) || steps != row.Steps || m[3] != fmt.Sprintf("%.1f", row.StepsTokS) ||
+			best == nil || best.Steps != row.Steps || best.OutputTokS != row.StepsTokS {
 			t.Errorf("concurrency %d: the trace says %q, the row steps %d (%.1f tok/s), the chart's best %+v",
-				row.Concurrency, line, row.Steps, row.OutputTokS, best)
+				row.Concurrency, line, row.Steps, row.StepsTokS, best)
 		}
 	}
 }

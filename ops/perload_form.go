@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -24,17 +25,28 @@ type perLoadProposal struct {
 func (r *Runbook) perLoadPlan(t *target, d *deployed, engine string, rows []PerLoadRow) (*perLoadProposal, error) {
 	p := &perLoadProposal{}
 	var opts unit.Options
+	if !slices.ContainsFunc(tableRows(rows), func(r PerLoadRow) bool { return maxCandidate(r) > 0 }) {
+		return nil, errors.New("every steps value of the table is 0: that is speculative decoding off at every load, `mtp steps 0`")
+	}
+	p.steps = startSteps(engine, rows)
 	if engine == "vllm" {
-		p.table, p.steps = VLLMBatchTable(rows)
+		// vLLM: every k of the table is clamped to num_speculative_tokens,
+		// which must be above 0; a k of 0 is no speculation at that batch
+		// size (vllm-project/vllm vllm/config/speculative.py,
+		// num_speculative_tokens Field(gt=0); vllm/v1/spec_decode/dynamic/
+		// utils.py, "speculative_token_schedule K values must be >= 0").
+		p.table, _ = VLLMBatchTable(rows)
 		opts.BatchTable = p.table
 	} else {
 		p.file, p.fileText = t.cfg.AdaptiveConfig, SGLangAdaptiveConfig(rows)
-		p.steps = rows[0].Steps
 		opts.AdaptiveConfig = p.file
 		opts.MaxRunningRequests = capNeeded(rows)
 	}
 	pl, err := r.planWith(t, d, p.steps, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := besideUnit(t, d, pl, p.file); err != nil {
 		return nil, err
 	}
 	if p.file != "" {
@@ -49,15 +61,37 @@ func (r *Runbook) perLoadPlan(t *target, d *deployed, engine string, rows []PerL
 	return p, nil
 }
 
-// capNeeded is the --max-running-requests a SGLang per-load table needs: the
-// largest concurrency when some row above SGLang's cap of 48 (with
-// speculation on) keeps speculation on there (steps above 0), else 0. The
-// unit edit adds it only when the unit does not set the option itself.
+// besideUnit refuses a file to write beside the unit (file; "" = none) that
+// is one of the unit's own files (the unit, a drop-in, the drop-in the change
+// writes) or lies in its drop-in directory: written there, it would replace
+// the unit or be read as part of it.
+func besideUnit(t *target, d *deployed, pl *planned, file string) error {
+	where := ""
+	switch {
+	case file == "":
+		return nil
+	case strings.HasPrefix(file, d.mainPath+".d/"):
+		where = "lies in " + t.cfg.Unit + "'s drop-in directory " + d.mainPath + ".d"
+	case slices.Contains(append([]string{pl.path}, d.order...), file):
+		where = "is one of " + t.cfg.Unit + "'s own files"
+	default:
+		return nil
+	}
+	return fmt.Errorf("refused: services.%s.adaptive_config %s %s on %s: the adaptive config is a JSON file of its own, and written there it would replace "+
+		"or join the unit. Nothing was changed; set services.%s.adaptive_config to a path of its own", t.name, file, where, t.cfg.Host, t.name)
+}
+
+// capNeeded is the --max-running-requests a SGLang per-load table needs:
+// the largest concurrency when the table has a slot above SGLang's cap of 48
+// (with speculation on), else 0. Without it no batch reaches that slot and
+// the requests above 48 queue, even where the slot turns drafting off (0);
+// SGLang captures each step's CUDA graphs only for the batch sizes whose
+// slot lists it, so a slot of 0 above 48 costs little graph memory. The unit
+// edit adds it only when the unit does not set the option itself.
 func capNeeded(rows []PerLoadRow) int {
-	for _, row := range rows {
-		if row.Concurrency > sglangSpecCap && row.Steps > 0 {
-			return rows[len(rows)-1].Concurrency
-		}
+	tab := tableRows(rows)
+	if top := tab[len(tab)-1].Concurrency; top > sglangSpecCap {
+		return top
 	}
 	return 0
 }
@@ -81,13 +115,23 @@ func raisesCap(u *UnitChange) int {
 	return 0
 }
 
-// withinCap is rows without those above SGLang's cap of 48: with at most 48
-// requests running, their slots are never used.
+// withinCap is rows with SGLang's cap of 48 left alone: a row above 48
+// loses its slot (no batch reaches it) and is served by the largest slot at
+// or below 48 (SGLang pads a batch up to a CUDA-graph size and takes the
+// largest slot key not above it), whose steps it then holds. Rows with no
+// slot at or below 48 are left as they are.
 func withinCap(rows []PerLoadRow) []PerLoadRow {
-	var out []PerLoadRow
-	for _, row := range rows {
-		if row.Concurrency <= sglangSpecCap {
-			out = append(out, row)
+	out := slices.Clone(rows)
+	var below *PerLoadRow
+	for i := range out {
+		row := &out[i]
+		switch {
+		case row.Concurrency <= sglangSpecCap:
+			if row.Slot == 0 {
+				below = row
+			}
+		case below != nil:
+			row.Slot, row.Steps, row.Candidates = below.Concurrency, below.Steps, below.Candidates
 		}
 	}
 	return out
@@ -95,11 +139,15 @@ func withinCap(rows []PerLoadRow) []PerLoadRow {
 
 // SGLangAdaptiveConfig renders rows as SGLang's adaptive config (the format
 // of sgl-project/sglang 015c8726, srt/speculative/adaptive_spec_params.py):
-// one slot per concurrency, keyed by it as a string, its candidate_steps the
-// row's candidates ascending; the engine runs a batch with the slot of the
-// largest key not above its (CUDA-graph padded) size. One slot a line, keys
-// ascending, a final newline.
+// one slot per concurrency that has its own (tableRows), keyed by it as a
+// string, its candidate_steps the row's candidates ascending (0: drafting
+// off at that batch size); the engine runs a batch with the slot of the
+// largest key not above its CUDA-graph padded size (adaptive_step_router.py,
+// batch_size_key_for_batch). No "strategy" key: SGLang's default, ema, which
+// runs a step of 0 (throughput_aware refuses one, so it is never written).
+// One slot a line, keys ascending, a final newline.
 func SGLangAdaptiveConfig(rows []PerLoadRow) string {
+	rows = tableRows(rows)
 	var b strings.Builder
 	b.WriteString("{\n")
 	for i, row := range rows {
@@ -125,6 +173,7 @@ const vllmTableTop = 1024
 // to 1024; and num_speculative_tokens, the largest k (vLLM clamps every k to
 // it).
 func VLLMBatchTable(rows []PerLoadRow) (table string, maxK int) {
+	rows = tableRows(rows)
 	parts := make([]string, len(rows))
 	for i, row := range rows {
 		lo, hi := row.Concurrency, vllmTableTop
@@ -160,6 +209,7 @@ func hasFlag(argv []string, flag string) bool {
 // perLoadWords renders rows as mtp per-load's TABLE: "1:7 8:6 32:2 64:2/3"
 // (a concurrency, its steps, then its other candidates).
 func perLoadWords(rows []PerLoadRow) string {
+	rows = tableRows(rows)
 	parts := make([]string, len(rows))
 	for i, row := range rows {
 		c := []int{row.Steps}

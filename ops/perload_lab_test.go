@@ -18,11 +18,14 @@ import (
 	"github.com/opsbot/opsbot/store"
 )
 
-// The figures of issue 24 §1 and §2 on the lab's default service: a per-load
-// tune at 1,8,32,64 starts each value once, benchmarks it at every
-// concurrency, finds deep speculation best at 1 and shallow at 64, proposes
-// an adaptive file the lab's SGLang accepts with the unit flags that enable
-// it, and leaves the unit as it was.
+// A per-load tune at 1,8,32,64 on the lab's default service: no
+// speculation measured first, each value started once and benchmarked at
+// every concurrency, deep speculation best at 1 and shallow or none at 64;
+// then the proposal is itself started (the adaptive file and the unit
+// flags, through the mtp steps pipeline) and benchmarked at every
+// concurrency, and only then offered, with those figures against the best
+// single setting and no speculation in its first lines; the unit and the
+// adaptive file are left as found.
 func TestTunePerLoadOnTheLab(t *testing.T) {
 	// Not t.Parallel(): it compares throughput the lab measures in wall time, so it runs in
 	// the package's serial phase, before and apart from the package's parallel tests.
@@ -31,6 +34,7 @@ func TestTunePerLoadOnTheLab(t *testing.T) {
 		c.Bench = ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48}
 	})
 	before := r.unitText(t)
+	const file = "/etc/sglang/qwen-adaptive.json"
 	ev := &events{}
 	at := []int{1, 8, 32, 64}
 	res, err := r.rb.TunePerLoad(testkit.Context(t, 60*time.Second), "qwen", ops.PerLoadOptions{At: at, From: 1, To: 12}, ev)
@@ -42,11 +46,14 @@ func TestTunePerLoadOnTheLab(t *testing.T) {
 		t.Fatalf("no proposal: %+v", res)
 	}
 	first, last := pl.Rows[0], pl.Rows[len(pl.Rows)-1]
-	// The physics puts the peaks near 10 and 1 (lab/engine TestBestStepsFallWithLoad);
+	// The physics puts the peaks near 10 and none (lab/engine TestBestStepsFallWithLoad);
 	// measured on two shared cores the curves are flat enough near them to
 	// move a few steps, never across.
 	if first.Steps <= last.Steps {
 		t.Errorf("best steps %d at concurrency 1 and %d at 64: want deeper speculation at 1 than at 64", first.Steps, last.Steps)
+	}
+	if res.Tried[0] != 0 {
+		t.Errorf("values tried %v: want no speculation (0) first", res.Tried)
 	}
 	seen := map[int]bool{}
 	for _, n := range res.Tried {
@@ -60,36 +67,174 @@ func TestTunePerLoadOnTheLab(t *testing.T) {
 			}
 		}
 	}
-	if len(res.Tried) >= 12 || res.Restarts > len(res.Tried)+1 {
-		t.Errorf("%d values tried, %d restarts: want fewer than the full grid's 12", len(res.Tried), res.Restarts)
+	// The proposal ran: started once more after the search, benchmarked at every concurrency.
+	for _, c := range at {
+		if !strings.Contains(ev.text(), fmt.Sprintf("proposal at %d: benchmark", c)) {
+			t.Errorf("no benchmark of the proposal at %d:\n%s", c, ev.text())
+		}
+	}
+	if !strings.Contains(ev.text(), "proposal: write unit") || res.Restarts < len(res.Tried)+2 {
+		t.Errorf("%d restarts for %d values: the proposal's start and the way back are not counted", res.Restarts, len(res.Tried))
+	}
+	if len(res.Tried) >= pl.GridRestarts || pl.GridRestarts != 13 {
+		t.Errorf("%d values tried, the full sweep %d: want fewer than 0..12's 13", len(res.Tried), pl.GridRestarts)
+	}
+	for _, row := range pl.Rows {
+		if row.OutputTokS == nil || *row.OutputTokS <= 0 || row.GainPct == nil || row.NoSpecTokS == nil || row.NoSpecGainPct == nil {
+			t.Errorf("row %+v: the proposal's own figures, or the comparison, are missing", row)
+		}
+		if row.AcceptRate > 1 || row.AcceptLen > float64(maxOf(row.Candidates)+1) {
+			t.Errorf("row %+v: acceptance out of bounds", row)
+		}
 	}
 	cfg, err := labengine.ParseAdaptiveConfig([]byte(pl.FileText))
 	if err != nil {
 		t.Fatalf("the lab's SGLang refuses the proposed file: %v\n%s", err, pl.FileText)
 	}
-	if !slices.Contains(cfg.CandidateSteps(), pl.Steps) || cfg.Slots[0].BatchSize != 1 || len(cfg.Slots) != len(at) {
+	if !slices.Contains(cfg.CandidateSteps(), pl.Steps) || cfg.Slots[0].BatchSize != 1 {
 		t.Errorf("file slots %+v, unit steps %d", cfg.Slots, pl.Steps)
 	}
-	if pl.File != "/etc/sglang/qwen-adaptive.json" || pl.Unit == nil ||
-		!strings.Contains(pl.Unit.Diff, "+") || !strings.Contains(pl.Unit.After, "--speculative-adaptive-config /etc/sglang/qwen-adaptive.json") ||
-		!strings.Contains(pl.Unit.After, "--speculative-adaptive ") {
+	if pl.File != file || pl.Unit == nil || !strings.Contains(pl.Unit.After, "--speculative-adaptive-config "+file) {
 		t.Errorf("proposal file %q unit %+v", pl.File, pl.Unit)
 	}
-	if last.Queued != 16 {
-		t.Errorf("concurrency 64: %d queued, want 16 (SGLang's cap of 48 with speculation)", last.Queued)
-	}
-	for _, row := range pl.Rows {
-		if row.GainPct < -0.01 || row.AcceptRate > 1 || row.AcceptLen > float64(row.Steps+1) {
-			t.Errorf("row %+v: gain below zero, or acceptance out of bounds", row)
-		}
-	}
-	if !strings.Contains(strings.Join(res.Details, "\n"), "Requests queued: 16 of 64 at concurrency 64.") {
-		t.Errorf("the report does not say how many requests queued at 64:\n%s", strings.Join(res.Details, "\n"))
+	if !strings.HasPrefix(res.Details[0], "Apply: `"+pl.Apply+"`") || !strings.HasPrefix(res.Details[1], "concurrency 1: ") ||
+		!strings.Contains(res.Details[1], "over no speculation") || !strings.Contains(res.Summary, "started and measured") {
+		t.Errorf("the first lines do not say the decision:\n%s\n%s", res.Summary, strings.Join(res.Details[:3], "\n"))
 	}
 	if after := r.unitText(t); after != before {
 		t.Errorf("unit changed:\n%s", after)
 	}
+	if _, err := r.lab.Host("gpu1").ReadFile(file); err == nil {
+		t.Errorf("the tune left %s behind; there was none before", file)
+	}
 	t.Logf("%s\n%s", res.Summary, strings.Join(res.Details, "\n"))
+}
+
+func maxOf(v []int) int { return slices.Max(v) }
+
+// A configuration that does not start is not offered: 64 x 11 tokens of
+// CUDA graphs with the cap raised to 64 run out of GPU memory on the lab, the
+// start is rolled back and dropped saying why, and the configuration with
+// SGLang's cap left alone (the slot at 64 dropped: the slot at 1 serves the
+// loads above 48) is started instead and measured at every concurrency;
+// every start counts.
+func TestTunePerLoadFallsBackWhenTheProposalDoesNotStart(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	r := newRig(t, labOpts(), func(c *ops.Config) {
+		c.Bench = ops.BenchDefaults{Prompts: 2, Concurrency: 1, InputLen: 16, OutputLen: 16}
+	})
+	before := r.unitText(t)
+	rows := []ops.PerLoadRow{{Concurrency: 1, Steps: 10, Candidates: []int{10}}, {Concurrency: 64, Steps: 10, Candidates: []int{10}}}
+	ev := &events{}
+	res, pl, err := r.rb.StartProposal(testkit.Context(t, 60*time.Second), "qwen", rows, []int{1, 64}, ev)
+	if err != nil {
+		t.Fatalf("start proposal: %v\n%s", err, ev.text())
+	}
+	if len(pl.Dropped) != 1 || pl.Dropped[0].Table != "1:10 64:10" || !strings.Contains(pl.Dropped[0].Reason, "out of GPU memory") ||
+		!strings.Contains(pl.Dropped[0].Change, "--max-running-requests 64") {
+		t.Fatalf("dropped %+v\n%s", pl.Dropped, ev.text())
+	}
+	top := pl.Rows[1]
+	if top.Slot != 1 || top.OutputTokS == nil || pl.Rows[0].OutputTokS == nil || top.Queued != 16 {
+		t.Fatalf("rows after the fallback %+v", pl.Rows)
+	}
+	if res.Restarts != 3 || !slices.Contains(res.Incidents, ops.IncidentRolledBack) {
+		t.Errorf("%d restarts (want 3: the start that failed, its rollback, the fallback), incidents %v", res.Restarts, res.Incidents)
+	}
+	unitNow := r.unitText(t)
+	if strings.Contains(unitNow, "--max-running-requests") || !strings.Contains(unitNow, "--speculative-adaptive-config") || unitNow == before {
+		t.Errorf("the unit serving the fallback:\n%s", unitNow)
+	}
+	pl.Apply = "mtp per-load qwen 1:10"
+	t.Logf("%s", strings.Join(pl.Decision(), "\n"))
+}
+
+// With compare, SGLang's own default adaptive table is started and measured
+// at the same concurrencies beside the proposal, and no speculation and the
+// best single setting are the search's own measurements.
+func TestTunePerLoadCompare(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	r := newRig(t, labOpts(), func(c *ops.Config) {
+		c.Bench = ops.BenchDefaults{Prompts: 2, Concurrency: 1, InputLen: 16, OutputLen: 16}
+	})
+	before := r.unitText(t)
+	ev := &events{}
+	res, err := r.rb.TunePerLoad(testkit.Context(t, 60*time.Second), "qwen", ops.PerLoadOptions{At: []int{1, 64}, From: 2, To: 4, Compare: true}, ev)
+	if err != nil {
+		t.Fatalf("tune per load compare: %v\n%s", err, ev.text())
+	}
+	pl := res.PerLoad
+	names := make([]string, len(pl.Compared))
+	for i, c := range pl.Compared {
+		names[i] = c.Name
+		for _, p := range c.Points {
+			if p.OutputTokS == nil {
+				t.Errorf("%s at %d not measured: %s", c.Name, p.Concurrency, p.Error)
+			}
+		}
+	}
+	if !slices.Equal(names, []string{"no_speculation", "best_single", "sglang_default"}) {
+		t.Fatalf("compared %v", names)
+	}
+	if !strings.Contains(ev.text(), "compare: write unit") || !strings.Contains(ev.text(), "compare at 64: benchmark") ||
+		!strings.Contains(ev.text(), "per load from default") {
+		t.Errorf("the default table was not started and benchmarked:\n%s", ev.text())
+	}
+	if !slices.ContainsFunc(res.Details, func(l string) bool {
+		return strings.HasPrefix(l, "Compared, at the same concurrencies: SGLang's default adaptive table")
+	}) {
+		t.Errorf("no comparison line:\n%s", strings.Join(res.Details, "\n"))
+	}
+	if r.unitText(t) != before {
+		t.Errorf("unit changed:\n%s", r.unitText(t))
+	}
+}
+
+// On vLLM the proposal is the per-batch table, started and measured the
+// same way; compare costs no start there: no speculation and the best
+// single k are the search's own measurements.
+func TestTunePerLoadVLLM(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	r := newRig(t, lab.Options{TimeScale: 1000, Engine: "vllm"}, func(c *ops.Config) {
+		c.Bench = ops.BenchDefaults{Prompts: 2, Concurrency: 1, InputLen: 16, OutputLen: 16}
+	})
+	before := r.unitText(t)
+	ev := &events{}
+	res, err := r.rb.TunePerLoad(testkit.Context(t, 60*time.Second), "qwen", ops.PerLoadOptions{At: []int{1, 64}, From: 2, To: 4, Compare: true}, ev)
+	if err != nil {
+		t.Fatalf("tune per load on vLLM: %v\n%s", err, ev.text())
+	}
+	pl := res.PerLoad
+	if pl.Table == "" || len(pl.Compared) != 2 || strings.Contains(ev.text(), "compare: write unit") {
+		t.Fatalf("table %q, compared %+v", pl.Table, pl.Compared)
+	}
+	for _, row := range pl.Rows {
+		if row.OutputTokS == nil {
+			t.Errorf("row %+v not measured", row)
+		}
+	}
+	if !strings.Contains(ev.text(), "proposal at 64: benchmark") || r.unitText(t) != before {
+		t.Errorf("the table was not measured, or the unit not left as found:\n%s", r.unitText(t))
+	}
+}
+
+// The dry run says what it would measure and changes nothing.
+func TestTunePerLoadDryRun(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, labOpts(), nil)
+	before := r.unitText(t)
+	res, err := r.rb.TunePerLoad(testkit.Context(t, 60*time.Second), "qwen", ops.PerLoadOptions{At: []int{1, 8, 32, 64}, From: 1, To: 12, Compare: true, DryRun: true}, ops.Discard)
+	if err != nil || r.unitText(t) != before {
+		t.Fatalf("dry run: %v", err)
+	}
+	for _, want := range []string{"would measure no speculative decoding", "start the per-load configuration", "SGLang's default adaptive table", "nothing is changed now"} {
+		if !strings.Contains(res.Summary, want) {
+			t.Errorf("dry run %q does not say %q", res.Summary, want)
+		}
+	}
 }
 
 // mtp per-load writes the adaptive file next to the unit and the unit's flags,
@@ -251,29 +396,6 @@ func TestMTPStepsLeavesPerLoad(t *testing.T) {
 	}
 	if res.Spec.Adaptive != "" || res.Spec.LiveSteps != 5 {
 		t.Fatalf("spec %+v", res.Spec)
-	}
-}
-
-// With speculation on, SGLang runs at most 48 requests unless
-// --max-running-requests is set: a per-load proposal whose slot above 48
-// keeps speculation on raises it to the largest concurrency in its diff.
-func TestTunePerLoadRaisesCap(t *testing.T) {
-	t.Parallel()
-	testrun.Long(t)
-	r := newRig(t, labOpts(), func(c *ops.Config) {
-		c.Bench = ops.BenchDefaults{Prompts: 2, Concurrency: 1, InputLen: 16, OutputLen: 16}
-	})
-	ev := &events{}
-	res, err := r.rb.TunePerLoad(testkit.Context(t, 60*time.Second), "qwen", ops.PerLoadOptions{At: []int{1, 64}, From: 1, To: 3}, ev)
-	if err != nil {
-		t.Fatalf("tune per load: %v\n%s", err, ev.text())
-	}
-	pl := res.PerLoad
-	if pl == nil || pl.Unit == nil || !strings.Contains(pl.Unit.Diff, "+    --max-running-requests 64 \\") {
-		t.Fatalf("the proposal's diff does not raise the cap to 64: %+v", pl)
-	}
-	if !strings.Contains(strings.Join(res.Details, "\n"), "The proposal raises the cap: --max-running-requests 64") {
-		t.Errorf("the report does not say the proposal raises the cap:\n%s", strings.Join(res.Details, "\n"))
 	}
 }
 

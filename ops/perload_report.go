@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/ops/unit"
 )
 
@@ -29,21 +28,39 @@ func queuedNote(at []int) string {
 		"--max-running-requests %d in the unit lets them all run, if the GPUs' memory allows it.", strings.Join(parts, ", "), sglangSpecCap, top)
 }
 
-// Brief is the proposal in one line: "1: steps 10, 8: steps 7, ...".
+// Brief is the measured gains in one line: "over the best single setting /
+// over no speculation: 1: +17.0% / +238.6%, 8: ...".
 func (p *PerLoad) Brief() string {
 	parts := make([]string, len(p.Rows))
 	for i, row := range p.Rows {
-		parts[i] = fmt.Sprintf("%d: steps %d (%+.1f%%)", row.Concurrency, row.Steps, row.GainPct)
+		parts[i] = fmt.Sprintf("%d: %s / %s", row.Concurrency, pctOr(row.GainPct), pctOr(row.NoSpecGainPct))
 	}
-	return strings.Join(parts, ", ")
+	return "gain over the best single setting / over no speculation at " + strings.Join(parts, ", ")
 }
 
-// Report is the proposal for the result block: the table per concurrency,
-// the gain against the best single setting, the unit's diff and the file.
+// pctOr is a gain in percent, or "—" when it is unknown.
+func pctOr(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%+.1f%%", *v)
+}
+
+// tokOr is a tok/s figure, or "—" when it is unknown.
+func tokOr(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", *v)
+}
+
+// Report is the proposal for the result block: the table per concurrency
+// (what ran there and what it measured, beside the steps value alone, the
+// best single setting and no speculation), the unit's diff and the file.
 func (p *PerLoad) Report() []string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-11s  %-10s  %9s  %10s  %6s  %-22s  %s\n", "concurrency", "steps", "tok/s", "accept len", "rate", "best single (steps "+strconv.Itoa(p.Single)+")", "gain")
-	unknown := false
+	fmt.Fprintf(&b, "%-11s  %-12s  %9s  %10s  %6s  %11s  %-22s  %7s  %9s  %7s\n", "concurrency", "steps", "tok/s", "accept len", "rate",
+		"steps alone", "best single (steps "+strconv.Itoa(p.Single)+")", "gain", "no spec", "gain")
 	for _, row := range p.Rows {
 		steps := strconv.Itoa(row.Steps)
 		if len(row.Candidates) > 1 {
@@ -51,22 +68,18 @@ func (p *PerLoad) Report() []string {
 			slices.Sort(c)
 			steps += " (" + joinInts(c, ",") + ")"
 		}
-		al, rate := bench.Dash, bench.Dash
-		if bench.KnownAcceptLen(row.AcceptLen) {
+		if row.Slot != 0 {
+			steps = fmt.Sprintf("slot %d: %s", row.Slot, steps)
+		}
+		al, rate := "—", "—"
+		if row.AcceptLen > 0 {
 			al = fmt.Sprintf("%.2f", row.AcceptLen)
-			if bench.Known(row.AcceptRate) {
-				rate = fmt.Sprintf("%.0f%%", 100*row.AcceptRate)
-			}
 		}
-		unknown = unknown || al == bench.Dash || rate == bench.Dash
-		single, gain := figureText(row.SingleTokS, "%.1f"), bench.Dash
-		if bench.Known(row.SingleTokS) && row.SingleTokS > 0 {
-			gain = fmt.Sprintf("%+.1f%%", row.GainPct)
+		if row.AcceptRate > 0 || (row.AcceptLen == 1 && len(row.Candidates) == 1 && row.Steps > 0) {
+			rate = fmt.Sprintf("%.0f%%", 100*row.AcceptRate) // per load the drafts per step vary: unknown unless measured
 		}
-		fmt.Fprintf(&b, "%-11d  %-10s  %9s  %10s  %6s  %22s  %s\n", row.Concurrency, steps, figureText(row.OutputTokS, "%.1f"), al, rate, single, gain)
-	}
-	if unknown {
-		fmt.Fprintf(&b, "%s: not measured (the tables below say why, once per cause)\n", bench.Dash)
+		fmt.Fprintf(&b, "%-11d  %-12s  %9s  %10s  %6s  %11.1f  %22s  %7s  %9s  %7s\n", row.Concurrency, steps, tokOr(row.OutputTokS), al, rate,
+			row.StepsTokS, tokOr(row.SingleTokS), pctOr(row.GainPct), tokOr(row.NoSpecTokS), pctOr(row.NoSpecGainPct))
 	}
 	out := []string{strings.TrimRight(b.String(), "\n")}
 	var queued []int
@@ -75,12 +88,11 @@ func (p *PerLoad) Report() []string {
 			queued = append(queued, row.Concurrency)
 		}
 	}
-	if note := queuedNote(queued); note != "" {
+	if note := queuedNote(queued); note != "" && len(p.Dropped) == 0 {
 		out = append(out, note)
 	}
 	if n := raisesCap(p.Unit); n > 0 {
-		out = append(out, fmt.Sprintf("The proposal raises the cap: %s %d (in the unit's diff). Its CUDA graphs grow with it: if they do not fit "+
-			"in GPU memory the apply rolls back and gives the command without it.", unit.FlagMaxRunning, n))
+		out = append(out, fmt.Sprintf("The proposal raises the cap: %s %d (in the unit's diff); the tune started it so and measured it.", unit.FlagMaxRunning, n))
 	}
 	if p.Unit != nil && p.Unit.Diff != "" {
 		out = append(out, p.Unit.Diff)

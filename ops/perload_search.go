@@ -20,24 +20,23 @@ type perLoadSearch struct {
 	res     *Result
 	rep     Reporter
 	memo    map[int][]float64 // tok/s by steps, one figure per concurrency of at (-Inf: failed)
-	// deploy deploys steps n and benchmarks it at every concurrency of at
-	// (nil: sweepValue, through the mtp steps pipeline).
-	deploy func(ctx context.Context, n int) ([]SweepPoint, bool, error)
+	from    *found            // the unit as the tune found it: every value is planned on it
+	how     []string          // per concurrency of at: how the search went there
+	// deploy, when set, stands in for sweepValue (deploying steps n and
+	// benchmarking it at every concurrency of at): for tests only.
+	deploy func(ctx context.Context, n int) (pts []SweepPoint, starts int, err error)
 }
 
 // run searches each concurrency of at in turn for its fastest steps value
 // within from..to: a golden-section search at the lowest, then at each
 // higher one a climb from the best value already measured, within from up
-// to the value the concurrency before found. Once all are searched, each
-// concurrency adds a line to res.Details: how it was searched and the
-// fastest value measured there in the end (a value measured for a later
-// concurrency counts too: the line says what the row says). An error ends
-// the search (ctx's end, or a wind-down).
+// to the value the concurrency before found. Each concurrency adds to s.how
+// how the search went there (traced finds the value chosen, one for the
+// trace and the proposal). An error ends the search (ctx's end, or a
+// wind-down).
 func (s *perLoadSearch) run(ctx context.Context, from, to int) error {
 	hi := to
-	var hows []string
-	defer func() { s.trace(hows) }()
-	for ci := range s.at {
+	for ci, c := range s.at {
 		f := func(n int) (float64, error) {
 			v, err := s.measure(ctx, n)
 			if err != nil {
@@ -47,40 +46,40 @@ func (s *perLoadSearch) run(ctx context.Context, from, to int) error {
 		}
 		before := len(s.res.Tried)
 		var err error
+		lo := from
+		if _, ok := s.memo[0]; ok && ci > 0 {
+			lo = 0 // no speculation is measured: the climb may end there
+		}
 		if ci == 0 {
 			_, _, err = goldenMax(from, hi, f, nil)
 		} else {
-			_, err = climbMax(from, hi, bestMeasured(s.memo, ci, from, hi), f)
+			_, err = climbMax(lo, hi, bestMeasured(s.memo, ci, lo, hi), f)
 		}
-		how := fmt.Sprintf("a golden-section search over %d..%d", from, hi)
-		if ci > 0 {
-			how = fmt.Sprintf("a climb within %d..%d from the best value measured there", from, hi)
-		}
-		hows = append(hows, fmt.Sprintf("%s, %d new values measured", how, len(s.res.Tried)-before))
 		if err != nil {
 			return err
 		}
-		found, tok := bestOf(s.memo, ci)
-		if math.IsInf(tok, -1) {
-			found = from
+		found := bestMeasured(s.memo, ci, lo, hi)
+		how := fmt.Sprintf("a golden-section search over %d..%d", from, hi)
+		if ci > 0 {
+			how = fmt.Sprintf("a climb within %d..%d from the best value measured there", lo, hi)
 		}
+		s.how = append(s.how, fmt.Sprintf("concurrency %d: %s, %d new values measured", c, how, len(s.res.Tried)-before))
 		hi = max(found, from+1)
 	}
 	return nil
 }
 
-// trace adds to res.Details a line per concurrency searched (hows[i]: how
-// the i-th was) with the fastest value measured there: the row's choice
-// (bestOf), so that the trace says what the table and the proposal say.
-func (s *perLoadSearch) trace(hows []string) {
-	for ci, how := range hows {
-		found, tok := bestOf(s.memo, ci)
-		fastest := fmt.Sprintf("the fastest measured there is steps %d (%s)", found, tokText(tok))
-		if math.IsInf(tok, -1) {
-			fastest = "no value served there"
+// traced is the search's line for each row: how it went there and the
+// value chosen, the fastest of every value measured at that concurrency
+// (the row's Steps, as the table and the proposal say it).
+func (s *perLoadSearch) traced(rows []PerLoadRow) []string {
+	out := make([]string, 0, len(rows))
+	for i, row := range rows {
+		if i < len(s.how) {
+			out = append(out, fmt.Sprintf("%s; the fastest of all values measured there: %s, %s", s.how[i], StepsText(row.Steps), tokText(row.StepsTokS)))
 		}
-		s.res.Details = append(s.res.Details, fmt.Sprintf("concurrency %d: %s; %s", s.at[ci], how, fastest))
 	}
+	return out
 }
 
 // measure is steps value n's tok/s at each concurrency of at (-Inf where it
@@ -95,14 +94,12 @@ func (s *perLoadSearch) measure(ctx context.Context, n int) ([]float64, error) {
 	}
 	deploy := s.deploy
 	if deploy == nil {
-		deploy = func(ctx context.Context, n int) ([]SweepPoint, bool, error) {
-			return s.r.sweepValue(ctx, s.t, s.service, Setting{Steps: n}, s.at, s.res, s.rep)
+		deploy = func(ctx context.Context, n int) ([]SweepPoint, int, error) {
+			return s.r.sweepValue(ctx, s.t, s.service, Setting{Steps: n, from: s.from}, s.at, s.res, s.rep)
 		}
 	}
-	pts, restarted, err := deploy(ctx, n)
-	if restarted {
-		s.res.Restarts++
-	}
+	pts, starts, err := deploy(ctx, n)
+	s.res.Restarts += starts
 	s.res.Points = append(s.res.Points, pts...)
 	s.res.Tried = append(s.res.Tried, n)
 	v := make([]float64, len(s.at))
@@ -205,10 +202,12 @@ func climbMax(lo, hi, start int, f func(int) (float64, error)) (int, error) {
 }
 
 // perLoadRows builds the rows from the measurements: the best steps at each
-// concurrency, its near-best candidates, and the gain over the best single
-// setting (the one with the highest mean tok/s relative to each best). nil
-// when some concurrency has no successful value.
-func perLoadRows(at []int, memo map[int][]float64, pts []SweepPoint) *PerLoad {
+// concurrency (0, no speculation, included), its near-best candidates, its
+// own tok/s there, the best single setting (the one with the highest mean
+// tok/s relative to each best) and no speculation. The configuration's own
+// figures and the gains come when it is measured (measuredAt). nil when some
+// concurrency has no successful value.
+func perLoadRows(at []int, memo map[int][]float64) *PerLoad {
 	steps := make([]int, 0, len(memo))
 	for n := range memo {
 		steps = append(steps, n)
@@ -217,32 +216,17 @@ func perLoadRows(at []int, memo map[int][]float64, pts []SweepPoint) *PerLoad {
 	pl := &PerLoad{}
 	bests := make([]float64, len(at))
 	for ci, c := range at {
-		row := PerLoadRow{Concurrency: c}
-		row.Steps, row.OutputTokS = bestOf(memo, ci)
-		if math.IsInf(row.OutputTokS, -1) {
+		row := PerLoadRow{Concurrency: c, StepsTokS: math.Inf(-1)}
+		for _, n := range steps {
+			if v := memo[n][ci]; v > row.StepsTokS {
+				row.Steps, row.StepsTokS = n, v
+			}
+		}
+		if math.IsInf(row.StepsTokS, -1) {
 			return nil
 		}
-		bests[ci] = row.OutputTokS
-		row.Candidates = []int{row.Steps}
-		type near struct {
-			n int
-			v float64
-		}
-		var ns []near
-		for _, n := range steps {
-			if v := memo[n][ci]; n != row.Steps && v >= row.OutputTokS*(1-PerLoadNoise) {
-				ns = append(ns, near{n, v})
-			}
-		}
-		sort.Slice(ns, func(i, j int) bool { return ns[i].v > ns[j].v })
-		for _, x := range ns[:min(len(ns), perLoadCandidates-1)] {
-			row.Candidates = append(row.Candidates, x.n)
-		}
-		for _, p := range pts {
-			if p.OK && p.Steps == row.Steps && p.Concurrency == c {
-				row.AcceptLen, row.AcceptRate = p.AcceptLen, p.AcceptRate
-			}
-		}
+		bests[ci] = row.StepsTokS
+		row.Candidates = nearBest(steps, memo, ci, row.Steps)
 		pl.Rows = append(pl.Rows, row)
 	}
 	bestMean := math.Inf(-1)
@@ -256,11 +240,50 @@ func perLoadRows(at []int, memo map[int][]float64, pts []SweepPoint) *PerLoad {
 		}
 	}
 	for ci := range pl.Rows {
-		row := &pl.Rows[ci]
-		row.SingleTokS = memo[pl.Single][ci]
-		if row.SingleTokS > 0 {
-			row.GainPct = 100 * (row.OutputTokS/row.SingleTokS - 1)
+		pl.Rows[ci].SingleTokS = known(memo[pl.Single][ci])
+		if v, ok := memo[0]; ok {
+			pl.Rows[ci].NoSpecTokS = known(v[ci])
 		}
 	}
 	return pl
+}
+
+// nearBest is best, then the other values measured within PerLoadNoise of
+// it at concurrency index ci, fastest first, perLoadCandidates at most.
+func nearBest(steps []int, memo map[int][]float64, ci, best int) []int {
+	type near struct {
+		n int
+		v float64
+	}
+	top := memo[best][ci]
+	var ns []near
+	for _, n := range steps {
+		if v := memo[n][ci]; n != best && v >= top*(1-PerLoadNoise) {
+			ns = append(ns, near{n, v})
+		}
+	}
+	sort.SliceStable(ns, func(i, j int) bool { return ns[i].v > ns[j].v })
+	out := []int{best}
+	for _, x := range ns[:min(len(ns), perLoadCandidates-1)] {
+		out = append(out, x.n)
+	}
+	return out
+}
+
+// known is v, or nil when it was not measured (-Inf, NaN).
+func known(v float64) *float64 {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return nil
+	}
+	return &v
+}
+
+// gainPct is the gain of v over base in percent, nil when either is unknown
+// or base is not above 0.
+func gainPct(v, base *float64) *float64 {
+	if v == nil || base == nil || *base <= 0 {
+		return nil
+	}
+	g := 100 * (*v / *base - 1)
+	return &g
 }

@@ -287,7 +287,8 @@ type Result struct {
 	PerLoad *PerLoad `json:"per_load,omitempty"`
 	// Tried are the steps values mtp tune benchmarked, in order.
 	Tried []int `json:"tried,omitempty"`
-	// Restarts counts the deploys a sweep or tune made (each one restart).
+	// Restarts counts the starts a sweep or tune issued: one per value
+	// deployed, and a start that failed counts with its rollback's (two).
 	Restarts  int           `json:"restarts,omitempty"`
 	Service   *ServiceState `json:"service,omitempty"`
 	Spec      *Spec         `json:"spec,omitempty"`

@@ -192,6 +192,7 @@ func (r *Runbook) startOnce(ctx context.Context, t *target, res *Result, rep Rep
 	gpusClear := res.did.gpusClear
 	res.did.gpusClear = false
 	res.did.changed, res.did.started = true, true
+	res.did.starts++
 	if err := r.systemctl(ctx, t, res, st, "start"); err != nil {
 		var ce *systemd.CommandError
 		if errors.As(err, &ce) {

@@ -37,7 +37,7 @@ func MetricOf(p SweepPoint, metric string) float64 {
 // ones, the fewest steps, then the first), or nil when none did; points of
 // a per-load form are not settings to choose. It is the one choice of the
 // best setting at a load: the tables, the charts and the per-load proposal
-// (bestOf, over the same figures) all read it.
+// (perLoadRows, over the same figures: ties to the fewest steps) all read it.
 func BestAt(pts []SweepPoint, conc int, metric string) *SweepPoint {
 	var best *SweepPoint
 	for i := range pts {
@@ -124,6 +124,13 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 	if err != nil {
 		return res, err
 	}
+	// Each value is planned on the unit as found (a value after 0 gets its
+	// speculative options back).
+	f := foundUnit(d)
+	home.from = f
+	for i := range grid {
+		grid[i].from = f
+	}
 	for _, sk := range skipped {
 		res.Details = append(res.Details, "skipped "+sk)
 	}
@@ -153,11 +160,9 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 		if err := r.windDown(); err != nil {
 			return res, fmt.Errorf("sweep stopped after %d of %d settings: %w; %s serves the last setting it deployed", i, len(grid), err, service)
 		}
-		pts, restarted, err := r.sweepValue(ctx, t, service, n, at, res, rep)
+		pts, starts, err := r.sweepValue(ctx, t, service, n, at, res, rep)
 		res.Points = append(res.Points, pts...)
-		if restarted {
-			res.Restarts++
-		}
+		res.Restarts += starts
 		if err != nil && ctx.Err() != nil {
 			return res, err
 		}
@@ -171,6 +176,7 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 	to := home
 	if o.ApplyBest && res.Best != nil {
 		to = o.only(res.Best.Setting())
+		to.from = f
 	}
 	back, err := r.settle(ctx, service, to, fmt.Sprintf("leave on %s: ", to), res, rep)
 	if err != nil {
@@ -197,12 +203,14 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 // sweepValue deploys set and benchmarks it at each concurrency of at (with
 // the configured prompts, or one per stream when the concurrency is higher),
 // one point per concurrency (all failed, with the error, when the deploy
-// failed). restarted says whether the deploy restarted the service.
-func (r *Runbook) sweepValue(ctx context.Context, t *target, service string, set Setting, at []int, res *Result, rep Reporter) ([]SweepPoint, bool, error) {
+// failed). starts are the starts the deploy issued (a failed one and its
+// rollback's are two).
+func (r *Runbook) sweepValue(ctx context.Context, t *target, service string, set Setting, at []int, res *Result, rep Reporter) ([]SweepPoint, int, error) {
 	n := set.Steps
 	sub, err := r.mtpSet(ctx, service, set, false, false, prefixed(rep, set.String()+": "))
-	restarted := sub != nil && sub.did.changed
+	restarted := 0
 	if sub != nil {
+		restarted = sub.did.starts
 		for _, c := range sub.Incidents {
 			res.AddIncident(c)
 		}
@@ -292,8 +300,8 @@ func (r *Runbook) Tune(ctx context.Context, service string, o TuneOptions, rep R
 	if err != nil {
 		return nil, err
 	}
-	if o.From < 1 || o.To <= o.From {
-		return res, fmt.Errorf("tune %s: the range %d..%d must go up and hold two values at least", service, o.From, o.To)
+	if o.From < 0 || o.To <= o.From {
+		return res, fmt.Errorf("tune %s: the range %d..%d must go up and hold two values at least (0: speculative decoding off)", service, o.From, o.To)
 	}
 	d, err := r.readUnit(ctx, t)
 	if err != nil {
@@ -313,15 +321,13 @@ func (r *Runbook) Tune(ctx context.Context, service string, o TuneOptions, rep R
 			"one restart per value it measures; a full sweep needs %d), then leave it on the fastest", o.From, o.To, service, conc, o.To-o.From+1)
 		return res, nil
 	}
-	memo := map[int]float64{}
+	memo, f := map[int]float64{}, foundUnit(d)
 	measure := func(n int) (float64, error) {
 		if v, ok := memo[n]; ok {
 			return v, nil
 		}
-		pts, restarted, err := r.sweepValue(ctx, t, service, Setting{Steps: n}, []int{conc}, res, rep)
-		if restarted {
-			res.Restarts++
-		}
+		pts, starts, err := r.sweepValue(ctx, t, service, Setting{Steps: n, from: f}, []int{conc}, res, rep)
+		res.Restarts += starts
 		res.Points = append(res.Points, pts...)
 		res.Tried = append(res.Tried, n)
 		v := math.Inf(-1)
@@ -355,7 +361,7 @@ func (r *Runbook) Tune(ctx context.Context, service string, o TuneOptions, rep R
 		return res, fmt.Errorf("no value tried served: %s", intList(res.Tried))
 	}
 	best := res.Best.Steps
-	if _, err := r.settle(ctx, service, Setting{Steps: best}, fmt.Sprintf("apply steps %d: ", best), res, rep); err != nil {
+	if _, err := r.settle(ctx, service, Setting{Steps: best, from: f}, fmt.Sprintf("apply steps %d: ", best), res, rep); err != nil {
 		return res, fmt.Errorf("tune done (best steps %d), but putting %s on it failed: %w", best, service, err)
 	}
 	res.Spec = res.Best.Spec
@@ -464,9 +470,7 @@ func (r *Runbook) settle(ctx context.Context, service string, set Setting, label
 	back, err := r.mtpSet(ctx, service, set, false, false, prefixed(rep, label))
 	if back != nil {
 		res.Left = back.Left
-		if back.did.changed {
-			res.Restarts++
-		}
+		res.Restarts += back.did.starts
 	}
 	if err != nil {
 		res.AddIncident(IncidentRestoreFailed)

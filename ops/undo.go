@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 
 	"github.com/opsbot/opsbot/ops/unit"
 )
@@ -121,16 +120,15 @@ func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep 
 	// The files the change wrote beside the unit go back with it, if they
 	// still hold what it wrote.
 	for _, f := range undo.Unit.Files {
-		b, err := t.host.ReadFile(ctx, f.Path)
-		exists := err == nil
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return res, st.fail(hostErr("read "+f.Path, t.cfg.Host, err))
+		b, exists, err := readRegular(ctx, t, f.Path)
+		if err != nil {
+			return res, st.fail(besideRefused(err))
 		}
-		if (f.Removed && exists) || (!f.Removed && (!exists || string(b) != f.After)) {
+		if (f.Removed && exists) || (!f.Removed && (!exists || b != f.After)) {
 			return res, st.fail(fmt.Errorf("cannot undo %s: %s changed since it was written (by hand, or another tool). Nothing was changed; "+
 				"`mtp steps N %s` sets a single value", undo.label(), f.Path, service))
 		}
-		back := FileChange{Path: f.Path, Before: string(b), After: f.Before, Created: f.Removed, Removed: f.Created}
+		back := FileChange{Path: f.Path, Before: b, After: f.Before, Created: f.Removed, Removed: f.Created}
 		if !back.Removed {
 			back.Diff = unit.UnifiedDiff(f.Path, back.Before, back.After)
 		}
@@ -140,15 +138,15 @@ func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep 
 		Diff: unit.UnifiedDiff(path, current, p.after), Files: p.files}
 	res.Spec = specOf(after.engine, after.spec)
 	from, to := before.spec.DraftSteps(), after.spec.DraftSteps()
-	st.done("undo %s: steps %d -> %d", undo.label(), from, to)
+	st.done("undo %s: %s", undo.label(), stepsMove(from, to))
 	if dryRun {
-		res.Summary = fmt.Sprintf("dry run: mtp undo would put back what %s replaced on %s (steps %d -> %d); nothing changed", undo.label(), service, from, to)
-		res.Details = append(res.Details, "would: stop "+t.cfg.Unit+", clear GPU memory held by dead engine processes, write "+
-			path+", daemon-reload, start, wait until ready, verify /server_info, benchmark")
+		res.Summary = fmt.Sprintf("dry run: mtp undo would put back what %s replaced on %s (%s); nothing changed", undo.label(), service, stepsMove(from, to))
+		res.Details = append(res.Details, "would: stop "+t.cfg.Unit+", clear GPU memory held by dead engine processes, "+
+			p.writesText()+", daemon-reload, start, wait until ready, verify /server_info, benchmark")
+		res.Details = append(res.Details, filesText(p.files)...)
 		if res.Unit.Diff != "" {
 			res.Details = append(res.Details, res.Unit.Diff)
 		}
-		res.Details = append(res.Details, filesText(p.files)...)
 		return res, nil
 	}
 	if err := r.deploy(ctx, t, p, res, rep); err != nil {
@@ -161,7 +159,7 @@ func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep 
 	if err != nil {
 		return res, err
 	}
-	res.Summary = fmt.Sprintf("undid %s on %s: steps %d -> %d: %s", undo.label(), service, from, to, b)
+	res.Summary = fmt.Sprintf("undid %s on %s: %s: %s", undo.label(), service, stepsMove(from, to), b)
 	return res, nil
 }
 

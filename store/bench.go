@@ -66,6 +66,23 @@ const benchColumns = `id, job_id, service, settings, at, output_tok_s, per_strea
 // set, must name an existing job (else ErrNotFound); a rejected r writes
 // nothing.
 func (s *Store) AddBenchResult(ctx context.Context, r BenchResult) (BenchResult, error) {
+	return s.addBench(ctx, r, false)
+}
+
+// AddBenchResultOnce is AddBenchResult for trying again a write whose
+// outcome is unknown (the store refused it, or its commit's answer was
+// lost): r, whose JobID and At must be set, is not added when its job
+// already has a result of the same service, settings and load at that very
+// time (to the nanosecond); the one there is returned. Trying it again is
+// then harmless.
+func (s *Store) AddBenchResultOnce(ctx context.Context, r BenchResult) (BenchResult, error) {
+	if r.JobID == 0 || r.At.IsZero() {
+		return BenchResult{}, fmt.Errorf("add bench result once: %w: its job and time must be set", ErrInvalid)
+	}
+	return s.addBench(ctx, r, true)
+}
+
+func (s *Store) addBench(ctx context.Context, r BenchResult, once bool) (BenchResult, error) {
 	if err := checkBench(r); err != nil {
 		return BenchResult{}, fmt.Errorf("add bench result: %w", err)
 	}
@@ -73,6 +90,17 @@ func (s *Store) AddBenchResult(ctx context.Context, r BenchResult) (BenchResult,
 	err := s.write1(ctx, func(tx *wtx) error {
 		if r.JobID != 0 {
 			if err := jobExists(tx, r.JobID); err != nil {
+				return err
+			}
+		}
+		if once {
+			err := tx.QueryRowContext(context.Background(), `SELECT id FROM bench_results
+				WHERE service = ? AND settings = ? AND job_id = ? AND at = ? AND prompts = ? AND concurrency = ? AND input_len = ? AND output_len = ?`,
+				r.Service, r.Settings, r.JobID, r.At.UnixNano(), r.Prompts, r.Concurrency, r.InputLen, r.OutputLen).Scan(&r.ID)
+			if err == nil {
+				return nil // there already
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
 		}

@@ -192,7 +192,7 @@ func TestCrashRecovery(t *testing.T) {
 			t.Fatalf("event %d has seq %d: the sequence has a hole", i, e.Seq)
 		}
 	}
-	jobs, err := s.InterruptUnfinished(ctx)
+	jobs, err := s.InterruptUnfinished(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +364,7 @@ func testReopen(t *testing.T, drv driver) {
 	if v, err := s.SyncToken(ctx, "k"); err != nil || v != "v" {
 		t.Errorf("kv after reopen: %q, %v", v, err)
 	}
-	if unfinished, err := s.InterruptUnfinished(ctx); err != nil || len(unfinished) != 0 {
+	if unfinished, err := s.InterruptUnfinished(ctx, nil); err != nil || len(unfinished) != 0 {
 		t.Errorf("a cleanly finished job was interrupted: %+v, %v", unfinished, err)
 	}
 }

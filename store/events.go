@@ -24,6 +24,22 @@ type Event struct {
 // use, also for one job from several goroutines or processes: sequence
 // numbers never repeat or skip.
 func (s *Store) AppendEvent(ctx context.Context, e Event) error {
+	return s.appendEvent(ctx, e, false)
+}
+
+// AppendEventOnce is AppendEvent for trying again a write whose outcome is
+// unknown (the store refused it, or its commit's answer was lost): e is
+// not added when the job already has an event equal to it in every field,
+// its time (which must be set) to the nanosecond. Trying it again is then
+// harmless.
+func (s *Store) AppendEventOnce(ctx context.Context, e Event) error {
+	if e.At.IsZero() {
+		return fmt.Errorf("append event to job %d once: %w: its time is not set", e.JobID, ErrInvalid)
+	}
+	return s.appendEvent(ctx, e, true)
+}
+
+func (s *Store) appendEvent(ctx context.Context, e Event, once bool) error {
 	if e.JobID <= 0 {
 		return fmt.Errorf("append event: %w: job id %d", ErrInvalid, e.JobID)
 	}
@@ -31,6 +47,15 @@ func (s *Store) AppendEvent(ctx context.Context, e Event) error {
 		return fmt.Errorf("append event to job %d: %w", e.JobID, err)
 	}
 	at := orNow(e.At).UnixNano()
+	q := `INSERT INTO job_events (job_id, seq, at, step, status, message)
+			SELECT id, COALESCE((SELECT MAX(seq) FROM job_events WHERE job_id = jobs.id), 0) + 1, ?, ?, ?, ?
+			FROM jobs WHERE id = ?`
+	args := []any{at, e.Step, e.Status, e.Message, e.JobID}
+	if once {
+		q += ` AND NOT EXISTS (SELECT 1 FROM job_events x
+			WHERE x.job_id = jobs.id AND x.at = ? AND x.step = ? AND x.status = ? AND x.message = ?)`
+		args = append(args, at, e.Step, e.Status, e.Message)
+	}
 	err := s.write(ctx, func(tx *wtx) error {
 		if s.dialect == postgresSQL {
 			// Other processes may append to the job at once: its row lock
@@ -40,15 +65,14 @@ func (s *Store) AppendEvent(ctx context.Context, e Event) error {
 				return err
 			}
 		}
-		res, err := tx.ExecContext(context.Background(), `INSERT INTO job_events (job_id, seq, at, step, status, message)
-			SELECT id, COALESCE((SELECT MAX(seq) FROM job_events WHERE job_id = jobs.id), 0) + 1, ?, ?, ?, ?
-			FROM jobs WHERE id = ?`,
-			at, e.Step, e.Status, e.Message, e.JobID)
+		res, err := tx.ExecContext(context.Background(), q, args...)
 		if err != nil {
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil {
 			return err
+		} else if n == 0 && once {
+			return jobExists(tx, e.JobID) // there already, or no such job
 		} else if n == 0 {
 			return ErrNotFound
 		}
@@ -77,9 +101,18 @@ func (s *Store) Events(ctx context.Context, jobID int64) ([]Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read events of job %d: %w", jobID, err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT seq, at, step, status, message FROM job_events WHERE job_id = ? ORDER BY seq`, jobID)
+	evs, err := jobEvents(ctx, tx, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("read events of job %d: %w", jobID, err)
+	}
+	return evs, nil
+}
+
+// jobEvents reads job jobID's events, oldest first, through q.
+func jobEvents(ctx context.Context, q queryer, jobID int64) ([]Event, error) {
+	rows, err := q.QueryContext(ctx, `SELECT seq, at, step, status, message FROM job_events WHERE job_id = ? ORDER BY seq`, jobID)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	evs := []Event{}
@@ -87,13 +120,10 @@ func (s *Store) Events(ctx context.Context, jobID int64) ([]Event, error) {
 		e := Event{JobID: jobID}
 		var at int64
 		if err := rows.Scan(&e.Seq, &at, &e.Step, &e.Status, &e.Message); err != nil {
-			return nil, fmt.Errorf("read events of job %d: %w", jobID, err)
+			return nil, err
 		}
 		e.At = time.Unix(0, at).UTC()
 		evs = append(evs, e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read events of job %d: %w", jobID, err)
-	}
-	return evs, nil
+	return evs, rows.Err()
 }

@@ -27,7 +27,7 @@ func Example() {
 	defer s.Close()
 
 	// At start-up: whatever a crash left running is over.
-	if _, err := s.InterruptUnfinished(ctx); err != nil {
+	if _, err := s.InterruptUnfinished(ctx, nil); err != nil {
 		log.Fatal(err)
 	}
 

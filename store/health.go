@@ -115,6 +115,23 @@ func (s *Store) LimitSize(ctx context.Context, extra int) error {
 	return s.limitSize(ctx, extra)
 }
 
+// RefuseWrites makes the store refuse every write as a read-only database
+// does (SQLite's query_only, on its one write connection), or, with on
+// false, take them again; reads go on. For tests and fire drills of what
+// opsbot does when its store refuses writes. SQLite only.
+func (s *Store) RefuseWrites(ctx context.Context, on bool) error {
+	if s.dialect != sqliteSQL {
+		return fmt.Errorf("refuse writes: %w: store %s is not SQLite", ErrInvalid, s.name)
+	}
+	pragma := fmt.Sprintf("PRAGMA query_only = %d", flag(on))
+	// Not in a transaction: a write transaction cannot begin while
+	// query_only is on, not even the one that would turn it off.
+	return s.submit(ctx, &writeOp{bare: true, fn: func(tx *wtx) error {
+		_, err := tx.s.wdb.ExecContext(context.Background(), pragma)
+		return err
+	}})
+}
+
 func (s *Store) limitSize(ctx context.Context, extra int) error {
 	return s.write(ctx, func(tx *wtx) error {
 		var pages int

@@ -1,13 +1,11 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 )
@@ -227,23 +225,15 @@ func (s *Store) StartJob(ctx context.Context, id int64) error {
 
 // FinishJob moves a queued or running job to the final state st, with
 // errText (why it did not succeed; may be empty) and result (JSON, may be
-// nil), and sets EndedAt. A job already final is left alone and the error is
-// a *TransitionError; a missing job gives ErrNotFound; st not final or
-// result not JSON gives ErrInvalid.
+// nil), and sets EndedAt to now. A job already final is left alone and the
+// error is a *TransitionError; a missing job gives ErrNotFound; st not final
+// or result not JSON gives ErrInvalid.
 func (s *Store) FinishJob(ctx context.Context, id int64, st Status, errText string, result json.RawMessage) error {
-	if !st.Final() {
-		return fmt.Errorf("finish job %d: %w: %q is not a final status", id, ErrInvalid, st)
-	}
-	if err := checkJSON("result", result); err != nil {
+	e := Ending{Status: st, Error: errText, Result: result}
+	if err := e.check(); err != nil {
 		return fmt.Errorf("finish job %d: %w", id, err)
 	}
-	err := s.write1(ctx, func(tx *wtx) error {
-		return transition(tx, id, st, []Status{Queued, Running}, func() (sql.Result, error) {
-			return tx.ExecContext(context.Background(),
-				`UPDATE jobs SET status = ?, error = ?, result = ?, ended_at = ? WHERE id = ? AND status IN ('queued', 'running')`,
-				string(st), errText, nullJSON(result), now().UnixNano(), id)
-		})
-	})
+	err := s.write1(ctx, func(tx *wtx) error { return endRunning(tx, id, e, now()) })
 	if err != nil {
 		return fmt.Errorf("finish job %d as %s: %w", id, st, err)
 	}
@@ -257,24 +247,105 @@ func (s *Store) FinishJob(ctx context.Context, id int64, st Status, errText stri
 // due for an edit again (see UnshownFinals). Only a job now Interrupted is
 // changed; otherwise the error is a *TransitionError.
 func (s *Store) FinishJobLate(ctx context.Context, id int64, st Status, errText string, result json.RawMessage) error {
-	if !st.Final() {
-		return fmt.Errorf("finish job %d late: %w: %q is not a final status", id, ErrInvalid, st)
-	}
-	if err := checkJSON("result", result); err != nil {
+	e := Ending{Status: st, Error: errText, Result: result}
+	if err := e.check(); err != nil {
 		return fmt.Errorf("finish job %d late: %w", id, err)
 	}
-	err := s.write1(ctx, func(tx *wtx) error {
-		return transition(tx, id, st, []Status{Interrupted}, func() (sql.Result, error) {
-			return tx.ExecContext(context.Background(),
-				`UPDATE jobs SET status = ?, error = ?, result = ?, ended_at = ?, recorded_late = 1, final_shown = 0
-				 WHERE id = ? AND status = 'interrupted'`,
-				string(st), errText, nullJSON(result), now().UnixNano(), id)
-		})
-	})
+	err := s.write1(ctx, func(tx *wtx) error { return endInterrupted(tx, id, e, now()) })
 	if err != nil {
 		return fmt.Errorf("finish job %d late as %s: %w", id, st, err)
 	}
 	return nil
+}
+
+// Ending is a job's final state as the process that ran it saw the job
+// end. That process keeps it while the store refuses writes and records it
+// with EndJob once the store takes them: At is when the job ended on its
+// host, not when the write landed.
+type Ending struct {
+	Status Status          // a final state
+	Error  string          // why it did not succeed; "" when it did
+	Result json.RawMessage // the pipeline's result, JSON; nil when none
+	At     time.Time       // when the job ended; zero: now
+}
+
+func (e Ending) check() error {
+	if !e.Status.Final() {
+		return fmt.Errorf("%w: %q is not a final status", ErrInvalid, e.Status)
+	}
+	if err := checkJSON("result", e.Result); err != nil {
+		return err
+	}
+	return checkTime("ended_at", e.At)
+}
+
+// EndJob records e as job id's final state, EndedAt e.At: a queued or
+// running job moves to it (FinishJob); a job another process marked
+// Interrupted meanwhile (this one had lost its lease) gets it as its real
+// outcome, marked RecordedLate (FinishJobLate), and late is true. Both in
+// one write. Recording the same e again (a retry after its commit's answer
+// was lost) changes nothing and succeeds. A job in another final state is
+// left alone and the error is a *TransitionError; a missing job gives
+// ErrNotFound; a bad e, ErrInvalid.
+func (s *Store) EndJob(ctx context.Context, id int64, e Ending) (late bool, err error) {
+	if err := e.check(); err != nil {
+		return false, fmt.Errorf("end job %d: %w", id, err)
+	}
+	at := orNow(e.At)
+	// (At most one of its statements changes the database: write1.)
+	err = s.write1(ctx, func(tx *wtx) error {
+		late = false
+		err := endRunning(tx, id, e, at)
+		var te *TransitionError
+		switch {
+		case !errors.As(err, &te):
+			return err
+		case te.From == Interrupted:
+			late = true
+			return endInterrupted(tx, id, e, at)
+		case te.From == e.Status:
+			return endedAs(tx, id, e, at, err)
+		}
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("end job %d as %s: %w", id, e.Status, err)
+	}
+	return late, nil
+}
+
+// endedAs returns nil when job id already ended as e, at at (an EndJob
+// tried again after its commit's answer was lost), else err.
+func endedAs(tx *wtx, id int64, e Ending, at time.Time, err error) error {
+	var errText string
+	var ended sql.NullInt64
+	if qErr := tx.QueryRowContext(context.Background(), `SELECT error, ended_at FROM jobs WHERE id = ?`, id).Scan(&errText, &ended); qErr != nil {
+		return qErr
+	}
+	if errText == e.Error && ended.Int64 == at.UnixNano() {
+		return nil
+	}
+	return err
+}
+
+// endRunning moves job id from queued or running to e, ended at at.
+func endRunning(tx *wtx, id int64, e Ending, at time.Time) error {
+	return transition(tx, id, e.Status, []Status{Queued, Running}, func() (sql.Result, error) {
+		return tx.ExecContext(context.Background(),
+			`UPDATE jobs SET status = ?, error = ?, result = ?, ended_at = ? WHERE id = ? AND status IN ('queued', 'running')`,
+			string(e.Status), e.Error, nullJSON(e.Result), at.UnixNano(), id)
+	})
+}
+
+// endInterrupted replaces job id's interruption with e, ended at at,
+// marked late and due for a final edit again.
+func endInterrupted(tx *wtx, id int64, e Ending, at time.Time) error {
+	return transition(tx, id, e.Status, []Status{Interrupted}, func() (sql.Result, error) {
+		return tx.ExecContext(context.Background(),
+			`UPDATE jobs SET status = ?, error = ?, result = ?, ended_at = ?, recorded_late = 1, final_shown = 0
+			 WHERE id = ? AND status = 'interrupted'`,
+			string(e.Status), e.Error, nullJSON(e.Result), at.UnixNano(), id)
+	})
 }
 
 // UnshownFinals returns, oldest first, up to limit final jobs of the given
@@ -449,32 +520,59 @@ func (f JobFilter) where() (string, []any) {
 	return ` WHERE ` + strings.Join(where, ` AND `), args
 }
 
-// InterruptUnfinished ends as Interrupted, with Error set to
-// InterruptedMessage, every queued or running job whose owner is dead: not
-// registered, or past its expiry (see RegisterOwner and Heartbeat); a job
-// without an owner counts as a dead owner's. It returns those jobs as they
-// are now, oldest first. Jobs of live owners (other processes on the same
+// InterruptUnfinished ends as Interrupted every queued or running job
+// whose owner is dead: not registered, or past its expiry (see
+// RegisterOwner and Heartbeat); a job without an owner counts as a dead
+// owner's. Its Error is why(job, its events oldest first), what the store
+// knows of how far it got; InterruptedMessage when why is nil. why runs
+// inside the write and must be quick. It returns those jobs as they are
+// now, oldest first. Jobs of live owners (other processes on the same
 // file, and this one) are left alone, so the bot calls it at start-up and
 // again from time to time: jobs left unfinished by a crash or restart are
 // then reported instead of staying "running" forever.
-func (s *Store) InterruptUnfinished(ctx context.Context) ([]Job, error) {
+func (s *Store) InterruptUnfinished(ctx context.Context, why func(j Job, evs []Event) string) ([]Job, error) {
 	var jobs []Job
 	err := s.write(ctx, func(tx *wtx) error {
+		jobs = nil
 		tt, err := tx.now()
 		if err != nil {
 			return err
 		}
 		t := tt.UnixNano()
-		jobs, err = queryJobs(context.Background(), tx, `UPDATE jobs SET status = 'interrupted', error = ?, ended_at = ?2
-			WHERE status IN ('queued', 'running')
-			  AND NOT EXISTS (SELECT 1 FROM owners o WHERE o.id = jobs.owner AND o.expires_at > ?2)
-			RETURNING `+jobColumns, InterruptedMessage, t)
-		return err
+		const dead = `status IN ('queued', 'running')
+			  AND NOT EXISTS (SELECT 1 FROM owners o WHERE o.id = jobs.owner AND o.expires_at > ?)`
+		found, err := queryJobs(context.Background(), tx, `SELECT `+jobColumns+` FROM jobs WHERE `+dead+` ORDER BY id`, t)
+		if err != nil {
+			return err
+		}
+		for _, j := range found {
+			text := InterruptedMessage
+			if why != nil {
+				evs, err := jobEvents(context.Background(), tx, j.ID)
+				if err != nil {
+					return err
+				}
+				text = why(j, evs)
+			}
+			// Another process may have ended it meanwhile: the
+			// condition is checked again, row by row.
+			res, err := tx.ExecContext(context.Background(), `UPDATE jobs SET status = 'interrupted', error = ?, ended_at = ?
+				WHERE id = ? AND `+dead, text, t, j.ID, t)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 1 {
+				j.Status, j.Error, j.EndedAt = Interrupted, text, time.Unix(0, t).UTC()
+				jobs = append(jobs, j)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("interrupt unfinished jobs: %w", err)
 	}
-	slices.SortFunc(jobs, func(a, b Job) int { return cmp.Compare(a.ID, b.ID) })
 	return jobs, nil
 }
 

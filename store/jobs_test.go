@@ -298,7 +298,7 @@ func testInterruptUnfinished(t *testing.T, drv driver) {
 	if err := s.FinishJob(ctx, done.ID, Failed, "boom", nil); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.InterruptUnfinished(ctx)
+	got, err := s.InterruptUnfinished(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func testInterruptUnfinished(t *testing.T, drv driver) {
 	if d := must(s.Job(ctx, done.ID))(t); d.Status != Failed || d.Error != "boom" {
 		t.Errorf("finished job touched: %+v", d)
 	}
-	again, err := s.InterruptUnfinished(ctx)
+	again, err := s.InterruptUnfinished(ctx, nil)
 	if err != nil || len(again) != 0 {
 		t.Errorf("second InterruptUnfinished = %v, %v; want none", again, err)
 	}
@@ -381,3 +381,141 @@ func testConcurrentTransitions(t *testing.T, drv driver) {
 }
 
 func TestConcurrentTransitions(t *testing.T) { t.Parallel(); eachDriver(t, testConcurrentTransitions) }
+
+// InterruptUnfinished gives each job it ends the text why makes of the job
+// and its events (oldest first): what the store knows of how far it got.
+func testInterruptUnfinishedSaysWhy(t *testing.T, drv driver) {
+	t.Parallel()
+	ctx := context.Background()
+	s := drv.openTemp(t)
+	q := mustCreate(t, s, Job{Command: "a"})
+	r := mustCreate(t, s, Job{Command: "b"})
+	if err := s.StartJob(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []Event{{Step: "stop", Status: "done", Message: "stopped"}, {Step: "start", Status: "done", Message: "active (PID 13)"}} {
+		e.JobID = r.ID
+		if err := s.AppendEvent(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	why := func(j Job, evs []Event) string {
+		if len(evs) == 0 {
+			return fmt.Sprintf("%s %s: nothing recorded", j.Command, j.Status)
+		}
+		last := evs[len(evs)-1]
+		return fmt.Sprintf("%s %s: %d events, last %s: %s", j.Command, j.Status, len(evs), last.Step, last.Message)
+	}
+	got, err := s.InterruptUnfinished(ctx, why)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("InterruptUnfinished = %+v, %v", got, err)
+	}
+	want := map[int64]string{q.ID: "a queued: nothing recorded", r.ID: "b running: 2 events, last start: active (PID 13)"}
+	for _, j := range got {
+		stored := must(s.Job(ctx, j.ID))(t)
+		if j.Error != want[j.ID] || stored.Error != want[j.ID] || stored.Status != Interrupted {
+			t.Errorf("job %d: returned %q, stored %s %q; want %q", j.ID, j.Error, stored.Status, stored.Error, want[j.ID])
+		}
+	}
+}
+
+func TestInterruptUnfinishedSaysWhy(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, testInterruptUnfinishedSaysWhy)
+}
+
+// EndJob records the end time it is given, not the time of the write; a
+// job another process marked interrupted meanwhile gets the real outcome,
+// late; a job already ended otherwise is left alone.
+func testEndJob(t *testing.T, drv driver) {
+	t.Parallel()
+	ctx := context.Background()
+	s := drv.openTemp(t)
+	ended := time.Now().Add(-42 * time.Second).UTC().Round(time.Microsecond)
+	j := mustCreate(t, s, Job{Command: "mtp steps 8"})
+	if err := s.StartJob(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	late, err := s.EndJob(ctx, j.ID, Ending{Status: Succeeded, Result: []byte(`{"summary":"ok"}`), At: ended})
+	if err != nil || late {
+		t.Fatalf("EndJob = %v, %v", late, err)
+	}
+	got := must(s.Job(ctx, j.ID))(t)
+	if got.Status != Succeeded || !got.EndedAt.Equal(ended) || string(got.Result) != `{"summary":"ok"}` || got.RecordedLate {
+		t.Errorf("after EndJob: %s ended %s (want %s), result %s, late %v", got.Status, got.EndedAt, ended, got.Result, got.RecordedLate)
+	}
+	// Tried again (its commit's answer lost): nothing changes, no error.
+	if late, err := s.EndJob(ctx, j.ID, Ending{Status: Succeeded, Result: []byte(`{"summary":"ok"}`), At: ended}); err != nil || late {
+		t.Errorf("EndJob of the same end again = %v, %v; want nil", late, err)
+	}
+	if _, err := s.EndJob(ctx, j.ID, Ending{Status: Succeeded, At: ended.Add(time.Second)}); !isTransition(err, Succeeded, Succeeded) {
+		t.Errorf("EndJob of another end = %v, want TransitionError", err)
+	}
+	if _, err := s.EndJob(ctx, j.ID, Ending{Status: Failed}); !isTransition(err, Succeeded, Failed) {
+		t.Errorf("ending an ended job = %v, want TransitionError", err)
+	}
+
+	k := mustCreate(t, s, Job{Command: "mtp steps 9"})
+	if err := s.FinishJob(ctx, k.ID, Interrupted, InterruptedMessage, nil); err != nil {
+		t.Fatal(err)
+	}
+	late, err = s.EndJob(ctx, k.ID, Ending{Status: Failed, Error: "boom", At: ended})
+	if err != nil || !late {
+		t.Fatalf("EndJob of an interrupted job = %v, %v; want late", late, err)
+	}
+	got = must(s.Job(ctx, k.ID))(t)
+	if got.Status != Failed || got.Error != "boom" || !got.RecordedLate || !got.EndedAt.Equal(ended) {
+		t.Errorf("after a late EndJob: %+v", got)
+	}
+	if _, err := s.EndJob(ctx, k.ID, Ending{Status: Running}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("EndJob to running = %v, want ErrInvalid", err)
+	}
+}
+
+func TestEndJob(t *testing.T) { t.Parallel(); eachDriver(t, testEndJob) }
+
+// The Once writes, for a record tried again after a write whose outcome is
+// unknown: a second try adds nothing; a first one adds as the plain write
+// does; a missing job is still an error.
+func testWritesOnce(t *testing.T, drv driver) {
+	t.Parallel()
+	ctx := context.Background()
+	s := drv.openTemp(t)
+	j := mustCreate(t, s, Job{Command: "mtp steps 8", Service: "qwen"})
+	at := time.Now().UTC()
+	e := Event{JobID: j.ID, At: at, Step: "start", Status: "done", Message: "active (PID 13)"}
+	for range 2 {
+		if err := s.AppendEventOnce(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.At = at.Add(time.Nanosecond)
+	if err := s.AppendEventOnce(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if evs := must(s.Events(ctx, j.ID))(t); len(evs) != 2 {
+		t.Errorf("%d events after the same one twice and another, want 2: %+v", len(evs), evs)
+	}
+	if err := s.AppendEventOnce(ctx, Event{JobID: j.ID + 100, At: at}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("AppendEventOnce to a missing job = %v, want ErrNotFound", err)
+	}
+	if err := s.AppendEventOnce(ctx, Event{JobID: j.ID}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("AppendEventOnce without a time = %v, want ErrInvalid", err)
+	}
+	r := BenchResult{JobID: j.ID, Service: "qwen", Settings: "steps=8", At: at, OutputTokS: 480, Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48}
+	first := must(s.AddBenchResultOnce(ctx, r))(t)
+	again := must(s.AddBenchResultOnce(ctx, r))(t)
+	r.Concurrency = 4
+	other := must(s.AddBenchResultOnce(ctx, r))(t)
+	if again.ID != first.ID || other.ID == first.ID {
+		t.Errorf("ids %d, %d (again), %d (another load); want the same row again, a new one for the other", first.ID, again.ID, other.ID)
+	}
+	if rows := must(s.BenchHistory(ctx, "qwen", 10))(t); len(rows) != 2 {
+		t.Errorf("%d rows, want 2", len(rows))
+	}
+	if _, err := s.AddBenchResultOnce(ctx, BenchResult{Service: "qwen", Settings: "steps=8", At: at}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("AddBenchResultOnce without a job = %v, want ErrInvalid", err)
+	}
+}
+
+func TestWritesOnce(t *testing.T) { t.Parallel(); eachDriver(t, testWritesOnce) }

@@ -219,7 +219,7 @@ func testJobArgs(t *testing.T, drv driver) {
 	check("ListJobs", listed[3], args, true)
 	check("ListJobs", listed[1], typed("svc restart"), true)
 	// InterruptUnfinished returns the jobs it ends (RETURNING), these with them.
-	interrupted := must(s.InterruptUnfinished(ctx))(t)
+	interrupted := must(s.InterruptUnfinished(ctx, nil))(t)
 	if len(interrupted) != 4 {
 		t.Fatalf("InterruptUnfinished = %v", ids(interrupted))
 	}

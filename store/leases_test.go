@@ -256,13 +256,13 @@ func testInterruptUnfinishedSparesLiveOwners(t *testing.T, drv driver) {
 	if refused := mustCreate(t, s1, Job{Command: "gpu recover", Status: Refused}); refused.Owner != "" {
 		t.Fatalf("a refused job got owner %q", refused.Owner)
 	}
-	if got, err := s1.InterruptUnfinished(ctx); err != nil || len(got) != 0 {
+	if got, err := s1.InterruptUnfinished(ctx, nil); err != nil || len(got) != 0 {
 		t.Fatalf("InterruptUnfinished with both owners live = %+v, %v", got, err)
 	}
 	if ok, err := s1.ExpireOwner(ctx, "dying", 100, "m1"); err != nil || !ok {
 		t.Fatalf("ExpireOwner = %v, %v", ok, err)
 	}
-	got, err := s1.InterruptUnfinished(ctx)
+	got, err := s1.InterruptUnfinished(ctx, nil)
 	if err != nil || len(got) != 1 || got[0].ID != dead.ID || got[0].Status != Interrupted {
 		t.Fatalf("InterruptUnfinished = %+v, %v; want only job %d", got, err, dead.ID)
 	}
@@ -281,7 +281,7 @@ func testInterruptUnfinishedSparesLiveOwners(t *testing.T, drv driver) {
 	if err := s1.UnregisterOwner(ctx, "live"); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s1.InterruptUnfinished(ctx); len(got) != 2 || got[0].ID != live.ID || got[1].ID != audited.ID {
+	if got, _ := s1.InterruptUnfinished(ctx, nil); len(got) != 2 || got[0].ID != live.ID || got[1].ID != audited.ID {
 		t.Fatalf("after unregistering, InterruptUnfinished = %+v", got)
 	}
 }
@@ -400,7 +400,7 @@ func testPruneOwners(t *testing.T, drv driver) {
 	if ls, _ := s.Leases(ctx); len(ls) != 0 {
 		t.Fatalf("leases of a pruned owner remain: %+v", ls)
 	}
-	if _, err := s.InterruptUnfinished(ctx); err != nil {
+	if _, err := s.InterruptUnfinished(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if j, _ := s.Job(ctx, busy.ID); j.Status != Interrupted {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,4 +66,78 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// RefuseWrites takes a SQLite store's writes away as a read-only database
+// does: every write is a refusal (IsRefusingWrites), reads go on, nothing
+// is half-written; RefuseWrites(false) gives them back.
+func TestRefuseWritesAndBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTemp(t)
+	j, err := s.CreateJob(ctx, Job{Command: "status"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RefuseWrites(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendEvent(ctx, Event{JobID: j.ID, Step: "stop", Status: "done"}); !IsRefusingWrites(err) {
+		t.Errorf("an event with writes refused: %v; want a refusal", err)
+	}
+	if _, err := s.EndJob(ctx, j.ID, Ending{Status: Succeeded}); !IsRefusingWrites(err) {
+		t.Errorf("a job's end with writes refused: %v; want a refusal", err)
+	}
+	if got, err := s.Job(ctx, j.ID); err != nil || got.Status != Queued {
+		t.Errorf("a read with writes refused: %+v, %v", got, err)
+	}
+	if err := s.RefuseWrites(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendEvent(ctx, Event{JobID: j.ID, Step: "stop", Status: "done"}); err != nil {
+		t.Fatalf("an event once writes are back: %v", err)
+	}
+	if evs, err := s.Events(ctx, j.ID); err != nil || len(evs) != 1 {
+		t.Errorf("events %+v, %v; want the one written once writes are back", evs, err)
+	}
+}
+
+// RefuseWrites while other writes are queued (it needs the write
+// connection outside any transaction, so it is never batched with them):
+// each call returns, and the writes go on once writes are back.
+func TestRefuseWritesAmidWrites(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := openTemp(t)
+	j, err := s.CreateJob(ctx, Job{Command: "status"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = s.AppendEvent(ctx, Event{JobID: j.ID, Step: "x", Status: "done"})
+			}
+		}()
+	}
+	for i := range 20 {
+		if err := s.RefuseWrites(ctx, i%2 == 0); err != nil {
+			t.Fatalf("RefuseWrites %d: %v", i, err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if err := s.AppendEvent(ctx, Event{JobID: j.ID, Step: "y", Status: "done"}); err != nil {
+		t.Fatalf("a write once writes are back: %v", err)
+	}
 }

@@ -19,6 +19,7 @@ type writeOp struct {
 	one   bool         // fn changes the database with at most one statement (see write1)
 	long  bool         // maintenance (see writeLong): MaintenanceTimeout instead of StatementTimeout
 	auto  bool         // exactly one statement: autocommit on PostgreSQL (see writeAuto)
+	bare  bool         // SQLite: fn runs on the write connection outside any transaction (see RefuseWrites)
 	ack   *ackRows     // CreateJobAudited on PostgreSQL: queued for the acker (see acker), fn its own statement
 	state atomic.Int32 // opPending, then opTaken (by the writer or the acker) or opAbandoned (by the caller)
 	done  chan error   // buffered 1; receives the outcome once the op is taken
@@ -114,18 +115,23 @@ func (s *Store) submit(ctx context.Context, op *writeOp) error {
 func (s *Store) writer() {
 	defer s.writerWG.Done()
 	batch := make([]*writeOp, 0, maxBatch)
-	var op *writeOp
+	var op, next *writeOp // next: a bare call met while draining, run after the batch
 	for {
-		select {
-		case op = <-s.ops:
+		if next != nil {
+			op, next = next, nil
 			batch = append(batch[:0], op)
-		case <-s.closing:
-			for _, st := range s.stmts {
-				if st != nil {
-					st.Close()
+		} else {
+			select {
+			case op = <-s.ops:
+				batch = append(batch[:0], op)
+			case <-s.closing:
+				for _, st := range s.stmts {
+					if st != nil {
+						st.Close()
+					}
 				}
+				return
 			}
-			return
 		}
 		// Let the callers that the last commit woke up queue again
 		// before the batch is cut: without this, half the transactions
@@ -133,6 +139,12 @@ func (s *Store) writer() {
 		runtime.Gosched()
 		if s.dialect == postgresSQL && op.auto {
 			s.runAutocommit(op)
+			continue
+		}
+		if op.bare {
+			if op.state.CompareAndSwap(opPending, opTaken) {
+				op.done <- runOp(&wtx{s: s}, op.fn)
+			}
 			continue
 		}
 		// On PostgreSQL the whole transaction is bounded: a database that
@@ -153,14 +165,8 @@ func (s *Store) writer() {
 			// once more, on another (or a new) connection.
 			tx, err = s.wdb.BeginTx(txCtx, nil)
 		}
-	drain:
-		for len(batch) < maxBatch && s.dialect == sqliteSQL {
-			select {
-			case op := <-s.ops:
-				batch = append(batch, op)
-			default:
-				break drain
-			}
+		if s.dialect == sqliteSQL {
+			batch, next = s.drain(batch)
 		}
 		if err != nil {
 			if txCtx.Err() != nil {
@@ -181,6 +187,24 @@ func (s *Store) writer() {
 		clear(batch)
 		s.prepareNew()
 	}
+}
+
+// drain adds to batch the calls queued meanwhile, up to maxBatch (SQLite:
+// one transaction carries them all). A bare call (see RefuseWrites) ends
+// the batch: it is returned as next, to run once the transaction is over.
+func (s *Store) drain(batch []*writeOp) (_ []*writeOp, next *writeOp) {
+	for len(batch) < maxBatch {
+		select {
+		case op := <-s.ops:
+			if op.bare {
+				return batch, op
+			}
+			batch = append(batch, op)
+		default:
+			return batch, nil
+		}
+	}
+	return batch, nil
 }
 
 // runBatch runs the pending calls of batch in tx and commits. It returns

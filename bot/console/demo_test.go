@@ -82,6 +82,7 @@ func (b *waitBot) Handle(_ context.Context, req bot.Request) bot.Reply {
 func (b *waitBot) Act(context.Context, bot.ActionRequest) bot.Reply { return bot.Reply{} }
 func (b *waitBot) Previewed(context.Context, string, string) error  { return nil }
 func (b *waitBot) Check(string) error                               { return nil }
+func (b *waitBot) AwaitRecord(context.Context, int64) error         { return nil }
 func (b *waitBot) Active() []int64 {
 	select {
 	case <-b.release:

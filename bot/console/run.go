@@ -20,6 +20,17 @@ const (
 	// expired confirmation).
 	ExitFail  = 1
 	ExitUsage = 2 // a command did not parse; none was run
+	// ExitUnrecorded: a job ended on its host but opsbot's store did not
+	// take its record (it refused writes for RunOptions.RecordWait, or
+	// Ctrl-C gave up the wait). Its outcome is printed all the same.
+	ExitUnrecorded = 3
+)
+
+// How long Run waits for a store that refuses a job's record, and how
+// often it says it still waits (RunOptions.RecordWait, RecordTick).
+const (
+	DefaultRecordWait = 5 * time.Minute
+	DefaultRecordTick = 30 * time.Second
 )
 
 // Platform is the platform name of terminal requests.
@@ -34,6 +45,9 @@ type Bot interface {
 	bot.Inbound
 	Check(text string) error
 	Wait(ctx context.Context, id int64) (bot.JobOutcome, error)
+	// AwaitRecord waits until the store has taken job id's record (nil),
+	// or says why not: ctx ended, or opsbot stopped first.
+	AwaitRecord(ctx context.Context, id int64) error
 	Active() []int64
 }
 
@@ -64,6 +78,10 @@ type RunOptions struct {
 	// Invocation is how the commands were run, flags included ("opsbot run
 	// --lab"), for the hint on quoting them.
 	Invocation string
+	// RecordWait bounds the wait for a store that refuses a job's record
+	// (0: DefaultRecordWait); RecordTick is how often Err says it still
+	// waits (0: DefaultRecordTick).
+	RecordWait, RecordTick time.Duration
 }
 
 func (o RunOptions) request(text string) bot.Request {
@@ -106,6 +124,9 @@ type JSONLine struct {
 	// ChartPath is the file the job's chart (a sweep's, a tune's) was saved
 	// to, in RunOptions.ChartDir; only on the line of a job that made one.
 	ChartPath string `json:"chart_path,omitempty"`
+	// Unrecorded says why opsbot's store does not have the job's end (the
+	// job is as it ended on its host); only on such a line (ExitUnrecorded).
+	Unrecorded string `json:"unrecorded,omitempty"`
 }
 
 // jsonJob is o as the JSON output shows it; events stay out (a line
@@ -200,14 +221,32 @@ func runOne(ctx context.Context, o RunOptions, text string) int {
 		}
 		return ExitOK
 	}
-	job, err := o.Bot.Wait(ctx, reply.JobID)
+	return jobEnded(ctx, o, text, reply.JobID)
+}
+
+// jobEnded waits for job id, which command text started, and prints its
+// outcome (the thread has printed its steps; with JSON, its line) once
+// the store has taken it, or once Run gives up waiting for the store.
+func jobEnded(ctx context.Context, o RunOptions, text string, id int64) int {
+	job, err := o.Bot.Wait(ctx, id)
 	if err != nil {
-		report(o, text, &JSONJob{ID: reply.JobID, Status: "unknown"}, "waiting for the job: "+err.Error())
+		report(o, text, &JSONJob{ID: id, Status: "unknown"}, "waiting for the job: "+err.Error())
 		return ExitFail
+	}
+	unrecorded := ""
+	if job.Unrecorded != nil {
+		if err := awaitRecord(ctx, o, job); err != nil {
+			unrecorded = err.Error()
+			if !o.JSON {
+				fmt.Fprintf(o.Err, "opsbot: %s\n", notRecorded(job, err))
+			}
+		} else if j, err := o.Bot.Wait(ctx, id); err == nil {
+			job = j
+		}
 	}
 	if o.JSON {
 		line := JSONLine{Command: text, Job: jsonJob(job),
-			Events: append(make([]bot.Event, 0, len(job.Events)), job.Events...), Result: job.Result}
+			Events: append(make([]bot.Event, 0, len(job.Events)), job.Events...), Result: job.Result, Unrecorded: unrecorded}
 		if job.Error != "" {
 			line.Error = ptr(job.Error)
 		}
@@ -220,7 +259,10 @@ func runOne(ctx context.Context, o RunOptions, text string) int {
 		}
 		writeJSON(o.Out, line)
 	}
-	if !job.Succeeded() {
+	switch {
+	case unrecorded != "":
+		return ExitUnrecorded
+	case !job.Succeeded():
 		return ExitFail
 	}
 	return ExitOK

@@ -130,7 +130,10 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 // secret, sent within MaxSkew of now. Otherwise it answers the request
 // itself (401, or 400 for a body it cannot read), counts the refusal
 // (Options.Reject: refusals are not logged one by one), and returns false.
-// Unsigned or stale deliveries are refused before their body is read.
+// Unsigned or stale deliveries are refused before their body is read, so
+// they hold nothing at opsbot serve's listener, which admits a body when
+// it is first read; a body the listener refuses there it answers and
+// counts itself (bot.ErrBodyRefused).
 func (a *Adapter) verifiedBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	now := a.now()
 	if err := checkHeaders(r.Header, now); err != nil {
@@ -142,6 +145,9 @@ func (a *Adapter) verifiedBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 		return nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if errors.Is(err, bot.ErrBodyRefused) {
+		return nil, false // the listener answered and counted it (too slow, too many from one address...)
+	}
 	if err != nil {
 		a.reject("bad_body")
 		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)

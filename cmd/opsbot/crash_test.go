@@ -23,6 +23,9 @@ import (
 // set, the process is `opsbot` with the arguments after "--", signals handled
 // as main handles them.
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(floodEnv); spec != "" {
+		os.Exit(floodMain(spec))
+	}
 	if os.Getenv("OPSBOT_TEST_MAIN") == "1" {
 		args := os.Args[1:]
 		for i, a := range args {

@@ -68,6 +68,7 @@ func TestBrokenConfigsNameTheKey(t *testing.T) {
 		{"retention too short", "store: {path: opsbot.db, retention: 5m}\n", "store.retention must be at least 1h"},
 		{"listen not host:port", "http: {listen: localhost}\n", "http.listen must be HOST:PORT"},
 		{"listen bad port", "http: {listen: \"127.0.0.1:http\"}\n", "http.listen must be HOST:PORT"},
+		{"trusted proxy not a CIDR", "http: {listen: \"127.0.0.1:9090\", trusted_proxies: [192.0.2.7]}\n", `http.trusted_proxies[0]: "192.0.2.7" is not a CIDR`},
 		{"log format", "log: {format: xml}\n", "log.format must be text or json"},
 		{"log level", "log: {level: loud}\n", "log.level: must be debug, info, warn or error"},
 	} {

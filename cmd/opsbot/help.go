@@ -31,7 +31,9 @@ var subcommands = map[string]subcommandDoc{
 			"when a job waits for another's service and when it has it). Flags may come before or\n" +
 			"after the commands. Exit 2 when a command does not parse (then none runs); otherwise the highest\n" +
 			"of the commands' codes: 0 when every job succeeded or was answered, 1 when one failed, was refused\n" +
-			"or cancelled, or was turned down as it ran (`job 7` of a job that does not exist).\n" +
+			"or cancelled, or was turned down as it ran (`job 7` of a job that does not exist), 3 when a job was\n" +
+			"done on its host but its store refused its record: the run waits up to 5 minutes for the store\n" +
+			"(saying so every 30 s; Ctrl-C gives up) and prints the job's outcome either way.\n" +
 			"--lab alone keeps no store: `job 1` in a later run finds nothing. --config FILE --lab runs on the lab\n" +
 			"with FILE's store, which lasts. A chart (sweep, mtp tune) is saved as a new file in --chart-dir\n" +
 			"(default: the current directory), chart-job-N-YYYYMMDD-HHMMSS.png, and its path printed (with\n" +

@@ -209,7 +209,7 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 	// slow start and a port in use fails at once.
 	httpCtx, stopHTTP := context.WithCancel(context.Background())
 	defer stopHTTP()
-	httpDone, err := s.listen(httpCtx, cfg0.HTTP.Listen, routes, rejects)
+	httpDone, err := s.listen(httpCtx, cfg0.HTTP, routes, rejects)
 	if err != nil {
 		return err
 	}
@@ -345,18 +345,21 @@ func (s *server) openAdapters(cfg *config.Config) (map[string]bot.Chat, map[stri
 	return chats, routes, rejects, nil
 }
 
-// listen opens the HTTP listener on addr and serves /healthz, /readyz, the
-// metrics and routes on it until ctx ends; the channel returned then gets
-// Serve's error. With addr empty it serves nothing (a nil channel), and
-// routes to serve are an error.
-func (s *server) listen(ctx context.Context, addr string, routes map[string]http.Handler, rejects *serve.Rejects) (chan error, error) {
+// listen opens the HTTP listener on http.listen and serves /healthz,
+// /readyz, the metrics and routes on it until ctx ends, trusting
+// http.trusted_proxies' X-Forwarded-For; the channel returned then gets
+// Serve's error. With no http.listen it serves nothing (a nil channel),
+// and routes to serve are an error.
+func (s *server) listen(ctx context.Context, hc config.HTTP, routes map[string]http.Handler, rejects *serve.Rejects) (chan error, error) {
+	addr := hc.Listen
 	if addr == "" {
 		if len(routes) > 0 {
 			return nil, errors.New("http.listen: an enabled adapter receives deliveries over HTTP: set http.listen")
 		}
 		return nil, nil
 	}
-	h, err := serve.Handler(serve.Options{Ready: s.ready, Metrics: s.metrics, Routes: routes, Rejects: rejects})
+	h, err := serve.Handler(serve.Options{Ready: s.ready, Metrics: s.metrics, Routes: routes, Rejects: rejects,
+		TrustedProxies: hc.TrustedPrefixes()})
 	if err != nil {
 		return nil, err
 	}
@@ -364,6 +367,7 @@ func (s *server) listen(ctx context.Context, addr string, routes map[string]http
 	if err != nil {
 		return nil, err
 	}
+	ln = serve.LimitConns(ln, hc.TrustedPrefixes(), rejects)
 	done := make(chan error, 1)
 	go func() { done <- serve.Serve(ctx, ln, h, s.log) }()
 	s.log.Info("http listening", "addr", ln.Addr().String())

@@ -8,6 +8,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/opsbot/opsbot/internal/pgtest"
+	"github.com/opsbot/opsbot/internal/testkit"
+	"github.com/opsbot/opsbot/internal/testrun"
+	"github.com/opsbot/opsbot/store"
 )
 
 // jobLine is a --json line with the jobs it carries.
@@ -109,5 +114,128 @@ func TestDemoYesConfirmsAndQuitWaits(t *testing.T) {
 	}
 	if strings.Contains(o, "#2") {
 		t.Errorf("a line after quit ran:\n%s", o)
+	}
+}
+
+// startRunOnCutStore starts `opsbot run --config C --lab ... 'mtp steps 8'`
+// (extra flags before the command) on a PostgreSQL store reached through a
+// proxy, cuts the proxy once the store has the job's step waiting for its
+// engine to load (slow load), so the job winds down and its end is
+// refused, and returns once the run says it waits for the store. st is the
+// database, reached without the proxy. The run's exit code comes on done;
+// cancel is its Ctrl-C.
+func startRunOnCutStore(t *testing.T, extra ...string) (proxy *pgtest.Proxy, st *store.Store, cfg string, stdout, stderr *syncBuffer, done chan int, cancel func()) {
+	t.Helper()
+	db := pgtest.Database(t)
+	proxy, url := pgtest.NewProxy(t, db)
+	cfg = writeFile(t, filepath.Join(t.TempDir(), "opsbot.yaml"),
+		"store: {driver: postgres, url: \""+url+"\"}\nlimits: {lease_ttl: 15s}\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	stdout, stderr, done = &syncBuffer{}, &syncBuffer{}, make(chan int, 1)
+	args := append([]string{"run", "--config", cfg, "--lab", "--lab-faults", "slow-load=1m"}, extra...)
+	go func() { done <- run(ctx, append(args, "mtp steps 8"), strings.NewReader(""), stdout, stderr) }()
+	testkit.WaitFor(t, 2*time.Minute, "the database opens", func() bool {
+		var err error
+		st, err = store.OpenPostgres(context.Background(), db, 0)
+		return err == nil
+	})
+	t.Cleanup(func() { st.Close() })
+	testkit.WaitFor(t, 2*time.Minute, "the job waits until its engine is ready", func() bool {
+		evs, _ := st.Events(context.Background(), 1)
+		return len(evs) > 0 && evs[len(evs)-1].Step == "wait until ready"
+	})
+	proxy.Cut()
+	exited := -1
+	testkit.WaitFor(t, 2*time.Minute, "the run waits for the store to take the job's record (or exits)", func() bool {
+		select {
+		case exited = <-done:
+			return true
+		default:
+		}
+		return strings.Contains(stderr.String(), "waiting up to 5m0s for the store to take it (Ctrl-C gives up)")
+	})
+	if exited >= 0 {
+		t.Fatalf("the run exited %d instead of waiting for its record\nstdout:\n%s\nstderr:\n%s", exited, stdout, stderr)
+	}
+	return proxy, st, cfg, stdout, stderr, done, cancel
+}
+
+// `opsbot run` whose store goes away mid-job: the job winds down (the
+// host is left serving the new unit, the benchmark skipped) and its end is
+// refused; the run does not exit but waits for the store, and once the
+// store is back the job is recorded (failed, naming the store, ended when
+// it ended), its final line printed, and the run exits with the job's
+// code, 1.
+func TestRunWaitsForItsRecord(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	pgtest.Skip(t)
+	proxy, st, _, stdout, stderr, done, _ := startRunOnCutStore(t)
+	back := time.Now()
+	proxy.Restore()
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the run still waits two minutes after the store came back\nstderr:\n%s", stderr)
+	}
+	if code != 1 || !strings.Contains(stderr.String(), "opsbot: the store took job #1's record") ||
+		!strings.Contains(stdout.String(), "#1 `mtp steps 8 qwen` — failed") {
+		t.Fatalf("exit %d (want 1, the job failed); stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	j, err := st.Job(context.Background(), 1)
+	if err != nil || j.Status != store.Failed || !strings.Contains(j.Error, "benchmark skipped: opsbot's store refuses writes") ||
+		!j.EndedAt.Before(back) {
+		t.Errorf("recorded %+v, %v; want failed, benchmark skipped naming the store, ended before the store came back (%s)", j, err, back)
+	}
+}
+
+// `opsbot run` whose store refuses the job's record, given up with Ctrl-C:
+// it prints the outcome (--json: the job as it ended on its host, and why
+// it is not recorded) and exits 3, done on the host but not recorded. The
+// next opsbot process on the store, once the run's registration expired,
+// records the job interrupted with what the store knows: the last step it
+// recorded and what that means for the host.
+func TestRunGivesUpItsRecordOnCtrlC(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	pgtest.Skip(t)
+	proxy, st, cfg, stdout, stderr, done, cancel := startRunOnCutStore(t, "--json")
+	cancel()
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the run did not end after Ctrl-C\nstderr:\n%s", stderr)
+	}
+	var line struct {
+		Job struct {
+			Status string `json:"status"`
+		} `json:"job"`
+		Error      *string `json:"error"`
+		Unrecorded string  `json:"unrecorded"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(stdout.String())), &line); err != nil {
+		t.Fatalf("stdout is not one JSON line: %v\n%s", err, stdout)
+	}
+	if code != 3 || line.Job.Status != "failed" || line.Error == nil || !strings.Contains(*line.Error, "benchmark skipped") ||
+		!strings.Contains(line.Unrecorded, "opsbot stopped before its store took the job's record") {
+		t.Fatalf("exit %d (want 3); stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+
+	proxy.Restore()
+	testkit.WaitFor(t, time.Minute, "the stopped run's registration expires", func() bool {
+		_, live, err := st.JobOwner(context.Background(), 1)
+		return err == nil && !live
+	})
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"run", "--config", cfg, "--lab", "--json", "job 1"}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("job 1 in the next run: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	j, err := st.Job(context.Background(), 1)
+	if err != nil || j.Status != store.Interrupted || !strings.Contains(j.Error, "last seen: wait until ready") ||
+		!strings.HasSuffix(j.Error, "the host may run the new unit: `svc status qwen`") {
+		t.Errorf("the next run recorded %s %q, %v; want interrupted, last seen waiting until ready, the host may run the new unit", j.Status, j.Error, err)
 	}
 }

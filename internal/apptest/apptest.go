@@ -62,6 +62,14 @@ func Lab(t testing.TB, l *lab.Lab, extra string) (*bot.App, *chatrec.Recorder) {
 // config was written to path: extra is appended to that file.
 func Topology(t testing.TB, topo lab.Topology, path, extra string) (*bot.App, *chatrec.Recorder) {
 	t.Helper()
+	return TopologyWrapped(t, topo, path, extra, nil)
+}
+
+// TopologyWrapped is Topology whose jobs run on wrap(the lab's backend),
+// for a test that stands between a pipeline and the runtime (its
+// reporter, its return); nil wrap is Topology.
+func TopologyWrapped(t testing.TB, topo lab.Topology, path, extra string, wrap func(jobs.Backend) jobs.Backend) (*bot.App, *chatrec.Recorder) {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +91,9 @@ func Topology(t testing.TB, topo lab.Topology, path, extra string) (*bot.App, *c
 			return nil, err
 		}
 		t.Cleanup(func() { rb.Close() })
+		if wrap != nil {
+			return wrap(jobs.RunbookBackend(rb)), nil
+		}
 		return jobs.RunbookBackend(rb), nil
 	}
 	app, err := bot.NewApp(context.Background(), cfg, bot.AppOptions{NewBackend: newBackend, Chats: map[string]bot.Chat{"console": chat}})

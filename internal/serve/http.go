@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -25,12 +26,20 @@ type Options struct {
 	// Rejects counts the requests refused before they reach the bot; nil
 	// counts nothing.
 	Rejects *Rejects
+	// TrustedProxies are the peers whose X-Forwarded-For names the client
+	// a request counts against (http.trusted_proxies; see clientOf).
+	TrustedProxies []netip.Prefix
 }
 
 // Handler serves GET /healthz (200 while the process is alive), GET /readyz
 // (200 "ready", or 503 with the reason), GET /metrics and the adapters'
 // routes. A route that clashes with another is an error.
 func Handler(o Options) (_ http.Handler, err error) {
+	return handler(o, &defaultLimits)
+}
+
+// handler is Handler with the gate's and the pace's limits.
+func handler(o Options, lim *limits) (_ http.Handler, err error) {
 	mux := http.NewServeMux()
 	defer func() {
 		// ServeMux panics on a conflicting pattern: say which instead.
@@ -61,7 +70,7 @@ func Handler(o Options) (_ http.Handler, err error) {
 	for pattern, h := range o.Routes {
 		mux.Handle(pattern, h)
 	}
-	return limitBodies(mux, &bodyGate{}, o.Rejects), nil
+	return limitBodies(mux, newBodyGate(lim), o.TrustedProxies, o.Rejects), nil
 }
 
 // Listen opens the listener for http.listen (HOST:PORT).

@@ -20,40 +20,82 @@ import (
 	"github.com/opsbot/opsbot/ops/remote"
 )
 
+// readingRoute is a route that reads its body as the Slack adapter does
+// (answering 400 when it cannot) after its first byte, which it reports on
+// inside: a body that reported is admitted and held open until its sender
+// sends the rest.
+func readingRoute(inside chan<- struct{}) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var first [1]byte
+		if _, err := io.ReadFull(r.Body, first[:]); err != nil {
+			http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if inside != nil {
+			inside <- struct{}{}
+		}
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+		}
+	})
+}
+
+// heldPost posts a body of size bytes from the client's own address: its
+// first byte at once, the rest once release is closed. It returns the
+// answer's status, or 0 and the error.
+func heldPost(url string, from string, size int, release <-chan struct{}) (int, error) {
+	pr, pw := io.Pipe()
+	go func() {
+		pw.Write([]byte("x"))
+		<-release
+		pw.Write(bytes.Repeat([]byte("x"), size-1))
+		pw.Close()
+	}()
+	req, _ := http.NewRequest(http.MethodPost, url, pr)
+	req.ContentLength = int64(size)
+	return doFrom(req, from)
+}
+
+// doFrom sends req from the loopback address from (127.0.0.1 when empty)
+// on a connection of its own.
+func doFrom(req *http.Request, from string) (int, error) {
+	d := &net.Dialer{}
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
+	c := &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
 // TestBodiesLimited: a body over MaxBody is refused 413 before it is read;
 // past MaxLargeBodies large bodies being read at once, the next large one is
-// answered 503 with Retry-After at once, while a small one (a slash command)
-// still goes through; each refusal is counted by route and reason, and
-// logged once for the second with its count; a large body goes through
-// again once the others are done.
+// answered 503 with Retry-After at once (the route's own answer to the
+// failed read is dropped), while a small one (a slash command) still goes
+// through; each refusal is counted by route and reason, and logged once
+// for the second with its count; a large body goes through again once the
+// others are done. (One client sends them all here: its own cap and the
+// pools' reserves are lifted, and the held bodies are not cut for pace.)
 func TestBodiesLimited(t *testing.T) {
 	m := NewMetrics(BuildInfo("v", "r"), func() []remote.HostState { return nil })
 	var logged bytes.Buffer
 	var logMu sync.Mutex
 	rej := NewRejects(m, slog.New(slog.NewTextHandler(lockedWriter{&logged, &logMu}, nil)))
-	release := make(chan struct{})
+	lim := defaultLimits
+	lim.clientBodies, lim.smallReserve, lim.largeReserve, lim.grace = 1000, 0, 0, time.Minute
 	inside := make(chan struct{}, MaxLargeBodies+1)
-	h, err := Handler(Options{Metrics: m, Rejects: rej, Routes: map[string]http.Handler{
-		"POST /slack/events": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			inside <- struct{}{}
-			<-release // holds its body slot, as a slow body does
-			io.Copy(io.Discard, r.Body)
-		})}})
+	h, err := handler(Options{Metrics: m, Rejects: rej, Routes: map[string]http.Handler{"POST /slack/events": readingRoute(inside)}}, &lim)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	post := func(body io.Reader, size int64) *http.Response {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/slack/events", body)
-		req.ContentLength = size
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp
-	}
+	url := srv.URL + "/slack/events"
 	// Headers that announce more than MaxBody, and no body at all: the
 	// answer comes before any of it is read.
 	c, err := net.Dial("tcp", srv.Listener.Addr().String())
@@ -66,29 +108,36 @@ func TestBodiesLimited(t *testing.T) {
 	if err != nil || !strings.Contains(status, "413") {
 		t.Fatalf("a body over MaxBody: %q %v, want 413", status, err)
 	}
-	large := strings.Repeat("x", SmallBody+1)
+	release := make(chan struct{})
 	var wg sync.WaitGroup
 	for range MaxLargeBodies {
-		wg.Go(func() { post(strings.NewReader(large), int64(len(large))) })
+		wg.Go(func() {
+			if code, err := heldPost(url, "", SmallBody+1, release); code != http.StatusOK {
+				t.Errorf("a held large body once released: %d %v", code, err)
+			}
+		})
 	}
 	for range MaxLargeBodies {
 		<-inside
 	}
-	resp := post(strings.NewReader(large), int64(len(large)))
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(strings.Repeat("x", SmallBody+1)))
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
 		t.Fatalf("past MaxLargeBodies: %d, Retry-After %q; want 503 and 1", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	small := make(chan int, 1)
-	go func() { small <- post(strings.NewReader("{}"), 2).StatusCode }()
-	<-inside // the small one is in, beside the large ones held
-	close(release)
-	if code := <-small; code != http.StatusOK {
-		t.Fatalf("a small body while the large pool is full: %d", code)
+	if code, err := doFrom(mustRequest(t, url, "{}"), ""); code != http.StatusOK {
+		t.Fatalf("a small body while the large pool is full: %d %v", code, err)
 	}
+	<-inside
+	close(release)
 	wg.Wait()
 	go func() { <-inside }()
-	if resp := post(strings.NewReader(large), int64(len(large))); resp.StatusCode != http.StatusOK {
-		t.Fatalf("once the others were read: %d", resp.StatusCode)
+	if code, err := doFrom(mustRequest(t, url, strings.Repeat("x", SmallBody+1)), ""); code != http.StatusOK {
+		t.Fatalf("once the others were read: %d %v", code, err)
 	}
 	for reason, want := range map[string]float64{"too_large": 1, "over_capacity": 1} {
 		if got := testutil.ToFloat64(m.rejected.WithLabelValues("/slack/events", reason)); got != want {
@@ -107,6 +156,15 @@ func TestBodiesLimited(t *testing.T) {
 	if !strings.Contains(out, "count=1") {
 		t.Errorf("log: %s", out)
 	}
+}
+
+func mustRequest(t *testing.T, url, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
 }
 
 type lockedWriter struct {

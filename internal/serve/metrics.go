@@ -85,7 +85,7 @@ func NewMetrics(b Build, ssh func() []remote.HostState) *Metrics {
 		chatErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "opsbot_chat_api_errors_total",
 			Help: "Failed calls to a chat platform's API (post, edit, reply), by platform."}, []string{"platform"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "opsbot_http_rejected_total",
-			Help: "HTTP requests refused before they reached the bot (bad signature, stale timestamp, over the body limits), by route and reason."},
+			Help: "HTTP requests refused before they reached the bot (bad signature, stale timestamp, a body over the limits, too many bodies from one address, a body too slow), by route and reason."},
 			[]string{"route", "reason"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "opsbot_requests_total",
 			Help: "Chat requests and actions answered, by platform and outcome."}, []string{"platform", "outcome"}),

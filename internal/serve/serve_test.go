@@ -36,6 +36,8 @@ func exercised(t *testing.T) *Metrics {
 		Bench: &ops.BenchResult{OutputTokS: 280, PerStreamTokS: 280, AcceptLen: 3.2, AcceptRate: 0.22},
 	})
 	m.chatErrs.WithLabelValues("slack").Inc()
+	m.rejected.WithLabelValues("/slack/events", "too_slow").Inc()
+	m.rejected.WithLabelValues("*", "too_many_connections").Inc()
 	st := store.Stats{Driver: "postgres", Statements: 10, Sum: 30 * time.Millisecond, Errors: 2, InUse: 3, MaxConns: 8}
 	for i := range store.StatementBuckets {
 		st.Buckets = append(st.Buckets, min(10, int64(i)))

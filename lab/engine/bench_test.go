@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -90,4 +92,57 @@ func BenchmarkIncidentSingleStream(b *testing.B) {
 			b.ReportMetric(e.Truth().AcceptLen, "accept_len")
 		})
 	}
+}
+
+// BenchmarkStepsByConcurrency prints the lab's measured output tok/s (DefaultPhysics, real
+// time, over loopback) of each speculative setting at concurrency 1, 8, 32 and 64: one round
+// of that many requests of 200 tokens (ignore_eos), from the first dispatch to the last
+// token. "off" runs without speculation; "adaptive 0" is SGLang's adaptive step 0 alone
+// (cap raised to 64); "default table" is SGLang's default adaptive table at the cap of 48
+// and raised to 64; the static steps run at SGLang's cap of 48 with speculation on.
+// Run: go test -tags goolm -run '^$' -bench StepsByConcurrency -benchtime 1x ./lab/engine/
+func BenchmarkStepsByConcurrency(b *testing.B) {
+	base := "--model-path /m --chunked-prefill-size 65536 "
+	spec := base + "--speculative-algorithm NEXTN --speculative-eagle-topk 1 "
+	zero := filepath.Join(b.TempDir(), "zero.json")
+	if err := os.WriteFile(zero, []byte(`{"1": {"candidate_steps": [0]}}`), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	rows := [][2]string{{"off", base}, {"adaptive 0 @64", spec + "--speculative-num-steps 0 --max-running-requests 64 --speculative-adaptive --speculative-adaptive-config " + zero},
+		{"default table @48", spec + "--speculative-num-steps 3 --speculative-adaptive"},
+		{"default table @64", spec + "--speculative-num-steps 3 --speculative-adaptive --max-running-requests 64"}}
+	for k := 1; k <= 12; k++ {
+		rows = append(rows, [2]string{fmt.Sprintf("steps %d", k), spec + fmt.Sprintf("--speculative-num-steps %d --speculative-num-draft-tokens %d", k, k+1)})
+	}
+	out := []string{fmt.Sprintf("%-18s %8s %8s %8s %8s", "tok/s", "c=1", "c=8", "c=32", "c=64")}
+	for range b.N {
+		for _, r := range rows {
+			line := fmt.Sprintf("%-18s", r[0])
+			for _, c := range []int{1, 8, 32, 64} {
+				line += fmt.Sprintf(" %8.0f", measureTokS(b, r[1], c))
+			}
+			out = append(out, line)
+		}
+	}
+	b.Logf("lab engine, DefaultPhysics, 200 tokens per request:\n%s", strings.Join(out, "\n"))
+}
+
+// measureTokS starts a lab engine with flags and returns the output tok/s of conc streams.
+func measureTokS(b *testing.B, flags string, conc int) float64 {
+	b.Helper()
+	s, err := ParseArgv(sglangArgv(flags))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if s, _, err = Check(s); err != nil {
+		b.Fatal(err)
+	}
+	e := New(s, Options{Physics: DefaultPhysics()})
+	srv := httptest.NewServer(e.Handler())
+	defer func() { e.Close(); srv.Close() }()
+	e.SetReady(true)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
+	start := time.Now()
+	streamAll(b, client, srv.URL, conc, 200)
+	return float64(e.Truth().OutputTokens) / time.Since(start).Seconds()
 }

@@ -118,11 +118,15 @@ func checkSGLangSpec(s Settings, read func(string) ([]byte, error)) (Settings, [
 			`    self.speculative_num_draft_tokens = self.speculative_eagle_topk * self.speculative_num_steps + 1`,
 		}, "TypeError: unsupported operand type(s) for +: 'NoneType' and 'int'")
 	}
+	minSteps := 1
+	if s.Adaptive != nil {
+		minSteps = 0 // a candidate of the adaptive config (checkAdaptive), 0 included
+	}
 	for _, c := range []struct {
 		name  string
 		v, lo int
 		hi    int
-	}{{"speculative_num_steps", s.Steps, 1, maxSpecSteps}, {"speculative_eagle_topk", s.TopK, 1, 64},
+	}{{"speculative_num_steps", s.Steps, minSteps, maxSpecSteps}, {"speculative_eagle_topk", s.TopK, 1, 64},
 		{"speculative_num_draft_tokens", s.DraftTokens, 1, 1024}} {
 		if c.v < c.lo || c.v > c.hi {
 			return s, lines, s.traceback([]string{
@@ -247,9 +251,14 @@ func checkVLLM(s Settings) (Settings, []string, error) {
 			t, err := parseBatchTable(raw)
 			if err != nil {
 				return s, lines, s.vllmTraceback("pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig",
-					"num_speculative_tokens_per_batch_size", "  Value error, "+err.Error())
+					"num_speculative_tokens_per_batch_size", err.Error())
 			}
-			s.BatchTable = t
+			if len(t) > 0 { // the Scheduler builds the lookup only for a non-empty table
+				if t, err = checkBatchTable(t); err != nil {
+					return s, lines, s.vllmCoreTraceback(err.Error())
+				}
+				s.BatchTable = t
+			}
 		}
 	}
 	if m, ok := s.Args["speculative_config"].(map[string]any); ok {
@@ -274,6 +283,29 @@ func (s Settings) vllmTraceback(last ...string) *StartError {
 		`  File "` + site + `/vllm/config/speculative.py", line 312, in __post_init__`,
 	}
 	return &StartError{Lines: append(lines, last...), ExitStatus: 1}
+}
+
+// vllmCoreTraceback is the engine core's start-up crash when its Scheduler refuses the
+// per-batch-size table (vllm/v1/core/sched/scheduler.py calls build_dynamic_sd_schedule_lookup).
+func (s Settings) vllmCoreTraceback(msg string) *StartError {
+	site := s.SitePackages
+	if site == "" {
+		site = sitePackages("")
+	}
+	return &StartError{ExitStatus: 1, Lines: []string{
+		vllmStamp("ERROR", "core.py:708") + " EngineCore failed to start.",
+		"Traceback (most recent call last):",
+		`  File "` + site + `/vllm/v1/engine/core.py", line 699, in run_engine_core`,
+		"    engine_core = EngineCoreProc(*args, **kwargs)",
+		`  File "` + site + `/vllm/v1/core/sched/scheduler.py", line 309, in __init__`,
+		"    self.dynamic_sd_lookup = build_dynamic_sd_schedule_lookup(",
+		`  File "` + site + `/vllm/v1/spec_decode/dynamic/utils.py", line 93, in build_dynamic_sd_schedule_lookup`,
+		"    parsed_schedule = validate_and_normalize_dynamic_sd_schedule(",
+		`  File "` + site + `/vllm/v1/spec_decode/dynamic/utils.py", line 74, in validate_and_normalize_dynamic_sd_schedule`,
+		"    raise ValueError(",
+		"ValueError: " + msg,
+		"RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+	}}
 }
 
 // stampNow is SGLang's log prefix without a rank: "[2026-07-21 15:00:13]".

@@ -34,9 +34,10 @@ type Engine struct {
 	ready atomic.Bool
 	seq   atomic.Uint64
 
-	mu      sync.Mutex // guards waiting and st
-	waiting []*request
-	st      stats
+	mu       sync.Mutex // guards waiting, st and curSteps
+	waiting  []*request
+	st       stats
+	curSteps int // steps of the active speculative state (SGLang adaptive: the last batch's)
 
 	outs    []outcome // scheduler scratch
 	correct []int     // scheduler scratch: drafts accepted per stream in one step
@@ -66,6 +67,7 @@ func New(s Settings, o Options) *Engine {
 		e.statsIv = 10 * time.Second
 	}
 	e.spec = newSpecRun(s, p)
+	e.curSteps = s.Steps
 	e.st.init(e.spec.maxLevels, e.start)
 	go e.loop()
 	return e

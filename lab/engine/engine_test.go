@@ -168,6 +168,16 @@ func TestBadRequests(t *testing.T) {
 // runConcurrent sends n streaming requests at once and returns the sum of usage tokens.
 func runConcurrent(t *testing.T, url string, n int, body func(i int) string) int {
 	t.Helper()
+	total, err := streamConcurrent(url, n, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return total
+}
+
+// streamConcurrent runs n streaming completions at once and returns their completion tokens
+// (from each stream's usage chunk), or the first failure.
+func streamConcurrent(url string, n int, body func(i int) string) (int, error) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	total := 0
@@ -203,9 +213,9 @@ func runConcurrent(t *testing.T, url string, n int, body func(i int) string) int
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Fatal(err)
+		return total, err
 	}
-	return total
+	return total, nil
 }
 
 func TestTruthEqualsUsageAcrossConcurrentRequests(t *testing.T) {

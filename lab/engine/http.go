@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -13,7 +14,10 @@ const engineVersion = "0.5.4"
 //
 //	GET  /health, /health_generate   503 until SetReady(true), then 200 (/health_generate SGLang only)
 //	GET  /server_info, /get_server_info, /get_model_info   SGLang server args (404 for vLLM);
-//	     internal_states[0].avg_spec_accept_length moves only at decode log lines
+//	     internal_states[0].avg_spec_accept_length moves only at decode log lines;
+//	     internal_states[0].speculative_num_steps and speculative_num_draft_tokens are the
+//	     steps running now (adaptive: those the last decode batch ran; the top-level keys
+//	     keep the launch values)
 //	GET|POST /flush_cache   SGLang: 200 and the cumulative acceptance and decode-log count
 //	     restart when no request is running or waiting, else 400 (404 for vLLM)
 //	GET  /v1/models
@@ -98,9 +102,19 @@ func (e *Engine) serverInfo(w http.ResponseWriter, r *http.Request) {
 	}
 	e.mu.Lock()
 	state := map[string]any{"last_gen_throughput": e.st.g.genTput,
-		"memory_usage": map[string]any{"weight": 58.91, "kvcache": 21.72, "token_capacity": kvTokens}}
-	if e.s.Speculative() && e.st.cumSteps > 0 {
-		state["avg_spec_accept_length"] = float64(e.st.cumTokens) / float64(e.st.cumSteps)
+		"memory_usage": map[string]any{"weight": 58.91, "kvcache": 21.72, "token_capacity": kvTokens,
+			"cuda_graph": math.Round(float64(e.s.GraphMiB())/1024*100) / 100}}
+	if e.s.Speculative() {
+		// The scheduler's server args, which an adaptive state switch overrides
+		// (EAGLEWorkerV2.apply_runtime_state: "Sync server_args"): the steps running now.
+		steps, draft := e.s.Steps, e.s.DraftTokens
+		if e.spec.policy != nil {
+			steps, draft = e.curSteps, e.curSteps+1
+		}
+		state["speculative_num_steps"], state["speculative_num_draft_tokens"] = steps, draft
+		if e.st.cumSteps > 0 {
+			state["avg_spec_accept_length"] = float64(e.st.cumTokens) / float64(e.st.cumSteps)
+		}
 	}
 	e.mu.Unlock()
 	info["internal_states"] = []any{state}

@@ -56,7 +56,7 @@ func (e *Engine) logDecode(now time.Time, running, queued, tokens int) string {
 		spec = fmt.Sprintf("accept len: %.2f, accept rate: %.2f, ", g.acceptLen, g.acceptRate)
 	}
 	return fmt.Sprintf("%s Decode batch, #running-req: %d, #token: %d, token usage: %.2f, %scuda graph: %s, gen throughput (token/s): %.2f, #queue-req: %d",
-		rankStamp(now), running, tokens, g.tokenUsage, spec, pyBool(running <= e.s.CudaGraphMaxBS), g.genTput, queued)
+		rankStamp(now), running, tokens, g.tokenUsage, spec, pyBool(e.spec.graphs(running)), g.genTput, queued)
 }
 
 func pyBool(b bool) string {

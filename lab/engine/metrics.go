@@ -46,13 +46,18 @@ func (p promWriter) sample(name, extra string, v float64) {
 	p.b.WriteString(name + "{" + p.labels + extra + "} " + pyFloat(v) + "\n")
 }
 
-// pyFloat formats like Python's float repr: 12.0, 3.05, 1e+20.
+// pyFloat formats like Python's float repr: 12.0, 3.05, 1000000.0, 1e+20 (the shortest
+// digits, positional from 1e-4 up to 1e16, exponent form beyond); infinities and NaN as Go
+// writes them (+Inf, NaN), as Prometheus' text format wants.
 func pyFloat(v float64) string {
 	if math.IsInf(v, 0) || math.IsNaN(v) {
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
-	s := strconv.FormatFloat(v, 'g', -1, 64)
-	if !strings.ContainsAny(s, ".e") {
+	if a := math.Abs(v); a != 0 && (a < 1e-4 || a >= 1e16) {
+		return strconv.FormatFloat(v, 'e', -1, 64)
+	}
+	s := strconv.FormatFloat(v, 'f', -1, 64)
+	if !strings.Contains(s, ".") {
 		s += ".0"
 	}
 	return s

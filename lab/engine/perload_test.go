@@ -3,9 +3,9 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -170,25 +170,7 @@ func TestVLLMBatchTable(t *testing.T) {
 	_, _, err := Check(mustParse(t, []string{"/opt/vllm/.venv/bin/vllm", "serve", "/models/q", "--speculative-config",
 		`{"method":"mtp","num_speculative_tokens":3,"num_speculative_tokens_per_batch_size":[[1,8,3],[4,16,1]]}`}))
 	var se *StartError
-	if !errors.As(err, &se) || !strings.Contains(se.Lines[len(se.Lines)-1], "overlap") {
+	if !errors.As(err, &se) || !slices.Contains(se.Lines, "ValueError: Batch-size ranges must be non-overlapping and sorted.") {
 		t.Fatalf("overlapping ranges: err %v", err)
-	}
-}
-
-// Adaptive SGLang captures its CUDA graphs for its widest candidate: a file whose
-// candidates reach steps 14 does not fit where static steps 7 does.
-func TestAdaptiveGraphsForTheWidestCandidate(t *testing.T) {
-	t.Parallel()
-	static, _, err := checkWithFile(t, "--speculative-algorithm NEXTN --speculative-num-steps 7 --speculative-eagle-topk 1 --speculative-num-draft-tokens 8", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wide, _, err := checkWithFile(t, "--speculative-algorithm NEXTN --speculative-num-steps 7 --speculative-eagle-topk 1 --speculative-num-draft-tokens 8 "+
-		"--speculative-adaptive --speculative-adaptive-config FILE", `{"1": {"candidate_steps": [7, 14]}}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s, w := static.GraphMiB(), wide.GraphMiB(); w != int(math.Round(48*15*graphMiBPerBSToken)) || w <= s {
-		t.Fatalf("graphs: static %d MiB, adaptive up to 14 steps %d MiB", s, w)
 	}
 }

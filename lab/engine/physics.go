@@ -21,9 +21,9 @@ import (
 //
 //	t = T0 + C*Steps*TopK + BatchC*(n-1)*D + VerifyC*max(0, n*D - ComputeKnee)
 //
-// the draft model's Steps passes over TopK candidates, each stream's own attention, and once
-// the batch verifies more than ComputeKnee tokens per forward the target is compute-bound and
-// every further token costs VerifyC. So deep speculation wins at concurrency 1 (t barely
+// the draft model's Steps passes over TopK candidates (one pass for a KeepDraft step 0), each
+// stream's own attention, and once the batch verifies more than ComputeKnee tokens per
+// forward the target is compute-bound and every further token costs VerifyC. So deep speculation wins at concurrency 1 (t barely
 // grows with D) and shallow or none at 64 (t grows with n*D).
 type Physics struct {
 	Accept      float64       // per-level acceptance a of a one-candidate level, in [0, 1)
@@ -41,8 +41,11 @@ type Physics struct {
 // DefaultPhysics reproduces the incident's MTP sweep on a Qwen3.5-122B-A10B over 4 GPUs: one
 // stream runs at about 282 tok/s with steps 10 (topk 1, 11 draft tokens; the night measured
 // 270-293), about 217 tok/s with steps 3, about 83 tok/s without speculation. Under load the
-// best steps fall: about 10 at concurrency 1, 7 at 8, 1 or 2 at 32, none at 64 (where
-// speculation also caps the running requests at 48 and the rest queue).
+// best steps fall as SGLang's own default adaptive table expects (deep at batch 1, none by
+// 64): about 10 at concurrency 1, 7 at 8, 3 at 16, 1 at 32 and 48, and none at 64, where
+// the target is compute-bound (VerifyC) and no speculation (its 64 requests all running)
+// beats steps 1 by about a fifth; speculation also caps the running requests at 48 unless
+// --max-running-requests is raised.
 func DefaultPhysics() Physics {
 	return Physics{
 		Accept:      0.92,
@@ -50,7 +53,7 @@ func DefaultPhysics() Physics {
 		T0:          12 * time.Millisecond,
 		C:           1460 * time.Microsecond,
 		BatchC:      60 * time.Microsecond,
-		VerifyC:     150 * time.Microsecond,
+		VerifyC:     250 * time.Microsecond,
 		ComputeKnee: 64,
 		PrefillTok:  20 * time.Microsecond,
 		EOSMean:     200,
@@ -60,9 +63,12 @@ func DefaultPhysics() Physics {
 
 // Shape is the speculative shape of one verify step: draft levels (Steps), candidates per
 // level (TopK) and tokens verified per stream, root included (DraftTokens). The zero Shape
-// (or Steps 0) is decoding without speculation: one token verified, one emitted.
+// (or Steps 0) is decoding without speculation: one token verified, one emitted. KeepDraft
+// (with Steps 0) is SGLang's adaptive step 0: no drafting, but the draft model still extends
+// its KV cache over the verified token, one draft pass (C) per step.
 type Shape struct {
 	Steps, TopK, DraftTokens int
+	KeepDraft                bool
 }
 
 // Chain is the topk-1 shape of k steps (k+1 tokens verified), as SGLang forces it with topk 1
@@ -77,7 +83,7 @@ func Chain(k int) Shape {
 // norm fills unset values: topk 1, and draft tokens steps+1 with topk 1 (else topk x steps + 1).
 func (s Shape) norm() Shape {
 	if s.Steps <= 0 {
-		return Shape{}
+		return Shape{KeepDraft: s.KeepDraft}
 	}
 	s.TopK = max(s.TopK, 1)
 	if s.DraftTokens <= 1 || s.TopK == 1 {
@@ -191,7 +197,11 @@ func (p Physics) StepTime(s Shape, batch int) time.Duration {
 	s = s.norm()
 	batch = max(batch, 1)
 	d := s.Verified()
-	t := p.T0 + time.Duration(s.Steps*s.TopK)*p.C + time.Duration((batch-1)*d)*p.BatchC
+	passes := s.Steps * s.TopK
+	if s.Steps == 0 && s.KeepDraft {
+		passes = 1
+	}
+	t := p.T0 + time.Duration(passes)*p.C + time.Duration((batch-1)*d)*p.BatchC
 	if p.ComputeKnee > 0 {
 		if over := batch*d - p.ComputeKnee; over > 0 {
 			t += time.Duration(over) * p.VerifyC

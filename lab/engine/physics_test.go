@@ -158,3 +158,35 @@ func TestDrawsMatchAcceptLen(t *testing.T) {
 		}
 	}
 }
+
+// The default physics agrees with SGLang's default adaptive table (deep at batch 1, none by
+// 64): at concurrency 64 no speculation (all 64 running) beats every steps value, capped at
+// 48 running or raised to 64, and so does the adaptive step 0 (its draft still extending) at
+// 64 running; at 32 steps 1 is best; deeper speculation wins below.
+func TestDefaultPhysicsFollowsSGLangsDefaultTable(t *testing.T) {
+	t.Parallel()
+	p := DefaultPhysics()
+	best := func(c int) (int, float64) {
+		k, v := 0, p.TokS(Shape{}, c, 0)
+		for s := 1; s <= 16; s++ {
+			if x := p.TokS(Chain(s), c, 48); x > v {
+				k, v = s, x
+			}
+		}
+		return k, v
+	}
+	off, zero := p.TokS(Shape{}, 64, 0), p.TokS(Shape{KeepDraft: true}, 64, 0)
+	for s := 1; s <= 16; s++ {
+		if on := max(p.TokS(Chain(s), 64, 48), p.TokS(Chain(s), 64, 0)); on >= zero || zero >= off {
+			t.Fatalf("concurrency 64: steps %d %.0f tok/s, adaptive step 0 %.0f, no speculation %.0f: want off > step 0 > steps %d", s, on, zero, off, s)
+		}
+	}
+	for c, want := range map[int][2]int{1: {9, 12}, 8: {5, 8}, 32: {1, 1}, 64: {0, 0}} {
+		if k, _ := best(c); k < want[0] || k > want[1] {
+			t.Errorf("concurrency %d: best steps %d, want %d..%d", c, k, want[0], want[1])
+		}
+	}
+	if d := p.StepTime(Shape{KeepDraft: true}, 8) - p.StepTime(Shape{}, 8); d != p.C {
+		t.Errorf("adaptive step 0 costs %v more than no speculation, want one draft pass %v", d, p.C)
+	}
+}

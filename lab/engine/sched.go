@@ -171,8 +171,10 @@ func (e *Engine) admit(nRunning int) ([]*request, int) {
 }
 
 // step runs one verify step of plan over running and returns the streams still running, the
-// requests queued, and the log lines it writes: SGLang's decode log line when this decode
-// iteration closes a log window, the adaptive controller's line when it moved the steps. Counters, the log window and the cumulative acceptance are updated
+// requests queued, and the log lines it writes: SGLang's adaptive runtime-state switch when
+// this batch runs other steps than the last, its decode log line when this decode iteration
+// closes a log window, the adaptive controller's line when it moved the steps. Counters, the
+// log window and the cumulative acceptance are updated
 // together under Engine.mu, before the tokens are handed over, so a client that sees its
 // request end also sees it in Truth, and a flush of the cache never splits an iteration.
 func (e *Engine) step(running []*request, plan stepPlan) ([]*request, int, []string) {
@@ -216,13 +218,15 @@ func (e *Engine) step(running []*request, plan stepPlan) ([]*request, int, []str
 		out = append(out, o)
 	}
 	e.correct = correct
-	adapt := ""
-	if plan.slot != nil {
-		if from, to, moved := plan.slot.update(correct); moved {
-			adapt = fmt.Sprintf("%s Adaptive spec params updated: steps %d -> %d (ema_accept_len=%.2f)", rankStamp(now), from, to, plan.slot.ema)
-		}
-	}
+	adapt := e.spec.verified(plan, correct)
 	e.mu.Lock()
+	var lines []string
+	if e.spec.policy != nil && plan.shape.Steps != e.curSteps {
+		// EAGLEWorkerV2.apply_runtime_state, when activate_step_by_batch switched states.
+		lines = append(lines, fmt.Sprintf("%s Switch adaptive runtime state: steps %d -> %d, draft_tokens %d -> %d",
+			rankStamp(now), e.curSteps, plan.shape.Steps, e.curSteps+1, plan.shape.Steps+1))
+		e.curSteps = plan.shape.Steps
+	}
 	e.st.addStep(s, plan.shape.Drafts())
 	for _, o := range out {
 		if o.fin {
@@ -232,12 +236,11 @@ func (e *Engine) step(running []*request, plan stepPlan) ([]*request, int, []str
 	e.st.active = s.streams - s.finished
 	queued := len(e.waiting)
 	e.st.decodeIters++
-	var lines []string
 	if e.s.Flavor == "sglang" && e.st.decodeIters%e.s.DecodeLogInterval == 0 {
 		lines = append(lines, e.logDecode(now, s.streams-s.finished, queued, inUse))
 	}
 	if adapt != "" {
-		lines = append(lines, adapt)
+		lines = append(lines, rankStamp(now)+" "+adapt)
 	}
 	e.mu.Unlock()
 	kept := running[:0]

@@ -1,40 +1,46 @@
 package engine
 
 // specRun is how an engine speculates at each batch size: one static shape, SGLang's
-// adaptive slots, or vLLM's per-batch table. Only the scheduler goroutine uses it.
+// adaptive policy, or vLLM's per-batch table. Only the scheduler goroutine uses it.
 type specRun struct {
 	static    Shape
 	levels    []float64   // of static
 	chains    [][]float64 // levels of Chain(k), k = 0..max (adaptive and table)
-	router    *adaptiveRouter
-	table     []BatchK
-	maxK      int // vLLM num_speculative_tokens
-	maxLevels int // the most levels any step can accept
+	policy    stepPolicy  // SGLang adaptive (nil = none)
+	table     []int       // vLLM: K by batch size, index 0 unused (nil = none)
+	maxLevels int         // the most levels any step can accept
+	graphMax  int         // largest batch size with captured CUDA graphs (0 = none)
 }
 
-// stepPlan is one verify step's shape, its per-level acceptance, and the adaptive slot to
-// feed (nil = none).
+// stepPlan is one verify step's shape, its per-level acceptance, and the batch size it was
+// planned for (the adaptive policy learns from its verify).
 type stepPlan struct {
 	shape  Shape
 	levels []float64
-	slot   *slotState
+	batch  int
 }
 
 func newSpecRun(s Settings, p Physics) specRun {
 	r := specRun{static: settingsShape(s)}
 	r.levels = p.Levels(r.static)
 	r.maxLevels = len(r.levels)
+	if bs := s.graphBatchSizes(); len(bs) > 0 && s.Flavor == "sglang" {
+		r.graphMax = bs[len(bs)-1]
+	} else if s.Flavor == "vllm" {
+		r.graphMax = s.CudaGraphMaxBS
+	}
 	maxChain := 0
 	switch {
 	case !s.Speculative():
 	case s.Flavor == "sglang" && s.Adaptive != nil:
-		r.router = newAdaptiveRouter(s.Adaptive, s.Steps, max(s.CudaGraphMaxBS, 1))
-		maxChain = s.Adaptive.CandidateSteps()[len(s.Adaptive.CandidateSteps())-1]
+		r.policy = newStepPolicy(s.Adaptive, s.Steps, s.graphBatchSizes(), p)
+		c := s.Adaptive.CandidateSteps()
+		maxChain = c[len(c)-1]
 	case s.Flavor == "vllm" && len(s.BatchTable) > 0:
-		r.table, r.maxK = s.BatchTable, s.Steps
+		r.table = denseLookup(s.BatchTable, max(s.MaxRunningRequests, 1), s.Steps)
 		maxChain = s.Steps
 	}
-	if r.router != nil || r.table != nil {
+	if r.policy != nil || r.table != nil {
 		r.chains = make([][]float64, maxChain+1)
 		for k := range r.chains {
 			r.chains[k] = p.Levels(Chain(k))
@@ -44,15 +50,35 @@ func newSpecRun(s Settings, p Physics) specRun {
 	return r
 }
 
-// plan is the shape a decode step over n running streams runs with.
+// plan is the shape a decode step over n running streams runs with. SGLang's adaptive step
+// 0 verifies one token without drafting, and its draft model still extends over the
+// verified token (EAGLEWorkerV2.forward_batch_generation: "Drafting disabled ...
+// _draft_extend below still runs, keeping draft KV warm"): a KeepDraft shape. vLLM's K 0
+// is a plain decode step.
 func (r *specRun) plan(n int) stepPlan {
 	switch {
-	case r.router != nil:
-		sl := r.router.slot(n)
-		return stepPlan{shape: Chain(sl.current), levels: r.chains[sl.current], slot: sl}
+	case r.policy != nil:
+		k := r.policy.stepsFor(n)
+		sh := Chain(k)
+		if k == 0 {
+			sh = Shape{KeepDraft: true}
+		}
+		return stepPlan{shape: sh, levels: r.chains[k], batch: n}
 	case r.table != nil:
-		k := kFor(r.table, n, r.maxK)
-		return stepPlan{shape: Chain(k), levels: r.chains[k]}
+		k := r.table[min(n, len(r.table)-1)]
+		return stepPlan{shape: Chain(k), levels: r.chains[k], batch: n}
 	}
-	return stepPlan{shape: r.static, levels: r.levels}
+	return stepPlan{shape: r.static, levels: r.levels, batch: n}
 }
+
+// verified feeds a verify's accepted drafts per request to the adaptive policy; it returns
+// the policy's log line ("" = none).
+func (r *specRun) verified(p stepPlan, correct []int) string {
+	if r.policy == nil {
+		return ""
+	}
+	return r.policy.verified(p.batch, correct)
+}
+
+// graphs says whether a batch of n runs on captured CUDA graphs.
+func (r *specRun) graphs(n int) bool { return n <= r.graphMax }

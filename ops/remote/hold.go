@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 )
 
@@ -47,6 +48,11 @@ func (g *Guarded) Run(ctx context.Context, stdin []byte, argv ...string) (Output
 // ReadFile is Host.ReadFile (not checked: it changes nothing).
 func (g *Guarded) ReadFile(ctx context.Context, name string) ([]byte, error) {
 	return g.h.ReadFile(ctx, name)
+}
+
+// Lstat is Host.Lstat (not checked: it changes nothing).
+func (g *Guarded) Lstat(ctx context.Context, name string) (fs.FileInfo, error) {
+	return g.h.Lstat(ctx, name)
 }
 
 // WriteFileAtomic is Host.WriteFileAtomic, sent only while the hold is held.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"sync"
@@ -128,6 +129,21 @@ func (h *Host) ReadFile(ctx context.Context, name string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s on %s: %w", name, h.cfg.Name, err)
 	}
 	return data, nil
+}
+
+// Lstat describes name itself, with sftp over the host's connection (Prefix
+// not applied): a symbolic link is described, not followed. A missing name
+// is an error that wraps fs.ErrNotExist.
+func (h *Host) Lstat(ctx context.Context, name string) (fs.FileInfo, error) {
+	var fi fs.FileInfo
+	err := h.withSFTP(ctx, func(sc *sftp.Client) (err error) {
+		fi, err = sc.Lstat(name)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lstat %s on %s: %w", name, h.cfg.Name, err)
+	}
+	return fi, nil
 }
 
 // WriteFileAtomic replaces a file with data, with sftp over the host's connection (Prefix not

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"strings"
 	"sync"
@@ -161,5 +162,43 @@ func TestFileCancel(t *testing.T) {
 	defer cancel2()
 	if _, err := h.ReadFile(ctx2, "/etc/hostname"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Lstat describes a name itself over sftp: a regular file, a directory, a
+// missing name (fs.ErrNotExist) and, on OpenSSH, a symbolic link, which is
+// not followed. The lab's links are checked in ops' per-load tests.
+func TestLstat(t *testing.T) {
+	for _, tg := range targets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			h := mustHost(t, tg.pool(t, nil), tg.host)
+			file, dir := path.Join(tg.fileDir, "lstat.json"), path.Join(tg.fileDir, "lstat-dir")
+			if err := h.WriteFileAtomic(testkit.Context(t, 30*time.Second), file, []byte("{}\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := h.Run(testkit.Context(t, 30*time.Second), nil, "mkdir", dir); err != nil || out.ExitStatus != 0 {
+				t.Fatalf("mkdir: %+v %v", out, err)
+			}
+			if fi, err := h.Lstat(testkit.Context(t, 30*time.Second), file); err != nil || !fi.Mode().IsRegular() || fi.Size() != 3 {
+				t.Errorf("lstat a file: %v %v", fi, err)
+			}
+			if fi, err := h.Lstat(testkit.Context(t, 30*time.Second), dir); err != nil || !fi.IsDir() {
+				t.Errorf("lstat a directory: %v %v", fi, err)
+			}
+			missing := path.Join(tg.fileDir, "no-such-file")
+			if _, err := h.Lstat(testkit.Context(t, 30*time.Second), missing); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+				t.Errorf("lstat a missing name: %v, want fs.ErrNotExist naming it", err)
+			}
+			if tg.name != "sshd" {
+				return
+			}
+			link := path.Join(tg.fileDir, "lstat-link.json")
+			if out, err := h.Run(testkit.Context(t, 30*time.Second), nil, "ln", "-s", file, link); err != nil || out.ExitStatus != 0 {
+				t.Fatalf("ln -s: %+v %v", out, err)
+			}
+			if fi, err := h.Lstat(testkit.Context(t, 30*time.Second), link); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+				t.Errorf("lstat a symbolic link: %v %v, want the link itself", fi, err)
+			}
+		})
 	}
 }

@@ -14,7 +14,9 @@ const DefaultMaxSteps = 16
 
 // Options tunes SetSteps.
 type Options struct {
-	// MaxSteps is the largest accepted N (0: DefaultMaxSteps). N must be >= 1.
+	// MaxSteps is the largest accepted N (0: DefaultMaxSteps). N must be >= 0:
+	// 0 is speculative decoding off (every speculative option removed, with
+	// no other option given; see planOff).
 	MaxSteps int
 	// DraftTokens sets SGLang's --speculative-num-draft-tokens explicitly when
 	// topk > 1 (0: keep the unit's value). With topk 1 it must be 0 or N+1.
@@ -29,6 +31,12 @@ type Options struct {
 	// contract); SGLang runs it with EAGLE/EAGLE3 and topk 1 only. "" leaves
 	// both flags as they are. Refused for vLLM.
 	AdaptiveConfig string
+	// AdaptiveDefault, for SGLang, turns per-load speculation on with
+	// SGLang's own table (its DEFAULT_ADAPTIVE_CONFIG): --speculative-adaptive
+	// is added when missing and every --speculative-adaptive-config goes. N
+	// must be one of that table's candidates (1, 3, 5 or 7 start a first slot
+	// at N). Not with AdaptiveConfig; refused for vLLM.
+	AdaptiveDefault bool
 	// BatchTable, for vLLM, is the JSON text of num_speculative_tokens_per_batch_size
 	// to set inside --speculative-config (its value replaced byte-exactly, or the
 	// key added before the closing brace); N, num_speculative_tokens, must be the
@@ -158,8 +166,8 @@ func (eff *Effective) SetSteps(n int, opts Options) (*Edit, error) {
 	if maxSteps <= 0 {
 		maxSteps = DefaultMaxSteps
 	}
-	if n < 1 || n > maxSteps {
-		return nil, refuse(CodeOutOfRange, "speculative steps %d out of range: use 1..%d", n, maxSteps)
+	if n < 0 || n > maxSteps {
+		return nil, refuse(CodeOutOfRange, "speculative steps %d out of range: use 0..%d (0: speculative decoding off)", n, maxSteps)
 	}
 	cmd := &eff.Engine.Command
 	argv := cmd.Argv()
@@ -172,8 +180,10 @@ func (eff *Effective) SetSteps(n int, opts Options) (*Edit, error) {
 		aedits  []argEdit
 		changes []Change
 	)
-	switch eff.Detection.Engine {
-	case SGLang:
+	switch {
+	case n == 0:
+		splices, aedits, changes, err = planOff(eff, spec, opts)
+	case eff.Detection.Engine == SGLang:
 		splices, aedits, changes, err = planSGLang(eff, spec, n, opts)
 	default:
 		splices, aedits, changes, err = planVLLM(eff, spec, n, opts)
@@ -218,14 +228,8 @@ func (eff *Effective) SetSteps(n int, opts Options) (*Edit, error) {
 	if e.SpecAfter, err = neff.Spec(); err != nil {
 		return nil, fmt.Errorf("%w: edited settings: %v", errInternal, err)
 	}
-	if e.SpecAfter.DraftSteps() != n {
-		return nil, fmt.Errorf("%w: edited unit reads back steps %d, want %d", errInternal, e.SpecAfter.DraftSteps(), n)
-	}
-	if opts.AdaptiveConfig != "" && (!e.SpecAfter.Adaptive || e.SpecAfter.AdaptiveConfig != opts.AdaptiveConfig) {
-		return nil, fmt.Errorf("%w: edited unit reads back adaptive %v config %q, want %q", errInternal, e.SpecAfter.Adaptive, e.SpecAfter.AdaptiveConfig, opts.AdaptiveConfig)
-	}
-	if opts.BatchTable != "" && e.SpecAfter.BatchTable != opts.BatchTable {
-		return nil, fmt.Errorf("%w: edited unit reads back the per-batch table %s, want %s", errInternal, e.SpecAfter.BatchTable, opts.BatchTable)
+	if err := readsBack(e.SpecAfter, n, opts); err != nil {
+		return nil, err
 	}
 	seen := map[*Entry]bool{}
 	for _, l := range neff.Commands {
@@ -238,6 +242,22 @@ func (eff *Effective) SetSteps(n int, opts Options) (*Edit, error) {
 		e.Diff = UnifiedDiff(nameOrDefault(u.Name, "unit"), u.Text, after)
 	}
 	return e, nil
+}
+
+// readsBack checks that the edited unit's settings are what was asked: n
+// steps (0: no speculative option left), and the per-load form opts names.
+func readsBack(sp Spec, n int, opts Options) error {
+	switch {
+	case sp.DraftSteps() != n || (n == 0 && (sp.Present || len(sp.Uses) > 0)):
+		return fmt.Errorf("%w: edited unit reads back steps %d (speculation %v), want %d", errInternal, sp.DraftSteps(), sp.Present, n)
+	case opts.AdaptiveDefault && (!sp.Adaptive || sp.AdaptiveConfig != ""):
+		return fmt.Errorf("%w: edited unit reads back adaptive %v config %q, want SGLang's default table", errInternal, sp.Adaptive, sp.AdaptiveConfig)
+	case opts.AdaptiveConfig != "" && (!sp.Adaptive || sp.AdaptiveConfig != opts.AdaptiveConfig):
+		return fmt.Errorf("%w: edited unit reads back adaptive %v config %q, want %q", errInternal, sp.Adaptive, sp.AdaptiveConfig, opts.AdaptiveConfig)
+	case opts.BatchTable != "" && sp.BatchTable != opts.BatchTable:
+		return fmt.Errorf("%w: edited unit reads back the per-batch table %s, want %s", errInternal, sp.BatchTable, opts.BatchTable)
+	}
+	return nil
 }
 
 func nameOrDefault(s, d string) string {
@@ -255,6 +275,9 @@ func DropIn(e *Edit) string {
 	var b strings.Builder
 	b.WriteString("# Written by opsbot: speculative steps ")
 	b.WriteString(strconv.Itoa(e.Steps))
+	if e.Steps == 0 {
+		b.WriteString(" (speculative decoding off)")
+	}
 	b.WriteString(". Remove this file to restore the unit's own ExecStart=.\n[Service]\nExecStart=\n")
 	for _, v := range e.execAfter {
 		b.WriteString("ExecStart=")
@@ -432,11 +455,13 @@ func planSGLang(eff *Effective, spec Spec, n int, opts Options) ([]splice, []arg
 	if e.set(FlagDraftTokens, draft) {
 		e.add = append(e.add, [2]string{FlagDraftTokens, strconv.Itoa(draft)})
 	}
-	if opts.AdaptiveConfig == "" && (spec.Adaptive || spec.AdaptiveConfig != "") {
-		e.removeAdaptive() // a single setting: the unit no longer runs per load
-	}
-	if opts.AdaptiveConfig != "" {
+	switch {
+	case opts.AdaptiveConfig != "":
 		e.setAdaptive(opts.AdaptiveConfig)
+	case opts.AdaptiveDefault:
+		e.setAdaptiveDefault()
+	case spec.Adaptive || spec.AdaptiveConfig != "":
+		e.removeAdaptive() // a single setting: the unit no longer runs per load
 	}
 	if opts.MaxRunningRequests > 0 && !setsOption(e.cmd.Argv(), FlagMaxRunning, len("--max-running")) {
 		e.add = append(e.add, [2]string{FlagMaxRunning, strconv.Itoa(opts.MaxRunningRequests)})
@@ -495,7 +520,10 @@ func checkSGLangOptions(spec Spec, topk int, opts Options) error {
 	if opts.MaxRunningRequests < 0 {
 		return refuse(CodeOutOfRange, "%s %d: it must be at least 1", FlagMaxRunning, opts.MaxRunningRequests)
 	}
-	if opts.AdaptiveConfig == "" {
+	if opts.AdaptiveConfig != "" && opts.AdaptiveDefault {
+		return refuse(CodeInvalid, "an adaptive config file and SGLang's default table are two tables: give one")
+	}
+	if opts.AdaptiveConfig == "" && !opts.AdaptiveDefault {
 		return nil
 	}
 	switch {
@@ -503,7 +531,7 @@ func checkSGLangOptions(spec Spec, topk int, opts Options) error {
 		return refuse(CodeUnsupported, "SGLang runs per-load speculation with EAGLE, EAGLE3 or NEXTN only, not %s: it would fall back to static steps", spec.Algorithm)
 	case topk != 1:
 		return refuse(CodeRejected, "SGLang runs per-load speculation with --speculative-eagle-topk 1 only (the unit has %d): it would fall back to static steps", topk)
-	case !safePath(opts.AdaptiveConfig):
+	case opts.AdaptiveConfig != "" && !safePath(opts.AdaptiveConfig):
 		return refuse(CodeInvalid, "adaptive config path %q: use an absolute path of letters, digits and /._-+@ only", opts.AdaptiveConfig)
 	}
 	return nil
@@ -550,6 +578,21 @@ func (e *sglangEdit) set(flag string, want int) (missing bool) {
 func (e *sglangEdit) removeAdaptive() {
 	for _, use := range e.spec.Uses {
 		if use.Flag == FlagAdaptive || use.Flag == FlagAdaptiveConfig {
+			s, a := removeUse(e.cmd, use)
+			e.sp, e.ae = append(e.sp, s), append(e.ae, a)
+			e.ch = append(e.ch, Change{Flag: use.Flag, From: use.Value, To: "(removed)"})
+		}
+	}
+}
+
+// setAdaptiveDefault turns adaptive speculation on with SGLang's own table:
+// the flag added when the unit lacks it, every config path removed.
+func (e *sglangEdit) setAdaptiveDefault() {
+	if !e.spec.Adaptive {
+		e.add = append(e.add, [2]string{FlagAdaptive, ""})
+	}
+	for _, use := range e.spec.Uses {
+		if use.Flag == FlagAdaptiveConfig {
 			s, a := removeUse(e.cmd, use)
 			e.sp, e.ae = append(e.sp, s), append(e.ae, a)
 			e.ch = append(e.ch, Change{Flag: use.Flag, From: use.Value, To: "(removed)"})
@@ -664,7 +707,7 @@ func planVLLM(eff *Effective, spec Spec, n int, opts Options) ([]splice, []argEd
 }
 
 func planVLLMSteps(eff *Effective, spec Spec, n int, opts Options) ([]splice, []argEdit, []Change, error) {
-	if opts.AdaptiveConfig != "" {
+	if opts.AdaptiveConfig != "" || opts.AdaptiveDefault {
 		return nil, nil, nil, refuse(CodeUnsupported, "an adaptive config file is SGLang's; vLLM takes a per-batch-size table inside --speculative-config")
 	}
 	if opts.TopK > 1 || opts.DraftTokens > 0 {

@@ -1,0 +1,29 @@
+package ops
+
+import "context"
+
+// StartProposal runs a per-load tune's proposal step alone on the lab: it
+// starts rows (measured at the concurrencies at) as the tune would after its
+// search, falling back as the tune does when they do not serve. For tests
+// of that step with rows the lab's physics would not pick.
+func (r *Runbook) StartProposal(ctx context.Context, service string, rows []PerLoadRow, at []int, rep Reporter) (*Result, *PerLoad, error) {
+	res := &Result{Incidents: []string{}}
+	t, err := r.target(service)
+	if err != nil {
+		return res, nil, err
+	}
+	d, err := r.readUnit(ctx, t)
+	if err != nil {
+		return res, nil, err
+	}
+	s := &perLoadSearch{r: r, t: t, service: service, at: at, res: res, rep: rep, memo: map[int][]float64{}, from: foundUnit(d)}
+	pl := &PerLoad{Engine: unitEngine(d), Rows: rows}
+	return res, pl, s.startProposal(ctx, pl, d)
+}
+
+// DeployDefaultTable deploys SGLang's default adaptive table (the unit's
+// flags with --speculative-adaptive and no config file) starting at steps,
+// as `mtp tune ... per-load ... compare` does, without benchmarking it.
+func (r *Runbook) DeployDefaultTable(ctx context.Context, service string, steps int, rep Reporter) (*Result, error) {
+	return r.mtpSet(ctx, service, Setting{Steps: steps, adaptiveDefault: true}, false, false, rep)
+}

@@ -1,0 +1,270 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/opsbot/opsbot/ops/systemd"
+	"github.com/opsbot/opsbot/ops/unit"
+)
+
+// A proposal is a measurement: a per-load tune starts the configuration it
+// would propose, through the mtp steps pipeline, and benchmarks it at every
+// concurrency; one that does not serve is rolled back, dropped (saying why)
+// and the next of perLoadTries is started instead.
+
+// perLoadTry is one configuration a per-load tune starts: its rows (one per
+// concurrency measured; a row whose slot the try drops says which slot
+// serves it instead) and what it drops from the try before it.
+type perLoadTry struct {
+	rows   []PerLoadRow
+	change string
+}
+
+// perLoadTries are the configurations a per-load tune starts in turn until
+// one serves, three at most, each distinct: the rows as measured; for SGLang
+// when they raise its running-request cap (a slot above 48, on a unit that
+// does not set --max-running-requests), the same
+// with the cap left alone and the slots above 48 dropped (with 48 running
+// no batch reaches them: the slot below serves those loads, and the
+// requests above 48 queue); then each slot at its best steps alone (SGLang
+// captures each step's CUDA graphs for the batch sizes whose slot lists it).
+func perLoadTries(engine string, rows []PerLoadRow, unitSetsCap bool) []perLoadTry {
+	tries := []perLoadTry{{rows: rows}}
+	if engine == "vllm" {
+		return tries
+	}
+	last := rows
+	if n := capNeeded(last); n > 0 && !unitSetsCap {
+		if within := withinCap(last); slices.ContainsFunc(tableRows(within), func(r PerLoadRow) bool { return maxCandidate(r) > 0 }) {
+			last = within
+			tries = append(tries, perLoadTry{rows: last, change: fmt.Sprintf("%s %d and the slots above %d: SGLang's cap of %d left alone", unit.FlagMaxRunning, n, sglangSpecCap, sglangSpecCap)})
+		}
+	}
+	if slices.ContainsFunc(last, func(r PerLoadRow) bool { return len(r.Candidates) > 1 }) {
+		single := slices.Clone(last)
+		for i := range single {
+			single[i].Candidates = []int{single[i].Steps}
+		}
+		tries = append(tries, perLoadTry{rows: single, change: "the other candidates of each slot: each slot runs its best steps alone"})
+	}
+	return tries
+}
+
+// maxCandidate is the largest steps value row may run.
+func maxCandidate(row PerLoadRow) int {
+	return slices.Max(append([]int{row.Steps}, row.Candidates...))
+}
+
+// startProposal starts each of pl's tries in turn until one serves (the
+// service is rolled back after one that does not), benchmarks it at every
+// concurrency and records in pl what ran and what was measured, and in
+// pl.Dropped the tries that did not serve. It fails when none served, or
+// when a rollback left the service not serving.
+func (s *perLoadSearch) startProposal(ctx context.Context, pl *PerLoad, d *deployed) error {
+	tries := perLoadTries(pl.Engine, pl.Rows, hasFlag(d.eff.Argv(), unit.FlagMaxRunning))
+	for i, try := range tries {
+		set := Setting{Steps: startSteps(pl.Engine, try.rows), perLoad: &perLoadSet{tableRows(try.rows)}, from: s.from}
+		sub, err := s.r.mtpSet(ctx, s.service, set, false, false, prefixed(s.rep, "proposal: "))
+		s.took(sub)
+		if err == nil {
+			pts, running, lines, err := s.r.benchAt(ctx, s.t, set, s.at, sub, prefixed(s.rep, "proposal "))
+			for _, c := range sub.Incidents {
+				s.res.AddIncident(c)
+			}
+			if err != nil {
+				return err
+			}
+			pl.Rows = measuredAt(try.rows, pts, running)
+			s.res.Details = append(s.res.Details, prefixAll("the proposal at ", lines)...)
+			return nil
+		}
+		if ctx.Err() != nil || sub == nil || !sub.did.restored {
+			return fmt.Errorf("starting the per-load configuration %s: %w", perLoadWords(try.rows), err)
+		}
+		why := droppedReason(err)
+		pl.Dropped = append(pl.Dropped, PerLoadDropped{Table: perLoadWords(try.rows), Reason: why})
+		if i+1 < len(tries) {
+			pl.Dropped[len(pl.Dropped)-1].Change = tries[i+1].change
+		}
+	}
+	return fmt.Errorf("no per-load configuration of the values measured started: %s", droppedText(pl.Dropped))
+}
+
+// took adds what a deploy of the tune did to its result: its starts and
+// incidents, and where it left the service.
+func (s *perLoadSearch) took(sub *Result) {
+	if sub == nil {
+		return
+	}
+	s.res.Restarts += sub.did.starts
+	for _, c := range sub.Incidents {
+		s.res.AddIncident(c)
+	}
+	s.res.Killed = append(s.res.Killed, sub.Killed...)
+	s.res.Left = sub.Left
+}
+
+// droppedReason says in a line why a configuration did not serve.
+func droppedReason(err error) string {
+	var se *StartError
+	if errors.As(err, &se) && se.Diag.Cause == systemd.CauseSettingsDoNotFit {
+		line := "it ran out of GPU memory at start, on GPUs seen clear"
+		if se.Diag.Line != "" {
+			line += fmt.Sprintf(" (%q)", se.Diag.Line)
+		}
+		return line
+	}
+	msg := err.Error()
+	if i := strings.Index(msg, "; restored the previous unit"); i > 0 {
+		msg = msg[:i]
+	}
+	return msg
+}
+
+func droppedText(ds []PerLoadDropped) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = fmt.Sprintf("`%s`: %s", d.Table, d.Reason)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func prefixAll(prefix string, lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = prefix + l
+	}
+	return out
+}
+
+// startSteps is the steps the unit starts a per-load configuration with:
+// vLLM's num_speculative_tokens is the table's largest k; SGLang's
+// --speculative-num-steps the first slot's best above 0 (SGLang starts each
+// slot there when it is one of its candidates, and needs it among the
+// table's), else the largest value of any slot.
+func startSteps(engine string, rows []PerLoadRow) int {
+	top := 0
+	for _, r := range tableRows(rows) {
+		top = max(top, maxCandidate(r))
+	}
+	if engine == "vllm" {
+		return top
+	}
+	first := tableRows(rows)[0]
+	for _, n := range append([]int{first.Steps}, first.Candidates...) {
+		if n > 0 {
+			return n
+		}
+	}
+	return top
+}
+
+// tableRows are the rows that have a slot of their own in the table (the
+// others are served by the slot below them: PerLoadRow.Slot).
+func tableRows(rows []PerLoadRow) []PerLoadRow {
+	var out []PerLoadRow
+	for _, r := range rows {
+		if r.Slot == 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// measuredAt is rows with the figures measured at each concurrency (pts,
+// one per row) and the requests that queued with running at once (0:
+// unknown).
+func measuredAt(rows []PerLoadRow, pts []SweepPoint, running int) []PerLoadRow {
+	out := slices.Clone(rows)
+	for i := range out {
+		r := &out[i]
+		for _, p := range pts {
+			if p.Concurrency != r.Concurrency {
+				continue
+			}
+			if p.OK {
+				v := p.OutputTokS
+				r.OutputTokS, r.AcceptLen, r.AcceptRate = &v, p.AcceptLen, p.AcceptRate
+			} else {
+				r.MeasureError = p.Error
+			}
+		}
+		if running > 0 {
+			r.Queued = max(r.Concurrency-running, 0)
+		}
+		r.GainPct, r.NoSpecGainPct = gainPct(r.OutputTokS, r.SingleTokS), gainPct(r.OutputTokS, r.NoSpecTokS)
+	}
+	return out
+}
+
+// benchAt benchmarks what the service serves now (set, as sub verified it)
+// at each concurrency of at, with the configured prompts or one per stream
+// when the concurrency is higher: one point each. running is SGLang's
+// max_running_requests from /server_info (0: unknown or vLLM); lines say
+// each benchmark and the requests that queued. Only ctx's end or a wind-down
+// is an error: a benchmark that fails is a failed point.
+func (r *Runbook) benchAt(ctx context.Context, t *target, set Setting, at []int, sub *Result, rep Reporter) ([]SweepPoint, int, []string, error) {
+	running := 0
+	if sub.Spec != nil && sub.Spec.Engine != unit.VLLM {
+		if info, err := t.eng.ServerInfo(ctx); err == nil {
+			if v, ok := info.Raw["max_running_requests"].(json.Number); ok {
+				if n, err := v.Int64(); err == nil {
+					running = int(n)
+				}
+			}
+		}
+	}
+	var pts []SweepPoint
+	var lines []string
+	for _, c := range at {
+		if err := r.windDown(); err != nil {
+			return pts, running, lines, fmt.Errorf("benchmarks stopped: %w; %s serves %s", err, t.name, set)
+		}
+		sub.Bench = nil
+		bp := BenchParams{Concurrency: c, Prompts: max(c, r.withBenchDefaults(BenchParams{}).Prompts)}
+		b, err := r.benchmark(ctx, t, bp, sub, prefixed(rep, fmt.Sprintf("at %d: ", c)))
+		pt := SweepPoint{Steps: set.Steps, Concurrency: c, OK: err == nil, Spec: sub.Spec}
+		switch {
+		case set.perLoad != nil:
+			pt.PerLoad = &PointPerLoad{Among: amongAt(set.perLoad.rows, c)}
+		case set.adaptiveDefault:
+			pt.PerLoad = &PointPerLoad{} // SGLang's own table: what ran is what the engine reports
+		}
+		if sub.Bench != nil {
+			pt.Bench = sub.Bench
+			pt.OutputTokS, pt.PerStreamTokS, pt.AcceptLen, pt.AcceptRate = sub.Bench.OutputTokS, sub.Bench.PerStreamTokS, sub.Bench.AcceptLen, sub.Bench.AcceptRate
+			if pt.PerLoad != nil {
+				pt.PerLoad.Chosen = sub.Bench.EngineSteps
+			}
+		}
+		// Each benchmark is one of the points, kept once (history lists it
+		// once): none stands apart as the result's own.
+		sub.Bench = nil
+		line := fmt.Sprintf("concurrency %d: %s", c, b)
+		if pt.PerLoad != nil {
+			line = fmt.Sprintf("concurrency %d: %s: %s", c, pt.Ran(), b)
+		}
+		if err != nil {
+			pt.Error = err.Error()
+			sub.AddIncident(IncidentBenchFailed)
+			line = fmt.Sprintf("concurrency %d: benchmark failed: %v", c, err)
+			if ctx.Err() != nil {
+				return append(pts, pt), running, lines, err
+			}
+		}
+		pts = append(pts, pt)
+		switch {
+		case running > 0 && c > running:
+			line += fmt.Sprintf("; %d of %d requests queued (the engine runs at most %d at once)", c-running, c, running)
+		case running > 0:
+			line += fmt.Sprintf("; no requests queued (the engine runs up to %d at once)", running)
+		}
+		lines = append(lines, line)
+	}
+	return pts, running, lines, nil
+}
