@@ -247,7 +247,8 @@ func (r *Runbook) benchAt(ctx context.Context, t *target, set Setting, at []int,
 		sub.Bench = nil
 		line := fmt.Sprintf("concurrency %d: %s", c, b)
 		if pt.PerLoad != nil {
-			line = fmt.Sprintf("concurrency %d: %s: %s", c, pt.Ran(), b)
+			// What ran there; the figures are the points' (the report's table).
+			line = fmt.Sprintf("concurrency %d: %s", c, pt.Ran())
 		}
 		if err != nil {
 			pt.Error = err.Error()

@@ -1,6 +1,7 @@
 package ops_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func TestStepsZeroAndUndo(t *testing.T) {
 				t.Fatalf("unit after steps 0:\n%s\nwant:\n%s", got, want)
 			}
 			if !strings.Contains(ev.text(), "engine runs without speculative decoding") || !strings.Contains(res.Summary, "no speculative decoding") ||
-				res.Bench == nil || res.Bench.OutputTokS <= 0 || res.Bench.AcceptLen != 0 {
+				res.Bench == nil || res.Bench.OutputTokS <= 0 || !math.IsNaN(res.Bench.AcceptLen) { // no acceptance: unknown, never 0
 				t.Fatalf("summary %q, bench %+v\n%s", res.Summary, res.Bench, ev.text())
 			}
 			t.Logf("%s", res.Summary)
