@@ -3,6 +3,7 @@ package systemd_test
 import (
 	"context"
 	"errors"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"strings"
 	"testing"
 	"time"
@@ -100,7 +101,31 @@ func TestLabStartSettles(t *testing.T) {
 	svc := systemd.Service{R: host(t, pool, "gpu1"), Unit: unit, Poll: 25 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := svc.Restart(ctx); err != nil {
+	// Stop, wait until the driver released the engine's GPU memory, then
+	// start: a restart straight away may start the engine while the driver
+	// still holds the old one's memory (the lab models that release, as the
+	// incident shows), and one crash of that is a restart loop here.
+	if err := svc.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Released: every GPU's memory is what live processes hold (the node
+	// sees every container's), none is left to the driver.
+	gpus, node := l.Host("gpu1"), l.Host("pve")
+	testkit.WaitFor(t, 20*time.Second, "the driver to release the stopped engine's GPU memory", func() bool {
+		held := map[int]int{}
+		for _, p := range node.Processes() {
+			for g, mib := range p.GPUMiB {
+				held[g] += mib
+			}
+		}
+		for _, g := range gpus.GPUs() {
+			if g.UsedMiB != held[g.Index] {
+				return false
+			}
+		}
+		return true
+	})
+	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
