@@ -1,14 +1,12 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -89,7 +87,7 @@ func openLocker(t *testing.T, path string) *sql.DB {
 
 func testLeadersRetake(t *testing.T, storeYAML string, away, back func()) {
 	ctx := context.Background()
-	var logs logBuffer
+	var logs testkit.Buffer
 	a := newApp(t, storeYAML, &logs)
 	svc, err := app.StartService(ctx, a, app.ServiceOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
@@ -159,7 +157,7 @@ func testLeadersRetake(t *testing.T, storeYAML string, away, back func()) {
 
 // newApp builds an App on the store storeYAML describes, as the tests of
 // the scheduler do (apptest.Sched), logging to logs, with lease_ttl leaseTTL.
-func newApp(t *testing.T, storeYAML string, logs *logBuffer) *bot.App {
+func newApp(t *testing.T, storeYAML string, logs *testkit.Buffer) *bot.App {
 	t.Helper()
 	text := strings.Replace(jobtest.Config, "store: {path: %s}", "store: "+strings.ReplaceAll(storeYAML, "%", "%%"), 1)
 	if text == jobtest.Config {
@@ -227,22 +225,4 @@ func gauges(t *testing.T, m *serve.Metrics, keys []string) string {
 		out = append(out, fmt.Sprint(v))
 	}
 	return strings.Join(out, ", ")
-}
-
-// logBuffer is an io.Writer safe for the App's goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

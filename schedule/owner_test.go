@@ -1,14 +1,12 @@
 package schedule
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,24 +19,6 @@ import (
 	"github.com/opsbot/opsbot/ops"
 )
 
-// logBuffer is an io.Writer safe for the jobs' goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestJobLogNamesTheUserOnce: the job log lines name who started a job by
 // its auth key, once: `console:olga` for a command typed in a terminal, and
 // the schedule's creator `console:alice` for a scheduled run (whose job row
@@ -50,7 +30,7 @@ func TestJobLogNamesTheUserOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs logBuffer
+	var logs testkit.Buffer
 	backend := jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 		return &ops.Result{Summary: "done"}, nil
 	})

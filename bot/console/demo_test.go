@@ -4,11 +4,11 @@ import (
 	"context"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/opsbot/opsbot/bot"
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 func TestIsYes(t *testing.T) {
@@ -107,7 +107,7 @@ func (b *waitBot) Wait(ctx context.Context, id int64) (bot.JobOutcome, error) {
 func TestDemoQuitWaitsForRunningJobs(t *testing.T) {
 	for _, in := range []string{"mtp steps 4\nquit\nmtp steps 5\n", "mtp steps 4\nexit\n", "mtp steps 4\n"} {
 		b := &waitBot{release: make(chan struct{}), waiting: make(chan struct{})}
-		var out syncBuf
+		var out testkit.Buffer
 		done := make(chan error, 1)
 		go func() {
 			done <- Demo(context.Background(), DemoOptions{Bot: b, Console: New(&out), User: "op", In: strings.NewReader(in)})
@@ -140,21 +140,4 @@ func TestDemoQuitWaitsForRunningJobs(t *testing.T) {
 			t.Errorf("%q: the demo does not say what it waits for:\n%s", in, out.String())
 		}
 	}
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

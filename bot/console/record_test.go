@@ -59,7 +59,7 @@ func (b *refusedBot) AwaitRecord(ctx context.Context, _ int64) error {
 func runRefused(t *testing.T, json bool, wait time.Duration, record func() error) (code int, out, errs string) {
 	t.Helper()
 	b := &refusedBot{record: make(chan error, 1)}
-	var o, e syncBuf
+	var o, e testkit.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(context.Background(), RunOptions{Bot: b, OSUser: "op", JSON: json, Out: &o, Err: &e,

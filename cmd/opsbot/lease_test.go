@@ -27,8 +27,8 @@ import (
 // opsbotProc is a running opsbot child process.
 type opsbotProc struct {
 	cmd    *exec.Cmd
-	out    *syncBuffer // stdout and stderr
-	stdout *syncBuffer // stdout alone
+	out    *testkit.Buffer // stdout and stderr
+	stdout *testkit.Buffer // stdout alone
 	done   chan struct{}
 	err    error
 }
@@ -48,7 +48,7 @@ func spawn(t testing.TB, ctx context.Context, env []string, args ...string) *ops
 // spawnWith is spawn with the child's process attributes (its namespaces).
 func spawnWith(t testing.TB, ctx context.Context, attr *syscall.SysProcAttr, env []string, args ...string) *opsbotProc {
 	t.Helper()
-	p := &opsbotProc{out: &syncBuffer{}, stdout: &syncBuffer{}, done: make(chan struct{})}
+	p := &opsbotProc{out: &testkit.Buffer{}, stdout: &testkit.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
 	p.cmd.SysProcAttr = attr
 	// A temporary directory of its own: a child killed with SIGKILL cannot remove the lab's

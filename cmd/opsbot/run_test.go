@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -176,7 +175,7 @@ func TestLabStandaloneConfig(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
-	var labOut syncBuffer
+	var labOut testkit.Buffer
 	go func() {
 		done <- run(ctx, []string{"lab", "--config-out", cfg}, strings.NewReader(""), &labOut, &labOut)
 	}()
@@ -212,24 +211,6 @@ func TestLabStandaloneConfig(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Fatalf("lab exit %d after Ctrl-C", code)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // A stop with orphans leaves GPU memory held; `gpu recover` (confirmed with

@@ -124,7 +124,7 @@ func TestDemoYesConfirmsAndQuitWaits(t *testing.T) {
 // refused, and returns once the run says it waits for the store. st is the
 // database, reached without the proxy. The run's exit code comes on done;
 // cancel is its Ctrl-C.
-func startRunOnCutStore(t *testing.T, extra ...string) (proxy *pgtest.Proxy, st *store.Store, cfg string, stdout, stderr *syncBuffer, done chan int, cancel func()) {
+func startRunOnCutStore(t *testing.T, extra ...string) (proxy *pgtest.Proxy, st *store.Store, cfg string, stdout, stderr *testkit.Buffer, done chan int, cancel func()) {
 	t.Helper()
 	db := pgtest.Database(t)
 	proxy, url := pgtest.NewProxy(t, db)
@@ -132,7 +132,7 @@ func startRunOnCutStore(t *testing.T, extra ...string) (proxy *pgtest.Proxy, st 
 		"store: {driver: postgres, url: \""+url+"\"}\nlimits: {lease_ttl: 15s}\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	stdout, stderr, done = &syncBuffer{}, &syncBuffer{}, make(chan int, 1)
+	stdout, stderr, done = &testkit.Buffer{}, &testkit.Buffer{}, make(chan int, 1)
 	args := append([]string{"run", "--config", cfg, "--lab", "--lab-faults", "slow-load=1m"}, extra...)
 	go func() { done <- run(ctx, append(args, "mtp steps 8"), strings.NewReader(""), stdout, stderr) }()
 	testkit.WaitFor(t, 2*time.Minute, "the database opens", func() bool {
