@@ -65,22 +65,7 @@ func TestSlowBodyCut(t *testing.T) {
 	}
 	defer c.Close()
 	fmt.Fprintf(c, "POST /slack/events HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n")
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() { // the trickle's pace, not a wait for a condition
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			if _, err := c.Write([]byte("a")); err != nil {
-				return
-			}
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	defer trickle(c, 250*time.Millisecond)()
 	t0 := time.Now()
 	c.SetReadDeadline(time.Now().Add(time.Minute))
 	answer, err := io.ReadAll(c) // until the server closes the connection
@@ -232,28 +217,34 @@ func trickleFrom(t *testing.T, srv *httptest.Server, from string) string {
 	}
 	defer c.Close()
 	fmt.Fprintf(c, "POST /slack/events HTTP/1.1\r\nHost: x\r\nContent-Length: 4096\r\n\r\n")
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() { // the trickle's pace, not a wait for a condition
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			if _, err := c.Write([]byte("a")); err != nil {
-				return
-			}
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	defer trickle(c, 100*time.Millisecond)()
 	c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	all, err := io.ReadAll(c)
 	if err != nil && !errors.Is(err, syscall.ECONNRESET) { // closed with the trickle unread: a reset, once the answer is out
 		t.Errorf("the connection not closed after the answer %q: %v", all, err)
 	}
 	return string(all)
+}
+
+// trickle writes one byte of a body on c every pace, from now until the
+// function it returns is called or a write fails.
+func trickle(c net.Conn, pace time.Duration) (stop func()) {
+	done := make(chan struct{})
+	go func() { // the trickle's pace, not a wait for a condition
+		tick := time.NewTicker(pace)
+		defer tick.Stop()
+		for {
+			if _, err := c.Write([]byte("a")); err != nil {
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // TestRawConnectionsPerAddress: what the flood benchmark does, at a small
