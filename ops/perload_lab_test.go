@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -79,11 +80,18 @@ func TestTunePerLoadOnTheLab(t *testing.T) {
 	if len(res.Tried) >= pl.GridRestarts || pl.GridRestarts != 13 {
 		t.Errorf("%d values tried, the full sweep %d: want fewer than 0..12's 13", len(res.Tried), pl.GridRestarts)
 	}
+	// A run at one concurrency ramps up and drains through smaller batches,
+	// which the slots below it serve: its accept length is bounded by the
+	// widest step in the file, not by its own slot's.
+	widest := 0
+	for _, row := range pl.Rows {
+		widest = max(widest, maxOf(row.Candidates))
+	}
 	for _, row := range pl.Rows {
 		if row.OutputTokS == nil || *row.OutputTokS <= 0 || row.GainPct == nil || row.NoSpecTokS == nil || row.NoSpecGainPct == nil {
 			t.Errorf("row %+v: the proposal's own figures, or the comparison, are missing", row)
 		}
-		if row.AcceptRate > 1 || row.AcceptLen > float64(maxOf(row.Candidates)+1) {
+		if row.AcceptRate > 1 || row.AcceptLen > float64(widest+1) || (row.AcceptLen < 1 && !math.IsNaN(row.AcceptLen)) {
 			t.Errorf("row %+v: acceptance out of bounds", row)
 		}
 	}
@@ -210,6 +218,13 @@ func TestTunePerLoadVLLM(t *testing.T) {
 	pl := res.PerLoad
 	if pl.Table == "" || len(pl.Compared) != 2 || strings.Contains(ev.text(), "compare: write unit") {
 		t.Fatalf("table %q, compared %+v", pl.Table, pl.Compared)
+	}
+	// A run at one concurrency ramps up and drains through smaller batches,
+	// which the slots below it serve: its accept length is bounded by the
+	// widest step in the file, not by its own slot's.
+	widest := 0
+	for _, row := range pl.Rows {
+		widest = max(widest, maxOf(row.Candidates))
 	}
 	for _, row := range pl.Rows {
 		if row.OutputTokS == nil {
