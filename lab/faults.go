@@ -40,10 +40,20 @@ import (
 //	no-forwarding   the hosts' SSH servers refuse every direct-tcpip channel as sshd does with
 //	                AllowTcpForwarding no (administratively prohibited): a service reached
 //	                through SSH (via_ssh) cannot be reached
+//	xid=N@G         at start, node GPU G fails as the driver reports XID N: the kernel log line
+//	                and the state that goes with it (Lab.InjectXID; 48 and 95 an uncorrected
+//	                ECC error, 63 a pending row remap, 64 a failed remap, 79 off the bus)
+//	remap-pending=G GPU G has a row marked for remapping (XID 63), pending until a reset
+//	pcie-degraded=G GPU G's PCIe link trained at gen 4 x8 of gen 5 x16
+//	thermal=G       GPU G runs at 92 C with its clocks slowed by thermal slowdown
+//	stuck-memory=G  the memory of the next process on GPU G to exit stays held by no
+//	                process until the GPU is reset (nvidia-smi --gpu-reset)
 type Fault struct {
 	Name     string
 	Duration time.Duration // slow-load and restart-loop only
 	Factor   float64       // slow-engine only
+	GPU      int           // the GPU faults' node GPU index
+	XID      int           // xid only
 	// Stage is where ssh-drop drops the connection: "" (systemctl start/stop/restart),
 	// "upload", "write" or "reload".
 	Stage string
@@ -57,9 +67,16 @@ func (f Fault) String() string {
 		return "slow-engine=" + strconv.FormatFloat(f.Factor, 'g', -1, 64)
 	case f.Stage != "":
 		return f.Name + "=" + f.Stage
+	case f.Name == "xid":
+		return fmt.Sprintf("xid=%d@%d", f.XID, f.GPU)
+	case gpuFaults[f.Name]:
+		return fmt.Sprintf("%s=%d", f.Name, f.GPU)
 	}
 	return f.Name
 }
+
+// gpuFaults are the faults of one node GPU, given by its index.
+var gpuFaults = map[string]bool{"xid": true, "remap-pending": true, "pcie-degraded": true, "thermal": true, "stuck-memory": true}
 
 // sshDropStages are the values ssh-drop takes.
 var sshDropStages = []string{"upload", "write", "reload"}
@@ -71,7 +88,7 @@ type FaultError struct {
 }
 
 func (e *FaultError) Error() string {
-	return fmt.Sprintf("fault %q: %s (known: orphans, dstate, slow-load=DUR, slow-engine=F, crash-on-start, ssh-drop[=upload|write|reload], no-forwarding, restart-loop=DUR)", e.Item, e.Problem)
+	return fmt.Sprintf("fault %q: %s (known: orphans, dstate, slow-load=DUR, slow-engine=F, crash-on-start, ssh-drop[=upload|write|reload], no-forwarding, restart-loop=DUR, xid=N@GPU, remap-pending=GPU, pcie-degraded=GPU, thermal=GPU, stuck-memory=GPU)", e.Item, e.Problem)
 }
 
 // ParseFaults parses a comma separated fault list such as "orphans,slow-load=3m". Blank input is
@@ -115,6 +132,13 @@ func ParseFaults(s string) ([]Fault, error) {
 				return nil, &FaultError{Item: item, Problem: "needs a factor above 1 (at most 100), e.g. slow-engine=1.5"}
 			}
 			f.Factor = v
+		case "xid", "remap-pending", "pcie-degraded", "thermal", "stuck-memory":
+			if !hasVal {
+				return nil, &FaultError{Item: item, Problem: "needs a GPU, e.g. " + map[bool]string{true: "xid=79@2", false: name + "=2"}[name == "xid"]}
+			}
+			if prob := parseGPUFault(&f, val); prob != "" {
+				return nil, &FaultError{Item: item, Problem: prob}
+			}
 		default:
 			return nil, &FaultError{Item: item, Problem: "unknown fault"}
 		}

@@ -10,11 +10,11 @@ import (
 )
 
 var gpuFields = map[string]bool{"index": true, "uuid": true, "name": true, "memory.used": true, "memory.total": true, "memory.free": true,
-	"utilization.gpu": true, "pci.bus_id": true, "temperature.gpu": true, "persistence_mode": true, "count": true}
+	"utilization.gpu": true, "pci.bus_id": true, "count": true}
 var appFields = map[string]bool{"pid": true, "used_memory": true, "used_gpu_memory": true, "gpu_uuid": true, "process_name": true, "name": true, "gpu_name": true, "gpu_bus_id": true}
 
 func (e *cmdEnv) nvidiaSMI(args []string) int {
-	var qgpu, qapps, format string
+	var qgpu, qapps, qremap, format string
 	var ids map[int]bool
 	list := false
 	for i := 0; i < len(args); i++ {
@@ -33,6 +33,8 @@ func (e *cmdEnv) nvidiaSMI(args []string) int {
 			qgpu = v
 		} else if v, ok := val("--query-compute-apps"); ok {
 			qapps = v
+		} else if v, ok := val("--query-remapped-rows"); ok {
+			qremap = v
 		} else if v, ok := val("--format"); ok {
 			format = v
 		} else if v, ok := val("--id"); ok {
@@ -57,7 +59,7 @@ func (e *cmdEnv) nvidiaSMI(args []string) int {
 			nounits = true
 		}
 	}
-	if (qgpu != "" || qapps != "") && !csv {
+	if (qgpu != "" || qapps != "" || qremap != "") && !csv {
 		fmt.Fprintln(e.stdout, `Option "--format" must be specified with "csv".`)
 		return 2
 	}
@@ -105,8 +107,9 @@ func (e *cmdEnv) nvidiaSMI(args []string) int {
 		}
 		return f + " [" + u + "]"
 	}
-	busID := func(i int) string { return fmt.Sprintf("00000000:%02X:00.0", 0x18+i*0x20) }
 	switch {
+	case qremap != "":
+		return e.remappedRows(qremap, gs2(gs, func(g gsnap) gpu { return g.g }), noheader)
 	case list:
 		for _, g := range gs {
 			fmt.Fprintf(e.stdout, "GPU %d: %s (UUID: %s)\n", g.g.index, g.g.name, g.g.uuid)
@@ -115,7 +118,7 @@ func (e *cmdEnv) nvidiaSMI(args []string) int {
 	case qgpu != "":
 		fields := splitFields(qgpu)
 		for _, f := range fields {
-			if !gpuFields[f] {
+			if !gpuFields[f] && !isHealthField(f) {
 				fmt.Fprintf(e.stdout, "Field \"%s\" is not a valid field to query.\n\n", f)
 				return 2
 			}
@@ -124,6 +127,9 @@ func (e *cmdEnv) nvidiaSMI(args []string) int {
 			var hs []string
 			for _, f := range fields {
 				u := map[string]string{"memory.used": "MiB", "memory.total": "MiB", "memory.free": "MiB", "utilization.gpu": "%"}[f]
+				if hu, ok := healthHeaderUnit[f]; ok {
+					u = hu
+				}
 				hs = append(hs, hdrUnit(f, u))
 			}
 			fmt.Fprintln(e.stdout, strings.Join(hs, ", "))
@@ -148,12 +154,10 @@ func (e *cmdEnv) nvidiaSMI(args []string) int {
 					vs = append(vs, unit(strconv.Itoa(g.g.util), "%"))
 				case "pci.bus_id":
 					vs = append(vs, busID(g.g.index))
-				case "temperature.gpu":
-					vs = append(vs, "34")
-				case "persistence_mode":
-					vs = append(vs, "Enabled")
 				case "count":
 					vs = append(vs, strconv.Itoa(len(gs)))
+				default:
+					vs = append(vs, healthField(f, g.g, nounits))
 				}
 			}
 			fmt.Fprintln(e.stdout, strings.Join(vs, ", "))
@@ -216,7 +220,7 @@ func (e *cmdEnv) nvidiaSMI(args []string) int {
 		return v
 	}
 	for _, g := range gs {
-		fmt.Fprintf(o, "|%s|%s|%s|\n", cell(fmt.Sprintf(" %3d  %-28s  On", g.g.index, g.g.name), 41), cell(fmt.Sprintf(" %s Off", busID(g.g.index)), 24), cell(fmt.Sprintf("%21s", "0"), 22))
+		fmt.Fprintf(o, "|%s|%s|%s|\n", cell(fmt.Sprintf(" %3d  %-28s  %s", g.g.index, g.g.name, map[bool]string{true: "On", false: "Off"}[g.g.hw.persistence]), 41), cell(fmt.Sprintf(" %s Off", busID(g.g.index)), 24), cell(fmt.Sprintf("%21d", g.g.hw.eccUncVol), 22))
 		mem := fmt.Sprintf("%dMiB / %dMiB", g.used, g.g.total)
 		fmt.Fprintf(o, "|%s|%s|%s|\n", cell(fmt.Sprintf(" N/A   34C    P0            %3dW /  700W", 70+g.g.util*6), 41), cell(fmt.Sprintf("%23s", mem), 24), cell(fmt.Sprintf("%8s      Default", fmt.Sprintf("%d%%", g.g.util)), 22))
 		fmt.Fprintln(o, "|                                         |                        |             Disabled |")
@@ -235,6 +239,36 @@ func (e *cmdEnv) nvidiaSMI(args []string) int {
 		fmt.Fprintf(o, "|  %3d   N/A  N/A  %15d      C   %-34s %7dMiB |\n", a.g.index, a.pid, a.name, a.mib)
 	}
 	fmt.Fprintln(o, "+-----------------------------------------------------------------------------------------+")
+	return 0
+}
+
+func gs2[T any](in []T, f func(T) gpu) []gpu {
+	out := make([]gpu, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
+}
+
+// remappedRows is `nvidia-smi --query-remapped-rows=FIELDS --format=csv[,noheader]`.
+func (e *cmdEnv) remappedRows(q string, gs []gpu, noheader bool) int {
+	fields := splitFields(q)
+	for _, f := range fields {
+		if !remappedRowFields[f] {
+			fmt.Fprintf(e.stdout, "Field \"%s\" is not a valid field to query.\n\n", f)
+			return 2
+		}
+	}
+	if !noheader {
+		fmt.Fprintln(e.stdout, strings.Join(fields, ", "))
+	}
+	for _, g := range gs {
+		var vs []string
+		for _, f := range fields {
+			vs = append(vs, remappedRowField(f, g))
+		}
+		fmt.Fprintln(e.stdout, strings.Join(vs, ", "))
+	}
 	return 0
 }
 

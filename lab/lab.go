@@ -170,6 +170,10 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 		l.Close()
 		return nil, fmt.Errorf("start lab: %w", err)
 	}
+	if err := l.applyGPUFaults(); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("start lab: %w", err)
+	}
 	l.armRestartLoop()
 	return l, nil
 }
@@ -197,7 +201,8 @@ func (l *Lab) boot(ctx context.Context) error {
 	w.slowdown = l.faults.slowEngine
 	l.w = w
 	for i := 0; i < l.opts.GPUs; i++ {
-		w.gpus = append(w.gpus, &gpu{index: i, uuid: fmt.Sprintf("GPU-%08x-5c1e-4b7a-9d3f-%012x", 0x3f2a7c10+i*0x1111, 0xa1b2c3d40000+i), name: "NVIDIA H100 80GB HBM3", total: 81559})
+		w.gpus = append(w.gpus, &gpu{index: i, uuid: fmt.Sprintf("GPU-%08x-5c1e-4b7a-9d3f-%012x", 0x3f2a7c10+i*0x1111, 0xa1b2c3d40000+i), name: "NVIDIA H100 80GB HBM3", total: 81559,
+			hw: healthyGPU()})
 	}
 
 	pve, err := l.newHost(l.opts.Node, nil)

@@ -574,9 +574,11 @@ func (e *cmdEnv) status(name string) int {
 	return 3
 }
 
-// journalctl supports -u UNIT, -n N, --since, -o cat|short|short-iso|short-precise, --no-pager, -q.
+// journalctl supports -u UNIT, -k (the kernel's messages: the NVIDIA driver's Xid lines), -n N,
+// --since, -o cat|short|short-iso|short-precise, --no-pager, -q.
 func (e *cmdEnv) journalctl(args []string) int {
 	unitName := ""
+	kernel := false
 	n := -1
 	var since time.Time
 	format := "short"
@@ -649,6 +651,10 @@ func (e *cmdEnv) journalctl(args []string) int {
 			format = a[2:]
 		case a == "-q" || a == "--quiet":
 			quiet = true
+		case a == "-k" || a == "--dmesg":
+			kernel = true
+		case a == "-k" || a == "--dmesg":
+			kernel = true
 		case a == "--no-pager" || a == "-b" || a == "--boot" || a == "-x" || a == "--catalog" || a == "-e" || a == "--pager-end" || a == "--no-hostname" || a == "-a" || a == "--all" || a == "--utc":
 		case a == "-f" || a == "--follow":
 			fmt.Fprintln(e.stderr, "journalctl: --follow is not supported by the lab")
@@ -664,7 +670,19 @@ func (e *cmdEnv) journalctl(args []string) int {
 		fmt.Fprintf(e.stderr, "Unknown output format '%s'.\n", format)
 		return 1
 	}
-	entries := e.h.journal.query(unitName, since, n)
+	entries := e.h.journal.query(unitName, since, -1)
+	if kernel {
+		var ks []journalEntry
+		for _, en := range entries {
+			if en.Ident == "kernel" && en.Unit == "" {
+				ks = append(ks, en)
+			}
+		}
+		entries = ks
+	}
+	if n >= 0 && len(entries) > n {
+		entries = entries[len(entries)-n:]
+	}
 	if len(entries) == 0 && format != "cat" && !quiet {
 		fmt.Fprintln(e.stdout, "-- No entries --")
 		return 0
@@ -734,6 +752,9 @@ func formatEntry(en journalEntry, host, format string) string {
 		ts = fmt.Sprintf("%d.%06d", t.Unix(), t.Nanosecond()/1000)
 	default:
 		ts = t.Format("Jan 02 15:04:05")
+	}
+	if en.PID == 0 { // the kernel's lines carry no pid
+		return fmt.Sprintf("%s %s %s: %s", ts, host, en.Ident, en.Msg)
 	}
 	return fmt.Sprintf("%s %s %s[%d]: %s", ts, host, en.Ident, en.PID, en.Msg)
 }

@@ -52,6 +52,7 @@ type gpu struct {
 	name  string
 	total int // MiB
 	util  int
+	hw    gpuHealth // what nvidia-smi reports of its health (hardware.go)
 }
 
 type release struct {
@@ -275,6 +276,10 @@ func (w *world) exit(p *proc, code int, sig syscall.Signal) {
 	delete(w.procs, p.hostPID)
 	now := time.Now()
 	for g, m := range p.mem {
+		if gg := w.gpuByIndex(g); m > 0 && gg != nil && gg.hw.strandNext {
+			gg.hw.strandedMiB += m
+			continue
+		}
 		if m > 0 {
 			w.releases = append(w.releases, release{gpu: g, mib: m, at: now.Add(w.real(w.releaseLag))})
 		}
@@ -322,6 +327,9 @@ func (w *world) used(g int) int {
 	w.releases = keep
 	for _, p := range w.procs {
 		n += p.mem[g]
+	}
+	if gg := w.gpuByIndex(g); gg != nil {
+		n += gg.hw.strandedMiB
 	}
 	return n
 }
