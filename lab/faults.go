@@ -42,7 +42,7 @@ import (
 //	                through SSH (via_ssh) cannot be reached
 //	xid=N@G         at start, node GPU G fails as the driver reports XID N: the kernel log line
 //	                and the state that goes with it (Lab.InjectXID; 48 and 95 an uncorrected
-//	                ECC error, 63 a pending row remap, 64 a failed remap, 79 off the bus)
+//	                ECC error, 63 a pending row remap, 79 off the bus)
 //	remap-pending=G GPU G has a row marked for remapping (XID 63), pending until a reset
 //	pcie-degraded=G GPU G's PCIe link trained at gen 4 x8 of gen 5 x16
 //	thermal=G       GPU G runs at 92 C with its clocks slowed by thermal slowdown

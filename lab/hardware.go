@@ -71,8 +71,9 @@ func InjectedXIDs() []int {
 // node's kernel log gets the driver's lines, and the GPU's state changes as
 // the event does on real hardware: 48 and 95 count an uncorrected ECC error
 // (volatile and aggregate), 94 a contained one with a row marked for
-// remapping, 63 marks a row for remapping (pending until a reset), 64 a
-// remapping that failed. Other XIDs only log.
+// remapping, 63 marks a row for remapping (pending until a reset). Other XIDs
+// (64 included: the InfoROM write failed, the remapper's state is unchanged)
+// only log.
 func (l *Lab) InjectXID(g, xid int) error {
 	text, ok := xidText[xid]
 	if !ok {
@@ -98,8 +99,6 @@ func (l *Lab) InjectXID(g, xid int) error {
 	case 63:
 		hw.remapUnc++
 		hw.remapPending = true
-	case 64:
-		hw.remapFailure = true
 	}
 	k := w.node.journal
 	if xid == 79 {
@@ -280,4 +279,10 @@ func atoiStrict(s string) (int, error) {
 		return 0, fmt.Errorf("not a number: %q", s)
 	}
 	return n, nil
+}
+
+// SetRemapFailure records that GPU g's row remapper failed (its spare rows
+// are used up), as nvidia-smi's remapped_rows.failure then reports.
+func (l *Lab) SetRemapFailure(g int) error {
+	return l.withGPU(g, func(hw *gpuHealth) { hw.remapFailure = true })
 }

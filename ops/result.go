@@ -294,6 +294,8 @@ type Result struct {
 	Spec      *Spec         `json:"spec,omitempty"`
 	Logs      []string      `json:"logs,omitempty"`
 	Incidents []string      `json:"incidents"`
+	// Health is `gpu health`'s per-GPU health and verdicts.
+	Health []GPUHealth `json:"health,omitempty"`
 	// Details are extra lines for the final result block (tables, previews).
 	Details []string `json:"details,omitempty"`
 	// Chart is an optional PNG image for the result (sweeps).
