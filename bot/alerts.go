@@ -27,11 +27,26 @@ func AlertText(in store.Incident, _ time.Time) string {
 	b.WriteString(in.Summary)
 	if in.AckedBy != "" {
 		fmt.Fprintf(&b, "\nacknowledged by %s at %s", in.AckedBy, report.Stamp(in.AckedAt))
+	} else if in.Open() && IsHardwareKey(in.Service) {
+		fmt.Fprintf(&b, "\n`ack %d` takes it (stops the reminders); `watchdog silence SERVICE 2h` for every service on the GPU keeps it quiet for maintenance", in.ID)
 	} else if in.Open() {
 		fmt.Fprintf(&b, "\n`ack %d` takes it (stops the reminders); `watchdog silence %s 2h` for maintenance", in.ID, in.Service)
 	}
 	return b.String()
 }
+
+// HardwareKey is the incident key of a GPU's hardware incident (the
+// watchdog's, kept in the store's service column): "gpu:NODE:UUID", or the
+// node's index when the UUID is unknown. No service name has a colon.
+func HardwareKey(node, uuid string, index int) string {
+	if uuid == "" {
+		uuid = fmt.Sprint(index)
+	}
+	return "gpu:" + node + ":" + uuid
+}
+
+// IsHardwareKey reports whether an incident's key is a GPU's (HardwareKey).
+func IsHardwareKey(key string) bool { return strings.HasPrefix(key, "gpu:") }
 
 // alertStatus is the status an alert message shows: running while its
 // incident is open, succeeded once it closed.

@@ -125,6 +125,10 @@ func (c *Config) applyScheduleDefaults() {
 	orDefault(&c.Timezone, DefaultTimezone)
 	orDefault(&c.Watchdog.Interval, Duration(DefaultWatchdogInterval))
 	orDefault(&c.Watchdog.Remind, Duration(DefaultWatchdogRemind))
+	if len(c.Watchdog.Hardware.XIDs) == 0 {
+		// gpu.DefaultPagingXIDs: a reset or worse, and failing memory.
+		c.Watchdog.Hardware.XIDs = append([]int(nil), gpu.DefaultPagingXIDs...)
+	}
 	for i := range c.Schedules {
 		orDefault(&c.Schedules[i].Missed, MissedSkip)
 	}

@@ -41,7 +41,28 @@ type Watchdog struct {
 	// Remind is how long an unacknowledged alert waits between reminders
 	// (default DefaultWatchdogRemind, at least a minute).
 	Remind Duration `yaml:"remind,omitempty"`
+	// Hardware is the watch over the GPUs' hardware (watchdog.hardware).
+	Hardware WatchdogHardware `yaml:"hardware,omitempty"`
 }
+
+// WatchdogHardware configures the watchdog's hardware checks: each pass
+// reads every node's GPU health (as `gpu health` does) and alerts once per
+// GPU on a new paging XID, a new uncorrected ECC error, a pending row remap
+// or (with PCIe) a degraded PCIe link.
+type WatchdogHardware struct {
+	// Enabled turns the checks on (default true).
+	Enabled *bool `yaml:"enabled,omitempty"`
+	// XIDs are the XIDs that page (default DefaultPagingXIDs).
+	XIDs []int `yaml:"xids,omitempty"`
+	// PCIe pages on a PCIe link below its maximum (default true).
+	PCIe *bool `yaml:"pcie,omitempty"`
+}
+
+// On reports whether the hardware checks run.
+func (h WatchdogHardware) On() bool { return h.Enabled == nil || *h.Enabled }
+
+// PagesOnLink reports whether a degraded PCIe link pages.
+func (h WatchdogHardware) PagesOnLink() bool { return h.PCIe == nil || *h.PCIe }
 
 // validateSchedules checks timezone, schedules and watchdog.
 func (c *Config) validateSchedules(bad func(string, ...any)) {
@@ -53,6 +74,11 @@ func (c *Config) validateSchedules(bad func(string, ...any)) {
 	}
 	if c.Watchdog.Remind.D() < time.Minute {
 		bad("watchdog.remind: %s is too short (at least 1m): a reminder is a message to everyone in the room", c.Watchdog.Remind.D())
+	}
+	for _, x := range c.Watchdog.Hardware.XIDs {
+		if x <= 0 || x > 1000 {
+			bad("watchdog.hardware.xids: %d is not an XID (NVIDIA's are 1 to a few hundred)", x)
+		}
 	}
 	if c.Watchdog.To != "" {
 		if _, err := commands.ParseTargets(c.Watchdog.To); err != nil {

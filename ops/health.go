@@ -193,8 +193,12 @@ func nextAction(g GPUHealth, ts []*target) string {
 	case gpu.Degraded:
 		return g.Findings[0].Action
 	case gpu.ResetNeeded:
-		return fmt.Sprintf("`gpu reset %s:%d` (stops %s on it, resets the GPU on %s, starts %s again); %s",
-			g.Node, g.GPU.Index, svcs, g.Node, svcs, g.Findings[0].Action)
+		stop := "no process may hold it"
+		if len(g.Services) > 0 {
+			stop = "stop " + svcs + " first (`svc stop " + g.Services[0] + "`)"
+		}
+		return fmt.Sprintf("reset the GPU on %s: %s, then `nvidia-smi --gpu-reset -i %d` there (persistence mode must be off for it: `nvidia-smi -pm 0 -i %d`); %s",
+			g.Node, stop, g.GPU.Index, g.GPU.Index, g.Findings[0].Action)
 	case gpu.RebootNeeded:
 		return fmt.Sprintf("reboot %s (it takes down %s); %s", g.Node, strings.Join(all, ", "), g.Findings[0].Action)
 	}

@@ -267,6 +267,14 @@ func (w *Watchdog) pass(ctx context.Context, now time.Time, set watchSettings, h
 			}
 		}
 	}
+	if hw := w.hwSettings(); hw.on {
+		if held != nil {
+			if err := held(ctx); err != nil {
+				return rep, err
+			}
+		}
+		w.hardwarePass(ctx, now, set, hw, silenced, openOf, &rep)
+	}
 	return rep, nil
 }
 
