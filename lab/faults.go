@@ -142,10 +142,14 @@ func ParseFaults(s string) ([]Fault, error) {
 		default:
 			return nil, &FaultError{Item: item, Problem: "unknown fault"}
 		}
-		if seen[name] {
+		key := name
+		if gpuFaults[name] { // one per GPU (per XID and GPU)
+			key = f.String()
+		}
+		if seen[key] {
 			return nil, &FaultError{Item: item, Problem: "given twice"}
 		}
-		seen[name] = true
+		seen[key] = true
 		out = append(out, f)
 	}
 	return out, nil

@@ -54,7 +54,7 @@ func TestGPUHealthVerdictsOnTheLab(t *testing.T) {
 	for _, s := range []string{
 		"pve GPU 2 (qwen, 00000000:58:00.0): reboot needed",
 		"next: reboot pve (it takes down coder, qwen)",
-		"Xid 79 GPU has fallen off the bus (1 in 24h0m0s",
+		"Xid 79 GPU has fallen off the bus (1 in 24 h",
 		"docs.nvidia.com/deploy/xid-errors",
 		"pve GPU 1 (qwen, 00000000:38:00.0): reset needed",
 		"then `nvidia-smi --gpu-reset -i 1` there",

@@ -69,7 +69,7 @@ func Judge(h Health, o JudgeOptions) (Verdict, []Finding) {
 		if !s.last.At.IsZero() {
 			when = "last " + s.last.At.UTC().Format("2006-01-02 15:04:05 UTC")
 		}
-		what := fmt.Sprintf("Xid %d %s (%d in %s, %s): %s", x, info.Name, s.n, o.Recent, when, info.Meaning)
+		what := fmt.Sprintf("Xid %d %s (%d in %s, %s): %s", x, info.Name, s.n, hours(o.Recent), when, info.Meaning)
 		if info.Software {
 			what += " [the software's, not the GPU's]"
 		}
@@ -121,4 +121,11 @@ func Judge(h Health, o JudgeOptions) (Verdict, []Finding) {
 		v = fs[0].Verdict
 	}
 	return v, fs
+}
+
+func hours(d time.Duration) string {
+	if d%time.Hour == 0 {
+		return fmt.Sprintf("%d h", d/time.Hour)
+	}
+	return d.String()
 }
