@@ -20,6 +20,11 @@ type AuditEntry struct {
 	Decision string // "accepted", "refused", "confirmed", "cancelled", ...; required
 	Detail   string // e.g. the role that was missing
 	JobID    int64  // the job the decision started or concerns; 0 when none
+
+	// The chain (see auditchain.go), set by the store: the hash of the
+	// entry before this one, and this entry's own hash. Both "" for an
+	// entry from before the chain.
+	Prev, Hash string
 }
 
 // Common AuditEntry.Decision values.
@@ -32,8 +37,9 @@ const (
 	DecisionInvalid   = "invalid"
 )
 
-// AppendAudit adds e to the audit log. The log is append-only: the store has
-// no call that changes or deletes an entry, and the database itself refuses
+// AppendAudit adds e to the audit log, chained after the last entry (see
+// auditchain.go). The log is append-only: the store has no call that
+// changes or deletes an entry but Prune, and the database itself refuses
 // UPDATE and DELETE on it (triggers), whoever opens the file.
 func (s *Store) AppendAudit(ctx context.Context, e AuditEntry) error {
 	if err := checkAudit(e); err != nil {
@@ -60,13 +66,21 @@ func checkAudit(e AuditEntry) error {
 		return fmt.Errorf("%w: the decision is empty", ErrInvalid)
 	case e.ID != 0:
 		return fmt.Errorf("%w: a new entry has no ID yet (got %d)", ErrInvalid, e.ID)
+	case e.Prev != "" || e.Hash != "":
+		return fmt.Errorf("%w: a new entry's chain is the store's to set", ErrInvalid)
 	case e.JobID < 0:
 		return fmt.Errorf("%w: negative job id %d", ErrInvalid, e.JobID)
 	}
 	return checkTime("audit time", e.At)
 }
 
+// insertAudit inserts e as the next entry of the chain: on SQLite the
+// store chains it (insertAuditChained), on PostgreSQL the database's
+// trigger does (migration 0012).
 func insertAudit(tx *wtx, e AuditEntry) error {
+	if tx.s.dialect == sqliteSQL {
+		return insertAuditChained(tx, e)
+	}
 	_, err := tx.ExecContext(context.Background(), `INSERT INTO audit_log
 		(at, platform, user_id, room, command, decision, detail, job_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.At.UnixNano(), e.Platform, e.User, e.Room, e.Command, e.Decision, e.Detail, nullID(e.JobID))
