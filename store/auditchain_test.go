@@ -338,3 +338,35 @@ func testAuditChainMigration(t *testing.T, drv driver) {
 		t.Fatalf("export: %+v, %v", file, err)
 	}
 }
+
+// A copy of a pruned store keeps its chain as it was: the entries their
+// ids and hashes (not chained again by the target), the anchor and the
+// head, into either driver.
+func TestCopyKeepsPrunedAuditChain(t *testing.T) {
+	t.Parallel()
+	for _, from := range drivers {
+		for _, to := range drivers {
+			t.Run(from.name+"_to_"+to.name, func(t *testing.T) {
+				t.Parallel()
+				if from.pg || to.pg {
+					drivers[1].openTemp(t) // skips without PostgreSQL
+				}
+				ctx := context.Background()
+				src := from.openTemp(t)
+				dst := to.openTemp(t)
+				appendN(t, src, "frank", 5, time.Now().Add(-100*24*time.Hour))
+				appendN(t, src, "frank", 3, time.Now().Add(-time.Hour))
+				if _, err := src.Prune(ctx, time.Now().Add(-90*24*time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+				want := verified(t, src)
+				if _, err := Copy(ctx, src, dst, CopyOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				if got := verified(t, dst); got != want || got.First != 6 {
+					t.Fatalf("the copy's chain %+v, the source's %+v", got, want)
+				}
+			})
+		}
+	}
+}
