@@ -20,6 +20,11 @@ type AuditEntry struct {
 	Decision string // "accepted", "refused", "confirmed", "cancelled", ...; required
 	Detail   string // e.g. the role that was missing
 	JobID    int64  // the job the decision started or concerns; 0 when none
+
+	// The chain (see auditchain.go), set by the store: the hash of the
+	// entry before this one, and this entry's own hash. Both "" for an
+	// entry from before the chain.
+	Prev, Hash string
 }
 
 // Common AuditEntry.Decision values.
@@ -32,22 +37,28 @@ const (
 	DecisionInvalid   = "invalid"
 )
 
-// AppendAudit adds e to the audit log. The log is append-only: the store has
-// no call that changes or deletes an entry, and the database itself refuses
+// AppendAudit adds e to the audit log, chained after the last entry (see
+// auditchain.go). The log is append-only: the store has no call that
+// changes or deletes an entry but Prune, and the database itself refuses
 // UPDATE and DELETE on it (triggers), whoever opens the file.
 func (s *Store) AppendAudit(ctx context.Context, e AuditEntry) error {
 	if err := checkAudit(e); err != nil {
 		return fmt.Errorf("append audit: %w", err)
 	}
 	e.At = orNow(e.At)
-	err := s.write1(ctx, func(tx *wtx) error {
-		if e.JobID != 0 {
-			if err := jobExists(tx, e.JobID); err != nil {
-				return err
+	var err error
+	if s.dialect == postgresSQL {
+		err = s.writeAuto(ctx, func(tx *wtx) error { return insertAuditAuto(tx, e) })
+	} else {
+		err = s.write1(ctx, func(tx *wtx) error {
+			if e.JobID != 0 {
+				if err := jobExists(tx, e.JobID); err != nil {
+					return err
+				}
 			}
-		}
-		return insertAudit(tx, e)
-	})
+			return insertAudit(tx, e)
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("append audit %s %q by %s: %w", e.Decision, e.Command, e.User, err)
 	}
@@ -60,17 +71,46 @@ func checkAudit(e AuditEntry) error {
 		return fmt.Errorf("%w: the decision is empty", ErrInvalid)
 	case e.ID != 0:
 		return fmt.Errorf("%w: a new entry has no ID yet (got %d)", ErrInvalid, e.ID)
+	case e.Prev != "" || e.Hash != "":
+		return fmt.Errorf("%w: a new entry's chain is the store's to set", ErrInvalid)
 	case e.JobID < 0:
 		return fmt.Errorf("%w: negative job id %d", ErrInvalid, e.JobID)
 	}
 	return checkTime("audit time", e.At)
 }
 
+// insertAudit inserts e as the next entry of the chain: on SQLite the
+// store chains it (insertAuditChained), on PostgreSQL the database's
+// trigger does (migration 0012).
 func insertAudit(tx *wtx, e AuditEntry) error {
+	if tx.s.dialect == sqliteSQL {
+		return insertAuditChained(tx, e)
+	}
 	_, err := tx.ExecContext(context.Background(), `INSERT INTO audit_log
 		(at, platform, user_id, room, command, decision, detail, job_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.At.UnixNano(), e.Platform, e.User, e.Room, e.Command, e.Decision, e.Detail, nullID(e.JobID))
 	return err
+}
+
+// insertAuditAuto is AppendAudit's one statement on PostgreSQL, in
+// autocommit: the entry, when its job (if any) exists. The trigger chains
+// it under the head row's lock, which the statement's commit releases in
+// the same round trip (a transaction around it would hold the lock for
+// one more: appenders of every process queue on it).
+func insertAuditAuto(tx *wtx, e AuditEntry) error {
+	res, err := tx.ExecContext(context.Background(), `INSERT INTO audit_log
+		(at, platform, user_id, room, command, decision, detail, job_id)
+		SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8 WHERE ?8 IS NULL OR EXISTS (SELECT 1 FROM jobs WHERE id = ?8)`,
+		e.At.UnixNano(), e.Platform, e.User, e.Room, e.Command, e.Decision, e.Detail, nullID(e.JobID))
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return fmt.Errorf("job %d: %w", e.JobID, ErrNotFound)
+	}
+	return nil
 }
 
 // CreateJobAudited records a new job and the audit entry that accepted it in

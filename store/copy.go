@@ -166,6 +166,9 @@ func copyStoreTables(ctx context.Context, src view, dst *Store) ([]CopyCount, er
 			return copied, fmt.Errorf("copy store: move the id sequence of %s: %w", t, err)
 		}
 	}
+	if err := copyAuditChain(ctx, src, dst); err != nil {
+		return copied, fmt.Errorf("copy store: %w", err)
+	}
 	return copied, nil
 }
 
@@ -226,6 +229,11 @@ func copyTable(ctx context.Context, src view, dst *Store, table string) (int64, 
 	}
 	insert := `INSERT INTO ` + table + ` (` + strings.Join(cols, ", ") + `) VALUES (` +
 		strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + `)`
+	if table == "audit_log" && dst.dialect == postgresSQL {
+		// The entries as they were, ids and hashes: not chained again by
+		// the target's trigger (migration 0012).
+		insert = verbatimAudit + insert
+	}
 	return copyRows(ctx, rows, len(cols), src, dst, insert, func(vals []any) {
 		for i, v := range vals {
 			// The store's tables hold no blobs: text a driver hands back
@@ -236,6 +244,11 @@ func copyTable(ctx context.Context, src view, dst *Store, table string) (int64, 
 		}
 	})
 }
+
+// verbatimAudit marks copyRows's insert for audit entries kept as they
+// were on PostgreSQL: copyRows sets opsbot.audit_verbatim for each of its
+// transactions first.
+const verbatimAudit = "-- verbatim audit\n"
 
 // copyRows inserts every row of rows (ncols columns each, after convert
 // changed them in place for dst) into dst with insert, in batches of
@@ -248,8 +261,14 @@ func copyRows(ctx context.Context, rows *sql.Rows, ncols int, src view, dst *Sto
 			return nil
 		}
 		err := dst.writeLong(ctx, func(tx *wtx) error {
+			q, verbatim := strings.CutPrefix(insert, verbatimAudit)
+			if verbatim {
+				if _, err := tx.ExecContext(context.Background(), `SELECT set_config('opsbot.audit_verbatim', 'on', true)`); err != nil {
+					return err
+				}
+			}
 			for _, vals := range batch {
-				if _, err := tx.ExecContext(context.Background(), insert, vals...); err != nil {
+				if _, err := tx.ExecContext(context.Background(), q, vals...); err != nil {
 					return err
 				}
 			}
@@ -332,9 +351,27 @@ func moveSequence(ctx context.Context, src view, dst *Store, table string) error
 	})
 }
 
+// copyAuditChain gives dst src's audit chain ends (its anchor and head, see
+// auditchain.go), so that the copied entries verify and the next one
+// chains after them.
+func copyAuditChain(ctx context.Context, src view, dst *Store) error {
+	anchor, head, err := chainEnds(ctx, src.r)
+	if err != nil {
+		return err
+	}
+	return dst.write(ctx, func(tx *wtx) error {
+		for name, l := range map[string]chainLink{"anchor": anchor, "head": head} {
+			if _, err := tx.ExecContext(context.Background(), `UPDATE audit_chain SET seq = ?, hash = ? WHERE name = ?`, l.Seq, l.Hash, name); err != nil {
+				return fmt.Errorf("copy the audit chain's %s: %w", name, err)
+			}
+		}
+		return nil
+	})
+}
+
 // storeTables are the tables the store's own migrations make, and the
 // databases' own; SideTables are the others.
-var storeTables = map[string]bool{"schema_migrations": true, "sqlite_sequence": true}
+var storeTables = map[string]bool{"schema_migrations": true, "sqlite_sequence": true, "audit_chain": true}
 
 func init() {
 	for _, t := range append(append([]string{}, copyTables...), SkippedTables...) {

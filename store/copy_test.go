@@ -163,7 +163,16 @@ func TestCopy(t *testing.T) {
 				if sc := must(dst.AddSchedule(ctx, Schedule{Spec: "@daily", Command: "x"}))(t); sc.ID != 3 {
 					t.Errorf("the next schedule in the copy is #%d, want #3 (after the removed #2)", sc.ID)
 				}
+				// The audit chain comes along as it was, its ends too, and
+				// the copy's next entry chains after the copied ones.
+				chain := verified(t, src)
+				if got := verified(t, dst); got != chain || chain.Entries == 0 {
+					t.Errorf("the copy's audit chain %+v, the source's %+v", got, chain)
+				}
 				must(0, dst.AppendAudit(ctx, AuditEntry{User: "U2", Decision: DecisionAccepted}))(t)
+				if got := verified(t, dst); got.Last != chain.Last+1 {
+					t.Errorf("the copy's next audit entry: chain %+v, want entry %d", got, chain.Last+1)
+				}
 				// A second copy into the now non-empty target is refused and changes nothing.
 				before := dump(t, dst, "jobs")
 				if _, err := Copy(ctx, src, dst, CopyOptions{Live: true}); !errors.Is(err, ErrNotEmpty) {

@@ -23,7 +23,9 @@ type Pruned struct {
 }
 
 // Prune deletes the events of jobs that ended before cutoff, the audit
-// entries written before it and the claimed schedule firings before it, in
+// entries written before it (those before the first entry written at or
+// after it: the chain loses its oldest entries and nothing between, see
+// pruneAudit) and the claimed schedule firings before it, in
 // one transaction: a nil error means all are gone, an error means nothing
 // was deleted. Jobs themselves, their results
 // and the benchmark history are kept (they are small, and `history` reads
@@ -50,11 +52,7 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (Pruned, error) {
 			strconv.FormatInt(c, 10), now().UnixNano()); err != nil {
 			return fmt.Errorf("allow pruning the audit log: %w", err)
 		}
-		res, err = tx.ExecContext(bg, `DELETE FROM audit_log WHERE at < ?`, c)
-		if err != nil {
-			return fmt.Errorf("delete audit entries: %w", err)
-		}
-		if p.Audit, err = res.RowsAffected(); err != nil {
+		if p.Audit, err = pruneAudit(tx, c); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(bg, `DELETE FROM kv WHERE key = 'prune.audit_before'`); err != nil {
@@ -71,6 +69,46 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (Pruned, error) {
 		return Pruned{}, fmt.Errorf("prune store before %s: %w", cutoff.UTC().Format(time.RFC3339), err)
 	}
 	return p, nil
+}
+
+// pruneAudit deletes the audit entries before the first one written at or
+// after cutoff c (all of them when none is), and makes the last chained
+// entry it deletes the chain's anchor, so that the entries kept still
+// verify (see auditchain.go). Entries are chained in the order they are
+// written, and their times (set by the caller) may be out of that order by
+// a little: an entry older than c that comes after a newer one is kept
+// until a later prune. The ids are fixed from what this transaction reads
+// first, so an entry another process chains meanwhile is never deleted.
+func pruneAudit(tx *wtx, c int64) (int64, error) {
+	bg := context.Background()
+	var upto sql.NullInt64
+	err := tx.QueryRowContext(bg, `SELECT COALESCE(
+		(SELECT MIN(id) FROM audit_log WHERE at >= ?) - 1,
+		(SELECT MAX(id) FROM audit_log))`, c).Scan(&upto)
+	if err != nil {
+		return 0, fmt.Errorf("find the audit entries to prune: %w", err)
+	}
+	if !upto.Valid {
+		return 0, nil // no entries
+	}
+	var last chainLink
+	err = tx.QueryRowContext(bg, `SELECT id, hash FROM audit_log WHERE id <= ? AND hash IS NOT NULL ORDER BY id DESC LIMIT 1`,
+		upto.Int64).Scan(&last.Seq, &last.Hash)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		// Only entries from before the chain go: the anchor stays.
+	case err != nil:
+		return 0, fmt.Errorf("find the last audit entry to prune: %w", err)
+	default:
+		if _, err := tx.ExecContext(bg, `UPDATE audit_chain SET seq = ?, hash = ? WHERE name = 'anchor'`, last.Seq, last.Hash); err != nil {
+			return 0, fmt.Errorf("move the audit chain's anchor: %w", err)
+		}
+	}
+	res, err := tx.ExecContext(bg, `DELETE FROM audit_log WHERE id <= ?`, upto.Int64)
+	if err != nil {
+		return 0, fmt.Errorf("delete audit entries: %w", err)
+	}
+	return res.RowsAffected()
 }
 
 // Backup writes a consistent copy of the database at path (a store another

@@ -103,6 +103,28 @@ var subcommands = map[string]subcommandDoc{
 		examples: []string{"opsbot store copy --config /etc/opsbot/opsbot.yaml /etc/opsbot/opsbot-postgres.yaml",
 			"opsbot store copy --config /etc/opsbot/opsbot-postgres.yaml --live /srv/opsbot-snapshot.yaml"},
 	},
+	"opsbot audit export": {
+		usage: "opsbot audit export [--config FILE] --since WHEN [--until WHEN]",
+		what: "Writes the audit log's entries from the first written at or after --since to the last written\n" +
+			"before --until (default: the newest), and every entry between them, one JSON object a line on\n" +
+			"stdout: id, at, platform, user, room, command, decision, detail, job_id, and the chain: prev (the\n" +
+			"hash of the entry before) and hash (of this entry's content and prev); null for entries from before\n" +
+			"the chain. WHEN is a duration before now (90m, 36h, 30d) or an RFC 3339 time. What it wrote, and\n" +
+			"the last entry's hash, go to stderr: an auditor keeps that hash to check later exports against.",
+		examples: []string{"opsbot audit export --config /etc/opsbot/opsbot.yaml --since 30d > audit-2026-04.jsonl",
+			"opsbot audit export --since 2026-01-01T00:00:00Z --until 2026-04-01T00:00:00Z"},
+	},
+	"opsbot audit verify": {
+		usage: "opsbot audit verify FILE | --config FILE",
+		what: "Checks an export (FILE), or with --config the store's whole audit log, entry by entry: each one's\n" +
+			"hash matches its content, and it links to the entry before it (the next id, that entry's hash);\n" +
+			"the store's log also runs from its anchor (the chain's start, or the last pruned entry) to its\n" +
+			"head. Exit 0 and the last entry's hash when every entry matches; exit 1 naming the first entry\n" +
+			"(and line) that does not: an entry changed, removed or out of order. It cannot show entries\n" +
+			"rewritten after a point by someone who may write the database, with their hashes: only a hash kept\n" +
+			"elsewhere (an earlier export's last one) shows that.",
+		examples: []string{"opsbot audit verify audit-2026-04.jsonl", "opsbot audit verify --config /etc/opsbot/opsbot.yaml"},
+	},
 	"opsbot health": {
 		usage:    "opsbot health [--url URL]",
 		what:     "Asks a running serve's /healthz and exits 0 when it answers 200 (the container's HEALTHCHECK).",
@@ -181,7 +203,7 @@ func printUsageTo(fs *flag.FlagSet, w io.Writer) {
 
 // overviewOrder is the order `opsbot --help` lists the subcommands in.
 var overviewOrder = []string{"opsbot run", "opsbot demo", "opsbot lab", "opsbot bench", "opsbot config", "opsbot serve",
-	"opsbot store backup", "opsbot store copy", "opsbot health", "opsbot version"}
+	"opsbot store backup", "opsbot store copy", "opsbot audit export", "opsbot audit verify", "opsbot health", "opsbot version"}
 
 // overview is `opsbot --help`: each subcommand's usage line, as its own
 // --help shows it, on one line.

@@ -1,6 +1,7 @@
 // Command opsbot is the chat-ops bot for LLM inference servers under systemd.
 // `opsbot --help` lists its subcommands (run, demo, lab, bench, config check,
-// serve, store backup, store copy, health, version); each explains itself
+// serve, store backup, store copy, audit export, audit verify, health,
+// version); each explains itself
 // with --help.
 //
 // This file only parses flags and wires packages together.
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdServe(ctx, args[1:], stderr)
 	case "store":
 		err = cmdStore(ctx, args[1:], stdout, stderr)
+	case "audit":
+		err = cmdAudit(ctx, args[1:], stdout, stderr)
 	case "health":
 		err = cmdHealth(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
