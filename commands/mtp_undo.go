@@ -10,7 +10,7 @@ import (
 var mtpUndoSpec = &Spec{
 	Path:    "mtp undo",
 	Summary: "put back the unit text the service's last successful change replaced, redeploy it and benchmark it",
-	Details: "Finds the last job that changed the service's unit and succeeded (mtp steps, mtp per-load, or an earlier " +
+	Details: "Finds the last job that changed the service's unit and succeeded (mtp steps, mtp per-load, engine set, or an earlier " +
 		"mtp undo), and deploys the text that job replaced through the same steps as mtp steps: preview, confirm, stop, clear " +
 		"GPU memory, write, start, wait until it serves, verify, benchmark. A file the job wrote beside the unit (mtp " +
 		"per-load's adaptive config) is put back with it, or removed when the job created it. Refused when there is " +

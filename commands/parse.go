@@ -101,6 +101,13 @@ func (p *parser) parse(toks []token, nested bool) (Command, error) {
 			return cp.fail(prob, sugg)
 		}
 	}
+	if ch, ok := c.(interface {
+		checkIn(Options) (string, string)
+	}); ok {
+		if prob, sugg := ch.checkIn(p.opts); prob != "" {
+			return cp.fail(prob, sugg)
+		}
+	}
 	for k, ka := range cp.b.keys {
 		if cp.seenKeys&(1<<k) == 0 && ka.k.def != 0 {
 			*ka.v = ka.k.def
@@ -297,6 +304,9 @@ func (cp *cmdParse) flag(toks []token, i int) (string, string) {
 			return fmt.Sprintf("%s is read-only: it does not take --dry-run", path), ""
 		}
 		return fmt.Sprintf("%s does not take %s", path, f.name), ""
+	}
+	if word, ok := isEngineFlag(cp.b, w); ok {
+		return fmt.Sprintf("write the engine flag without its dashes: %s", word), didYouMean(replaceWord(toks, i, word))
 	}
 	names := make([]string, len(cp.b.flags))
 	for k, f := range cp.b.flags {

@@ -15,6 +15,7 @@ const DefaultMaxSteps = unit.DefaultMaxSteps
 // binding by init, so they cannot drift from what Parse accepts.
 var registry = []*Spec{
 	mtpStepsSpec, mtpOffSpec, mtpTuneSpec, mtpPerLoadSpec, mtpShowSpec, mtpUndoSpec,
+	engineSetSpec, engineShowSpec,
 	gpuStatusSpec, gpuHealthSpec, gpuRecoverSpec,
 	svcStartSpec, svcStopSpec, svcRestartSpec, svcStatusSpec, svcLogsSpec,
 	benchSpec, sweepSpec,

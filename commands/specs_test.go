@@ -24,6 +24,8 @@ func TestSpecs(t *testing.T) {
 		"mtp show":         {"mtp show [SERVICE]", Viewer, false, false, false, LockNone},
 		"mtp undo":         {"mtp undo [SERVICE] [--dry-run]", Operator, true, true, false, LockService},
 		"gpu health":       {"gpu health [SERVICE|HOST]", Viewer, false, false, false, LockNone},
+		"engine set":       {"engine set FLAG VALUE [SERVICE] [--dry-run]", Operator, true, true, false, LockService},
+		"engine show":      {"engine show [SERVICE]", Viewer, false, false, false, LockNone},
 		"gpu status":       {"gpu status [HOST]", Viewer, false, false, false, LockNone},
 		"gpu recover":      {"gpu recover [HOST|SERVICE] [--no-start] [--force] [--dry-run]", Operator, true, true, true, LockService},
 		"svc start":        {"svc start [SERVICE] [--dry-run]", Operator, true, false, true, LockService},

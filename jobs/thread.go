@@ -214,6 +214,7 @@ func (t *thread) finished(ctx context.Context, st store.Status, errText string, 
 	}
 	v := t.view
 	t.mu.Unlock()
+	v.Error = report.ShownOnce(v.Error, opsEvents(t.seen)) // in full on its step's line above
 	if t.chat == nil || t.ref.ID == "" {
 		return
 	}
@@ -266,7 +267,11 @@ func (e *Engine) ShowFinal(ctx context.Context, j store.Job, user string) bool {
 	if user == "" {
 		user = j.User
 	}
-	m := chat.Message{Kind: chat.KindStatus, Text: report.RenderStatus(finalView(j, user), time.Now()), Final: true, Status: chat.Status(j.Status)}
+	v := finalView(j, user)
+	if evs, err := e.opts.Store.Events(ctx, j.ID); err == nil {
+		v.Error = report.ShownOnce(v.Error, opsEvents(evs)) // in full on its step's line in the thread
+	}
+	m := chat.Message{Kind: chat.KindStatus, Text: report.RenderStatus(v, time.Now()), Final: true, Status: chat.Status(j.Status)}
 	if j.RecordedLate {
 		// The outcome replaces the interruption another process recorded
 		// and may have shown: one outcome per message.
@@ -330,6 +335,15 @@ func (e *Engine) ShowFinals(ctx context.Context) {
 }
 
 // finalView is what a final status message shows of j, from the store.
+// opsEvents are a job's stored events as its pipeline reported them.
+func opsEvents(evs []store.Event) []ops.Event {
+	out := make([]ops.Event, len(evs))
+	for i, e := range evs {
+		out[i] = ops.Event{At: e.At, Step: e.Step, Status: ops.StepStatus(e.Status), Message: e.Message}
+	}
+	return out
+}
+
 func finalView(j store.Job, user string) report.JobView {
 	v := report.JobView{ID: j.ID, Command: j.Command, User: user, Status: j.Status, Started: j.StartedAt, Ended: j.EndedAt, Error: j.Error}
 	if v.Started.IsZero() {

@@ -71,6 +71,26 @@ type planned struct {
 	created bool // a new drop-in
 	// files are written beside the unit: before it (new), after it (old).
 	files []FileChange
+	// was and now name the setting of each side when the change is not
+	// one of the speculative steps (engine set: "--mem-fraction-static
+	// 0.88"); "" names the steps.
+	was, now string
+}
+
+// wasText names the setting the text before p runs ("steps 3").
+func (p *planned) wasText() string {
+	if p.was != "" {
+		return p.was
+	}
+	return fmt.Sprintf("steps %d", p.edit.SpecBefore.DraftSteps())
+}
+
+// nowText names the setting the text after p runs.
+func (p *planned) nowText() string {
+	if p.now != "" {
+		return p.now
+	}
+	return fmt.Sprintf("steps %d", p.edit.SpecAfter.DraftSteps())
 }
 
 // Setting is the speculative setting a change deploys: Steps, and for SGLang
@@ -419,7 +439,7 @@ func (r *Runbook) rollbackAfter(ctx context.Context, t *target, p *planned, res 
 func (r *Runbook) rollback(ctx context.Context, t *target, p *planned, res *Result, rep Reporter, cause error) error {
 	res.AddIncident(IncidentRolledBack)
 	res.did.rolledBack = true
-	prev := p.edit.SpecBefore.DraftSteps()
+	prev := p.wasText()
 	err := r.stop(ctx, t, res, rep)
 	if err == nil {
 		err = r.writeUnit(ctx, t, p, UnitOld, res, rep)
@@ -431,10 +451,10 @@ func (r *Runbook) rollback(ctx context.Context, t *target, p *planned, res *Resu
 		err = r.startAndServe(ctx, t, res, rep, true)
 	}
 	if err != nil {
-		return fmt.Errorf("%w; rolling back to the previous unit (steps %d) also failed: %v", cause, prev, err)
+		return fmt.Errorf("%w; rolling back to the previous unit (%s) also failed: %v", cause, prev, err)
 	}
 	res.did.restored = true
-	return fmt.Errorf("%w; restored the previous unit (steps %d) and it serves again", cause, prev)
+	return fmt.Errorf("%w; restored the previous unit (%s) and it serves again", cause, prev)
 }
 
 // writeTimeout bounds a unit write and its daemon-reload, which run to the
@@ -528,13 +548,13 @@ func onDisk(ctx context.Context, t *target, p *planned) string {
 	b, err := t.host.ReadFile(ctx, p.path)
 	switch {
 	case err != nil && p.created && errors.Is(err, fs.ErrNotExist):
-		return fmt.Sprintf("there is no %s on disk, as before (steps %d)", path.Base(p.path), p.edit.SpecBefore.DraftSteps())
+		return fmt.Sprintf("there is no %s on disk, as before (%s)", path.Base(p.path), p.wasText())
 	case err != nil:
 		return fmt.Sprintf("reading %s back failed (%v): it holds the previous or the new text, never a mix; `mtp show` says which", p.path, err)
 	case string(b) == p.before:
-		return fmt.Sprintf("the unit on disk is the previous text (steps %d)", p.edit.SpecBefore.DraftSteps())
+		return fmt.Sprintf("the unit on disk is the previous text (%s)", p.wasText())
 	case string(b) == p.after:
-		return fmt.Sprintf("the unit on disk is the new text (steps %d), but systemd may not have loaded it", p.edit.SpecAfter.DraftSteps())
+		return fmt.Sprintf("the unit on disk is the new text (%s), but systemd may not have loaded it", p.nowText())
 	}
 	return fmt.Sprintf("%s on disk is neither the previous nor the new text: someone else changed it", p.path)
 }

@@ -289,9 +289,13 @@ type Result struct {
 	Tried []int `json:"tried,omitempty"`
 	// Restarts counts the starts a sweep or tune issued: one per value
 	// deployed, and a start that failed counts with its rollback's (two).
-	Restarts  int           `json:"restarts,omitempty"`
-	Service   *ServiceState `json:"service,omitempty"`
-	Spec      *Spec         `json:"spec,omitempty"`
+	Restarts int           `json:"restarts,omitempty"`
+	Service  *ServiceState `json:"service,omitempty"`
+	Spec     *Spec         `json:"spec,omitempty"`
+	// Flag is the engine flag `engine set` changed; Flags are those
+	// `engine show` read.
+	Flag      *FlagSetting  `json:"flag,omitempty"`
+	Flags     []FlagSetting `json:"flags,omitempty"`
 	Logs      []string      `json:"logs,omitempty"`
 	Incidents []string      `json:"incidents"`
 	// Health is `gpu health`'s per-GPU health and verdicts.

@@ -235,6 +235,7 @@ func (r *Runbook) startError(ctx context.Context, t *target, res *Result, since 
 		e.Diag = systemd.Diagnose(lines)
 		if gpusClear {
 			e.Diag = e.Diag.OnClearGPUs(t.cfg.Engine)
+			e.Diag.Hint += r.fitAdvice(ctx, t, e.Diag)
 		}
 	}
 	return e

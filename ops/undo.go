@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/opsbot/opsbot/ops/unit"
 )
@@ -137,10 +138,10 @@ func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep 
 	res.Unit = &UnitChange{Path: path, Before: current, After: p.after, ArgvBefore: before.argv, ArgvAfter: after.argv,
 		Diff: unit.UnifiedDiff(path, current, p.after), Files: p.files}
 	res.Spec = specOf(after.engine, after.spec)
-	from, to := before.spec.DraftSteps(), after.spec.DraftSteps()
-	st.done("undo %s: %s", undo.label(), stepsMove(from, to))
+	move, flags := undoMoves(before, after)
+	st.done("undo %s: %s", undo.label(), move)
 	if dryRun {
-		res.Summary = fmt.Sprintf("dry run: mtp undo would put back what %s replaced on %s (%s); nothing changed", undo.label(), service, stepsMove(from, to))
+		res.Summary = fmt.Sprintf("dry run: mtp undo would put back what %s replaced on %s (%s); nothing changed", undo.label(), service, move)
 		res.Details = append(res.Details, "would: stop "+t.cfg.Unit+", clear GPU memory held by dead engine processes, "+
 			p.writesText()+", daemon-reload, start, wait until ready, verify /server_info, benchmark")
 		res.Details = append(res.Details, filesText(p.files)...)
@@ -155,11 +156,23 @@ func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep 
 	if err := r.verify(ctx, t, res, rep); err != nil {
 		return res, err
 	}
+	for _, f := range flags {
+		want := after.flags[f.Name]
+		if want == "" && f.Kind == unit.KindBool {
+			want = "false"
+		}
+		if want == "" {
+			continue // back to the engine's default: nothing the unit says to compare
+		}
+		if err := r.verifyFlag(ctx, t, f, want, res, rep); err != nil {
+			return res, err
+		}
+	}
 	b, err := r.benchmark(ctx, t, BenchParams{}, res, rep)
 	if err != nil {
 		return res, err
 	}
-	res.Summary = fmt.Sprintf("undid %s on %s: %s: %s", undo.label(), service, stepsMove(from, to), b)
+	res.Summary = fmt.Sprintf("undid %s on %s: %s: %s", undo.label(), service, move, b)
 	return res, nil
 }
 
@@ -168,6 +181,7 @@ type engineSide struct {
 	engine string
 	spec   unit.Spec
 	argv   []string
+	flags  map[string]string // the allowlisted engine flags it sets (unit.EngineFlags), by name
 }
 
 func sideOf(eff *unit.Effective) (engineSide, error) {
@@ -175,7 +189,35 @@ func sideOf(eff *unit.Effective) (engineSide, error) {
 	if err != nil {
 		return engineSide{}, err
 	}
-	return engineSide{engine: eff.Detection.Engine, spec: sp, argv: eff.Argv()}, nil
+	side := engineSide{engine: eff.Detection.Engine, spec: sp, argv: eff.Argv(), flags: map[string]string{}}
+	for _, f := range unit.EngineFlags {
+		if f.Engine != side.engine {
+			continue
+		}
+		if v, set, err := eff.FlagValue(f); err == nil && set {
+			side.flags[f.Name] = v
+		}
+	}
+	return side, nil
+}
+
+// undoMoves says what putting after back over before changes: the steps
+// when they differ, and each allowlisted engine flag whose value differs
+// (what `engine set` changes); flags lists those flags.
+func undoMoves(before, after engineSide) (text string, flags []unit.EngineFlag) {
+	var parts []string
+	from, to := before.spec.DraftSteps(), after.spec.DraftSteps()
+	for _, f := range unit.EngineFlags {
+		if f.Engine != after.engine || before.flags[f.Name] == after.flags[f.Name] {
+			continue
+		}
+		flags = append(flags, f)
+		parts = append(parts, fmt.Sprintf("%s -> %s", flagText(f, before.flags[f.Name]), flagText(f, after.flags[f.Name])))
+	}
+	if from != to || len(parts) == 0 {
+		parts = append([]string{stepsMove(from, to)}, parts...)
+	}
+	return strings.Join(parts, ", "), flags
 }
 
 // planUndo plans writing text to path (a file of d): the deploy of mtp steps

@@ -188,6 +188,17 @@ func checkVLLM(s Settings) (Settings, []string, error) {
 	if s.Prog == "" {
 		s.Prog = "vllm serve"
 	}
+	// CacheConfig.gpu_memory_utilization is Field(default=0.9, gt=0, le=1) and
+	// SchedulerConfig.max_num_seqs has ge=1 (vllm/config/cache.py, scheduler.py):
+	// pydantic refuses anything else when the engine config is built.
+	if v, ok := s.Args["gpu_memory_utilization"].(float64); ok && (v <= 0 || v > 1) {
+		return s, lines, s.vllmConfigTraceback("CacheConfig", "gpu_memory_utilization",
+			fmt.Sprintf("  Input should be greater than 0 and less than or equal to 1 [type=less_than_equal, input_value=%s, input_type=float]", pyFloat(v)))
+	}
+	if v, ok := s.Args["max_num_seqs"].(int); ok && v < 1 {
+		return s, lines, s.vllmConfigTraceback("SchedulerConfig", "max_num_seqs",
+			fmt.Sprintf("  Input should be greater than or equal to 1 [type=greater_than_equal, input_value=%d, input_type=int]", v))
+	}
 	if s.MemFractionStatic <= 0 {
 		s.MemFractionStatic = 0.9
 	}
@@ -283,6 +294,23 @@ func (s Settings) vllmTraceback(last ...string) *StartError {
 		`  File "` + site + `/vllm/config/speculative.py", line 312, in __post_init__`,
 	}
 	return &StartError{Lines: append(lines, last...), ExitStatus: 1}
+}
+
+// vllmConfigTraceback is vLLM's start-up crash when pydantic refuses a config field.
+func (s Settings) vllmConfigTraceback(config, field, detail string) *StartError {
+	site := s.SitePackages
+	if site == "" {
+		site = sitePackages("")
+	}
+	return &StartError{ExitStatus: 1, Lines: []string{
+		"Traceback (most recent call last):",
+		`  File "` + site + `/vllm/entrypoints/cli/main.py", line 73, in main`,
+		`    args.dispatch_function(args)`,
+		`  File "` + site + `/vllm/engine/arg_utils.py", line 1290, in create_engine_config`,
+		"pydantic_core._pydantic_core.ValidationError: 1 validation error for " + config,
+		field,
+		detail,
+	}}
 }
 
 // vllmCoreTraceback is the engine core's start-up crash when its Scheduler refuses the

@@ -84,6 +84,12 @@ func (e *Engine) vllmMetrics(b *strings.Builder, st *stats) {
 	p.metric("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", float64(st.truth.PromptTokens))
 	p.metric("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", float64(st.truth.OutputTokens))
 	p.metric("vllm:request_success_total", "counter", "Count of successfully processed requests.", float64(st.truth.Requests))
+	// vLLM's config info gauge (v1/metrics/loggers.py, log_metrics_info("cache_config", ...)):
+	// value 1, the cache config's fields as labels, gpu_memory_utilization among them.
+	info := "vllm:cache_config_info"
+	p.header(info, "gauge", "Information of the LLMEngine CacheConfig")
+	p.sample(info, `,block_size="16",cache_dtype="auto",gpu_memory_utilization="`+pyFloat(e.s.MemFractionStatic)+
+		`",swap_space="4",enable_prefix_caching="True"`, 1)
 	if !e.s.Speculative() {
 		return
 	}

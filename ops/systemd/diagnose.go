@@ -90,10 +90,10 @@ var patterns = []pattern{
 // Hints for an out-of-memory start on GPUs seen clear just before it.
 const (
 	clearBefore     = "the GPUs were clear just before this start, so no other process held this memory, whatever PIDs the line names (they are the engine's own, gone now): "
-	hintFitSGLang   = clearBefore + "the settings need more GPU memory than there is (deeper speculation means larger CUDA graphs); try fewer steps, a lower --mem-fraction-static (e.g. 0.8) or a smaller --cuda-graph-max-bs (e.g. 16)"
+	hintFitSGLang   = clearBefore + "the settings need more GPU memory than there is (deeper speculation means larger CUDA graphs); try fewer steps, a lower --mem-fraction-static or a smaller --cuda-graph-max-bs"
 	hintFitVLLM     = clearBefore + "the settings need more GPU memory than there is (more speculative tokens mean larger CUDA graphs); try fewer steps, a lower --gpu-memory-utilization or a smaller --max-num-seqs"
-	hintFitNoRoom   = clearBefore + "the model's weights leave no room for the KV cache within --mem-fraction-static; raise it (e.g. 0.9) or spread the model over more GPUs (--tp)"
-	hintFitVLLMUtil = clearBefore + "--gpu-memory-utilization asks for more than a clear GPU has free; lower it (e.g. 0.85)"
+	hintFitNoRoom   = clearBefore + "the model's weights leave no room for the KV cache within --mem-fraction-static; raise it or spread the model over more GPUs (--tp)"
+	hintFitVLLMUtil = clearBefore + "--gpu-memory-utilization asks for more than a clear GPU has free; lower it"
 )
 
 // OnClearGPUs is d for a start on GPUs that were seen clear just before it,

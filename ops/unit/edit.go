@@ -106,6 +106,9 @@ type Edit struct {
 	SpecAfter  Spec
 	Changed    []Change
 	Diff       string // unified diff of Before -> After ("" when unchanged)
+	// Label says what the edit sets when it is not the speculative steps
+	// (SetFlag: "--mem-fraction-static 0.8"); a drop-in's header names it.
+	Label string
 	// Replacements are the byte ranges of Before replaced to make After, in
 	// order and not overlapping (an empty Span is an insertion). Every byte
 	// outside them is unchanged.
@@ -191,17 +194,34 @@ func (eff *Effective) SetSteps(n int, opts Options) (*Edit, error) {
 	if err != nil {
 		return nil, err
 	}
+	e, _, err := eff.apply(spec, splices, aedits, changes)
+	if err != nil {
+		return nil, err
+	}
+	e.Steps = n
+	if err := readsBack(e.SpecAfter, n, opts); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// apply makes the edit of the engine's file from its splices and the same
+// change seen on argv, and verifies it by parsing the result back: the
+// merged unit's argv must be the one the argv edits make. It returns the
+// edit (Steps: the speculative steps after) and the unit after it.
+func (eff *Effective) apply(spec Spec, splices []splice, aedits []argEdit, changes []Change) (*Edit, *Effective, error) {
+	argv := eff.Engine.Command.Argv()
 	u := eff.Engine.Unit
 	after := applySplices(u.Text, splices)
 	for i := 1; i < len(splices); i++ {
 		if splices[i].Start < splices[i-1].End {
-			return nil, fmt.Errorf("%w: overlapping edits", errInternal)
+			return nil, nil, fmt.Errorf("%w: overlapping edits", errInternal)
 		}
 	}
 	wantArgv := applyArgEdits(argv, aedits)
 
 	e := &Edit{
-		File: u.Name, Engine: eff.Detection.Engine, Steps: n,
+		File: u.Name, Engine: eff.Detection.Engine,
 		Before: u.Text, After: after,
 		ArgvBefore: argv, SpecBefore: spec, Changed: changes,
 		Replacements: splices,
@@ -209,7 +229,7 @@ func (eff *Effective) SetSteps(n int, opts Options) (*Edit, error) {
 	// Verify by parsing the result back.
 	nu, err := Parse(u.Name, after)
 	if err != nil {
-		return nil, fmt.Errorf("%w: edited unit does not parse: %v", errInternal, err)
+		return nil, nil, fmt.Errorf("%w: edited unit does not parse: %v", errInternal, err)
 	}
 	files := slices.Clone(eff.files)
 	for i := range files {
@@ -219,18 +239,16 @@ func (eff *Effective) SetSteps(n int, opts Options) (*Edit, error) {
 	}
 	neff, err := Merge(files[0], files[1:]...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: edited unit: %v", errInternal, err)
+		return nil, nil, fmt.Errorf("%w: edited unit: %v", errInternal, err)
 	}
 	e.ArgvAfter = neff.Argv()
 	if !slices.Equal(e.ArgvAfter, wantArgv) {
-		return nil, fmt.Errorf("%w: edited argv %q, want %q", errInternal, e.ArgvAfter, wantArgv)
+		return nil, nil, fmt.Errorf("%w: edited argv %q, want %q", errInternal, e.ArgvAfter, wantArgv)
 	}
 	if e.SpecAfter, err = neff.Spec(); err != nil {
-		return nil, fmt.Errorf("%w: edited settings: %v", errInternal, err)
+		return nil, nil, fmt.Errorf("%w: edited settings: %v", errInternal, err)
 	}
-	if err := readsBack(e.SpecAfter, n, opts); err != nil {
-		return nil, err
-	}
+	e.Steps = e.SpecAfter.DraftSteps()
 	seen := map[*Entry]bool{}
 	for _, l := range neff.Commands {
 		if !seen[l.Entry] {
@@ -241,7 +259,7 @@ func (eff *Effective) SetSteps(n int, opts Options) (*Edit, error) {
 	if after != u.Text {
 		e.Diff = UnifiedDiff(nameOrDefault(u.Name, "unit"), u.Text, after)
 	}
-	return e, nil
+	return e, neff, nil
 }
 
 // readsBack checks that the edited unit's settings are what was asked: n
@@ -265,26 +283,6 @@ func nameOrDefault(s, d string) string {
 		return d
 	}
 	return s
-}
-
-// DropIn renders a drop-in (for UNIT.d/opsbot.conf) that replaces the whole
-// effective ExecStart= list with the edited one: an empty ExecStart= then each
-// effective command line as written (continuations kept). It must sort after
-// every other drop-in that sets ExecStart=, or those override it.
-func DropIn(e *Edit) string {
-	var b strings.Builder
-	b.WriteString("# Written by opsbot: speculative steps ")
-	b.WriteString(strconv.Itoa(e.Steps))
-	if e.Steps == 0 {
-		b.WriteString(" (speculative decoding off)")
-	}
-	b.WriteString(". Remove this file to restore the unit's own ExecStart=.\n[Service]\nExecStart=\n")
-	for _, v := range e.execAfter {
-		b.WriteString("ExecStart=")
-		b.WriteString(v)
-		b.WriteString("\n")
-	}
-	return b.String()
 }
 
 func applySplices(text string, sp []splice) string {
@@ -353,6 +351,12 @@ func replaceValue(cmd *Command, use FlagUse, text string) (splice, argEdit) {
 // insertAfter builds the splice and argv edit that add options after the
 // option use (its value), in the style of the surrounding command line.
 func insertAfter(u *Unit, cmd *Command, use FlagUse, opts [][2]string) (splice, argEdit) {
+	return insertWords(u, cmd, use, use.Eq(), opts)
+}
+
+// insertWords is insertAfter writing each option with a value as
+// --opt=value when eq, else as --opt value.
+func insertWords(u *Unit, cmd *Command, use FlagUse, eq bool, opts [][2]string) (splice, argEdit) {
 	text := u.Text
 	valArg := cmd.Args[use.ValueIndex]
 	nameArg := cmd.Args[use.NameIndex]
@@ -380,7 +384,7 @@ func insertAfter(u *Unit, cmd *Command, use FlagUse, opts [][2]string) (splice, 
 			words = append(words, o[0])
 			continue
 		}
-		if use.Eq() {
+		if eq {
 			b.WriteString(o[0] + "=" + o[1])
 			words = append(words, o[0]+"="+o[1])
 		} else {
