@@ -48,6 +48,11 @@ type CopyOptions struct {
 	// Copy refuses a source that live opsbot processes hold leases on
 	// (*LiveSourceError).
 	Live bool
+
+	// afterTable, when set (tests only), is called after each of the
+	// store's own tables is copied, inside the snapshot: a test makes the
+	// source's writers go on there, while the copy is under way.
+	afterTable func(table string)
 }
 
 // CopyResult is what Copy did.
@@ -104,7 +109,7 @@ func Copy(ctx context.Context, src, dst *Store, o CopyOptions) (CopyResult, erro
 		res.Live = leases
 	}
 	from := view{r: snap, d: src.dialect, name: src.name}
-	if res.Copied, err = copyStoreTables(ctx, from, dst); err != nil {
+	if res.Copied, err = copyStoreTables(ctx, from, dst, o.afterTable); err != nil {
 		return res, err
 	}
 	if res.Skipped, err = copySideTables(ctx, from, dst, &res.Copied); err != nil {
@@ -152,7 +157,7 @@ func checkEmpty(ctx context.Context, dst *Store) error {
 
 // copyStoreTables copies the store's own tables (copyTables) from src to
 // dst and moves dst's id sequences past src's.
-func copyStoreTables(ctx context.Context, src view, dst *Store) ([]CopyCount, error) {
+func copyStoreTables(ctx context.Context, src view, dst *Store, afterTable func(string)) ([]CopyCount, error) {
 	var copied []CopyCount
 	for _, t := range copyTables {
 		n, err := copyTable(ctx, src, dst, t)
@@ -160,6 +165,9 @@ func copyStoreTables(ctx context.Context, src view, dst *Store) ([]CopyCount, er
 			return copied, fmt.Errorf("copy store: table %s: %w", t, err)
 		}
 		copied = append(copied, CopyCount{Table: t, Rows: n})
+		if afterTable != nil {
+			afterTable(t)
+		}
 	}
 	for _, t := range idTables {
 		if err := moveSequence(ctx, src, dst, t); err != nil {

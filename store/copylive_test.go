@@ -120,7 +120,16 @@ func TestCopyLiveIsOneSnapshot(t *testing.T) {
 		})
 		testkit.WaitFor(t, 10*time.Second, "the writer to write", func() bool { return wrote.Load() > 3 })
 		before := wrote.Load()
-		res, err := Copy(ctx, src, dst, CopyOptions{Live: true})
+		// The writer goes on while the copy is under way: after the copy's
+		// first table it writes two more jobs before the copy continues.
+		var once sync.Once
+		waitWriter := func(string) {
+			once.Do(func() {
+				n := wrote.Load()
+				testkit.WaitFor(t, 10*time.Second, "the writer to go on during the copy", func() bool { return wrote.Load() >= n+2 })
+			})
+		}
+		res, err := Copy(ctx, src, dst, CopyOptions{Live: true, afterTable: waitWriter})
 		after := wrote.Load()
 		stop.Store(true)
 		wg.Wait()
