@@ -50,6 +50,14 @@ type Options struct {
 	// (the option or an abbreviation of it) keeps its value. 0 adds nothing.
 	// Refused for vLLM.
 	MaxRunningRequests int
+	// SkipZeroDraftExtend, for SGLang with AdaptiveConfig, sets SGLang's
+	// SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND: unless the unit already sets
+	// it true, the line "Environment=SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1"
+	// is inserted right above the engine's ExecStart= (same file, same
+	// section). Any other SGLang edit with N above 0 removes that exact line
+	// from the engine's file; other lines stay as written (with an adaptive
+	// table, one that still sets the switch is refused).
+	SkipZeroDraftExtend bool
 }
 
 // FlagMaxRunning is SGLang's --max-running-requests.
@@ -191,6 +199,11 @@ func (eff *Effective) SetSteps(n int, opts Options) (*Edit, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n > 0 && eff.Detection.Engine == SGLang {
+		sp, ch := eff.skipZeroSplices(opts.AdaptiveConfig != "" && opts.SkipZeroDraftExtend)
+		splices = append(splices, sp...)
+		changes = append(changes, ch...)
+	}
 	u := eff.Engine.Unit
 	after := applySplices(u.Text, splices)
 	for i := 1; i < len(splices); i++ {
@@ -254,6 +267,9 @@ func readsBack(sp Spec, n int, opts Options) error {
 		return fmt.Errorf("%w: edited unit reads back adaptive %v config %q, want SGLang's default table", errInternal, sp.Adaptive, sp.AdaptiveConfig)
 	case opts.AdaptiveConfig != "" && (!sp.Adaptive || sp.AdaptiveConfig != opts.AdaptiveConfig):
 		return fmt.Errorf("%w: edited unit reads back adaptive %v config %q, want %q", errInternal, sp.Adaptive, sp.AdaptiveConfig, opts.AdaptiveConfig)
+	case (opts.AdaptiveConfig != "" || opts.AdaptiveDefault) && sp.SkipZeroDraftExtend != (opts.AdaptiveConfig != "" && opts.SkipZeroDraftExtend):
+		return refuse(CodeRejected, "the unit sets %s elsewhere than the line opsbot writes above ExecStart=, and this change wants it %v: "+
+			"remove that assignment by hand", EnvSkipZeroDraftExtend, !sp.SkipZeroDraftExtend)
 	case opts.BatchTable != "" && sp.BatchTable != opts.BatchTable:
 		return fmt.Errorf("%w: edited unit reads back the per-batch table %s, want %s", errInternal, sp.BatchTable, opts.BatchTable)
 	}
@@ -774,4 +790,44 @@ func planVLLMSteps(eff *Effective, spec Spec, n int, opts Options) ([]splice, []
 	ae = append(ae, argEdit{index: use.ValueIndex, vi: at, vj: at, text: ins})
 	ch = append(ch, Change{Flag: changeJSONSpecToks, To: want})
 	return sp, ae, ch, nil
+}
+
+// skipZeroLine is the Environment= line an edit writes for
+// Options.SkipZeroDraftExtend (and the only one it removes).
+const skipZeroLine = "Environment=" + EnvSkipZeroDraftExtend + "=1"
+
+// skipZeroSplices are the splices of the engine's file that make the unit's
+// SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND on (insert skipZeroLine above the
+// engine's ExecStart= unless it is on already) or off (remove each
+// skipZeroLine of that file), and the change they make.
+func (eff *Effective) skipZeroSplices(on bool) ([]splice, []Change) {
+	u := eff.Engine.Unit
+	v, _ := eff.EnvValue(EnvSkipZeroDraftExtend)
+	was := envBool(v)
+	if on {
+		if was {
+			return nil, nil
+		}
+		at := strings.LastIndexByte(u.Text[:eff.Engine.Entry.Span.Start], '\n') + 1
+		return []splice{{Span: Span{Start: at, End: at}, Text: skipZeroLine + "\n"}}, []Change{{Flag: EnvSkipZeroDraftExtend, From: v, To: "1"}}
+	}
+	var out []splice
+	for _, en := range u.Entries {
+		if en.Section != "Service" || u.Text[en.Span.Start:en.Span.End] != skipZeroLine {
+			continue
+		}
+		start := strings.LastIndexByte(u.Text[:en.Span.Start], '\n') + 1
+		end := en.Span.End
+		if end < len(u.Text) && u.Text[end] == '\n' {
+			end++
+		}
+		if strings.TrimSpace(u.Text[start:en.Span.Start]) != "" {
+			continue
+		}
+		out = append(out, splice{Span: Span{Start: start, End: end}})
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, []Change{{Flag: EnvSkipZeroDraftExtend, From: v, To: ""}}
 }
