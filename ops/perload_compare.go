@@ -33,7 +33,7 @@ func (s *perLoadSearch) propose(ctx context.Context, engine string, d *deployed,
 	if err := s.startProposal(ctx, pl, d); err != nil {
 		return nil, err
 	}
-	pl.Compared = []PerLoadCompared{s.fromSearch("no_speculation", 0), s.fromSearch("best_single", pl.Single)}
+	pl.Compared = append([]PerLoadCompared{s.fromSearch("no_speculation", 0), s.fromSearch("best_single", pl.Single)}, pl.Compared...)
 	if o.Compare && engine != "vllm" {
 		c, err := s.measureDefault(ctx, d)
 		if err != nil {

@@ -174,9 +174,12 @@ func TestTunePerLoadCompare(t *testing.T) {
 		t.Fatalf("tune per load compare: %v\n%s", err, ev.text())
 	}
 	pl := res.PerLoad
-	names := make([]string, len(pl.Compared))
-	for i, c := range pl.Compared {
-		names[i] = c.Name
+	var names []string
+	for _, c := range pl.Compared {
+		if strings.HasSuffix(c.Name, "_skip_zero_extend") {
+			continue // the table with the switch the other way (slot 64 holds only 0)
+		}
+		names = append(names, c.Name)
 		for _, p := range c.Points {
 			if p.OutputTokS == nil {
 				t.Errorf("%s at %d not measured: %s", c.Name, p.Concurrency, p.Error)
@@ -288,7 +291,9 @@ func TestApplyPerLoadAndUndo(t *testing.T) {
 		!strings.Contains(unitNow, "--speculative-num-steps 7") {
 		t.Fatalf("unit:\n%s", unitNow)
 	}
-	if res.Spec == nil || res.Spec.Adaptive != file || len(res.Points) != 3 || !strings.Contains(ev.text(), "per load from "+file) {
+	// Its form is the table it wrote (results are compared by it), not the path.
+	if res.Spec == nil || res.Spec.Adaptive != file || res.Spec.AdaptiveTable != ops.AdaptiveTableID(string(b)) || len(res.Points) != 3 ||
+		!strings.Contains(ev.text(), "per load from "+file) {
 		t.Fatalf("result spec %+v, %d points\n%s", res.Spec, len(res.Points), ev.text())
 	}
 	if len(res.Unit.Files) != 1 || !res.Unit.Files[0].Created {

@@ -1,8 +1,8 @@
 package unit
 
 import (
-	"strings"
 	"fmt"
+	"strings"
 )
 
 // Located is one command of the effective ExecStart= list and where it is written.
