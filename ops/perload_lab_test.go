@@ -55,7 +55,7 @@ func TestTunePerLoadOnTheLab(t *testing.T) {
 	}
 	// The steps running when the tune began (3) first, measured without a restart; then no
 	// speculation.
-	if len(res.Tried) < 2 || res.Tried[0] != 3 || res.Tried[1] != 0 || !strings.Contains(ev.text(), "steps 3 (running now) at 64: benchmark") {
+	if len(res.Tried) < 2 || res.Tried[0] != 3 || res.Tried[1] != 0 || !strings.Contains(ev.text(), "running now: steps 3 at 64: benchmark") {
 		t.Errorf("values tried %v: want the running steps 3 first, then no speculation (0)", res.Tried)
 	}
 	seen := map[int]bool{}

@@ -323,10 +323,10 @@ func (s *perLoadSearch) runningNow(ctx context.Context, d *deployed, from, to in
 // (runningNow), at every concurrency without a restart.
 func (s *perLoadSearch) benchLive(ctx context.Context, n int) ([]SweepPoint, int, error) {
 	sub := &Result{Incidents: []string{}}
-	if err := s.r.readSpec(ctx, s.t, sub, prefixed(s.rep, fmt.Sprintf("steps %d (running now): ", n))); err != nil {
+	if err := s.r.readSpec(ctx, s.t, sub, prefixed(s.rep, "running now: ")); err != nil {
 		return nil, 0, err
 	}
 	set := Setting{Steps: n, from: s.from}
-	pts, err := s.r.benchEach(ctx, s.t, set, s.at, sub, s.res, prefixed(s.rep, fmt.Sprintf("steps %d (running now) ", n)))
+	pts, err := s.r.benchEach(ctx, s.t, set, s.at, sub, s.res, prefixed(s.rep, "running now: "))
 	return pts, 0, err
 }
