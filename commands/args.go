@@ -408,11 +408,18 @@ type wordArg struct {
 	v           *bool
 }
 
-// The bare words of mtp tune.
+// The bare words of mtp tune and mtp per-load.
 const (
-	perLoadWord = "per-load"
-	compareWord = "compare"
+	perLoadWord  = "per-load"
+	compareWord  = "compare"
+	skipZeroWord = "skip-zero-extend"
 )
+
+func skipZeroArg(v *bool) wordArg {
+	return wordArg{w: skipZeroWord, v: v, helpText: "SGLang: set SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1 in the unit (an Environment= line), so that a slot " +
+		"holding only 0 skips the draft model's extend at each step (a stream drafting again afterwards starts from a cold draft state); " +
+		"only with such a slot, as `mtp tune ... per-load` proposes it when it measured the table faster with it"}
+}
 
 func perLoadArg(v *bool) wordArg {
 	return wordArg{w: perLoadWord, v: v, helpText: "find the best steps at each concurrency of the at LIST, start the engine's per-load configuration of them, measure it at every concurrency and propose it"}

@@ -17,10 +17,12 @@ var mtpPerLoadSpec = &Spec{
 		"above 0, with --max-running-requests raised to the largest concurrency when one is above SGLang's cap of 48; " +
 		"for vLLM num_speculative_tokens_per_batch_size inside --speculative-config (a k of 0 is no speculation at " +
 		"those batch sizes; the largest k becomes num_speculative_tokens). 0 is no speculation at that load; a table " +
-		"of zeros is `mtp steps 0`. It runs the mtp steps pipeline, verifies " +
+		"of zeros is `mtp steps 0`. With skip-zero-extend (SGLang, a slot holding only 0) the unit also gets " +
+		"Environment=SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1 above its ExecStart=: SGLang's step 0 then skips the draft " +
+		"model's extend (a stream drafting again starts cold). It runs the mtp steps pipeline, verifies " +
 		"that the engine runs per load and benchmarks at each concurrency; when the new settings do not serve it puts " +
 		"back both the unit and the file. `mtp undo` restores both.",
-	Examples: []string{"mtp per-load qwen 1:10 8:7 32:1 64:1", "mtp per-load 1:7 8:6 32:2 64:2/3 --dry-run"},
+	Examples: []string{"mtp per-load qwen 1:10 8:7 32:1 64:1", "mtp per-load 1:7 8:6 32:2 64:2/3 --dry-run", "mtp per-load qwen 1:9 8:5 32:1 64:0 skip-zero-extend"},
 	Policy:   Policy{Role: Operator, Mutating: true, Confirm: true, Lock: LockService, Hosts: true, Slash: true},
 	new:      func() Command { return new(MTPPerLoad) },
 }
@@ -29,15 +31,18 @@ var mtpPerLoadSpec = &Spec{
 type MTPPerLoad struct {
 	On
 	// Table is TABLE, concurrencies ascending.
-	Table  []LoadSteps `json:"table"`
-	DryRun bool        `json:"dry_run,omitempty"`
+	Table []LoadSteps `json:"table"`
+	// SkipZeroExtend is the word skip-zero-extend: the unit sets SGLang's
+	// SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1.
+	SkipZeroExtend bool `json:"skip_zero_extend,omitempty"`
+	DryRun         bool `json:"dry_run,omitempty"`
 }
 
 // Spec returns the command's definition.
 func (*MTPPerLoad) Spec() *Spec { return mtpPerLoadSpec }
 
 func (c *MTPPerLoad) args() []arg {
-	return []arg{service(&c.On), loadTable(&c.Table), dryRun(&c.DryRun)}
+	return []arg{service(&c.On), loadTable(&c.Table), skipZeroArg(&c.SkipZeroExtend), dryRun(&c.DryRun)}
 }
 
 // Run runs the command's pipeline on rb.
@@ -46,7 +51,7 @@ func (c *MTPPerLoad) Run(ctx context.Context, rb *ops.Runbook, rep ops.Reporter)
 	for i, e := range c.Table {
 		rows[i] = ops.PerLoadRow{Concurrency: e.Concurrency, Steps: e.Steps[0], Candidates: e.Steps}
 	}
-	return rb.ApplyPerLoad(ctx, c.Service, rows, c.DryRun, rep)
+	return rb.ApplyPerLoadWith(ctx, c.Service, ops.PerLoadApply{Rows: rows, SkipZeroDraftExtend: c.SkipZeroExtend, DryRun: c.DryRun}, rep)
 }
 
 // Preview says what the command will do, for its confirmation.

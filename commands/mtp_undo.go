@@ -39,8 +39,30 @@ func (c *MTPUndo) Run(ctx context.Context, rb *ops.Runbook, rep ops.Reporter) (*
 
 // Preview says what the command will do, for its confirmation.
 func (c *MTPUndo) Preview() string {
+	return c.preview("the unit text of "+c.Service+", and any file written beside it (SGLang's adaptive config),", "the file and the unit")
+}
+
+// previewIn is Preview naming every file undo may restore, in the order it
+// writes them, from the service's entry in opts: SGLang's adaptive config
+// file (put back, or removed when the change undone created it), then the
+// unit; vLLM's unit alone.
+func (c *MTPUndo) previewIn(opts Options) string {
+	for _, s := range opts.Services {
+		switch {
+		case s.Name != c.Service || s.Unit == "":
+		case s.Engine == "vllm" || s.Adaptive == "":
+			return c.preview(fmt.Sprintf("the text of the unit %s", s.Unit), "the unit "+s.Unit)
+		default:
+			return c.preview(fmt.Sprintf("two files: SGLang's adaptive config %s (removed instead when that change created it), then the unit %s,", s.Adaptive, s.Unit),
+				fmt.Sprintf("%s, then %s", s.Adaptive, s.Unit))
+		}
+	}
+	return c.Preview()
+}
+
+func (c *MTPUndo) preview(what, writes string) string {
 	text := Text(c)
-	return fmt.Sprintf("`%s` will put back the unit text of %s, and any file written beside it (SGLang's adaptive config), that its last successful change replaced: "+
-		"stop %s on %s, clear its GPU memory, write the file and the unit, start it, wait until it serves, verify and benchmark. "+
-		"(`%s --dry-run` shows the diff.)", text, c.Service, c.Service, c.Host, text)
+	return fmt.Sprintf("`%s` will put back %s that %s's last successful change replaced: "+
+		"stop %s on %s, clear its GPU memory, write %s, start it, wait until it serves, verify and benchmark. "+
+		"(`%s --dry-run` shows the diff.)", text, what, c.Service, c.Service, c.Host, writes, text)
 }

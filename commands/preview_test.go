@@ -40,3 +40,29 @@ func TestPerLoadPreviewNamesEveryFile(t *testing.T) {
 		t.Errorf("svc stop: %q, want %q", PreviewIn(cmd, opts), PreviewOf(cmd))
 	}
 }
+
+// mtp undo's confirmation names every file it may restore, in the order it
+// writes them: SGLang's adaptive config beside the unit, then the unit;
+// vLLM's unit alone.
+func TestUndoPreviewNamesEveryFile(t *testing.T) {
+	opts := Options{Services: []ServiceRef{
+		{Name: "qwen", Host: "gpu1", Unit: "sglang-qwen.service", Engine: "sglang", Adaptive: "/etc/sglang/qwen-adaptive.json"},
+		{Name: "llama", Host: "gpu2", Unit: "vllm-llama.service", Engine: "vllm"},
+	}}
+	cases := []struct{ text, want string }{
+		{"mtp undo qwen", "put back two files: SGLang's adaptive config /etc/sglang/qwen-adaptive.json (removed instead when that change created it), " +
+			"then the unit sglang-qwen.service, that qwen's last successful change replaced: stop qwen on gpu1, clear its GPU memory, " +
+			"write /etc/sglang/qwen-adaptive.json, then sglang-qwen.service, start it"},
+		{"mtp undo llama", "put back the text of the unit vllm-llama.service that llama's last successful change replaced: stop llama on gpu2, " +
+			"clear its GPU memory, write the unit vllm-llama.service, start it"},
+	}
+	for _, c := range cases {
+		cmd, err := Parse(c.text, opts)
+		if err != nil {
+			t.Fatalf("%s: %v", c.text, err)
+		}
+		if got := PreviewIn(cmd, opts); !strings.Contains(got, c.want) {
+			t.Errorf("%s:\n got %s\nwant %s", c.text, got, c.want)
+		}
+	}
+}

@@ -20,7 +20,7 @@ func TestSpecs(t *testing.T) {
 		"mtp steps":        {"mtp steps N [SERVICE] [--dry-run]", Operator, true, false, true, LockService},
 		"mtp off":          {"mtp off [SERVICE] [--dry-run]", Operator, true, false, false, LockService},
 		"mtp tune":         {"mtp tune [SERVICE] [per-load] [RANGE] [at N|LIST] [compare] [--dry-run]", Operator, true, false, true, LockService},
-		"mtp per-load":     {"mtp per-load [SERVICE] TABLE [--dry-run]", Operator, true, true, false, LockService},
+		"mtp per-load":     {"mtp per-load [SERVICE] TABLE [skip-zero-extend] [--dry-run]", Operator, true, true, false, LockService},
 		"mtp show":         {"mtp show [SERVICE]", Viewer, false, false, false, LockNone},
 		"mtp undo":         {"mtp undo [SERVICE] [--dry-run]", Operator, true, true, false, LockService},
 		"gpu health":       {"gpu health [SERVICE|HOST]", Viewer, false, false, false, LockNone},

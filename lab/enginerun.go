@@ -130,7 +130,7 @@ func (r *engineRun) boot() {
 	}
 	w, l := r.h.w, r.h.lab
 	argv := r.main.args
-	s, perr := engParse(argv)
+	s, perr := engParse(argv, r.u.cfg.Environment)
 	if perr != nil {
 		r.fail(perr.Lines, perr.Exit)
 		return

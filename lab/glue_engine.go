@@ -39,7 +39,7 @@ func wrapSettings(s engine.Settings) engSettings {
 		Captures: s.GraphCaptures(), s: s}
 }
 
-func engParse(argv []string) (engSettings, *engStartError) {
+func engParse(argv, env []string) (engSettings, *engStartError) {
 	s, err := engine.ParseArgv(argv)
 	if err != nil {
 		var ae *engine.ArgError
@@ -48,6 +48,7 @@ func engParse(argv []string) (engSettings, *engStartError) {
 		}
 		return engSettings{}, &engStartError{Lines: []string{err.Error()}, Exit: 2}
 	}
+	s.ApplyEnv(env)
 	return wrapSettings(s), nil
 }
 

@@ -123,13 +123,18 @@ func (s Setting) restoreFiles() []FileChange {
 	return s.restore.files
 }
 
-// perLoadSet is a per-load Setting's table (a pointer keeps Setting comparable).
-type perLoadSet struct{ rows []PerLoadRow }
+// perLoadSet is a per-load Setting's table (a pointer keeps Setting
+// comparable), and for SGLang whether the unit sets
+// SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND.
+type perLoadSet struct {
+	rows     []PerLoadRow
+	skipZero bool
+}
 
 func (s Setting) String() string {
 	switch {
 	case s.perLoad != nil:
-		return "per-load " + perLoadWords(s.perLoad.rows)
+		return "per-load " + perLoadCommand(s.perLoad.rows, s.perLoad.skipZero)
 	case s.adaptiveDefault:
 		return "SGLang's default adaptive table"
 	case s.Steps == 0:
@@ -151,7 +156,7 @@ func (r *Runbook) planOn(t *target, d *deployed, s Setting) (*planned, error) {
 	var p *planned
 	switch {
 	case s.perLoad != nil:
-		prop, err := r.perLoadPlan(t, d, unitEngine(d), s.perLoad.rows)
+		prop, err := r.perLoadPlan(t, d, unitEngine(d), s.perLoad.rows, s.perLoad.skipZero)
 		if err != nil {
 			return nil, err
 		}
@@ -192,7 +197,8 @@ func (r *Runbook) planWith(t *target, d *deployed, steps int, opts unit.Options)
 }
 
 func specOf(engineName string, s unit.Spec) *Spec {
-	sp := &Spec{Engine: engineName, Algorithm: s.Algorithm, Steps: s.DraftSteps(), TopK: s.TopK, DraftTokens: s.DraftTokens, BatchTable: s.BatchTable}
+	sp := &Spec{Engine: engineName, Algorithm: s.Algorithm, Steps: s.DraftSteps(), TopK: s.TopK, DraftTokens: s.DraftTokens, BatchTable: s.BatchTable,
+		SkipZeroDraftExtend: s.Adaptive && s.SkipZeroDraftExtend}
 	if s.Adaptive {
 		sp.Adaptive = s.AdaptiveConfig
 		if sp.Adaptive == "" {
@@ -259,6 +265,11 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 		res.Unit.Diff = unit.UnifiedDiff(p.path, p.before, p.after)
 	}
 	res.Spec = specOf(e.Engine, e.SpecAfter)
+	for _, f := range p.files {
+		if f.Path == e.SpecAfter.AdaptiveConfig && e.SpecAfter.Adaptive && !f.Removed {
+			res.Spec.AdaptiveTable = AdaptiveTableID(f.After)
+		}
+	}
 	from := e.SpecBefore.DraftSteps()
 	res.did.unit, res.did.steps, res.did.oldSteps = UnitOld, from, from
 	st.done("%s", planText(t, set, p, changed, from))
@@ -721,6 +732,12 @@ func (r *Runbook) readSpec(ctx context.Context, t *target, res *Result, rep Repo
 		return st.fail(err)
 	}
 	res.Spec = specOf(d.eff.Detection.Engine, sp)
+	if sp.Adaptive && sp.AdaptiveConfig != "" {
+		// The form a result is compared by is the table's contents.
+		if b, err := t.host.ReadFile(ctx, sp.AdaptiveConfig); err == nil {
+			res.Spec.AdaptiveTable = AdaptiveTableID(string(b))
+		}
+	}
 	st.done("%s in %s", specLine(res.Spec), d.eff.File().Name)
 	return nil
 }

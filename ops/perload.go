@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"slices"
 
 	"github.com/opsbot/opsbot/ops/unit"
@@ -96,6 +97,11 @@ type PerLoad struct {
 	FileText string      `json:"file_text,omitempty"`
 	Table    string      `json:"table,omitempty"`
 	Unit     *UnitChange `json:"unit,omitempty"`
+	// SkipZeroDraftExtend is SGLang's SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND
+	// in the unit (an Environment= line): proposed only when a slot holds
+	// only 0 and the tune measured the table with it faster than without it
+	// (the other one is in Compared).
+	SkipZeroDraftExtend bool `json:"skip_zero_draft_extend,omitempty"`
 	// Dropped are the configurations the tune started first that did not
 	// serve, in order, each with why.
 	Dropped []PerLoadDropped `json:"dropped,omitempty"`
@@ -103,6 +109,9 @@ type PerLoad struct {
 	// same concurrencies: no speculation, the best single setting, and with
 	// compare SGLang's default adaptive table.
 	Compared []PerLoadCompared `json:"compared,omitempty"`
+	// Between are the concurrencies the tune measured between those asked
+	// (betweenLoads), each a row and a slot of its own like those asked.
+	Between []int `json:"between,omitempty"`
 	// GridRestarts is what a full sweep of the values this tune may measure
 	// (no speculation and every value of the range) restarts: one each.
 	GridRestarts int `json:"grid_restarts"`
@@ -119,7 +128,9 @@ type PerLoadDropped struct {
 
 // PerLoadCompared is one configuration measured beside the proposal.
 type PerLoadCompared struct {
-	// Name is "no_speculation", "best_single" or "sglang_default".
+	// Name is "no_speculation", "best_single", "sglang_default", or the
+	// proposal's table measured with the other SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND:
+	// "with_skip_zero_extend" or "without_skip_zero_extend".
 	Name string `json:"name"`
 	// Setting says it in words ("steps 4", "SGLang's default adaptive table").
 	Setting string         `json:"setting"`
@@ -187,23 +198,25 @@ func (r *Runbook) TunePerLoad(ctx context.Context, service string, o PerLoadOpti
 	if o.From > 0 {
 		grid++ // no speculation
 	}
+	between := betweenLoads(at)
 	if o.DryRun {
-		res.Summary = perLoadDryRun(service, engine, at, o, grid, home)
+		res.Summary = perLoadDryRun(service, engine, at, between, o, grid, home)
 		return res, nil
 	}
-	s := &perLoadSearch{r: r, t: t, service: service, at: at, res: res, rep: rep, memo: map[int][]float64{}, from: f}
+	loads := slices.Sorted(slices.Values(append(slices.Clone(at), between...)))
+	s := &perLoadSearch{r: r, t: t, service: service, at: loads, res: res, rep: rep, memo: map[int][]float64{}, from: f}
 	pl, err := s.propose(ctx, engine, d, o)
 	if err != nil {
 		return res, r.perLoadLeave(ctx, service, home, res, rep, err)
 	}
-	pl.GridRestarts = grid
+	pl.GridRestarts, pl.Between = grid, between
 	if err := r.perLoadLeave(ctx, service, home, res, rep, nil); err != nil {
 		return res, err
 	}
 	if err := r.perLoadPropose(ctx, t, engine, pl); err != nil {
 		return res, err
 	}
-	pl.Apply = fmt.Sprintf("mtp per-load %s %s", service, perLoadWords(pl.Rows))
+	pl.Apply = fmt.Sprintf("mtp per-load %s %s", service, perLoadCommand(pl.Rows, pl.SkipZeroDraftExtend))
 	res.PerLoad = pl
 	res.Details = append(append(pl.Decision(), res.Details...), pl.Report()...)
 	left := fmt.Sprintf("%s left on %s", service, home)
@@ -212,17 +225,18 @@ func (r *Runbook) TunePerLoad(ctx context.Context, service string, o PerLoadOpti
 	} else {
 		left += " (its default_steps)"
 	}
-	res.Summary = fmt.Sprintf("mtp tune %s per load at %s: `%s`, started and measured: %s; %d restarts for %d values (a full sweep of them: %d, and back); not applied; %s",
-		service, intList(at), pl.Apply, pl.Brief(), res.Restarts, len(res.Tried), grid, left)
+	res.Summary = fmt.Sprintf("mtp tune %s per load at %s%s: `%s`, started and measured: %s; %d restarts for %d values (a full sweep of them: %d, and back); not applied; %s",
+		service, intList(at), betweenText(between), pl.Apply, pl.Brief(), res.Restarts, len(res.Tried), grid, left)
 	return res, nil
 }
 
 // perLoadDryRun says what a per-load tune would measure.
-func perLoadDryRun(service, engine string, at []int, o PerLoadOptions, grid int, home Setting) string {
-	what := fmt.Sprintf("dry run: would measure no speculative decoding and search steps %d..%d on %s at concurrency %s (each value one restart, "+
+func perLoadDryRun(service, engine string, at, between []int, o PerLoadOptions, grid int, home Setting) string {
+	what := fmt.Sprintf("dry run: would measure no speculative decoding and search steps %d..%d on %s at concurrency %s%s (each value one restart, "+
 		"benchmarked at every concurrency; a full sweep of them needs %d), then start the per-load configuration of the best values and "+
-		"benchmark it at every concurrency (one restart; up to %d more when it does not start and a fallback is tried)",
-		o.From, o.To, service, intList(at), grid, PerLoadStarts-1)
+		"benchmark it at every concurrency (one restart; up to %d more when it does not start and a fallback is tried; "+
+		"one more when a slot holds only 0: the same table with %s=1, proposed when it measures faster)",
+		o.From, o.To, service, intList(at), betweenText(between), grid, PerLoadStarts-1, unit.EnvSkipZeroDraftExtend)
 	if o.Compare && engine != "vllm" {
 		what += ", measure SGLang's default adaptive table at the same concurrencies (one restart)"
 	}
@@ -266,7 +280,7 @@ func (r *Runbook) perLoadCheck(ctx context.Context, t *target, f *found, service
 		return "", Setting{}, fmt.Errorf("tune %s per load: services.%s.adaptive_config is not set: no path for SGLang's adaptive config", service, service)
 	}
 	first := max(o.From, 1)
-	if _, err := r.perLoadPlan(t, d, engine, []PerLoadRow{{Concurrency: 1, Steps: first, Candidates: []int{first}}}); err != nil {
+	if _, err := r.perLoadPlan(t, d, engine, []PerLoadRow{{Concurrency: 1, Steps: first, Candidates: []int{first}}}, false); err != nil {
 		return "", Setting{}, err
 	}
 	home = Setting{Steps: sp.DraftSteps(), from: f}
@@ -299,7 +313,7 @@ func (r *Runbook) perLoadPropose(ctx context.Context, t *target, engine string, 
 	if err != nil {
 		return err
 	}
-	prop, err := r.perLoadPlan(t, d, engine, pl.Rows)
+	prop, err := r.perLoadPlan(t, d, engine, pl.Rows, pl.SkipZeroDraftExtend)
 	if err != nil {
 		return fmt.Errorf("measured, but the proposal cannot be written: %w", err)
 	}
@@ -332,4 +346,42 @@ func unitEngine(d *deployed) string {
 		return "vllm"
 	}
 	return "sglang"
+}
+
+// betweenLoads are the concurrencies a per-load tune measures between two
+// asked (at, ascending) more than twice apart: SGLang's slot keys are lower
+// bounds applied after padding the batch up to a CUDA-graph size
+// (adaptive_step_router.py, batch_size_key_for_batch), so every load from
+// one slot's key up to the next's runs the lower slot's steps; with slots
+// only at the loads asked, a load far above a slot's key (16 between 8 and
+// 32) would run steps measured for a much smaller batch. Each is the
+// geometric mean of the two, rounded to a CUDA-graph batch size SGLang
+// captures by default (a power of two up to 8, then a multiple of 8): 4
+// between 1 and 8, 16 between 8 and 32, 48 between 32 and 64. Each start
+// benchmarks them too: they cost benchmarks, not restarts.
+func betweenLoads(at []int) []int {
+	var out []int
+	for i := 1; i < len(at); i++ {
+		a, b := at[i-1], at[i]
+		if b < 2*a {
+			continue
+		}
+		g := math.Sqrt(float64(a) * float64(b))
+		m := int(math.Pow(2, math.Round(math.Log2(g))))
+		if g > 8 {
+			m = 8 * int(math.Round(g/8))
+		}
+		if m > a && m < b {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// betweenText says the loads measured between those asked ("" when none).
+func betweenText(between []int) string {
+	if len(between) == 0 {
+		return ""
+	}
+	return " (and " + intList(between) + " between them)"
 }

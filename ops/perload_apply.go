@@ -32,6 +32,22 @@ import (
 // line says how many requests queued at its concurrency (SGLang's
 // /server_info max_running_requests).
 func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLoadRow, dryRun bool, rep Reporter) (*Result, error) {
+	return r.ApplyPerLoadWith(ctx, service, PerLoadApply{Rows: rows, DryRun: dryRun}, rep)
+}
+
+// PerLoadApply is `mtp per-load [SERVICE] TABLE [skip-zero-extend]
+// [--dry-run]`: the rows, and whether the unit sets SGLang's
+// SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND (only with a slot that holds only
+// 0: there its adaptive step 0 skips the draft model's extend).
+type PerLoadApply struct {
+	Rows                []PerLoadRow
+	SkipZeroDraftExtend bool
+	DryRun              bool
+}
+
+// ApplyPerLoadWith is ApplyPerLoad with a.SkipZeroDraftExtend.
+func (r *Runbook) ApplyPerLoadWith(ctx context.Context, service string, a PerLoadApply, rep Reporter) (*Result, error) {
+	rows, dryRun := a.Rows, a.DryRun
 	if err := checkRows(rows); err != nil {
 		return &Result{Incidents: []string{}}, fmt.Errorf("mtp per-load %s: %w; nothing was changed", service, err)
 	}
@@ -42,7 +58,11 @@ func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLo
 	if t.cfg.AdaptiveConfig == "" && t.cfg.Engine != "vllm" {
 		return &Result{Incidents: []string{}}, fmt.Errorf("mtp per-load %s: services.%s.adaptive_config is not set; nothing was changed", service, service)
 	}
-	set := Setting{Steps: startSteps(t.cfg.Engine, rows), perLoad: &perLoadSet{rows}}
+	if a.SkipZeroDraftExtend && (t.cfg.Engine == "vllm" || !zeroOnlySlot(rows)) {
+		return &Result{Incidents: []string{}}, fmt.Errorf("mtp per-load %s: %s is only for SGLang's adaptive table with a slot that holds only 0 "+
+			"(steps 0 is where it skips the draft model's extend); nothing was changed", service, skipZeroWord)
+	}
+	set := Setting{Steps: startSteps(t.cfg.Engine, rows), perLoad: &perLoadSet{rows: rows, skipZero: a.SkipZeroDraftExtend}}
 	res, err := r.mtpSet(ctx, service, set, dryRun, false, rep)
 	if err != nil && res != nil && res.did.restored {
 		err = capDidNotFit(service, rows, res, err)
@@ -60,7 +80,7 @@ func (r *Runbook) ApplyPerLoad(ctx context.Context, service string, rows []PerLo
 		return res, err
 	}
 	res.Details = append(res.Details, lines...)
-	res.Summary = fmt.Sprintf("%s now runs per load (%s); `mtp undo %s` puts back the unit and the file", service, perLoadWords(rows), service)
+	res.Summary = fmt.Sprintf("%s now runs per load (%s); `mtp undo %s` puts back the unit and the file", service, perLoadCommand(rows, a.SkipZeroDraftExtend), service)
 	return res, nil
 }
 

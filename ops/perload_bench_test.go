@@ -61,9 +61,10 @@ func BenchmarkTunePerLoad(b *testing.B) {
 			rows = append(rows, ops.PerLoadRow{Concurrency: row.Concurrency, Steps: row.Steps, Candidates: row.Candidates})
 		}
 	}
+	apply := ops.PerLoadApply{Rows: rows, SkipZeroDraftExtend: pl.SkipZeroDraftExtend}
 	started := 0
 	for range 10 {
-		if _, err := r.rb.ApplyPerLoad(ctx, "qwen", rows, false, ops.Discard); err == nil {
+		if _, err := r.rb.ApplyPerLoadWith(ctx, "qwen", apply, ops.Discard); err == nil {
 			started++
 		} else {
 			fmt.Printf("apply: %v\n", err)
@@ -89,11 +90,15 @@ func BenchmarkTunePerLoad(b *testing.B) {
 		}
 		return out
 	}
-	prop := bench("the proposal", func() error { _, err := r.rb.ApplyPerLoad(ctx, "qwen", rows, false, ops.Discard); return err })
+	prop := bench("the proposal", func() error { _, err := r.rb.ApplyPerLoadWith(ctx, "qwen", apply, ops.Discard); return err })
 	single := bench(fmt.Sprintf("steps %d", pl.Single), func() error { _, err := r.rb.MTPSteps(ctx, "qwen", pl.Single, false, ops.Discard); return err })
 	def := bench("SGLang's default table", func() error { _, err := r.rb.DeployDefaultTable(ctx, "qwen", 3, ops.Discard); return err })
 	off := bench("no speculation", func() error { _, err := r.rb.MTPSteps(ctx, "qwen", 0, false, ops.Discard); return err })
-	lines := []string{fmt.Sprintf("applied `mtp per-load qwen %s` started %d of 10", perLoadTable(rows), started),
+	words := perLoadTable(rows)
+	if pl.SkipZeroDraftExtend {
+		words += " skip-zero-extend"
+	}
+	lines := []string{fmt.Sprintf("applied `mtp per-load qwen %s` started %d of 10", words, started),
 		fmt.Sprintf("%-11s  %9s  %-24s  %-24s  %-24s", "concurrency", "proposal", fmt.Sprintf("best single (steps %d)", pl.Single), "SGLang default table", "no speculation")}
 	for i, c := range loads {
 		lines = append(lines, fmt.Sprintf("%-11d  %9.1f  %9.1f (%+6.1f%%)       %9.1f (%+6.1f%%)       %9.1f (%+6.1f%%)", c, prop[i],

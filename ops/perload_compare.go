@@ -13,6 +13,13 @@ import (
 // and the best single setting from the search, and with o.Compare SGLang's
 // default adaptive table, started and measured at the same concurrencies.
 func (s *perLoadSearch) propose(ctx context.Context, engine string, d *deployed, o PerLoadOptions) (*PerLoad, error) {
+	if n := s.runningNow(ctx, d, o.From, o.To); n > 0 {
+		s.live = n
+		if _, err := s.measure(ctx, n); err != nil {
+			return nil, err
+		}
+		s.res.Details = append(s.res.Details, fmt.Sprintf("steps %d, running when the tune began, measured first without a restart: %s", n, s.figures(n)))
+	}
 	if _, err := s.measure(ctx, 0); err != nil {
 		return nil, err
 	}
@@ -33,7 +40,7 @@ func (s *perLoadSearch) propose(ctx context.Context, engine string, d *deployed,
 	if err := s.startProposal(ctx, pl, d); err != nil {
 		return nil, err
 	}
-	pl.Compared = []PerLoadCompared{s.fromSearch("no_speculation", 0), s.fromSearch("best_single", pl.Single)}
+	pl.Compared = append([]PerLoadCompared{s.fromSearch("no_speculation", 0), s.fromSearch("best_single", pl.Single)}, pl.Compared...)
 	if o.Compare && engine != "vllm" {
 		c, err := s.measureDefault(ctx, d)
 		if err != nil {

@@ -47,7 +47,7 @@ func (p *PerLoad) Decision() []string {
 		out = append(out, line+".")
 	}
 	for _, c := range p.Compared {
-		if c.Name == "sglang_default" {
+		if c.Name != "no_speculation" && c.Name != "best_single" {
 			out = append(out, p.comparedLine(c))
 		}
 	}
@@ -92,7 +92,11 @@ func (p *PerLoad) belowNoSpec() string {
 		return ""
 	}
 	why := "as measured with the per-batch table running"
-	if p.Engine != "vllm" {
+	switch {
+	case p.Engine == "vllm":
+	case p.SkipZeroDraftExtend:
+		why = "SGLang's cap of 48 running requests applies unless raised, and a stream drafting again after a step 0 starts from a cold draft state"
+	default:
 		why = "SGLang's adaptive step 0 still runs the draft model over each token to keep its KV cache up to date, and its cap of 48 running requests applies unless raised"
 	}
 	return fmt.Sprintf("Below no speculation at concurrency %s: %s. Where those loads dominate, no speculative decoding serves them faster (`mtp steps 0` applies it, for every load).",

@@ -22,11 +22,17 @@ type perLoadProposal struct {
 // perLoadPlan renders rows in the engine's per-load form and plans the unit
 // edit that runs it; the unit edit's refusals (an algorithm or topk SGLang's
 // adaptive mode does not run, an odd path) come back as errors.
-func (r *Runbook) perLoadPlan(t *target, d *deployed, engine string, rows []PerLoadRow) (*perLoadProposal, error) {
+//
+// skipZero sets SGLang's SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND in the unit
+// (unit.Options.SkipZeroDraftExtend): refused unless a slot holds only 0.
+func (r *Runbook) perLoadPlan(t *target, d *deployed, engine string, rows []PerLoadRow, skipZero bool) (*perLoadProposal, error) {
 	p := &perLoadProposal{}
 	var opts unit.Options
 	if !slices.ContainsFunc(tableRows(rows), func(r PerLoadRow) bool { return maxCandidate(r) > 0 }) {
 		return nil, errors.New("every steps value of the table is 0: that is speculative decoding off at every load, `mtp steps 0`")
+	}
+	if skipZero && (engine == "vllm" || !zeroOnlySlot(rows)) {
+		return nil, fmt.Errorf("%s: only for SGLang's adaptive table with a slot that holds only 0 (steps 0 is where it skips the draft model's extend)", skipZeroWord)
 	}
 	p.steps = startSteps(engine, rows)
 	if engine == "vllm" {
@@ -41,6 +47,7 @@ func (r *Runbook) perLoadPlan(t *target, d *deployed, engine string, rows []PerL
 		p.file, p.fileText = t.cfg.AdaptiveConfig, SGLangAdaptiveConfig(rows)
 		opts.AdaptiveConfig = p.file
 		opts.MaxRunningRequests = capNeeded(rows)
+		opts.SkipZeroDraftExtend = skipZero
 	}
 	pl, err := r.planWith(t, d, p.steps, opts)
 	if err != nil {
@@ -204,6 +211,26 @@ func hasFlag(argv []string, flag string) bool {
 		}
 	}
 	return false
+}
+
+// skipZeroWord is mtp per-load's word that sets SGLang's
+// SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND in the unit.
+const skipZeroWord = "skip-zero-extend"
+
+// zeroOnlySlot reports whether a slot of rows' table holds only 0: the
+// slots where SGLang's SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND saves the
+// draft model's extend on every step.
+func zeroOnlySlot(rows []PerLoadRow) bool {
+	return slices.ContainsFunc(tableRows(rows), func(r PerLoadRow) bool { return maxCandidate(r) == 0 })
+}
+
+// perLoadCommand is mtp per-load's arguments for rows: the TABLE, then
+// skipZeroWord when skipZero.
+func perLoadCommand(rows []PerLoadRow, skipZero bool) string {
+	if skipZero {
+		return perLoadWords(rows) + " " + skipZeroWord
+	}
+	return perLoadWords(rows)
 }
 
 // perLoadWords renders rows as mtp per-load's TABLE: "1:7 8:6 32:2 64:2/3"

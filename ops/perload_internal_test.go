@@ -146,3 +146,22 @@ func TestPerLoadTries(t *testing.T) {
 		t.Errorf("vLLM: %d tries, want 1", len(tries))
 	}
 }
+
+// A per-load tune measures, between two loads asked more than twice apart, their
+// geometric mean rounded to a CUDA-graph batch size: SGLang pads a batch up to a graph
+// size and takes the largest slot key at or below it, so without them every load up to
+// the next key runs the steps measured at a much smaller batch (16 on slot 8's).
+func TestBetweenLoads(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ at, want []int }{
+		{[]int{1, 8, 32, 64}, []int{4, 16, 48}},
+		{[]int{1, 2, 3}, nil},
+		{[]int{1, 64}, []int{8}},
+		{[]int{8, 128}, []int{32}},
+		{[]int{2, 5}, []int{4}},
+	} {
+		if got := betweenLoads(c.at); !slices.Equal(got, c.want) {
+			t.Errorf("betweenLoads(%v) = %v, want %v", c.at, got, c.want)
+		}
+	}
+}

@@ -68,7 +68,7 @@ func maxCandidate(row PerLoadRow) int {
 func (s *perLoadSearch) startProposal(ctx context.Context, pl *PerLoad, d *deployed) error {
 	tries := perLoadTries(pl.Engine, pl.Rows, hasFlag(d.eff.Argv(), unit.FlagMaxRunning))
 	for i, try := range tries {
-		set := Setting{Steps: startSteps(pl.Engine, try.rows), perLoad: &perLoadSet{tableRows(try.rows)}, from: s.from}
+		set := Setting{Steps: startSteps(pl.Engine, try.rows), perLoad: &perLoadSet{rows: tableRows(try.rows)}, from: s.from}
 		sub, err := s.r.mtpSet(ctx, s.service, set, false, false, prefixed(s.rep, "proposal: "))
 		s.took(sub)
 		if err == nil {
@@ -81,6 +81,9 @@ func (s *perLoadSearch) startProposal(ctx context.Context, pl *PerLoad, d *deplo
 			}
 			pl.Rows = measuredAt(try.rows, pts, running)
 			s.res.Details = append(s.res.Details, prefixAll("the proposal at ", lines)...)
+			if pl.Engine != "vllm" && zeroOnlySlot(try.rows) {
+				return s.measureSkipZero(ctx, pl, try.rows)
+			}
 			return nil
 		}
 		if ctx.Err() != nil || sub == nil || !sub.did.restored {
@@ -268,4 +271,91 @@ func (r *Runbook) benchAt(ctx context.Context, t *target, set Setting, at []int,
 		lines = append(lines, line)
 	}
 	return pts, running, lines, nil
+}
+
+// measureSkipZero starts pl's table (rows, measured in pl.Rows without it)
+// again with SGLang's SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND, which a slot
+// holding only 0 makes worth measuring: its step 0 then skips the draft
+// model's extend, but a stream drafting again after it starts from a cold
+// draft state. It benchmarks it at every concurrency and proposes it when
+// it wins (skipZeroWins); the table measured the other way goes to
+// pl.Compared. A start that fails is rolled back and said; only ctx's end,
+// a wind-down or a failed rollback is an error.
+func (s *perLoadSearch) measureSkipZero(ctx context.Context, pl *PerLoad, rows []PerLoadRow) error {
+	set := Setting{Steps: startSteps(pl.Engine, rows), perLoad: &perLoadSet{rows: tableRows(rows), skipZero: true}, from: s.from}
+	sub, err := s.r.mtpSet(ctx, s.service, set, false, false, prefixed(s.rep, "proposal with "+skipZeroWord+": "))
+	s.took(sub)
+	if err != nil {
+		if ctx.Err() != nil || sub == nil || !sub.did.restored {
+			return fmt.Errorf("starting %s: %w", set, err)
+		}
+		s.res.Details = append(s.res.Details, fmt.Sprintf("with %s=1 the table did not serve: %s; rolled back, proposed without it", unit.EnvSkipZeroDraftExtend, droppedReason(err)))
+		return nil
+	}
+	pts, running, lines, err := s.r.benchAt(ctx, s.t, set, s.at, sub, prefixed(s.rep, "proposal with "+skipZeroWord+" "))
+	for _, c := range sub.Incidents {
+		s.res.AddIncident(c)
+	}
+	if err != nil {
+		return err
+	}
+	s.res.Details = append(s.res.Details, prefixAll("the proposal with "+unit.EnvSkipZeroDraftExtend+"=1 at ", lines)...)
+	with := measuredAt(rows, pts, running)
+	without := pl.Rows
+	wins, why := skipZeroWins(without, with)
+	s.res.Details = append(s.res.Details, fmt.Sprintf("%s=1 (a slot holds only 0): %s", unit.EnvSkipZeroDraftExtend, why))
+	other := PerLoadCompared{Name: "with_skip_zero_extend", Setting: "the same table with " + unit.EnvSkipZeroDraftExtend + "=1", Points: rowPoints(with)}
+	if wins {
+		pl.Rows, pl.SkipZeroDraftExtend = with, true
+		other = PerLoadCompared{Name: "without_skip_zero_extend", Setting: "the same table without " + unit.EnvSkipZeroDraftExtend, Points: rowPoints(without)}
+	}
+	pl.Compared = append(pl.Compared, other)
+	return nil
+}
+
+// skipZeroNoise is how much slower than the table without the switch the
+// table with it may measure at one concurrency and still be proposed: the
+// 3% a per-load proposal is held to against what would run otherwise (one
+// benchmark a load; the switch changes only what runs at step 0 and just
+// after it, so a load its 0-only slot does not serve differs by noise).
+const skipZeroNoise = 0.03
+
+// skipZeroWins says whether the table measured with the switch (with) beats
+// it without (without): faster on the mean over the concurrencies both
+// measured, and nowhere slower by more than skipZeroNoise; and why, in words.
+func skipZeroWins(without, with []PerLoadRow) (bool, string) {
+	sum, n := 0.0, 0
+	worst, worstAt := 0.0, 0
+	for i := range with {
+		a, b := with[i].OutputTokS, without[i].OutputTokS
+		if a == nil || b == nil || *b <= 0 {
+			continue
+		}
+		g := *a / *b - 1
+		sum += g
+		n++
+		if g < worst {
+			worst, worstAt = g, with[i].Concurrency
+		}
+	}
+	if n == 0 {
+		return false, "not compared (no concurrency measured both ways); proposed without it"
+	}
+	mean := 100 * sum / float64(n)
+	switch {
+	case worst < -skipZeroNoise:
+		return false, fmt.Sprintf("%+.1f%% on average over the concurrencies, but %+.1f%% at %d (more than %.0f%% slower there): proposed without it", mean, 100*worst, worstAt, 100*skipZeroNoise)
+	case mean <= 0:
+		return false, fmt.Sprintf("%+.1f%% on average over the concurrencies: proposed without it", mean)
+	}
+	return true, fmt.Sprintf("%+.1f%% on average over the concurrencies, nowhere more than %.0f%% slower: proposed with it", mean, 100*skipZeroNoise)
+}
+
+// rowPoints are rows' measured figures as a compared configuration's points.
+func rowPoints(rows []PerLoadRow) []PerLoadPoint {
+	out := make([]PerLoadPoint, len(rows))
+	for i, r := range rows {
+		out[i] = PerLoadPoint{Concurrency: r.Concurrency, OutputTokS: r.OutputTokS, Error: r.MeasureError}
+	}
+	return out
 }

@@ -22,6 +22,10 @@ type perLoadSearch struct {
 	memo    map[int][]float64 // tok/s by steps, one figure per concurrency of at (-Inf: failed)
 	from    *found            // the unit as the tune found it: every value is planned on it
 	how     []string          // per concurrency of at: how the search went there
+	// live is the steps value the service serves now, as its unit says and
+	// its engine reports (-1: none usable): measured first, without a
+	// restart (runningNow). 0: none usable.
+	live int // 0: none
 	// deploy, when set, stands in for sweepValue (deploying steps n and
 	// benchmarking it at every concurrency of at): for tests only.
 	deploy func(ctx context.Context, n int) (pts []SweepPoint, starts int, err error)
@@ -93,6 +97,10 @@ func (s *perLoadSearch) measure(ctx context.Context, n int) ([]float64, error) {
 		return nil, err
 	}
 	deploy := s.deploy
+	if s.live > 0 && n == s.live && deploy == nil {
+		deploy = s.benchLive
+	}
+	s.live = 0 // any start ends what ran before
 	if deploy == nil {
 		deploy = func(ctx context.Context, n int) ([]SweepPoint, int, error) {
 			return s.r.sweepValue(ctx, s.t, s.service, Setting{Steps: n, from: s.from}, s.at, s.res, s.rep)
@@ -286,4 +294,39 @@ func gainPct(v, base *float64) *float64 {
 	}
 	g := 100 * (*v / *base - 1)
 	return &g
+}
+
+// runningNow is the steps value the service serves now when a per-load tune
+// can measure it without a restart (0 otherwise): a static steps value of
+// from..to (SGLang, not per load), which the engine reports running
+// (/server_info's steps, topk and draft tokens as the unit has them).
+func (s *perLoadSearch) runningNow(ctx context.Context, d *deployed, from, to int) int {
+	sp, err := d.eff.Spec()
+	if err != nil || unitEngine(d) == "vllm" || !sp.Present || sp.Adaptive {
+		return 0
+	}
+	n := sp.DraftSteps()
+	if n < max(from, 1) || n > to {
+		return 0
+	}
+	info, err := s.t.eng.ServerInfo(ctx)
+	if err != nil || info.Steps != n || (sp.TopK > 0 && info.TopK != sp.TopK) || (sp.DraftTokens > 0 && info.DraftTokens != sp.DraftTokens) {
+		return 0
+	}
+	if on, _ := info.Raw["speculative_adaptive"].(bool); on {
+		return 0
+	}
+	return n
+}
+
+// benchLive benchmarks steps n, which the service serves now
+// (runningNow), at every concurrency without a restart.
+func (s *perLoadSearch) benchLive(ctx context.Context, n int) ([]SweepPoint, int, error) {
+	sub := &Result{Incidents: []string{}}
+	if err := s.r.readSpec(ctx, s.t, sub, prefixed(s.rep, "running now: ")); err != nil {
+		return nil, 0, err
+	}
+	set := Setting{Steps: n, from: s.from}
+	pts, err := s.r.benchEach(ctx, s.t, set, s.at, sub, s.res, prefixed(s.rep, "running now: "))
+	return pts, 0, err
 }

@@ -18,6 +18,9 @@
 package ops
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -262,6 +265,30 @@ type Spec struct {
 	// largest (vLLM) value, not what runs at every load.
 	Adaptive   string `json:"adaptive,omitempty"`
 	BatchTable string `json:"batch_table,omitempty"`
+	// AdaptiveTable identifies the contents of the adaptive config file the
+	// engine was started with (AdaptiveTableID; "" when not read): two
+	// different tables written to one path are two forms, the same table at
+	// two paths one.
+	AdaptiveTable string `json:"adaptive_table,omitempty"`
+	// SkipZeroDraftExtend is SGLang's SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND
+	// as the unit sets it (with Adaptive: step 0 skips the draft extend).
+	SkipZeroDraftExtend bool `json:"skip_zero_draft_extend,omitempty"`
+}
+
+// AdaptiveTableID identifies an adaptive config file by its contents:
+// "sha256:" and the first 16 hex digits of the SHA-256 of its canonical JSON
+// (parsed and written back compact, object keys sorted, so spacing and key
+// order do not count), or of its bytes when it is not JSON.
+func AdaptiveTableID(text string) string {
+	b := []byte(text)
+	var v any
+	if err := json.Unmarshal(b, &v); err == nil {
+		if c, err := json.Marshal(v); err == nil {
+			b = c
+		}
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:8])
 }
 
 // AdaptiveDefaultTable stands for SGLang's built-in adaptive table in

@@ -217,13 +217,23 @@ func (r *Runbook) sweepValue(ctx context.Context, t *target, service string, set
 		res.Killed = append(res.Killed, sub.Killed...)
 		res.Left = sub.Left
 	}
-	pts := make([]SweepPoint, 0, len(at))
 	if err != nil {
+		pts := make([]SweepPoint, 0, len(at))
 		for _, c := range at {
 			pts = append(pts, SweepPoint{Steps: n, TopK: set.TopK, DraftTokens: set.DraftTokens, Concurrency: c, Error: err.Error()})
 		}
 		return pts, restarted, err
 	}
+	pts, err := r.benchEach(ctx, t, set, at, sub, res, rep)
+	return pts, restarted, err
+}
+
+// benchEach benchmarks what the service serves now (set, sub its result
+// with the spec it runs) at each concurrency of at: one point each. Only
+// ctx's end is an error.
+func (r *Runbook) benchEach(ctx context.Context, t *target, set Setting, at []int, sub, res *Result, rep Reporter) ([]SweepPoint, error) {
+	n := set.Steps
+	pts := make([]SweepPoint, 0, len(at))
 	for _, c := range at {
 		prefix := set.String() + ": "
 		if len(at) > 1 {
@@ -245,12 +255,12 @@ func (r *Runbook) sweepValue(ctx context.Context, t *target, service string, set
 			pt.Error = err.Error()
 			res.AddIncident(IncidentBenchFailed)
 			if ctx.Err() != nil {
-				return append(pts, pt), restarted, err
+				return append(pts, pt), err
 			}
 		}
 		pts = append(pts, pt)
 	}
-	return pts, restarted, nil
+	return pts, nil
 }
 
 func metricText(metric string, v float64) string {

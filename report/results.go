@@ -10,14 +10,24 @@ import (
 // SettingsKey renders a result's settings as the canonical key results are
 // compared by ("steps=10,topk=1,draft=11"); per-load speculation adds its
 // form, so a per-load run is compared only with runs of the same one:
-// ",adaptive=PATH" (SGLang's file) or ",table=[[1,1,10],...]" (vLLM's).
+// ",adaptive=sha256:..." (SGLang's file by its contents, ops.AdaptiveTableID;
+// its path when the contents were not read, "default" for SGLang's own
+// table), then ",skip_zero_extend" when the unit sets
+// SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND, or ",table=[[1,1,10],...]"
+// (vLLM's).
 func SettingsKey(s *ops.Spec) string {
 	if s == nil {
 		return ""
 	}
 	k := fmt.Sprintf("steps=%d,topk=%d,draft=%d", s.Steps, s.TopK, s.DraftTokens)
-	if s.Adaptive != "" {
+	switch {
+	case s.AdaptiveTable != "":
+		k += ",adaptive=" + s.AdaptiveTable
+	case s.Adaptive != "":
 		k += ",adaptive=" + s.Adaptive
+	}
+	if s.SkipZeroDraftExtend {
+		k += ",skip_zero_extend"
 	}
 	if s.BatchTable != "" {
 		k += ",table=" + s.BatchTable

@@ -36,6 +36,14 @@ type Physics struct {
 	PrefillTok  time.Duration // prefill cost per prompt token
 	EOSMean     int           // mean output length of requests without ignore_eos (tokens)
 	Seed        uint64        // of the acceptance and EOS draws
+	// ColdSteps and ColdAccept are a stream's cold draft state: with SGLang's
+	// SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND, an adaptive step 0 skips the draft model's
+	// extend, and a stream that decoded there drafts again from stubbed (zero) draft state:
+	// its first verify after the upshift accepts no draft, then for ColdSteps verify steps each
+	// level holds the target's token with ColdAccept times its usual probability, until the
+	// draft cache written since covers the context it drafts from.
+	ColdSteps  int
+	ColdAccept float64
 }
 
 // DefaultPhysics reproduces the incident's MTP sweep on a Qwen3.5-122B-A10B over 4 GPUs: one
@@ -58,6 +66,8 @@ func DefaultPhysics() Physics {
 		PrefillTok:  20 * time.Microsecond,
 		EOSMean:     200,
 		Seed:        0x5eed,
+		ColdSteps:   16,
+		ColdAccept:  0.5,
 	}
 }
 
@@ -102,6 +112,15 @@ func (s Shape) Verified() int {
 // of the acceptance rate, as SGLang's decode log computes it (accepted drafts over
 // forward count x (num_draft_tokens - 1); sgl-project/sglang scheduler metrics at v0.5.x).
 func (s Shape) Drafts() int { return s.Verified() - 1 }
+
+// ColdLevels is levels as a cold draft state accepts them (ColdAccept times each).
+func (p Physics) ColdLevels(levels []float64) []float64 {
+	out := make([]float64, len(levels))
+	for i, a := range levels {
+		out[i] = a * p.ColdAccept
+	}
+	return out
+}
 
 // levelWidth is the probability a level of w candidates holds the target's token.
 func (p Physics) levelWidth(w int) float64 {

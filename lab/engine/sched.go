@@ -22,6 +22,10 @@ type request struct {
 
 	generated int // scheduler only
 	steps     int // verify steps that gave it tokens (scheduler only)
+	// stale and cold are its draft state (scheduler only): stale after a step 0 that skipped
+	// the draft extend; cold, the verify steps left before its drafts are accepted as usual.
+	stale bool
+	cold  int
 
 	received, admitted, first, last time.Time // truth: admitted under Engine.mu, first/last by the scheduler
 
@@ -189,7 +193,7 @@ func (e *Engine) step(running []*request, plan stepPlan) ([]*request, int, []str
 			s.aborted++
 			continue
 		}
-		drawn := r.draws.emitted(plan.levels)
+		drawn := r.draws.emitted(plan.levelsFor(r, e.phys.ColdSteps))
 		correct = append(correct, drawn-1)
 		n := min(drawn, r.limit()-r.generated)
 		r.generated += n

@@ -45,6 +45,9 @@ type Settings struct {
 	Adaptive *AdaptiveConfig
 	// BatchTable is vLLM's num_speculative_tokens_per_batch_size (nil = Steps at every batch).
 	BatchTable []BatchK
+	// SkipZeroDraftExtend is SGLang's SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND from the
+	// environment (ApplyEnv): adaptive step 0 skips the draft model's extend.
+	SkipZeroDraftExtend bool
 	// Args are the server arguments by argparse dest, defaults included; nil values are
 	// Python's None. /server_info reports them.
 	Args map[string]any
@@ -264,4 +267,28 @@ func num(v any) int {
 func flt(v any) float64 {
 	f, _ := v.(float64)
 	return f
+}
+
+// EnvSkipZeroDraftExtend is SGLang's switch (sgl-project/sglang python/sglang/srt/environ.py,
+// EnvBool(False), at 0003215c): skip draft_extend while adaptive spec is at steps 0; the draft
+// KV goes stale and an upshift starts from a cold draft state.
+const EnvSkipZeroDraftExtend = "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"
+
+// ApplyEnv reads the environment variables the engine honours from env (KEY=VALUE, in order;
+// a later one wins, as systemd's Environment= lines do). SGLang's EnvBool takes true, 1, yes,
+// y and false, 0, no, n in any case; any other value is its default (False).
+func (s *Settings) ApplyEnv(env []string) {
+	if s.Flavor != "sglang" {
+		return
+	}
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, EnvSkipZeroDraftExtend+"="); ok {
+			switch strings.ToLower(v) {
+			case "true", "1", "yes", "y":
+				s.SkipZeroDraftExtend = true
+			default:
+				s.SkipZeroDraftExtend = false
+			}
+		}
+	}
 }

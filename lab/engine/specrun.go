@@ -8,16 +8,24 @@ type specRun struct {
 	chains    [][]float64 // levels of Chain(k), k = 0..max (adaptive and table)
 	policy    stepPolicy  // SGLang adaptive (nil = none)
 	table     []int       // vLLM: K by batch size, index 0 unused (nil = none)
+	cold      [][]float64 // of Chain(k) from a cold draft state (adaptive with skipZero)
 	maxLevels int         // the most levels any step can accept
 	graphMax  int         // largest batch size with captured CUDA graphs (0 = none)
+	// skipZero is SGLang's SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND with adaptive steps: step 0
+	// skips the draft extend (no draft pass), and a stream drafting again is cold.
+	skipZero bool
 }
 
 // stepPlan is one verify step's shape, its per-level acceptance, and the batch size it was
-// planned for (the adaptive policy learns from its verify).
+// planned for (the adaptive policy learns from its verify). With skipZero, a step 0 leaves each
+// stream's draft state stale, and a step above 0 drafts for a stale or cooling stream with
+// cold (see Physics.ColdSteps).
 type stepPlan struct {
-	shape  Shape
-	levels []float64
-	batch  int
+	shape    Shape
+	levels   []float64
+	cold     []float64
+	batch    int
+	skipZero bool
 }
 
 func newSpecRun(s Settings, p Physics) specRun {
@@ -42,9 +50,12 @@ func newSpecRun(s Settings, p Physics) specRun {
 	}
 	if r.policy != nil || r.table != nil {
 		r.chains = make([][]float64, maxChain+1)
+		r.cold = make([][]float64, maxChain+1)
 		for k := range r.chains {
 			r.chains[k] = p.Levels(Chain(k))
+			r.cold[k] = p.ColdLevels(r.chains[k])
 		}
+		r.skipZero = r.policy != nil && s.SkipZeroDraftExtend
 		r.maxLevels = max(r.maxLevels, maxChain)
 	}
 	return r
@@ -53,7 +64,9 @@ func newSpecRun(s Settings, p Physics) specRun {
 // plan is the shape a decode step over n running streams runs with. SGLang's adaptive step
 // 0 verifies one token without drafting, and its draft model still extends over the
 // verified token (EAGLEWorkerV2.forward_batch_generation: "Drafting disabled ...
-// _draft_extend below still runs, keeping draft KV warm"): a KeepDraft shape. vLLM's K 0
+// _draft_extend below still runs, keeping draft KV warm"): a KeepDraft shape. With
+// SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND (skipZero) step 0 stubs the draft extend instead
+// (_stub_skipped_draft_extend): no draft pass, and the draft state goes stale. vLLM's K 0
 // is a plain decode step.
 func (r *specRun) plan(n int) stepPlan {
 	switch {
@@ -61,9 +74,9 @@ func (r *specRun) plan(n int) stepPlan {
 		k := r.policy.stepsFor(n)
 		sh := Chain(k)
 		if k == 0 {
-			sh = Shape{KeepDraft: true}
+			sh = Shape{KeepDraft: !r.skipZero}
 		}
-		return stepPlan{shape: sh, levels: r.chains[k], batch: n}
+		return stepPlan{shape: sh, levels: r.chains[k], cold: r.cold[k], batch: n, skipZero: r.skipZero}
 	case r.table != nil:
 		k := r.table[min(n, len(r.table)-1)]
 		return stepPlan{shape: Chain(k), levels: r.chains[k], batch: n}
@@ -82,3 +95,23 @@ func (r *specRun) verified(p stepPlan, correct []int) string {
 
 // graphs says whether a batch of n runs on captured CUDA graphs.
 func (r *specRun) graphs(n int) bool { return n <= r.graphMax }
+
+// levelsFor is the per-level acceptance stream r drafts with under p, and moves r's draft
+// state on: a step 0 with skipZero leaves it stale; the first step above 0 after that
+// accepts no draft (the stubbed draft state is zeros), the next Physics.ColdSteps draft cold.
+func (p stepPlan) levelsFor(r *request, coldSteps int) []float64 {
+	switch {
+	case !p.skipZero:
+		return p.levels
+	case p.shape.Steps == 0:
+		r.stale, r.cold = true, 0
+		return p.levels
+	case r.stale:
+		r.stale, r.cold = false, coldSteps
+		return nil
+	case r.cold > 0:
+		r.cold--
+		return p.cold
+	}
+	return p.levels
+}

@@ -50,6 +50,14 @@ type Options struct {
 	// (the option or an abbreviation of it) keeps its value. 0 adds nothing.
 	// Refused for vLLM.
 	MaxRunningRequests int
+	// SkipZeroDraftExtend, for SGLang with AdaptiveConfig, sets SGLang's
+	// SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND: unless the unit already sets
+	// it true, the line "Environment=SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1"
+	// is inserted right above the engine's ExecStart= (same file, same
+	// section). Any other SGLang edit with N above 0 removes that exact line
+	// from the engine's file; other lines stay as written (with an adaptive
+	// table, one that still sets the switch is refused).
+	SkipZeroDraftExtend bool
 }
 
 // FlagMaxRunning is SGLang's --max-running-requests.
@@ -194,6 +202,11 @@ func (eff *Effective) SetSteps(n int, opts Options) (*Edit, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n > 0 && eff.Detection.Engine == SGLang {
+		sp, ch := eff.skipZeroSplices(opts.AdaptiveConfig != "" && opts.SkipZeroDraftExtend)
+		splices = append(splices, sp...)
+		changes = append(changes, ch...)
+	}
 	e, _, err := eff.apply(spec, splices, aedits, changes)
 	if err != nil {
 		return nil, err
@@ -272,6 +285,9 @@ func readsBack(sp Spec, n int, opts Options) error {
 		return fmt.Errorf("%w: edited unit reads back adaptive %v config %q, want SGLang's default table", errInternal, sp.Adaptive, sp.AdaptiveConfig)
 	case opts.AdaptiveConfig != "" && (!sp.Adaptive || sp.AdaptiveConfig != opts.AdaptiveConfig):
 		return fmt.Errorf("%w: edited unit reads back adaptive %v config %q, want %q", errInternal, sp.Adaptive, sp.AdaptiveConfig, opts.AdaptiveConfig)
+	case (opts.AdaptiveConfig != "" || opts.AdaptiveDefault) && sp.SkipZeroDraftExtend != (opts.AdaptiveConfig != "" && opts.SkipZeroDraftExtend):
+		return refuse(CodeRejected, "the unit sets %s elsewhere than the line opsbot writes above ExecStart=, and this change wants it %v: "+
+			"remove that assignment by hand", EnvSkipZeroDraftExtend, !sp.SkipZeroDraftExtend)
 	case opts.BatchTable != "" && sp.BatchTable != opts.BatchTable:
 		return fmt.Errorf("%w: edited unit reads back the per-batch table %s, want %s", errInternal, sp.BatchTable, opts.BatchTable)
 	}

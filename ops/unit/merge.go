@@ -2,6 +2,7 @@ package unit
 
 import (
 	"fmt"
+	"strings"
 )
 
 // Located is one command of the effective ExecStart= list and where it is written.
@@ -32,7 +33,54 @@ func (e *Effective) Argv() []string { return e.Engine.Command.Argv() }
 
 // Spec reads the engine's speculative settings.
 func (e *Effective) Spec() (Spec, error) {
-	return readSpec(e.Argv(), e.Detection)
+	sp, err := readSpec(e.Argv(), e.Detection)
+	if err == nil && e.Detection.Engine == SGLang {
+		v, _ := e.EnvValue(EnvSkipZeroDraftExtend)
+		sp.SkipZeroDraftExtend = envBool(v)
+	}
+	return sp, err
+}
+
+// EnvValue is the value the unit's [Service] Environment= assignments give
+// key, in the files' order (a later assignment wins; an empty Environment=
+// resets the list), and whether any does. Words are split on whitespace, a
+// word's surrounding double or single quotes removed.
+func (e *Effective) EnvValue(key string) (string, bool) {
+	v, ok := "", false
+	for _, u := range e.files {
+		for _, en := range u.Entries {
+			if en.Section != "Service" || en.Key != "Environment" {
+				continue
+			}
+			if en.Value == "" {
+				v, ok = "", false
+			}
+			for _, w := range strings.Fields(en.Value) {
+				w = strings.Trim(w, `"'`)
+				if val, found := strings.CutPrefix(w, key+"="); found {
+					v, ok = val, true
+				}
+			}
+		}
+	}
+	return v, ok
+}
+
+// EnvSkipZeroDraftExtend is SGLang's environment switch (sgl-project/sglang
+// python/sglang/srt/environ.py, EnvBool(False); the EAGLE worker calls
+// _stub_skipped_draft_extend instead of the draft extend when the adaptive
+// steps are 0 and it is set): skip the draft model's extend at step 0. The
+// draft KV goes stale: an upshift drafts from a cold state for a while.
+const EnvSkipZeroDraftExtend = "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"
+
+// envBool is SGLang's EnvBool: true, 1, yes, y in any case (anything else,
+// or unset, is its default False).
+func envBool(v string) bool {
+	switch strings.ToLower(v) {
+	case "true", "1", "yes", "y":
+		return true
+	}
+	return false
 }
 
 // Merge computes the effective ExecStart= of main with its drop-ins applied

@@ -138,3 +138,44 @@ func TestSetStepsMaxRunningRequests(t *testing.T) {
 		t.Errorf("-1: err %v, want out of range", err)
 	}
 }
+
+// SGLang's SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND: a per-load edit that asks for it inserts
+// one Environment= line right above the engine's ExecStart= and nothing else; the unit reads
+// it back; any other SGLang edit removes exactly that line, giving back the text byte for
+// byte; a unit that sets it another way is refused where the edit wants it off.
+func TestSetStepsSkipZeroDraftExtend(t *testing.T) {
+	t.Parallel()
+	sg := "[Unit]\nDescription=q\n\n[Service]\nEnvironment=CUDA_VISIBLE_DEVICES=0\nExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /m \\\n" +
+		"    --speculative-algorithm NEXTN \\\n    --speculative-num-steps 3 \\\n    --speculative-eagle-topk 1 \\\n" +
+		"    --speculative-num-draft-tokens 4 \\\n    --port 30000\nRestart=always\n"
+	plain, err := SetSteps(sg, 7, Options{AdaptiveConfig: "/etc/sglang/q.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, err := SetSteps(sg, 7, Options{AdaptiveConfig: "/etc/sglang/q.json", SkipZeroDraftExtend: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(plain.After, "ExecStart=", "Environment=SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1\nExecStart=", 1)
+	if on.After != want || !on.SpecAfter.SkipZeroDraftExtend || plain.SpecAfter.SkipZeroDraftExtend {
+		t.Fatalf("with the switch:\n%s\nwant:\n%s (spec %v)", on.After, want, on.SpecAfter.SkipZeroDraftExtend)
+	}
+	if again, err := SetSteps(on.After, 7, Options{AdaptiveConfig: "/etc/sglang/q.json", SkipZeroDraftExtend: true}); err != nil || again.After != on.After {
+		t.Fatalf("again: %v\n%s", err, again.After)
+	}
+	for _, o := range []Options{{AdaptiveConfig: "/etc/sglang/q.json"}, {}} {
+		back, err := SetSteps(on.After, 7, o)
+		want, err2 := SetSteps(sg, 7, o)
+		if err != nil || err2 != nil || back.After != want.After || back.SpecAfter.SkipZeroDraftExtend {
+			t.Fatalf("%+v from the switch on: %v %v\n%s\nwant:\n%s", o, err, err2, back.After, want.After)
+		}
+	}
+	byHand := strings.Replace(sg, "Environment=CUDA_VISIBLE_DEVICES=0", "Environment=CUDA_VISIBLE_DEVICES=0 SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=true", 1)
+	var ue *Error
+	if _, err := SetSteps(byHand, 7, Options{AdaptiveConfig: "/etc/sglang/q.json"}); !errors.As(err, &ue) || ue.Code != CodeRejected {
+		t.Fatalf("set by hand, wanted off: %v", err)
+	}
+	if e, err := SetSteps(byHand, 7, Options{AdaptiveConfig: "/etc/sglang/q.json", SkipZeroDraftExtend: true}); err != nil || strings.Count(e.After, "SKIP_ZERO") != 1 {
+		t.Fatalf("set by hand, wanted on: %v\n%s", err, e.After)
+	}
+}

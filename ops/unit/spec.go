@@ -80,6 +80,9 @@ type Spec struct {
 	// --speculative-adaptive-config path ("" = none: SGLang's default table).
 	Adaptive       bool
 	AdaptiveConfig string
+	// SkipZeroDraftExtend is SGLang's SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND
+	// as the unit's Environment= sets it (Effective.Spec; false when unset).
+	SkipZeroDraftExtend bool
 
 	// Uses lists every speculative option found (SGLang: all known
 	// --speculative-* options; vLLM: the options above), in argv order.
