@@ -51,7 +51,7 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Auth = config.Auth{DefaultRole: "none", Users: map[string]string{"console:olga": "operator"}}
+	cfg.Auth = config.Auth{DefaultRole: "none", Users: map[string]config.Grant{"console:olga": config.RoleEverywhere("operator")}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	app, err := bot.NewApp(context.Background(), cfg, bot.AppOptions{Logger: log,
 		NewBackend: func(deps bot.BackendDeps) (jobs.Backend, error) {

@@ -38,13 +38,17 @@ const (
 	strangerID  = "U0NOBODY"
 	groupID     = "S0ONCALL"
 	groupMember = "U0GRACE"
+	secondID    = "U0PETRA" // a second operator, who approves
+	scopedID    = "U0SCOPE" // operator on coder only, viewer everywhere
 )
 
-var testUsers = map[string]string{
-	"slack:" + operatorID:    "operator",
-	"slack:" + viewerID:      "viewer",
-	"slack:" + adminID:       "admin",
-	"slack-group:" + groupID: "operator",
+var testUsers = map[string]config.Grant{
+	"slack:" + operatorID:    config.RoleEverywhere("operator"),
+	"slack:" + viewerID:      config.RoleEverywhere("viewer"),
+	"slack:" + adminID:       config.RoleEverywhere("admin"),
+	"slack-group:" + groupID: config.RoleEverywhere("operator"),
+	"slack:" + secondID:      config.RoleEverywhere("operator"),
+	"slack:" + scopedID:      {Roles: map[string][]string{"operator": {"coder"}, "viewer": {config.AllServices}}},
 }
 
 // rig is an opsbot with the Slack adapter against fakeSlack: the real App
