@@ -146,3 +146,37 @@ func (s *Store) SetApprovalMessage(ctx context.Context, token, messageID string)
 	}
 	return nil
 }
+
+// PendingApprovals returns the approvals that may still be approved at at,
+// oldest first.
+func (s *Store) PendingApprovals(ctx context.Context, at time.Time) ([]Approval, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT token FROM approvals WHERE expires_at >= ? ORDER BY created_at, token`, at.UTC().UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("read pending approvals: %w", err)
+	}
+	var tokens []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read pending approvals: %w", err)
+		}
+		tokens = append(tokens, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read pending approvals: %w", err)
+	}
+	out := make([]Approval, 0, len(tokens))
+	for _, t := range tokens {
+		a, err := s.Approval(ctx, t)
+		if errors.Is(err, ErrNotFound) {
+			continue // taken meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
