@@ -100,7 +100,9 @@ func (d *Dispatcher) awaited(req Request, cmd commands.Command) string {
 			r, found := g.on(s)
 			ok = ok && found && r >= need
 		}
-		if ok {
+		if p, _, _ := strings.Cut(key, ":"); ok && strings.HasSuffix(p, "-group") {
+			named = append(named, "a member of "+key)
+		} else if ok {
 			named = append(named, key)
 		}
 	}
