@@ -369,7 +369,7 @@ func (d *Dispatcher) scheduled(ctx context.Context, req Request, cmd commands.Co
 	}
 	if p := d.opts.Auth.Permit(platform, room, user, cmd); !p.ok {
 		where := ""
-		if len(p.lacking) > 0 {
+		if len(p.lacking) > 0 && d.opts.Auth.scoped(platform, user) {
 			where = " on " + strings.Join(p.lacking, ", ")
 		}
 		msg := fmt.Sprintf("schedule #%d did not run `%s`: its creator %s has the %s role%s now and it needs %s. "+
