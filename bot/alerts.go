@@ -95,6 +95,9 @@ func (d *Dispatcher) watchdogRun(ctx context.Context, req Request, cmd commands.
 		d.audit(ctx, req, commands.Text(cmd), store.DecisionInvalid, msg, 0)
 		return Reply{Outcome: Invalid, Text: msg, Command: cmd, Err: errors.New(msg)}
 	}
+	if r, skip := d.unattended(ctx, job, cmd, fmt.Sprintf("watchdog incident #%d", run.Incident)); skip {
+		return r
+	}
 	return d.start(ctx, job, cmd, fmt.Sprintf("watchdog incident #%d: services.%s.auto_recover", run.Incident, run.Service))
 }
 

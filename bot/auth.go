@@ -18,10 +18,11 @@ const RoleNone commands.Role = 0
 type Auth struct {
 	mu          sync.RWMutex // Replace swaps the roles under it
 	defaultRole commands.Role
-	users       map[string]commands.Role // "platform:id" -> role
-	grants      map[string][]levelGrant  // platform -> roles granted by power level, highest role first
-	groups      map[string]Membership    // platform -> its user groups
-	levels      map[string]RoomLevels    // platform -> its users' power levels in rooms
+	users       map[string]grant        // "platform:id" -> roles by service
+	scope       *scope                  // the services, and the commands that wait for a second person
+	grants      map[string][]levelGrant // platform -> roles granted by power level, highest role first
+	groups      map[string]Membership   // platform -> its user groups
+	levels      map[string]RoomLevels   // platform -> its users' power levels in rooms
 }
 
 // levelGrant is one role granted from a power level up.
@@ -55,22 +56,54 @@ type Membership interface {
 // "admin"). users maps "platform:id" to a role name; a key without both parts
 // ("console:", ":alice", "alice") is an error, never a user.
 func NewAuth(defaultRole string, users map[string]string) (*Auth, error) {
+	grants := make(map[string]config.Grant, len(users))
+	for id, name := range users {
+		grants[id] = config.RoleEverywhere(name)
+	}
+	return newAuth(defaultRole, grants)
+}
+
+// newAuth builds an Auth from role names granted per service
+// (config.Grant).
+func newAuth(defaultRole string, users map[string]config.Grant) (*Auth, error) {
 	dr, err := parseRole(defaultRole)
 	if err != nil {
 		return nil, fmt.Errorf("auth default role: %w", err)
 	}
-	a := &Auth{defaultRole: dr, users: make(map[string]commands.Role, len(users))}
-	for id, name := range users {
+	a := &Auth{defaultRole: dr, users: make(map[string]grant, len(users)), scope: &scope{}}
+	for id, g := range users {
 		if !validKey(id) {
 			return nil, fmt.Errorf("auth user %q: want platform:id, e.g. console:alice or slack:U123", id)
 		}
-		r, err := parseRole(name)
-		if err != nil {
-			return nil, fmt.Errorf("auth user %s: %w", id, err)
+		gr := grant{}
+		for name, services := range g.Roles {
+			r, err := parseRole(name)
+			if err != nil {
+				return nil, fmt.Errorf("auth user %s: %w", id, err)
+			}
+			for _, s := range services {
+				gr[s] = max(gr[s], r)
+			}
 		}
-		a.users[id] = r
+		a.users[id] = gr
 	}
 	return a, nil
+}
+
+// grant is what one auth.users entry grants: a role per service,
+// config.AllServices for every service.
+type grant map[string]commands.Role
+
+// on returns the role g grants on service ("": only what it grants on
+// every service), and false when it grants nothing there.
+func (g grant) on(service string) (commands.Role, bool) {
+	r, ok := g[config.AllServices]
+	if service != "" {
+		if sr, found := g[service]; found && (!ok || sr > r) {
+			r, ok = sr, true
+		}
+	}
+	return r, ok
 }
 
 func parseRole(name string) (commands.Role, error) {
@@ -85,10 +118,11 @@ func parseRole(name string) (commands.Role, error) {
 // "matrix" (in effect once the Matrix adapter supplies the levels, see
 // WithRoomLevels).
 func AuthFromConfig(cfg *config.Config) (*Auth, error) {
-	a, err := NewAuth(cfg.Auth.DefaultRole, cfg.Auth.Users)
+	a, err := newAuth(cfg.Auth.DefaultRole, cfg.Auth.Users)
 	if err != nil {
 		return nil, err
 	}
+	a.scope = scopeFromConfig(cfg)
 	if m := cfg.Matrix; m != nil && m.Enabled && len(m.PowerLevels) > 0 {
 		if a, err = a.WithLevelRoles("matrix", m.PowerLevels); err != nil {
 			return nil, fmt.Errorf("matrix.power_levels: %w", err)
@@ -101,7 +135,7 @@ func AuthFromConfig(cfg *config.Config) (*Auth, error) {
 func (a *Auth) clone() *Auth {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	c := &Auth{defaultRole: a.defaultRole, users: a.users, grants: make(map[string][]levelGrant, len(a.grants)+1),
+	c := &Auth{defaultRole: a.defaultRole, users: a.users, scope: a.scope, grants: make(map[string][]levelGrant, len(a.grants)+1),
 		groups: make(map[string]Membership, len(a.groups)+1), levels: make(map[string]RoomLevels, len(a.levels)+1)}
 	for p, g := range a.grants {
 		c.grants[p] = g
@@ -172,12 +206,19 @@ func (a *Auth) Role(platform, user string) commands.Role {
 // none of them holds the default role. Outside a room (room "") no power
 // level counts.
 func (a *Auth) RoleIn(platform, room, user string) commands.Role {
+	return a.RoleOn(platform, room, user, "")
+}
+
+// RoleOn is RoleIn for a command on service: a role granted on that
+// service only (auth.users' form per service) counts there besides the
+// roles granted on every service. Service "" counts only the latter.
+func (a *Auth) RoleOn(platform, room, user, service string) commands.Role {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	r, ok := a.users[platform+":"+user]
+	r, ok := a.users[platform+":"+user].on(service)
 	if m := a.groups[platform]; m != nil && user != "" {
 		for _, g := range m.GroupsOf(user) {
-			if gr, found := a.users[platform+"-group:"+g]; found && (!ok || gr > r) {
+			if gr, found := a.users[platform+"-group:"+g].on(service); found && (!ok || gr > r) {
 				r, ok = gr, true
 			}
 		}
@@ -247,16 +288,24 @@ func (a *Auth) AllowedIn(platform, room, user string, need commands.Role) bool {
 }
 
 // Replace makes a's roles those of b, at once for every later check (a
-// config reload): the default role, the users' roles and the roles granted
-// by power level. The adapters' groups and levels stay a's. Safe for
-// concurrent use with Role and Allowed.
+// config reload): the default role, the users' roles, the roles granted
+// by power level, the services and the commands that wait for a second
+// person. The adapters' groups and levels stay a's. Safe for concurrent
+// use with Role and Allowed.
 func (a *Auth) Replace(b *Auth) {
 	b.mu.RLock()
-	dr, users, grants := b.defaultRole, b.users, b.grants
+	dr, users, grants, sc := b.defaultRole, b.users, b.grants, b.scope
 	b.mu.RUnlock()
 	a.mu.Lock()
-	a.defaultRole, a.users, a.grants = dr, users, grants
+	a.defaultRole, a.users, a.grants, a.scope = dr, users, grants, sc
 	a.mu.Unlock()
+}
+
+// scopeNow is the scope in effect.
+func (a *Auth) scopeNow() *scope {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.scope
 }
 
 func roleName(r commands.Role) string {

@@ -80,8 +80,8 @@ func (l *roomLevels) set(room, user string, level int) {
 // levels.
 func TestPowerLevelRoles(t *testing.T) {
 	t.Parallel()
-	cfg := &config.Config{Auth: config.Auth{DefaultRole: "none", Users: map[string]string{
-		"matrix:@vic:hs": "viewer", "matrix:@ada:hs": "admin"}},
+	cfg := &config.Config{Auth: config.Auth{DefaultRole: "none", Users: map[string]config.Grant{
+		"matrix:@vic:hs": config.RoleEverywhere("viewer"), "matrix:@ada:hs": config.RoleEverywhere("admin")}},
 		Matrix: &config.Matrix{Enabled: true, PowerLevels: map[string]int{"operator": 50, "admin": 100}}}
 	base, err := AuthFromConfig(cfg)
 	if err != nil {

@@ -69,6 +69,8 @@ const (
 	ActConfirm = chat.ActConfirm
 	ActAbort   = chat.ActAbort
 	ActCancel  = chat.ActCancel
+	ActApprove = chat.ActApprove
+	ActReject  = chat.ActReject
 )
 
 // Pre wraps text in a preformatted block (report.Pre), for adapters, which

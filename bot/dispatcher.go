@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -146,6 +145,10 @@ func (d *Dispatcher) Handle(ctx context.Context, req Request) (r Reply) {
 		return d.act(ctx, ActionRequest{ID: string(ActConfirm) + ":" + tok, Platform: req.Platform, User: req.User,
 			UserName: req.UserName, Room: req.Room, Via: req.Via, DM: req.DM})
 	}
+	if kind, tok, ok := approvalWord(text); ok && len(req.Text) <= commands.MaxInputLen {
+		return d.act(ctx, ActionRequest{ID: string(kind) + ":" + tok, Platform: req.Platform, User: req.User,
+			UserName: req.UserName, Room: req.Room, Via: req.Via, DM: req.DM})
+	}
 	if word, ok := yesWord(text); ok {
 		return d.confirmPending(ctx, req, word)
 	}
@@ -164,8 +167,8 @@ func (d *Dispatcher) Handle(ctx context.Context, req Request) (r Reply) {
 	if r, bad := d.checkVia(ctx, req, cmd); bad {
 		return r
 	}
-	if !d.opts.Auth.AllowedIn(req.Platform, req.Room, req.User, commands.RoleOf(cmd)) {
-		return d.refuseRole(ctx, req, cmd)
+	if p := d.opts.Auth.Permit(req.Platform, req.Room, req.User, cmd); !p.ok {
+		return d.refuseRole(ctx, req, cmd, p)
 	}
 	if commands.NeedsConfirm(cmd) && !req.Confirmed {
 		if add, ok := cmd.(*commands.ScheduleAdd); ok {
@@ -175,6 +178,9 @@ func (d *Dispatcher) Handle(ctx context.Context, req Request) (r Reply) {
 			}
 		}
 		return d.askConfirm(ctx, req, cmd, offer{})
+	}
+	if d.opts.Auth.scopeNow().needsApproval(cmd) {
+		return d.askApproval(ctx, req, cmd, "")
 	}
 	return d.start(ctx, req, cmd, store.DecisionAccepted)
 }
@@ -229,70 +235,12 @@ func (d *Dispatcher) viaRefusal(platform, user, via string) (string, error) {
 		platform, user, platform, via, roleName(have)), &RefusedError{Need: commands.Admin, Have: have}
 }
 
-func confirmToken(text string) (string, bool) {
-	text = strings.TrimLeft(text, "/!")
-	f := strings.Fields(text)
-	if len(f) == 2 && strings.EqualFold(f[0], "confirm") {
-		return strings.ToLower(f[1]), true
-	}
-	return "", false
-}
-
-// YesWords answer yes to the one confirmation waiting in a room for the
-// one who types them (a terminal's prompt, a text-only chat).
-var YesWords = []string{"y", "yes"}
-
-// yesWord reports whether text is one of YesWords (after a chat's / or !
-// prefix), and which.
-func yesWord(text string) (string, bool) {
-	w := strings.ToLower(strings.TrimSpace(strings.TrimLeft(text, "/!")))
-	return w, slices.Contains(YesWords, w)
-}
-
-// confirmPending is `y` or `yes`: the Confirm action of the one confirmation
-// waiting in req's room for req's user (theirs, or one the bot proposed
-// there), under the rules of the action. With several waiting it confirms
-// none and lists them, each with the `confirm TOKEN` that confirms it.
-func (d *Dispatcher) confirmPending(ctx context.Context, req Request, word string) Reply {
-	all, err := d.opts.Store.PendingConfirmations(ctx, req.Platform, req.Room, d.opts.Now())
-	if err != nil {
-		d.log.Error("read pending confirmations", "err", err)
-		return Reply{Outcome: Failed, Text: StoreDownText, Err: err}
-	}
-	var mine []store.Confirmation
-	for _, c := range all {
-		if c.Proposed || c.User == req.User {
-			mine = append(mine, c)
-		}
-	}
-	switch len(mine) {
-	case 0:
-		return Reply{Outcome: Invalid, Text: fmt.Sprintf("`%s` confirms a command that waits for your confirmation, and none waits here: "+
-			"it was used, expired or never asked. Run the command again.", word), Err: errors.New("no confirmation waits")}
-	case 1:
-		return d.act(ctx, ActionRequest{ID: string(ActConfirm) + ":" + mine[0].Token, Platform: req.Platform, User: req.User,
-			UserName: req.UserName, Room: req.Room, Via: req.Via, DM: req.DM})
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d commands wait for your confirmation here, so `%s` confirmed none. Type the one you mean:", len(mine), word)
-	for _, c := range mine {
-		until := "until " + report.Clock(c.Expires)
-		if c.Incident != 0 {
-			until = fmt.Sprintf("while incident #%d is open", c.Incident)
-		}
-		fmt.Fprintf(&b, "\n`confirm %s` runs `%s` (%s)", c.Token, c.Command, until)
-	}
-	return Reply{Outcome: Answered, Text: b.String(), Audience: ToUser}
-}
-
-func (d *Dispatcher) refuseRole(ctx context.Context, req Request, cmd commands.Command) Reply {
-	have := d.opts.Auth.RoleIn(req.Platform, req.Room, req.User)
-	msg := fmt.Sprintf("`%s` needs the %s role; you have %s. Ask an admin to grant it in the config (auth.users[\"%s:%s\"]).",
-		commands.Text(cmd), commands.RoleOf(cmd), roleName(have), req.Platform, req.User)
-	if hint := d.opts.Auth.levelHint(req.Platform, req.Room, req.User, commands.RoleOf(cmd)); hint != "" {
+func (d *Dispatcher) refuseRole(ctx context.Context, req Request, cmd commands.Command, p permit) Reply {
+	msg := d.opts.Auth.refusal(req.Platform, req.Room, req.User, cmd, p)
+	if hint := d.opts.Auth.levelHint(req.Platform, req.Room, req.User, p.need); hint != "" {
 		msg += " Or: " + hint + "."
 	}
-	r := d.refuse(ctx, req, cmd, msg, &RefusedError{Need: commands.RoleOf(cmd), Have: have})
+	r := d.refuse(ctx, req, cmd, msg, &RefusedError{Need: p.need, Have: p.have})
 	r.Refusal = RefusedRole
 	return r
 }
@@ -362,11 +310,18 @@ func (d *Dispatcher) scheduled(ctx context.Context, req Request, cmd commands.Co
 			break
 		}
 	}
-	if !d.opts.Auth.AllowedIn(platform, room, user, commands.RoleOf(cmd)) {
-		have := d.opts.Auth.RoleIn(platform, room, user)
-		msg := fmt.Sprintf("schedule #%d did not run `%s`: its creator %s has the %s role now and it needs %s. "+
-			"An admin can re-add it (`schedule rm %d`, then `schedule add`).", run.ID, commands.Text(cmd), run.Creator, roleName(have), commands.RoleOf(cmd), run.ID)
-		r := d.refuse(ctx, job, cmd, msg, &RefusedError{Need: commands.RoleOf(cmd), Have: have})
+	if p := d.opts.Auth.Permit(platform, room, user, cmd); !p.ok {
+		where := ""
+		if len(p.lacking) > 0 && d.opts.Auth.scoped(platform, user) {
+			where = " on " + strings.Join(p.lacking, ", ")
+		}
+		msg := fmt.Sprintf("schedule #%d did not run `%s`: its creator %s has the %s role%s now and it needs %s. "+
+			"An admin can re-add it (`schedule rm %d`, then `schedule add`).", run.ID, commands.Text(cmd), run.Creator, roleName(p.have), where, p.need, run.ID)
+		r := d.refuse(ctx, job, cmd, msg, &RefusedError{Need: p.need, Have: p.have})
+		r.Audience, r.Rooms = ToRoom, run.To
+		return r
+	}
+	if r, skip := d.unattended(ctx, job, cmd, fmt.Sprintf("schedule #%d", run.ID)); skip {
 		r.Audience, r.Rooms = ToRoom, run.To
 		return r
 	}
@@ -504,7 +459,7 @@ func (d *Dispatcher) act(ctx context.Context, a ActionRequest) Reply {
 			// A reaction: the confirmation is the one the message shows.
 			c, err := d.opts.Store.ConfirmationByMessage(ctx, a.Platform, a.Message)
 			if errors.Is(err, store.ErrNotFound) {
-				return Reply{Outcome: Ignored}
+				return d.reactToApproval(ctx, req, ActionKind(kind), a.Message)
 			}
 			if err != nil {
 				return Reply{Outcome: Failed, Text: StoreDownText, Err: err}
@@ -512,6 +467,8 @@ func (d *Dispatcher) act(ctx context.Context, a ActionRequest) Reply {
 			arg = c.Token
 		}
 		return d.settle(ctx, req, ActionKind(kind), arg)
+	case ActApprove, ActReject:
+		return d.settleApproval(ctx, req, ActionKind(kind), arg)
 	case ActCancel:
 		id, err := strconv.ParseInt(arg, 10, 64)
 		if err == nil && id > 0 {
@@ -592,8 +549,8 @@ func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, t
 		}
 		return Reply{Outcome: Refused, Text: msg, Command: cmd, Err: errors.New(msg)}
 	}
-	if !d.opts.Auth.AllowedIn(req.Platform, req.Room, req.User, commands.RoleOf(cmd)) {
-		return d.refuseRole(ctx, req, cmd)
+	if p := d.opts.Auth.Permit(req.Platform, req.Room, req.User, cmd); !p.ok {
+		return d.refuseRole(ctx, req, cmd, p)
 	}
 	taken, err := d.opts.Store.TakeConfirmation(ctx, token)
 	if err != nil {
@@ -617,6 +574,9 @@ func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, t
 		run = req // the job is the confirmer's
 	}
 	run.Confirmed = true
+	if d.opts.Auth.scopeNow().needsApproval(cmd) {
+		return d.askApproval(ctx, run, cmd, key)
+	}
 	return d.start(ctx, run, cmd, "confirmed by "+key)
 }
 
@@ -633,8 +593,14 @@ func (d *Dispatcher) unknownConfirmation(ctx context.Context, req Request, kind 
 
 // Previewed records that the platform message id shows the preview of the
 // confirmation asked under token: a reaction to that message settles it.
+// For an approval's request (NeedsApproval) it records that message the
+// same way: a reaction to it approves or rejects.
 func (d *Dispatcher) Previewed(ctx context.Context, token, messageID string) error {
-	return d.opts.Store.SetConfirmationMessage(ctx, token, messageID)
+	err := d.opts.Store.SetConfirmationMessage(ctx, token, messageID)
+	if errors.Is(err, store.ErrNotFound) {
+		return d.opts.Store.SetApprovalMessage(ctx, token, messageID)
+	}
+	return err
 }
 
 // wrongAttempt counts a wrong confirmation attempt of key and reports whether
@@ -694,8 +660,8 @@ func (d *Dispatcher) cancelJob(ctx context.Context, req Request, text string, id
 	}
 	need := commands.Lookup("cancel").Role
 	isOwner := jobs.JobOwner(j) == req.Platform+":"+req.User
-	isAdmin := d.opts.Auth.RoleIn(req.Platform, req.Room, req.User) == commands.Admin
-	if !d.opts.Auth.AllowedIn(req.Platform, req.Room, req.User, need) || (!isOwner && !isAdmin) {
+	isAdmin := d.opts.Auth.RoleOn(req.Platform, req.Room, req.User, j.Service) == commands.Admin
+	if have := d.opts.Auth.RoleOn(req.Platform, req.Room, req.User, j.Service); have == RoleNone || have < need || (!isOwner && !isAdmin) {
 		msg := fmt.Sprintf("only %s, who started #%d, or an admin may cancel it.", jobs.JobOwner(j), j.ID)
 		d.audit(ctx, req, text, store.DecisionRefused, msg, j.ID)
 		return Reply{Outcome: Refused, Text: msg, JobID: j.ID, Err: errors.New(msg)}
@@ -784,6 +750,9 @@ func (d *Dispatcher) Parse(text string) (commands.Command, error) {
 	}
 	if w, ok := yesWord(text); ok {
 		return nil, fmt.Errorf("%s only answers a question the bot asked", w)
+	}
+	if k, _, ok := approvalWord(strings.TrimSpace(text)); ok {
+		return nil, fmt.Errorf("%s only answers a request for approval", k)
 	}
 	return commands.Parse(text, d.commands())
 }

@@ -120,11 +120,14 @@ const (
 	Queued       Outcome = "queued"        // a job was created; Reply.JobID names it
 	Answered     Outcome = "answered"      // answered at once (help, jobs, history, ...)
 	NeedsConfirm Outcome = "needs_confirm" // Reply.Actions offer Confirm and Abort
-	Invalid      Outcome = "invalid"       // usage error; nothing started
-	Refused      Outcome = "refused"       // not allowed; nothing started (Reply.Refusal says why)
-	Failed       Outcome = "failed"        // could not be started (store down, ...)
-	Duplicate    Outcome = "duplicate"     // the delivery was handled before; nothing ran again
-	Ignored      Outcome = "ignored"       // nothing to act on (a reaction to a message that asks nothing); show nothing
+	// NeedsApproval: the command waits for a second person (auth.two_person);
+	// Reply.Actions offer Approve and Reject, Reply.Token is for `approve TOKEN`.
+	NeedsApproval Outcome = "needs_approval"
+	Invalid       Outcome = "invalid"   // usage error; nothing started
+	Refused       Outcome = "refused"   // not allowed; nothing started (Reply.Refusal says why)
+	Failed        Outcome = "failed"    // could not be started (store down, ...)
+	Duplicate     Outcome = "duplicate" // the delivery was handled before; nothing ran again
+	Ignored       Outcome = "ignored"   // nothing to act on (a reaction to a message that asks nothing); show nothing
 	// InternalError: handling the request panicked; nothing was changed
 	// unless Reply.JobID names the job it recorded.
 	InternalError Outcome = "internal_error"

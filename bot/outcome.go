@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
@@ -27,7 +28,12 @@ func (a *App) Previewed(ctx context.Context, token, messageID string) error {
 
 // Check parses text as Handle would, without acting: nil, or the usage
 // error Handle would answer.
+// `approve TOKEN` and `reject TOKEN` check: they answer a request for
+// approval, which Handle looks up.
 func (a *App) Check(text string) error {
+	if _, _, ok := approvalWord(strings.TrimSpace(text)); ok && len(text) <= MaxInputLen {
+		return nil
+	}
 	_, err := a.Dispatcher.Parse(text)
 	return err
 }

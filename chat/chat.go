@@ -137,6 +137,8 @@ const (
 	ActConfirm ActionKind = "confirm" // run the previewed command
 	ActAbort   ActionKind = "abort"   // drop the previewed command
 	ActCancel  ActionKind = "cancel"  // stop a queued or running job
+	ActApprove ActionKind = "approve" // approve a command that waits for a second person
+	ActReject  ActionKind = "reject"  // drop a command that waits for a second person
 )
 
 // Action is a button a Reply offers. The adapter shows Label and sends ID

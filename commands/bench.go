@@ -12,7 +12,7 @@ var benchSpec = &Spec{
 	Details: "Streams random prompts of a fixed length at the given concurrency, like sglang's bench_serving. " +
 		"Unset knobs use the configured defaults. Locks the service: it never runs while the service is being changed.",
 	Examples: []string{"bench", "bench qwen prompts=200 concurrency=16", "bench in=1024 out=256"},
-	Policy:   Policy{Role: Operator, Mutating: true, Lock: LockService, Schedulable: true, Hosts: true, Slash: true},
+	Policy:   Policy{Role: Operator, Mutating: true, Lock: LockService, Schedulable: true, Hosts: true, Reaps: true, Slash: true},
 	new:      func() Command { return new(Bench) },
 }
 

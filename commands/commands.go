@@ -96,6 +96,11 @@ type Policy struct {
 	// service's hosts (its type implements Job). False: the door answers it
 	// from the store.
 	Hosts bool
+	// Reaps is true for a job command whose pipeline may kill processes
+	// holding its service's GPUs (it stops the service and clears its GPUs
+	// before a start): it touches the service's node, so the door asks for
+	// its role on every service whose GPUs it could touch.
+	Reaps bool
 	// Slash is true when the command's group is a Slack slash command of its
 	// own (`/mtp steps 10`); false: it is typed after SlackCatchAll
 	// (`/opsbot ack 3`). Every command of a group says the same.

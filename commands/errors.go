@@ -131,3 +131,7 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// Closest returns the candidate nearest to word (a "did you mean" for a
+// name the config gives), or "" when none is close.
+func Closest(word string, candidates []string) string { return closest(word, candidates) }

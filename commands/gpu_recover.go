@@ -16,7 +16,7 @@ var gpuRecoverSpec = &Spec{
 		"the service and waits until it serves. HOST is resolved to the service on it.",
 	Examples: []string{"gpu recover", "gpu recover gpu1 --no-start", "gpu recover qwen --dry-run"},
 	RoleNote: "admin with --force",
-	Policy:   Policy{Role: Operator, Mutating: true, Confirm: true, Lock: LockService, Schedulable: true, Hosts: true, Slash: true},
+	Policy:   Policy{Role: Operator, Mutating: true, Confirm: true, Lock: LockService, Schedulable: true, Hosts: true, Reaps: true, Slash: true},
 	new:      func() Command { return new(GPURecover) },
 }
 

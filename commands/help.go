@@ -86,7 +86,8 @@ func overview(b *strings.Builder) {
 	own := slash[:len(slash)-1]
 	fmt.Fprintf(b, "In Slack, %s and %s are slash commands of their own; type the others after %s: `%s`, `%s`.\n",
 		strings.Join(own[:len(own)-1], ", "), own[len(own)-1], SlackCatchAll, InSlack(Lookup("ack").Examples[0]), InSlack(Lookup("job").Examples[0]))
-	b.WriteString("Roles: viewer (read-only) < operator (changes hosts) < admin (schedules, gpu recover --force).\n")
+	b.WriteString("Roles: viewer (read-only) < operator (changes hosts) < admin (schedules, gpu recover --force); the config may grant a role on some services only.\n")
+	b.WriteString("`confirm TOKEN` answers a preview; a command the config makes wait for a second person runs once someone else types `approve TOKEN` (`reject TOKEN` drops it).\n")
 	b.WriteString("Every command that changes something takes --dry-run: it shows what it would do and changes nothing.\n")
 	b.WriteString("SERVICE may be left out when only one service is configured, or the config sets default_service.\n")
 }

@@ -23,7 +23,7 @@ var mtpPerLoadSpec = &Spec{
 		"that the engine runs per load and benchmarks at each concurrency; when the new settings do not serve it puts " +
 		"back both the unit and the file. `mtp undo` restores both.",
 	Examples: []string{"mtp per-load qwen 1:10 8:7 32:1 64:1", "mtp per-load 1:7 8:6 32:2 64:2/3 --dry-run", "mtp per-load qwen 1:9 8:5 32:1 64:0 skip-zero-extend"},
-	Policy:   Policy{Role: Operator, Mutating: true, Confirm: true, Lock: LockService, Hosts: true, Slash: true},
+	Policy:   Policy{Role: Operator, Mutating: true, Confirm: true, Lock: LockService, Hosts: true, Reaps: true, Slash: true},
 	new:      func() Command { return new(MTPPerLoad) },
 }
 

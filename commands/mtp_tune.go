@@ -30,7 +30,7 @@ var mtpTuneSpec = &Spec{
 		"nothing is applied.",
 	Examples: []string{"mtp tune", "mtp tune qwen 2..12 at 8", "mtp tune --dry-run", "mtp tune qwen per-load at 1,8,32,64",
 		"mtp tune qwen per-load 1..12 at 1,8,32,64 compare"},
-	Policy: Policy{Role: Operator, Mutating: true, Lock: LockService, Schedulable: true, Hosts: true, Slash: true},
+	Policy: Policy{Role: Operator, Mutating: true, Lock: LockService, Schedulable: true, Hosts: true, Reaps: true, Slash: true},
 	new:    func() Command { return new(MTPTune) },
 }
 

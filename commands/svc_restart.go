@@ -10,7 +10,7 @@ var svcRestartSpec = &Spec{
 	Path:     "svc restart",
 	Summary:  "restart a service and wait until it serves",
 	Examples: []string{"svc restart", "svc restart qwen"},
-	Policy:   Policy{Role: Operator, Mutating: true, Lock: LockService, Schedulable: true, Hosts: true, Slash: true},
+	Policy:   Policy{Role: Operator, Mutating: true, Lock: LockService, Schedulable: true, Hosts: true, Reaps: true, Slash: true},
 	new:      func() Command { return new(SvcRestart) },
 }
 

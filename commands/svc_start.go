@@ -10,7 +10,7 @@ var svcStartSpec = &Spec{
 	Path:     "svc start",
 	Summary:  "start a service and wait until it serves",
 	Examples: []string{"svc start", "svc start qwen"},
-	Policy:   Policy{Role: Operator, Mutating: true, Lock: LockService, Schedulable: true, Hosts: true, Slash: true},
+	Policy:   Policy{Role: Operator, Mutating: true, Lock: LockService, Schedulable: true, Hosts: true, Reaps: true, Slash: true},
 	new:      func() Command { return new(SvcStart) },
 }
 

@@ -20,7 +20,7 @@ var sweepSpec = &Spec{
 		"point by the configured sweep.metric, and a chart. Afterwards the service is left on its configured " +
 		"value (or where it was), or on the best point with --apply-best.",
 	Examples: []string{"sweep steps 1..5,10", "sweep qwen steps 1,2,4,8 at 1,8,32 --apply-best", "sweep steps 2..4 topk 1,4 draft 8,16 --dry-run"},
-	Policy:   Policy{Role: Operator, Mutating: true, Lock: LockService, Schedulable: true, Hosts: true, Slash: true},
+	Policy:   Policy{Role: Operator, Mutating: true, Lock: LockService, Schedulable: true, Hosts: true, Reaps: true, Slash: true},
 	new:      func() Command { return new(Sweep) },
 }
 

@@ -108,15 +108,6 @@ type SSH struct {
 	KeepAlive Duration `yaml:"keepalive,omitempty"`
 }
 
-// Auth maps platform user ids to roles. Keys of Users are "platform:id", e.g.
-// "slack:U024BE7LH", "matrix:@alice:example.org", "console:alice".
-type Auth struct {
-	// DefaultRole is the role of users not listed: "none" (default), "viewer",
-	// "operator" or "admin".
-	DefaultRole string            `yaml:"default_role,omitempty"`
-	Users       map[string]string `yaml:"users,omitempty"`
-}
-
 // Limits bound what commands may ask for.
 type Limits struct {
 	MaxSteps   int      `yaml:"max_steps,omitempty"`

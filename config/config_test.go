@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -303,7 +304,7 @@ func TestSlackSection(t *testing.T) {
 	}
 	s := c.Slack
 	if s.Mode != SlackModeHTTP || s.BotToken.Value() != bot || s.SigningSecret.Value() != signing || s.APIURL != "http://127.0.0.1:8080/" ||
-		s.Channel != "C0OPS" || len(s.Channels) != 2 || !s.AllowDMs || c.Auth.Users["slack-group:S0123"] != "operator" {
+		s.Channel != "C0OPS" || len(s.Channels) != 2 || !s.AllowDMs || !reflect.DeepEqual(c.Auth.Users["slack-group:S0123"], RoleEverywhere("operator")) {
 		t.Fatalf("slack section: %+v", s)
 	}
 	out, err := c.Redacted()

@@ -53,6 +53,9 @@ const (
 	DefaultLogLevel  = "info"
 	// DefaultAuthRole is auth.default_role.
 	DefaultAuthRole = "none"
+	// DefaultApprovalTTL is auth.two_person.expires: how long a command
+	// waits for a second person's approval.
+	DefaultApprovalTTL = 30 * time.Minute
 	// DefaultTimezone is timezone.
 	DefaultTimezone = "UTC"
 
@@ -90,6 +93,7 @@ func (c *Config) applyDefaults() {
 	orDefault(&c.Log.Format, DefaultLogFormat)
 	orDefault(&c.Log.Level, DefaultLogLevel)
 	orDefault(&c.Auth.DefaultRole, DefaultAuthRole)
+	orDefault(&c.Auth.TwoPerson.Expires, Duration(DefaultApprovalTTL))
 	if c.Matrix != nil {
 		orDefault(&c.Matrix.StaleAfter, Duration(DefaultMatrixStaleAfter))
 	}

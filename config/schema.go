@@ -27,6 +27,7 @@ const maxShownValue = 16
 
 var (
 	durationType = reflect.TypeFor[Duration]()
+	grantType    = reflect.TypeFor[Grant]()
 	plainKeyRE   = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 )
 
@@ -138,6 +139,9 @@ func walkShape(n *yaml.Node, t reflect.Type, path string, secret bool, w *shapeW
 	at := shapeAt{n: n, t: t, path: path, secret: secret}
 	if t == durationType {
 		return w.duration(at)
+	}
+	if t == grantType {
+		return w.grant(at)
 	}
 	switch t.Kind() {
 	case reflect.Struct:

@@ -65,22 +65,6 @@ func (c *Config) validateReports(bad func(string, ...any)) {
 	}
 }
 
-// validateAuth checks auth: known roles, and keys of the form platform:id.
-func (c *Config) validateAuth(bad func(string, ...any)) {
-	if !knownRole(c.Auth.DefaultRole) {
-		bad("auth.default_role must be one of %s, got %q", strings.Join(Roles, ", "), c.Auth.DefaultRole)
-	}
-	for _, id := range sortedKeys(c.Auth.Users) {
-		role := c.Auth.Users[id]
-		if !knownRole(role) {
-			bad("auth.users[%q]: unknown role %q (one of %s)", id, role, strings.Join(Roles, ", "))
-		}
-		if p, _, ok := strings.Cut(id, ":"); !ok || (p != "slack" && p != "slack-group" && p != "matrix" && p != "console") {
-			bad("auth.users[%q]: keys are platform:id with platform slack, slack-group (a user group id), matrix or console", id)
-		}
-	}
-}
-
 // validateLimits checks limits.max_steps and limits.lease_ttl.
 func (c *Config) validateLimits(bad func(string, ...any)) {
 	if c.Limits.MaxSteps < 1 || c.Limits.MaxSteps > 64 {

@@ -15,7 +15,7 @@ import (
 // processes are not the target's.
 var copyTables = []string{
 	"jobs", "job_events", "bench_results", "schedules", "schedule_firings", "audit_log", "kv",
-	"chat_events", "confirmations", "incidents", "silences", "lease_epochs",
+	"chat_events", "confirmations", "approvals", "incidents", "silences", "lease_epochs",
 }
 
 // SkippedTables are what Copy leaves behind: they describe running

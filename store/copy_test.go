@@ -52,6 +52,8 @@ func fill(t *testing.T, s *Store) {
 	must(s.ClaimDelivery(ctx, "slack", "Ev1", time.Hour))(t)
 	must(0, s.AddConfirmation(ctx, Confirmation{Token: "tok1", Platform: "slack", User: "U1", Room: "C1", Command: "gpu recover",
 		Proposed: true, CreatedAt: base, Expires: base.Add(time.Minute)}, base, 10, 10))(t)
+	must(0, s.AddApproval(ctx, Approval{Token: "tok2", Platform: "slack", User: "U1", Room: "C1", Command: "svc stop qwen",
+		CreatedAt: base, Expires: base.Add(time.Minute)}, base, 10, 10))(t)
 	in, _ := must2(s.OpenIncident(ctx, Incident{Service: "qwen", Kind: "down", Summary: "503", OpenedAt: base, UpdatedAt: base}))(t)
 	must(0, s.CloseIncident(ctx, in.ID, "back", base.Add(time.Minute)))(t)
 	must(0, s.Silence(ctx, "qwen", base.Add(time.Hour), "U1", base))(t)

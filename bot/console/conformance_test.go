@@ -18,7 +18,8 @@ import (
 )
 
 // terminal drives the conformance suite as `opsbot run` does: Run with the
-// OS user olga (an operator) or mallory (no role). A terminal has no rooms
+// OS user olga (an operator), petra (another operator), sam (an operator of
+// coder only) or mallory (no role). A terminal has no rooms
 // to refuse and no deliveries to replay.
 type terminal struct{ app *bot.App }
 
@@ -27,10 +28,8 @@ func (c terminal) Store() *store.Store { return c.app.Store }
 func (c terminal) HasRooms() bool      { return false }
 
 func (c terminal) Send(t testing.TB, as chattest.User, _ chattest.Room, text string) chattest.Sent {
-	user := "olga"
-	if as == chattest.NoRole {
-		user = "mallory"
-	}
+	user := map[chattest.User]string{chattest.Operator: "olga", chattest.NoRole: "mallory", chattest.Second: "petra",
+		chattest.Scoped: "sam"}[as]
 	var out, errs bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -51,7 +50,9 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Auth = config.Auth{DefaultRole: "none", Users: map[string]string{"console:olga": "operator"}}
+	cfg.Auth = config.Auth{DefaultRole: "none", Users: map[string]config.Grant{"console:olga": config.RoleEverywhere("operator"),
+		"console:petra": config.RoleEverywhere("operator"), "console:sam": {Roles: chattest.ScopedRoles}},
+		TwoPerson: config.TwoPerson{Commands: []string{chattest.TwoPerson}}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	app, err := bot.NewApp(context.Background(), cfg, bot.AppOptions{Logger: log,
 		NewBackend: func(deps bot.BackendDeps) (jobs.Backend, error) {

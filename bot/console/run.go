@@ -24,6 +24,10 @@ const (
 	// take its record (it refused writes for RunOptions.RecordWait, or
 	// Ctrl-C gave up the wait). Its outcome is printed all the same.
 	ExitUnrecorded = 3
+	// ExitPending: a command waits for a second person's approval
+	// (auth.two_person); nothing ran yet. The reply names the `approve
+	// TOKEN` that someone else runs.
+	ExitPending = 4
 )
 
 // How long Run waits for a store that refuses a job's record, and how
@@ -198,6 +202,13 @@ func runOne(ctx context.Context, o RunOptions, text string) int {
 		}
 	}
 	switch reply.Outcome {
+	case bot.NeedsApproval:
+		if o.JSON {
+			writeJSON(o.Out, JSONLine{Command: text, Events: []bot.Event{}, Reply: reply.Text})
+		} else {
+			fmt.Fprintln(o.Out, bot.Plain(reply.Text))
+		}
+		return ExitPending
 	case bot.Invalid:
 		// It parsed (Run checked): turned down as it ran, e.g. a job or a
 		// confirmation that does not exist.

@@ -5,17 +5,23 @@ import (
 	"testing"
 	"time"
 
+	"maunium.net/go/mautrix"
+
+	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/chattest"
+	"github.com/opsbot/opsbot/internal/dendritetest"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/store"
 )
 
 // matrixChat drives the conformance suite through a real Dendrite: alice
-// (an operator) or bob (no role) types `!command` in the allowed room or in
-// a room the bot is in but does not obey.
+// (an operator), carol (another operator), dave (an operator of coder only)
+// or bob (no role) types `!command` in the allowed room or in a room the
+// bot is in but does not obey.
 type matrixChat struct {
-	e  *env
-	in *instance
+	e           *env
+	in          *instance
+	carol, dave *dendritetest.User // a second operator; an operator of coder only
 }
 
 // sentAt is a delivery as the bot's sync saw it: the sync position stored
@@ -29,10 +35,8 @@ func (m *matrixChat) HasRooms() bool      { return true }
 func (m *matrixChat) syncKey() string { return "matrix/sync/" + string(m.e.botU.ID) }
 
 func (m *matrixChat) Send(t testing.TB, as chattest.User, in chattest.Room, text string) chattest.Sent {
-	u, room := m.e.alice, m.e.room
-	if as == chattest.NoRole {
-		u = m.e.bob
-	}
+	u, room := map[chattest.User]*dendritetest.User{chattest.Operator: m.e.alice, chattest.NoRole: m.e.bob,
+		chattest.Second: m.carol, chattest.Scoped: m.dave}[as], m.e.room
 	if in == chattest.OffList {
 		room = m.e.other
 	}
@@ -76,7 +80,21 @@ func (m *matrixChat) Replay(t testing.TB, s chattest.Sent) bool {
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	m := &matrixChat{e: e, in: e.start(nil)}
+	m := &matrixChat{e: e}
+	ctx := testkit.Context(t, time.Minute)
+	m.carol, m.dave = e.hs.Register(t, "carol"), e.hs.Register(t, "dave")
+	for _, u := range []*dendritetest.User{m.carol, m.dave} {
+		if _, err := e.alice.Client.InviteUser(ctx, e.room, &mautrix.ReqInviteUser{UserID: u.ID}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := u.Client.JoinRoomByID(ctx, e.room); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.cfg.Auth.Users["matrix:"+string(m.carol.ID)] = config.RoleEverywhere("operator")
+	e.cfg.Auth.Users["matrix:"+string(m.dave.ID)] = config.Grant{Roles: chattest.ScopedRoles}
+	e.cfg.Auth.TwoPerson.Commands = []string{chattest.TwoPerson}
+	m.in = e.start(nil)
 	m.in.waitReady(t)
 	testkit.WaitFor(t, 30*time.Second, "the first sync position stored", func() bool {
 		tok, err := m.in.app.Store.SyncToken(context.Background(), m.syncKey())

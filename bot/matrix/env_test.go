@@ -85,7 +85,7 @@ func newEnv(t testing.TB) *env {
 		Password: config.Secret(e.botU.Password), Rooms: []string{string(e.room)},
 		StaleAfter: config.Duration(config.DefaultMatrixStaleAfter)}
 	cfg.Auth.DefaultRole = "none"
-	cfg.Auth.Users = map[string]string{"matrix:" + string(e.alice.ID): "operator"}
+	cfg.Auth.Users = map[string]config.Grant{"matrix:" + string(e.alice.ID): config.RoleEverywhere("operator")}
 	e.cfg = cfg
 	return e
 }

@@ -286,8 +286,9 @@ func (s *syncer) message(ctx context.Context, evt *event.Event, c *event.Message
 	s.show(ctx, evt, reply)
 }
 
-// reaction confirms (✅) or aborts (❌) the preview it reacts to; the door
-// finds the confirmation that message shows.
+// reaction confirms (✅) or aborts (❌) the preview it reacts to, or
+// approves or rejects the request for approval it reacts to; the door
+// finds what that message shows.
 func (s *syncer) reaction(ctx context.Context, evt *event.Event, c *event.ReactionEventContent) {
 	if c.RelatesTo.Type != event.RelAnnotation {
 		return
@@ -310,13 +311,13 @@ func (s *syncer) reaction(ctx context.Context, evt *event.Event, c *event.Reacti
 }
 
 // show posts a reply: nothing for a queued job (its status message
-// follows), a delivery handled before, a reaction to nothing, or a refusal
+// follows) unless the reply is for the room (an approval's outcome), a delivery handled before, a reaction to nothing, or a refusal
 // for the room (the room is not one the bot obeys); else an m.notice
 // answering the event. A preview's message is recorded with the door, so a
 // reaction to it settles its confirmation.
 func (s *syncer) show(ctx context.Context, evt *event.Event, r bot.Reply) {
 	switch {
-	case r.Outcome == bot.Queued, r.Outcome == bot.Duplicate, r.Outcome == bot.Ignored, r.Text == "":
+	case r.Outcome == bot.Queued && r.Audience != bot.ToRoom, r.Outcome == bot.Duplicate, r.Outcome == bot.Ignored, r.Text == "":
 		return
 	case r.Outcome == bot.Refused && r.Refusal == bot.RefusedRoom:
 		s.a.log.Info("ignored a command in a room outside matrix.rooms", "room", evt.RoomID, "sender", evt.Sender)
@@ -324,8 +325,12 @@ func (s *syncer) show(ctx context.Context, evt *event.Event, r bot.Reply) {
 	}
 	text := r.Text
 	_, hasConfirm := r.Action(bot.ActConfirm)
-	preview := r.Outcome == bot.NeedsConfirm && hasConfirm && r.Token != ""
-	if preview {
+	_, hasApprove := r.Action(bot.ActApprove)
+	preview := r.Token != "" && ((r.Outcome == bot.NeedsConfirm && hasConfirm) || (r.Outcome == bot.NeedsApproval && hasApprove))
+	switch {
+	case preview && r.Outcome == bot.NeedsApproval:
+		text += "\nReact ✅ to approve or ❌ to reject."
+	case preview:
 		text += "\nReact ✅ to confirm or ❌ to abort."
 	}
 	ev := s.notice(ctx, evt, text)

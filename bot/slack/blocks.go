@@ -80,9 +80,9 @@ func actionBlocks(actions []bot.Action, now time.Time) []slack.Block {
 	for _, a := range actions {
 		b := slack.NewButtonBlockElement(a.ID, a.ID, slack.NewTextBlockObject(slack.PlainTextType, a.Label, false, false))
 		switch a.Kind {
-		case bot.ActConfirm:
+		case bot.ActConfirm, bot.ActApprove:
 			b = b.WithStyle(slack.StylePrimary)
-		case bot.ActAbort, bot.ActCancel:
+		case bot.ActAbort, bot.ActCancel, bot.ActReject:
 			b = b.WithStyle(slack.StyleDanger)
 		}
 		buttons = append(buttons, b)

@@ -10,8 +10,9 @@ import (
 )
 
 // slackChat drives the conformance suite through the adapter's HTTP
-// endpoint as Slack does: signed slash commands from the operator or a user
-// with no role, in the allowed channel or another.
+// endpoint as Slack does: signed slash commands from the operator, a second
+// operator, an operator of coder only or a user with no role, in the
+// allowed channel or another.
 type slackChat struct{ r *rig }
 
 func (s slackChat) Name() string        { return Platform }
@@ -19,10 +20,8 @@ func (s slackChat) Store() *store.Store { return s.r.app.Store }
 func (s slackChat) HasRooms() bool      { return true }
 
 func (s slackChat) Send(t testing.TB, as chattest.User, in chattest.Room, text string) chattest.Sent {
-	user, channel := operatorID, opsChannel
-	if as == chattest.NoRole {
-		user = "U0NOBODY"
-	}
+	user, channel := map[chattest.User]string{chattest.Operator: operatorID, chattest.NoRole: strangerID,
+		chattest.Second: secondID, chattest.Scoped: scopedID}[as], opsChannel
 	if in == chattest.OffList {
 		channel = "C0RANDOM"
 	}
@@ -49,5 +48,5 @@ func (s slackChat) Replay(t testing.TB, sent chattest.Sent) bool {
 // TestConformance: the chat conformance suite through Slack's HTTP mode.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	chattest.Run(t, slackChat{newRig(t, rigOptions{lab: true})})
+	chattest.Run(t, slackChat{newRig(t, rigOptions{lab: true, twoPerson: []string{chattest.TwoPerson}})})
 }

@@ -82,7 +82,8 @@ func (a *Adapter) replyMessage(r bot.Reply, replace bool) *slack.WebhookMessage 
 // answers through the click's response_url after the ack: the message with
 // the buttons is replaced by the outcome, unless the click was refused (then
 // the buttons stay for whoever may use them, and the refusal goes to the
-// clicker only). It reports whether the door saw the delivery before
+// clicker only) or the outcome is a request for a second person's approval
+// (a new message in the channel, for the others to see). It reports whether the door saw the delivery before
 // (nothing ran). Each click is claimed by its trigger_id (the same in a
 // replayed delivery), else by delivery.
 func (a *Adapter) click(ctx context.Context, in bot.Inbound, cb slack.InteractionCallback, delivery string) (dup bool) {
@@ -100,7 +101,7 @@ func (a *Adapter) click(ctx context.Context, in bot.Inbound, cb slack.Interactio
 			continue
 		}
 		refused := r.Outcome == bot.Refused || r.Outcome == bot.Invalid
-		m := a.replyMessage(r, !refused)
+		m := a.replyMessage(r, !refused && r.Outcome != bot.NeedsApproval)
 		if refused {
 			m.ResponseType = slack.ResponseTypeEphemeral
 		}

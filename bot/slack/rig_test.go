@@ -18,6 +18,7 @@ import (
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/internal/chattest"
 	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/internal/slackfake"
@@ -38,13 +39,17 @@ const (
 	strangerID  = "U0NOBODY"
 	groupID     = "S0ONCALL"
 	groupMember = "U0GRACE"
+	secondID    = "U0PETRA" // a second operator, who approves
+	scopedID    = "U0SCOPE" // operator on coder only, viewer everywhere
 )
 
-var testUsers = map[string]string{
-	"slack:" + operatorID:    "operator",
-	"slack:" + viewerID:      "viewer",
-	"slack:" + adminID:       "admin",
-	"slack-group:" + groupID: "operator",
+var testUsers = map[string]config.Grant{
+	"slack:" + operatorID:    config.RoleEverywhere("operator"),
+	"slack:" + viewerID:      config.RoleEverywhere("viewer"),
+	"slack:" + adminID:       config.RoleEverywhere("admin"),
+	"slack-group:" + groupID: config.RoleEverywhere("operator"),
+	"slack:" + secondID:      config.RoleEverywhere("operator"),
+	"slack:" + scopedID:      {Roles: chattest.ScopedRoles},
 }
 
 // rig is an opsbot with the Slack adapter against fakeSlack: the real App
@@ -64,6 +69,8 @@ type rigOptions struct {
 	lab     bool
 	backend jobs.Backend
 	allowDM bool
+	// twoPerson are auth.two_person.commands.
+	twoPerson []string
 }
 
 // countingInbound passes every request to the real dispatcher and counts
@@ -130,7 +137,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	} else if cfg, err = config.Parse([]byte(minimalConfig), dir, func(string) (string, bool) { return "", false }); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Auth = config.Auth{DefaultRole: "none", Users: testUsers}
+	cfg.Auth = config.Auth{DefaultRole: "none", Users: testUsers, TwoPerson: config.TwoPerson{Commands: o.twoPerson}}
 	sc := &config.Slack{Enabled: true, Mode: o.mode, BotToken: "xoxb-test-token", APIURL: r.slack.URL(),
 		Channel: opsChannel, Channels: []string{opsChannel}, AllowDMs: o.allowDM}
 	if o.mode == config.SlackModeHTTP {

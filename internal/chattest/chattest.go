@@ -22,7 +22,17 @@ type User int
 const (
 	Operator User = iota // holds the operator role
 	NoRole               // holds no role
+	Second               // holds the operator role too: the second person who approves
+	Scoped               // holds the operator role on coder only, and viewer on every service
 )
+
+// TwoPerson is the auth.two_person.commands entry every platform's config
+// sets for the suite: `svc restart qwen` waits for a second person.
+const TwoPerson = "svc restart qwen"
+
+// ScopedRoles is the grant of user Scoped in auth.users' form per
+// service: role name to services ("*": every service).
+var ScopedRoles = map[string][]string{"operator": {"coder"}, "viewer": {"*"}}
 
 // Room is where a case's command is sent.
 type Room int
@@ -62,7 +72,8 @@ type Case struct {
 	As   User
 	In   Room
 	Text string // without the platform's prefix (! or /)
-	// Decision is the audit row's decision; Detail a part of its detail.
+	// Decision is the audit row's decision (ending in a space: its
+	// beginning); Detail a part of its detail.
 	Decision, Detail string
 	// Job is the final state of the job it creates; "" when it creates none.
 	Job store.Status
@@ -70,6 +81,10 @@ type Case struct {
 	// once as replayed.
 	Replay bool
 }
+
+// tokenWord in a case's Text stands for the token of the newest approval
+// waiting in the store.
+const tokenWord = "{token}"
 
 // Cases are the conformance table. The replay comes first: a platform may
 // replay everything since the case's delivery (a Matrix sync rewound).
@@ -82,6 +97,23 @@ var Cases = []Case{
 	{Name: "no role", As: NoRole, In: Allowed, Text: "mtp steps 10 qwen", Decision: store.DecisionRefused, Detail: "needs the operator role",
 		Job: store.Refused},
 	{Name: "a room off the list", As: Operator, In: OffList, Text: "svc status qwen", Decision: store.DecisionRefused, Detail: "is not in"},
+	// Two-person approval: the request waits in the store; its requester
+	// and a user without the role cannot approve it; a second operator can,
+	// and the job runs as the requester's, audited with both.
+	{Name: "two-person: the request waits", As: Operator, In: Allowed, Text: TwoPerson, Decision: "approval_asked",
+		Detail: "awaiting anyone but"},
+	{Name: "two-person: the requester cannot approve", As: Operator, In: Allowed, Text: "approve " + tokenWord,
+		Decision: store.DecisionRefused, Detail: "the requester cannot approve their own command"},
+	{Name: "two-person: no role cannot approve", As: NoRole, In: Allowed, Text: "approve " + tokenWord,
+		Decision: store.DecisionRefused, Detail: "you may not approve this"},
+	{Name: "two-person: a second person approves", As: Second, In: Allowed, Text: "approve " + tokenWord,
+		Decision: "approved by ", Detail: "job queued", Job: store.Succeeded},
+	// Roles per service: a command on another service is refused, naming
+	// the services the user may change; on their own service it runs.
+	{Name: "a role on its own service", As: Scoped, In: Allowed, Text: "svc restart coder --dry-run",
+		Decision: store.DecisionAccepted, Detail: "job queued", Job: store.Succeeded},
+	{Name: "a role on some services refused on another", As: Scoped, In: Allowed, Text: "mtp steps 3 qwen",
+		Decision: store.DecisionRefused, Detail: "needs the operator role on qwen; you have viewer there. You may change: coder.", Job: store.Refused},
 }
 
 // Run runs every case on p, each after the last, checking the audit rows
@@ -93,7 +125,7 @@ func Run(t *testing.T, p Platform) {
 				t.Skipf("%s has no rooms to refuse", p.Name())
 			}
 			auditBefore, jobsBefore := audit(t, p.Store(), p.Name()), jobs(t, p.Store(), p.Name())
-			sent := p.Send(t, c.As, c.In, c.Text)
+			sent := p.Send(t, c.As, c.In, withToken(t, p.Store(), c.Text))
 			entry := waitAudit(t, p.Store(), p.Name(), len(auditBefore), c)
 			if !strings.Contains(entry.Detail, c.Detail) {
 				t.Errorf("audit detail %q, want it to say %q", entry.Detail, c.Detail)
@@ -162,7 +194,7 @@ func waitAudit(t testing.TB, st *store.Store, platform string, n int, c Case) st
 		rows := audit(t, st, platform)
 		if len(rows) > n {
 			e := rows[n]
-			if e.Decision != c.Decision {
+			if e.Decision != c.Decision && !(strings.HasSuffix(c.Decision, " ") && strings.HasPrefix(e.Decision, c.Decision)) {
 				t.Fatalf("audit decision %q (%s), want %q", e.Decision, e.Detail, c.Decision)
 			}
 			return e
@@ -198,4 +230,20 @@ func waitJob(t testing.TB, st *store.Store, platform string, n int, c Case) stor
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// withToken puts the newest waiting approval's token for tokenWord in text.
+func withToken(t testing.TB, st *store.Store, text string) string {
+	t.Helper()
+	if !strings.Contains(text, tokenWord) {
+		return text
+	}
+	waiting, err := st.PendingApprovals(context.Background(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(waiting) == 0 {
+		t.Fatalf("%q: no approval waits in the store", text)
+	}
+	return strings.ReplaceAll(text, tokenWord, waiting[len(waiting)-1].Token)
 }
