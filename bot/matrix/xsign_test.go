@@ -68,21 +68,6 @@ func TestCrossSignedDevice(t *testing.T) {
 	t.Logf("figure: from the adapter's start to a synced, cross-signed device on Dendrite: %v (first start: keys made)", time.Since(begun).Round(time.Millisecond))
 	e.joined(t, room)
 
-	st := e.openStore(t)
-	rk, err := matrix.RecoveryKey(testkit.Context(t, 10*time.Second), st, string(e.botU.ID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The kept recovery key opens the account's secret storage.
-	ssm := ssss.NewSSSSMachine(e.botU.Client)
-	keyID, meta, err := ssm.GetDefaultKeyData(testkit.Context(t, 10*time.Second))
-	if err != nil {
-		t.Fatalf("the account's default secret storage key: %v", err)
-	}
-	if _, err := meta.VerifyRecoveryKey(keyID, rk); err != nil {
-		t.Fatalf("the recovery key kept in the store does not open the account's secret storage: %v", err)
-	}
-
 	botSaid := func(m msg) bool { return m.Sender == e.botU.ID && m.Room == room }
 	cmd := alice.Send(t, room, "!mtp steps 10")
 	root := alice.Seen.Wait(t, 60*time.Second, "the bot's encrypted answer to "+string(cmd), func(m msg) bool {
@@ -99,6 +84,21 @@ func TestCrossSignedDevice(t *testing.T) {
 		return botSaid(m) && m.Encrypted && m.RelType == "m.thread" && m.RelTo == root.ID && strings.Contains(m.Body, "tok/s")
 	})
 	noInsecure(t, alice, e.botU.ID)
+
+	st := e.openStore(t)
+	rk, err := matrix.RecoveryKey(testkit.Context(t, 10*time.Second), st, string(e.botU.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kept recovery key opens the account's secret storage.
+	ssm := ssss.NewSSSSMachine(e.botU.Client)
+	keyID, meta, err := ssm.GetDefaultKeyData(testkit.Context(t, 10*time.Second))
+	if err != nil {
+		t.Fatalf("the account's default secret storage key: %v", err)
+	}
+	if _, err := meta.VerifyRecoveryKey(keyID, rk); err != nil {
+		t.Fatalf("the recovery key kept in the store does not open the account's secret storage: %v", err)
+	}
 
 	// A restart with everything in place: the device is signed already.
 	in.stop()
