@@ -86,6 +86,15 @@
 // private. Room keys are shared with every device of the room's members,
 // verified or not: who may run what is decided by user id, as in the clear.
 //
+// The device is cross-signed by its account (xsign.go), as clients that
+// exclude insecure devices (Element from April 2026, MSC4153) require: at
+// its first encrypted start the adapter makes the account's cross-signing
+// keys when it has none (user-interactive auth with matrix.password), keeps
+// them in the account's secret storage under a new recovery key, keeps that
+// key sealed in the store (RecoveryKey reads it) and signs the device; a
+// new device of an account with keys fetches them with matrix.recovery_key.
+// A device left unsigned is a reason of Ready.
+//
 // Only the process that holds the sync lease has the keys in use (two
 // processes ratcheting one device's sessions would break them). A standby
 // process sends to rooms without encryption only: a message it would post

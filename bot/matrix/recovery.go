@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -21,24 +20,8 @@ func pickleStateKey(user string) string   { return "matrix/pickle/" + user }
 func recoveryStateKey(user string) string { return "matrix/recovery/" + user }
 
 // errNoRecoveryKey: the store keeps no recovery key for the account.
+// sealRecoveryKey (xsign.go, in builds with encryption) keeps one.
 var errNoRecoveryKey = errors.New("no recovery key kept")
-
-// sealRecoveryKey keeps rk in st, sealed with pickle.
-func sealRecoveryKey(ctx context.Context, st State, user string, pickle []byte, rk string) error {
-	gcm, err := recoveryAEAD(pickle)
-	if err != nil {
-		return err
-	}
-	nonce := make([]byte, gcm.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return err
-	}
-	sealed := gcm.Seal(nonce, nonce, []byte(rk), []byte(recoveryStateKey(user)))
-	if err := st.SetSyncToken(ctx, recoveryStateKey(user), base64.StdEncoding.EncodeToString(sealed)); err != nil {
-		return fmt.Errorf("keep the recovery key in the store: %w", err)
-	}
-	return nil
-}
 
 // openRecoveryKey returns the recovery key kept in st, or an error wrapping
 // errNoRecoveryKey when there is none.

@@ -4,6 +4,8 @@ package matrix
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
@@ -182,4 +184,21 @@ func (d *olmDevice) signOwn(ctx context.Context) string {
 		return "sign the account's master key with this device: " + err.Error()
 	}
 	return ""
+}
+
+// sealRecoveryKey keeps rk in st, sealed with pickle.
+func sealRecoveryKey(ctx context.Context, st State, user string, pickle []byte, rk string) error {
+	gcm, err := recoveryAEAD(pickle)
+	if err != nil {
+		return err
+	}
+	nonce := make([]byte, gcm.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return err
+	}
+	sealed := gcm.Seal(nonce, nonce, []byte(rk), []byte(recoveryStateKey(user)))
+	if err := st.SetSyncToken(ctx, recoveryStateKey(user), base64.StdEncoding.EncodeToString(sealed)); err != nil {
+		return fmt.Errorf("keep the recovery key in the store: %w", err)
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,12 +42,26 @@ func (e *env) joined(t *testing.T, room id.RoomID) {
 	})
 }
 
-// countingTransport counts the requests that pass through it.
-type countingTransport struct{ n atomic.Int64 }
+// countingTransport counts the requests that pass through it, and keeps
+// their methods and paths.
+type countingTransport struct {
+	n     atomic.Int64
+	mu    sync.Mutex
+	paths []string
+}
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
+	c.mu.Lock()
+	c.paths = append(c.paths, r.Method+" "+strings.TrimPrefix(r.URL.Path, "/_matrix/client"))
+	c.mu.Unlock()
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (c *countingTransport) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.paths, ", ")
 }
 
 // TestCrossSignedDevice: with matrix.encryption and matrix.password, the
@@ -62,10 +77,14 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestCrossSignedDevice(t *testing.T) {
 	t.Parallel()
 	e, alice, room := strictEnv(t)
+	first := &countingTransport{}
+	e.http = &http.Client{Transport: first}
 	begun := time.Now()
 	in := e.start(nil)
 	in.waitReady(t)
-	t.Logf("figure: from the adapter's start to a synced, cross-signed device on Dendrite: %v (first start: keys made)", time.Since(begun).Round(time.Millisecond))
+	t.Logf("figure: from the adapter's start to a synced, cross-signed device on Dendrite: %v (first start: keys made); %d requests: %s",
+		time.Since(begun).Round(time.Millisecond), first.n.Load(), first)
+	e.http = nil
 	e.joined(t, room)
 
 	botSaid := func(m msg) bool { return m.Sender == e.botU.ID && m.Room == room }
@@ -106,7 +125,11 @@ func TestCrossSignedDevice(t *testing.T) {
 	e.http = &http.Client{Transport: count}
 	in = e.start(nil)
 	in.waitReady(t)
-	t.Logf("figure: requests to the homeserver from the adapter's start to its first sync, keys in place: %d", count.n.Load())
+	t.Logf("figure: requests to the homeserver from the adapter's start to its first sync, keys in place: %d: %s", count.n.Load(), count)
+	if strings.Contains(count.String(), "/keys/device_signing/upload") || strings.Contains(count.String(), "/keys/signatures/upload") ||
+		strings.Contains(count.String(), "/account_data/") {
+		t.Errorf("a start with the device signed signed again or read secret storage: %s", count)
+	}
 	in.stop()
 	e.http = nil
 
