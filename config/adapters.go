@@ -68,6 +68,12 @@ type Matrix struct {
 	// needs a binary built with -tags goolm (MatrixEncryptionBuilt); other
 	// builds refuse true.
 	Encryption bool `yaml:"encryption,omitempty"`
+	// RecoveryKey is the account's recovery key (the key of its secret
+	// storage, where its cross-signing keys are kept): with it a new device
+	// of an account that already has cross-signing keys (a new store, a
+	// second machine) signs itself. Not needed on the store that made the
+	// keys (it keeps the recovery key: `opsbot matrix recovery-key`).
+	RecoveryKey Secret `yaml:"recovery_key,omitempty"`
 }
 
 var (
@@ -104,6 +110,9 @@ func (c *Config) validateMatrix(bad func(string, ...any)) {
 		}
 	}
 	validatePowerLevels(m.PowerLevels, bad)
+	if m.RecoveryKey != "" && !m.Encryption {
+		bad("matrix.recovery_key is for end-to-end encryption: set matrix.encryption: true, or remove the key")
+	}
 	if m.Encryption && !MatrixEncryptionBuilt {
 		bad("matrix.encryption: end-to-end encryption is not in this build of opsbot (build it with -tags goolm, as the release builds are), " +
 			"or use a room without encryption and set encryption: false")

@@ -198,7 +198,7 @@ func (c *Config) Redacted() ([]byte, error) {
 	}
 	if c.Matrix != nil {
 		m := *c.Matrix
-		m.AccessToken, m.Password = redact(m.AccessToken), redact(m.Password)
+		m.AccessToken, m.Password, m.RecoveryKey = redact(m.AccessToken), redact(m.Password), redact(m.RecoveryKey)
 		cp.Matrix = &m
 	}
 	cp.Store.URL = redact(c.Store.URL)

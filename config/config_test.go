@@ -447,3 +447,48 @@ matrix:
 		}
 	}
 }
+
+// TestMatrixRecoveryKey: matrix.recovery_key is a secret (${ENV} or file:),
+// never printed by Redacted, and only with matrix.encryption.
+func TestMatrixRecoveryKey(t *testing.T) {
+	dir := t.TempDir()
+	const rk = "EsTc 1234 abcd efgh ijkl mnop qrst uvwx yzAB CDEF GHJK LMNP"
+	if err := os.WriteFile(filepath.Join(dir, "recovery"), []byte(rk+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	section := func(ref, enc string) string {
+		return minimal + `
+matrix:
+  enabled: true
+  homeserver: http://127.0.0.1:8008
+  user_id: "@opsbot:example.org"
+  password: pw
+  rooms: ["!abc:example.org"]
+  recovery_key: ` + ref + `
+  encryption: ` + enc + "\n"
+	}
+	for _, ref := range []string{"${MATRIX_RECOVERY_KEY}", "file:recovery"} {
+		c, err := Parse([]byte(section(ref, "true")), dir, env(map[string]string{"MATRIX_RECOVERY_KEY": rk}))
+		if err != nil {
+			if !MatrixEncryptionBuilt && strings.Contains(err.Error(), "matrix.encryption") {
+				continue
+			}
+			t.Fatalf("%s: %v", ref, err)
+		}
+		if c.Matrix.RecoveryKey.Value() != rk {
+			t.Errorf("%s resolved to %q", ref, c.Matrix.RecoveryKey.Value())
+		}
+		out, err := c.Redacted()
+		if err != nil || strings.Contains(string(out), "EsTc") || !strings.Contains(string(out), "recovery_key: '[redacted]'") {
+			t.Errorf("redacted config (%v):\n%s", err, out)
+		}
+	}
+	_, err := Parse([]byte(section("${MATRIX_RECOVERY_KEY}", "false")), dir, env(map[string]string{"MATRIX_RECOVERY_KEY": rk}))
+	if err == nil || !strings.Contains(err.Error(), "matrix.recovery_key is for end-to-end encryption") {
+		t.Errorf("recovery_key without encryption: %v", err)
+	}
+	_, err = Parse([]byte(section("${MATRIX_RECOVERY_KEY}", "true")), dir, env(nil))
+	if err == nil || !strings.Contains(err.Error(), "matrix.recovery_key refers to ${MATRIX_RECOVERY_KEY}") {
+		t.Errorf("an unset ${MATRIX_RECOVERY_KEY}: %v", err)
+	}
+}

@@ -14,7 +14,7 @@ import (
 // errors about them name the key and the expected type, never the value.
 var secretKeys = map[string]bool{
 	"bot_token": true, "app_token": true, "signing_secret": true,
-	"password": true, "access_token": true,
+	"password": true, "access_token": true, "recovery_key": true,
 }
 
 // secretSections are the sections (and keys, by path) that hold secrets: no value under them is

@@ -73,7 +73,8 @@ func (c *Config) resolveSecrets(lookup func(string) (string, bool)) []error {
 			ref{"slack.signing_secret", &c.Slack.SigningSecret})
 	}
 	if c.Matrix != nil && c.Matrix.Enabled {
-		refs = append(refs, ref{"matrix.access_token", &c.Matrix.AccessToken}, ref{"matrix.password", &c.Matrix.Password})
+		refs = append(refs, ref{"matrix.access_token", &c.Matrix.AccessToken}, ref{"matrix.password", &c.Matrix.Password},
+			ref{"matrix.recovery_key", &c.Matrix.RecoveryKey})
 	}
 	if c.Store.Driver == StorePostgres {
 		refs = append(refs, ref{"store.url", &c.Store.URL})

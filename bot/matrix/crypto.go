@@ -35,6 +35,12 @@ type olmDevice struct {
 	db     *sql.DB
 	mach   *crypto.OlmMachine
 	states *sqlstatestore.SQLStateStore
+	pickle []byte // seals the device's secrets (and the recovery key) in the store
+
+	// ownKeys is the homeserver's answer about the account's keys at
+	// start (before this start uploaded any): its cross-signing keys and
+	// this device's signatures.
+	ownKeys *mautrix.RespQueryKeys
 
 	encMu sync.Mutex // one encryption (and room key share) at a time
 
@@ -65,6 +71,7 @@ func startE2EE(ctx context.Context, a *Adapter, login *mautrix.Client, st State,
 		db.Close()
 		return nil, err
 	}
+	d.crossSign(ctx, st, d.ownKeys)
 	return d, nil
 }
 
@@ -84,14 +91,14 @@ func openDevice(ctx context.Context, a *Adapter, login *mautrix.Client, db *sql.
 	if err := keys.DB.Upgrade(ctx); err != nil {
 		return nil, fmt.Errorf("prepare the key tables in the store: %w", err)
 	}
-	cli, err := mautrix.NewClient(a.cfg.Homeserver, a.user, login.AccessToken)
+	cli, err := a.newClient(login.AccessToken)
 	if err != nil {
 		return nil, err
 	}
 	// The client's own request log stays off, as the login client's is: the
 	// sync logs its failures itself (a cancelled long poll is no warning).
 	cli.DeviceID, cli.StateStore, cli.Log = login.DeviceID, states, zerolog.Nop()
-	d := &olmDevice{a: a, cli: cli, db: db, states: states, rooms: map[id.RoomID]bool{}}
+	d := &olmDevice{a: a, cli: cli, db: db, states: states, pickle: pickle, rooms: map[id.RoomID]bool{}}
 	d.mach = crypto.NewOlmMachine(cli, &zl, keys, states)
 	d.mach.AllowKeyShare = d.allowKeyShare(d.mach.AllowKeyShare)
 	cli.Crypto = d
@@ -120,6 +127,7 @@ func (d *olmDevice) publish(ctx context.Context, keys *crypto.SQLCryptoStore) er
 	if err != nil {
 		return fmt.Errorf("ask the homeserver for the device's keys: %w", err)
 	}
+	d.ownKeys = resp
 	dev, ok := resp.DeviceKeys[cli.UserID][cli.DeviceID]
 	onServer := ok && len(dev.Keys) > 0
 	shared := d.mach.GetAccount().Shared
@@ -339,7 +347,7 @@ func (d *olmDevice) RequestSession(ctx context.Context, room id.RoomID, key id.S
 // who can read the whole store: the store file itself (0600) and its backups
 // must be kept private.
 func pickleKey(ctx context.Context, a *Adapter, st State) ([]byte, error) {
-	k := "matrix/pickle/" + a.cfg.UserID
+	k := pickleStateKey(a.cfg.UserID)
 	v, err := st.SyncToken(ctx, k)
 	if err != nil {
 		return nil, fmt.Errorf("read the key sealing the device's keys: %w", err)

@@ -3,6 +3,7 @@ package matrix_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -38,6 +39,7 @@ type env struct {
 	seen  *watcher  // alice's view of both rooms
 
 	keyWait time.Duration // the adapter's KeyWait, when set
+	http    *http.Client  // the adapter's HTTPClient, when set
 }
 
 func newEnv(t testing.TB) *env {
@@ -103,7 +105,7 @@ func (e *env) start(now func() time.Time) *instance {
 	t := e.t
 	t.Helper()
 	log := testkit.Logger(t)
-	a, err := matrix.New(*e.cfg.Matrix, matrix.Options{Logger: log})
+	a, err := matrix.New(*e.cfg.Matrix, matrix.Options{Logger: log, HTTPClient: e.http})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,6 +86,15 @@
 // private. Room keys are shared with every device of the room's members,
 // verified or not: who may run what is decided by user id, as in the clear.
 //
+// The device is cross-signed by its account (xsign.go), as clients that
+// exclude insecure devices (Element from April 2026, MSC4153) require: at
+// its first encrypted start the adapter makes the account's cross-signing
+// keys when it has none (user-interactive auth with matrix.password), keeps
+// them in the account's secret storage under a new recovery key, keeps that
+// key sealed in the store (RecoveryKey reads it) and signs the device; a
+// new device of an account with keys fetches them with matrix.recovery_key.
+// A device left unsigned is a reason of Ready.
+//
 // Only the process that holds the sync lease has the keys in use (two
 // processes ratcheting one device's sessions would break them). A standby
 // process sends to rooms without encryption only: a message it would post
@@ -114,6 +123,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -142,6 +152,9 @@ const maxInline = 16 << 10
 // Options are what New needs besides the matrix section.
 type Options struct {
 	Logger *slog.Logger
+	// HTTPClient, when set, makes every request to the homeserver (tests
+	// count them); by default mautrix's own client.
+	HTTPClient *http.Client
 }
 
 // State keeps the adapter's own values across restarts and processes: its
@@ -185,6 +198,7 @@ type Deps struct {
 type Adapter struct {
 	cfg     config.Matrix
 	log     *slog.Logger
+	http    *http.Client // Options.HTTPClient
 	allowed map[id.RoomID]bool
 	user    id.UserID
 
@@ -195,6 +209,9 @@ type Adapter struct {
 	client atomic.Pointer[mautrix.Client]
 	connMu sync.Mutex
 	ready  atomic.Pointer[string] // why not ready; nil when ready
+	// trust is why the device is not cross-signed (with matrix.encryption,
+	// while this process syncs); nil when it is, or without encryption.
+	trust atomic.Pointer[string]
 
 	mu    sync.Mutex
 	roots map[id.EventID]id.EventID // thread replies -> their root
@@ -251,7 +268,7 @@ func New(cfg config.Matrix, o Options) (*Adapter, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &Adapter{cfg: cfg, log: log.With("platform", Platform), allowed: map[id.RoomID]bool{},
+	a := &Adapter{cfg: cfg, log: log.With("platform", Platform), allowed: map[id.RoomID]bool{}, http: o.HTTPClient,
 		user:  id.UserID(cfg.UserID),
 		roots: map[id.EventID]id.EventID{}, last: map[id.EventID]id.EventID{},
 		shown: map[id.EventID]string{}, levels: map[id.RoomID]powerLevels{}, Now: time.Now, KeyWait: DefaultKeyWait,
@@ -292,11 +309,15 @@ func (a *Adapter) attached() (*Deps, error) {
 func (a *Adapter) EditInterval() time.Duration { return EditInterval }
 
 // Ready returns nil while this process syncs the account and takes
-// commands; else why not: connecting, standing by for another process, or
-// the sync failing.
+// commands; else why not: connecting, standing by for another process, the
+// sync failing, or (with matrix.encryption) its device not cross-signed, so
+// that clients excluding insecure devices cannot talk to it.
 func (a *Adapter) Ready() error {
 	if why := a.ready.Load(); why != nil {
 		return errors.New(*why)
+	}
+	if why := a.trust.Load(); why != nil {
+		return errors.New("end-to-end encryption: the device is not cross-signed (clients that exclude insecure devices ignore it): " + *why)
 	}
 	return nil
 }
@@ -403,7 +424,7 @@ func (a *Adapter) syncLeaseKey() string { return "matrix-sync:" + a.cfg.UserID }
 // token, else the login kept in the store, else a new password login (kept
 // for the next start).
 func (a *Adapter) login(ctx context.Context, st State) (*mautrix.Client, error) {
-	cli, err := mautrix.NewClient(a.cfg.Homeserver, a.user, "")
+	cli, err := a.newClient("")
 	if err != nil {
 		return nil, fmt.Errorf("matrix homeserver %s: %w", a.cfg.Homeserver, err)
 	}
@@ -468,6 +489,15 @@ func (a *Adapter) whoami(ctx context.Context, cli *mautrix.Client) error {
 	return nil
 }
 
+// newClient is a client of the homeserver as the bot's user.
+func (a *Adapter) newClient(token string) (*mautrix.Client, error) {
+	cli, err := mautrix.NewClient(a.cfg.Homeserver, a.user, token)
+	if err == nil && a.http != nil {
+		cli.Client = a.http
+	}
+	return cli, err
+}
+
 // conn returns the client Chat calls use. Before Run has logged in (the
 // bot reports the jobs a stopped process left as interrupted while it
 // starts, before Run) it is made from the configured access token or the
@@ -481,7 +511,7 @@ func (a *Adapter) conn(ctx context.Context) (*mautrix.Client, error) {
 	if cli := a.client.Load(); cli != nil {
 		return cli, nil
 	}
-	cli, err := mautrix.NewClient(a.cfg.Homeserver, a.user, a.cfg.AccessToken.Value())
+	cli, err := a.newClient(a.cfg.AccessToken.Value())
 	if err != nil {
 		return nil, fmt.Errorf("matrix homeserver %s: %w", a.cfg.Homeserver, err)
 	}

@@ -74,13 +74,13 @@ func (s *syncer) run(ctx context.Context, hold *bot.Hold) {
 		login := s.cli
 		s.crypto, s.cli = c, c.client()
 		a.client.Store(s.cli)
-		a.log.Info("end-to-end encryption on: verify this device in Element by its session key if your clients share keys with verified devices only",
-			"device", c.device(), "session_key", c.fingerprint())
+		a.log.Info("end-to-end encryption on", "device", c.device(), "session_key", c.fingerprint())
 		defer func() {
 			stop()
 			s.waiting.Wait()
 			a.client.Store(login)
 			s.crypto, s.cli = nil, login
+			a.trust.Store(nil)
 			c.close()
 		}()
 	}

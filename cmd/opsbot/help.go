@@ -125,6 +125,14 @@ var subcommands = map[string]subcommandDoc{
 			"elsewhere (an earlier export's last one) shows that.",
 		examples: []string{"opsbot audit verify audit-2026-04.jsonl", "opsbot audit verify --config /etc/opsbot/opsbot.yaml"},
 	},
+	"opsbot matrix recovery-key": {
+		usage: "opsbot matrix recovery-key [--config FILE]",
+		what: "Prints the recovery key of the Matrix account (matrix.user_id) that the store keeps: opsbot made it\n" +
+			"when it created the account's cross-signing keys on its first encrypted start (or it was given in\n" +
+			"matrix.recovery_key). Keep a copy: a new store or a second machine needs it in matrix.recovery_key\n" +
+			"to sign its own device. Anyone with it can sign devices as the bot: treat it as a password.",
+		examples: []string{"opsbot matrix recovery-key --config /etc/opsbot/opsbot.yaml"},
+	},
 	"opsbot health": {
 		usage:    "opsbot health [--url URL]",
 		what:     "Asks a running serve's /healthz and exits 0 when it answers 200 (the container's HEALTHCHECK).",
@@ -203,7 +211,7 @@ func printUsageTo(fs *flag.FlagSet, w io.Writer) {
 
 // overviewOrder is the order `opsbot --help` lists the subcommands in.
 var overviewOrder = []string{"opsbot run", "opsbot demo", "opsbot lab", "opsbot bench", "opsbot config", "opsbot serve",
-	"opsbot store backup", "opsbot store copy", "opsbot audit export", "opsbot audit verify", "opsbot health", "opsbot version"}
+	"opsbot store backup", "opsbot store copy", "opsbot audit export", "opsbot audit verify", "opsbot matrix recovery-key", "opsbot health", "opsbot version"}
 
 // overview is `opsbot --help`: each subcommand's usage line, as its own
 // --help shows it, on one line.

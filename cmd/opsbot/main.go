@@ -1,8 +1,7 @@
 // Command opsbot is the chat-ops bot for LLM inference servers under systemd.
 // `opsbot --help` lists its subcommands (run, demo, lab, bench, config check,
-// serve, store backup, store copy, audit export, audit verify, health,
-// version); each explains itself
-// with --help.
+// serve, store backup, store copy, audit export, audit verify, matrix
+// recovery-key, health, version); each explains itself with --help.
 //
 // This file only parses flags and wires packages together.
 package main
@@ -67,6 +66,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdStore(ctx, args[1:], stdout, stderr)
 	case "audit":
 		err = cmdAudit(ctx, args[1:], stdout, stderr)
+	case "matrix":
+		err = cmdMatrix(ctx, args[1:], stdout, stderr)
 	case "health":
 		err = cmdHealth(ctx, args[1:], stdout, stderr)
 	case "version", "--version":

@@ -9,22 +9,33 @@ import (
 	"testing"
 	"time"
 
+	"maunium.net/go/mautrix/crypto/ssss"
+
 	"github.com/opsbot/opsbot/internal/dendritetest"
 )
 
 // TestServeMatrixEncrypted: `opsbot serve --lab` with matrix.encryption, as
 // a process of its own, in an encrypted room of a real Dendrite: alice's
-// client (which encrypts, as Element does) sends `!mtp steps 10`; the bot's
-// answer, its edits up to succeeded and the result in the thread reach her
-// encrypted, and she reads them. The keys are in serve's store: after a
-// restart the same device reads her `!jobs all` and answers it.
+// client (which encrypts, and excludes insecure devices, as Element does
+// from April 2026) sends `!mtp steps 10`; serve has cross-signed its device
+// (the account had no keys: it made them), so the bot's answer, its edits
+// up to succeeded and the result in the thread reach her encrypted, and
+// she reads them. The keys are in serve's store: after a restart the same
+// device reads her `!jobs all` and answers it. `opsbot matrix recovery-key`
+// prints the recovery key that opens the account's secret storage.
 func TestServeMatrixEncrypted(t *testing.T) {
 	t.Parallel()
 	m := newMatrixRig(t)
-	alice := dendritetest.NewE2EEMember(t, m.alice)
+	alice := dendritetest.NewStrictE2EEMember(t, m.alice)
 	m.room = dendritetest.CreateEncryptedRoom(t, m.alice, m.bot.ID)
 	m.writeConfig(t, "  encryption: true\n")
+	begun := time.Now()
 	p, _ := m.serve(t)
+	t.Logf("figure: from serve's start to /readyz 200 with a cross-signed device on Dendrite (keys made at this start): %v",
+		time.Since(begun).Round(time.Millisecond))
+	if !strings.Contains(p.out.String(), "created the account's cross-signing keys") {
+		t.Errorf("serve did not say it made the cross-signing keys:\n%s", p.out.String())
+	}
 	seen := &roomWatcher{alice.Seen}
 	pollServe(t, p, time.Minute, "the bot to join the encrypted room", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -65,6 +76,20 @@ func TestServeMatrixEncrypted(t *testing.T) {
 	if code := p.wait(t, time.Minute); code != 0 {
 		t.Fatalf("serve after SIGTERM: exit %d\n%s", code, p.out.String())
 	}
+	rk := spawn(t, context.Background(), m.env, "matrix", "recovery-key", "--config", m.config)
+	if code := rk.wait(t, time.Minute); code != 0 {
+		t.Fatalf("opsbot matrix recovery-key: exit %d\n%s", code, rk.out.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	keyID, meta, err := ssss.NewSSSSMachine(m.bot.Client).GetDefaultKeyData(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meta.VerifyRecoveryKey(keyID, strings.TrimSpace(rk.stdout.String())); err != nil {
+		t.Errorf("opsbot matrix recovery-key printed %q, which does not open the account's secret storage: %v", rk.stdout.String(), err)
+	}
+
 	p, _ = m.serve(t)
 	jobs := alice.Send(t, m.room, "!jobs all")
 	answer := seen.wait(t, p, time.Minute, "the answer to `!jobs all` after a restart", func(e roomEvent) bool {

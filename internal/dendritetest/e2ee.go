@@ -26,6 +26,8 @@ type E2EEMember struct {
 	Mach *crypto.OlmMachine
 	Seen *Watcher
 
+	strict bool // NewStrictE2EEMember
+
 	mu      sync.Mutex
 	pending []pendingEvent // events whose room key has not arrived yet
 	asked   map[id.SessionID]bool
@@ -48,7 +50,22 @@ const Undecryptable = "undecryptable"
 // NewE2EEMember uploads u's device keys and starts its sync. Nothing else
 // may sync u's device (u.Client): its to-device messages, the room keys
 // others send it, go to whichever sync asks first.
-func NewE2EEMember(t testing.TB, u *User) *E2EEMember {
+func NewE2EEMember(t testing.TB, u *User) *E2EEMember { return newE2EEMember(t, u, false) }
+
+// NewStrictE2EEMember is an E2EEMember that behaves as Element does with
+// "exclude insecure devices" (MSC4153; Element's default from April 2026):
+// it shares its room keys only with devices their owner has cross-signed
+// (mautrix's SendKeysMinTrust at TrustStateCrossSignedTOFU: signed by the
+// owner's self-signing key, the owner's master key trusted on first use),
+// and a message from any other device is not shown: Seen gets it as an
+// Undecryptable event whose Body names the sender's trust state.
+func NewStrictE2EEMember(t testing.TB, u *User) *E2EEMember { return newE2EEMember(t, u, true) }
+
+// InsecureSender starts the Body of an Undecryptable event that a strict
+// member refused because its sending device is not cross-signed.
+const InsecureSender = "sent by a device its owner has not cross-signed"
+
+func newE2EEMember(t testing.TB, u *User, strict bool) *E2EEMember {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -61,6 +78,11 @@ func NewE2EEMember(t testing.TB, u *User) *E2EEMember {
 		log = &l
 	}
 	m.Mach = crypto.NewOlmMachine(u.Client, log, crypto.NewMemoryStore(nil), states.(crypto.StateStore))
+	if strict {
+		m.strict = true
+		m.Mach.SendKeysMinTrust = id.TrustStateCrossSignedTOFU
+		m.Mach.ShareKeysMinTrust = id.TrustStateCrossSignedTOFU
+	}
 	if err := m.Mach.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +144,11 @@ func (m *E2EEMember) handle(ctx context.Context, resp *mautrix.RespSync, since s
 		if err != nil {
 			// Kept for the failure's dump: what could not be read, and why.
 			got = append(got, Event{Room: evt.RoomID, ID: evt.ID, Sender: evt.Sender, Type: Undecryptable, At: now, Body: err.Error()})
+			continue
+		}
+		if m.strict && dec.Mautrix.TrustState < id.TrustStateCrossSignedTOFU {
+			got = append(got, Event{Room: evt.RoomID, ID: evt.ID, Sender: evt.Sender, Type: Undecryptable, At: now,
+				Body: InsecureSender + " (trust " + dec.Mautrix.TrustState.String() + ")"})
 			continue
 		}
 		d := ParseEvent(evt.RoomID, dec, now)
