@@ -160,8 +160,9 @@ func (s *syncer) undecryptable(ctx context.Context, evt *event.Event, err error)
 		why = "it could not be decrypted (" + err.Error() + ")"
 	}
 	s.notice(ctx, evt, fmt.Sprintf("🔒 I could not read your encrypted message sent at %s UTC: %s, so no command in it was run. "+
-		"Make your client share room keys with opsbot's device %s (Element: verify it, or turn off "+
-		"\"Never send encrypted messages to unverified sessions\"), then send the command again.",
+		"Send the command again; if this repeats, your client is not sharing room keys with opsbot's device %s. "+
+		"That device is cross-signed by its own account, so it should show as verified by its owner; if it does not, "+
+		"ask whoever runs opsbot to look at its /readyz (an unsigned device is named there with what to do).",
 		time.UnixMilli(evt.Timestamp).UTC().Format("15:04:05"), why, s.crypto.device()))
 }
 
