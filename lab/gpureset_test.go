@@ -91,4 +91,3 @@ func TestPersistenceHeldNeedsTheDaemonStopped(t *testing.T) {
 		t.Fatalf("-pm 1 -i 1 through the daemon:\n%s", out)
 	}
 }
-
