@@ -15,7 +15,7 @@ const DefaultMaxSteps = unit.DefaultMaxSteps
 // binding by init, so they cannot drift from what Parse accepts.
 var registry = []*Spec{
 	mtpStepsSpec, mtpOffSpec, mtpTuneSpec, mtpPerLoadSpec, mtpShowSpec, mtpUndoSpec,
-	gpuStatusSpec, gpuHealthSpec, gpuRecoverSpec,
+	gpuStatusSpec, gpuHealthSpec, gpuRecoverSpec, gpuResetSpec,
 	svcStartSpec, svcStopSpec, svcRestartSpec, svcStatusSpec, svcLogsSpec,
 	benchSpec, sweepSpec,
 	scheduleAddSpec, scheduleListSpec, scheduleRmSpec, schedulePauseSpec, scheduleResumeSpec,
