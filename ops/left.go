@@ -116,7 +116,7 @@ type did struct {
 	gpusClear bool   // the GPUs were seen clear since the last start (clearGPUs); a start consumes it
 	resetGPUs []int  // memory no process holds stays on these GPUs of resetNode: only a reset frees it
 	resetNode string
-	starts    int    // systemctl starts issued (a failed start and its rollback's are two)
+	starts    int // systemctl starts issued (a failed start and its rollback's are two)
 }
 
 // leftReadTimeout bounds the reading of a service's state for Result.Left,
