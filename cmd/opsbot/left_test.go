@@ -195,7 +195,7 @@ func TestRunDStateAdvisesReboot(t *testing.T) {
 		"qwen is down (stopped)",
 		"now: qwen is stopped",
 		"what helps: no signal ends a process in D state and the driver refuses a GPU reset while it holds the GPU",
-		"reboot pve, which takes down qwen")
+		"reboot pve, which takes down coder, qwen")
 	if i := strings.Index(out, "GPU memory on"); i < 0 || strings.Contains(out[i:], "`gpu recover qwen` clears it") {
 		t.Fatalf("gpu status after the D state advises gpu recover (or is missing):\n%s", out)
 	}
