@@ -193,8 +193,12 @@ func nextAction(g GPUHealth, ts []*target) string {
 	case gpu.Degraded:
 		return g.Findings[0].Action
 	case gpu.ResetNeeded:
-		return fmt.Sprintf("`gpu reset %d %s` (admin): it refuses while a process holds the GPU, releases persistence mode for it, resets it and starts %s again; %s",
-			g.GPU.Index, g.Node, svcs, g.Findings[0].Action)
+		again := "starts " + svcs + " again"
+		if len(g.Services) == 0 {
+			again = "starts nothing (no configured service uses it)"
+		}
+		return fmt.Sprintf("`gpu reset %d %s` (admin): it refuses while a process holds the GPU, releases persistence mode for it, resets it and %s; %s",
+			g.GPU.Index, g.Node, again, g.Findings[0].Action)
 	case gpu.RebootNeeded:
 		return fmt.Sprintf("reboot %s (it takes down %s); %s", g.Node, strings.Join(all, ", "), g.Findings[0].Action)
 	}
