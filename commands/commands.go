@@ -259,6 +259,11 @@ type previewerIn interface {
 type ServiceRef struct {
 	Name, Host             string
 	Unit, Engine, Adaptive string
+	// Node is the machine that owns its GPUs when that is not Host (its
+	// Proxmox node); GPUs are the GPUs it is configured for (none: all).
+	// `gpu reset` names the services on the GPUs it resets from them.
+	Node string
+	GPUs []int
 }
 
 // Options are what Parse needs to know about the configuration.

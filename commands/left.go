@@ -29,6 +29,9 @@ func NameLeft(l *ops.ServiceLeft) {
 	if c := NextCommand(l.NextStep, on); c != nil {
 		l.Next = Text(c)
 	}
+	if l.NextStep == ops.NextReset && len(l.ResetGPUs) > 0 {
+		l.Next = Text(&GPUReset{GPUs: l.ResetGPUs, Node: l.Node})
+	}
 	if l.UndoSteps > 0 {
 		l.Undo = Text(&MTPSteps{On: On{Service: l.Service}, Steps: l.UndoSteps})
 	}

@@ -16,7 +16,7 @@ const DefaultMaxSteps = unit.DefaultMaxSteps
 var registry = []*Spec{
 	mtpStepsSpec, mtpOffSpec, mtpTuneSpec, mtpPerLoadSpec, mtpShowSpec, mtpUndoSpec,
 	engineSetSpec, engineShowSpec,
-	gpuStatusSpec, gpuHealthSpec, gpuRecoverSpec,
+	gpuStatusSpec, gpuHealthSpec, gpuRecoverSpec, gpuResetSpec,
 	svcStartSpec, svcStopSpec, svcRestartSpec, svcStatusSpec, svcLogsSpec,
 	benchSpec, sweepSpec,
 	scheduleAddSpec, scheduleListSpec, scheduleRmSpec, schedulePauseSpec, scheduleResumeSpec,

@@ -28,6 +28,7 @@ func TestSpecs(t *testing.T) {
 		"engine show":      {"engine show [SERVICE]", Viewer, false, false, false, LockNone},
 		"gpu status":       {"gpu status [HOST]", Viewer, false, false, false, LockNone},
 		"gpu recover":      {"gpu recover [HOST|SERVICE] [--no-start] [--force] [--dry-run]", Operator, true, true, true, LockService},
+		"gpu reset":        {"gpu reset GPU... [NODE] [--dry-run]", Admin, true, true, false, LockNone},
 		"svc start":        {"svc start [SERVICE] [--dry-run]", Operator, true, false, true, LockService},
 		"svc stop":         {"svc stop [SERVICE] [--dry-run]", Operator, true, true, true, LockService},
 		"svc restart":      {"svc restart [SERVICE] [--dry-run]", Operator, true, false, true, LockService},

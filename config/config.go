@@ -252,7 +252,10 @@ func (c *Config) CommandOptions() commands.Options {
 	opts := commands.Options{MaxSteps: c.Limits.MaxSteps, Hosts: c.HostNames(), DefaultService: c.DefaultService}
 	for _, name := range c.ServiceNames() {
 		s := c.Services[name]
-		ref := commands.ServiceRef{Name: name, Host: s.Host, Unit: s.Unit, Engine: s.Engine}
+		ref := commands.ServiceRef{Name: name, Host: s.Host, Unit: s.Unit, Engine: s.Engine, GPUs: s.GPUs}
+		if s.Proxmox != nil {
+			ref.Node = s.Proxmox.Node
+		}
 		if s.Engine != "vllm" {
 			ref.Adaptive = s.AdaptiveConfigPath(name)
 		}

@@ -83,6 +83,8 @@ func (h *SimHost) startProgram(u *unit, main *proc, argv []string) {
 		return
 	}
 	switch path.Base(argv[0]) {
+	case "nvidia-persistenced":
+		h.runPersistenced(main)
 	case "true":
 		w.after(time.Millisecond, func() { w.exit(main, 0, 0) })
 	case "false":

@@ -48,6 +48,9 @@ import (
 //	thermal=G       GPU G runs at 92 C with its clocks slowed by thermal slowdown
 //	stuck-memory=G  the memory of the next process on GPU G to exit stays held by no
 //	                process until the GPU is reset (nvidia-smi --gpu-reset)
+//	persistence-held=G nvidia-persistenced does not give GPU G up per GPU: `nvidia-smi -pm 0
+//	                -i G` is refused, so its reset stays refused while persistence mode holds the
+//	                device, until nvidia-persistenced is stopped (gpureset.go)
 type Fault struct {
 	Name     string
 	Duration time.Duration // slow-load and restart-loop only
@@ -76,7 +79,7 @@ func (f Fault) String() string {
 }
 
 // gpuFaults are the faults of one node GPU, given by its index.
-var gpuFaults = map[string]bool{"xid": true, "remap-pending": true, "pcie-degraded": true, "thermal": true, "stuck-memory": true}
+var gpuFaults = map[string]bool{"xid": true, "remap-pending": true, "pcie-degraded": true, "thermal": true, "stuck-memory": true, "persistence-held": true}
 
 // sshDropStages are the values ssh-drop takes.
 var sshDropStages = []string{"upload", "write", "reload"}
@@ -88,7 +91,7 @@ type FaultError struct {
 }
 
 func (e *FaultError) Error() string {
-	return fmt.Sprintf("fault %q: %s (known: orphans, dstate, slow-load=DUR, slow-engine=F, crash-on-start, ssh-drop[=upload|write|reload], no-forwarding, restart-loop=DUR, xid=N@GPU, remap-pending=GPU, pcie-degraded=GPU, thermal=GPU, stuck-memory=GPU)", e.Item, e.Problem)
+	return fmt.Sprintf("fault %q: %s (known: orphans, dstate, slow-load=DUR, slow-engine=F, crash-on-start, ssh-drop[=upload|write|reload], no-forwarding, restart-loop=DUR, xid=N@GPU, remap-pending=GPU, pcie-degraded=GPU, thermal=GPU, stuck-memory=GPU, persistence-held=GPU)", e.Item, e.Problem)
 }
 
 // ParseFaults parses a comma separated fault list such as "orphans,slow-load=3m". Blank input is
@@ -132,7 +135,7 @@ func ParseFaults(s string) ([]Fault, error) {
 				return nil, &FaultError{Item: item, Problem: "needs a factor above 1 (at most 100), e.g. slow-engine=1.5"}
 			}
 			f.Factor = v
-		case "xid", "remap-pending", "pcie-degraded", "thermal", "stuck-memory":
+		case "xid", "remap-pending", "pcie-degraded", "thermal", "stuck-memory", "persistence-held":
 			if !hasVal {
 				return nil, &FaultError{Item: item, Problem: "needs a GPU, e.g. " + map[bool]string{true: "xid=79@2", false: name + "=2"}[name == "xid"]}
 			}

@@ -14,9 +14,9 @@ var gpuFields = map[string]bool{"index": true, "uuid": true, "name": true, "memo
 var appFields = map[string]bool{"pid": true, "used_memory": true, "used_gpu_memory": true, "gpu_uuid": true, "process_name": true, "name": true, "gpu_name": true, "gpu_bus_id": true}
 
 func (e *cmdEnv) nvidiaSMI(args []string) int {
-	var qgpu, qapps, qremap, format string
+	var qgpu, qapps, qremap, format, pm string
 	var ids map[int]bool
-	list := false
+	list, reset := false, false
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		val := func(prefix string) (string, bool) {
@@ -41,12 +41,27 @@ func (e *cmdEnv) nvidiaSMI(args []string) int {
 			ids = parseIDs(v)
 		} else if v, ok := val("-i"); ok {
 			ids = parseIDs(v)
+		} else if v, ok := val("-pm"); ok {
+			pm = v
+		} else if v, ok := val("--persistence-mode"); ok {
+			pm = v
+		} else if a == "-r" || a == "--gpu-reset" {
+			reset = true
 		} else if a == "-L" || a == "--list-gpus" {
 			list = true
 		} else {
 			fmt.Fprintf(e.stdout, "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n")
 			return 2
 		}
+	}
+	switch {
+	case reset && pm != "":
+		fmt.Fprintf(e.stdout, "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n")
+		return 2
+	case reset:
+		return e.gpuReset(ids)
+	case pm != "":
+		return e.setPersistence(pm, ids)
 	}
 	noheader, nounits, csv := false, false, false
 	for _, f := range strings.Split(format, ",") {

@@ -21,6 +21,9 @@ type gpuHealth struct {
 	// strandNext, when set, makes the next holder that exits leave its
 	// memory on this GPU stranded instead of releasing it.
 	strandNext bool
+	// persistHeld: nvidia-persistenced does not give this GPU up per GPU
+	// (the persistence-held fault; gpureset.go).
+	persistHeld bool
 }
 
 // Throttle reason bits of clocks_event_reasons.active [nvml.h
@@ -123,7 +126,7 @@ func (l *Lab) Overheat(g int) error {
 }
 
 // StrandMemory arms GPU g so that the next process holding memory there
-// that exits leaves it held by no process: the driver keeps it until the GPU
+// that exits (once) leaves it held by no process: the driver keeps it until the GPU
 // is reset (nvidia-smi --gpu-reset). The stuck-memory fault arms it at start.
 func (l *Lab) StrandMemory(g int) error {
 	return l.withGPU(g, func(hw *gpuHealth) { hw.strandNext = true })
@@ -155,6 +158,8 @@ func (l *Lab) applyGPUFaults() error {
 			err = l.Overheat(f.GPU)
 		case "stuck-memory":
 			err = l.StrandMemory(f.GPU)
+		case "persistence-held":
+			err = l.HoldPersistence(f.GPU)
 		}
 		if err != nil {
 			return fmt.Errorf("fault %s: %w", f, err)

@@ -214,8 +214,6 @@ func (l *Lab) boot(ctx context.Context) error {
 	initP := &proc{hostPID: 1, state: 'S', stat: "Ss", args: []string{"/sbin/init"}, cgroup: "/init.scope", mem: map[int]int{}, started: time.Now()}
 	w.procs[1] = initP
 	w.spawn(nil, nil, []string{"/usr/sbin/sshd", "-D"}, "/system.slice/ssh.service").stat = "Ss"
-	pd := w.spawn(nil, nil, []string{"/usr/bin/nvidia-persistenced", "--user", "nvidia-persistenced", "--no-persistence-mode", "--verbose"}, "/system.slice/nvidia-persistenced.service")
-	pd.daemon, pd.gpuFDs, pd.stat = true, true, "Ss"
 	he := w.spawn(nil, nil, []string{"/usr/bin/nv-hostengine", "-n", "--service-account", "nvidia-dcgm"}, "/system.slice/nvidia-dcgm.service")
 	he.daemon, he.gpuFDs, he.stat = true, true, "Ssl"
 	w.unlock()
@@ -223,6 +221,9 @@ func (l *Lab) boot(ctx context.Context) error {
 		"/etc/hostname":   l.opts.Node + "\n",
 		"/etc/os-release": "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\n",
 	}); err != nil {
+		return err
+	}
+	if err := l.startPersistenced(pve); err != nil {
 		return err
 	}
 

@@ -53,6 +53,8 @@ type gpu struct {
 	total int // MiB
 	util  int
 	hw    gpuHealth // what nvidia-smi reports of its health (hardware.go)
+	// resets counts its successful resets (nvidia-smi --gpu-reset).
+	resets int
 }
 
 type release struct {
@@ -278,6 +280,7 @@ func (w *world) exit(p *proc, code int, sig syscall.Signal) {
 	for g, m := range p.mem {
 		if gg := w.gpuByIndex(g); m > 0 && gg != nil && gg.hw.strandNext {
 			gg.hw.strandedMiB += m
+			gg.hw.strandNext = false
 			continue
 		}
 		if m > 0 {

@@ -56,7 +56,7 @@ func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Rep
 			var stuck *gpu.StuckError
 			if errors.As(err, &stuck) {
 				res.AddIncident(IncidentStuckProcess)
-				msg, advice := stuckAdvice(t, kill, stuck)
+				msg, advice := stuckAdvice(t, kill, stuck, names(r.onNode(t.nodeName)))
 				res.did.advice = advice
 				err = &StuckProcessError{Service: t.name, Node: t.nodeName, Msg: msg, Advice: advice, Err: stuck}
 			} else {
@@ -86,7 +86,12 @@ func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Rep
 		recordGPUs(res, t.cfg.Host, gpus, t.cfg.GPUs)
 	}
 	if err != nil {
-		if ctx.Err() == nil {
+		var se *StrandedError
+		switch {
+		case errors.As(err, &se):
+			res.AddIncident(IncidentGPUMemoryHeld)
+			res.did.resetGPUs, res.did.resetNode = se.GPUs, se.Node
+		case ctx.Err() == nil:
 			res.AddIncident(IncidentGPUMemoryHeld)
 			res.did.gpuHeld = true
 		}
@@ -102,24 +107,6 @@ func (r *Runbook) clearGPUs(ctx context.Context, t *target, res *Result, rep Rep
 // an engine that was just stopped before clearGPUs warns that memory is held
 // with no process holding it.
 const ReleaseWarnAfter = 5 * time.Second
-
-// waitReleased waits until the service's GPUs are clear (allowing what
-// left-alone holders keep). With warn, a wait that lasts beyond
-// ReleaseWarnAfter is reported as a warning: memory held with no process
-// holding it, longer than a driver release takes.
-func (r *Runbook) waitReleased(ctx context.Context, t *target, kept map[int]int, warn bool, st *step) ([]gpu.GPU, error) {
-	if warn && r.cfg.ClearTimeout > ReleaseWarnAfter {
-		sctx, cancel := context.WithTimeout(ctx, ReleaseWarnAfter)
-		gpus, err := gpu.WaitClearAllowing(sctx, t.host, t.cfg.GPUs, t.cfg.ClearMiB, kept, r.cfg.Poll)
-		cancel()
-		if err == nil || ctx.Err() != nil || sctx.Err() == nil {
-			return gpus, err
-		}
-		st.warn("GPU memory still in use after %s with no process holding it (%d MiB): still waiting for the driver (gives up after %s)",
-			ReleaseWarnAfter, usedMiB(gpus, t.cfg.GPUs), r.cfg.ClearTimeout)
-	}
-	return gpu.WaitClearAllowing(ctx, t.host, t.cfg.GPUs, t.cfg.ClearMiB, kept, r.cfg.Poll)
-}
 
 // usedMiB sums the memory used on the GPUs of want (nil = all).
 func usedMiB(gpus []gpu.GPU, want []int) int {

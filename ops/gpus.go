@@ -182,7 +182,7 @@ func (r *Runbook) nodeStatus(ctx context.Context, node string, ts []*target, res
 			if stuck := stuckOn(t, sg, holders); len(stuck) > 0 {
 				// No signal ends these: `gpu recover` would only fail again.
 				res.AddIncident(IncidentStuckProcess)
-				msg, advice := stuckAdvice(t, stuck, &gpu.StuckError{PIDs: pids(stuck), Commands: cmdlines(stuck)})
+				msg, advice := stuckAdvice(t, stuck, &gpu.StuckError{PIDs: pids(stuck), Commands: cmdlines(stuck)}, names(r.onNode(t.nodeName)))
 				notes = append(notes, fmt.Sprintf("%s is stopped and its GPUs hold memory: %s. %s", t.cfg.Unit, msg, upperFirst(advice)))
 			} else {
 				notes = append(notes, fmt.Sprintf("%s is stopped but its GPUs hold memory: `gpu recover %s` clears it", t.cfg.Unit, t.name))

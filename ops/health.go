@@ -193,12 +193,12 @@ func nextAction(g GPUHealth, ts []*target) string {
 	case gpu.Degraded:
 		return g.Findings[0].Action
 	case gpu.ResetNeeded:
-		stop := "no process may hold it"
-		if len(g.Services) > 0 {
-			stop = "stop " + svcs + " first (`svc stop " + g.Services[0] + "`)"
+		again := "starts " + svcs + " again"
+		if len(g.Services) == 0 {
+			again = "starts nothing (no configured service uses it)"
 		}
-		return fmt.Sprintf("reset the GPU on %s: %s, then `nvidia-smi --gpu-reset -i %d` there (persistence mode must be off for it: `nvidia-smi -pm 0 -i %d`); %s",
-			g.Node, stop, g.GPU.Index, g.GPU.Index, g.Findings[0].Action)
+		return fmt.Sprintf("`gpu reset %d %s` (admin): it refuses while a process holds the GPU, releases persistence mode for it, resets it and %s; %s",
+			g.GPU.Index, g.Node, again, g.Findings[0].Action)
 	case gpu.RebootNeeded:
 		return fmt.Sprintf("reboot %s (it takes down %s); %s", g.Node, strings.Join(all, ", "), g.Findings[0].Action)
 	}

@@ -57,7 +57,7 @@ func TestGPUHealthVerdictsOnTheLab(t *testing.T) {
 		"Xid 79 GPU has fallen off the bus (1 in 24 h",
 		"docs.nvidia.com/deploy/xid-errors",
 		"pve GPU 1 (qwen, 00000000:38:00.0): reset needed",
-		"then `nvidia-smi --gpu-reset -i 1` there",
+		"`gpu reset 1 pve` (admin)",
 		"PCIe link x8 of x16",
 		"[the software's, not the GPU's]",
 		"hardware: replace (pve GPU 4)",

@@ -40,6 +40,7 @@ const (
 	NextStatus  NextStep = "status"  // show whether it serves: it is starting, or unknown
 	NextRecover NextStep = "recover" // clear its GPUs and start it
 	NextGPUs    NextStep = "gpus"    // show who holds its host's GPUs
+	NextReset   NextStep = "reset"   // reset the GPUs ResetGPUs of Node (memory held by no process)
 )
 
 // ServiceLeft is the state a job left its service in, and what helps next.
@@ -71,6 +72,10 @@ type ServiceLeft struct {
 	// NextGPUs looks at.
 	NextStep NextStep `json:"next_step,omitempty"`
 	Host     string   `json:"host,omitempty"`
+	// ResetGPUs and Node are the GPUs NextReset resets, by the indexes of
+	// Node, the machine that owns them.
+	ResetGPUs []int  `json:"reset_gpus,omitempty"`
+	Node      string `json:"node,omitempty"`
 	// Next is the one chat command that takes NextStep: the pipelines set
 	// NextStep only; the job runtime writes Next before the result is kept
 	// or shown.
@@ -109,7 +114,9 @@ type did struct {
 	advice    string // set when no command of opsbot helps (D state)
 	gpuHeld   bool   // the GPUs could not be cleared
 	gpusClear bool   // the GPUs were seen clear since the last start (clearGPUs); a start consumes it
-	starts    int    // systemctl starts issued (a failed start and its rollback's are two)
+	resetGPUs []int  // memory no process holds stays on these GPUs of resetNode: only a reset frees it
+	resetNode string
+	starts    int // systemctl starts issued (a failed start and its rollback's are two)
 }
 
 // leftReadTimeout bounds the reading of a service's state for Result.Left,
@@ -167,6 +174,8 @@ func (r *Runbook) leave(ctx context.Context, t *target, res *Result, serving boo
 		// rebooted, or until the host forwards to the engine.
 	case l.State == LeftUnknown, l.State == LeftStarting:
 		l.NextStep = NextStatus
+	case len(d.resetGPUs) > 0:
+		l.NextStep, l.ResetGPUs, l.Node = NextReset, d.resetGPUs, d.resetNode
 	case d.gpuHeld:
 		l.NextStep = NextRecover
 	default:
@@ -236,10 +245,11 @@ func (l *ServiceLeft) Sentence() string {
 }
 
 // stuckAdvice says what helps a service whose GPUs a D-state process holds:
-// the node it lives on, the GPUs it holds, and a GPU reset or a reboot.
-func stuckAdvice(t *target, kill []gpu.Process, err *gpu.StuckError) (msg, advice string) {
-	var who, idx []string
-	seen := map[int]bool{}
+// no signal ends it and the driver refuses a GPU reset while it holds the
+// GPU, so only a reboot of the machine it runs on (the node) frees it, and
+// that takes down every service there (onNode).
+func stuckAdvice(t *target, kill []gpu.Process, err *gpu.StuckError, onNode []string) (msg, advice string) {
+	var who []string
 	for _, pid := range err.PIDs {
 		for _, p := range kill {
 			if p.PID != pid {
@@ -248,10 +258,6 @@ func stuckAdvice(t *target, kill []gpu.Process, err *gpu.StuckError) (msg, advic
 			var on []string
 			for _, g := range p.GPUs {
 				on = append(on, fmt.Sprint(g.Index))
-				if !seen[g.Index] {
-					seen[g.Index] = true
-					idx = append(idx, fmt.Sprint(g.Index))
-				}
 			}
 			where := ""
 			if len(on) > 0 {
@@ -265,12 +271,7 @@ func stuckAdvice(t *target, kill []gpu.Process, err *gpu.StuckError) (msg, advic
 			who = append(who, fmt.Sprintf("PID %d", pid))
 		}
 	}
-	reset := "reset its GPUs"
-	if len(idx) > 0 {
-		reset = fmt.Sprintf("reset GPU %s (`nvidia-smi --gpu-reset -i %s` on %s, once nothing else uses it)",
-			strings.Join(idx, ","), strings.Join(idx, ","), t.nodeName)
-	}
-	advice = fmt.Sprintf("%s, or reboot %s; `gpu recover` cannot help: no signal ends a process in D state", reset, t.nodeName)
+	advice = rebootAdvice(t.nodeName, onNode, "no signal ends a process in D state and the driver refuses a GPU reset while it holds the GPU (neither `gpu recover` nor `gpu reset` can help)")
 	msg = fmt.Sprintf("on %s, %s in D state (uninterruptible, inside the GPU driver): no signal can kill it, so %s's GPUs cannot be cleared",
 		t.nodeName, strings.Join(who, ", "), t.name)
 	return msg, advice

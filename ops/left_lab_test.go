@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func wantLeft(t *testing.T, got *ops.ServiceLeft, want ops.ServiceLeft, thread s
 	if got == nil {
 		t.Fatalf("no Result.Left\n%s", thread)
 	}
-	if *got != want {
+	if !reflect.DeepEqual(*got, want) {
 		t.Fatalf("left %+v, want %+v\n%s", *got, want, thread)
 	}
 }
@@ -259,9 +260,11 @@ func TestReadyTimeoutRollsBack(t *testing.T) {
 }
 
 // D state: the error names the node the PID lives on and the GPUs it holds,
-// says the service is down and advises a GPU reset or a reboot, never `gpu
-// recover`; `gpu status` afterwards advises the same.
-func TestDStateSaysNodeGPUsAndReset(t *testing.T) {
+// says the service is down and that only a reboot of the node helps, naming
+// every service it takes down, never `gpu recover` or a GPU reset (the driver
+// refuses it while the process holds the GPU); `gpu status` afterwards
+// advises the same.
+func TestDStateSaysNodeGPUsAndReboot(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, labOpts(lab.Fault{Name: "dstate"}), nil)
 	ev := &events{}
@@ -270,7 +273,7 @@ func TestDStateSaysNodeGPUsAndReset(t *testing.T) {
 		t.Fatalf("succeeded with a D-state holder\n%s", ev.text())
 	}
 	msg := err.Error()
-	for _, want := range []string{"on pve", "holding GPU 0", "D state", "qwen is down (stopped)", "nvidia-smi --gpu-reset -i 0", "reboot pve"} {
+	for _, want := range []string{"on pve", "holding GPU 0", "D state", "qwen is down (stopped)", "refuses a GPU reset", "reboot pve, which takes down coder, qwen"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error lacks %q: %s", want, msg)
 		}
@@ -284,7 +287,7 @@ func TestDStateSaysNodeGPUsAndReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	status := strings.Join(st.Details, "\n")
-	if strings.Contains(status, "`gpu recover qwen` clears it") || !strings.Contains(status, "nvidia-smi --gpu-reset -i 0") {
+	if strings.Contains(status, "`gpu recover qwen` clears it") || !strings.Contains(status, "reboot pve, which takes down coder, qwen") {
 		t.Fatalf("gpu status advises the wrong thing:\n%s", status)
 	}
 }

@@ -87,6 +87,10 @@ type Config struct {
 	SettleTime time.Duration
 	// ClearTimeout bounds waiting for GPU memory to be released (default 2 minutes).
 	ClearTimeout time.Duration
+	// StrandedAfter is how long memory that no process holds may stay on a
+	// GPU without falling before it counts as stranded: `gpu recover` stops
+	// waiting and offers a GPU reset (default DefaultStrandedAfter).
+	StrandedAfter time.Duration
 	// NodeLocks holds a physical node for a pipeline's mutating window
 	// (nil: within this process only). Set it to a store-backed lease so
 	// that it holds across opsbot processes.
@@ -132,6 +136,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if cc.ClearTimeout <= 0 {
 		cc.ClearTimeout = 2 * time.Minute
+	}
+	if cc.StrandedAfter <= 0 {
+		cc.StrandedAfter = DefaultStrandedAfter
 	}
 	// Benchmark defaults for a Config built without the config package (which
 	// applies the same ones): DefaultBench().

@@ -224,6 +224,8 @@ func nextDoes(step ops.NextStep) string {
 		return "clears its GPUs and starts it"
 	case ops.NextGPUs:
 		return "shows who holds its GPUs"
+	case ops.NextReset:
+		return "(admin) releases persistence mode for exactly those GPUs, resets them, checks 0 MiB and no new Xid, puts persistence back and starts the enabled services on them again"
 	}
 	return "helps next"
 }

@@ -179,9 +179,10 @@ func runJSONRaw(t *testing.T, args ...string) (int, string) {
 }
 
 // D state through `opsbot run`: the message names the node and the GPU the
-// PID holds, says qwen is down and advises a GPU reset or a reboot; `gpu
-// status` afterwards advises the same, not `gpu recover`.
-func TestRunDStateAdvisesReset(t *testing.T) {
+// PID holds, says qwen is down and that only a reboot of the node helps,
+// naming the services it takes down; `gpu status` afterwards advises the
+// same, not `gpu recover`.
+func TestRunDStateAdvisesReboot(t *testing.T) {
 	t.Parallel()
 	testrun.Long(t)
 	code, out := runText(t, "--lab-faults", "dstate", "gpu recover", "gpu status")
@@ -193,7 +194,8 @@ func TestRunDStateAdvisesReset(t *testing.T) {
 		"holding GPU 0 in D state",
 		"qwen is down (stopped)",
 		"now: qwen is stopped",
-		"what helps: reset GPU 0 (`nvidia-smi --gpu-reset -i 0` on pve, once nothing else uses it), or reboot pve")
+		"what helps: no signal ends a process in D state and the driver refuses a GPU reset while it holds the GPU",
+		"reboot pve, which takes down coder, qwen")
 	if i := strings.Index(out, "GPU memory on"); i < 0 || strings.Contains(out[i:], "`gpu recover qwen` clears it") {
 		t.Fatalf("gpu status after the D state advises gpu recover (or is missing):\n%s", out)
 	}

@@ -33,8 +33,9 @@ const (
 )
 
 // StuckError is processes that survived SIGKILL in D state (uninterruptible
-// sleep, typically inside the GPU driver): no signal can end them, only a GPU
-// reset or a reboot. Retrying does not help.
+// sleep, typically inside the GPU driver): no signal can end them, and the
+// driver refuses a GPU reset while they hold the GPU: only a reboot.
+// Retrying does not help.
 type StuckError struct {
 	PIDs     []int
 	Commands []string // command lines, same order
@@ -49,7 +50,7 @@ func (e *StuckError) Error() string {
 	if len(e.PIDs) > 1 {
 		word, verb, obj = "PIDs", "are", "them"
 	}
-	return fmt.Sprintf("%s %s %s in D state: no signal can kill %s; the GPU needs a reset or the host a reboot", word, strings.Join(parts, ", "), verb, obj)
+	return fmt.Sprintf("%s %s %s in D state: no signal can kill %s; only a reboot of the host frees the GPU", word, strings.Join(parts, ", "), verb, obj)
 }
 
 // SurvivorError is processes that outlived SIGKILL and KillWait without being

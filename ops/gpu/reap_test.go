@@ -221,7 +221,7 @@ func TestReapStuck(t *testing.T) {
 	if !errors.As(err, &se) || !slices.Equal(se.PIDs, []int{4242}) {
 		t.Fatalf("err %v, want *StuckError for 4242", err)
 	}
-	const msg = "PID 4242 (sglang::scheduler_TP0) is in D state: no signal can kill it; the GPU needs a reset or the host a reboot"
+	const msg = "PID 4242 (sglang::scheduler_TP0) is in D state: no signal can kill it; only a reboot of the host frees the GPU"
 	if err.Error() != msg {
 		t.Fatalf("message %q", err)
 	}

@@ -125,6 +125,33 @@ func (s Service) Restart(ctx context.Context) error { return s.control(ctx, "res
 // and the start-limit counter, so that a Start is accepted again.
 func (s Service) ResetFailed(ctx context.Context) error { return s.control(ctx, "reset-failed") }
 
+// Enabled runs `systemctl is-enabled UNIT` and returns the state it prints
+// ("enabled", "disabled", "static", "masked", ...): whether the unit is
+// wanted at boot. A non-zero exit with a state printed is that state, not
+// an error (systemctl exits 1 for every state but the enabled ones).
+func (s Service) Enabled(ctx context.Context) (string, error) {
+	what := "is-enabled " + s.Unit
+	if err := s.check(what); err != nil {
+		return "", err
+	}
+	if s.R == nil {
+		return "", fmt.Errorf("%s: no runner", what)
+	}
+	argv := []string{"systemctl", "is-enabled", s.Unit}
+	out, err := s.R.Run(ctx, nil, argv...)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	state := firstLine(string(out.Stdout))
+	if ce := commandError(argv, out); out.Signal != "" || (state == "" && ce != nil) {
+		return "", fmt.Errorf("%s: %w", what, ce)
+	}
+	if state == "" {
+		return "", fmt.Errorf("%s: systemctl printed no state", what)
+	}
+	return state, nil
+}
+
 // DaemonReload runs `systemctl daemon-reload` on r, after a unit or drop-in
 // changed on disk.
 func DaemonReload(ctx context.Context, r Runner) error {
