@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/opsbot/opsbot/auth"
 	"github.com/opsbot/opsbot/jobs"
 )
 
@@ -73,3 +74,12 @@ type Hold = jobs.Hold
 // ErrLeasesClosed is jobs.ErrLeasesClosed: the leases were closed, the
 // process is stopping.
 var ErrLeasesClosed = jobs.ErrLeasesClosed
+
+// What an adapter that knows more about its users supplies to the door's
+// auth (package auth decides with it): a platform's user groups, and
+// users' power levels in rooms. Aliases, so that adapters speak only the
+// door's vocabulary.
+type (
+	Membership = auth.Membership
+	RoomLevels = auth.RoomLevels
+)

@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"fmt"
+	"github.com/opsbot/opsbot/auth"
 	"log/slog"
 	"sync"
 	"time"
@@ -35,8 +36,8 @@ type AppOptions struct {
 	// store is open, with what its pipelines must use from the store.
 	NewBackend func(deps BackendDeps) (jobs.Backend, error)
 	// Chats are the platforms' chats by platform name. A Chat that is also
-	// a Membership supplies its platform's user groups to auth, one that is
-	// a RoomLevels its users' power levels in rooms.
+	// an auth.Membership supplies its platform's user groups to auth, one that is
+	// an auth.RoomLevels its users' power levels in rooms.
 	Chats  map[string]Chat
 	Logger *slog.Logger
 	// Observer, when set, is told of every job and step (metrics).
@@ -66,16 +67,16 @@ type BackendDeps struct {
 // interrupted (telling their rooms; a live process's jobs are left alone),
 // and returns a bot ready to take requests.
 func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error) {
-	auth, err := AuthFromConfig(cfg)
+	au, err := auth.FromConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	for platform, c := range o.Chats {
-		if m, ok := c.(Membership); ok {
-			auth = auth.WithMembership(platform, m)
+		if m, ok := c.(auth.Membership); ok {
+			au = au.WithMembership(platform, m)
 		}
-		if l, ok := c.(RoomLevels); ok {
-			auth = auth.WithRoomLevels(platform, l)
+		if l, ok := c.(auth.RoomLevels); ok {
+			au = au.WithRoomLevels(platform, l)
 		}
 	}
 	st, err := store.OpenConfig(ctx, StoreConfig(cfg))
@@ -121,7 +122,7 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 			return nil, fmt.Errorf("timezone %q: %w", cfg.Timezone, err)
 		}
 	}
-	d := NewDispatcher(DispatcherOptions{Store: st, Engine: eng, Auth: auth, Commands: cfg.CommandOptions(),
+	d := NewDispatcher(DispatcherOptions{Store: st, Engine: eng, Auth: au, Commands: cfg.CommandOptions(),
 		ConfirmTTL: cfg.Limits.ConfirmTTL.D(), Logger: o.Logger, Timezone: loc, Now: o.Now, ConfigFile: cfg.File})
 	d.SetAdmissions(AdmissionsFromConfig(cfg))
 	d.SetReportRooms(ReportRooms(cfg))

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+
 	"strings"
 
 	"github.com/opsbot/opsbot/commands"
@@ -45,7 +45,7 @@ func approvalWord(text string) (ActionKind, string, bool) {
 // confirmation).
 func (d *Dispatcher) askApproval(ctx context.Context, req Request, cmd commands.Command, confirmedBy string) Reply {
 	now := d.opts.Now()
-	expires := now.Add(d.opts.Auth.scopeNow().approveTTL)
+	expires := now.Add(d.opts.Auth.Scope().ApproveTTL())
 	var tok string
 	for attempt := 0; ; attempt++ {
 		tok = newToken()
@@ -82,32 +82,8 @@ func (d *Dispatcher) askApproval(ctx context.Context, req Request, cmd commands.
 // awaited says who may approve cmd for req: the users the config names who
 // hold its role on every service it touches, but not req's user.
 func (d *Dispatcher) awaited(req Request, cmd commands.Command) string {
-	a := d.opts.Auth
 	need := commands.RoleOf(cmd)
-	services := a.scopeNow().touched(cmd)
-	a.mu.RLock()
-	var named []string
-	for key, g := range a.users {
-		if key == req.Platform+":"+req.User || key == req.Platform+":"+req.Via {
-			continue
-		}
-		check := services
-		if len(check) == 0 {
-			check = []string{""}
-		}
-		ok := true
-		for _, s := range check {
-			r, found := g.on(s)
-			ok = ok && found && r >= need
-		}
-		if p, _, _ := strings.Cut(key, ":"); ok && strings.HasSuffix(p, "-group") {
-			named = append(named, "a member of "+key)
-		} else if ok {
-			named = append(named, key)
-		}
-	}
-	a.mu.RUnlock()
-	sort.Strings(named)
+	named, services := d.opts.Auth.Approvers(cmd, req.Platform+":"+req.User, req.Platform+":"+req.Via)
 	where := ""
 	if len(services) > 0 {
 		where = " on " + strings.Join(services, ", ")
@@ -167,10 +143,10 @@ func (d *Dispatcher) settleApproval(ctx context.Context, req Request, kind Actio
 		return Reply{Outcome: Refused, Text: msg, Command: cmd, Err: errors.New("self-approval")}
 	}
 	if !self {
-		if p := d.opts.Auth.Permit(req.Platform, req.Room, req.User, cmd); !p.ok {
-			msg := fmt.Sprintf("you may not %s this: %s", kind, d.opts.Auth.refusal(req.Platform, req.Room, req.User, cmd, p))
+		if p := d.opts.Auth.Permit(req.Platform, req.Room, req.User, cmd); !p.OK {
+			msg := fmt.Sprintf("you may not %s this: %s", kind, d.opts.Auth.Refusal(req.Platform, req.Room, req.User, cmd, p))
 			d.audit(ctx, req, ap.Command, store.DecisionRefused, msg, 0)
-			return Reply{Outcome: Refused, Refusal: RefusedRole, Text: msg, Command: cmd, Err: &RefusedError{Need: p.need, Have: p.have}}
+			return Reply{Outcome: Refused, Refusal: RefusedRole, Text: msg, Command: cmd, Err: &RefusedError{Need: p.Need, Have: p.Have}}
 		}
 	}
 	taken, err := d.opts.Store.TakeApproval(ctx, token)
@@ -232,8 +208,8 @@ func sameIdentity(a, b Request) bool {
 // command that waits for a second person: skipped, saying so, unless
 // auth.two_person.unattended lets it run alone.
 func (d *Dispatcher) unattended(ctx context.Context, job Request, cmd commands.Command, who string) (Reply, bool) {
-	sc := d.opts.Auth.scopeNow()
-	if !sc.needsApproval(cmd) || sc.unattendedOK(cmd) {
+	sc := d.opts.Auth.Scope()
+	if !sc.NeedsApproval(cmd) || sc.UnattendedOK(cmd) {
 		return Reply{}, false
 	}
 	msg := fmt.Sprintf("%s skipped `%s`: it waits for a second person's approval (auth.two_person.commands), and nobody is there to give it. "+

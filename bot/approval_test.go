@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"github.com/opsbot/opsbot/auth"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func scopedConfig(twoPerson, unattended []string) *config.Config {
 func scopedHarness(t *testing.T, twoPerson, unattended []string) *harness {
 	t.Helper()
 	h := newHarness(t, jobtest.OK(), nil)
-	auth, err := AuthFromConfig(scopedConfig(twoPerson, unattended))
+	auth, err := auth.FromConfig(scopedConfig(twoPerson, unattended))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"fmt"
+	"github.com/opsbot/opsbot/auth"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -40,7 +41,7 @@ func benchAck(b *testing.B, burst int) {
 	for i := range 100 {
 		users[fmt.Sprintf("slack:U%03d", i)] = "operator"
 	}
-	auth, err := NewAuth("none", users)
+	auth, err := auth.New("none", users)
 	if err != nil {
 		b.Fatal(err)
 	}

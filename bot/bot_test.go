@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/opsbot/opsbot/auth"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -45,7 +46,7 @@ func newHarnessWith(t testing.TB, backend jobs.Backend, users map[string]string,
 		t.Fatal(err)
 	}
 	h := &harness{t: t, store: st, chat: chatrec.New()}
-	auth, err := NewAuth("none", users)
+	auth, err := auth.New("none", users)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@
 // which actions it offers (Confirm / Abort on a preview, Cancel on a job);
 // the adapter sends a clicked action back to Act with the clicking user, who
 // is authorised again, in the room where they click. An adapter that knows
-// more about a user supplies it through a small interface Auth reads
-// (Membership: user groups; RoomLevels: power levels in a room). Every
+// more about a user supplies it through a small interface package auth reads
+// (auth.Membership: user groups; auth.RoomLevels: power levels in a room). Every
 // decision is made here, once, so all platforms behave the same. Scheduled
 // runs come through the same door as platform "schedule", with their
 // creator's role and their target rooms.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/opsbot/opsbot/auth"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -40,7 +41,7 @@ const (
 type DispatcherOptions struct {
 	Store    *store.Store
 	Engine   *jobs.Engine
-	Auth     *Auth
+	Auth     *auth.Auth
 	Commands commands.Options
 	// ConfirmTTL is how long a confirmation stays valid (default 2 minutes).
 	ConfirmTTL time.Duration
@@ -167,7 +168,7 @@ func (d *Dispatcher) Handle(ctx context.Context, req Request) (r Reply) {
 	if r, bad := d.checkVia(ctx, req, cmd); bad {
 		return r
 	}
-	if p := d.opts.Auth.Permit(req.Platform, req.Room, req.User, cmd); !p.ok {
+	if p := d.opts.Auth.Permit(req.Platform, req.Room, req.User, cmd); !p.OK {
 		return d.refuseRole(ctx, req, cmd, p)
 	}
 	if commands.NeedsConfirm(cmd) && !req.Confirmed {
@@ -179,7 +180,7 @@ func (d *Dispatcher) Handle(ctx context.Context, req Request) (r Reply) {
 		}
 		return d.askConfirm(ctx, req, cmd, offer{})
 	}
-	if d.opts.Auth.scopeNow().needsApproval(cmd) {
+	if d.opts.Auth.Scope().NeedsApproval(cmd) {
 		return d.askApproval(ctx, req, cmd, "")
 	}
 	return d.start(ctx, req, cmd, store.DecisionAccepted)
@@ -196,7 +197,7 @@ func (d *Dispatcher) checkRequest(ctx context.Context, req Request, text string)
 		problem = "only scheduled runs come from platform schedule, and each carries its schedule"
 	case (req.Platform == PlatformWatchdog) != (req.Watchdog != nil):
 		problem = "only the watchdog's runs come from platform watchdog, and each carries its incident"
-	case req.Schedule != nil && !validKey(req.Schedule.Creator):
+	case req.Schedule != nil && !auth.ValidKey(req.Schedule.Creator):
 		problem = fmt.Sprintf("schedule #%d: creator %q is not a platform:id key", req.Schedule.ID, req.Schedule.Creator)
 	default:
 		return Reply{}, false
@@ -232,15 +233,15 @@ func (d *Dispatcher) viaRefusal(platform, user, via string) (string, error) {
 		return "", nil
 	}
 	return fmt.Sprintf("acting as %s:%s needs the admin role; %s:%s has %s. Run it as yourself (without --as).",
-		platform, user, platform, via, roleName(have)), &RefusedError{Need: commands.Admin, Have: have}
+		platform, user, platform, via, auth.RoleName(have)), &RefusedError{Need: commands.Admin, Have: have}
 }
 
-func (d *Dispatcher) refuseRole(ctx context.Context, req Request, cmd commands.Command, p permit) Reply {
-	msg := d.opts.Auth.refusal(req.Platform, req.Room, req.User, cmd, p)
-	if hint := d.opts.Auth.levelHint(req.Platform, req.Room, req.User, p.need); hint != "" {
+func (d *Dispatcher) refuseRole(ctx context.Context, req Request, cmd commands.Command, p auth.Decision) Reply {
+	msg := d.opts.Auth.Refusal(req.Platform, req.Room, req.User, cmd, p)
+	if hint := d.opts.Auth.LevelHint(req.Platform, req.Room, req.User, p.Need); hint != "" {
 		msg += " Or: " + hint + "."
 	}
-	r := d.refuse(ctx, req, cmd, msg, &RefusedError{Need: p.need, Have: p.have})
+	r := d.refuse(ctx, req, cmd, msg, &RefusedError{Need: p.Need, Have: p.Have})
 	r.Refusal = RefusedRole
 	return r
 }
@@ -281,7 +282,7 @@ func scheduleID(req Request) int64 {
 type RefusedError struct{ Need, Have commands.Role }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("needs role %s, have %s", e.Need, roleName(e.Have))
+	return fmt.Sprintf("needs role %s, have %s", e.Need, auth.RoleName(e.Have))
 }
 
 // scheduled runs a command that came through the door of platform schedule:
@@ -310,14 +311,14 @@ func (d *Dispatcher) scheduled(ctx context.Context, req Request, cmd commands.Co
 			break
 		}
 	}
-	if p := d.opts.Auth.Permit(platform, room, user, cmd); !p.ok {
+	if p := d.opts.Auth.Permit(platform, room, user, cmd); !p.OK {
 		where := ""
-		if len(p.lacking) > 0 && d.opts.Auth.scoped(platform, user) {
-			where = " on " + strings.Join(p.lacking, ", ")
+		if len(p.Lacking) > 0 && d.opts.Auth.Scoped(platform, user) {
+			where = " on " + strings.Join(p.Lacking, ", ")
 		}
 		msg := fmt.Sprintf("schedule #%d did not run `%s`: its creator %s has the %s role%s now and it needs %s. "+
-			"An admin can re-add it (`schedule rm %d`, then `schedule add`).", run.ID, commands.Text(cmd), run.Creator, roleName(p.have), where, p.need, run.ID)
-		r := d.refuse(ctx, job, cmd, msg, &RefusedError{Need: p.need, Have: p.have})
+			"An admin can re-add it (`schedule rm %d`, then `schedule add`).", run.ID, commands.Text(cmd), run.Creator, auth.RoleName(p.Have), where, p.Need, run.ID)
+		r := d.refuse(ctx, job, cmd, msg, &RefusedError{Need: p.Need, Have: p.Have})
 		r.Audience, r.Rooms = ToRoom, run.To
 		return r
 	}
@@ -533,7 +534,7 @@ func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, t
 			Command: cmd, Err: errors.New("confirmation expired")}
 	}
 	mine := c.Proposed || c.User == req.User
-	if have := d.opts.Auth.RoleIn(req.Platform, req.Room, req.User); !mine && have == RoleNone {
+	if have := d.opts.Auth.RoleIn(req.Platform, req.Room, req.User); !mine && have == auth.RoleNone {
 		msg := fmt.Sprintf("you have no role in opsbot here, so you cannot %s this; nothing was changed. "+
 			"Ask an admin to grant one in the config (auth.users[\"%s:%s\"]).", kind, req.Platform, req.User)
 		if d.wrongAttempt(key, now) {
@@ -549,7 +550,7 @@ func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, t
 		}
 		return Reply{Outcome: Refused, Text: msg, Command: cmd, Err: errors.New(msg)}
 	}
-	if p := d.opts.Auth.Permit(req.Platform, req.Room, req.User, cmd); !p.ok {
+	if p := d.opts.Auth.Permit(req.Platform, req.Room, req.User, cmd); !p.OK {
 		return d.refuseRole(ctx, req, cmd, p)
 	}
 	taken, err := d.opts.Store.TakeConfirmation(ctx, token)
@@ -574,7 +575,7 @@ func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, t
 		run = req // the job is the confirmer's
 	}
 	run.Confirmed = true
-	if d.opts.Auth.scopeNow().needsApproval(cmd) {
+	if d.opts.Auth.Scope().NeedsApproval(cmd) {
 		return d.askApproval(ctx, run, cmd, key)
 	}
 	return d.start(ctx, run, cmd, "confirmed by "+key)
@@ -661,7 +662,7 @@ func (d *Dispatcher) cancelJob(ctx context.Context, req Request, text string, id
 	need := commands.Lookup("cancel").Role
 	isOwner := jobs.JobOwner(j) == req.Platform+":"+req.User
 	isAdmin := d.opts.Auth.RoleOn(req.Platform, req.Room, req.User, j.Service) == commands.Admin
-	if have := d.opts.Auth.RoleOn(req.Platform, req.Room, req.User, j.Service); have == RoleNone || have < need || (!isOwner && !isAdmin) {
+	if have := d.opts.Auth.RoleOn(req.Platform, req.Room, req.User, j.Service); have == auth.RoleNone || have < need || (!isOwner && !isAdmin) {
 		msg := fmt.Sprintf("only %s, who started #%d, or an admin may cancel it.", jobs.JobOwner(j), j.ID)
 		d.audit(ctx, req, text, store.DecisionRefused, msg, j.ID)
 		return Reply{Outcome: Refused, Text: msg, JobID: j.ID, Err: errors.New(msg)}
@@ -677,12 +678,6 @@ func (d *Dispatcher) cancelJob(ctx context.Context, req Request, text string, id
 	}
 	return Reply{Outcome: Answered, Text: fmt.Sprintf("cancelling #%d `%s`%s: it stops at the next safe point", j.ID, j.Command, where),
 		Audience: ToRoom, JobID: j.ID}
-}
-
-// validKey reports whether k is an auth key "platform:id" with both parts.
-func validKey(k string) bool {
-	platform, id, ok := strings.Cut(k, ":")
-	return ok && platform != "" && strings.TrimSpace(id) != "" && !strings.ContainsAny(k, " \t\n")
 }
 
 func (d *Dispatcher) start(ctx context.Context, req Request, cmd commands.Command, decision string) Reply {

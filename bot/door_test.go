@@ -194,7 +194,7 @@ func TestUnreadableAndInvitesAtTheDoor(t *testing.T) {
 	}
 }
 
-// panicking is a Membership that panics: a bug below the door.
+// panicking is a auth.Membership that panics: a bug below the door.
 type panicking struct{}
 
 func (panicking) GroupsOf(string) []string { panic("groups exploded") }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/opsbot/opsbot/auth"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -371,11 +372,11 @@ func TestViaOneRule(t *testing.T) {
 func TestAuthRejectsKeysWithoutID(t *testing.T) {
 	t.Parallel()
 	for _, k := range []string{"console:", ":alice", "alice", "console: "} {
-		if _, err := NewAuth("none", map[string]string{k: "admin"}); err == nil {
-			t.Errorf("NewAuth accepted key %q", k)
+		if _, err := auth.New("none", map[string]string{k: "admin"}); err == nil {
+			t.Errorf("auth.New accepted key %q", k)
 		}
 	}
-	if _, err := NewAuth("none", map[string]string{"console:alice": "admin", "matrix:@u:hs.example": "viewer"}); err != nil {
+	if _, err := auth.New("none", map[string]string{"console:alice": "admin", "matrix:@u:hs.example": "viewer"}); err != nil {
 		t.Fatal(err)
 	}
 }

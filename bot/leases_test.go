@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/opsbot/opsbot/auth"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,7 +35,7 @@ func newLeaseHarness(t *testing.T, path string, ttl time.Duration, backend func(
 		t.Fatal(err)
 	}
 	h := &harness{t: t, store: st, chat: chatrec.New(), leases: leases}
-	auth, err := NewAuth("none", roles)
+	auth, err := auth.New("none", roles)
 	if err != nil {
 		t.Fatal(err)
 	}

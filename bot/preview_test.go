@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"github.com/opsbot/opsbot/auth"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,7 @@ func TestPerLoadConfirmationNamesItsFiles(t *testing.T) {
 	t.Parallel()
 	var ran atomic.Int32
 	h := newHarness(t, countingBackend(&ran), roles)
-	auth, err := NewAuth("none", roles)
+	auth, err := auth.New("none", roles)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"errors"
+	"github.com/opsbot/opsbot/auth"
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
@@ -31,7 +32,7 @@ func (d *Dispatcher) commands() commands.Options { return *d.cmds.Load() }
 
 // Reload makes later requests use auth's roles and cmds' services and hosts.
 // Confirmations already asked and jobs already running keep what they had.
-func (d *Dispatcher) Reload(auth *Auth, cmds commands.Options) {
+func (d *Dispatcher) Reload(auth *auth.Auth, cmds commands.Options) {
 	d.opts.Auth.Replace(auth)
 	d.cmds.Store(&cmds)
 }
@@ -49,7 +50,7 @@ type Reloader interface {
 // began. What only a restart changes (the store's path, limits, the
 // listener) is left as it was. cfg must have been loaded by config.Load.
 func (a *App) Reload(cfg *config.Config) error {
-	auth, err := AuthFromConfig(cfg)
+	auth, err := auth.FromConfig(cfg)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"github.com/opsbot/opsbot/auth"
 	"strings"
 	"sync"
 	"testing"
@@ -80,7 +81,7 @@ func TestDispatcherReload(t *testing.T) {
 	if r := h.handle("bob", "mtp steps 4 llama"); r.Outcome != Refused {
 		t.Fatalf("bob before the reload: %+v", r)
 	}
-	auth, err := NewAuth("none", map[string]string{"test:alice": "operator", "test:bob": "operator"})
+	auth, err := auth.New("none", map[string]string{"test:alice": "operator", "test:bob": "operator"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,6 +122,11 @@ var rules = []struct {
 	{"ops never imports config", func(from, to string, _ bool) bool {
 		return !under(from, "ops") || !under(to, "config")
 	}},
+	// A role decision needs a command's policy and the config, never the
+	// store, a chat or a host (ARCHITECTURE.md, Arrows).
+	{"auth's code imports of ours only commands and config", func(from, to string, test bool) bool {
+		return test || !under(from, "auth") || under(to, "auth") || under(to, "commands") || under(to, "config")
+	}},
 	{"commands, ops, store and config never import bot", func(from, to string, _ bool) bool {
 		low := under(from, "commands") || under(from, "ops") || under(from, "store") || under(from, "config")
 		return !low || !under(to, "bot")
@@ -245,6 +250,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "ops/gpu", code: map[string]bool{"lab": true}},
 		{path: "store", code: map[string]bool{"bot": true, "ops/remote": true}},
 		{path: "bot", code: map[string]bool{"bot/console": true}},
+		{path: "auth", code: map[string]bool{"store": true, "bot": true}},
 		{path: "lab", code: map[string]bool{"ops/unit": true}},
 		{path: "ops/bench", code: map[string]bool{"ops/remote": true}},
 		{path: "bot/console", code: map[string]bool{"ops": true, "commands": true}},
@@ -265,6 +271,8 @@ func TestRulesCatchViolations(t *testing.T) {
 	}
 	got := violations(bad)
 	want := []string{
+		"auth imports bot: auth's code imports of ours only commands and config",
+		"auth imports store: auth's code imports of ours only commands and config",
 		"bot imports bot/console: nothing imports an adapter except cmd",
 		"bot imports schedule: bot never imports schedule, watchdog or app",
 		"bot/console imports commands: an adapter imports of ours only bot, chat and config",

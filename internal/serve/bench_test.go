@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/opsbot/opsbot/auth"
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/internal/benchstat"
@@ -48,7 +49,7 @@ func benchAck(b *testing.B, burst int, metrics bool) {
 	for i := range 100 {
 		users[fmt.Sprintf("slack:U%03d", i)] = "operator"
 	}
-	auth, err := bot.NewAuth("none", users)
+	au, err := auth.New("none", users)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func benchAck(b *testing.B, burst int, metrics bool) {
 	for i := range 100 {
 		services = append(services, commands.ServiceRef{Name: fmt.Sprintf("svc%d", i), Host: fmt.Sprintf("gpu%d", i)})
 	}
-	var in bot.Inbound = bot.NewDispatcher(bot.DispatcherOptions{Store: st, Engine: eng, Auth: auth,
+	var in bot.Inbound = bot.NewDispatcher(bot.DispatcherOptions{Store: st, Engine: eng, Auth: au,
 		Commands: commands.Options{Services: services}, Logger: slog.New(slog.DiscardHandler)})
 	if metrics {
 		in = m.Inbound(in)

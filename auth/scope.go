@@ -1,4 +1,4 @@
-package bot
+package auth
 
 import (
 	"fmt"
@@ -11,10 +11,10 @@ import (
 	"github.com/opsbot/opsbot/config"
 )
 
-// scope is what auth decides beyond roles, from the config: where each
+// Scope is what auth decides beyond roles, from the config: where each
 // service runs (so that a command that touches a node needs its role on
 // every service there), and which commands wait for a second person.
-type scope struct {
+type Scope struct {
 	services   map[string]spot
 	twoPerson  []config.CommandRule
 	unattended []config.CommandRule
@@ -28,8 +28,8 @@ type spot struct {
 	gpus       []int
 }
 
-func scopeFromConfig(cfg *config.Config) *scope {
-	s := &scope{services: make(map[string]spot, len(cfg.Services)), approveTTL: cfg.Auth.TwoPerson.Expires.D()}
+func scopeFromConfig(cfg *config.Config) *Scope {
+	s := &Scope{services: make(map[string]spot, len(cfg.Services)), approveTTL: cfg.Auth.TwoPerson.Expires.D()}
 	for name, svc := range cfg.Services {
 		node := svc.Host
 		if svc.Proxmox != nil {
@@ -44,12 +44,12 @@ func scopeFromConfig(cfg *config.Config) *scope {
 	return s
 }
 
-// touched returns the services cmd needs its role on: the service it names;
+// Touched returns the services cmd needs its role on: the service it names;
 // for a command that may reap on its node (Policy.Reaps), also every
 // service on that node whose GPUs could be the same; for a command on a
 // host, every service there. Nil: the command is about no service, and the
 // role granted on every service counts.
-func (s *scope) touched(cmd commands.Command) []string {
+func (s *Scope) Touched(cmd commands.Command) []string {
 	on := commands.Where(cmd)
 	switch {
 	case on.Service != "" && cmd.Spec().Reaps && commands.Mutates(cmd):
@@ -90,15 +90,15 @@ func sharesGPU(a, b []int) bool {
 	return false
 }
 
-// needsApproval reports whether cmd waits for a second person: it changes
+// NeedsApproval reports whether cmd waits for a second person: it changes
 // something and auth.two_person.commands lists it.
-func (s *scope) needsApproval(cmd commands.Command) bool {
+func (s *Scope) NeedsApproval(cmd commands.Command) bool {
 	return commands.Mutates(cmd) && matchRule(s.twoPerson, cmd)
 }
 
 // unattendedOK reports whether the scheduler and the watchdog may run cmd,
 // which needs an approval, without one (auth.two_person.unattended).
-func (s *scope) unattendedOK(cmd commands.Command) bool { return matchRule(s.unattended, cmd) }
+func (s *Scope) UnattendedOK(cmd commands.Command) bool { return matchRule(s.unattended, cmd) }
 
 func matchRule(rules []config.CommandRule, cmd commands.Command) bool {
 	path, svc := cmd.Spec().Path, commands.Where(cmd).Service
@@ -110,44 +110,44 @@ func matchRule(rules []config.CommandRule, cmd commands.Command) bool {
 	return false
 }
 
-// permit is auth's answer for one command: whether it may run, and what a
+// Decision is auth's answer for one command: whether it may run, and what a
 // refusal says.
-type permit struct {
-	ok       bool
-	need     commands.Role
-	have     commands.Role // the lowest role held among the services touched
-	services []string      // the services touched (nil: every service)
-	lacking  []string      // those of services where the role is lacking
+type Decision struct {
+	OK       bool
+	Need     commands.Role
+	Have     commands.Role // the lowest role held among the services touched
+	Services []string      // the services touched (nil: every service)
+	Lacking  []string      // those of services where the role is lacking
 }
 
 // Permit decides whether user may run cmd in room: the role cmd needs on
 // every service it touches (touched), or, for a command about no service,
 // the role granted on every service.
-func (a *Auth) Permit(platform, room, user string, cmd commands.Command) permit {
+func (a *Auth) Permit(platform, room, user string, cmd commands.Command) Decision {
 	need := commands.RoleOf(cmd)
-	services := a.scopeNow().touched(cmd)
-	p := permit{need: need, services: services}
+	services := a.Scope().Touched(cmd)
+	p := Decision{Need: need, Services: services}
 	if len(services) == 0 {
-		p.have = a.RoleIn(platform, room, user)
-		p.ok = p.have != RoleNone && p.have >= need
+		p.Have = a.RoleIn(platform, room, user)
+		p.OK = p.Have != RoleNone && p.Have >= need
 		return p
 	}
-	p.have = commands.Admin
+	p.Have = commands.Admin
 	for _, s := range services {
 		r := a.RoleOn(platform, room, user, s)
-		p.have = min(p.have, r)
+		p.Have = min(p.Have, r)
 		if r == RoleNone || r < need {
-			p.lacking = append(p.lacking, s)
+			p.Lacking = append(p.Lacking, s)
 		}
 	}
-	p.ok = len(p.lacking) == 0
+	p.OK = len(p.Lacking) == 0
 	return p
 }
 
 // mayChange lists the services on which user holds at least need.
 func (a *Auth) mayChange(platform, room, user string, need commands.Role) []string {
 	var out []string
-	for name := range a.scopeNow().services {
+	for name := range a.Scope().services {
 		if r := a.RoleOn(platform, room, user, name); r != RoleNone && r >= need {
 			out = append(out, name)
 		}
@@ -156,26 +156,26 @@ func (a *Auth) mayChange(platform, room, user string, need commands.Role) []stri
 	return out
 }
 
-// refusal says why p refused cmd to user, and what they may do instead.
-func (a *Auth) refusal(platform, room, user string, cmd commands.Command, p permit) string {
+// Refusal says why p refused cmd to user, and what they may do instead.
+func (a *Auth) Refusal(platform, room, user string, cmd commands.Command, p Decision) string {
 	text := commands.Text(cmd)
-	if len(p.services) == 0 || !a.scoped(platform, user) {
+	if len(p.Services) == 0 || !a.Scoped(platform, user) {
 		return fmt.Sprintf("`%s` needs the %s role; you have %s. Ask an admin to grant it in the config (auth.users[\"%s:%s\"]).",
-			text, p.need, roleName(p.have), platform, user)
+			text, p.Need, RoleName(p.Have), platform, user)
 	}
 	var b strings.Builder
 	on := commands.Where(cmd).Service
-	if len(p.services) > 1 && on != "" {
+	if len(p.Services) > 1 && on != "" {
 		fmt.Fprintf(&b, "`%s` may stop processes on GPUs that %s shares with %s, so it needs the %s role on each of %s; you lack it on %s.",
-			text, on, strings.Join(others(p.services, on), ", "), p.need, strings.Join(p.services, ", "), strings.Join(p.lacking, ", "))
+			text, on, strings.Join(others(p.Services, on), ", "), p.Need, strings.Join(p.Services, ", "), strings.Join(p.Lacking, ", "))
 	} else {
-		fmt.Fprintf(&b, "`%s` needs the %s role on %s; you have %s there.", text, p.need, strings.Join(p.lacking, ", "),
-			roleName(a.RoleOn(platform, room, user, p.lacking[0])))
+		fmt.Fprintf(&b, "`%s` needs the %s role on %s; you have %s there.", text, p.Need, strings.Join(p.Lacking, ", "),
+			RoleName(a.RoleOn(platform, room, user, p.Lacking[0])))
 	}
-	if may := a.mayChange(platform, room, user, p.need); len(may) > 0 {
+	if may := a.mayChange(platform, room, user, p.Need); len(may) > 0 {
 		fmt.Fprintf(&b, " You may change: %s.", strings.Join(may, ", "))
 	} else {
-		fmt.Fprintf(&b, " You may change no service with the %s role.", p.need)
+		fmt.Fprintf(&b, " You may change no service with the %s role.", p.Need)
 	}
 	fmt.Fprintf(&b, " Ask an admin to grant it in the config (auth.users[\"%s:%s\"]).", platform, user)
 	return b.String()
@@ -191,9 +191,9 @@ func others(list []string, but string) []string {
 	return out
 }
 
-// scoped reports whether user holds a role granted on some services only
+// Scoped reports whether user holds a role granted on some services only
 // (by their id or a group): only then does a refusal name services.
-func (a *Auth) scoped(platform, user string) bool {
+func (a *Auth) Scoped(platform, user string) bool {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	keys := []string{platform + ":" + user}
@@ -210,4 +210,43 @@ func (a *Auth) scoped(platform, user string) bool {
 		}
 	}
 	return false
+}
+
+// ApproveTTL is how long a request waits for its second person.
+func (s *Scope) ApproveTTL() time.Duration { return s.approveTTL }
+
+// Approvers lists the config's user and group keys that hold the role cmd
+// needs on every service it touches, leaving out those in but (the
+// requester, and whoever they act as): whom a request for approval may
+// name. Groups read "a member of KEY". It also returns the services
+// touched (nil: the command is about no service).
+func (a *Auth) Approvers(cmd commands.Command, but ...string) (named, services []string) {
+	need := commands.RoleOf(cmd)
+	services = a.Scope().Touched(cmd)
+	check := services
+	if len(check) == 0 {
+		check = []string{""}
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	for key, g := range a.users {
+		if slices.Contains(but, key) {
+			continue
+		}
+		ok := true
+		for _, s := range check {
+			r, found := g.on(s)
+			ok = ok && found && r >= need
+		}
+		if !ok {
+			continue
+		}
+		if p, _, _ := strings.Cut(key, ":"); strings.HasSuffix(p, "-group") {
+			named = append(named, "a member of "+key)
+		} else {
+			named = append(named, key)
+		}
+	}
+	sort.Strings(named)
+	return named, services
 }

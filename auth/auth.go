@@ -1,8 +1,15 @@
-package bot
+// Package auth decides who may do what: the roles the config grants (by
+// user, by a platform's user group, by a Matrix power level), on every
+// service or on some; the services a command touches (a command that may
+// stop processes on shared GPUs needs its role on each service there); and
+// which commands wait for a second person. It answers from memory, without
+// I/O; the door (package bot) asks it and audits what it decides.
+package auth
 
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/opsbot/opsbot/commands"
@@ -19,7 +26,7 @@ type Auth struct {
 	mu          sync.RWMutex // Replace swaps the roles under it
 	defaultRole commands.Role
 	users       map[string]grant        // "platform:id" -> roles by service
-	scope       *scope                  // the services, and the commands that wait for a second person
+	scope       *Scope                  // the services, and the commands that wait for a second person
 	grants      map[string][]levelGrant // platform -> roles granted by power level, highest role first
 	groups      map[string]Membership   // platform -> its user groups
 	levels      map[string]RoomLevels   // platform -> its users' power levels in rooms
@@ -52,10 +59,10 @@ type Membership interface {
 	GroupsOf(user string) []string
 }
 
-// NewAuth builds an Auth from role names ("none", "viewer", "operator",
+// New builds an Auth from role names ("none", "viewer", "operator",
 // "admin"). users maps "platform:id" to a role name; a key without both parts
 // ("console:", ":alice", "alice") is an error, never a user.
-func NewAuth(defaultRole string, users map[string]string) (*Auth, error) {
+func New(defaultRole string, users map[string]string) (*Auth, error) {
 	grants := make(map[string]config.Grant, len(users))
 	for id, name := range users {
 		grants[id] = config.RoleEverywhere(name)
@@ -70,9 +77,9 @@ func newAuth(defaultRole string, users map[string]config.Grant) (*Auth, error) {
 	if err != nil {
 		return nil, fmt.Errorf("auth default role: %w", err)
 	}
-	a := &Auth{defaultRole: dr, users: make(map[string]grant, len(users)), scope: &scope{}}
+	a := &Auth{defaultRole: dr, users: make(map[string]grant, len(users)), scope: &Scope{}}
 	for id, g := range users {
-		if !validKey(id) {
+		if !ValidKey(id) {
 			return nil, fmt.Errorf("auth user %q: want platform:id, e.g. console:alice or slack:U123", id)
 		}
 		gr := grant{}
@@ -113,11 +120,11 @@ func parseRole(name string) (commands.Role, error) {
 	return commands.ParseRole(name)
 }
 
-// AuthFromConfig builds the roles cfg grants: auth.default_role and
+// FromConfig builds the roles cfg grants: auth.default_role and
 // auth.users, and, when matrix is enabled, matrix.power_levels for platform
 // "matrix" (in effect once the Matrix adapter supplies the levels, see
 // WithRoomLevels).
-func AuthFromConfig(cfg *config.Config) (*Auth, error) {
+func FromConfig(cfg *config.Config) (*Auth, error) {
 	a, err := newAuth(cfg.Auth.DefaultRole, cfg.Auth.Users)
 	if err != nil {
 		return nil, err
@@ -251,9 +258,9 @@ func (a *Auth) levelRole(platform, room, user string) (commands.Role, bool) {
 	return RoleNone, false
 }
 
-// levelHint tells a user refused in room how a power level there would
+// LevelHint tells a user refused in room how a power level there would
 // grant need: "" when no level grants it on platform.
-func (a *Auth) levelHint(platform, room, user string, need commands.Role) string {
+func (a *Auth) LevelHint(platform, room, user string, need commands.Role) string {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if room == "" || a.levels[platform] == nil {
@@ -301,16 +308,23 @@ func (a *Auth) Replace(b *Auth) {
 	a.mu.Unlock()
 }
 
-// scopeNow is the scope in effect.
-func (a *Auth) scopeNow() *scope {
+// Scope is the scope in effect.
+func (a *Auth) Scope() *Scope {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	return a.scope
 }
 
-func roleName(r commands.Role) string {
+// RoleName names r, "none" for RoleNone.
+func RoleName(r commands.Role) string {
 	if r == RoleNone {
 		return "none"
 	}
 	return r.String()
+}
+
+// ValidKey reports whether k is an auth key "platform:id" with both parts.
+func ValidKey(k string) bool {
+	platform, id, ok := strings.Cut(k, ":")
+	return ok && platform != "" && strings.TrimSpace(id) != "" && !strings.ContainsAny(k, " \t\n")
 }
