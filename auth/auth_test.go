@@ -30,10 +30,10 @@ func TestGroupRoles(t *testing.T) {
 	}{
 		{"slack", "U1", commands.Operator}, // viewer by id, operator by group
 		{"slack", "U2", commands.Admin},    // the highest of two groups
-		{"slack", "U3", RoleNone},     // an unlisted group grants nothing
+		{"slack", "U3", RoleNone},          // an unlisted group grants nothing
 		{"slack", "U4", commands.Admin},    // a group never lowers a role
-		{"slack", "U5", RoleNone},     // in no group
-		{"matrix", "U2", RoleNone},    // groups are per platform
+		{"slack", "U5", RoleNone},          // in no group
+		{"matrix", "U2", RoleNone},         // groups are per platform
 	}
 	for _, c := range cases {
 		if got := a.Role(c.platform, c.user); got != c.want {
@@ -97,10 +97,10 @@ func TestPowerLevelRoles(t *testing.T) {
 		want                 commands.Role
 	}{
 		{"matrix", "!a", "@bob:hs", commands.Operator}, // by level 50
-		{"matrix", "!b", "@bob:hs", RoleNone},     // level 0 in the other room
-		{"matrix", "!c", "@bob:hs", RoleNone},     // a room whose levels are unknown
-		{"matrix", "", "@bob:hs", RoleNone},       // outside any room
-		{"slack", "!a", "@bob:hs", RoleNone},      // levels are per platform
+		{"matrix", "!b", "@bob:hs", RoleNone},          // level 0 in the other room
+		{"matrix", "!c", "@bob:hs", RoleNone},          // a room whose levels are unknown
+		{"matrix", "", "@bob:hs", RoleNone},            // outside any room
+		{"slack", "!a", "@bob:hs", RoleNone},           // levels are per platform
 		{"matrix", "!a", "@vic:hs", commands.Viewer},   // by id; level 0 grants nothing
 		{"matrix", "!b", "@vic:hs", commands.Admin},    // by level 100, above the id's role
 		{"matrix", "!a", "@ada:hs", commands.Admin},    // a low level never lowers a role
@@ -168,4 +168,3 @@ func TestPowerLevelRoles(t *testing.T) {
 		}
 	}
 }
-
