@@ -159,8 +159,8 @@ func (s *syncer) undecryptable(ctx context.Context, evt *event.Event, err error)
 	if !errors.Is(err, errNoKeys) {
 		why = "it could not be decrypted (" + err.Error() + ")"
 	}
-	s.notice(ctx, evt, fmt.Sprintf("🔒 I could not read your encrypted message sent at %s UTC: %s, so no command in it was run. "+
-		"Send the command again; if this repeats, your client is not sharing room keys with opsbot's device %s. "+
+	s.notice(ctx, evt, fmt.Sprintf("🔒 I could not read your encrypted message sent at %s UTC: %s, so no command in it was run: "+
+		"send the command again. If this repeats, your client is not sharing room keys with opsbot's device %s. "+
 		"That device is cross-signed by its own account, so it should show as verified by its owner; if it does not, "+
 		"ask whoever runs opsbot to look at its /readyz (an unsigned device is named there with what to do).",
 		time.UnixMilli(evt.Timestamp).UTC().Format("15:04:05"), why, s.crypto.device()))
