@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/opsbot/opsbot/internal/testrun"
+	"github.com/opsbot/opsbot/lab"
 )
 
 func runArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -177,6 +179,59 @@ func TestOverviewListsEverySubcommand(t *testing.T) {
 	for name, doc := range subcommands {
 		if line := "  " + strings.Join(strings.Fields(doc.usage), " ") + "\n"; strings.Count(text, line) != 1 {
 			t.Errorf("overview lacks %s's usage line %q:\n%s", name, line, text)
+		}
+	}
+}
+
+// Every subcommand's --help lists each of its flags and subcommands once,
+// with at most one default per flag; --lab-faults names every fault.
+func TestSubcommandHelpListsEveryFlagOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"store", "--help"}, []string{"usage: opsbot store backup", "usage: opsbot store copy", "  -live\n"}},
+		{[]string{"config", "check", "--help"}, []string{"usage: opsbot config check", "  -config FILE", "  -lab\n"}},
+		{[]string{"bench", "--help"}, []string{"-prompts int"}},
+		{[]string{"run", "--help"}, []string{"  -lab-faults LIST\n"}},
+		{[]string{"demo", "--help"}, []string{"  -lab-faults LIST\n"}},
+		{[]string{"serve", "--help"}, []string{"  -lab-faults LIST\n"}},
+		{[]string{"lab", "--help"}, []string{"  -faults LIST\n"}},
+	} {
+		code, out, errs := runArgs(t, tc.args...)
+		if code != 0 {
+			t.Errorf("%q: exit %d: %s", tc.args, code, errs)
+		}
+		want := tc.want
+		if strings.Contains(out, "faults LIST") {
+			for _, d := range lab.FaultDocs {
+				want = append(want, "  "+d[0]+": ")
+			}
+		}
+		for _, w := range want {
+			if strings.Count(out, w) != 1 {
+				t.Errorf("%q: %q appears %d times, want once:\n%s", tc.args, w, strings.Count(out, w), out)
+			}
+		}
+		// A flag's help is its "  -name" line and the indented lines under
+		// it, up to the next flag or the examples.
+		for _, f := range regexp.MustCompile(`(?m)^  -\S+.*\n(?:\t.*\n)*`).FindAllString(out, -1) {
+			if n := strings.Count(f, "default"); n > 1 {
+				t.Errorf("%q: a flag names %d defaults:\n%s", tc.args, n, f)
+			}
+		}
+	}
+}
+
+// `help confirm` (and approve, y, yes) explains how a confirmation is
+// answered, with or without hosts.
+func TestRunHelpConfirm(t *testing.T) {
+	t.Parallel()
+	for _, topic := range []string{"confirm", "approve", "y", "yes"} {
+		code, out, errs := runArgs(t, "run", "help "+topic)
+		if code != 0 || !strings.Contains(out, "`confirm TOKEN`") || !strings.Contains(out, "--yes") {
+			t.Errorf("help %s: exit %d\n%s\n%s", topic, code, out, errs)
 		}
 	}
 }

@@ -26,17 +26,15 @@ var adapterNames = map[string]string{"slack": "Slack", "matrix": "Matrix"}
 // with its key; or the effective config with secrets redacted. Warnings
 // (config.Config.Warnings) go to stderr either way and do not fail it.
 func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("config check", io.Discard)
+	path := fs.String("config", "", "config `FILE` to check")
+	withLab := fs.Bool("lab", false, "check FILE as opsbot serve --lab (and run --config FILE --lab) run it: on top of the lab's config")
 	if wantsHelp(args) {
-		flags := newFlagSet("config", io.Discard)
-		flags.String("config", "", "config `FILE` to check")
-		return &helpRequest{text: helpText(flags)}
+		return &helpRequest{text: helpText(fs)}
 	}
 	if len(args) == 0 || args[0] != "check" {
-		return usagef("usage: opsbot config check --config FILE")
+		return usagef("usage: opsbot config check --config FILE [--lab]")
 	}
-	fs := newFlagSet("config check", io.Discard)
-	path := fs.String("config", "", "config `FILE`")
-	withLab := fs.Bool("lab", false, "check FILE as `opsbot serve --lab` runs it: on top of the lab's config")
 	if err := fs.Parse(args[1:]); err != nil {
 		return usagef("usage: opsbot config check --config FILE [--lab]")
 	}

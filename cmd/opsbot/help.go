@@ -72,7 +72,7 @@ var subcommands = map[string]subcommandDoc{
 			"opsbot bench --config opsbot.yaml --service qwen",
 		},
 	},
-	"opsbot config": {
+	"opsbot config check": {
 		usage:    "opsbot config check --config FILE [--lab]",
 		what:     "Validates a config file and prints the effective config with secrets redacted. With --lab, the\nfile is checked as `opsbot serve --lab` runs it, on top of the lab's config.",
 		examples: []string{"opsbot config check --config deploy/opsbot.example.yaml"},
@@ -180,7 +180,7 @@ func printUsageTo(fs *flag.FlagSet, w io.Writer) {
 }
 
 // overviewOrder is the order `opsbot --help` lists the subcommands in.
-var overviewOrder = []string{"opsbot run", "opsbot demo", "opsbot lab", "opsbot bench", "opsbot config", "opsbot serve",
+var overviewOrder = []string{"opsbot run", "opsbot demo", "opsbot lab", "opsbot bench", "opsbot config check", "opsbot serve",
 	"opsbot store backup", "opsbot store copy", "opsbot health", "opsbot version"}
 
 // overview is `opsbot --help`: each subcommand's usage line, as its own

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/bot/console"
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/lab"
 )
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
@@ -22,7 +25,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs := newFlagSet("run", stderr)
 	configPath := fs.String("config", "", "config `FILE`")
 	useLab := fs.Bool("lab", false, "run on the simulated GPU host (the lab), with a store that lasts this run only; --config FILE --lab keeps FILE's store")
-	labFaults := fs.String("lab-faults", "", "lab faults, e.g. orphans,slow-load=5s")
+	labFaults := fs.String("lab-faults", "", lab.FaultHelp("comma-separated lab faults `LIST`, e.g. orphans,slow-load=5s (they apply to both services):"))
 	labUnit := fs.String("lab-unit", "", "seed the lab service's unit with this `FILE`")
 	asJSON := fs.Bool("json", false, "print one JSON object per command per line (a chart's file in \"chart_path\")")
 	chartDir := fs.String("chart-dir", ".", "save charts (sweeps, tunes) as new files in `DIR`")
@@ -128,7 +131,7 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	tty := isTerminal(stdout)
 	stdout = &lockedWriter{w: stdout} // jobs render from their own goroutines
 	fs := newFlagSet("demo", stderr)
-	labFaults := fs.String("lab-faults", "", "lab faults, e.g. orphans,slow-load=5s")
+	labFaults := fs.String("lab-faults", "", lab.FaultHelp("comma-separated lab faults `LIST`, e.g. orphans,slow-load=5s (they apply to both services):"))
 	labUnit := fs.String("lab-unit", "", "seed the lab service's unit with this `FILE`")
 	chartDir := fs.String("chart-dir", ".", "save charts (sweeps, tunes) as new files in `DIR`")
 	verbose := fs.Bool("v", false, "verbose logging to stderr")
@@ -159,10 +162,11 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 
 // checkChartDir returns dir (--chart-dir) as an absolute path, so that the
 // paths printed of the charts saved there are. A directory the user named
-// (given) must take a chart before anything runs, else a usage error names
-// it and why. The default, the current directory, is not probed: most runs
-// make no chart, and a run from a directory that cannot take one says so in
-// the thread of the chart it could not save.
+// (given) is created when missing (with its parents, 0755), and must take a
+// chart before anything runs, else a usage error names it and why. The
+// default, the current directory, is not probed: most runs make no chart,
+// and a run from a directory that cannot take one says so in the thread of
+// the chart it could not save.
 func checkChartDir(dir string, given bool) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -171,8 +175,13 @@ func checkChartDir(dir string, given bool) (string, error) {
 	if !given {
 		return abs, nil
 	}
+	if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return "", usagef("charts cannot be saved in %s: creating it failed (%v); nothing was run", abs, err)
+		}
+	}
 	if err := console.CheckChartDir(abs); err != nil {
-		return "", usagef("%v; nothing was run: pass --chart-dir DIR, a directory you can write to", err)
+		return "", usagef("%v; nothing was run", err)
 	}
 	return abs, nil
 }

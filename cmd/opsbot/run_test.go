@@ -378,14 +378,28 @@ func TestRunRefusesAnUnwritableChartDir(t *testing.T) {
 		args []string
 		says string
 	}{
-		{[]string{"run", "--lab", "--chart-dir", filepath.Join(dir, "missing"), "mtp steps 4"}, filepath.Join(dir, "missing") + ": the directory does not exist"},
 		{[]string{"run", "--lab", "--json", "mtp steps 4", "--chart-dir", file}, file + ": it is not a directory"},
 		{[]string{"demo", "--chart-dir", file}, file + ": it is not a directory"},
+		{[]string{"run", "--lab", "--chart-dir", filepath.Join(file, "charts"), "mtp steps 4"}, filepath.Join(file, "charts") + ": "},
 	} {
 		code, out, errs := runArgs(t, tc.args...)
 		if code != 2 || out != "" || !strings.Contains(errs, "charts cannot be saved in "+tc.says) ||
-			!strings.Contains(errs, "nothing was run: pass --chart-dir DIR") {
+			!strings.Contains(errs, "nothing was run") || strings.Contains(errs, "pass --chart-dir") {
 			t.Errorf("%q: exit %d\nstdout: %s\nstderr: %s", tc.args, code, out, errs)
 		}
+	}
+}
+
+// A --chart-dir that does not exist yet is created (README's "Try it"
+// names one a fresh clone lacks), and the run goes on.
+func TestRunCreatesAMissingChartDir(t *testing.T) {
+	t.Parallel()
+	charts := filepath.Join(t.TempDir(), "charts", "today")
+	code, out, errs := runArgs(t, "run", "--lab", "--chart-dir", charts, "jobs")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if fi, err := os.Stat(charts); err != nil || !fi.IsDir() {
+		t.Fatalf("--chart-dir %s not created: %v", charts, err)
 	}
 }
