@@ -70,6 +70,9 @@ func quote(s string) string {
 	return strconv.Quote(s)
 }
 
+// Closest is closest, for the config's "did you mean" on unknown keys.
+func Closest(word string, candidates []string) string { return closest(word, candidates) }
+
 // closest returns the candidate nearest to word by edit distance (transpositions
 // count as one edit), or a candidate word is a prefix of; "" when none is close.
 func closest(word string, candidates []string) string {
