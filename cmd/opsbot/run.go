@@ -61,8 +61,10 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		con.WaitsOnly = true
 	}
 	chats := map[string]bot.Chat{console.Platform: con}
+	// The lab's engines load while the commands are parsed; a job waits for
+	// them (Ready), `jobs` and `help` do not.
 	e, err := setup(ctx, setupOptions{ConfigPath: *configPath, Lab: *useLab, LabFaults: *labFaults, LabUnit: *labUnit,
-		Chats: chats, Logger: newLogger(stderr, *verbose)})
+		Chats: chats, Logger: newLogger(stderr, *verbose), LabLater: true})
 	if err != nil {
 		return 1, err
 	}
@@ -82,7 +84,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	})
 	defer stopJobs()
 	return console.Run(context.WithoutCancel(ctx), console.RunOptions{Bot: e.app, OSUser: defaultUser(), As: *as, JSON: *asJSON, Yes: *yes,
-		ChartDir: charts, Ask: console.TerminalAsk(stdin, stderr), Out: stdout, Err: stderr, Invocation: invocation(fs)}, cmds), nil
+		ChartDir: charts, Ask: console.TerminalAsk(stdin, stderr), Out: stdout, Err: stderr, Invocation: invocation(fs),
+		Ready: e.labReady}, cmds), nil
 }
 
 // helpOnly answers cmds when every one is a `help` chat command, as the bot

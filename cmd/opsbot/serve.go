@@ -141,6 +141,8 @@ type server struct {
 	adapters []bot.Adapter
 	// runErrs holds the error of an adapter whose Run gave up, by platform.
 	runErrs sync.Map
+	// phase is what start-up waits for now (setupOptions.Phase), for /readyz.
+	phase atomic.Pointer[string]
 }
 
 func (s *server) sshStats() []remote.HostState {
@@ -155,7 +157,11 @@ func (s *server) sshStats() []remote.HostState {
 func (s *server) ready(ctx context.Context) error {
 	e := s.env.Load()
 	if e == nil {
-		return errors.New("starting: opening the store")
+		what := "opening the store"
+		if p := s.phase.Load(); p != nil {
+			what = *p
+		}
+		return errors.New("starting: " + what)
 	}
 	if !s.serving.Load() {
 		return errors.New("starting: the scheduler and the watchdog")
@@ -217,6 +223,7 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 	}
 
 	o.Chats, o.Logger, o.Observer = chats, log, s.metrics
+	o.Phase = func(what string) { s.phase.Store(&what) }
 	o.Opened = func(st *store.Store, leases *jobs.Leases) error {
 		for _, a := range s.adapters {
 			if k, ok := a.(storeKeeper); ok {
