@@ -167,6 +167,9 @@ func (d *Dispatcher) Handle(ctx context.Context, req Request) (r Reply) {
 	if !d.opts.Auth.AllowedIn(req.Platform, req.Room, req.User, commands.RoleOf(cmd)) {
 		return d.refuseRole(ctx, req, cmd)
 	}
+	if r, refused := d.nothingToUndo(ctx, req, cmd); refused {
+		return r
+	}
 	if commands.NeedsConfirm(cmd) && !req.Confirmed {
 		if add, ok := cmd.(*commands.ScheduleAdd); ok {
 			if r, bad := vetScheduleAdd(d, req, add); bad {

@@ -155,6 +155,9 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 	// The runbook's pipelines hold nodes through the store's leases, so it
 	// is built once the app has opened the store.
 	newBackend := func(deps bot.BackendDeps) (jobs.Backend, error) {
+		// The lab is new at every run; a store of --config FILE keeps
+		// the jobs of the labs before it.
+		deps.NewHosts = o.Lab
 		e.deps = deps
 		if len(cfg.Hosts) == 0 {
 			return &e.runbooks, nil // nothing to reach yet; a reload may add hosts
@@ -264,7 +267,13 @@ func newRunbook(cfg *config.Config, deps bot.BackendDeps, log *slog.Logger) (*op
 		SweepMetric: cfg.Sweep.Metric,
 		NodeLocks:   deps.Nodes,
 		Changes:     deps.Changes,
-		Logger:      log,
+		RebuiltAfter: func() int64 {
+			if deps.NewHosts {
+				return deps.LastJob
+			}
+			return 0
+		}(),
+		Logger: log,
 	}
 	for name, h := range cfg.Hosts {
 		oc.Hosts[name] = ops.HostConfig{Addr: h.Addr, User: h.User, Jump: h.Jump, Prefix: h.Prefix}
