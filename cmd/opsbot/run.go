@@ -158,7 +158,7 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return err
 	}
 	defer e.Close()
-	return console.Demo(ctx, console.DemoOptions{Bot: e.app, Console: con, User: defaultUser(), In: stdin,
+	return console.Demo(ctx, console.DemoOptions{Bot: e.app, Console: con, User: defaultUser(), In: stdin, NoPrompt: !readerIsTerminal(stdin),
 		Intro: fmt.Sprintf("opsbot demo on the lab (simulated GPU host).\n%s\nType commands (help, mtp steps 10, gpu status, gpu recover, ...); y confirms what asks for confirmation; quit or Ctrl-D ends it once the jobs started have finished.",
 			e.lab.Describe())})
 }
@@ -199,6 +199,12 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// readerIsTerminal reports whether r is a terminal.
+func readerIsTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // isTerminal reports whether w is a terminal.

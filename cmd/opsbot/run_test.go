@@ -164,6 +164,10 @@ func TestDemoFinishesJobsAtEndOfInput(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
 		}
 	}
+	// Its input is no terminal: no prompt trails the output.
+	if strings.Contains(out.String(), "> ") {
+		t.Errorf("a prompt in the output of piped input:\n%s", out.String())
+	}
 }
 
 // `opsbot lab --config-out FILE` runs the lab standalone and writes a config
