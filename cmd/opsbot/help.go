@@ -59,7 +59,7 @@ var subcommands = map[string]subcommandDoc{
 		usage: "opsbot lab [--faults LIST] [--unit FILE] [--engine sglang|vllm] [--config-out FILE] [--services N] [-v]",
 		what: "Runs the simulated GPU node standalone until Ctrl-C, and writes an opsbot config that reaches it,\n" +
 			"for `opsbot run --config` from another terminal.",
-		examples: []string{"opsbot lab --config-out lab/opsbot.yaml", "opsbot lab --faults orphans,slow-load=5s --engine vllm"},
+		examples: []string{"opsbot lab --config-out ~/opsbot-lab/opsbot.yaml", "opsbot lab --faults orphans,slow-load=5s --engine vllm"},
 	},
 	"opsbot bench": {
 		usage: "opsbot bench --url URL | --config FILE --service NAME [--model M] [--prompts N] [--concurrency C] [--in I] [--out O]\n" +

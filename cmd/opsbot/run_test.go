@@ -16,6 +16,7 @@ import (
 
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
+	"github.com/opsbot/opsbot/lab"
 )
 
 // These tests run the opsbot binary's entry point end to end: the lab (simulated
@@ -130,6 +131,26 @@ func TestRunCrashOnStartRollsBack(t *testing.T) {
 	}
 	if !strings.Contains(*l.Error, "restored the previous unit") {
 		t.Fatalf("error does not say what happened: %s", *l.Error)
+	}
+}
+
+// A unit whose engine crashes at start and whose Restart= waits long
+// (RestartSec=1h) is seen at its first crash: the job says it crashed while
+// starting, before any automatic restart, not that it loops, and rolls back
+// without waiting for systemd's restart.
+func TestRunCrashBeforeAnyAutomaticRestart(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	unit := writeFile(t, filepath.Join(t.TempDir(), "qwen.service"),
+		strings.Replace(lab.DefaultUnit("sglang"), "\nRestartSec=5\n", "\nRestartSec=1h\n", 1))
+	code, lines, stderr := runJSON(t, "--lab-faults", "crash-on-start", "--lab-unit", unit, "mtp steps 10")
+	if code != 1 || len(lines) != 1 || lines[0].Error == nil {
+		t.Fatalf("exit %d (want 1), lines %d; stderr:\n%s", code, len(lines), stderr)
+	}
+	l := lines[0]
+	const want = "sglang-qwen.service crashed while starting (activating/auto-restart, before any automatic restart)"
+	if !strings.Contains(*l.Error, want) || strings.Contains(*l.Error, "restart loop") || !slices.Contains(l.Result.Incidents, "rolled_back") {
+		t.Fatalf("error %q (incidents %v), want %q and a rollback", *l.Error, l.Result.Incidents, want)
 	}
 }
 
