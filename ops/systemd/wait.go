@@ -127,7 +127,7 @@ func (e *FailedError) Error() string {
 // LongRestartSec is the longest RestartSec= WatchStart waits out to see
 // whether a crashed unit's automatic restart loops; a unit that waits
 // longer (or forever) for its restart is reported crashed at once.
-const LongRestartSec = 30 * time.Second
+const LongRestartSec = 30 * time.Second //lint:ignore ST1011 named after RestartSec=, the unit file's key
 
 // longRestartPending reports a unit that crashed and waits longer than
 // LongRestartSec for its automatic restart.
