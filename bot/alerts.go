@@ -98,7 +98,18 @@ func (d *Dispatcher) watchdogRun(ctx context.Context, req Request, cmd commands.
 	if r, skip := d.unattended(ctx, job, cmd, fmt.Sprintf("watchdog incident #%d", run.Incident)); skip {
 		return r
 	}
-	return d.start(ctx, job, cmd, fmt.Sprintf("watchdog incident #%d: services.%s.auto_recover", run.Incident, run.Service))
+	return d.start(ctx, job, cmd, watchdogDecision(run.Incident, run.Service))
+}
+
+// watchdogDecision is the audit decision of the watchdog's own run, which
+// `job N` reads back (isWatchdogDecision) to say who decided it.
+func watchdogDecision(incident int64, service string) string {
+	return fmt.Sprintf("watchdog incident #%d: services.%s.auto_recover", incident, service)
+}
+
+// isWatchdogDecision reports whether decision is a watchdogDecision.
+func isWatchdogDecision(decision string) bool {
+	return strings.HasPrefix(decision, "watchdog incident #") && strings.HasSuffix(decision, ".auto_recover")
 }
 
 // JobCommand is the typed command job j runs, as the store keeps it (the

@@ -60,6 +60,12 @@ type AppOptions struct {
 type BackendDeps struct {
 	Nodes   ops.Locker
 	Changes ops.ChangeLog
+	// LastJob is the newest job's id in the store when it opened (0: none).
+	LastJob int64
+	// NewHosts is set by the caller (not NewApp) when the hosts are built
+	// anew at every start (the lab): the jobs up to LastJob ran on hosts
+	// that are gone (ops.Config.RebuiltAfter).
+	NewHosts bool
 }
 
 // NewApp opens the store, registers this process in it (with a heartbeat,
@@ -97,7 +103,11 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 	}
 	backend := o.Backend
 	if backend == nil && o.NewBackend != nil {
-		if backend, err = o.NewBackend(BackendDeps{Nodes: leases, Changes: ChangeLog{Store: st}}); err != nil {
+		deps := BackendDeps{Nodes: leases, Changes: ChangeLog{Store: st}}
+		if last, err := st.ListJobs(ctx, store.JobFilter{Limit: 1}); err == nil && len(last) == 1 {
+			deps.LastJob = last[0].ID
+		}
+		if backend, err = o.NewBackend(deps); err != nil {
 			leases.Close()
 			st.Close()
 			return nil, err

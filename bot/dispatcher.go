@@ -171,6 +171,9 @@ func (d *Dispatcher) Handle(ctx context.Context, req Request) (r Reply) {
 	if p := d.opts.Auth.Permit(req.Platform, req.Room, req.User, cmd); !p.OK {
 		return d.refuseRole(ctx, req, cmd, p)
 	}
+	if r, refused := d.nothingToUndo(ctx, req, cmd); refused {
+		return r
+	}
 	if commands.NeedsConfirm(cmd) && !req.Confirmed {
 		if add, ok := cmd.(*commands.ScheduleAdd); ok {
 			if r, bad := vetScheduleAdd(d, req, add); bad {

@@ -119,6 +119,11 @@ func RenderJob(j store.Job, evs []store.Event, audit []store.AuditEntry, res *op
 	confirmed := false
 	for _, a := range audit {
 		switch {
+		case isWatchdogDecision(a.Decision):
+			// The watchdog's own run (watchdogRun): no one confirmed it.
+			confirmed = true
+			incident, key, _ := strings.Cut(strings.TrimPrefix(a.Decision, "watchdog "), ": ")
+			fmt.Fprintf(&b, "\nstarted by the watchdog for %s, without asking anyone: %s is true in the config", incident, key)
 		case strings.HasPrefix(a.Decision, "confirmed by "):
 			confirmed = true
 			fmt.Fprintf(&b, "\nconfirmed by %s at %s UTC", strings.TrimPrefix(a.Decision, "confirmed by "), a.At.UTC().Format("15:04:05"))

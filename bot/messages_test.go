@@ -128,6 +128,13 @@ func TestJobAndUndoGolden(t *testing.T) {
 	var b strings.Builder
 	add := func(title string, r Reply) { b.WriteString("## " + title + "\n" + stable(renderReply(r)) + "\n") }
 	add("mtp undo by a viewer", h.handle("vic", "mtp undo qwen"))
+	add("mtp undo with nothing to undo", h.handle("olga", "mtp undo qwen"))
+	// A change to undo: the backend records one for every job.
+	first := h.handle("olga", "mtp steps 10 qwen")
+	if first.Outcome != Queued {
+		t.Fatalf("mtp steps 10: %+v", first)
+	}
+	h.wait(first.JobID)
 	ask := h.handle("olga", "mtp undo qwen")
 	add("mtp undo asks for confirmation", ask)
 	a, ok := ask.Action(ActConfirm)

@@ -38,6 +38,14 @@ func (a *App) Check(text string) error {
 	return err
 }
 
+// NeedsHosts reports whether text parses to a command that runs on the
+// service's hosts (commands.Policy.Hosts): false for what the door answers
+// from the store (jobs, history, help, schedules) and for what does not parse.
+func (a *App) NeedsHosts(text string) bool {
+	c, err := a.Dispatcher.Parse(text)
+	return err == nil && c.Spec().Hosts
+}
+
 // Result is a pipeline's result as a job carries it (ops.Result), for the
 // adapters, which import bot only.
 type Result = ops.Result

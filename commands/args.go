@@ -77,7 +77,7 @@ func (a stepsArg) parse(cp *cmdParse, toks []token, i int) (int, string, string)
 		if !isDigits(w) && i+1 < len(toks) && isDigits(toks[i+1].s) {
 			sugg = didYouMean(moveWord(toks, i+1, i))
 		} else if isDigits(w) && len(w) <= 9 && atoi(w) > max {
-			sugg = "an admin can raise the steps limit in the config"
+			sugg = stepsLimitHint(max)
 		}
 		return i, prob, sugg
 	}
@@ -259,7 +259,7 @@ func (a stepListArg) parse(cp *cmdParse, toks []token, i int) (int, string, stri
 	j, list := joinList(toks, i, toks[i].s)
 	vals, prob, sugg := parseStepList(list, cp.p.opts.maxSteps())
 	if prob != "" {
-		return j, prob, sugg
+		return j, prob, orLimitHint(sugg, prob, cp.p.opts.maxSteps())
 	}
 	*a.v = vals
 	return j, "", ""
@@ -466,7 +466,7 @@ func (a rangeArg) parse(cp *cmdParse, toks []token, i int) (int, string, string)
 	j, rng := joinList(toks, i, toks[i].s)
 	from, to, prob, sugg := parseRange(rng, cp.p.opts.maxSteps())
 	if prob != "" {
-		return j, prob, sugg
+		return j, prob, orLimitHint(sugg, prob, cp.p.opts.maxSteps())
 	}
 	*a.from, *a.to = from, to
 	return j, "", ""
@@ -498,7 +498,7 @@ func (a loadTableArg) parse(cp *cmdParse, toks []token, i int) (int, string, str
 	}
 	tab, prob := parseLoadTable(strings.Join(words, ","), cp.p.opts.maxSteps())
 	if prob != "" {
-		return j, prob, "for example `" + cp.spec.Examples[0] + "`"
+		return j, prob, orLimitHint("for example `"+cp.spec.Examples[0]+"`", prob, cp.p.opts.maxSteps())
 	}
 	*a.v = tab
 	return j, "", ""
@@ -778,4 +778,19 @@ func (b binding) flagsFirst() bool {
 	}
 	_, ok := b.params[len(b.params)-1].(subArg)
 	return ok
+}
+
+// stepsLimitHint says which config key sets the steps limit max.
+func stepsLimitHint(max int) string {
+	return fmt.Sprintf("%d is the config's limits.max_steps: an admin can raise it there (at most 64)", max)
+}
+
+// orLimitHint is stepsLimitHint when prob is about a steps value above max
+// ("... between 0 and 16, got 100"), else sugg.
+func orLimitHint(sugg, prob string, max int) string {
+	_, got, ok := strings.Cut(prob, fmt.Sprintf(" and %d, got ", max))
+	if ok && isDigits(got) && len(got) <= 9 && atoi(got) > max {
+		return stepsLimitHint(max)
+	}
+	return sugg
 }

@@ -133,5 +133,5 @@ func editDistance(a, b string) int {
 }
 
 // Closest returns the candidate nearest to word (a "did you mean" for a
-// name the config gives), or "" when none is close.
+// name the config gives, and for its unknown keys), or "" when none is close.
 func Closest(word string, candidates []string) string { return closest(word, candidates) }

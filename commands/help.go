@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -19,6 +20,10 @@ func Help(topic string) (string, error) {
 	var b strings.Builder
 	if topic == "" {
 		overview(&b)
+		return b.String(), nil
+	}
+	if slices.Contains(answerTopics, topic) {
+		answerHelp(&b, topic)
 		return b.String(), nil
 	}
 	specs := groupSpecs(topic)
@@ -58,10 +63,8 @@ func checkTopic(topic string) *UsageError {
 	if topic == "" {
 		return nil
 	}
-	for _, t := range topics() {
-		if t == topic {
-			return nil
-		}
+	if slices.Contains(topics(), topic) || slices.Contains(answerTopics, topic) {
+		return nil
 	}
 	sugg := ""
 	if m := closest(topic, topics()); m != "" {
@@ -74,6 +77,37 @@ func checkTopic(topic string) *UsageError {
 		}
 	}
 	return usageErr(Lookup("help"), fmt.Sprintf("no help for %s: not a command", quote(topic)), sugg)
+}
+
+// answerTopics are the words that answer a question the bot asked rather
+// than commands of their own (the door reads them: confirm TOKEN, y, yes);
+// "approve" is what people try first. `help WORD` explains them.
+var answerTopics = []string{"confirm", "approve", "y", "yes"}
+
+// answerHelp is `help confirm` (and approve, y, yes): how a confirmation is
+// answered, on every platform, and which commands ask for one.
+func answerHelp(b *strings.Builder, topic string) {
+	var asks []string
+	for _, s := range registry {
+		if s.Confirm {
+			asks = append(asks, s.Path)
+		}
+	}
+	b.WriteString("confirm TOKEN · y · yes\n\n")
+	text := "Answer a question the bot asked: a command that asks for confirmation (" + strings.Join(asks, ", ") +
+		", and a schedule of one of them) answers with a preview of what it will do and a token, and runs only once confirmed. " +
+		"Confirm it with `confirm TOKEN` (the token the preview names, in the same room), or `y` / `yes` when it is the only " +
+		"confirmation waiting for you in that room (with several, `y` confirms none and lists each with its `confirm TOKEN`). " +
+		"In Slack, the preview's Confirm button; in Matrix, a ✅ reaction on it (❌ drops it). " +
+		"In `opsbot run`, answer the prompt with y or the `confirm TOKEN` it names, or pass --yes. " +
+		"Only the one who asked may confirm their command; the watchdog's offers may be confirmed by anyone with the role the command needs. " +
+		"An unanswered confirmation expires (limits.confirm_ttl) and nothing runs."
+	if topic == "approve" {
+		text += " There is no `approve` command: `confirm TOKEN` or `y` is how to approve."
+	}
+	wrap(b, text, 96, "")
+	b.WriteString("\n\nRole: the role of the command confirmed\n")
+	b.WriteString("Examples:\n  confirm 3f9a0c1d2e4b5a6978c1d2e3f4a5b6c7\n  y\n")
 }
 
 func overview(b *strings.Builder) {
@@ -90,6 +124,7 @@ func overview(b *strings.Builder) {
 	b.WriteString("`confirm TOKEN` answers a preview; a command the config makes wait for a second person runs once someone else types `approve TOKEN` (`reject TOKEN` drops it).\n")
 	b.WriteString("Every command that changes something takes --dry-run: it shows what it would do and changes nothing.\n")
 	b.WriteString("SERVICE may be left out when only one service is configured, or the config sets default_service.\n")
+	b.WriteString("`confirm TOKEN` (or `y`) answers a command that asks for confirmation: `help confirm`.\n")
 }
 
 func detail(b *strings.Builder, s *Spec) {

@@ -492,3 +492,19 @@ matrix:
 		t.Errorf("an unset ${MATRIX_RECOVERY_KEY}: %v", err)
 	}
 }
+
+// An unknown key near a known one names it: the typo people make most.
+func TestUnknownKeyDidYouMean(t *testing.T) {
+	text := "limits: {max_step: 3}\nservics: {}\nstore: {path: x.db, retension: 1h}\nbogus: 1\n"
+	_, err := Parse([]byte(text), "/etc/opsbot", env(nil))
+	for _, w := range []string{
+		"limits.max_step: unknown key (line 1); did you mean limits.max_steps?",
+		"servics: unknown key (line 2); did you mean services?",
+		"store.retension: unknown key (line 3); did you mean store.retention?",
+		"bogus: unknown key (line 4)\n",
+	} {
+		if err == nil || !strings.Contains(err.Error()+"\n", w) {
+			t.Errorf("missing %q in:\n%v", w, err)
+		}
+	}
+}

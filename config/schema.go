@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/opsbot/opsbot/commands"
 )
 
 // secretKeys are the keys whose values are secrets wherever they appear:
@@ -214,7 +217,7 @@ func (w *shapeWalk) structFields(at shapeAt) bool {
 		seen[k.Value] = k.Line
 		f, ok := fields[k.Value]
 		if !ok {
-			w.errs = append(w.errs, fmt.Errorf("%s: unknown key (line %d)", p, k.Line))
+			w.errs = append(w.errs, fmt.Errorf("%s: unknown key (line %d)%s", p, k.Line, didYouMeanKey(at.path, k.Value, fields)))
 			continue
 		}
 		if walkShape(v, f.Type, p, at.secret || secretKeys[k.Value] || secretSections[p], w) {
@@ -299,4 +302,18 @@ func (w *shapeWalk) scalar(at shapeAt) bool {
 		}
 	}
 	return true
+}
+
+// didYouMeanKey is "; did you mean PATH.KEY?" naming the key of fields
+// nearest to key, or "" when none is near.
+func didYouMeanKey(path, key string, fields map[string]reflect.StructField) string {
+	names := make([]string, 0, len(fields))
+	for n := range fields {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if m := commands.Closest(key, names); m != "" && m != key {
+		return "; did you mean " + join(path, m) + "?"
+	}
+	return ""
 }

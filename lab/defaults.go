@@ -94,3 +94,7 @@ LimitNOFILE=1048576
 [Install]
 WantedBy=multi-user.target
 `
+
+// DefaultUnit is the unit text the lab seeds qwen with for engine ("sglang"
+// or "vllm"): a base for a --lab-unit that changes one line of it.
+func DefaultUnit(engine string) string { return defaultUnit(engine) }

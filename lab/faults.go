@@ -94,6 +94,29 @@ func (e *FaultError) Error() string {
 	return fmt.Sprintf("fault %q: %s (known: orphans, dstate, slow-load=DUR, slow-engine=F, crash-on-start, ssh-drop[=upload|write|reload], no-forwarding, restart-loop=DUR, xid=N@GPU, remap-pending=GPU, pcie-degraded=GPU, thermal=GPU, stuck-memory=GPU, persistence-held=GPU)", e.Item, e.Problem)
 }
 
+// FaultDocs name every fault ParseFaults takes, as written, with what it
+// does: for the --lab-faults and --faults help.
+var FaultDocs = [][2]string{
+	{"orphans", "engine workers outlive a stop holding GPU memory (the incident)"},
+	{"dstate", "a worker no signal kills"},
+	{"slow-load=DUR", "the model load takes DUR longer"},
+	{"crash-on-start", "the engine crashes with any changed command line"},
+	{"slow-engine=F", "the engines decode F times slower (a regression)"},
+	{"ssh-drop[=upload|write|reload]", "the SSH connection drops at the next systemctl start/stop (or at that unit write stage)"},
+	{"no-forwarding", "the hosts' sshd refuse TCP forwarding (a via_ssh service is unreachable)"},
+	{"restart-loop=DUR", "DUR after start, qwen is restarted behind opsbot's back and loops (for the watchdog)"},
+}
+
+// FaultHelp is FaultDocs as flag help: lead, then one fault a line.
+func FaultHelp(lead string) string {
+	var b strings.Builder
+	b.WriteString(lead)
+	for _, d := range FaultDocs {
+		fmt.Fprintf(&b, "\n  %s: %s", d[0], d[1])
+	}
+	return b.String()
+}
+
 // ParseFaults parses a comma separated fault list such as "orphans,slow-load=3m". Blank input is
 // no faults. Unknown names, duplicates, a missing or invalid duration, or a value given to a
 // fault that takes none are a *FaultError.
@@ -143,7 +166,11 @@ func ParseFaults(s string) ([]Fault, error) {
 				return nil, &FaultError{Item: item, Problem: prob}
 			}
 		default:
-			return nil, &FaultError{Item: item, Problem: "unknown fault"}
+			names := make([]string, len(FaultDocs))
+			for i, d := range FaultDocs {
+				names[i] = d[0]
+			}
+			return nil, &FaultError{Item: item, Problem: "unknown fault (the faults: " + strings.Join(names, ", ") + ")"}
 		}
 		key := name
 		if gpuFaults[name] { // one per GPU (per XID and GPU)

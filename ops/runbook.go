@@ -98,7 +98,12 @@ type Config struct {
 	// Changes is the job history `mtp undo` reads (nil: mtp undo fails
 	// saying it has none).
 	Changes ChangeLog
-	Logger  *slog.Logger
+	// RebuiltAfter, when above 0, says the hosts were built anew after job
+	// RebuiltAfter (the lab of `opsbot run --config FILE --lab`, new at every
+	// run, beside a store that lasts): `mtp undo` of a change an earlier job
+	// made says the hosts were rebuilt, not that someone changed the unit.
+	RebuiltAfter int64
+	Logger       *slog.Logger
 }
 
 // ErrUnknownService is returned for a service the config does not name.

@@ -42,6 +42,32 @@ func (e *NothingToUndoError) Error() string {
 	return fmt.Sprintf("nothing to undo on %s: no job has changed its unit and succeeded (`jobs all` lists the recent jobs); nothing was changed", e.Service)
 }
 
+// lastUndoable is the index in changes (newest first) of the change `mtp
+// undo` puts back: the newest that succeeded; -1 when none did.
+func lastUndoable(changes []AppliedChange) int {
+	for i, c := range changes {
+		if c.Status == "succeeded" {
+			return i
+		}
+	}
+	return -1
+}
+
+// CheckUndoable is *NothingToUndoError when changes holds nothing `mtp undo`
+// would put back on service, else nil (also when the history cannot be
+// read: the job then says why). The door asks it before it asks to confirm
+// an undo, so that one with nothing to undo is refused at once.
+func CheckUndoable(ctx context.Context, changes ChangeLog, service string) error {
+	if changes == nil {
+		return nil
+	}
+	list, err := changes.UnitChanges(ctx, service, undoLookback)
+	if err != nil || lastUndoable(list) >= 0 {
+		return nil
+	}
+	return &NothingToUndoError{Service: service}
+}
+
 // UnitChangedError is returned by MTPUndo when the unit no longer holds what
 // the change to undo wrote: undoing it would throw away a later change.
 // Nothing was changed.
@@ -50,9 +76,16 @@ type UnitChangedError struct {
 	Path    string
 	Undo    AppliedChange  // the change that would have been undone
 	By      *AppliedChange // the later job whose change the unit holds now; nil when unknown
+	// Rebuilt: the change was made on hosts built anew since (Config.RebuiltAfter).
+	Rebuilt bool
 }
 
 func (e *UnitChangedError) Error() string {
+	if e.Rebuilt && e.By == nil {
+		return fmt.Sprintf("cannot undo %s: it was made on a lab that has been rebuilt since (each `opsbot run --config FILE --lab` starts a new lab, "+
+			"its units as the lab seeds them, and only the store lasts), so %s no longer holds it. Nothing was changed; "+
+			"`mtp show %s` shows what runs now, `mtp steps N %s` sets a value", e.Undo.label(), e.Path, e.Service, e.Service)
+	}
 	by := "not by an opsbot job (by hand, or another tool); `mtp show " + e.Service + "` shows what it runs now"
 	if e.By != nil {
 		by = fmt.Sprintf("by job %s (%s), whose change it holds now; `job %d` shows it", e.By.label(), e.By.Status, e.By.JobID)
@@ -84,13 +117,7 @@ func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep 
 	if err != nil {
 		return res, st.fail(fmt.Errorf("read the unit changes of %s: %w", service, err))
 	}
-	last := -1
-	for i, c := range changes {
-		if c.Status == "succeeded" {
-			last = i
-			break
-		}
-	}
+	last := lastUndoable(changes)
 	if last < 0 {
 		return res, st.fail(&NothingToUndoError{Service: service})
 	}
@@ -105,7 +132,7 @@ func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep 
 	path := undo.Unit.Path
 	current, exists := d.files[path]
 	if !exists || current != undo.Unit.After {
-		ce := &UnitChangedError{Service: service, Path: path, Undo: undo}
+		ce := &UnitChangedError{Service: service, Path: path, Undo: undo, Rebuilt: undo.JobID <= r.cfg.RebuiltAfter}
 		for i := range changes[:last] {
 			if changes[i].Unit.Path == path && changes[i].Unit.After == current {
 				ce.By = &changes[i]

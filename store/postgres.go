@@ -78,7 +78,7 @@ func OpenPostgres(ctx context.Context, url string, maxConns int) (*Store, error)
 	cancel()
 	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("open store %s: %w", name, err)
+		return nil, fmt.Errorf("open store %s: %w%s", name, err, connectHint(err))
 	}
 	// Migrations may take longer than one statement; they are bounded by
 	// ctx and a minute.
@@ -147,7 +147,7 @@ func CheckConfig(ctx context.Context, c Config) error {
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		return fmt.Errorf("%s: %w", c.Name(), err)
+		return fmt.Errorf("%s: %w%s", c.Name(), err, connectHint(err))
 	}
 	defer conn.Close(context.Background())
 	var v int
@@ -212,3 +212,15 @@ func pgWriters(maxConns int) int { return max(1, maxConns-3) }
 // acker would split them into more, smaller statements, which cost more
 // in all (each has its own parse, plan and commit) where the CPU is short.
 const pgAckers = 1
+
+// connectHint is what to do about a connection error whose cause is known:
+// a server without TLS asked for TLS by store.url's sslmode (verify-full,
+// require, verify-ca; pgx says "server refused TLS connection").
+func connectHint(err error) string {
+	if strings.Contains(err.Error(), "server refused TLS connection") {
+		return ": the server does not offer TLS, and store.url's sslmode requires it: for a cluster on this machine " +
+			"use sslmode=disable on its unix socket or loopback (postgres:///opsbot?host=/var/run/postgresql&sslmode=disable), " +
+			"or turn on TLS on the server (ssl = on in postgresql.conf, with a certificate) and keep sslmode=verify-full for one reached over a network"
+	}
+	return ""
+}

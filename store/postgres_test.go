@@ -91,3 +91,23 @@ func TestPostgresAuditAppendOnly(t *testing.T) {
 		t.Errorf("%d audit entries, want 1", n)
 	}
 }
+
+// A server without TLS, asked for it by store.url's sslmode (README's remote
+// example, verify-full, against a local cluster), is refused with what to
+// do: sslmode=disable on this machine, or TLS on the server.
+func TestPostgresRefusedTLSSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	pgtest.Skip(t)
+	url := strings.Replace(pgtest.Database(t), "sslmode=disable", "sslmode=require", 1)
+	ctx := context.Background()
+	want := "the server does not offer TLS, and store.url's sslmode requires it: for a cluster on this machine use sslmode=disable"
+	if s, err := OpenPostgres(ctx, url, 1); err == nil || !strings.Contains(err.Error(), want) {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("open: %v\nwant %q", err, want)
+	}
+	if err := CheckConfig(ctx, Config{Driver: "postgres", URL: url}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("check: %v\nwant %q", err, want)
+	}
+}

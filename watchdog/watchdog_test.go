@@ -238,6 +238,12 @@ func TestWatchdogAutoRecover(t *testing.T) {
 	if hosts.recovers.Load() != 1 {
 		t.Fatalf("%d recoveries", hosts.recovers.Load())
 	}
+	// `job N` says who decided it: the watchdog, under the config's key.
+	view := app.Dispatcher.Handle(ctx, bot.Request{Platform: "console", User: "alice", Room: "oncall", Text: fmt.Sprintf("job %d", in.RecoverJob)})
+	want := fmt.Sprintf("started by the watchdog for incident #%d, without asking anyone: services.qwen.auto_recover is true in the config", in.ID)
+	if !strings.Contains(view.Text, want) || strings.Contains(view.Text, "--yes") {
+		t.Errorf("job %d lacks %q:\n%s", in.RecoverJob, want, view.Text)
+	}
 	clock.Add(time.Minute)
 	rep, err = w.Pass(ctx, clock.Now())
 	if err != nil || len(rep.Closed) != 1 {

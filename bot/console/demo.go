@@ -25,6 +25,9 @@ type DemoOptions struct {
 	User    string   // the console user id (auth key console:USER)
 	In      io.Reader
 	Intro   string // printed once before the first prompt
+	// NoPrompt leaves out the "> " prompt: the input is not a terminal
+	// (commands piped in), where a prompt would only trail the output.
+	NoPrompt bool
 }
 
 // Demo is the prompt of `opsbot demo`: it reads commands from o.In, one a
@@ -43,7 +46,9 @@ func Demo(ctx context.Context, o DemoOptions) error {
 	defer stopReading()
 	go readLines(readCtx, o.In, MaxLine, lines)
 	for {
-		c.showPrompt("> ")
+		if !o.NoPrompt {
+			c.showPrompt("> ")
+		}
 		var in inputLine
 		var ok bool
 		select {

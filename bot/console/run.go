@@ -82,6 +82,12 @@ type RunOptions struct {
 	// Invocation is how the commands were run, flags included ("opsbot run
 	// --lab"), for the hint on quoting them.
 	Invocation string
+	// Ready, when set, is called once every command parsed and before the
+	// first runs, when one of them runs on hosts (the Bot's NeedsHosts, when
+	// it has one; else always): `opsbot run --lab` waits there for the lab's
+	// services to serve, so a typo or `jobs` does not wait for them. An error
+	// runs nothing and is ExitFail.
+	Ready func(ctx context.Context) error
 	// RecordWait bounds the wait for a store that refuses a job's record
 	// (0: DefaultRecordWait); RecordTick is how often Err says it still
 	// waits (0: DefaultRecordTick).
@@ -168,6 +174,8 @@ func Run(ctx context.Context, o RunOptions, cmds []string) int {
 				}
 				msg = "quote each command: " + inv + " " + strings.Join(parts, " ")
 				text = strings.Join(cmds, " ")
+			} else if len(cmds) > 1 {
+				msg += fmt.Sprintf("\nnothing was run: each of the %d commands is checked before any runs", len(cmds))
 			}
 			if o.JSON {
 				writeJSON(o.Out, JSONLine{Command: text, Events: []bot.Event{}, Error: ptr(msg)})
@@ -175,6 +183,12 @@ func Run(ctx context.Context, o RunOptions, cmds []string) int {
 				fmt.Fprintf(o.Err, "opsbot: %s\n", msg)
 			}
 			return ExitUsage
+		}
+	}
+	if o.Ready != nil && needsHosts(o.Bot, cmds) {
+		if err := o.Ready(ctx); err != nil {
+			report(o, strings.Join(cmds, " "), nil, err.Error()+"; nothing was run")
+			return ExitFail
 		}
 	}
 	code := ExitOK
@@ -185,6 +199,21 @@ func Run(ctx context.Context, o RunOptions, cmds []string) int {
 		}
 	}
 	return code
+}
+
+// needsHosts reports whether one of cmds runs on hosts: b's NeedsHosts
+// says, or, for a Bot without one, every command may.
+func needsHosts(b Bot, cmds []string) bool {
+	h, ok := b.(interface{ NeedsHosts(text string) bool })
+	if !ok {
+		return true
+	}
+	for _, text := range cmds {
+		if h.NeedsHosts(text) {
+			return true
+		}
+	}
+	return false
 }
 
 func runOne(ctx context.Context, o RunOptions, text string) int {

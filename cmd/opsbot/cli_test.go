@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/opsbot/opsbot/internal/testrun"
+	"github.com/opsbot/opsbot/lab"
 )
 
 func runArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -106,20 +108,20 @@ func TestRunFlagAfterCommandAndLogsShown(t *testing.T) {
 }
 
 // `mtp undo` on the lab, through the store's job history: with nothing to
-// undo it fails saying so; after `mtp steps 4` it puts back the text that
-// change replaced (verified and benchmarked); `job 2` shows that change in
-// full, with its diff.
+// undo it is refused saying so, making no job; after `mtp steps 4` it puts
+// back the text that change replaced (verified and benchmarked); `job 1`
+// shows that change in full, with its diff.
 func TestRunUndoAndJobView(t *testing.T) {
 	t.Parallel()
 	testrun.Long(t)
-	code, lines, errs := runJSON(t, "mtp undo", "mtp steps 4", "mtp undo", "job 2")
+	code, lines, errs := runJSON(t, "mtp undo", "mtp steps 4", "mtp undo", "job 1")
 	if len(lines) != 4 {
 		t.Fatalf("exit %d, %d lines, want 4\n%s", code, len(lines), errs)
 	}
 	if code != 1 {
-		t.Errorf("exit %d, want 1 (the first undo fails)", code)
+		t.Errorf("exit %d, want 1 (the first undo is refused)", code)
 	}
-	if l := lines[0]; l.Job == nil || l.Job.Status != "failed" || l.Error == nil || !strings.Contains(*l.Error, "nothing to undo on qwen") {
+	if l := lines[0]; l.Job != nil || l.Error == nil || !strings.Contains(*l.Error, "nothing to undo on qwen") {
 		t.Errorf("undo with nothing to undo: %+v", l)
 	}
 	steps, undo := lines[1], lines[2]
@@ -133,9 +135,9 @@ func TestRunUndoAndJobView(t *testing.T) {
 		t.Error("undo ran no benchmark")
 	}
 	view := lines[3].Reply
-	for _, want := range []string{"#2 `mtp steps 4 qwen` — succeeded", "asked by console:", "▶ stop:", "the unit diff it applied", "+    --speculative-num-steps 4"} {
+	for _, want := range []string{"#1 `mtp steps 4 qwen` — succeeded", "asked by console:", "▶ stop:", "the unit diff it applied", "+    --speculative-num-steps 4"} {
 		if !strings.Contains(view, want) {
-			t.Errorf("job 2 lacks %q:\n%s", want, view)
+			t.Errorf("job 1 lacks %q:\n%s", want, view)
 		}
 	}
 }
@@ -177,6 +179,59 @@ func TestOverviewListsEverySubcommand(t *testing.T) {
 	for name, doc := range subcommands {
 		if line := "  " + strings.Join(strings.Fields(doc.usage), " ") + "\n"; strings.Count(text, line) != 1 {
 			t.Errorf("overview lacks %s's usage line %q:\n%s", name, line, text)
+		}
+	}
+}
+
+// Every subcommand's --help lists each of its flags and subcommands once,
+// with at most one default per flag; --lab-faults names every fault.
+func TestSubcommandHelpListsEveryFlagOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"store", "--help"}, []string{"usage: opsbot store backup", "usage: opsbot store copy", "  -live\n"}},
+		{[]string{"config", "check", "--help"}, []string{"usage: opsbot config check", "  -config FILE", "  -lab\n"}},
+		{[]string{"bench", "--help"}, []string{"-prompts int"}},
+		{[]string{"run", "--help"}, []string{"  -lab-faults LIST\n"}},
+		{[]string{"demo", "--help"}, []string{"  -lab-faults LIST\n"}},
+		{[]string{"serve", "--help"}, []string{"  -lab-faults LIST\n"}},
+		{[]string{"lab", "--help"}, []string{"  -faults LIST\n"}},
+	} {
+		code, out, errs := runArgs(t, tc.args...)
+		if code != 0 {
+			t.Errorf("%q: exit %d: %s", tc.args, code, errs)
+		}
+		want := tc.want
+		if strings.Contains(out, "faults LIST") {
+			for _, d := range lab.FaultDocs {
+				want = append(want, "  "+d[0]+": ")
+			}
+		}
+		for _, w := range want {
+			if strings.Count(out, w) != 1 {
+				t.Errorf("%q: %q appears %d times, want once:\n%s", tc.args, w, strings.Count(out, w), out)
+			}
+		}
+		// A flag's help is its "  -name" line and the indented lines under
+		// it, up to the next flag or the examples.
+		for _, f := range regexp.MustCompile(`(?m)^  -\S+.*\n(?:\t.*\n)*`).FindAllString(out, -1) {
+			if n := strings.Count(f, "default"); n > 1 {
+				t.Errorf("%q: a flag names %d defaults:\n%s", tc.args, n, f)
+			}
+		}
+	}
+}
+
+// `help confirm` (and approve, y, yes) explains how a confirmation is
+// answered, with or without hosts.
+func TestRunHelpConfirm(t *testing.T) {
+	t.Parallel()
+	for _, topic := range []string{"confirm", "approve", "y", "yes"} {
+		code, out, errs := runArgs(t, "run", "help "+topic)
+		if code != 0 || !strings.Contains(out, "`confirm TOKEN`") || !strings.Contains(out, "--yes") {
+			t.Errorf("help %s: exit %d\n%s\n%s", topic, code, out, errs)
 		}
 	}
 }

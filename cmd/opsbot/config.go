@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"sort"
+	"strings"
 
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/config"
@@ -26,17 +27,15 @@ var adapterNames = map[string]string{"slack": "Slack", "matrix": "Matrix"}
 // with its key; or the effective config with secrets redacted. Warnings
 // (config.Config.Warnings) go to stderr either way and do not fail it.
 func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("config check", io.Discard)
+	path := fs.String("config", "", "config `FILE` to check")
+	withLab := fs.Bool("lab", false, "check FILE as opsbot serve --lab (and run --config FILE --lab) run it: on top of the lab's config")
 	if wantsHelp(args) {
-		flags := newFlagSet("config", io.Discard)
-		flags.String("config", "", "config `FILE` to check")
-		return &helpRequest{text: helpText(flags)}
+		return &helpRequest{text: helpText(fs)}
 	}
 	if len(args) == 0 || args[0] != "check" {
-		return usagef("usage: opsbot config check --config FILE")
+		return usagef("usage: opsbot config check --config FILE [--lab]")
 	}
-	fs := newFlagSet("config check", io.Discard)
-	path := fs.String("config", "", "config `FILE`")
-	withLab := fs.Bool("lab", false, "check FILE as `opsbot serve --lab` runs it: on top of the lab's config")
 	if err := fs.Parse(args[1:]); err != nil {
 		return usagef("usage: opsbot config check --config FILE [--lab]")
 	}
@@ -67,7 +66,7 @@ func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case err != nil:
 		return err
 	}
-	problems = append(problems, checkResources(ctx, cfg)...)
+	problems = append(problems, checkResources(ctx, cfg, storeProblem(problems))...)
 	if cfg != nil {
 		for _, w := range cfg.Warnings {
 			fmt.Fprintf(stderr, "opsbot config: warning: %s\n", w)
@@ -86,7 +85,10 @@ func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // checkResources checks what the config names outside itself: adapters this
 // build lacks, the SSH key and known_hosts files, and the store.
-func checkResources(ctx context.Context, cfg *config.Config) []error {
+// A store the config's own problems already name (an unset
+// ${OPSBOT_DATABASE_URL}) is not opened: its error would only repeat them
+// less clearly (skipStore).
+func checkResources(ctx context.Context, cfg *config.Config, skipStore bool) []error {
 	var problems []error
 	for _, a := range cfg.EnabledAdapters() {
 		if !adapters[a] {
@@ -112,6 +114,7 @@ func checkResources(ctx context.Context, cfg *config.Config) []error {
 		}
 	}
 	switch {
+	case skipStore:
 	case cfg.Store.Driver == config.StorePostgres && cfg.Store.URL != "":
 		if err := store.CheckConfig(ctx, bot.StoreConfig(cfg)); err != nil {
 			problems = append(problems, fmt.Errorf("store.url: %w", err))
@@ -152,4 +155,14 @@ func unknownHosts(cfg *config.Config) []error {
 		}
 	}
 	return problems
+}
+
+// storeProblem reports whether one of problems is about the store's keys.
+func storeProblem(problems []error) bool {
+	for _, p := range problems {
+		if strings.HasPrefix(p.Error(), "store.") {
+			return true
+		}
+	}
+	return false
 }

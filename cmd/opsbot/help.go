@@ -59,7 +59,7 @@ var subcommands = map[string]subcommandDoc{
 		usage: "opsbot lab [--faults LIST] [--unit FILE] [--engine sglang|vllm] [--config-out FILE] [--services N] [-v]",
 		what: "Runs the simulated GPU node standalone until Ctrl-C, and writes an opsbot config that reaches it,\n" +
 			"for `opsbot run --config` from another terminal.",
-		examples: []string{"opsbot lab --config-out lab/opsbot.yaml", "opsbot lab --faults orphans,slow-load=5s --engine vllm"},
+		examples: []string{"opsbot lab --config-out ~/opsbot-lab/opsbot.yaml", "opsbot lab --faults orphans,slow-load=5s --engine vllm"},
 	},
 	"opsbot bench": {
 		usage: "opsbot bench --url URL | --config FILE --service NAME [--model M] [--prompts N] [--concurrency C] [--in I] [--out O]\n" +
@@ -72,7 +72,7 @@ var subcommands = map[string]subcommandDoc{
 			"opsbot bench --config opsbot.yaml --service qwen",
 		},
 	},
-	"opsbot config": {
+	"opsbot config check": {
 		usage:    "opsbot config check --config FILE [--lab]",
 		what:     "Validates a config file and prints the effective config with secrets redacted. With --lab, the\nfile is checked as `opsbot serve --lab` runs it, on top of the lab's config.",
 		examples: []string{"opsbot config check --config deploy/opsbot.example.yaml"},
@@ -210,7 +210,7 @@ func printUsageTo(fs *flag.FlagSet, w io.Writer) {
 }
 
 // overviewOrder is the order `opsbot --help` lists the subcommands in.
-var overviewOrder = []string{"opsbot run", "opsbot demo", "opsbot lab", "opsbot bench", "opsbot config", "opsbot serve",
+var overviewOrder = []string{"opsbot run", "opsbot demo", "opsbot lab", "opsbot bench", "opsbot config check", "opsbot serve",
 	"opsbot store backup", "opsbot store copy", "opsbot audit export", "opsbot audit verify", "opsbot matrix recovery-key", "opsbot health", "opsbot version"}
 
 // overview is `opsbot --help`: each subcommand's usage line, as its own

@@ -12,7 +12,7 @@ import (
 
 func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("lab", stderr)
-	faults := fs.String("faults", "", "faults to inject, e.g. orphans,slow-load=5s")
+	faults := fs.String("faults", "", lab.FaultHelp("comma-separated faults `LIST` to inject, e.g. orphans,slow-load=5s:"))
 	unit := fs.String("unit", "", "seed the service's unit with this `FILE`")
 	engine := fs.String("engine", "sglang", "engine of the default unit: sglang or vllm")
 	configOut := fs.String("config-out", "", "write an opsbot config that reaches the lab to `FILE`")

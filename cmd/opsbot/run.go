@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/bot/console"
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/lab"
 )
 
 func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
@@ -22,7 +25,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	fs := newFlagSet("run", stderr)
 	configPath := fs.String("config", "", "config `FILE`")
 	useLab := fs.Bool("lab", false, "run on the simulated GPU host (the lab), with a store that lasts this run only; --config FILE --lab keeps FILE's store")
-	labFaults := fs.String("lab-faults", "", "lab faults, e.g. orphans,slow-load=5s")
+	labFaults := fs.String("lab-faults", "", lab.FaultHelp("comma-separated lab faults `LIST`, e.g. orphans,slow-load=5s (they apply to both services):"))
 	labUnit := fs.String("lab-unit", "", "seed the lab service's unit with this `FILE`")
 	asJSON := fs.Bool("json", false, "print one JSON object per command per line (a chart's file in \"chart_path\")")
 	chartDir := fs.String("chart-dir", ".", "save charts (sweeps, tunes) as new files in `DIR`")
@@ -58,8 +61,10 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		con.WaitsOnly = true
 	}
 	chats := map[string]bot.Chat{console.Platform: con}
+	// The lab's engines load while the commands are parsed; a job waits for
+	// them (Ready), `jobs` and `help` do not.
 	e, err := setup(ctx, setupOptions{ConfigPath: *configPath, Lab: *useLab, LabFaults: *labFaults, LabUnit: *labUnit,
-		Chats: chats, Logger: newLogger(stderr, *verbose)})
+		Chats: chats, Logger: newLogger(stderr, *verbose), LabLater: true})
 	if err != nil {
 		return 1, err
 	}
@@ -79,7 +84,8 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	})
 	defer stopJobs()
 	return console.Run(context.WithoutCancel(ctx), console.RunOptions{Bot: e.app, OSUser: defaultUser(), As: *as, JSON: *asJSON, Yes: *yes,
-		ChartDir: charts, Ask: console.TerminalAsk(stdin, stderr), Out: stdout, Err: stderr, Invocation: invocation(fs)}, cmds), nil
+		ChartDir: charts, Ask: console.TerminalAsk(stdin, stderr), Out: stdout, Err: stderr, Invocation: invocation(fs),
+		Ready: e.labReady}, cmds), nil
 }
 
 // helpOnly answers cmds when every one is a `help` chat command, as the bot
@@ -128,7 +134,7 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	tty := isTerminal(stdout)
 	stdout = &lockedWriter{w: stdout} // jobs render from their own goroutines
 	fs := newFlagSet("demo", stderr)
-	labFaults := fs.String("lab-faults", "", "lab faults, e.g. orphans,slow-load=5s")
+	labFaults := fs.String("lab-faults", "", lab.FaultHelp("comma-separated lab faults `LIST`, e.g. orphans,slow-load=5s (they apply to both services):"))
 	labUnit := fs.String("lab-unit", "", "seed the lab service's unit with this `FILE`")
 	chartDir := fs.String("chart-dir", ".", "save charts (sweeps, tunes) as new files in `DIR`")
 	verbose := fs.Bool("v", false, "verbose logging to stderr")
@@ -152,17 +158,18 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return err
 	}
 	defer e.Close()
-	return console.Demo(ctx, console.DemoOptions{Bot: e.app, Console: con, User: defaultUser(), In: stdin,
+	return console.Demo(ctx, console.DemoOptions{Bot: e.app, Console: con, User: defaultUser(), In: stdin, NoPrompt: !readerIsTerminal(stdin),
 		Intro: fmt.Sprintf("opsbot demo on the lab (simulated GPU host).\n%s\nType commands (help, mtp steps 10, gpu status, gpu recover, ...); y confirms what asks for confirmation; quit or Ctrl-D ends it once the jobs started have finished.",
 			e.lab.Describe())})
 }
 
 // checkChartDir returns dir (--chart-dir) as an absolute path, so that the
 // paths printed of the charts saved there are. A directory the user named
-// (given) must take a chart before anything runs, else a usage error names
-// it and why. The default, the current directory, is not probed: most runs
-// make no chart, and a run from a directory that cannot take one says so in
-// the thread of the chart it could not save.
+// (given) is created when missing (with its parents, 0755), and must take a
+// chart before anything runs, else a usage error names it and why. The
+// default, the current directory, is not probed: most runs make no chart,
+// and a run from a directory that cannot take one says so in the thread of
+// the chart it could not save.
 func checkChartDir(dir string, given bool) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -171,8 +178,13 @@ func checkChartDir(dir string, given bool) (string, error) {
 	if !given {
 		return abs, nil
 	}
+	if _, err := os.Stat(abs); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return "", usagef("charts cannot be saved in %s: creating it failed (%v); nothing was run", abs, err)
+		}
+	}
 	if err := console.CheckChartDir(abs); err != nil {
-		return "", usagef("%v; nothing was run: pass --chart-dir DIR, a directory you can write to", err)
+		return "", usagef("%v; nothing was run", err)
 	}
 	return abs, nil
 }
@@ -187,6 +199,12 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// readerIsTerminal reports whether r is a terminal.
+func readerIsTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // isTerminal reports whether w is a terminal.

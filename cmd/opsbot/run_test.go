@@ -16,6 +16,7 @@ import (
 
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
+	"github.com/opsbot/opsbot/lab"
 )
 
 // These tests run the opsbot binary's entry point end to end: the lab (simulated
@@ -133,6 +134,26 @@ func TestRunCrashOnStartRollsBack(t *testing.T) {
 	}
 }
 
+// A unit whose engine crashes at start and whose Restart= waits long
+// (RestartSec=1h) is seen at its first crash: the job says it crashed while
+// starting, before any automatic restart, not that it loops, and rolls back
+// without waiting for systemd's restart.
+func TestRunCrashBeforeAnyAutomaticRestart(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	unit := writeFile(t, filepath.Join(t.TempDir(), "qwen.service"),
+		strings.Replace(lab.DefaultUnit("sglang"), "\nRestartSec=5\n", "\nRestartSec=1h\n", 1))
+	code, lines, stderr := runJSON(t, "--lab-faults", "crash-on-start", "--lab-unit", unit, "mtp steps 10")
+	if code != 1 || len(lines) != 1 || lines[0].Error == nil {
+		t.Fatalf("exit %d (want 1), lines %d; stderr:\n%s", code, len(lines), stderr)
+	}
+	l := lines[0]
+	const want = "sglang-qwen.service crashed while starting (activating/auto-restart, before any automatic restart)"
+	if !strings.Contains(*l.Error, want) || strings.Contains(*l.Error, "restart loop") || !slices.Contains(l.Result.Incidents, "rolled_back") {
+		t.Fatalf("error %q (incidents %v), want %q and a rollback", *l.Error, l.Result.Incidents, want)
+	}
+}
+
 func TestRunUsageErrors(t *testing.T) {
 	t.Parallel()
 	testrun.Long(t)
@@ -163,6 +184,10 @@ func TestDemoFinishesJobsAtEndOfInput(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
 		}
+	}
+	// Its input is no terminal: no prompt trails the output.
+	if strings.Contains(out.String(), "> ") {
+		t.Errorf("a prompt in the output of piped input:\n%s", out.String())
 	}
 }
 
@@ -378,14 +403,28 @@ func TestRunRefusesAnUnwritableChartDir(t *testing.T) {
 		args []string
 		says string
 	}{
-		{[]string{"run", "--lab", "--chart-dir", filepath.Join(dir, "missing"), "mtp steps 4"}, filepath.Join(dir, "missing") + ": the directory does not exist"},
 		{[]string{"run", "--lab", "--json", "mtp steps 4", "--chart-dir", file}, file + ": it is not a directory"},
 		{[]string{"demo", "--chart-dir", file}, file + ": it is not a directory"},
+		{[]string{"run", "--lab", "--chart-dir", filepath.Join(file, "charts"), "mtp steps 4"}, filepath.Join(file, "charts") + ": "},
 	} {
 		code, out, errs := runArgs(t, tc.args...)
 		if code != 2 || out != "" || !strings.Contains(errs, "charts cannot be saved in "+tc.says) ||
-			!strings.Contains(errs, "nothing was run: pass --chart-dir DIR") {
+			!strings.Contains(errs, "nothing was run") || strings.Contains(errs, "pass --chart-dir") {
 			t.Errorf("%q: exit %d\nstdout: %s\nstderr: %s", tc.args, code, out, errs)
 		}
+	}
+}
+
+// A --chart-dir that does not exist yet is created (README's "Try it"
+// names one a fresh clone lacks), and the run goes on.
+func TestRunCreatesAMissingChartDir(t *testing.T) {
+	t.Parallel()
+	charts := filepath.Join(t.TempDir(), "charts", "today")
+	code, out, errs := runArgs(t, "run", "--lab", "--chart-dir", charts, "jobs")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if fi, err := os.Stat(charts); err != nil || !fi.IsDir() {
+		t.Fatalf("--chart-dir %s not created: %v", charts, err)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/serve"
 	"github.com/opsbot/opsbot/jobs"
+	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/schedule"
@@ -70,7 +72,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
 	configPath := fs.String("config", "", "config `FILE`")
 	useLab := fs.Bool("lab", false, "start the lab in-process: it supplies ssh, hosts, services, default_service and bench")
-	labFaults := fs.String("lab-faults", "", "lab faults, e.g. orphans,slow-load=5s")
+	labFaults := fs.String("lab-faults", "", lab.FaultHelp("comma-separated lab faults `LIST`, e.g. orphans,slow-load=5s (they apply to both services):"))
 	labUnit := fs.String("lab-unit", "", "seed the lab service's unit with this `FILE`")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -139,6 +141,8 @@ type server struct {
 	adapters []bot.Adapter
 	// runErrs holds the error of an adapter whose Run gave up, by platform.
 	runErrs sync.Map
+	// phase is what start-up waits for now (setupOptions.Phase), for /readyz.
+	phase atomic.Pointer[string]
 }
 
 func (s *server) sshStats() []remote.HostState {
@@ -153,7 +157,11 @@ func (s *server) sshStats() []remote.HostState {
 func (s *server) ready(ctx context.Context) error {
 	e := s.env.Load()
 	if e == nil {
-		return errors.New("starting: opening the store")
+		what := "opening the store"
+		if p := s.phase.Load(); p != nil {
+			what = *p
+		}
+		return errors.New("starting: " + what)
 	}
 	if !s.serving.Load() {
 		return errors.New("starting: the scheduler and the watchdog")
@@ -215,6 +223,7 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 	}
 
 	o.Chats, o.Logger, o.Observer = chats, log, s.metrics
+	o.Phase = func(what string) { s.phase.Store(&what) }
 	o.Opened = func(st *store.Store, leases *jobs.Leases) error {
 		for _, a := range s.adapters {
 			if k, ok := a.(storeKeeper); ok {
@@ -540,7 +549,9 @@ func cmdStore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("store backup", stderr)
 	configPath := fs.String("config", defaultConfig, "config `FILE` naming store.path")
 	if len(args) > 0 && wantsHelp(args[:1]) {
-		return &helpRequest{text: helpText(fs)}
+		// `opsbot store --help`: both subcommands.
+		copyFS, _, _ := storeCopyFlags(stderr)
+		return &helpRequest{text: helpText(fs) + "\n" + helpText(copyFS)}
 	}
 	if len(args) == 0 || args[0] != "backup" {
 		return usagef(use)
@@ -586,11 +597,17 @@ func cmdStore(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // processes use is refused, naming their leases, unless --live: then the
 // copy is FROM as of the cut, which it prints, and later writes are not
 // copied.
+// storeCopyFlags is `opsbot store copy`'s flag set: --config FROM.yaml and --live.
+func storeCopyFlags(stderr io.Writer) (fs *flag.FlagSet, from *string, live *bool) {
+	fs = newFlagSet("store copy", stderr)
+	from = fs.String("config", "", "config `FROM.yaml` naming the store to copy from")
+	live = fs.Bool("live", false, "copy a store in use: one consistent snapshot of it; what is written after the cut is not copied")
+	return fs, from, live
+}
+
 func cmdStoreCopy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const use = "usage: opsbot store copy --config FROM.yaml [--live] TO.yaml"
-	fs := newFlagSet("store copy", stderr)
-	from := fs.String("config", "", "config `FROM.yaml` naming the store to copy from")
-	live := fs.Bool("live", false, "copy a store in use: one consistent snapshot of it; what is written after the cut is not copied")
+	fs, from, live := storeCopyFlags(stderr)
 	if wantsHelp(args) {
 		return &helpRequest{text: helpText(fs)}
 	}

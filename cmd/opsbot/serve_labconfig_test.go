@@ -79,3 +79,39 @@ func TestConfigThatDoesNotLoadStopsServe(t *testing.T) {
 		t.Fatalf("config check without --lab: exit %d\n%s", code, errOut)
 	}
 }
+
+// While the lab's engines load, /readyz says so: it waits for the lab, not
+// the store. slow-load=1h keeps them loading for the whole test.
+func TestServeReadyzSaysItBootsTheLab(t *testing.T) {
+	t.Parallel()
+	cfg := writeFile(t, filepath.Join(t.TempDir(), "opsbot.yaml"), labSchedulesConfig)
+	p := startServe(t, "extra", nil, "serve", "--config", cfg, "--lab", "--lab-faults", "slow-load=1h")
+	base := serveURL(t, p)
+	var body string
+	pollServe(t, p, time.Minute, "/readyz naming the lab", func() bool {
+		var code int
+		code, body = httpGet(t, base+"/readyz")
+		return code == 503 && strings.Contains(body, "starting: booting the lab")
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, 2*time.Minute)
+}
+
+// `opsbot run --lab` parses every command before it waits for the lab's
+// engines, and a command that needs no host never waits for them: with
+// engines that load for an hour (slow-load=1h), a typo is refused (and says
+// that nothing ran) and `jobs`, `history` and `help` answer.
+func TestRunParsesBeforeTheLabServes(t *testing.T) {
+	t.Parallel()
+	code, out, errs := runArgs(t, "run", "--lab", "--lab-faults", "slow-load=1h", "gpu status", "mtp stepz 3")
+	if code != 2 || out != "" || !strings.Contains(errs, `unknown command "mtp stepz"`) ||
+		!strings.Contains(errs, "nothing was run: each of the 2 commands is checked before any runs") {
+		t.Errorf("a typo in a batch: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	code, out, errs = runArgs(t, "run", "--lab", "--lab-faults", "slow-load=1h", "jobs", "history", "help jobs")
+	if code != 0 || !strings.Contains(out, "no job is queued or running") || !strings.Contains(out, "no benchmark results for qwen yet") {
+		t.Errorf("host-free commands: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+}

@@ -34,6 +34,13 @@ type setupOptions struct {
 	// Started, with Lab, is the lab startLabConfig already started (serve
 	// needs its config before setup); setup then owns it. nil: setup starts one.
 	Started *labStart
+	// LabLater, with Lab: setup does not wait for the lab's services to
+	// serve; env.labReady does, once something needs them (`opsbot run`
+	// parses its commands first, and `jobs` or `help` never wait).
+	LabLater bool
+	// Phase, when set, is told what setup waits for now ("booting the lab
+	// ...", "opening the store"), for serve's /readyz.
+	Phase func(string)
 }
 
 // labStart is an in-process lab and the config that reaches it.
@@ -130,13 +137,10 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 		}
 		e.lab, e.labDir, e.labCfg = ls.lab, ls.dir, ls.cfg
 		labCfg = ls.cfg
-		// Start from a serving service, as a real host would be before a change.
-		for _, svc := range e.lab.Topology().Services {
-			wctx, cancel := context.WithTimeout(ctx, time.Minute)
-			err := e.lab.WaitReady(wctx, svc.Name)
-			cancel()
-			if err != nil {
-				return nil, fmt.Errorf("lab service %s did not come up: %w", svc.Name, err)
+		if !o.LabLater {
+			phase(o, "booting the lab: its engines load")
+			if err := e.labReady(ctx); err != nil {
+				return nil, err
 			}
 		}
 	case cfgPath == "":
@@ -147,9 +151,13 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 		return nil, err
 	}
 	e.cfg = cfg
+	phase(o, "opening the store")
 	// The runbook's pipelines hold nodes through the store's leases, so it
 	// is built once the app has opened the store.
 	newBackend := func(deps bot.BackendDeps) (jobs.Backend, error) {
+		// The lab is new at every run; a store of --config FILE keeps
+		// the jobs of the labs before it.
+		deps.NewHosts = o.Lab
 		e.deps = deps
 		if len(cfg.Hosts) == 0 {
 			return &e.runbooks, nil // nothing to reach yet; a reload may add hosts
@@ -168,6 +176,31 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 	}
 	e.app = app
 	return e, nil
+}
+
+// phase tells o.Phase, when set, what setup waits for now.
+func phase(o setupOptions, what string) {
+	if o.Phase != nil {
+		o.Phase(what)
+	}
+}
+
+// labReady waits until every service of the lab (if any) serves, as a real
+// host would before a change; at most a minute each. Once they have, it
+// returns at once.
+func (e *env) labReady(ctx context.Context) error {
+	if e.lab == nil {
+		return nil
+	}
+	for _, svc := range e.lab.Topology().Services {
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := e.lab.WaitReady(wctx, svc.Name)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("lab service %s did not come up: %w", svc.Name, err)
+		}
+	}
+	return nil
 }
 
 // loadConfig loads the config: the file at path, the lab's config at
@@ -234,7 +267,13 @@ func newRunbook(cfg *config.Config, deps bot.BackendDeps, log *slog.Logger) (*op
 		SweepMetric: cfg.Sweep.Metric,
 		NodeLocks:   deps.Nodes,
 		Changes:     deps.Changes,
-		Logger:      log,
+		RebuiltAfter: func() int64 {
+			if deps.NewHosts {
+				return deps.LastJob
+			}
+			return 0
+		}(),
+		Logger: log,
 	}
 	for name, h := range cfg.Hosts {
 		oc.Hosts[name] = ops.HostConfig{Addr: h.Addr, User: h.User, Jump: h.Jump, Prefix: h.Prefix}

@@ -115,13 +115,26 @@ func (e *FailedError) Error() string {
 //   - *LoopError as soon as NRestarts rose above baseRestarts while the unit is
 //     not failed: the main process died and systemd restarted it (the usual
 //     sighting is activating/auto-restart or auto-restart-queued);
-//   - *FailedError when the unit is failed (start-limit-hit included) or went
-//     inactive;
+//   - *FailedError when the unit is failed (start-limit-hit included), went
+//     inactive, or crashed and waits longer than LongRestartSec for Restart=
+//     to start it again (auto-restart with NRestarts still baseRestarts): the
+//     watch does not wait for a restart that far off, and reports the crash;
 //   - *WaitError when ctx ends first, or the error of Show.
 //
 // systemd resets NRestarts on a manual start, so a reading below baseRestarts
 // lowers the base: a rise from the lowest value seen is a restart too.
 // A settle of 0 returns at the first active reading.
+// LongRestartSec is the longest RestartSec= WatchStart waits out to see
+// whether a crashed unit's automatic restart loops; a unit that waits
+// longer (or forever) for its restart is reported crashed at once.
+const LongRestartSec = 30 * time.Second //lint:ignore ST1011 named after RestartSec=, the unit file's key
+
+// longRestartPending reports a unit that crashed and waits longer than
+// LongRestartSec for its automatic restart.
+func longRestartPending(st State) bool {
+	return st.AutoRestarting() && (st.RestartSec < 0 || st.RestartSec > LongRestartSec)
+}
+
 func (s Service) WatchStart(ctx context.Context, baseRestarts int, settle time.Duration) (State, error) {
 	var activeSince time.Time
 	base := baseRestarts
@@ -130,7 +143,7 @@ func (s Service) WatchStart(ctx context.Context, baseRestarts int, settle time.D
 		switch {
 		case st.ActiveState == "failed", st.Stopped():
 			return true
-		case st.NRestarts > base:
+		case st.NRestarts > base, longRestartPending(st):
 			return true
 		case st.Active():
 			if activeSince.IsZero() {
@@ -149,6 +162,8 @@ func (s Service) WatchStart(ctx context.Context, baseRestarts int, settle time.D
 		return st, &FailedError{Unit: s.Unit, State: st}
 	case st.NRestarts > base:
 		return st, &LoopError{Unit: s.Unit, Restarts: st.NRestarts - base, State: st}
+	case longRestartPending(st):
+		return st, &FailedError{Unit: s.Unit, State: st}
 	}
 	return st, nil
 }
