@@ -110,16 +110,7 @@ func (s *Store) approval(ctx context.Context, where string, args ...any) (Approv
 // call removed it: of two processes (or two people) settling one approval,
 // one gets true.
 func (s *Store) TakeApproval(ctx context.Context, token string) (bool, error) {
-	var taken bool
-	err := s.write1(ctx, func(tx *wtx) error {
-		res, err := tx.ExecContext(context.Background(), `DELETE FROM approvals WHERE token = ?`, token)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		taken = n == 1
-		return err
-	})
+	taken, err := s.takeToken(ctx, "approvals", token)
 	if err != nil {
 		return false, fmt.Errorf("take approval: %w", err)
 	}
@@ -129,19 +120,7 @@ func (s *Store) TakeApproval(ctx context.Context, token string) (bool, error) {
 // SetApprovalMessage records the platform message id that shows the
 // request of the approval under token. A missing token gives ErrNotFound.
 func (s *Store) SetApprovalMessage(ctx context.Context, token, messageID string) error {
-	err := s.write1(ctx, func(tx *wtx) error {
-		res, err := tx.ExecContext(context.Background(), `UPDATE approvals SET message_id = ? WHERE token = ?`, messageID, token)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrNotFound
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.setTokenMessage(ctx, "approvals", token, messageID); err != nil {
 		return fmt.Errorf("set approval message: %w", err)
 	}
 	return nil

@@ -162,16 +162,7 @@ func scanConfirmation(sc scanner) (Confirmation, error) {
 // this call removed it: of two processes settling one confirmation, one
 // gets true.
 func (s *Store) TakeConfirmation(ctx context.Context, token string) (bool, error) {
-	var taken bool
-	err := s.write1(ctx, func(tx *wtx) error {
-		res, err := tx.ExecContext(context.Background(), `DELETE FROM confirmations WHERE token = ?`, token)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		taken = n == 1
-		return err
-	})
+	taken, err := s.takeToken(ctx, "confirmations", token)
 	if err != nil {
 		return false, fmt.Errorf("take confirmation: %w", err)
 	}
@@ -181,8 +172,34 @@ func (s *Store) TakeConfirmation(ctx context.Context, token string) (bool, error
 // SetConfirmationMessage records the platform message id that shows the
 // preview of the confirmation under token. A missing token gives ErrNotFound.
 func (s *Store) SetConfirmationMessage(ctx context.Context, token, messageID string) error {
+	if err := s.setTokenMessage(ctx, "confirmations", token, messageID); err != nil {
+		return fmt.Errorf("set confirmation message: %w", err)
+	}
+	return nil
+}
+
+// takeToken deletes the row of table (a table of this package's, keyed by
+// token: confirmations, approvals) under token and reports whether this
+// call deleted it.
+func (s *Store) takeToken(ctx context.Context, table, token string) (bool, error) {
+	var taken bool
 	err := s.write1(ctx, func(tx *wtx) error {
-		res, err := tx.ExecContext(context.Background(), `UPDATE confirmations SET message_id = ? WHERE token = ?`, messageID, token)
+		res, err := tx.ExecContext(context.Background(), `DELETE FROM `+table+` WHERE token = ?`, token)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		taken = n == 1
+		return err
+	})
+	return taken, err
+}
+
+// setTokenMessage sets message_id of table's row under token; ErrNotFound
+// when there is none.
+func (s *Store) setTokenMessage(ctx context.Context, table, token, messageID string) error {
+	return s.write1(ctx, func(tx *wtx) error {
+		res, err := tx.ExecContext(context.Background(), `UPDATE `+table+` SET message_id = ? WHERE token = ?`, messageID, token)
 		if err != nil {
 			return err
 		}
@@ -193,8 +210,4 @@ func (s *Store) SetConfirmationMessage(ctx context.Context, token, messageID str
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("set confirmation message: %w", err)
-	}
-	return nil
 }
