@@ -101,12 +101,8 @@ func (d *Dispatcher) awaited(req Request, cmd commands.Command) string {
 func (d *Dispatcher) settleApproval(ctx context.Context, req Request, kind ActionKind, token string) Reply {
 	key := req.Platform + ":" + req.User
 	now := d.opts.Now()
-	d.mu.Lock()
-	until, limited := d.limited(key, now)
-	d.mu.Unlock()
-	if limited {
-		return Reply{Outcome: Refused, Text: fmt.Sprintf("too many wrong approvals: wait until %s, then try again.",
-			report.Clock(until)), Err: errors.New("approvals rate-limited")}
+	if r, limited := d.tooManyWrong(key, now, "approvals"); limited {
+		return r
 	}
 	ap, err := d.opts.Store.Approval(ctx, token)
 	if errors.Is(err, store.ErrNotFound) {

@@ -483,18 +483,27 @@ func (d *Dispatcher) act(ctx context.Context, a ActionRequest) Reply {
 	return Reply{Outcome: Invalid, Text: "unknown action: the message it came from is out of date", Err: errors.New("unknown action")}
 }
 
+// tooManyWrong is the refusal of a user (key) whose wrong tokens of what
+// ("confirmations", "approvals") are limited until a time after now.
+func (d *Dispatcher) tooManyWrong(key string, now time.Time, what string) (Reply, bool) {
+	d.mu.Lock()
+	until, limited := d.limited(key, now)
+	d.mu.Unlock()
+	if !limited {
+		return Reply{}, false
+	}
+	return Reply{Outcome: Refused, Text: fmt.Sprintf("too many wrong %s: wait until %s, then try again.", what, report.Clock(until)),
+		Err: errors.New(what + " rate-limited")}, true
+}
+
 // settle confirms or aborts the confirmation waiting under token. The
 // role is checked before ownership: a user without any role who settles
 // someone else's confirmation learns nothing of who asked or for what.
 func (d *Dispatcher) settle(ctx context.Context, req Request, kind ActionKind, token string) Reply {
 	key := req.Platform + ":" + req.User
 	now := d.opts.Now()
-	d.mu.Lock()
-	until, limited := d.limited(key, now)
-	d.mu.Unlock()
-	if limited {
-		return Reply{Outcome: Refused, Text: fmt.Sprintf("too many wrong confirmations: wait until %s, then try again.",
-			report.Clock(until)), Err: errors.New("confirmations rate-limited")}
+	if r, limited := d.tooManyWrong(key, now, "confirmations"); limited {
+		return r
 	}
 	c, err := d.opts.Store.Confirmation(ctx, token)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
