@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"github.com/opsbot/opsbot/auth"
-	"github.com/opsbot/opsbot/jobs"
+	"github.com/opsbot/opsbot/leases"
 )
 
 // Adapter is a chat platform as `opsbot serve` hosts it: the Chat the bot
@@ -68,12 +68,12 @@ type Transient interface {
 }
 
 // The door's face for adapters: a leader's lease (a Matrix sync's) is held
-// by the job runtime's Leases (package jobs).
-type Hold = jobs.Hold
+// by the runtime's locker (leases.Leases, App.Leases).
+type Hold = leases.Hold
 
-// ErrLeasesClosed is jobs.ErrLeasesClosed: the leases were closed, the
+// ErrLeasesClosed is leases.ErrClosed: the leases were closed, the
 // process is stopping.
-var ErrLeasesClosed = jobs.ErrLeasesClosed
+var ErrLeasesClosed = leases.ErrClosed
 
 // What an adapter that knows more about its users supplies to the door's
 // auth (package auth decides with it): a platform's user groups, and

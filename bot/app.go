@@ -10,6 +10,7 @@ import (
 
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/jobs"
+	"github.com/opsbot/opsbot/leases"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -22,7 +23,7 @@ type App struct {
 	Dispatcher *Dispatcher
 	// Leases holds services and nodes across the opsbot processes that
 	// share the store; it is also the runbook's ops.Locker for nodes.
-	Leases *jobs.Leases
+	Leases *leases.Leases
 	// Interrupted lists the jobs a previous process left unfinished.
 	Interrupted []store.Job
 
@@ -51,7 +52,7 @@ type AppOptions struct {
 	// (App.Leases). It hands them to what keeps state of its own in the
 	// store, such as the Matrix adapter (its login, sync position and
 	// device keys; its sync lease). An error stops NewApp.
-	Opened func(st *store.Store, leases *jobs.Leases) error
+	Opened func(st *store.Store, locker *leases.Leases) error
 }
 
 // BackendDeps are what a runbook built by AppOptions.NewBackend takes from
@@ -89,32 +90,32 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	leases, err := jobs.NewLeases(ctx, st, jobs.LeaseOptions{TTL: cfg.Limits.LeaseTTL.D(), Logger: o.Logger})
+	locker, err := leases.New(ctx, st, leases.Options{TTL: cfg.Limits.LeaseTTL.D(), Logger: o.Logger})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
 	if o.Opened != nil {
-		if err := o.Opened(st, leases); err != nil {
-			leases.Close()
+		if err := o.Opened(st, locker); err != nil {
+			locker.Close()
 			st.Close()
 			return nil, err
 		}
 	}
 	backend := o.Backend
 	if backend == nil && o.NewBackend != nil {
-		deps := BackendDeps{Nodes: leases, Changes: ChangeLog{Store: st}}
+		deps := BackendDeps{Nodes: locker, Changes: ChangeLog{Store: st}}
 		if last, err := st.ListJobs(ctx, store.JobFilter{Limit: 1}); err == nil && len(last) == 1 {
 			deps.LastJob = last[0].ID
 		}
 		if backend, err = o.NewBackend(deps); err != nil {
-			leases.Close()
+			locker.Close()
 			st.Close()
 			return nil, err
 		}
 	}
 	eng := jobs.NewEngine(jobs.EngineOptions{Store: st, Backend: backend, Chats: o.Chats, JobTimeout: cfg.Limits.JobTimeout.D(),
-		Leases: leases, Logger: o.Logger, Observer: o.Observer})
+		Leases: locker, Logger: o.Logger, Observer: o.Observer})
 	interrupted, err := eng.RecoverInterrupted(ctx)
 	if err != nil {
 		eng.Close()
@@ -136,7 +137,7 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 		ConfirmTTL: cfg.Limits.ConfirmTTL.D(), Logger: o.Logger, Timezone: loc, Now: o.Now, ConfigFile: cfg.File})
 	d.SetAdmissions(AdmissionsFromConfig(cfg))
 	d.SetReportRooms(ReportRooms(cfg))
-	return &App{Config: cfg, Store: st, Engine: eng, Dispatcher: d, Leases: leases, Interrupted: interrupted}, nil
+	return &App{Config: cfg, Store: st, Engine: eng, Dispatcher: d, Leases: locker, Interrupted: interrupted}, nil
 }
 
 // CurrentConfig is the config in effect: the one given to NewApp, or the

@@ -16,6 +16,7 @@ import (
 	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/jobs"
+	"github.com/opsbot/opsbot/leases"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -28,7 +29,7 @@ type harness struct {
 	chat  *chatrec.Recorder
 	now   atomic.Pointer[time.Time]
 	// leases is the engine's lease owner (newLeaseHarness), nil otherwise.
-	leases *jobs.Leases
+	leases *leases.Leases
 }
 
 func newHarness(t testing.TB, backend jobs.Backend, users map[string]string) *harness {

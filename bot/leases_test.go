@@ -17,30 +17,31 @@ import (
 	"github.com/opsbot/opsbot/internal/jobtest"
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/jobs"
+	"github.com/opsbot/opsbot/leases"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
 
 // newLeaseHarness is a bot on the store file at path with its own Store
 // handle and its own lease owner, as a separate opsbot process has.
-func newLeaseHarness(t *testing.T, path string, ttl time.Duration, backend func(h *harness) jobs.Backend) (*harness, *jobs.Leases) {
+func newLeaseHarness(t *testing.T, path string, ttl time.Duration, backend func(h *harness) jobs.Backend) (*harness, *leases.Leases) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	leases, err := jobs.NewLeases(ctx, st, jobs.LeaseOptions{TTL: ttl})
+	locker, err := leases.New(ctx, st, leases.Options{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, store: st, chat: chatrec.New(), leases: leases}
+	h := &harness{t: t, store: st, chat: chatrec.New(), leases: locker}
 	auth, err := auth.New("none", roles)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.eng = jobs.NewEngine(jobs.EngineOptions{Store: st, Backend: backend(h), Chats: map[string]Chat{"test": h.chat},
-		JobTimeout: time.Minute, Leases: leases})
+		JobTimeout: time.Minute, Leases: locker})
 	h.disp = NewDispatcher(DispatcherOptions{Store: st, Engine: h.eng, Auth: auth,
 		Commands: commands.Options{Services: []commands.ServiceRef{{Name: "qwen", Host: "gpu1"}, {Name: "llama", Host: "gpu1"}},
 			Hosts: []string{"gpu1", "pve"}},
@@ -49,7 +50,7 @@ func newLeaseHarness(t *testing.T, path string, ttl time.Duration, backend func(
 		h.eng.Close()
 		st.Close()
 	})
-	return h, leases
+	return h, locker
 }
 
 // span is when a mutating pipeline ran, by the wall clock of this machine.
@@ -215,7 +216,7 @@ func TestLostLeaseStopsTheJob(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	started := make(chan struct{}, 1)
-	a, leases := newLeaseHarness(t, path, 600*time.Millisecond, func(*harness) jobs.Backend {
+	a, locker := newLeaseHarness(t, path, 600*time.Millisecond, func(*harness) jobs.Backend {
 		return jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 			started <- struct{}{}
 			<-ctx.Done()
@@ -232,7 +233,7 @@ func TestLostLeaseStopsTheJob(t *testing.T) {
 		time.Now().Add(time.Hour).UnixNano()); err != nil {
 		t.Fatal(err)
 	}
-	res, err := thief.Exec(`UPDATE leases SET owner = 'thief', job_id = 999 WHERE key = 'service:qwen' AND owner = ?`, leases.Owner().ID)
+	res, err := thief.Exec(`UPDATE leases SET owner = 'thief', job_id = 999 WHERE key = 'service:qwen' AND owner = ?`, locker.Owner().ID)
 	if n, _ := res.RowsAffected(); err != nil || n != 1 {
 		t.Fatalf("steal the lease: %v (%d rows)", err, n)
 	}
@@ -264,7 +265,7 @@ func TestVanishedOwnerStopsItsJobs(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "opsbot.db")
 	started := make(chan struct{}, 1)
-	a, leases := newLeaseHarness(t, path, 600*time.Millisecond, func(*harness) jobs.Backend {
+	a, locker := newLeaseHarness(t, path, 600*time.Millisecond, func(*harness) jobs.Backend {
 		return jobtest.Func(func(ctx context.Context, cmd commands.Job, rep ops.Reporter) (*ops.Result, error) {
 			started <- struct{}{}
 			<-ctx.Done()
@@ -274,7 +275,7 @@ func TestVanishedOwnerStopsItsJobs(t *testing.T) {
 	job := a.handle("olga", "mtp steps 4 qwen")
 	<-started
 	db := rawDBFor(t, path)
-	if _, err := db.Exec(`DELETE FROM owners WHERE id = ?`, leases.Owner().ID); err != nil {
+	if _, err := db.Exec(`DELETE FROM owners WHERE id = ?`, locker.Owner().ID); err != nil {
 		t.Fatal(err)
 	}
 	j := a.wait(job.JobID)
@@ -283,7 +284,7 @@ func TestVanishedOwnerStopsItsJobs(t *testing.T) {
 	}
 	testkit.WaitFor(t, 10*time.Second, "the process registers again", func() bool {
 		var n int
-		_ = db.QueryRow(`SELECT COUNT(*) FROM owners WHERE id = ?`, leases.Owner().ID).Scan(&n)
+		_ = db.QueryRow(`SELECT COUNT(*) FROM owners WHERE id = ?`, locker.Owner().ID).Scan(&n)
 		return n == 1
 	})
 }

@@ -4,8 +4,8 @@
 // one live status message with a thread of steps (through chat, with
 // report's rendering), records its events, result and benchmarks, and winds
 // it down when the store refuses writes, keeping what the store refuses
-// until it takes it (record.go). Leases holds this process's keys
-// in the store; Runbooks is the Backend jobs run on (the runbook of the
+// until it takes it (record.go). The runtime's locker (leases.Leases, package
+// leases) holds this process's keys in the store; Runbooks is the Backend jobs run on (the runbook of the
 // config in effect, swapped on reload); a job stops only at a safe point
 // (never inside a unit write or a start), and an Observer is told of every
 // job and step for metrics.
@@ -29,6 +29,7 @@ import (
 	"github.com/opsbot/opsbot/chat"
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
+	"github.com/opsbot/opsbot/leases"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
@@ -59,7 +60,7 @@ type EngineOptions struct {
 	// store, so the lock holds across opsbot processes on the same store;
 	// the engine runs its heartbeat, and Close unregisters it. Without it,
 	// services are held within this process only.
-	Leases *Leases
+	Leases *leases.Leases
 	Logger *slog.Logger
 	// Observer, when set, is told of every job and step (metrics).
 	Observer Observer
@@ -133,7 +134,7 @@ func NewEngine(opts EngineOptions) *Engine {
 	}
 	e := &Engine{opts: opts, log: log, jobs: map[int64]*jobRun{}, local: ops.NewProcessLocker(), quit: make(chan struct{})}
 	if opts.Leases != nil {
-		opts.Leases.start(e.leaseLost, e.tick)
+		opts.Leases.Start(e.leaseLost, e.tick)
 	}
 	return e
 }
@@ -339,7 +340,7 @@ func (e *Engine) Shutdown(ctx context.Context) {
 	e.quitOnce.Do(func() { close(e.quit) })
 	e.recording.Wait()
 	if e.opts.Leases != nil {
-		e.opts.Leases.close()
+		e.opts.Leases.Close()
 	}
 }
 
@@ -353,7 +354,7 @@ func (e *Engine) Shutdown(ctx context.Context) {
 // whichever process marks it.
 func (e *Engine) RecoverInterrupted(ctx context.Context) ([]store.Job, error) {
 	if e.opts.Leases != nil {
-		e.opts.Leases.reapDead(ctx)
+		e.opts.Leases.ReapDead(ctx)
 	}
 	jobs, err := e.opts.Store.InterruptUnfinished(ctx, interruptedWhy)
 	if err != nil {
@@ -446,7 +447,7 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 		// Every host command checks the hold right before it is sent.
 		r.hold = func() error { return l.Check(r.job.ID) }
 		jh.Held = r.hold
-		defer l.forgetJob(r.job.ID)
+		defer l.ForgetJob(r.job.ID)
 	}
 	// Hold the service for the whole run (released even on panic or cancel).
 	lockWait := time.Duration(0)

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -9,7 +10,9 @@ import (
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/labtest"
 	"github.com/opsbot/opsbot/lab"
+	"github.com/opsbot/opsbot/leases"
 	"github.com/opsbot/opsbot/ops"
+	"github.com/opsbot/opsbot/store"
 )
 
 // TestReloadClosesReplacedRunbook: a reload (SIGHUP) puts a new runbook in
@@ -32,7 +35,7 @@ func TestReloadClosesReplacedRunbook(t *testing.T) {
 	}
 	var rbs Runbooks
 	defer rbs.Close()
-	_, nodes := newTestLeases(t)
+	nodes := newTestLeases(t)
 	build := func(*config.Config) (*ops.Runbook, error) { return labtest.Runbook(t, l, nodes) }
 	rb, err := build(cfg)
 	if err != nil {
@@ -102,3 +105,21 @@ func TestReloadClosesReplacedRunbook(t *testing.T) {
 type reloaderFunc func(*config.Config) error
 
 func (f reloaderFunc) Reload(cfg *config.Config) error { return f(cfg) }
+
+// newTestLeases opens a store of t's own and a lease owner on it (TTL 3 s,
+// no heartbeat running), the runbook's node locker, closed when t ends.
+func newTestLeases(t *testing.T) *leases.Leases {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "opsbot.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	l, err := leases.New(ctx, st, leases.Options{TTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}

@@ -2,7 +2,7 @@
 // schedules through the door (bot) as requests of platform "schedule", with
 // their creator's role and their target rooms, once per firing across the
 // processes on a store, on the holder of the "scheduler" lease
-// (jobs.RunLeader); it decides missed firings by their policy, and checks a
+// (leases.RunLeader); it decides missed firings by their policy, and checks a
 // scheduled job's benchmarks for regressions (report.CheckRegression) once
 // it finished. ParseSchedule, the cron reading the door shares, stays in bot.
 package schedule
@@ -17,7 +17,7 @@ import (
 
 	"github.com/opsbot/opsbot/bot"
 	"github.com/opsbot/opsbot/config"
-	"github.com/opsbot/opsbot/jobs"
+	"github.com/opsbot/opsbot/leases"
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
@@ -161,7 +161,7 @@ func SyncConfigSchedules(ctx context.Context, app *bot.App, now time.Time) error
 // holder that finds its lease lost stops before its next firing and waits
 // for the lease again.
 func (s *Scheduler) Run(ctx context.Context) error {
-	return jobs.RunLeader(ctx, s.app.Leases, SchedulerLease, s.log, func(ctx context.Context, held func(context.Context) error) error {
+	return leases.RunLeader(ctx, s.app.Leases, SchedulerLease, s.log, func(ctx context.Context, held func(context.Context) error) error {
 		if err := s.catchUp(ctx, s.opts.Now(), held); err != nil {
 			return err
 		}

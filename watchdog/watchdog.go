@@ -1,5 +1,5 @@
 // Package watchdog is the Watchdog: on the holder of the "watchdog" store
-// lease (jobs.RunLeader) it looks at every configured service each
+// lease (leases.RunLeader) it looks at every configured service each
 // watchdog.interval and keeps one incident per service in the store, with
 // one alert message per target room, edited as the incident evolves and
 // closed when the service serves again. Everything it starts goes through
@@ -22,6 +22,7 @@ import (
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/jobs"
+	"github.com/opsbot/opsbot/leases"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
@@ -144,17 +145,17 @@ func (w *Watchdog) settings() watchSettings {
 // ctx ends (then it returns nil). A holder that finds its lease lost stops
 // before its next pass or alert and waits for it again.
 func (w *Watchdog) Run(ctx context.Context) error {
-	return jobs.RunLeader(ctx, w.app.Leases, WatchdogLease, w.log, func(ctx context.Context, held func(context.Context) error) error {
+	return leases.RunLeader(ctx, w.app.Leases, WatchdogLease, w.log, func(ctx context.Context, held func(context.Context) error) error {
 		for {
 			began := time.Now()
 			set := w.settings()
 			if _, err := w.pass(ctx, w.opts.Now(), set, held); err != nil {
-				if errors.Is(err, jobs.ErrLeaseLost) || ctx.Err() != nil {
+				if errors.Is(err, leases.ErrLost) || ctx.Err() != nil {
 					return err
 				}
 				w.log.Error("watchdog pass", "err", err)
 			}
-			if jobs.SleepOrDone(ctx, set.interval-time.Since(began)) {
+			if leases.SleepOrDone(ctx, set.interval-time.Since(began)) {
 				return nil
 			}
 		}

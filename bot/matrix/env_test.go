@@ -20,6 +20,7 @@ import (
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/lab"
+	"github.com/opsbot/opsbot/leases"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -125,8 +126,8 @@ func (e *env) start(now func() time.Time) *instance {
 	}
 	// As `opsbot serve` does: the adapter keeps its state in the bot's
 	// store and holds its sync with the runtime's locker.
-	opened := func(st *store.Store, leases *jobs.Leases) error {
-		a.Attach(matrix.Deps{State: st, Locker: leases, Keys: st})
+	opened := func(st *store.Store, locker *leases.Leases) error {
+		a.Attach(matrix.Deps{State: st, Locker: locker, Keys: st})
 		return nil
 	}
 	app, err := bot.NewApp(ctx, e.cfg, bot.AppOptions{NewBackend: newBackend, Chats: map[string]bot.Chat{matrix.Platform: a}, Logger: log,

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsbot/opsbot/jobs"
+	"github.com/opsbot/opsbot/leases"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -29,7 +29,7 @@ func TestSyncLeaseTakeover(t *testing.T) {
 	defer st.Close()
 	const ttl = 500 * time.Millisecond
 	const key = "matrix-sync:@opsbot:example.org"
-	dead, err := jobs.NewLeases(ctx, st, jobs.LeaseOptions{TTL: ttl}) // never started: it renews nothing
+	dead, err := leases.New(ctx, st, leases.Options{TTL: ttl}) // never started: it renews nothing
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,11 +37,11 @@ func TestSyncLeaseTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	standby, err := jobs.NewLeases(ctx, st, jobs.LeaseOptions{TTL: ttl})
+	standby, err := leases.New(ctx, st, leases.Options{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	standby.Start()
+	standby.Start(nil, nil)
 	defer standby.Close()
 	var told atomic.Value
 	began := time.Now()

@@ -167,7 +167,7 @@ type State interface {
 }
 
 // Locker holds a key across the opsbot processes that share the store: the
-// runtime's one locker (jobs.Leases, App.Leases), as for services and the
+// runtime's one locker (leases.Leases, App.Leases), as for services and the
 // scheduler. Lock blocks until the key is held or ctx ends; the hold is
 // marked lost when another process took it over or the locker closed.
 type Locker interface {

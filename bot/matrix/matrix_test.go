@@ -15,7 +15,7 @@ import (
 	"github.com/opsbot/opsbot/bot/matrix"
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/internal/testkit"
-	"github.com/opsbot/opsbot/jobs"
+	"github.com/opsbot/opsbot/leases"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -411,12 +411,12 @@ func TestBadCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := e.openStore(t)
-		leases, err := jobs.NewLeases(testkit.Context(t, 10*time.Second), st, jobs.LeaseOptions{})
+		locker, err := leases.New(testkit.Context(t, 10*time.Second), st, leases.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(leases.Close)
-		a.Attach(matrix.Deps{State: st, Locker: leases, Keys: st})
+		t.Cleanup(locker.Close)
+		a.Attach(matrix.Deps{State: st, Locker: locker, Keys: st})
 		err = a.Run(testkit.Context(t, 30*time.Second), nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Run: %v, want it to say %q", c.name, err, c.want)

@@ -7,7 +7,7 @@ import (
 	"github.com/opsbot/opsbot/bot/matrix"
 	"github.com/opsbot/opsbot/bot/slack"
 	"github.com/opsbot/opsbot/config"
-	"github.com/opsbot/opsbot/jobs"
+	"github.com/opsbot/opsbot/leases"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -31,7 +31,7 @@ func newSlackAdapter(cfg *config.Config, log *slog.Logger) (bot.HTTPAdapter, err
 // bot opened them, before anything is posted (bot.AppOptions.Opened).
 type storeKeeper interface {
 	bot.Adapter
-	keepIn(st *store.Store, leases *jobs.Leases)
+	keepIn(st *store.Store, locker *leases.Leases)
 }
 
 // newMatrixAdapter builds the Matrix adapter of the config's matrix section
@@ -53,6 +53,6 @@ var _ storeKeeper = matrixAdapter{}
 
 // keepIn hands the adapter the store (its state and mautrix's key tables)
 // and the runtime's locker.
-func (m matrixAdapter) keepIn(st *store.Store, leases *jobs.Leases) {
-	m.Attach(matrix.Deps{State: st, Locker: leases, Keys: st})
+func (m matrixAdapter) keepIn(st *store.Store, locker *leases.Leases) {
+	m.Attach(matrix.Deps{State: st, Locker: locker, Keys: st})
 }

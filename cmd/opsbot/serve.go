@@ -24,6 +24,7 @@ import (
 	"github.com/opsbot/opsbot/internal/serve"
 	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/lab"
+	"github.com/opsbot/opsbot/leases"
 	"github.com/opsbot/opsbot/ops/remote"
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/schedule"
@@ -224,10 +225,10 @@ func (s *server) run(ctx context.Context, sigs <-chan os.Signal, o setupOptions)
 
 	o.Chats, o.Logger, o.Observer = chats, log, s.metrics
 	o.Phase = func(what string) { s.phase.Store(&what) }
-	o.Opened = func(st *store.Store, leases *jobs.Leases) error {
+	o.Opened = func(st *store.Store, locker *leases.Leases) error {
 		for _, a := range s.adapters {
 			if k, ok := a.(storeKeeper); ok {
-				k.keepIn(st, leases)
+				k.keepIn(st, locker)
 			}
 		}
 		return nil

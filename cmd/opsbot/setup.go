@@ -12,6 +12,7 @@ import (
 	"github.com/opsbot/opsbot/config"
 	"github.com/opsbot/opsbot/jobs"
 	"github.com/opsbot/opsbot/lab"
+	"github.com/opsbot/opsbot/leases"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/store"
 )
@@ -30,7 +31,7 @@ type setupOptions struct {
 	Observer jobs.Observer
 	// Opened, when set, is bot.AppOptions.Opened: serve hands the adapters
 	// that keep state in the store the store and the runtime's locker.
-	Opened func(st *store.Store, leases *jobs.Leases) error
+	Opened func(st *store.Store, locker *leases.Leases) error
 	// Started, with Lab, is the lab startLabConfig already started (serve
 	// needs its config before setup); setup then owns it. nil: setup starts one.
 	Started *labStart

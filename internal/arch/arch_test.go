@@ -154,6 +154,19 @@ var rules = []struct {
 		return test || !under(from, "report") || under(to, "report") ||
 			to == "chat" || to == "ops" || to == "store" || to == "commands" || to == "config"
 	}},
+	// leases holds things across opsbot processes on one store (the
+	// runtime's locker, the leaders' loop): it stands on the store, ops's
+	// hold and config's default TTL, under the job runtime that starts its
+	// heartbeat and the leaders that run in it.
+	{"leases's code imports of ours only store, ops, ops/remote and config", func(from, to string, test bool) bool {
+		return test || !under(from, "leases") || under(to, "leases") ||
+			to == "store" || to == "ops" || to == "ops/remote" || to == "config"
+	}},
+	{"nothing below leases imports it (commands, ops, store, config, chat, report, auth, lab)", func(from, to string, _ bool) bool {
+		low := under(from, "commands") || under(from, "ops") || under(from, "store") || under(from, "config") ||
+			under(from, "chat") || under(from, "report") || under(from, "auth") || under(from, "lab")
+		return !low || !under(to, "leases")
+	}},
 	// The job runtime runs what the door submits: it never reaches up to
 	// the door, nor to what drives the door (the scheduler, the watchdog,
 	// the assembled app).
@@ -268,6 +281,9 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "internal/apptest", code: map[string]bool{"internal/testkit": true}},
 		{path: "internal/chatrec", code: map[string]bool{"bot": true}},
 		{path: "internal/jobtest", code: map[string]bool{"bot": true, "store": true}},
+		{path: "leases", code: map[string]bool{"jobs": true, "bot": true}},
+		{path: "store", code: map[string]bool{"leases": true}},
+		{path: "ops", tests: map[string]bool{"leases": true}},
 	}
 	got := violations(bad)
 	want := []string{
@@ -293,9 +309,12 @@ func TestRulesCatchViolations(t *testing.T) {
 		"jobs imports in tests app: jobs never imports bot, schedule, watchdog or app",
 		"jobs imports internal/jobtest: only tests import internal/testkit and the test doubles",
 		"lab imports ops/unit: lab imports nothing of ours except lab's own packages",
+		"leases imports bot: leases's code imports of ours only store, ops, ops/remote and config",
+		"leases imports jobs: leases's code imports of ours only store, ops, ops/remote and config",
 		"ops imports bot: commands, ops, store and config never import bot",
 		"ops imports commands: ops's code never imports commands",
 		"ops imports config: ops never imports config",
+		"ops imports in tests leases: nothing below leases imports it (commands, ops, store, config, chat, report, auth, lab)",
 		"ops/bench imports ops/remote: ops/bench imports of ops only ops/engine",
 		"ops/gpu imports lab: only internal/labtest, cmd, tests and test doubles wire the lab to the rest",
 		"ops/remote imports config: ops never imports config",
@@ -303,6 +322,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		"schedule imports app: schedule and watchdog never import app",
 		"store imports bot: commands, ops, store and config never import bot",
 		"store imports bot: store knows neither bot nor ops's parts (only ops's result types)",
+		"store imports leases: nothing below leases imports it (commands, ops, store, config, chat, report, auth, lab)",
 		"store imports ops/remote: store knows neither bot nor ops's parts (only ops's result types)",
 		"watchdog imports in tests app: schedule and watchdog never import app",
 	}
@@ -322,11 +342,14 @@ func TestRulesCatchViolations(t *testing.T) {
 		{path: "internal/labtest", code: map[string]bool{"lab": true, "ops/remote": true}},
 		{path: "bot/slack", code: map[string]bool{"bot": true, "chat": true, "config": true}},
 		{path: "report", code: map[string]bool{"chat": true, "ops": true, "store": true, "config": true}},
-		{path: "jobs", code: map[string]bool{"chat": true, "report": true, "ops": true, "store": true}},
+		{path: "jobs", code: map[string]bool{"chat": true, "report": true, "ops": true, "store": true, "leases": true}},
+		{path: "leases", code: map[string]bool{"store": true, "ops": true, "ops/remote": true, "config": true}},
 		{path: "bot", code: map[string]bool{"jobs": true, "chat": true, "report": true}},
-		{path: "schedule", code: map[string]bool{"bot": true, "jobs": true, "report": true}},
+		{path: "schedule", code: map[string]bool{"bot": true, "jobs": true, "report": true, "leases": true}},
 		{path: "app", code: map[string]bool{"bot": true, "schedule": true, "watchdog": true}},
-		{path: "watchdog", code: map[string]bool{"bot": true, "jobs": true, "report": true}},
+		{path: "watchdog", code: map[string]bool{"bot": true, "jobs": true, "report": true, "leases": true}},
+		{path: "bot", code: map[string]bool{"leases": true}},
+		{path: "bot/matrix", tests: map[string]bool{"leases": true}},
 		{path: "bot", tests: map[string]bool{"internal/chatrec": true, "internal/jobtest": true, "internal/testkit": true}},
 		{path: "schedule", tests: map[string]bool{"internal/apptest": true, "internal/chatrec": true, "internal/jobtest": true}},
 		{path: "internal/apptest", code: map[string]bool{"bot": true, "lab": true, "internal/labtest": true, "internal/chatrec": true}},

@@ -1,4 +1,4 @@
-package jobs
+package leases
 
 import (
 	"context"
@@ -55,7 +55,7 @@ func TestWaitingAcquireWakesAtTheHoldersExpiry(t *testing.T) {
 
 // TestLeasesCloseEndsLeaderHolds: when the runtime's locker closes (the
 // bot stops), a leader's hold still held (a Matrix sync's) is marked lost
-// with ErrLeasesClosed, not a takeover; its release is a no-op, the lease
+// with ErrClosed, not a takeover; its release is a no-op, the lease
 // went with the owner; and Lock refuses from then on.
 func TestLeasesCloseEndsLeaderHolds(t *testing.T) {
 	t.Parallel()
@@ -65,21 +65,21 @@ func TestLeasesCloseEndsLeaderHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.close()
+	l.Close()
 	select {
 	case <-h.Lost():
 	default:
 		t.Fatal("the leader's hold is not marked lost")
 	}
-	if err := h.Check(); !errors.Is(err, ErrLeasesClosed) || !errors.Is(err, remote.ErrHoldLost) {
-		t.Errorf("the hold's check: %v, want ErrLeasesClosed", err)
+	if err := h.Check(); !errors.Is(err, ErrClosed) || !errors.Is(err, remote.ErrHoldLost) {
+		t.Errorf("the hold's check: %v, want ErrClosed", err)
 	}
 	h.Release()
 	if ls, err := st.Leases(ctx); err != nil || len(ls) != 0 {
 		t.Errorf("leases after close: %+v %v", ls, err)
 	}
-	if _, err := l.Lock(ctx, "matrix-sync:@opsbot:example.org", nil); !errors.Is(err, ErrLeasesClosed) {
-		t.Errorf("Lock after close: %v, want ErrLeasesClosed", err)
+	if _, err := l.Lock(ctx, "matrix-sync:@opsbot:example.org", nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Lock after close: %v, want ErrClosed", err)
 	}
 }
 
@@ -93,11 +93,11 @@ func newTestLeases(t *testing.T) (*store.Store, *Leases) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	l, err := NewLeases(ctx, st, LeaseOptions{TTL: 3 * time.Second})
+	l, err := New(ctx, st, Options{TTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(l.close)
+	t.Cleanup(l.Close)
 	return st, l
 }
 
@@ -165,7 +165,7 @@ func TestRetriedReleaseSparesTheLeaseTakenAgain(t *testing.T) {
 func TestLockWaitsForTheHeartbeatAfterAStall(t *testing.T) {
 	t.Parallel()
 	_, l := newTestLeases(t)
-	l.Start()
+	l.Start(nil, nil)
 	l.mu.Lock()
 	l.lastRenew = time.Now().Add(-l.ttl) // as after the store was away for the TTL
 	l.mu.Unlock()

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package jobs
+package leases
 
 // pidAlive cannot tell here, so every process counts as alive and only the
 // lease expiry frees a dead holder's leases.

@@ -1,6 +1,6 @@
 //go:build unix
 
-package jobs
+package leases
 
 import (
 	"errors"

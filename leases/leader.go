@@ -1,4 +1,4 @@
-package jobs
+package leases
 
 import (
 	"context"
@@ -8,15 +8,15 @@ import (
 	"time"
 )
 
-// ErrLeaseLost stops a scheduler or watchdog that no longer holds its lease.
-var ErrLeaseLost = errors.New("lease lost")
+// ErrLost stops a scheduler or watchdog that no longer holds its lease.
+var ErrLost = errors.New("lease lost")
 
 // RunLeader holds lease key with leases (the runtime's locker) while body runs;
 // body's held checks the hold before each action, as the runtime checks a
 // job's before each host command: not found lost by the heartbeat (which
 // renews the lease in the store and learns there whether it is still ours),
 // and renewed less than the TTL less a margin ago. When the lease is lost
-// body's error is ErrLeaseLost, and RunLeader waits for the lease again;
+// body's error is ErrLost, and RunLeader waits for the lease again;
 // other errors are logged, and body is started again after a pause.
 //
 // Once the heartbeat finds the lease lost (it was not renewed for the TTL:
@@ -45,7 +45,7 @@ func RunLeader(ctx context.Context, leases *Leases, key string, log *slog.Logger
 		lost := isLost(hold)
 		switch {
 		case ctx.Err() != nil:
-		case lost || errors.Is(err, ErrLeaseLost):
+		case lost || errors.Is(err, ErrLost):
 			log.Warn("lease lost: stopped acting; waiting to take it again", "lease", key)
 		case err != nil:
 			log.Error("leader stopped", "lease", key, "err", err)
@@ -64,13 +64,13 @@ func lead(ctx context.Context, hold *Hold, body func(ctx context.Context, held f
 	go func() {
 		select {
 		case <-hold.Lost():
-			cancel(fmt.Errorf("%w: %w", ErrLeaseLost, hold.Check()))
+			cancel(fmt.Errorf("%w: %w", ErrLost, hold.Check()))
 		case <-bctx.Done():
 		}
 	}()
 	return body(bctx, func(context.Context) error {
 		if err := hold.Check(); err != nil {
-			return fmt.Errorf("%w: %w", ErrLeaseLost, err)
+			return fmt.Errorf("%w: %w", ErrLost, err)
 		}
 		return nil
 	})

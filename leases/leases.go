@@ -1,4 +1,11 @@
-package jobs
+// Package leases holds things across opsbot processes on one store: the
+// runtime's locker (Leases: a service or node held as a store lease with an
+// owner and a heartbeat, taken over once its holder died or stopped
+// renewing, and found lost when this process stalled past the expiry) and
+// the leader loop of the scheduler and the watchdog (RunLeader). The job
+// engine (package jobs) starts and closes the heartbeat and hears of lost
+// leases; the pipeline and the adapters hold keys through ops.Locker.
+package leases
 
 import (
 	"context"
@@ -61,11 +68,11 @@ type Leases struct {
 	closed sync.Once
 }
 
-// ErrLeasesClosed is why a hold of the runtime's locker ended when the
+// ErrClosed is why a hold of the runtime's locker ended when the
 // locker closed (this process stops: App.Shutdown, App.Close), and what
 // Lock returns after that. It is no takeover: a long holder (a Matrix sync)
 // that sees it simply stops.
-var ErrLeasesClosed = errors.New("the runtime's locker closed: this opsbot process stops")
+var ErrClosed = errors.New("the runtime's locker closed: this opsbot process stops")
 
 type heldKey struct {
 	key   string
@@ -85,15 +92,16 @@ var _ ops.Locker = (*Leases)(nil)
 // App.Leases (cmd hands it to the adapter).
 type Hold = ops.Hold
 
-// LeaseOptions configure Leases.
-type LeaseOptions struct {
+// Options configure Leases.
+type Options struct {
 	TTL    time.Duration // config.DefaultLeaseTTL when zero
 	Logger *slog.Logger
 }
 
-// NewLeases registers this process as an owner in st. Start the heartbeat
-// with an Engine (NewEngine does) and stop it with the engine's Close.
-func NewLeases(ctx context.Context, st *store.Store, o LeaseOptions) (*Leases, error) {
+// New registers this process as an owner in st. Start the heartbeat with
+// Start (the job engine's NewEngine does) and stop it with Close (the
+// engine's Close does).
+func New(ctx context.Context, st *store.Store, o Options) (*Leases, error) {
 	if o.TTL <= 0 {
 		o.TTL = config.DefaultLeaseTTL
 	}
@@ -120,10 +128,15 @@ func (l *Leases) Owner() store.Owner { return l.owner }
 // TTL is how long a lease outlives the last heartbeat.
 func (l *Leases) TTL() time.Duration { return l.ttl }
 
-// start runs the heartbeat goroutine: it calls onTick about every second
-// (renewed says whether this tick renewed the leases), and onLost for each
-// lease found lost.
-func (l *Leases) start(onLost func(key string, jobID int64, err error), onTick func(ctx context.Context, renewed bool)) {
+// Start runs the heartbeat goroutine, once per Leases: it renews this
+// owner and its leases every TTL/3 (every second after a failed renewal)
+// and marks lost holds. About every second it calls onTick (renewed says
+// whether this tick renewed the leases; ctx ends with Close), and for each
+// lease found lost it calls onLost with the key, the job that held it (0:
+// a leader) and an error that wraps remote.ErrHoldLost and
+// store.ErrLeaseLost. Both run on the heartbeat goroutine and may be nil (a
+// Leases used without a job engine: tests of leaders). Stop it with Close.
+func (l *Leases) Start(onLost func(key string, jobID int64, err error), onTick func(ctx context.Context, renewed bool)) {
 	l.mu.Lock()
 	l.onLost, l.onTick = onLost, onTick
 	l.stop, l.done = make(chan struct{}), make(chan struct{})
@@ -298,19 +311,22 @@ func (l *Leases) fresh() error {
 	return nil
 }
 
-// forgetJob drops what Check remembers of job once it ended.
-func (l *Leases) forgetJob(jobID int64) {
+// ForgetJob drops what Check remembers of job: call it once the job ended
+// (and released its leases), so that the record of a lost lease does not
+// outlive it.
+func (l *Leases) ForgetJob(jobID int64) {
 	l.mu.Lock()
 	delete(l.lostJobs, jobID)
 	l.mu.Unlock()
 }
 
-// close stops the heartbeat and unregisters this process, releasing every
-// lease it still holds. Call it after the jobs have ended. The holds of
-// leaders still held (a Matrix sync's) are marked lost with
-// ErrLeasesClosed first, so that they stop; Lock fails from then on, and a
-// release is a no-op (the leases went with the owner).
-func (l *Leases) close() {
+// Close stops the heartbeat (when started) and unregisters this process,
+// releasing every lease it still holds. Call it after the jobs have ended;
+// it is safe to call more than once. The holds of leaders still held (a
+// Matrix sync's) are marked lost with ErrClosed first, so that they stop;
+// Lock and Acquire fail with ErrClosed from then on, and a release is a
+// no-op (the leases went with the owner).
+func (l *Leases) Close() {
 	l.closed.Do(func() {
 		l.mu.Lock()
 		l.isClosed = true
@@ -322,7 +338,7 @@ func (l *Leases) close() {
 		}
 		l.mu.Unlock()
 		for _, h := range leaders {
-			h.MarkLost(fmt.Errorf("%w: %w", remote.ErrHoldLost, ErrLeasesClosed))
+			h.MarkLost(fmt.Errorf("%w: %w", remote.ErrHoldLost, ErrClosed))
 		}
 		if l.stop != nil {
 			close(l.stop)
@@ -349,7 +365,7 @@ func (l *Leases) Acquire(ctx context.Context, key string, jobID int64, waiting f
 		changed, closed := l.changed, l.isClosed
 		l.mu.Unlock()
 		if closed {
-			return nil, store.Acquisition{}, ErrLeasesClosed
+			return nil, store.Acquisition{}, ErrClosed
 		}
 		if err := l.awaitRenewal(ctx); err != nil {
 			return nil, store.Acquisition{}, err
@@ -363,7 +379,7 @@ func (l *Leases) Acquire(ctx context.Context, key string, jobID int64, waiting f
 			case ctx.Err() != nil:
 				return nil, store.Acquisition{}, context.Cause(ctx)
 			case closed: // the store closes with the locker
-				return nil, store.Acquisition{}, ErrLeasesClosed
+				return nil, store.Acquisition{}, ErrClosed
 			}
 			return nil, store.Acquisition{}, err
 		}
@@ -423,7 +439,7 @@ func (l *Leases) awaitRenewal(ctx context.Context) error {
 			return nil
 		}
 		if closed {
-			return ErrLeasesClosed
+			return ErrClosed
 		}
 		t := time.NewTimer(l.poll)
 		select {
@@ -513,7 +529,7 @@ func (l *Leases) LockFor(ctx context.Context, key string, jobID int64, onWait fu
 	l.mu.Lock()
 	switch hl, ok := l.held[key]; {
 	case l.isClosed:
-		h.MarkLost(fmt.Errorf("%w: %w", remote.ErrHoldLost, ErrLeasesClosed))
+		h.MarkLost(fmt.Errorf("%w: %w", remote.ErrHoldLost, ErrClosed))
 	case ok && hl.jobID == jobID:
 		hl.hold = h
 		l.held[key] = hl
@@ -535,18 +551,11 @@ func (l *Leases) Holds(key string) bool {
 	return ok && h.jobID == 0 && (h.hold == nil || h.hold.Check() == nil)
 }
 
-// Start runs the heartbeat for a Leases used without an Engine (tests of
-// leaders): it renews the leases every TTL/3 and marks lost holds. Stop it
-// with Close.
-func (l *Leases) Start() { l.start(nil, nil) }
-
-// Close stops the heartbeat and unregisters this owner, releasing every
-// lease it holds.
-func (l *Leases) Close() { l.close() }
-
-// reapDead ends at once the owners on this machine whose process is gone,
-// so their leases and jobs need not wait for the expiry.
-func (l *Leases) reapDead(ctx context.Context) {
+// ReapDead ends at once the owners on this machine (same host, boot and
+// PID namespace) whose process is gone, so their leases and jobs need not
+// wait for the expiry. It only logs what fails; without a machine id it
+// does nothing (then only the expiry frees a dead holder's leases).
+func (l *Leases) ReapDead(ctx context.Context) {
 	if l.owner.Machine == "" {
 		return
 	}
