@@ -157,9 +157,10 @@ type PerLoadPoint struct {
 // concurrency before found (throughput over steps has one peak at each load,
 // and it moves down as the load grows: verify work grows with draft tokens x
 // batch). Each value is deployed once through the mtp steps pipeline and
-// benchmarked at every concurrency on that start, and only when it may beat
-// the best measured at that concurrency by more than PerLoadNoise
-// (perLoadSearch.worth: concave bounds from the values measured around it).
+// benchmarked at every concurrency on that start; the golden-section search
+// stops once no value left may beat the best measured by more than
+// PerLoadNoise (perLoadSearch.worth: concave bounds from the values measured
+// around it).
 //
 // Proposing: each row is the best value measured at its concurrency (0
 // included) with the values within PerLoadNoise as candidates; SGLang's

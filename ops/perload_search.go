@@ -58,10 +58,7 @@ func (s *perLoadSearch) run(ctx context.Context, from, to int) error {
 		if ci == 0 {
 			_, _, err = goldenMaxWorth(from, hi, f, worth)
 		} else {
-			_, err = climbMax(lo, hi, bestMeasured(s.memo, ci, lo, hi), f, func(n int) bool {
-				_, ok := s.memo[n]
-				return ok || worth(n)
-			})
+			_, err = climbMax(lo, hi, bestMeasured(s.memo, ci, lo, hi), f)
 		}
 		if err != nil {
 			return err
@@ -216,7 +213,7 @@ func bestMeasured(memo map[int][]float64, ci, lo, hi int) int {
 // the same to a benchmark, and the proposal offers them as candidates).
 // Throughput over steps has one peak: from a value near it a few neighbours
 // settle it.
-func climbMax(lo, hi, start int, f func(int) (float64, error), worth func(int) bool) (int, error) {
+func climbMax(lo, hi, start int, f func(int) (float64, error)) (int, error) {
 	cur := start
 	v, err := f(cur)
 	if err != nil {
@@ -225,7 +222,7 @@ func climbMax(lo, hi, start int, f func(int) (float64, error), worth func(int) b
 	for {
 		next, nextV := cur, v
 		for _, n := range []int{cur - 1, cur + 1} {
-			if n < lo || n > hi || !worth(n) {
+			if n < lo || n > hi {
 				continue
 			}
 			w, err := f(n)
@@ -367,7 +364,8 @@ func (s *perLoadSearch) benchLive(ctx context.Context, n int) ([]SweepPoint, int
 
 // worth says whether steps value n, not measured yet, could be faster at
 // concurrency index ci than the best value measured there by more than
-// PerLoadNoise, and so is worth a restart. Near its peak throughput over
+// PerLoadNoise, and so is worth a restart to the golden-section search (the
+// climbs measure both neighbours regardless: noise can flatten a peak). Near its peak throughput over
 // steps is concave (the accept length saturates while a step's cost grows
 // with each draft token): a value lies below the line through the two
 // measured values nearest it on either side, extended to it. Where a side

@@ -18,14 +18,10 @@ func physicsTokS(n, c int) float64 {
 	return p.TokS(labengine.Chain(n), c, sglangSpecCap)
 }
 
-// The search restarts only for values that may beat the best measured at
-// some concurrency by more than the noise (concave bounds from the values
-// measured on either side): on the lab's physics, with the running steps 3
-// and no speculation measured first as a tune does, it finds each load's
-// best within 2.5% (what the proposal is held to: 3%) with fewer restarts
-// than a search that measures every value its golden section and climbs
-// reach (11 values of 1..12 on the same figures).
-func TestPerLoadSearchRestartsOnlyWhereWorth(t *testing.T) {
+// On the lab's physics, with the running steps 3 and no speculation measured
+// first as a tune does, the search finds each load's best within 2.5% (what
+// the proposal is held to: 3%), restarting for 10 values at most of 1..12.
+func TestPerLoadSearchOnThePhysics(t *testing.T) {
 	t.Parallel()
 	at := []int{1, 4, 8, 16, 32, 48, 64}
 	res := &Result{Incidents: []string{}}
@@ -59,9 +55,40 @@ func TestPerLoadSearchRestartsOnlyWhereWorth(t *testing.T) {
 			t.Errorf("concurrency %d: steps %d runs %.0f tok/s, the best %.0f (tried %v)", r.Concurrency, r.Steps, got, best, res.Tried)
 		}
 	}
-	// 3 and 0 first, then at most 8 more (each a restart).
-	if n := len(res.Tried) - 2; n > 8 {
-		t.Errorf("%d values restarted for (%v): want 8 at most", n, res.Tried)
+	// 3 and 0 first, then at most 10 more (each a restart).
+	if n := len(res.Tried) - 2; n > 10 {
+		t.Errorf("%d values restarted for (%v): want 10 at most", n, res.Tried)
+	}
+}
+
+// The golden-section search at the lowest load stops once no value left in
+// its range may beat the best measured by more than the noise: on a flat
+// top (within 1% over 7..12, as one stream measures) it measures 3 values
+// where the full search measures 5.
+func TestPerLoadGoldenStopsOnAFlatTop(t *testing.T) {
+	t.Parallel()
+	tok := map[int]float64{1: 140, 2: 180, 3: 210, 4: 235, 5: 252, 6: 262, 7: 270, 8: 271, 9: 272, 10: 272, 11: 271, 12: 270}
+	s := &perLoadSearch{memo: map[int][]float64{}}
+	f := func(n int) (float64, error) {
+		s.memo[n] = []float64{tok[n]}
+		return tok[n], nil
+	}
+	if _, _, err := goldenMaxWorth(1, 12, f, func(n int) bool { return s.worth(0, n) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.memo) > 3 {
+		t.Errorf("measured %d values on a flat top: %v", len(s.memo), s.memo)
+	}
+	best := 0.0
+	for _, v := range s.memo {
+		best = max(best, v[0])
+	}
+	if best < 272*0.98 {
+		t.Errorf("the best measured %.0f, the top 272", best)
+	}
+	full := map[int]bool{}
+	if _, _, err := goldenMax(1, 12, func(n int) (float64, error) { full[n] = true; return tok[n], nil }, nil); err != nil || len(full) < 5 {
+		t.Errorf("the full search measured %v", full)
 	}
 }
 
