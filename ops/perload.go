@@ -157,7 +157,10 @@ type PerLoadPoint struct {
 // concurrency before found (throughput over steps has one peak at each load,
 // and it moves down as the load grows: verify work grows with draft tokens x
 // batch). Each value is deployed once through the mtp steps pipeline and
-// benchmarked at every concurrency on that start.
+// benchmarked at every concurrency on that start; the golden-section search
+// stops once no value left may beat the best measured by more than
+// PerLoadNoise (perLoadSearch.worth: concave bounds from the values measured
+// around it).
 //
 // Proposing: each row is the best value measured at its concurrency (0
 // included) with the values within PerLoadNoise as candidates; SGLang's
@@ -235,7 +238,8 @@ func perLoadDryRun(service, engine string, at, between []int, o PerLoadOptions, 
 	what := fmt.Sprintf("dry run: would measure no speculative decoding and search steps %d..%d on %s at concurrency %s%s (each value one restart, "+
 		"benchmarked at every concurrency; a full sweep of them needs %d), then start the per-load configuration of the best values and "+
 		"benchmark it at every concurrency (one restart; up to %d more when it does not start and a fallback is tried; "+
-		"one more when a slot holds only 0: the same table with %s=1, proposed when it measures faster)",
+		"a table with a slot holding only 0 is started with %s=1, and once more without it where it measures more than 3%% below the search), "+
+		"values measured only where they may beat the best measured by more than 2%%",
 		o.From, o.To, service, intList(at), betweenText(between), grid, PerLoadStarts-1, unit.EnvSkipZeroDraftExtend)
 	if o.Compare && engine != "vllm" {
 		what += ", measure SGLang's default adaptive table at the same concurrencies (one restart)"

@@ -68,7 +68,8 @@ func maxCandidate(row PerLoadRow) int {
 func (s *perLoadSearch) startProposal(ctx context.Context, pl *PerLoad, d *deployed) error {
 	tries := perLoadTries(pl.Engine, pl.Rows, hasFlag(d.eff.Argv(), unit.FlagMaxRunning))
 	for i, try := range tries {
-		set := Setting{Steps: startSteps(pl.Engine, try.rows), perLoad: &perLoadSet{rows: tableRows(try.rows)}, from: s.from}
+		skip := pl.Engine != "vllm" && zeroOnlySlot(try.rows)
+		set := Setting{Steps: startSteps(pl.Engine, try.rows), perLoad: &perLoadSet{rows: tableRows(try.rows), skipZero: skip}, from: s.from}
 		sub, err := s.r.mtpSet(ctx, s.service, set, false, false, prefixed(s.rep, "proposal: "))
 		s.took(sub)
 		if err == nil {
@@ -79,10 +80,18 @@ func (s *perLoadSearch) startProposal(ctx context.Context, pl *PerLoad, d *deplo
 			if err != nil {
 				return err
 			}
-			pl.Rows = measuredAt(try.rows, pts, running)
-			s.res.Details = append(s.res.Details, prefixAll("the proposal at ", lines)...)
-			if pl.Engine != "vllm" && zeroOnlySlot(try.rows) {
-				return s.measureSkipZero(ctx, pl, try.rows)
+			pl.Rows, pl.SkipZeroDraftExtend = measuredAt(try.rows, pts, running), skip
+			what := "the proposal at "
+			if skip {
+				what = "the proposal with " + unit.EnvSkipZeroDraftExtend + "=1 at "
+			}
+			s.res.Details = append(s.res.Details, prefixAll(what, lines)...)
+			if skip {
+				if at := belowSearch(pl.Rows); at != "" {
+					return s.measureWithoutSkipZero(ctx, pl, try.rows, at)
+				}
+				s.res.Details = append(s.res.Details, fmt.Sprintf("%s=1 (a slot holds only 0): nowhere more than %.0f%% below the best value the search measured at the same concurrency: proposed with it, not measured without it",
+					unit.EnvSkipZeroDraftExtend, 100*skipZeroNoise))
 			}
 			return nil
 		}
@@ -273,41 +282,59 @@ func (r *Runbook) benchAt(ctx context.Context, t *target, set Setting, at []int,
 	return pts, running, lines, nil
 }
 
-// measureSkipZero starts pl's table (rows, measured in pl.Rows without it)
-// again with SGLang's SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND, which a slot
-// holding only 0 makes worth measuring: its step 0 then skips the draft
-// model's extend, but a stream drafting again after it starts from a cold
-// draft state. It benchmarks it at every concurrency and proposes it when
-// it wins (skipZeroWins); the table measured the other way goes to
-// pl.Compared. A start that fails is rolled back and said; only ctx's end,
-// a wind-down or a failed rollback is an error.
-func (s *perLoadSearch) measureSkipZero(ctx context.Context, pl *PerLoad, rows []PerLoadRow) error {
-	set := Setting{Steps: startSteps(pl.Engine, rows), perLoad: &perLoadSet{rows: tableRows(rows), skipZero: true}, from: s.from}
-	sub, err := s.r.mtpSet(ctx, s.service, set, false, false, prefixed(s.rep, "proposal with "+skipZeroWord+": "))
+// belowSearch names the concurrencies where rows (a table measured with
+// SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND) measured more than skipZeroNoise
+// below the best value the search measured there ("" when none): where the
+// switch may have cost (a stream drafting again after a step 0 starts from a
+// cold draft state), the table is measured without it too.
+func belowSearch(rows []PerLoadRow) string {
+	var at []string
+	for _, r := range rows {
+		if r.OutputTokS != nil && r.StepsTokS > 0 && *r.OutputTokS < r.StepsTokS*(1-skipZeroNoise) {
+			at = append(at, fmt.Sprintf("%d (%+.1f%%)", r.Concurrency, 100*(*r.OutputTokS/r.StepsTokS-1)))
+		}
+	}
+	return strings.Join(at, ", ")
+}
+
+// measureWithoutSkipZero starts pl's table (rows, measured in pl.Rows with
+// SGLang's SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND, slower than the search
+// at the concurrencies below) again without it: with the switch a slot
+// holding only 0 skips the draft model's extend, but a stream drafting
+// again after it starts from a cold draft state. It benchmarks it at every
+// concurrency and keeps the switch when it wins (skipZeroWins); the table
+// measured the other way goes to pl.Compared. A start that fails is rolled
+// back and said; only ctx's end, a wind-down or a failed rollback is an
+// error.
+func (s *perLoadSearch) measureWithoutSkipZero(ctx context.Context, pl *PerLoad, rows []PerLoadRow, below string) error {
+	s.res.Details = append(s.res.Details, fmt.Sprintf("with %s=1 the table measured more than %.0f%% below the search's best at %s: measured without it too",
+		unit.EnvSkipZeroDraftExtend, 100*skipZeroNoise, below))
+	set := Setting{Steps: startSteps(pl.Engine, rows), perLoad: &perLoadSet{rows: tableRows(rows)}, from: s.from}
+	sub, err := s.r.mtpSet(ctx, s.service, set, false, false, prefixed(s.rep, "proposal without "+skipZeroWord+": "))
 	s.took(sub)
 	if err != nil {
 		if ctx.Err() != nil || sub == nil || !sub.did.restored {
 			return fmt.Errorf("starting %s: %w", set, err)
 		}
-		s.res.Details = append(s.res.Details, fmt.Sprintf("with %s=1 the table did not serve: %s; rolled back, proposed without it", unit.EnvSkipZeroDraftExtend, droppedReason(err)))
+		s.res.Details = append(s.res.Details, fmt.Sprintf("without %s the table did not serve: %s; rolled back, proposed with it", unit.EnvSkipZeroDraftExtend, droppedReason(err)))
 		return nil
 	}
-	pts, running, lines, err := s.r.benchAt(ctx, s.t, set, s.at, sub, prefixed(s.rep, "proposal with "+skipZeroWord+" "))
+	pts, running, lines, err := s.r.benchAt(ctx, s.t, set, s.at, sub, prefixed(s.rep, "proposal without "+skipZeroWord+" "))
 	for _, c := range sub.Incidents {
 		s.res.AddIncident(c)
 	}
 	if err != nil {
 		return err
 	}
-	s.res.Details = append(s.res.Details, prefixAll("the proposal with "+unit.EnvSkipZeroDraftExtend+"=1 at ", lines)...)
-	with := measuredAt(rows, pts, running)
-	without := pl.Rows
+	s.res.Details = append(s.res.Details, prefixAll("the proposal without "+unit.EnvSkipZeroDraftExtend+" at ", lines)...)
+	with := pl.Rows
+	without := measuredAt(rows, pts, running)
 	wins, why := skipZeroWins(without, with)
 	s.res.Details = append(s.res.Details, fmt.Sprintf("%s=1 (a slot holds only 0): %s", unit.EnvSkipZeroDraftExtend, why))
-	other := PerLoadCompared{Name: "with_skip_zero_extend", Setting: "the same table with " + unit.EnvSkipZeroDraftExtend + "=1", Points: rowPoints(with)}
-	if wins {
-		pl.Rows, pl.SkipZeroDraftExtend = with, true
-		other = PerLoadCompared{Name: "without_skip_zero_extend", Setting: "the same table without " + unit.EnvSkipZeroDraftExtend, Points: rowPoints(without)}
+	other := PerLoadCompared{Name: "without_skip_zero_extend", Setting: "the same table without " + unit.EnvSkipZeroDraftExtend, Points: rowPoints(without)}
+	if !wins {
+		pl.Rows, pl.SkipZeroDraftExtend = without, false
+		other = PerLoadCompared{Name: "with_skip_zero_extend", Setting: "the same table with " + unit.EnvSkipZeroDraftExtend + "=1", Points: rowPoints(with)}
 	}
 	pl.Compared = append(pl.Compared, other)
 	return nil

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,7 +76,7 @@ func (p *PerLoad) Report() []string {
 		if row.AcceptLen > 0 {
 			al = fmt.Sprintf("%.2f", row.AcceptLen)
 		}
-		if row.AcceptRate > 0 || (row.AcceptLen == 1 && len(row.Candidates) == 1 && row.Steps > 0) {
+		if !math.IsNaN(row.AcceptRate) && (row.AcceptRate > 0 || (row.AcceptLen == 1 && len(row.Candidates) == 1 && row.Steps > 0)) {
 			rate = fmt.Sprintf("%.0f%%", 100*row.AcceptRate) // per load the drafts per step vary: unknown unless measured
 		}
 		fmt.Fprintf(&b, "%-11d  %-12s  %9s  %10s  %6s  %11.1f  %22s  %7s  %9s  %7s\n", row.Concurrency, steps, tokOr(row.OutputTokS), al, rate,

@@ -16,6 +16,8 @@ func TestPerLoadReportShowsUnknownAsDash(t *testing.T) {
 	pl := &PerLoad{Engine: "sglang", Single: 3, Rows: []PerLoadRow{
 		{Concurrency: 1, Steps: 9, Candidates: []int{9}, OutputTokS: f(270.7), AcceptLen: 5.2, AcceptRate: 0.47, StepsTokS: 268.1, SingleTokS: f(223.4), GainPct: f(21.2)},
 		{Concurrency: 32, Steps: 9, Candidates: []int{9}, OutputTokS: f(3105.1), AcceptLen: math.NaN(), AcceptRate: math.NaN(), StepsTokS: 3101.5, SingleTokS: f(2720.2), GainPct: f(14.1)},
+		// An accept length of 1 with the drafts per step unknown (a slot of one value > 0): the rate stays unknown.
+		{Concurrency: 48, Steps: 8, Candidates: []int{8}, OutputTokS: f(938.7), AcceptLen: 1, AcceptRate: math.NaN(), StepsTokS: 935.1, SingleTokS: f(763.2), GainPct: f(23)},
 	}}
 	tab := pl.Report()[0]
 	if strings.Contains(tab, "0.00") || strings.Contains(tab, " 0%") || strings.Contains(tab, "NaN") {

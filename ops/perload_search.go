@@ -54,8 +54,9 @@ func (s *perLoadSearch) run(ctx context.Context, from, to int) error {
 		if _, ok := s.memo[0]; ok && ci > 0 {
 			lo = 0 // no speculation is measured: the climb may end there
 		}
+		worth := func(n int) bool { return s.worth(ci, n) }
 		if ci == 0 {
-			_, _, err = goldenMax(from, hi, f, nil)
+			_, _, err = goldenMaxWorth(from, hi, f, worth)
 		} else {
 			_, err = climbMax(lo, hi, bestMeasured(s.memo, ci, lo, hi), f)
 		}
@@ -132,7 +133,25 @@ func (s *perLoadSearch) measure(ctx context.Context, n int) ([]float64, error) {
 // values compared, their figures, the range searched and the range left. It
 // returns the range it ended on; an error of f ends the search.
 func goldenMax(a, b int, f func(int) (float64, error), narrowed func(m1 int, f1 float64, m2 int, f2 float64, from, to [2]int)) (int, int, error) {
+	return goldenSearch(a, b, f, narrowed, nil)
+}
+
+// goldenMaxWorth is goldenMax that stops once no value left in the range
+// is worth measuring (worth: not measured yet, and possibly faster than the
+// best measured by more than the noise), and at the end measures only
+// those that are.
+func goldenMaxWorth(a, b int, f func(int) (float64, error), worth func(int) bool) (int, int, error) {
+	return goldenSearch(a, b, f, nil, worth)
+}
+
+func goldenSearch(a, b int, f func(int) (float64, error), narrowed func(m1 int, f1 float64, m2 int, f2 float64, from, to [2]int), worth func(int) bool) (int, int, error) {
+	if worth == nil {
+		worth = func(int) bool { return true }
+	}
 	for b-a > 2 {
+		if !slices.ContainsFunc(seqInts(a, b), worth) {
+			return a, b, nil
+		}
 		step := max(1, int(math.Round(float64(b-a)*golden)))
 		m1, m2 := a+step, b-step
 		if m1 >= m2 {
@@ -157,11 +176,23 @@ func goldenMax(a, b int, f func(int) (float64, error), narrowed func(m1 int, f1 
 		}
 	}
 	for n := a; n <= b; n++ {
+		if !worth(n) {
+			continue
+		}
 		if _, err := f(n); err != nil {
 			return a, b, err
 		}
 	}
 	return a, b, nil
+}
+
+// seqInts is a..b.
+func seqInts(a, b int) []int {
+	out := make([]int, 0, max(b-a+1, 0))
+	for n := a; n <= b; n++ {
+		out = append(out, n)
+	}
+	return out
 }
 
 // bestMeasured is the steps value in lo..hi with the highest figure at
@@ -329,4 +360,43 @@ func (s *perLoadSearch) benchLive(ctx context.Context, n int) ([]SweepPoint, int
 	set := Setting{Steps: n, from: s.from}
 	pts, err := s.r.benchEach(ctx, s.t, set, s.at, sub, s.res, prefixed(s.rep, "running now: "))
 	return pts, 0, err
+}
+
+// worth says whether steps value n, not measured yet, could be faster at
+// concurrency index ci than the best value measured there by more than
+// PerLoadNoise, and so is worth a restart to the golden-section search (the
+// climbs measure both neighbours regardless: noise can flatten a peak). Near its peak throughput over
+// steps is concave (the accept length saturates while a step's cost grows
+// with each draft token): a value lies below the line through the two
+// measured values nearest it on either side, extended to it. Where a side
+// has fewer than two measured values, nothing bounds it: worth measuring.
+// No speculation (0) is no point of that curve (no draft model at all) and
+// bounds nothing.
+func (s *perLoadSearch) worth(ci, n int) bool {
+	if _, ok := s.memo[n]; ok {
+		return false
+	}
+	var pts []int
+	best := math.Inf(-1)
+	for m, v := range s.memo {
+		if !math.IsInf(v[ci], -1) {
+			best = max(best, v[ci])
+			if m > 0 {
+				pts = append(pts, m)
+			}
+		}
+	}
+	sort.Ints(pts)
+	i, _ := slices.BinarySearch(pts, n)
+	bound := math.Inf(1)
+	at := func(m int) float64 { return s.memo[m][ci] }
+	if i >= 2 {
+		a, b := pts[i-2], pts[i-1]
+		bound = min(bound, at(b)+(at(b)-at(a))/float64(b-a)*float64(n-b))
+	}
+	if i+1 < len(pts) {
+		a, b := pts[i], pts[i+1]
+		bound = min(bound, at(a)-(at(b)-at(a))/float64(b-a)*float64(a-n))
+	}
+	return bound > best*(1+PerLoadNoise)
 }
