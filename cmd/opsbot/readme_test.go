@@ -5,6 +5,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,8 +81,20 @@ func shellWords(s string) ([]string, error) {
 	return out, nil
 }
 
+// readmeExit is the exit code a README command line says it ends with, in
+// its comment ("# exits 1: ..."), 0 when it says none: a walkthrough may
+// show a job that fails on purpose.
+func readmeExit(line string) int {
+	m := regexp.MustCompile(`#.*\bexits (\d+)\b`).FindStringSubmatch(line)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
 // Every lab command README shows (`go run ./cmd/opsbot run --lab ...`,
-// `demo`) runs as written and exits 0: the first command at its top, and
+// `demo`) runs as written and exits 0, or the code its comment names: the first command at its top, and
 // those of "Try it". A --chart-dir, relative in README, lies in a fresh
 // directory of the test's (it does not exist yet: the run creates it), so
 // that the commands run side by side.
@@ -105,8 +119,9 @@ func TestReadmeLabCommandsRun(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			var out, errb bytes.Buffer
-			if code := run(ctx, args, strings.NewReader("mtp show\n"), &out, &errb); code != 0 {
-				t.Errorf("%s\nexit %d\nstdout:\n%s\nstderr:\n%s", lines[i], code, out.String(), errb.String())
+			want := readmeExit(lines[i])
+			if code := run(ctx, args, strings.NewReader("mtp show\n"), &out, &errb); code != want {
+				t.Errorf("%s\nexit %d, want %d\nstdout:\n%s\nstderr:\n%s", lines[i], code, want, out.String(), errb.String())
 			}
 			if charts != "" {
 				if ents, err := os.ReadDir(charts); err != nil || len(ents) != 1 {
