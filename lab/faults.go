@@ -51,6 +51,8 @@ import (
 //	persistence-held=G nvidia-persistenced does not give GPU G up per GPU: `nvidia-smi -pm 0
 //	                -i G` is refused, so its reset stays refused while persistence mode holds the
 //	                device, until nvidia-persistenced is stopped (gpureset.go)
+//	xid-after-reset=N@G right after its next reset, GPU G fails again as the driver reports
+//	                XID N (failing hardware a reset does not cure: the reset's check sees a new Xid)
 type Fault struct {
 	Name     string
 	Duration time.Duration // slow-load and restart-loop only
@@ -79,7 +81,8 @@ func (f Fault) String() string {
 }
 
 // gpuFaults are the faults of one node GPU, given by its index.
-var gpuFaults = map[string]bool{"xid": true, "remap-pending": true, "pcie-degraded": true, "thermal": true, "stuck-memory": true, "persistence-held": true}
+var gpuFaults = map[string]bool{"xid": true, "remap-pending": true, "pcie-degraded": true, "thermal": true, "stuck-memory": true, "persistence-held": true,
+	"xid-after-reset": true}
 
 // sshDropStages are the values ssh-drop takes.
 var sshDropStages = []string{"upload", "write", "reload"}
@@ -91,7 +94,7 @@ type FaultError struct {
 }
 
 func (e *FaultError) Error() string {
-	return fmt.Sprintf("fault %q: %s (known: orphans, dstate, slow-load=DUR, slow-engine=F, crash-on-start, ssh-drop[=upload|write|reload], no-forwarding, restart-loop=DUR, xid=N@GPU, remap-pending=GPU, pcie-degraded=GPU, thermal=GPU, stuck-memory=GPU, persistence-held=GPU)", e.Item, e.Problem)
+	return fmt.Sprintf("fault %q: %s (known: orphans, dstate, slow-load=DUR, slow-engine=F, crash-on-start, ssh-drop[=upload|write|reload], no-forwarding, restart-loop=DUR, xid=N@GPU, remap-pending=GPU, pcie-degraded=GPU, thermal=GPU, stuck-memory=GPU, persistence-held=GPU, xid-after-reset=N@GPU)", e.Item, e.Problem)
 }
 
 // FaultDocs name every fault ParseFaults takes, as written, with what it
@@ -105,6 +108,13 @@ var FaultDocs = [][2]string{
 	{"ssh-drop[=upload|write|reload]", "the SSH connection drops at the next systemctl start/stop (or at that unit write stage)"},
 	{"no-forwarding", "the hosts' sshd refuse TCP forwarding (a via_ssh service is unreachable)"},
 	{"restart-loop=DUR", "DUR after start, qwen is restarted behind opsbot's back and loops (for the watchdog)"},
+	{"xid=N@G", "node GPU G fails as the driver reports XID N (the kernel log line and its state)"},
+	{"remap-pending=G", "GPU G has a row marked for remapping (XID 63), pending until a reset"},
+	{"pcie-degraded=G", "GPU G's PCIe link trained at gen 4 x8 of gen 5 x16"},
+	{"thermal=G", "GPU G runs at 92 C, slowed by thermal slowdown"},
+	{"stuck-memory=G", "the next process on GPU G to exit leaves its memory held by no process until a reset"},
+	{"persistence-held=G", "nvidia-persistenced does not give GPU G up per GPU: `nvidia-smi -pm 0 -i G` is refused"},
+	{"xid-after-reset=N@G", "right after its next reset, GPU G reports XID N again (hardware a reset does not cure)"},
 }
 
 // FaultHelp is FaultDocs as flag help: lead, then one fault a line.
@@ -158,9 +168,9 @@ func ParseFaults(s string) ([]Fault, error) {
 				return nil, &FaultError{Item: item, Problem: "needs a factor above 1 (at most 100), e.g. slow-engine=1.5"}
 			}
 			f.Factor = v
-		case "xid", "remap-pending", "pcie-degraded", "thermal", "stuck-memory", "persistence-held":
+		case "xid", "remap-pending", "pcie-degraded", "thermal", "stuck-memory", "persistence-held", "xid-after-reset":
 			if !hasVal {
-				return nil, &FaultError{Item: item, Problem: "needs a GPU, e.g. " + map[bool]string{true: "xid=79@2", false: name + "=2"}[name == "xid"]}
+				return nil, &FaultError{Item: item, Problem: "needs a GPU, e.g. " + map[bool]string{true: name + "=79@2", false: name + "=2"}[xidFault(name)]}
 			}
 			if prob := parseGPUFault(&f, val); prob != "" {
 				return nil, &FaultError{Item: item, Problem: prob}

@@ -190,6 +190,10 @@ func (w *world) resetGPU(g *gpu) {
 	g.hw.eccCorrVol, g.hw.eccUncVol = 0, 0
 	g.resets++
 	w.node.journal.add("", "kernel", 0, fmt.Sprintf("NVRM: GPU at PCI:%s: %s", kernelPCI(g.index), g.uuid))
+	if x := g.hw.xidAfterReset; x != 0 {
+		g.hw.xidAfterReset = 0
+		w.injectXID(g, x)
+	}
 }
 
 // startPersistenced runs the persistence daemon as the node's unit and sets
@@ -199,10 +203,14 @@ func (l *Lab) startPersistenced(pve *SimHost) error {
 	if err := pve.WriteFile("/lib/systemd/system/"+persistencedUnit, []byte(persistencedUnitText)); err != nil {
 		return err
 	}
+	d := pve.readDiskUnit(persistencedUnit)
+	if _, err := pve.enableUnit(d, false); err != nil {
+		return fmt.Errorf("enable %s: %w", persistencedUnit, err)
+	}
 	w := l.w
 	w.lock()
 	defer w.unlock()
-	u := pve.sd.get(pve.readDiskUnit(persistencedUnit))
+	u := pve.sd.get(d)
 	if err := u.start(true); err != nil {
 		return fmt.Errorf("start %s: %w", persistencedUnit, err)
 	}

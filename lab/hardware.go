@@ -24,6 +24,9 @@ type gpuHealth struct {
 	// persistHeld: nvidia-persistenced does not give this GPU up per GPU
 	// (the persistence-held fault; gpureset.go).
 	persistHeld bool
+	// xidAfterReset, when set, is the XID the GPU reports right after
+	// its next reset (the xid-after-reset fault).
+	xidAfterReset int
 }
 
 // Throttle reason bits of clocks_event_reasons.active [nvml.h
@@ -78,8 +81,7 @@ func InjectedXIDs() []int {
 // (64 included: the InfoROM write failed, the remapper's state is unchanged)
 // only log.
 func (l *Lab) InjectXID(g, xid int) error {
-	text, ok := xidText[xid]
-	if !ok {
+	if _, ok := xidText[xid]; !ok {
 		return fmt.Errorf("inject xid %d: the lab injects %v", xid, InjectedXIDs())
 	}
 	w := l.w
@@ -89,6 +91,22 @@ func (l *Lab) InjectXID(g, xid int) error {
 	if gg == nil {
 		return fmt.Errorf("inject xid %d: the node has no GPU %d", xid, g)
 	}
+	w.injectXID(gg, xid)
+	return nil
+}
+
+// FailAfterReset arms GPU g to report XID xid right after its next reset,
+// as hardware a reset does not cure does (the xid-after-reset fault).
+func (l *Lab) FailAfterReset(g, xid int) error {
+	if _, ok := xidText[xid]; !ok {
+		return fmt.Errorf("xid %d after a reset: the lab injects %v", xid, InjectedXIDs())
+	}
+	return l.withGPU(g, func(hw *gpuHealth) { hw.xidAfterReset = xid })
+}
+
+// injectXID is InjectXID with w.mu held and xid known.
+func (w *world) injectXID(gg *gpu, xid int) {
+	g, text := gg.index, xidText[xid]
 	hw := &gg.hw
 	switch xid {
 	case 48, 95:
@@ -108,7 +126,6 @@ func (l *Lab) InjectXID(g, xid int) error {
 		k.add("", "kernel", 0, fmt.Sprintf("NVRM: GPU at PCI:%s: %s", kernelPCI(g), gg.uuid))
 	}
 	k.add("", "kernel", 0, fmt.Sprintf("NVRM: Xid (PCI:%s): %d, %s", kernelPCI(g), xid, text))
-	return nil
 }
 
 // DegradeLink makes GPU g's PCIe link train at gen 4 x8 of gen 5 x16.
@@ -160,6 +177,8 @@ func (l *Lab) applyGPUFaults() error {
 			err = l.StrandMemory(f.GPU)
 		case "persistence-held":
 			err = l.HoldPersistence(f.GPU)
+		case "xid-after-reset":
+			err = l.FailAfterReset(f.GPU, f.XID)
 		}
 		if err != nil {
 			return fmt.Errorf("fault %s: %w", f, err)
@@ -255,14 +274,17 @@ func remappedRowField(f string, g gpu) string {
 	return ""
 }
 
+// xidFault reports whether the fault name takes XID@GPU.
+func xidFault(name string) bool { return name == "xid" || name == "xid-after-reset" }
+
 // parseGPUFault parses the value of a GPU fault: "G" or, for xid, "N@G".
 func parseGPUFault(f *Fault, val string) string {
 	val = strings.TrimSpace(val)
-	if f.Name == "xid" {
+	if xidFault(f.Name) {
 		n, g, ok := strings.Cut(val, "@")
 		x, err := atoiStrict(n)
 		if !ok || err != nil {
-			return "needs XID@GPU, e.g. xid=79@2"
+			return "needs XID@GPU, e.g. " + f.Name + "=79@2"
 		}
 		if _, known := xidText[x]; !known {
 			return fmt.Sprintf("the lab injects XIDs %v", InjectedXIDs())

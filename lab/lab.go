@@ -341,6 +341,9 @@ func (l *Lab) addService(pve *SimHost, s labService) error {
 		Engine: s.engine, ProxmoxNode: l.opts.Node, VMID: s.vmid, GPUs: append([]int(nil), s.gpus...)})
 
 	d := h.readDiskUnit(s.unit)
+	if _, err := h.enableUnit(d, false); err != nil { // wanted at boot, as an installed service is
+		return fmt.Errorf("enable %s: %w", s.unit, err)
+	}
 	w.lock()
 	u := h.sd.load(d)
 	u.port = port

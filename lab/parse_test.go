@@ -165,6 +165,9 @@ func TestParseFaults(t *testing.T) {
 		{in: "gremlins", bad: true},
 		{in: "no-forwarding,orphans", want: []Fault{{Name: "no-forwarding"}, {Name: "orphans"}}},
 		{in: "no-forwarding=yes", bad: true},
+		{in: "xid-after-reset=79@2", want: []Fault{{Name: "xid-after-reset", XID: 79, GPU: 2}}},
+		{in: "xid-after-reset=2", bad: true},
+		{in: "xid-after-reset=7@2", bad: true},
 	} {
 		got, err := ParseFaults(tc.in)
 		var fe *FaultError

@@ -27,7 +27,7 @@ func (e *cmdEnv) systemctl(ctx context.Context, args []string) int {
 	var props []string
 	var units []string
 	verb := ""
-	valueOnly, quiet := false, false
+	valueOnly, quiet, runtime := false, false, false
 	sigName := "TERM"
 	whom := "all"
 	for i := 0; i < len(args); i++ {
@@ -59,6 +59,8 @@ func (e *cmdEnv) systemctl(ctx context.Context, args []string) int {
 			valueOnly = true
 		case a == "-q" || a == "--quiet":
 			quiet = true
+		case a == "--runtime":
+			runtime = true
 		case a == "--no-pager" || a == "--no-block" || a == "--no-legend" || a == "--plain" || a == "-l" || a == "--full" || a == "--all" || a == "-a" || a == "--no-ask-password" || a == "--system":
 		case strings.HasPrefix(a, "-"):
 			fmt.Fprintf(e.stderr, "systemctl: unrecognized option '%s'\n", a)
@@ -191,15 +193,23 @@ func (e *cmdEnv) systemctl(ctx context.Context, args []string) int {
 		if !needUnit() {
 			return 1
 		}
-		d := h.readDiskUnit(units[0])
-		if !d.exists {
-			fmt.Fprintf(e.stderr, "Failed to get unit file state for %s: No such file or directory\n", units[0])
-			return 1
+		code := 1
+		for _, un := range units {
+			state := h.unitFileState(h.readDiskUnit(un))
+			if state == "" {
+				fmt.Fprintf(e.stderr, "Failed to get unit file state for %s: No such file or directory\n", un)
+				return 1
+			}
+			if !quiet {
+				fmt.Fprintln(e.stdout, state)
+			}
+			if enabledState(state) {
+				code = 0
+			}
 		}
-		fmt.Fprintln(e.stdout, "enabled")
-		return 0
+		return code
 	case "enable", "disable":
-		return 0
+		return e.enableVerb(verb, units, runtime, quiet)
 	case "cat":
 		if !needUnit() {
 			return 1
@@ -484,7 +494,7 @@ func (h *SimHost) prop(u *unit, d diskUnit, p string) (string, bool) {
 	case "Type":
 		return c.Type, true
 	case "UnitFileState":
-		return "enabled", true
+		return h.unitFileState(d), true
 	case "Environment":
 		return strings.Join(c.Environment, " "), true
 	case "ExecMainStartTimestamp":
@@ -539,7 +549,11 @@ func (e *cmdEnv) status(name string) int {
 		dot = "×"
 	}
 	fmt.Fprintf(e.stdout, "%s %s\n", dot, u.desc())
-	fmt.Fprintf(e.stdout, "     Loaded: %s (%s; enabled; preset: enabled)\n", u.loadState(), u.loaded.fragPath)
+	fileState := h.unitFileState(d)
+	if fileState != "static" {
+		fileState += "; preset: enabled"
+	}
+	fmt.Fprintf(e.stdout, "     Loaded: %s (%s; %s)\n", u.loadState(), u.loaded.fragPath, fileState)
 	if len(u.loaded.dropIns) > 0 {
 		fmt.Fprintf(e.stdout, "    Drop-In: %s\n", u.loaded.dropIns[0][0])
 	}

@@ -205,8 +205,9 @@ func nextAction(g GPUHealth, ts []*target) string {
 	return fmt.Sprintf("stop using GPU %d of %s (%s on it): %s", g.GPU.Index, g.Node, svcs, g.Findings[0].Action)
 }
 
-// healthText renders the health rows for chat: a summary line, then per GPU
-// its verdict and next action, its findings and its figures.
+// healthText renders the health rows for chat: a summary line, then one
+// block with, per GPU, its verdict and next action, its findings and its
+// figures.
 func healthText(hs []GPUHealth, now time.Time) (string, []string) {
 	count := map[gpu.Verdict][]string{}
 	var lines []string
@@ -240,10 +241,13 @@ func healthText(hs []GPUHealth, now time.Time) (string, []string) {
 			}
 		}
 	}
-	return "GPU health: " + strings.Join(parts, ", "), lines
+	// One preformatted block for every GPU, a blank line between them: a
+	// chat shows it as one table rather than a block per GPU.
+	return "GPU health: " + strings.Join(parts, ", "), []string{strings.Join(lines, "\n\n")}
 }
 
-// figures is one GPU's facts in one line; unknown figures show as —.
+// figures is one GPU's facts in three lines (short enough for a chat's
+// preformatted block); unknown figures show as —.
 func figures(g GPUHealth, now time.Time) string {
 	h := g.GPU
 	n := func(p *int) string {
@@ -282,8 +286,8 @@ func figures(g GPUHealth, now time.Time) string {
 	if h.PowerW != nil && h.PowerLimitW != nil {
 		power = fmt.Sprintf("%.0f of %.0f W", *h.PowerW, *h.PowerLimitW)
 	}
-	return fmt.Sprintf("Xid: %s; ECC uncorrected %s volatile / %s aggregate, corrected %s / %s; remapped rows %s corr, %s uncorr, pending %s, failure %s; "+
-		"persistence %s; %s C, %s; throttle %s; PCIe gen %s x%s of gen %s x%s",
+	return fmt.Sprintf("Xid: %s; ECC uncorrected %s volatile / %s aggregate, corrected %s / %s\n  remapped rows %s corr, %s uncorr, pending %s, failure %s; "+
+		"persistence %s\n  %s C, %s; throttle %s; PCIe gen %s x%s of gen %s x%s",
 		xids, n(h.ECC.UncorrectedVolatile), n(h.ECC.UncorrectedAggregate), n(h.ECC.CorrectedVolatile), n(h.ECC.CorrectedAggregate),
 		n(h.Remap.Correctable), n(h.Remap.Uncorrectable), yn(h.Remap.Pending, "yes", "no"), yn(h.Remap.Failure, "yes", "no"),
 		yn(h.Persistence, "on", "off"), n(h.TempC), power, throttle, n(h.PCIe.Gen), n(h.PCIe.Width), n(h.PCIe.GenMax), n(h.PCIe.WidthMax))

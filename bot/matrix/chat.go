@@ -243,14 +243,32 @@ var (
 	boldSpan = regexp.MustCompile(`\*([^*\n]+)\*`)
 )
 
-// toHTML renders the bot's light markup (`code`, *bold*, line breaks) as
-// HTML; everything else is escaped, so text from users and hosts stays text.
+// toHTML renders the bot's light markup (`code`, *bold*, line breaks, and
+// blocks between two ``` lines, which report.Pre makes for tables and
+// logs) as HTML: a block is one <pre><code>, its lines as they are (their
+// spaces kept); everything else is escaped, so text from users and hosts
+// stays text.
 func toHTML(text string) string {
 	var b strings.Builder
+	inPre, afterPre := false, false
 	for i, line := range strings.Split(text, "\n") {
-		if i > 0 {
+		switch {
+		case line == "```" && !inPre:
+			inPre = true
+			b.WriteString("<pre><code>")
+			continue
+		case line == "```":
+			inPre, afterPre = false, true
+			b.WriteString("</code></pre>")
+			continue
+		case inPre:
+			b.WriteString(html.EscapeString(line) + "\n")
+			continue
+		}
+		if i > 0 && !afterPre {
 			b.WriteString("<br/>")
 		}
+		afterPre = false
 		// Split on code spans first: nothing inside code is bold.
 		rest := line
 		for {
@@ -263,6 +281,9 @@ func toHTML(text string) string {
 			b.WriteString("<code>" + html.EscapeString(rest[loc[2]:loc[3]]) + "</code>")
 			rest = rest[loc[1]:]
 		}
+	}
+	if inPre { // cut short (a long message's head): close it
+		b.WriteString("</code></pre>")
 	}
 	return b.String()
 }

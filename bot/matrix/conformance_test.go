@@ -2,6 +2,7 @@ package matrix_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,20 @@ func (m *matrixChat) Send(t testing.TB, as chattest.User, in chattest.Room, text
 	}
 	send(t, u, room, "!"+text)
 	return sentAt{since}
+}
+
+// Said is every message and edit of the bot's in alice's view of the
+// rooms: their plain bodies (an edit's new content).
+func (m *matrixChat) Said(testing.TB) string {
+	var b strings.Builder
+	for _, e := range m.e.seen.All(func(e msg) bool { return e.Sender == m.e.botU.ID && e.Type == "m.room.message" }) {
+		body := e.Body
+		if e.NewBody != "" {
+			body = e.NewBody
+		}
+		b.WriteString(body + "\n")
+	}
+	return b.String()
 }
 
 // Replay is a crash between handling a sync response and storing its

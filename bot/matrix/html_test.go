@@ -19,6 +19,11 @@ func TestToHTML(t *testing.T) {
 		{"<script>x</script> & `<b>`", "&lt;script&gt;x&lt;/script&gt; &amp; <code>&lt;b&gt;</code>"},
 		{"`*not bold*` *bold*", "<code>*not bold*</code> <strong>bold</strong>"},
 		{"2*3 and `unclosed", "2*3 and `unclosed"},
+		// A preformatted block (report.Pre): one <pre>, its lines and spaces as they are,
+		// no markup inside.
+		{"GPU health: 1 healthy\n```\npve GPU 0: healthy\n  next: *x* `y` <z>\n```\nafter",
+			"GPU health: 1 healthy<pre><code>pve GPU 0: healthy\n  next: *x* `y` &lt;z&gt;\n</code></pre>after"},
+		{"```\ncut short", "<pre><code>cut short\n</code></pre>"},
 	} {
 		if got := toHTML(c.in); got != c.want {
 			t.Errorf("toHTML(%q) = %q, want %q", c.in, got, c.want)

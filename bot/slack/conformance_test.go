@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/opsbot/opsbot/internal/chattest"
+	"github.com/opsbot/opsbot/internal/slackfake"
 	"github.com/opsbot/opsbot/store"
 )
 
@@ -35,6 +36,30 @@ func (s slackChat) Send(t testing.TB, as chattest.User, in chattest.Room, text s
 		t.Fatalf("%s %s: HTTP %d %s", command, rest, code, body)
 	}
 	return d
+}
+
+// Said is every message, edit and ephemeral the bot posted, as Slack
+// shows them (the blocks' text, else the fallback text).
+func (s slackChat) Said(t testing.TB) string {
+	st := s.r.slack.State()
+	var b strings.Builder
+	add := func(m slackfake.Msg) {
+		if text := slackfake.BlocksText(t, m.Blocks); text != "" {
+			b.WriteString(text + "\n")
+			return
+		}
+		b.WriteString(m.Text + "\n")
+	}
+	for _, m := range st.Msgs {
+		add(m)
+		for _, e := range st.Edits[m.TS] {
+			add(e)
+		}
+	}
+	for _, m := range st.Ephemeral {
+		add(m)
+	}
+	return b.String()
 }
 
 // Replay posts the same signed delivery again: 409, nothing runs.

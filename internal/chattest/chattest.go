@@ -64,6 +64,10 @@ type Platform interface {
 	// HasRooms is false when the platform has no rooms to refuse (a
 	// terminal): the off-list cases are skipped there.
 	HasRooms() bool
+	// Said is everything the bot has shown on the platform so far, as its
+	// users read it (message text, blocks, edits, thread replies), for the
+	// cases that check what a person sees.
+	Said(t testing.TB) string
 }
 
 // Case is one command and what the door must decide about it.
@@ -80,6 +84,9 @@ type Case struct {
 	// Replay sends the delivery again: it must run nothing and be audited
 	// once as replayed.
 	Replay bool
+	// Shows are lines the platform must show once the job ended (its
+	// result as the user reads it).
+	Shows []string
 }
 
 // tokenWord in a case's Text stands for the token of the newest approval
@@ -112,6 +119,12 @@ var Cases = []Case{
 	// the services the user may change; on their own service it runs.
 	{Name: "a role on its own service", As: Scoped, In: Allowed, Text: "svc restart coder --dry-run",
 		Decision: store.DecisionAccepted, Detail: "job queued", Job: store.Succeeded},
+	// A viewer's `gpu health`: one verdict line per GPU of the service,
+	// with the action that helps next and its figures, rendered by each
+	// platform (the lab's GPUs are healthy; its kernel log is readable).
+	{Name: "gpu health", As: Scoped, In: Allowed, Text: "gpu health qwen", Decision: store.DecisionAccepted, Detail: "job queued",
+		Job: store.Succeeded, Shows: []string{"GPU health: 4 healthy", "pve GPU 0 (qwen, ", "pve GPU 3 (qwen, ", "): healthy",
+			"next: nothing", "Xid: 0 since boot, 0 in 24 h", "PCIe gen 5 x16 of gen 5 x16"}},
 	{Name: "a role on some services refused on another", As: Scoped, In: Allowed, Text: "mtp steps 3 qwen",
 		Decision: store.DecisionRefused, Detail: "needs the operator role on qwen; you have viewer there. You may change: coder.", Job: store.Refused},
 }
@@ -134,6 +147,7 @@ func Run(t *testing.T, p Platform) {
 			if c.Job != "" && entry.JobID != 0 && entry.JobID != job.ID {
 				t.Errorf("the audit row names job #%d, the job is #%d", entry.JobID, job.ID)
 			}
+			waitShown(t, p, c)
 			if !c.Replay {
 				return
 			}
@@ -246,4 +260,29 @@ func withToken(t testing.TB, st *store.Store, text string) string {
 		t.Fatalf("%q: no approval waits in the store", text)
 	}
 	return strings.ReplaceAll(text, tokenWord, waiting[len(waiting)-1].Token)
+}
+
+// waitShown waits until the platform shows each of c.Shows.
+func waitShown(t testing.TB, p Platform, c Case) {
+	t.Helper()
+	if len(c.Shows) == 0 {
+		return
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		said := p.Said(t)
+		var missing []string
+		for _, w := range c.Shows {
+			if !strings.Contains(said, w) {
+				missing = append(missing, w)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not show %q within 20s; it showed:\n%s", p.Name(), missing, said)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -58,6 +58,7 @@ func Run(t *testing.T, h Host) {
 	t.Run("StartLimit", s.startLimit)
 	t.Run("OneShotFailure", s.oneShotFailure)
 	t.Run("JournalQueries", s.journalQueries)
+	t.Run("EnableDisable", s.enableDisable)
 	if h.Leftover != nil {
 		t.Run("KillModeProcessLeftover", s.leftover)
 	}
@@ -471,4 +472,38 @@ func (s *suite) journalQueries(t *testing.T) {
 		t.Errorf("journalctl of a unit without entries: exit %d, %q, want 0 and no entry", r.code, r.out)
 	}
 	s.must(t, "systemctl", "reset-failed", u)
+}
+
+// enableDisable: is-enabled prints a unit file's state and exits 0 only for the enabled-like
+// ones (systemctl(1): enabled, enabled-runtime, static, ... 0; disabled, masked, ... non-zero);
+// enable and disable make and remove the [Install] section's links. --runtime, because a real
+// test host's /etc is read-only: the links go to /run, the state is enabled-runtime.
+func (s *suite) enableDisable(t *testing.T) {
+	const u, static = "suite-enable.service", "suite-static.service"
+	s.write(t, u, "[Unit]\nDescription=suite enable\n\n[Service]\nExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n")
+	s.write(t, static, "[Service]\nExecStart=/bin/sleep infinity\n")
+	s.must(t, "systemctl", "daemon-reload")
+	isEnabled := func(what, unit, want string, code int) {
+		t.Helper()
+		r := s.run(t, "systemctl", "is-enabled", unit)
+		if strings.TrimSpace(r.out) != want || r.code != code {
+			t.Errorf("is-enabled %s: %q exit %d (%s), want %q exit %d", what, r.out, r.code, r.err, want, code)
+		}
+	}
+	isEnabled("before enable", u, "disabled", 1)
+	isEnabled("of a unit without [Install]", static, "static", 0)
+	if r := s.run(t, "systemctl", "enable", "--runtime", u); r.code != 0 || !strings.Contains(r.err, "Created symlink") {
+		t.Errorf("enable --runtime: exit %d %q", r.code, r.err)
+	}
+	isEnabled("after enable --runtime", u, "enabled-runtime", 0)
+	expect(t, "enabled", s.show(t, u, "UnitFileState"), map[string]string{"UnitFileState": "enabled-runtime"})
+	if r := s.run(t, "systemctl", "disable", "--runtime", u); r.code != 0 || !strings.Contains(r.err, "Removed") {
+		t.Errorf("disable --runtime: exit %d %q", r.code, r.err)
+	}
+	isEnabled("after disable --runtime", u, "disabled", 1)
+	expect(t, "disabled", s.show(t, u, "UnitFileState"), map[string]string{"UnitFileState": "disabled"})
+	r := s.run(t, "systemctl", "is-enabled", "suite-nope.service")
+	if r.code == 0 || !strings.Contains(r.err+r.out, "suite-nope.service") {
+		t.Errorf("is-enabled of an unknown unit: exit %d %q %q", r.code, r.out, r.err)
+	}
 }
