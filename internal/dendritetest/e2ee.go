@@ -5,6 +5,7 @@ package dendritetest
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"sync"
 	"testing"
@@ -77,7 +78,7 @@ func newE2EEMember(t testing.TB, u *User, strict bool) *E2EEMember {
 		l := zerolog.New(os.Stderr).With().Str("member", u.ID.String()).Timestamp().Logger()
 		log = &l
 	}
-	m.Mach = crypto.NewOlmMachine(u.Client, log, crypto.NewMemoryStore(nil), states.(crypto.StateStore))
+	m.Mach = crypto.NewOlmMachine(u.Client, log, &memStore{MemoryStore: crypto.NewMemoryStore(nil)}, states.(crypto.StateStore))
 	if strict {
 		m.strict = true
 		m.Mach.SendKeysMinTrust = id.TrustStateCrossSignedTOFU
@@ -235,4 +236,41 @@ func CreateEncryptedRoom(t testing.TB, owner *User, invite ...id.UserID) id.Room
 		t.Fatalf("create an encrypted room: %v", err)
 	}
 	return resp.RoomID
+}
+
+// memStore is mautrix's in-memory crypto store with its key signatures
+// under a lock of their own. In mautrix v0.33.0 MemoryStore.PutSignature
+// writes its maps under the store's read lock, a data race whenever the
+// machine handles two room-key requests at once (each fetches the
+// requester's device and stores its signatures); the race detector finds it
+// in the encrypted-room tests. Reads return a copy, so no caller reads a map
+// a later write changes.
+type memStore struct {
+	*crypto.MemoryStore
+	sigMu sync.RWMutex
+}
+
+func (s *memStore) PutSignature(ctx context.Context, signedUser id.UserID, signedKey id.Ed25519, signerUser id.UserID, signerKey id.Ed25519, signature string) error {
+	s.sigMu.Lock()
+	defer s.sigMu.Unlock()
+	return s.MemoryStore.PutSignature(ctx, signedUser, signedKey, signerUser, signerKey, signature)
+}
+
+func (s *memStore) IsKeySignedBy(ctx context.Context, userID id.UserID, key id.Ed25519, signedByUser id.UserID, signedByKey id.Ed25519) (bool, error) {
+	s.sigMu.RLock()
+	defer s.sigMu.RUnlock()
+	return s.MemoryStore.IsKeySignedBy(ctx, userID, key, signedByUser, signedByKey)
+}
+
+func (s *memStore) DropSignaturesByKey(ctx context.Context, userID id.UserID, key id.Ed25519) (int64, error) {
+	s.sigMu.Lock()
+	defer s.sigMu.Unlock()
+	return s.MemoryStore.DropSignaturesByKey(ctx, userID, key)
+}
+
+func (s *memStore) GetSignaturesForKeyBy(ctx context.Context, userID id.UserID, key id.Ed25519, signerID id.UserID) (map[id.Ed25519]string, error) {
+	s.sigMu.RLock()
+	defer s.sigMu.RUnlock()
+	sigs, err := s.MemoryStore.GetSignaturesForKeyBy(ctx, userID, key, signerID)
+	return maps.Clone(sigs), err
 }
