@@ -120,6 +120,12 @@ func (r *Runbook) restorePersistence(ctx context.Context, p *resetPlan, off, sto
 	return nil
 }
 
+// minResetVerify is the least time the check after a reset waits for the
+// GPUs to read 0 MiB, whatever StrandedAfter says: long enough for a query
+// over a slow SSH connection to come back (a shorter wait would end the
+// query itself, not the wait). The wait ends as soon as they read 0.
+const minResetVerify = 5 * time.Second
+
 // resetAndVerify resets the GPUs and checks them: 0 MiB used, no Xid
 // logged since the reading before.
 func (r *Runbook) resetAndVerify(ctx context.Context, p *resetPlan, res *Result, rep Reporter) error {
@@ -129,7 +135,7 @@ func (r *Runbook) resetAndVerify(ctx context.Context, p *resetPlan, res *Result,
 	}
 	st.done("%s reset", gpuWord(p.gpus))
 	vs := begin(rep, "verify", "checking %s: memory and new Xid events", gpuWord(p.gpus))
-	wctx, cancel := context.WithTimeout(ctx, r.cfg.StrandedAfter)
+	wctx, cancel := context.WithTimeout(ctx, max(r.cfg.StrandedAfter, minResetVerify))
 	gs, err := gpu.WaitClear(wctx, p.io, p.gpus, 1, r.cfg.Poll) // below 1 MiB: 0 MiB
 	cancel()
 	recordGPUs(res, p.node, gs, p.gpus)
