@@ -55,19 +55,10 @@ func (s *Store) AddApproval(ctx context.Context, a Approval, at time.Time, maxAl
 		if all >= maxAll || mine >= maxMine {
 			return &ConfirmationCapError{Mine: mine, All: all}
 		}
-		res, err := tx.ExecContext(context.Background(), `INSERT INTO approvals (`+approvalColumns+`)
+		return insertToken(tx, `INSERT INTO approvals (`+approvalColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 			a.Token, a.Platform, a.User, a.UserName, a.Room, a.Via, a.ReplyTo, a.Command, a.ConfirmedBy,
 			a.CreatedAt.UnixNano(), a.Expires.UTC().UnixNano(), a.MessageID)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrTokenTaken
-		}
-		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("add approval: %w", err)

@@ -79,19 +79,10 @@ func (s *Store) AddConfirmation(ctx context.Context, c Confirmation, at time.Tim
 		if all >= maxAll || (!c.Proposed && mine >= maxMine) {
 			return &ConfirmationCapError{Mine: mine, All: all}
 		}
-		res, err := tx.ExecContext(context.Background(), `INSERT INTO confirmations (`+confirmationColumns+`)
+		return insertToken(tx, `INSERT INTO confirmations (`+confirmationColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 			c.Token, c.Platform, c.User, c.UserName, c.Room, c.Via, c.ReplyTo, c.Command, c.Proposed,
 			c.CreatedAt.UnixNano(), c.Expires.UTC().UnixNano(), c.MessageID, c.Incident)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return ErrTokenTaken
-		}
-		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("add confirmation: %w", err)
@@ -210,4 +201,20 @@ func (s *Store) setTokenMessage(ctx context.Context, table, token, messageID str
 		}
 		return nil
 	})
+}
+
+// insertToken runs stmt, an INSERT ... ON CONFLICT DO NOTHING of a row
+// keyed by a token (a confirmation, an approval); ErrTokenTaken when a row
+// already holds that token.
+func insertToken(tx *wtx, stmt string, args ...any) error {
+	res, err := tx.ExecContext(context.Background(), stmt, args...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return ErrTokenTaken
+	}
+	return nil
 }
