@@ -230,7 +230,28 @@ func (d *olmDevice) state(ctx context.Context, room id.RoomID, evt *event.Event)
 	case event.StateMember:
 		d.mach.HandleMemberEvent(ctx, evt)
 	case event.StateHistoryVisibility:
-		d.mach.HandleHistoryVisibility(ctx, evt)
+		d.historyVisibility(ctx, evt)
+	}
+}
+
+// historyVisibility drops the room's outbound group session when the
+// room's history visibility changes what the session was shared for, so
+// the next message starts a session shared under the new rule. It does
+// what mautrix's OlmMachine.HandleHistoryVisibility does, except when the
+// store cannot be read (in mautrix v0.33.0 that path dereferences a nil
+// session and panics): then the session is dropped all the same, since
+// a new session costs little and an over-shared one cannot be taken back.
+func (d *olmDevice) historyVisibility(ctx context.Context, evt *event.Event) {
+	vis, ok := evt.Content.Parsed.(*event.HistoryVisibilityEventContent)
+	if !ok {
+		return
+	}
+	sess, err := d.mach.CryptoStore.GetOutboundGroupSession(ctx, evt.RoomID)
+	if err == nil && (sess == nil || sess.SharedHistory == nil || *sess.SharedHistory == vis.SharedHistory()) {
+		return
+	}
+	if err := d.mach.CryptoStore.RemoveOutboundGroupSession(ctx, evt.RoomID); err != nil && ctx.Err() == nil {
+		d.mach.Log.Warn().Err(err).Stringer("room_id", evt.RoomID).Msg("invalidating outbound group session after a history visibility change")
 	}
 }
 
