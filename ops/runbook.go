@@ -50,7 +50,46 @@ type ServiceConfig struct {
 	// AdaptiveConfig is the path on Host of SGLang's adaptive speculative config
 	// file a per-load tune proposes (config.Service.AdaptiveConfigPath).
 	AdaptiveConfig string
+	// Replica is set when this service is one replica of a replicated
+	// service (config services.NAME.replicas); the service is then named
+	// GROUP@REPLICA (ReplicaName).
+	Replica *ReplicaOf
 }
+
+// ReplicaOf places one replica in its replicated service.
+type ReplicaOf struct {
+	Group string // the service as configured, e.g. qwen
+	Name  string // the replica's name, e.g. gpu3 (its host's name unless the config names it)
+	// Router balances the group's requests across its replicas; nil: none,
+	// and a replica takes traffic while it restarts.
+	Router *RouterConfig
+}
+
+// RouterConfig is the router in front of a replicated service's replicas
+// (config services.NAME.router).
+type RouterConfig struct {
+	URL  string // the router's base URL (its worker API and its requests)
+	Kind string // the API it speaks: router.KindSGLang
+	// Worker is the URL the router knows this replica by (config
+	// replicas[].worker_url; default: the replica's url).
+	Worker string
+}
+
+// RolloutConfig is how a change to a replicated service rolls out (config
+// rollout): the canary's gate against an unchanged sibling, and how many
+// replicas may be out of the router at once.
+type RolloutConfig struct {
+	// MinTokSRatio is the lowest canary/sibling output tok/s that passes.
+	MinTokSRatio float64
+	// MaxTTFTP95Ratio is the highest canary/sibling TTFT p95 that passes.
+	MaxTTFTP95Ratio float64
+	// MaxUnavailable is the most replicas of one service out of its router
+	// at once, across every job.
+	MaxUnavailable int
+}
+
+// ReplicaName is the service name of a group's replica: GROUP@REPLICA.
+func ReplicaName(group, replica string) string { return group + "@" + replica }
 
 // BenchDefaults are the benchmark parameters used when a command gives none.
 type BenchDefaults struct {
@@ -67,6 +106,8 @@ type Config struct {
 	KeepAlive      time.Duration
 	Hosts          map[string]HostConfig
 	Services       map[string]ServiceConfig
+	// Rollout is how changes to replicated services roll out.
+	Rollout RolloutConfig
 	Bench          BenchDefaults
 	MaxSteps       int
 	// SweepMetric is the figure a sweep's best point is chosen by:
