@@ -114,7 +114,7 @@ func (a serviceArg) parse(cp *cmdParse, toks []token, i int) (int, string, strin
 	}
 	if g, reps := cp.p.findReplicated(w); g != "" {
 		cp.serviceGiven = true
-		prob, sugg := cp.onGroup(a.on, g, reps)
+		prob, sugg := cp.onGroup(a.on, g, reps, replaceWord(toks, i, reps[0]))
 		return i, prob, sugg
 	}
 	if isDigits(w) && len(cp.b.keys) > 0 {
@@ -160,7 +160,7 @@ func (a hostArg) parse(cp *cmdParse, toks []token, i int) (int, string, string) 
 		return i, "", ""
 	}
 	if g, reps := cp.p.findReplicated(w); g != "" {
-		prob, sugg := cp.onGroup(a.on, g, reps)
+		prob, sugg := cp.onGroup(a.on, g, reps, replaceWord(toks, i, reps[0]))
 		return i, prob, sugg
 	}
 	hosts := cp.p.knownHosts()
@@ -198,7 +198,7 @@ func (a targetArg) parse(cp *cmdParse, toks []token, i int) (int, string, string
 		return i, "", ""
 	}
 	if g, reps := p.findReplicated(w); g != "" {
-		prob, sugg := cp.onGroup(a.on, g, reps)
+		prob, sugg := cp.onGroup(a.on, g, reps, replaceWord(toks, i, reps[0]))
 		return i, prob, sugg
 	}
 	path := cp.spec.Path

@@ -62,7 +62,7 @@ func (a serviceOrHost) parse(cp *cmdParse, toks []token, i int) (int, string, st
 		return i, "", ""
 	}
 	if g, reps := cp.p.findReplicated(toks[i].s); g != "" && badName(toks[i].s, "service") == "" {
-		prob, sugg := cp.onGroup(a.on, g, reps)
+		prob, sugg := cp.onGroup(a.on, g, reps, replaceWord(toks, i, reps[0]))
 		return i, prob, sugg
 	}
 	return hostArg(a).parse(cp, toks, i)

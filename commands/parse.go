@@ -411,7 +411,7 @@ func (cp *cmdParse) defaultService(on *On) (string, string) {
 			return "", ""
 		}
 		if g, reps := p.findReplicated(d); g != "" {
-			return cp.onGroup(on, g, reps)
+			return cp.onGroup(on, g, reps, "")
 		}
 	}
 	switch len(p.opts.Services) {
@@ -424,7 +424,7 @@ func (cp *cmdParse) defaultService(on *On) (string, string) {
 	if gs := p.replicated(); len(gs) == 1 {
 		if g, reps := p.findReplicated(gs[0]); len(reps) == len(p.opts.Services) {
 			// The one service configured is replicated.
-			return cp.onGroup(on, g, reps)
+			return cp.onGroup(on, g, reps, "")
 		}
 	}
 	names := p.serviceNames()

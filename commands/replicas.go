@@ -114,21 +114,26 @@ func (p *parser) replicated() []string {
 
 // onGroup resolves a command naming the replicated service group (whose
 // replicas are reps) into on, or refuses it: the one place a group command
-// is decided, from its Policy.OnGroup.
-func (cp *cmdParse) onGroup(on *On, group string, reps []string) (problem, suggestion string) {
+// is decided, from its Policy.OnGroup. typed is what was typed with the
+// group's word replaced by its first replica's, for the refusal's example;
+// "" when the group was not typed (a default), and the command is rendered.
+func (cp *cmdParse) onGroup(on *On, group string, reps []string, typed string) (problem, suggestion string) {
 	if cp.spec.OnGroup == GroupEach {
 		on.Service, on.Host, on.Replicas = group, "", append([]string(nil), reps...)
 		return "", ""
 	}
-	keep := *on
-	on.Service, on.Host, on.Replicas = reps[0], "", nil
-	for _, s := range cp.p.opts.Services {
-		if s.Name == reps[0] {
-			on.Host = s.Host
+	if typed == "" {
+		keep := *on
+		on.Service, on.Host, on.Replicas = reps[0], "", nil
+		for _, s := range cp.p.opts.Services {
+			if s.Name == reps[0] {
+				on.Host = s.Host
+			}
 		}
+		typed = render(cp.c)
+		*on = keep
 	}
-	example := "for example `" + render(cp.c) + "`"
-	*on = keep
+	example := "for example `" + typed + "`"
 	list := strings.Join(reps, ", ")
 	if cp.spec.OnGroup == GroupRollout {
 		return fmt.Sprintf("%s has replicas: %s on all of them is a rollout, replica by replica, which opsbot does not run yet; name one replica (%s)",
