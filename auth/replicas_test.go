@@ -110,8 +110,9 @@ func TestGrantsCoverReplicas(t *testing.T) {
 	if p.OK || !slices.Equal(p.Lacking, []string{"qwen@gpu1"}) {
 		t.Errorf("bob: svc status qwen: %+v", p)
 	}
-	if msg := a.Refusal("console", "", "bob", parse("svc status qwen"), p); !strings.Contains(msg, "qwen@gpu1") {
-		t.Errorf("refusal %q names no replica", msg)
+	want := "`svc status qwen` acts on each replica of qwen, so it needs the viewer role on each of qwen@gpu1, qwen@gpu3; you lack it on qwen@gpu1. You may change: qwen@gpu3."
+	if msg := a.Refusal("console", "", "bob", parse("svc status qwen"), p); !strings.HasPrefix(msg, want) {
+		t.Errorf("refusal\n%s\nwant it to start\n%s", msg, want)
 	}
 	if p := a.Permit("console", "", "alice", parse("svc status qwen")); !p.OK {
 		t.Errorf("alice: svc status qwen: %+v", p)

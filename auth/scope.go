@@ -180,11 +180,16 @@ func (a *Auth) Refusal(platform, room, user string, cmd commands.Command, p Deci
 			text, p.Need, RoleName(p.Have), platform, user)
 	}
 	var b strings.Builder
-	on := commands.Where(cmd).Service
-	if len(p.Services) > 1 && on != "" {
+	where := commands.Where(cmd)
+	on := where.Service
+	switch {
+	case len(where.Replicas) > 0:
+		fmt.Fprintf(&b, "`%s` acts on each replica of %s, so it needs the %s role on each of %s; you lack it on %s.",
+			text, on, p.Need, strings.Join(p.Services, ", "), strings.Join(p.Lacking, ", "))
+	case len(p.Services) > 1 && on != "":
 		fmt.Fprintf(&b, "`%s` may stop processes on GPUs that %s shares with %s, so it needs the %s role on each of %s; you lack it on %s.",
 			text, on, strings.Join(others(p.Services, on), ", "), p.Need, strings.Join(p.Services, ", "), strings.Join(p.Lacking, ", "))
-	} else {
+	default:
 		fmt.Fprintf(&b, "`%s` needs the %s role on %s; you have %s there.", text, p.Need, strings.Join(p.Lacking, ", "),
 			RoleName(a.RoleOn(platform, room, user, p.Lacking[0])))
 	}
