@@ -109,6 +109,12 @@ func (g grant) on(service string) (commands.Role, bool) {
 		if sr, found := g[service]; found && (!ok || sr > r) {
 			r, ok = sr, true
 		}
+		// A role on a replicated service is a role on each of its replicas.
+		if group := commands.GroupOf(service); group != "" {
+			if sr, found := g[group]; found && (!ok || sr > r) {
+				r, ok = sr, true
+			}
+		}
 	}
 	return r, ok
 }

@@ -29,13 +29,10 @@ type spot struct {
 }
 
 func scopeFromConfig(cfg *config.Config) *Scope {
-	s := &Scope{services: make(map[string]spot, len(cfg.Services)), approveTTL: cfg.Auth.TwoPerson.Expires.D()}
-	for name, svc := range cfg.Services {
-		node := svc.Host
-		if svc.Proxmox != nil {
-			node = svc.Proxmox.Node
-		}
-		s.services[name] = spot{node: node, host: svc.Host, gpus: svc.GPUs}
+	ins := cfg.Instances()
+	s := &Scope{services: make(map[string]spot, len(ins)), approveTTL: cfg.Auth.TwoPerson.Expires.D()}
+	for _, in := range ins {
+		s.services[in.Name] = spot{node: in.Node(), host: in.Service.Host, gpus: in.Service.GPUs}
 	}
 	s.twoPerson, s.unattended = cfg.Auth.TwoPerson.Rules()
 	if s.approveTTL <= 0 {
@@ -44,13 +41,32 @@ func scopeFromConfig(cfg *config.Config) *Scope {
 	return s
 }
 
-// Touched returns the services cmd needs its role on: the service it names;
-// for a command that may reap on its node (Policy.Reaps), also every
-// service on that node whose GPUs could be the same; for a command on a
-// host, every service there. Nil: the command is about no service, and the
-// role granted on every service counts.
+// Touched returns the services cmd needs its role on: the service it names
+// (each replica, for a replicated service); for a command that may reap on
+// its node (Policy.Reaps), also every service on that node whose GPUs
+// could be the same; for a command on a host, every service there. Nil:
+// the command is about no service, and the role granted on every service
+// counts.
 func (s *Scope) Touched(cmd commands.Command) []string {
 	on := commands.Where(cmd)
+	if len(on.Replicas) > 0 {
+		// A replicated service: each replica, and what each touches.
+		var out []string
+		for _, r := range on.Replicas {
+			for _, t := range s.touchedOn(cmd, commands.On{Service: r}) {
+				if !slices.Contains(out, t) {
+					out = append(out, t)
+				}
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	return s.touchedOn(cmd, on)
+}
+
+// touchedOn is Touched for cmd acting on on (one service, or a host).
+func (s *Scope) touchedOn(cmd commands.Command, on commands.On) []string {
 	switch {
 	case on.Service != "" && cmd.Spec().Reaps && commands.Mutates(cmd):
 		me, ok := s.services[on.Service]
@@ -164,11 +180,16 @@ func (a *Auth) Refusal(platform, room, user string, cmd commands.Command, p Deci
 			text, p.Need, RoleName(p.Have), platform, user)
 	}
 	var b strings.Builder
-	on := commands.Where(cmd).Service
-	if len(p.Services) > 1 && on != "" {
+	where := commands.Where(cmd)
+	on := where.Service
+	switch {
+	case len(where.Replicas) > 0:
+		fmt.Fprintf(&b, "`%s` acts on each replica of %s, so it needs the %s role on each of %s; you lack it on %s.",
+			text, on, p.Need, strings.Join(p.Services, ", "), strings.Join(p.Lacking, ", "))
+	case len(p.Services) > 1 && on != "":
 		fmt.Fprintf(&b, "`%s` may stop processes on GPUs that %s shares with %s, so it needs the %s role on each of %s; you lack it on %s.",
 			text, on, strings.Join(others(p.Services, on), ", "), p.Need, strings.Join(p.Services, ", "), strings.Join(p.Lacking, ", "))
-	} else {
+	default:
 		fmt.Fprintf(&b, "`%s` needs the %s role on %s; you have %s there.", text, p.Need, strings.Join(p.Lacking, ", "),
 			RoleName(a.RoleOn(platform, room, user, p.Lacking[0])))
 	}

@@ -117,6 +117,22 @@ func answerHistory(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.
 	if n == 0 {
 		n = 10
 	}
+	if len(cmd.Replicas) > 0 {
+		// A replicated service: each replica's history, one after another.
+		var b strings.Builder
+		for _, r := range cmd.Replicas {
+			rows, err := d.opts.Store.BenchHistory(ctx, r, n)
+			if err != nil {
+				return failed(err, "could not read the history of %s: %v", r, err)
+			}
+			if len(rows) == 0 {
+				fmt.Fprintf(&b, "no benchmark results for %s yet\n", r)
+				continue
+			}
+			b.WriteString(renderHistory(r, rows))
+		}
+		return say("%s", report.Pre(strings.TrimRight(b.String(), "\n")))
+	}
 	rows, err := d.opts.Store.BenchHistory(ctx, cmd.Service, n)
 	if err != nil {
 		return failed(err, "could not read history: %v", err)

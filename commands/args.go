@@ -91,7 +91,7 @@ type serviceArg struct{ on *On }
 func (serviceArg) usage() string  { return "[SERVICE]" }
 func (serviceArg) optional() bool { return true }
 func (serviceArg) help() (string, string) {
-	return "SERVICE", "a configured service; may be left out when there is only one or a default_service"
+	return "SERVICE", "a configured service, or a replica as SERVICE@REPLICA; may be left out when there is only one or a default_service"
 }
 func (serviceArg) missing(path string) string { return path + " needs [SERVICE]" }
 func (a serviceArg) where() On                { return *a.on }
@@ -111,6 +111,11 @@ func (a serviceArg) parse(cp *cmdParse, toks []token, i int) (int, string, strin
 		a.on.Service, a.on.Host = s.Name, s.Host
 		cp.serviceGiven = true
 		return i, "", ""
+	}
+	if g, reps := cp.p.findReplicated(w); g != "" {
+		cp.serviceGiven = true
+		prob, sugg := cp.onGroup(a.on, g, reps, replaceWord(toks, i, reps[0]))
+		return i, prob, sugg
 	}
 	if isDigits(w) && len(cp.b.keys) > 0 {
 		k := cp.b.keys[0].k.name
@@ -154,6 +159,10 @@ func (a hostArg) parse(cp *cmdParse, toks []token, i int) (int, string, string) 
 		a.on.Host = s.Host
 		return i, "", ""
 	}
+	if g, reps := cp.p.findReplicated(w); g != "" {
+		prob, sugg := cp.onGroup(a.on, g, reps, replaceWord(toks, i, reps[0]))
+		return i, prob, sugg
+	}
 	hosts := cp.p.knownHosts()
 	sugg := ""
 	if m := closest(w, append(hosts, cp.p.serviceNames()...)); m != "" {
@@ -187,6 +196,10 @@ func (a targetArg) parse(cp *cmdParse, toks []token, i int) (int, string, string
 	if s := p.findService(w); s != nil {
 		a.on.Service, a.on.Host = s.Name, s.Host
 		return i, "", ""
+	}
+	if g, reps := p.findReplicated(w); g != "" {
+		prob, sugg := cp.onGroup(a.on, g, reps, replaceWord(toks, i, reps[0]))
+		return i, prob, sugg
 	}
 	path := cp.spec.Path
 	if h := p.findHost(w); h != "" {

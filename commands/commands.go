@@ -105,6 +105,10 @@ type Policy struct {
 	// own (`/mtp steps 10`); false: it is typed after SlackCatchAll
 	// (`/opsbot ack 3`). Every command of a group says the same.
 	Slash bool
+	// OnGroup is what the command does when it names a replicated service
+	// itself (qwen, not the replica qwen@gpu3): refused (the zero value),
+	// each replica in turn, or a rollout (replicas.go).
+	OnGroup GroupUse
 }
 
 // Spec is the definition of one command of the language: its words, help,
@@ -162,6 +166,10 @@ type Job interface {
 type On struct {
 	Service string `json:"service,omitempty"` // the resolved service
 	Host    string `json:"host,omitempty"`    // the service's host
+	// Replicas are set when Service is a replicated service itself (a
+	// command whose Policy.OnGroup is GroupEach): its replicas' service names,
+	// each acted on in turn; Host is then "".
+	Replicas []string `json:"replicas,omitempty"`
 }
 
 // Where returns the service and host c acts on: for gpu status the named
@@ -264,6 +272,9 @@ type ServiceRef struct {
 	// `gpu reset` names the services on the GPUs it resets from them.
 	Node string
 	GPUs []int
+	// Group is the replicated service this one is a replica of (Name is
+	// then GROUP@REPLICA); "" for a service without replicas.
+	Group string
 }
 
 // Options are what Parse needs to know about the configuration.
@@ -301,8 +312,9 @@ func (o Options) Validate() error {
 	}
 	seen := make(map[string]bool, len(o.Services))
 	for _, s := range o.Services {
-		if !ValidName(s.Name) {
-			return fmt.Errorf("commands options: service name %q: want [a-z0-9][a-z0-9._-]*, at most %d characters", s.Name, MaxNameLen)
+		if !ValidServiceName(s.Name) || GroupOf(s.Name) != s.Group {
+			return fmt.Errorf("commands options: service name %q: want [a-z0-9][a-z0-9._-]*, at most %d characters, or GROUP@REPLICA for a replica of group %q",
+				s.Name, MaxNameLen, s.Group)
 		}
 		if seen[s.Name] {
 			return fmt.Errorf("commands options: service %q is listed twice", s.Name)
@@ -317,10 +329,25 @@ func (o Options) Validate() error {
 			return fmt.Errorf("commands options: host name %q: want [a-z0-9][a-z0-9._-]*, at most %d characters", h, MaxNameLen)
 		}
 	}
-	if o.DefaultService != "" && !seen[o.DefaultService] {
+	for _, s := range o.Services {
+		if seen[s.Group] {
+			return fmt.Errorf("commands options: %q is both a service and a replicated service", s.Group)
+		}
+	}
+	if o.DefaultService != "" && !seen[o.DefaultService] && !o.replicated(o.DefaultService) {
 		return fmt.Errorf("commands options: default service %q is not a configured service", o.DefaultService)
 	}
 	return nil
+}
+
+// replicated reports whether name is a replicated service of o.
+func (o Options) replicated(name string) bool {
+	for _, s := range o.Services {
+		if s.Group != "" && s.Group == name {
+			return true
+		}
+	}
+	return false
 }
 
 // ValidName reports whether s is a service or host name of the grammar:

@@ -19,7 +19,7 @@ var engineSetSpec = &Spec{
 		"so), benchmark. A unit that does not serve, or an engine that reports another value, gets its previous text back. " +
 		"The value is checked as the engine checks it; a flag of the other engine is refused. `mtp undo` puts back what it replaced.",
 	Examples: []string{"engine set mem-fraction-static 0.8", "engine set cuda-graph-max-bs 16 qwen --dry-run", "engine set disable-cuda-graph false"},
-	Policy:   Policy{Role: Operator, Mutating: true, Confirm: true, Lock: LockService, Hosts: true, Reaps: true},
+	Policy:   Policy{Role: Operator, Mutating: true, Confirm: true, Lock: LockService, Hosts: true, Reaps: true, OnGroup: GroupRollout},
 	new:      func() Command { return new(EngineSet) },
 }
 

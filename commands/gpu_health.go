@@ -16,7 +16,7 @@ var gpuHealthSpec = &Spec{
 		"the GPUs (the Proxmox node for a container). One verdict per GPU (healthy, degraded, reset needed, reboot needed, " +
 		"hardware: replace) with the one action that helps next.",
 	Examples: []string{"gpu health", "gpu health qwen", "gpu health pve"},
-	Policy:   Policy{Role: Viewer, Hosts: true, Slash: true},
+	Policy:   Policy{Role: Viewer, Hosts: true, Slash: true, OnGroup: GroupEach},
 	new:      func() Command { return new(GPUHealth) },
 }
 
@@ -33,7 +33,7 @@ func (c *GPUHealth) args() []arg { return []arg{serviceOrHost{on: &c.On}} }
 
 // Run runs the command's pipeline on rb.
 func (c *GPUHealth) Run(ctx context.Context, rb *ops.Runbook, rep ops.Reporter) (*ops.Result, error) {
-	return rb.GPUHealth(ctx, c.Service, c.Host, rep)
+	return eachReplica(c.On, func(service string) (*ops.Result, error) { return rb.GPUHealth(ctx, service, c.Host, rep) })
 }
 
 // serviceOrHost is [SERVICE|HOST]: a service (its GPUs), a host (its node's
@@ -60,6 +60,10 @@ func (a serviceOrHost) parse(cp *cmdParse, toks []token, i int) (int, string, st
 	if s := cp.p.findService(toks[i].s); s != nil && badName(toks[i].s, "service") == "" {
 		a.on.Service, a.on.Host = s.Name, s.Host
 		return i, "", ""
+	}
+	if g, reps := cp.p.findReplicated(toks[i].s); g != "" && badName(toks[i].s, "service") == "" {
+		prob, sugg := cp.onGroup(a.on, g, reps, replaceWord(toks, i, reps[0]))
+		return i, prob, sugg
 	}
 	return hostArg(a).parse(cp, toks, i)
 }

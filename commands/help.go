@@ -162,6 +162,9 @@ func detail(b *strings.Builder, s *Spec) {
 		b.WriteString(" · can be scheduled")
 	}
 	b.WriteString("\n")
+	if namesService(bind(s.new())) {
+		b.WriteString("On a replicated service (qwen, not its replica qwen@gpu3): " + s.OnGroup.help() + "\n")
+	}
 	type row struct{ name, help string }
 	var rows []row
 	add := func(a arg) {

@@ -4,7 +4,7 @@ var historySpec = &Spec{
 	Path:     "history",
 	Summary:  "show a service's recent benchmark results",
 	Examples: []string{"history", "history qwen n=20"},
-	Policy:   Policy{Role: Viewer},
+	Policy:   Policy{Role: Viewer, OnGroup: GroupEach},
 	new:      func() Command { return new(History) },
 }
 

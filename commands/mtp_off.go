@@ -14,7 +14,7 @@ var mtpOffSpec = &Spec{
 		"byte, then stops the service, clears GPU memory left by dead processes, starts it, waits until it serves, " +
 		"verifies the engine runs without speculation and benchmarks it. `mtp undo` puts the options back as they were.",
 	Examples: []string{"mtp off", "mtp off qwen --dry-run"},
-	Policy:   Policy{Role: Operator, Mutating: true, Lock: LockService, Hosts: true, Reaps: true, Slash: true},
+	Policy:   Policy{Role: Operator, Mutating: true, Lock: LockService, Hosts: true, Reaps: true, Slash: true, OnGroup: GroupRollout},
 	new:      func() Command { return new(MTPOff) },
 }
 

@@ -10,7 +10,7 @@ var mtpShowSpec = &Spec{
 	Path:     "mtp show",
 	Summary:  "show a service's speculative decoding settings (unit and running engine)",
 	Examples: []string{"mtp show", "mtp show qwen"},
-	Policy:   Policy{Role: Viewer, Hosts: true, Slash: true},
+	Policy:   Policy{Role: Viewer, Hosts: true, Slash: true, OnGroup: GroupEach},
 	new:      func() Command { return new(MTPShow) },
 }
 
@@ -26,5 +26,5 @@ func (c *MTPShow) args() []arg { return []arg{service(&c.On)} }
 
 // Run runs the command's pipeline on rb.
 func (c *MTPShow) Run(ctx context.Context, rb *ops.Runbook, rep ops.Reporter) (*ops.Result, error) {
-	return rb.MTPShow(ctx, c.Service, rep)
+	return eachReplica(c.On, func(service string) (*ops.Result, error) { return rb.MTPShow(ctx, service, rep) })
 }

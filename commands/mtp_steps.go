@@ -16,7 +16,7 @@ var mtpStepsSpec = &Spec{
 		"N 0 takes speculative decoding off (as `mtp off`): every speculative option leaves the command line, no other " +
 		"byte changes, and `mtp undo` puts them back; a value above 0 on a unit without speculation is refused (undo first).",
 	Examples: []string{"mtp steps 10", "mtp steps 4 qwen --dry-run", "mtp steps 0"},
-	Policy:   Policy{Role: Operator, Mutating: true, Lock: LockService, Schedulable: true, Hosts: true, Reaps: true, Slash: true},
+	Policy:   Policy{Role: Operator, Mutating: true, Lock: LockService, Schedulable: true, Hosts: true, Reaps: true, Slash: true, OnGroup: GroupRollout},
 	new:      func() Command { return new(MTPSteps) },
 }
 

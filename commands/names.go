@@ -7,21 +7,26 @@ import (
 
 // Resolving service and host names against the configuration.
 
-// isService reports whether w is a configured service, exactly.
+// isService reports whether w is a configured service or a replicated
+// service, exactly.
 func (p *parser) isService(w string) bool {
 	for _, s := range p.opts.Services {
-		if s.Name == w {
+		if s.Name == w || (s.Group != "" && s.Group == w) {
 			return true
 		}
 	}
 	return false
 }
 
-// serviceNames lists the configured services, in config order.
+// serviceNames lists the configured services, in config order, each
+// replicated service before its replicas.
 func (p *parser) serviceNames() []string {
-	names := make([]string, len(p.opts.Services))
-	for i, s := range p.opts.Services {
-		names[i] = s.Name
+	names := make([]string, 0, len(p.opts.Services))
+	for _, s := range p.opts.Services {
+		if s.Group != "" && (len(names) == 0 || GroupOf(names[len(names)-1]) != s.Group) {
+			names = append(names, s.Group)
+		}
+		names = append(names, s.Name)
 	}
 	return names
 }
@@ -66,13 +71,17 @@ func (p *parser) findHost(w string) string {
 	return ""
 }
 
-// badName checks w against the name grammar.
+// badName checks w against the name grammar: a name, or GROUP@REPLICA.
 func badName(w, what string) string {
-	if ValidName(strings.ToLower(w)) {
+	if ValidServiceName(strings.ToLower(w)) {
 		return ""
 	}
-	if len(w) > MaxNameLen {
+	g, r, replica := strings.Cut(w, "@")
+	switch {
+	case len(g) > MaxNameLen || (replica && len(r) > MaxNameLen):
 		return fmt.Sprintf("%s name is too long (at most %d characters)", what, MaxNameLen)
+	case replica:
+		return fmt.Sprintf("%s is not a replica's name (SERVICE@REPLICA, each letters, digits, . _ -)", quote(w))
 	}
 	return fmt.Sprintf("%s is not a %s name (letters, digits, . _ -)", quote(w), what)
 }

@@ -410,6 +410,9 @@ func (cp *cmdParse) defaultService(on *On) (string, string) {
 			on.Service, on.Host = s.Name, s.Host
 			return "", ""
 		}
+		if g, reps := p.findReplicated(d); g != "" {
+			return cp.onGroup(on, g, reps, "")
+		}
 	}
 	switch len(p.opts.Services) {
 	case 1:
@@ -418,8 +421,14 @@ func (cp *cmdParse) defaultService(on *On) (string, string) {
 	case 0:
 		return fmt.Sprintf("%s needs a service, and no services are configured", cp.spec.Path), ""
 	}
+	if gs := p.replicated(); len(gs) == 1 {
+		if g, reps := p.findReplicated(gs[0]); len(reps) == len(p.opts.Services) {
+			// The one service configured is replicated.
+			return cp.onGroup(on, g, reps, "")
+		}
+	}
 	names := p.serviceNames()
-	on.Service, on.Host = names[0], p.opts.Services[0].Host
+	on.Service, on.Host = p.opts.Services[0].Name, p.opts.Services[0].Host
 	example := render(cp.c)
 	*on = On{}
 	return fmt.Sprintf("which service? %d are configured: %s", len(names), strings.Join(names, ", ")),

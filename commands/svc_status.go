@@ -10,7 +10,7 @@ var svcStatusSpec = &Spec{
 	Path:     "svc status",
 	Summary:  "show a service's systemd state, restarts and readiness",
 	Examples: []string{"svc status", "svc status qwen"},
-	Policy:   Policy{Role: Viewer, Hosts: true, Slash: true},
+	Policy:   Policy{Role: Viewer, Hosts: true, Slash: true, OnGroup: GroupEach},
 	new:      func() Command { return new(SvcStatus) },
 }
 
@@ -26,5 +26,5 @@ func (c *SvcStatus) args() []arg { return []arg{service(&c.On)} }
 
 // Run runs the command's pipeline on rb.
 func (c *SvcStatus) Run(ctx context.Context, rb *ops.Runbook, rep ops.Reporter) (*ops.Result, error) {
-	return rb.ServiceStatus(ctx, c.Service, rep)
+	return eachReplica(c.On, func(service string) (*ops.Result, error) { return rb.ServiceStatus(ctx, service, rep) })
 }

@@ -95,9 +95,12 @@ func (c *Config) adaptiveConfigProblem(name string, s Service) string {
 // services.X.unit NAME", "in a unit's drop-in directory", "in systemd's
 // unit directories"), or "".
 func (c *Config) unitOf(p string) string {
-	for _, n := range sortedKeys(c.Services) {
-		if u := c.Services[n].Unit; u != "" && path.Base(p) == u {
-			return fmt.Sprintf("the path of a unit file (services.%s.unit %s)", n, u)
+	for _, in := range c.Instances() {
+		if u := in.Service.Unit; u != "" && path.Base(p) == u {
+			if in.Group != "" {
+				return fmt.Sprintf("the path of a unit file (%s's unit %s)", in.Name, u)
+			}
+			return fmt.Sprintf("the path of a unit file (services.%s.unit %s)", in.Name, u)
 		}
 	}
 	for _, part := range strings.Split(p, "/") {

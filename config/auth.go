@@ -134,9 +134,10 @@ type TwoPerson struct {
 // the service it is limited to ("" for any).
 type CommandRule struct{ Path, Service string }
 
-// Matches reports whether the rule covers a command of path on service.
+// Matches reports whether the rule covers a command of path on service: a
+// rule on a replicated service covers each of its replicas.
 func (r CommandRule) Matches(path, service string) bool {
-	return r.Path == path && (r.Service == "" || r.Service == service)
+	return r.Path == path && (r.Service == "" || r.Service == service || r.Service == commands.GroupOf(service))
 }
 
 // Rules are Commands and Unattended parsed (Validate has checked them; an
@@ -207,7 +208,7 @@ func (c *Config) validateAuth(bad func(string, ...any)) {
 	if !knownRole(c.Auth.DefaultRole) {
 		bad("auth.default_role must be one of %s, got %q", strings.Join(Roles, ", "), c.Auth.DefaultRole)
 	}
-	services := c.ServiceNames()
+	services := c.NamedServices()
 	for _, id := range sortedKeys(c.Auth.Users) {
 		if p, _, ok := strings.Cut(id, ":"); !ok || (p != "slack" && p != "slack-group" && p != "matrix" && p != "console") {
 			bad("auth.users[%q]: keys are platform:id with platform slack, slack-group (a user group id), matrix or console", id)

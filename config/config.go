@@ -49,6 +49,8 @@ type Config struct {
 	Timezone  string     `yaml:"timezone,omitempty"`
 	Schedules []Schedule `yaml:"schedules,omitempty"`
 	Watchdog  Watchdog   `yaml:"watchdog,omitempty"`
+	// Rollout is how a change to a replicated service rolls out.
+	Rollout Rollout `yaml:"rollout,omitempty"`
 
 	// Dir is the directory of the config file; relative paths are resolved against it.
 	Dir string `yaml:"-"`
@@ -218,8 +220,31 @@ func redact(s Secret) Secret {
 	return "[redacted]"
 }
 
-// ServiceNames returns the configured service names, sorted.
-func (c *Config) ServiceNames() []string { return sortedKeys(c.Services) }
+// ServiceNames returns the names of the services opsbot acts on, sorted:
+// the Instances' (a replicated service's replicas as GROUP@REPLICA, not
+// the service itself).
+func (c *Config) ServiceNames() []string {
+	ins := c.Instances()
+	out := make([]string, len(ins))
+	for i, in := range ins {
+		out[i] = in.Name
+	}
+	return out
+}
+
+// NamedServices returns every name a grant, a rule or default_service may
+// name, sorted: the services as configured (a replicated service among
+// them, meaning each of its replicas) and each replica, GROUP@REPLICA.
+func (c *Config) NamedServices() []string {
+	out := c.ServiceNames()
+	for name, s := range c.Services {
+		if len(s.Replicas) > 0 {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
 
 // HostNames returns the configured host names, sorted.
 func (c *Config) HostNames() []string { return sortedKeys(c.Hosts) }
@@ -227,13 +252,14 @@ func (c *Config) HostNames() []string { return sortedKeys(c.Hosts) }
 // ErrNoService is returned by Service for an unknown name.
 var ErrNoService = errors.New("no such service")
 
-// Service returns the named service.
+// Service returns the named service: one opsbot acts on (an instance, a
+// replica's with what it shares with its group filled in).
 func (c *Config) Service(name string) (Service, error) {
-	s, ok := c.Services[name]
+	in, ok := c.Instance(name)
 	if !ok {
 		return Service{}, fmt.Errorf("%w: %q", ErrNoService, name)
 	}
-	return s, nil
+	return in.Service, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -247,17 +273,18 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // CommandOptions are what parsing a chat command needs from the config: the
 // steps limit, the services with their hosts (and, for confirmations, their
-// units, engines and adaptive config files), the hosts, default_service.
+// units, engines and adaptive config files; for replicas, their group), the
+// hosts, default_service.
 func (c *Config) CommandOptions() commands.Options {
 	opts := commands.Options{MaxSteps: c.Limits.MaxSteps, Hosts: c.HostNames(), DefaultService: c.DefaultService}
-	for _, name := range c.ServiceNames() {
-		s := c.Services[name]
-		ref := commands.ServiceRef{Name: name, Host: s.Host, Unit: s.Unit, Engine: s.Engine, GPUs: s.GPUs}
+	for _, in := range c.Instances() {
+		s := in.Service
+		ref := commands.ServiceRef{Name: in.Name, Host: s.Host, Unit: s.Unit, Engine: s.Engine, GPUs: s.GPUs, Group: in.Group}
 		if s.Proxmox != nil {
 			ref.Node = s.Proxmox.Node
 		}
 		if s.Engine != "vllm" {
-			ref.Adaptive = s.AdaptiveConfigPath(name)
+			ref.Adaptive = s.AdaptiveConfigPath(in.Name)
 		}
 		opts.Services = append(opts.Services, ref)
 	}

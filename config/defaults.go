@@ -7,6 +7,7 @@ import (
 	"github.com/opsbot/opsbot/ops/engine"
 	"github.com/opsbot/opsbot/ops/gpu"
 	"github.com/opsbot/opsbot/ops/remote"
+	"github.com/opsbot/opsbot/ops/router"
 	"github.com/opsbot/opsbot/ops/unit"
 	"github.com/opsbot/opsbot/store"
 )
@@ -47,6 +48,18 @@ const (
 	DefaultReadyTimeout = engine.DefaultReadyTimeout
 	// DefaultClearMiB is services.NAME.clear_mib.
 	DefaultClearMiB = gpu.DefaultClearMiB
+
+	// DefaultRouterKind is services.NAME.router.kind: the only kind.
+	DefaultRouterKind = router.KindSGLang
+	// DefaultMinTokSRatio is rollout.gate.min_tok_s_ratio: a canary within
+	// 3% of its sibling's output tok/s passes.
+	DefaultMinTokSRatio = 0.97
+	// DefaultMaxTTFTP95Ratio is rollout.gate.max_ttft_p95_ratio: a canary
+	// whose TTFT p95 is at most 20% above its sibling's passes.
+	DefaultMaxTTFTP95Ratio = 1.2
+	// DefaultMaxUnavailable is rollout.max_unavailable: one replica out of
+	// its router at a time.
+	DefaultMaxUnavailable = 1
 
 	// DefaultLogFormat and DefaultLogLevel are log.format and log.level.
 	DefaultLogFormat = "text"
@@ -150,16 +163,24 @@ func (c *Config) applyReportDefaults() {
 	orDefault(&c.Alerts.RegressionRuns, DefaultRegressionRuns)
 }
 
-// applyServiceDefaults fills each service's engine, edit, ready_timeout and
-// clear_mib.
+// applyServiceDefaults fills each service's engine, edit, ready_timeout,
+// clear_mib and router kind (its replicas share them), and rollout.
 func (c *Config) applyServiceDefaults() {
 	for name, s := range c.Services {
 		orDefault(&s.Engine, DefaultEngine)
 		orDefault(&s.Edit, DefaultEdit)
 		orDefault(&s.ReadyTimeout, Duration(DefaultReadyTimeout))
 		orDefault(&s.ClearMiB, DefaultClearMiB)
+		if s.Router != nil {
+			r := *s.Router
+			orDefault(&r.Kind, DefaultRouterKind)
+			s.Router = &r
+		}
 		c.Services[name] = s
 	}
+	orDefault(&c.Rollout.Gate.MinTokSRatio, DefaultMinTokSRatio)
+	orDefault(&c.Rollout.Gate.MaxTTFTP95Ratio, DefaultMaxTTFTP95Ratio)
+	orDefault(&c.Rollout.MaxUnavailable, DefaultMaxUnavailable)
 }
 
 // resolvePaths resolves the store's file and the SSH key and known_hosts

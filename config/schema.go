@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"sort"
@@ -111,6 +112,8 @@ func typeWord(t reflect.Type) string {
 		return "true or false"
 	case reflect.Int, reflect.Int64:
 		return "a whole number"
+	case reflect.Float64:
+		return "a number"
 	case reflect.String:
 		return "a string"
 	}
@@ -297,6 +300,15 @@ func (w *shapeWalk) scalar(at shapeAt) bool {
 			return false
 		}
 		if _, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64); err != nil {
+			w.mismatch(at, true)
+			return false
+		}
+	case reflect.Float64:
+		if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {
+			w.mismatch(at, true)
+			return false
+		}
+		if f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64); err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 			w.mismatch(at, true)
 			return false
 		}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/opsbot/opsbot/ops/engine"
@@ -57,6 +58,13 @@ type Service struct {
 	// flush, metrics, the benchmark, the watchdog and `opsbot bench
 	// --service`. The host's sshd needs AllowTcpForwarding yes (or local).
 	ViaSSH bool `yaml:"via_ssh,omitempty"`
+	// Replicas run the service on several hosts (replicas.go): each is a
+	// service of its own, NAME@REPLICA (Config.Instances), sharing every
+	// other key of this one; the service then has no host, url, gpus or
+	// proxmox of its own.
+	Replicas []Replica `yaml:"replicas,omitempty"`
+	// Router is the router in front of the replicas (nil: none).
+	Router *Router `yaml:"router,omitempty"`
 }
 
 // validateSSH checks that services have the SSH key and known_hosts they
@@ -97,20 +105,30 @@ func (c *Config) validateHosts(bad func(string, ...any)) {
 
 // validateServices checks each service, by name, then default_service.
 func (c *Config) validateServices(bad func(string, ...any)) {
+	ins := c.Instances()
 	for _, name := range sortedKeys(c.Services) {
-		c.validateService(name, c.Services[name], bad)
+		c.validateService(name, c.Services[name], ins, bad)
 	}
 	if d := c.DefaultService; d != "" {
-		if _, ok := c.Services[d]; !ok {
-			bad("default_service names unknown service %q (the services are %s)", d, strings.Join(sortedKeys(c.Services), ", "))
+		if names := c.NamedServices(); !slices.Contains(names, d) {
+			bad("default_service names unknown service %q (the services are %s)", d, strings.Join(names, ", "))
 		}
 	}
 }
 
-// validateService checks the service named name.
-func (c *Config) validateService(name string, s Service, bad func(string, ...any)) {
+// validateService checks the service named name; ins are every instance
+// (a replicated service's replicas are checked against them).
+func (c *Config) validateService(name string, s Service, ins []Instance, bad func(string, ...any)) {
 	if !nameRE.MatchString(name) {
 		bad("services.%s: names are lower-case letters, digits, '.', '_' and '-'", name)
+	}
+	if len(s.Replicas) > 0 {
+		c.validateGroup(name, s, ins, bad)
+		c.validateShared(name, s, bad)
+		return
+	}
+	if s.Router != nil {
+		bad("services.%s.router: only a service with replicas has a router (services.%s.replicas)", name, name)
 	}
 	if h, ok := c.Hosts[s.Host]; !ok {
 		bad("services.%s.host names unknown host %q", name, s.Host)
@@ -124,12 +142,6 @@ func (c *Config) validateService(name string, s Service, bad func(string, ...any
 	if _, err := engine.Addr(s.URL); err != nil {
 		bad("services.%s.url %v, got %q", name, err, s.URL)
 	}
-	if s.Engine != "sglang" && s.Engine != "vllm" {
-		bad("services.%s.engine must be sglang or vllm, got %q", name, s.Engine)
-	}
-	if s.Edit != "in-place" && s.Edit != "drop-in" {
-		bad("services.%s.edit must be in-place or drop-in, got %q", name, s.Edit)
-	}
 	if p := s.Proxmox; p != nil {
 		if _, ok := c.Hosts[p.Node]; !ok {
 			bad("services.%s.proxmox.node names unknown host %q", name, p.Node)
@@ -142,6 +154,19 @@ func (c *Config) validateService(name string, s Service, bad func(string, ...any
 		if g < 0 || g > 63 {
 			bad("services.%s.gpus: index %d out of range 0..63", name, g)
 		}
+	}
+	c.validateShared(name, s, bad)
+}
+
+// validateShared checks the keys a replicated service shares with its
+// replicas, and a plain service has too: engine, edit, default_steps and
+// the adaptive config.
+func (c *Config) validateShared(name string, s Service, bad func(string, ...any)) {
+	if s.Engine != "sglang" && s.Engine != "vllm" {
+		bad("services.%s.engine must be sglang or vllm, got %q", name, s.Engine)
+	}
+	if s.Edit != "in-place" && s.Edit != "drop-in" {
+		bad("services.%s.edit must be in-place or drop-in, got %q", name, s.Edit)
 	}
 	if s.DefaultSteps < 0 || s.DefaultSteps > c.Limits.MaxSteps {
 		bad("services.%s.default_steps must be within 1..%d", name, c.Limits.MaxSteps)

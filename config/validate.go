@@ -34,6 +34,7 @@ func (c *Config) Validate() error {
 	c.validateStore(bad)
 	c.validateSSH(bad)
 	c.validateHosts(bad)
+	c.validateRollout(bad)
 	c.validateServices(bad)
 	c.validateAuth(bad)
 	c.validateLimits(bad)

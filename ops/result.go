@@ -331,6 +331,10 @@ type Result struct {
 	Details []string `json:"details,omitempty"`
 	// Chart is an optional PNG image for the result (sweeps).
 	Chart []byte `json:"-"`
+	// Replicas are each replica's result when a read-only command named a
+	// replicated service itself (`svc status qwen`), in the order it read
+	// them; the fields above then sum them up.
+	Replicas []*Result `json:"replicas,omitempty"`
 	// Left is the state the job left its service in, set on every return of
 	// the pipelines that act on a service (mtp steps, sweep, gpu recover,
 	// svc start|stop|restart), failures, cancels and timeouts included.

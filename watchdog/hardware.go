@@ -38,16 +38,12 @@ func (w *Watchdog) hwSettings() hwSettings {
 	if len(s.xids) == 0 {
 		s.xids = gpu.DefaultPagingXIDs
 	}
-	for _, name := range cfg.ServiceNames() {
-		svc := cfg.Services[name]
-		node := svc.Host
-		if svc.Proxmox != nil && svc.Proxmox.Node != "" {
-			node = svc.Proxmox.Node
-		}
+	for _, in := range cfg.Instances() {
+		node := in.Node()
 		if s.svcs[node] == nil {
 			s.nodes = append(s.nodes, node)
 		}
-		s.svcs[node] = append(s.svcs[node], name)
+		s.svcs[node] = append(s.svcs[node], in.Name)
 	}
 	sort.Strings(s.nodes)
 	return s

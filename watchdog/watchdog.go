@@ -105,7 +105,7 @@ func NewWatchdog(app *bot.App, o WatchdogOptions) (*Watchdog, error) {
 // watchSettings are the watchdog's settings in the config in effect, read
 // once per pass.
 type watchSettings struct {
-	services []string // the services to look at, in config order
+	services []string // the services to look at (each replica of a replicated one), by name
 	interval time.Duration
 	remind   time.Duration
 	to       []bot.Target    // where alerts go, first one first
@@ -132,9 +132,9 @@ func (w *Watchdog) settings() watchSettings {
 	} else {
 		s.to = bot.ReportRooms(cfg)
 	}
-	for name, svc := range cfg.Services {
-		if svc.AutoRecover {
-			s.auto[name] = true
+	for _, in := range cfg.Instances() {
+		if in.Service.AutoRecover {
+			s.auto[in.Name] = true // a replica's: its service's
 		}
 	}
 	return s

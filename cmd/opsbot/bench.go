@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -150,10 +151,14 @@ func (a *benchArgs) applyService(cfg *config.Config) (dial engine.DialFunc, rele
 	if cfg == nil {
 		return nil, nil, 0, usagef("--service needs --config: the service is looked up in the config")
 	}
-	sc, ok := cfg.Services[a.service]
+	in, ok := cfg.Instance(a.service)
 	if !ok {
+		if reps := cfg.ReplicasOf(a.service); len(reps) > 0 {
+			return nil, nil, 0, usagef("--service %s has replicas: name one (%s)", a.service, strings.Join(reps, ", "))
+		}
 		return nil, nil, 0, usagef("--service %q is not in %s", a.service, a.configPath)
 	}
+	sc := in.Service
 	if a.url == "" {
 		a.url = sc.URL
 		if sc.ViaSSH {

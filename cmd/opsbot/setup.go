@@ -268,7 +268,8 @@ func newRunbook(cfg *config.Config, deps bot.BackendDeps, log *slog.Logger) (*op
 		ConnectTimeout: cfg.SSH.ConnectTimeout.D(),
 		KeepAlive:      cfg.SSH.KeepAlive.D(),
 		Hosts:          map[string]ops.HostConfig{},
-		Services:       map[string]ops.ServiceConfig{},
+		Services:       cfg.OpsServices(),
+		Rollout:        cfg.OpsRollout(),
 		Bench: ops.BenchDefaults{Prompts: cfg.Bench.Prompts, Concurrency: cfg.Bench.Concurrency,
 			InputLen: cfg.Bench.InputLen, OutputLen: cfg.Bench.OutputLen},
 		MaxSteps:    cfg.Limits.MaxSteps,
@@ -285,15 +286,6 @@ func newRunbook(cfg *config.Config, deps bot.BackendDeps, log *slog.Logger) (*op
 	}
 	for name, h := range cfg.Hosts {
 		oc.Hosts[name] = ops.HostConfig{Addr: h.Addr, User: h.User, Jump: h.Jump, Prefix: h.Prefix}
-	}
-	for name, s := range cfg.Services {
-		sc := ops.ServiceConfig{Host: s.Host, Unit: s.Unit, URL: s.URL, Engine: s.Engine, GPUs: s.GPUs,
-			DropIn: s.Edit == "drop-in", ReadyTimeout: s.ReadyTimeout.D(), ClearMiB: s.ClearMiB, DefaultSteps: s.DefaultSteps, ViaSSH: s.ViaSSH,
-			AdaptiveConfig: s.AdaptiveConfigPath(name)}
-		if s.Proxmox != nil {
-			sc.ProxmoxNode, sc.VMID = s.Proxmox.Node, s.Proxmox.VMID
-		}
-		oc.Services[name] = sc
 	}
 	return ops.New(oc)
 }

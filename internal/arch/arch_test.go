@@ -85,8 +85,10 @@ func adapter(p string) bool { return strings.HasPrefix(p, "bot/") }
 // defaultOwners are the packages whose constants are defaults of config's
 // keys: the benchmark knobs (ops), the SSH pool's timeouts (ops/remote),
 // the clear threshold (ops/gpu), the ready timeout (ops/engine), the engine
-// and the steps limit (ops/unit), the PostgreSQL connection cap (store).
-var defaultOwners = map[string]bool{"ops": true, "ops/remote": true, "ops/gpu": true, "ops/engine": true, "ops/unit": true, "store": true}
+// and the steps limit (ops/unit), the router's kind (ops/router), the
+// PostgreSQL connection cap (store).
+var defaultOwners = map[string]bool{"ops": true, "ops/remote": true, "ops/gpu": true, "ops/engine": true, "ops/unit": true,
+	"ops/router": true, "store": true}
 
 // testDoubles are the test-support packages that speak our types: the
 // recording chat (chatrec), backends made of a function (jobtest) and the
