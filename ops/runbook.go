@@ -107,9 +107,9 @@ type Config struct {
 	Hosts          map[string]HostConfig
 	Services       map[string]ServiceConfig
 	// Rollout is how changes to replicated services roll out.
-	Rollout RolloutConfig
-	Bench          BenchDefaults
-	MaxSteps       int
+	Rollout  RolloutConfig
+	Bench    BenchDefaults
+	MaxSteps int
 	// SweepMetric is the figure a sweep's best point is chosen by:
 	// "output_tok_s" (default), "per_stream_tok_s" or "accept_len".
 	SweepMetric string
