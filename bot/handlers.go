@@ -8,14 +8,16 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/bench"
 	"github.com/opsbot/opsbot/report"
 	"github.com/opsbot/opsbot/store"
 )
 
 // answerFor returns how the door answers cmd at once, without a job (a
-// command whose Policy.Hosts is false), by the command's type; nil for a
-// job command, which runs its pipeline (commands.Job) in the engine. A new
+// command whose Policy.Hosts is false, or that the door answers from its
+// hosts too: Policy.Answered), by the command's type; nil for a job
+// command, which runs its pipeline (commands.Job) in the engine. A new
 // answered command is its file in commands and one case here.
 func answerFor(cmd commands.Command) answer {
 	switch c := cmd.(type) {
@@ -43,6 +45,8 @@ func answerFor(cmd commands.Command) answer {
 		return bind(c, answerHistory)
 	case *commands.HelpCmd:
 		return bind(c, answerHelp)
+	case *commands.Fleet:
+		return bind(c, answerFleet)
 	}
 	return nil
 }
@@ -374,4 +378,67 @@ func answerAck(ctx context.Context, d *Dispatcher, req Request, cmd *commands.Ac
 	}
 	return say("incident #%d of %s acknowledged by %s at %s: no more reminders. The alert still follows the service.",
 		in.ID, in.Service, in.AckedBy, report.Stamp(in.AckedAt))
+}
+
+// Fleet is `fleet`'s answer as data (report.Fleet), for the adapters, which
+// import bot only: the terminal's --json prints it.
+type Fleet = report.Fleet
+
+// answerFleet answers `fleet` at once, in one message: the hosts' one SSH
+// round each (the command's Run, outside any job: ops.Runbook.Fleet) and,
+// meanwhile, the store's newest result row of each service, its open
+// incidents and its queued and running jobs, joined by report.NewFleet.
+func answerFleet(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Fleet) Reply {
+	if d.opts.Engine == nil || d.opts.Engine.Backend() == nil {
+		return failed(errors.New("no hosts"), "no hosts are configured: add hosts and services to the config (or run with --lab)")
+	}
+	t0 := time.Now()
+	type hostsRead struct {
+		res *ops.Result
+		err error
+	}
+	hosts := make(chan hostsRead, 1)
+	go func() {
+		res, err := d.opts.Engine.Backend().Run(ctx, ops.JobHold{}, cmd, ops.Discard)
+		hosts <- hostsRead{res, err}
+	}()
+	in := report.FleetStore{Latest: map[string]store.BenchResult{}}
+	var storeErr error
+	if incs, err := d.opts.Store.OpenIncidents(ctx); err == nil {
+		in.Incidents = incs
+	} else {
+		storeErr = err
+	}
+	if js, err := d.opts.Store.ListJobs(ctx, store.JobFilter{Active: true, Limit: 1000}); err == nil {
+		in.Jobs = js
+	} else {
+		storeErr = err
+	}
+	h := <-hosts
+	took := time.Since(t0)
+	if h.err != nil {
+		return failed(h.err, "fleet: %v", h.err)
+	}
+	if h.res == nil || h.res.Fleet == nil {
+		return failed(errors.New("no fleet state"), "fleet: the hosts' round returned nothing")
+	}
+	for _, s := range h.res.Fleet.Services {
+		rows, err := d.opts.Store.BenchHistory(ctx, s.Name, 1)
+		if err != nil {
+			storeErr = err
+			break
+		}
+		if len(rows) == 1 {
+			in.Latest[s.Name] = rows[0]
+		}
+	}
+	f := report.NewFleet(h.res.Fleet, in, took, d.opts.Now())
+	text := f.Text()
+	if storeErr != nil {
+		// What the hosts said stands; what the store would add is unknown.
+		text += fmt.Sprintf("\nthe store did not answer (%v): results, incidents and jobs may be missing", storeErr)
+	}
+	r := say("%s", text)
+	r.Fleet = f
+	return r
 }

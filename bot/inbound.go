@@ -186,7 +186,10 @@ type Reply struct {
 	// Omitted is how many it left out (it lists the newest JobsListed).
 	Jobs    []JobOutcome
 	Omitted int
-	Err     error
+	// Fleet is `fleet`'s answer as data, for adapters that print it so
+	// (the terminal's --json); nil for any other reply.
+	Fleet *Fleet
+	Err   error
 }
 
 // Action returns the reply's action of kind k, if it offers one.

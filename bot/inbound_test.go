@@ -29,8 +29,9 @@ func TestEverySpecHasOneHandler(t *testing.T) {
 		}
 		_, job := c.(commands.Job)
 		answered := answerFor(c) != nil
-		if answered == job || job != s.Hosts {
-			t.Errorf("%s: answered here %v, a job %v, policy says hosts %v: want exactly one, as the policy says", s.Path, answered, job, s.Hosts)
+		if answered != (!s.Hosts || s.Answered) || job != s.Hosts {
+			t.Errorf("%s: answered here %v, a job %v, policy says hosts %v, answered %v: want it answered here when the policy says so, and a Run exactly when it runs on hosts",
+				s.Path, answered, job, s.Hosts, s.Answered)
 		}
 		if _, ok := c.(commands.Previewer); s.Confirm && !ok {
 			t.Errorf("%s asks for confirmation but has no preview", s.Path)

@@ -96,6 +96,11 @@ type Policy struct {
 	// service's hosts (its type implements Job). False: the door answers it
 	// from the store.
 	Hosts bool
+	// Answered is true for a command on hosts (Hosts) that the door answers
+	// at once, in one message, without a job: its Run is called outside any
+	// job (no job row, no status thread, no lock, no hold), for a read of
+	// many hosts that must answer within seconds (`fleet`).
+	Answered bool
 	// Reaps is true for a job command whose pipeline may kill processes
 	// holding its service's GPUs (it stops the service and clears its GPUs
 	// before a start): it touches the service's node, so the door asks for

@@ -181,7 +181,7 @@ func seq(a, b int) []int {
 
 func TestParseBad(t *testing.T) {
 	const (
-		general = "usage: COMMAND [ARGS] - one of mtp, engine, gpu, svc, bench, sweep, schedule, watchdog, ack, jobs, job, cancel, history, help (`help` lists them)"
+		general = "usage: COMMAND [ARGS] - one of mtp, engine, gpu, svc, bench, sweep, schedule, watchdog, ack, jobs, job, cancel, history, fleet, help (`help` lists them)"
 		shell   = " is not allowed: opsbot commands are not shell commands (; | & $ ( ) < > \\ and backticks are refused)"
 	)
 	u := func(path string) string { return "usage: " + Lookup(path).Usage }

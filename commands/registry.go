@@ -21,7 +21,7 @@ var registry = []*Spec{
 	benchSpec, sweepSpec,
 	scheduleAddSpec, scheduleListSpec, scheduleRmSpec, schedulePauseSpec, scheduleResumeSpec,
 	watchdogSilenceSpec, ackSpec,
-	jobsSpec, jobSpec, cancelSpec, historySpec, helpSpec,
+	jobsSpec, jobSpec, cancelSpec, historySpec, fleetSpec, helpSpec,
 }
 
 // groups are the distinct first words of the registry, in order; groupTable

@@ -47,6 +47,7 @@ func TestSpecs(t *testing.T) {
 		"job":              {"job JOB", Viewer, false, false, false, LockNone},
 		"cancel":           {"cancel JOB", Operator, false, false, false, LockNone},
 		"history":          {"history [SERVICE] [n=N]", Viewer, false, false, false, LockNone},
+		"fleet":            {"fleet [SERVICE]", Viewer, false, false, false, LockNone},
 		"help":             {"help [COMMAND]", Viewer, false, false, false, LockNone},
 	}
 	specs := Specs()

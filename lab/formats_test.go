@@ -89,6 +89,10 @@ func TestShellCommandFormats(t *testing.T) {
 		{[]string{"fuser", "/dev/nope"}, 1, `^$`, `does not exist`},
 		{[]string{"echo", "-n", "x"}, 0, `^x$`, `^$`},
 		{[]string{"sh", "-c", "exit 3"}, 3, `^$`, `^$`},
+		// A list runs each simple command in turn, as sh does; a quoted ';' is a character.
+		{[]string{"sh", "-c", "echo a; echo 'b;c' \"d;\"; false"}, 1, `^a\nb;c d;\n$`, `^$`},
+		{[]string{"sh", "-c", "false;echo x"}, 0, `^x\n$`, `^$`},
+		{[]string{"sh", "-c", "echo a; echo 'open"}, 2, `^$`, `Syntax error`},
 		{[]string{"/usr/bin/true"}, 0, `^$`, `^$`},
 		{[]string{"vi"}, 127, `^$`, `^sh: 1: vi: not found\n$`},
 	} {

@@ -40,16 +40,28 @@ func (h *SimHost) Exec(ctx context.Context, stdin []byte, argv ...string) (stdou
 	return []byte(o.String()), []byte(e.String()), code
 }
 
+// runString runs a command string as sh -c does: a list of simple commands
+// separated by ';' (splitList), one after the other, with the exit status of
+// the last; a dropped connection or a signal ends the list.
 func (e *cmdEnv) runString(ctx context.Context, cmd string) int {
-	argv, err := SplitShell(cmd)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "sh: 1: Syntax error: %s\n", strings.TrimPrefix(err.(*SyntaxError).Problem, ""))
-		return 2
+	var list [][]string
+	for _, part := range splitList(cmd) {
+		argv, err := SplitShell(part)
+		if err != nil { // sh reads the whole string before it runs any of it
+			fmt.Fprintf(e.stderr, "sh: 1: Syntax error: %s\n", strings.TrimPrefix(err.(*SyntaxError).Problem, ""))
+			return 2
+		}
+		if len(argv) > 0 {
+			list = append(list, argv)
+		}
 	}
-	if len(argv) == 0 {
-		return 0
+	code := 0
+	for _, argv := range list {
+		if code = e.run(ctx, argv); code == exitSignalled || e.dropped {
+			return code
+		}
 	}
-	return e.run(ctx, argv)
+	return code
 }
 
 // run runs argv and returns its exit status (or exitSignalled).

@@ -303,6 +303,8 @@ type Result struct {
 	Unit    *UnitChange `json:"unit,omitempty"`
 	GPUs    []GPUMemory `json:"gpus,omitempty"`
 	Killed  []Killed    `json:"killed,omitempty"`
+	// Fleet is what `fleet` saw of the services on their hosts.
+	Fleet *FleetState `json:"fleet,omitempty"`
 	// Bench is the benchmark's result without its per-request rows.
 	Bench  *bench.Result `json:"bench,omitempty"`
 	Points []SweepPoint  `json:"points,omitempty"`

@@ -113,6 +113,9 @@ type Config struct {
 	// SweepMetric is the figure a sweep's best point is chosen by:
 	// "output_tok_s" (default), "per_stream_tok_s" or "accept_len".
 	SweepMetric string
+	// FleetHostTimeout bounds how long `fleet` waits for one host's answer
+	// (default DefaultFleetHostTimeout).
+	FleetHostTimeout time.Duration
 	// Poll is the interval of every wait loop (default 50 ms).
 	Poll time.Duration
 	// ProgressEvery is the longest a long wait (model load, warm-up) goes
@@ -167,6 +170,9 @@ func (c *Config) withDefaults() Config {
 	cc := *c
 	if cc.Poll <= 0 {
 		cc.Poll = 50 * time.Millisecond
+	}
+	if cc.FleetHostTimeout <= 0 {
+		cc.FleetHostTimeout = DefaultFleetHostTimeout
 	}
 	if cc.ProgressEvery <= 0 {
 		cc.ProgressEvery = 10 * time.Second

@@ -131,6 +131,9 @@ type JSONLine struct {
 	// a line.
 	Jobs    *[]JSONJob `json:"jobs,omitempty"`
 	Omitted *int       `json:"omitted,omitempty"`
+	// Fleet is `fleet`'s answer (bot.Fleet): every service's row, every
+	// figure not known null; only on a `fleet` line.
+	Fleet *bot.Fleet `json:"fleet,omitempty"`
 	// ChartPath is the file the job's chart (a sweep's, a tune's) was saved
 	// to, in RunOptions.ChartDir; only on the line of a job that made one.
 	ChartPath string `json:"chart_path,omitempty"`
@@ -316,6 +319,7 @@ func answerLine(text string, r bot.Reply) JSONLine {
 		line.Job = jsonJob(*r.Job)
 		line.Events = append(line.Events, r.Job.Events...)
 	}
+	line.Fleet = r.Fleet
 	if r.Jobs != nil {
 		list := make([]JSONJob, 0, len(r.Jobs))
 		for _, j := range r.Jobs {
