@@ -16,7 +16,7 @@ var fleetSpec = &Spec{
 		"and one SSH round per host, all hosts at once; a host that does not answer within 1.5 s is a row saying so. " +
 		"SERVICE narrows it to one service, or to a replicated service's replicas.",
 	Examples: []string{"fleet", "fleet qwen"},
-	Policy:   Policy{Role: Viewer, Hosts: true, Answered: true, Slash: true},
+	Policy:   Policy{Role: Viewer, Hosts: true, Answered: true, Slash: true, OnGroup: GroupEach},
 	new:      func() Command { return new(Fleet) },
 }
 
