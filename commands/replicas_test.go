@@ -121,7 +121,7 @@ func TestReplicatedDefault(t *testing.T) {
 // definition's; the read-only commands named in the design show each
 // replica, the changes that roll out are marked so, the rest are refused.
 func TestGroupPolicies(t *testing.T) {
-	want := map[string]GroupUse{"svc status": GroupEach, "mtp show": GroupEach, "history": GroupEach, "gpu health": GroupEach,
+	want := map[string]GroupUse{"svc status": GroupEach, "mtp show": GroupEach, "history": GroupEach, "gpu health": GroupEach, "fleet": GroupEach,
 		"mtp steps": GroupRollout, "mtp off": GroupRollout, "engine set": GroupRollout}
 	for _, s := range Specs() {
 		w := want[s.Path]
