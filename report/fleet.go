@@ -365,7 +365,13 @@ func (f *Fleet) text(budget int) string {
 	if n := len(f.Hosts.Failed); n > 0 {
 		fmt.Fprintf(&head, " · %d hosts did not answer", n)
 	}
-	fmt.Fprintf(&head, " · read in %s at %s\n", time.Duration(f.TookMS*float64(time.Millisecond)).Round(10*time.Millisecond), f.At.Format("15:04:05 UTC"))
+	took := time.Duration(f.TookMS * float64(time.Millisecond))
+	if took >= 100*time.Millisecond {
+		took = took.Round(10 * time.Millisecond)
+	} else {
+		took = took.Round(time.Millisecond)
+	}
+	fmt.Fprintf(&head, " · read in %s at %s\n", took, f.At.Format("15:04:05 UTC"))
 
 	var tail strings.Builder
 	for _, h := range f.Hosts.Failed {
