@@ -426,3 +426,31 @@ func record(t testing.TB, st *store.Store, cmd, service string, res *ops.Result)
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkRolloutFourReplicas rolls mtp steps out over four replicas
+// behind the lab's router (steps 10, then 3, alternately) with traffic
+// throughout, and reports the figures: requests to the router that
+// failed during the rollouts, and the most replicas out of the router at
+// once. Run with -bench RolloutFourReplicas -benchtime 2x.
+func BenchmarkRolloutFourReplicas(b *testing.B) {
+	f := newFleetRig(b, 2, 2, func(c *ops.Config) { c.Rollout.MinTokSRatio, c.Rollout.MaxTTFTP95Ratio = 0.3, 5 })
+	ctx := testkit.Context(b, 10*time.Minute)
+	tr := f.startTraffic(b, 4)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		steps := 10
+		if i%2 == 1 {
+			steps = 3
+		}
+		ev := &events{}
+		if _, err := f.rb.Rollout(ctx, "qwen", ops.StepsChange(steps), false, ev); err != nil {
+			b.Fatalf("rollout: %v\n%s", err, ev.text())
+		}
+	}
+	b.StopTimer()
+	tr.stop()
+	b.ReportMetric(float64(tr.failed.Load()), "failed-requests")
+	b.ReportMetric(float64(tr.maxOut.Load()), "max-out")
+	b.ReportMetric(float64(tr.ok.Load())/float64(b.N), "ok-requests/op")
+	b.Logf("%d rollouts over 4 replicas: %s", b.N, tr)
+}
