@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -325,10 +324,4 @@ func (r *Runbook) rejoin(ctx context.Context, t *target, res *Result) bool {
 	res.did.drained = false
 	st.done("served a warm-up request (%d tokens); back among the router's workers", n)
 	return true
-}
-
-// errUnavailable reports a drain refused for max_unavailable.
-func errUnavailable(err error) bool {
-	var ue *UnavailableError
-	return errors.As(err, &ue)
 }
