@@ -63,7 +63,22 @@ type Options struct {
 	// services splitting the node's GPUs evenly, named NODE-sI in containers
 	// NODE-ctI (VMIDs 201, 202, ...). StartFleet puts N of them on N/4 nodes.
 	Services int
+	// Replicas, when 2 to 8, replaces qwen and coder with that many
+	// replicas of qwen (its unit, UnitText or Engine's default, each on 4
+	// GPUs of its own: CUDA_VISIBLE_DEVICES=0,1,2,3 rewritten) in
+	// containers gpu1, gpu2, ... (VMIDs 129, 130, ...), named qwen@gpu1,
+	// qwen@gpu2, ... (Group "qwen"), behind one lab router (Router) that
+	// lists them all from the start. GPUs defaults to 4 per replica.
+	Replicas int
+	// RouterRetries is the lab router's Retries (RouterOptions; 0 = none).
+	RouterRetries int
 }
+
+// ReplicaGroup is the name of the replicated service Options.Replicas runs.
+const ReplicaGroup = "qwen"
+
+// ReplicaGPUs is how many GPUs each of Options.Replicas' replicas runs on.
+const ReplicaGPUs = 4
 
 // DefaultTimeScale makes a default model load take about 2.4 s of wall-clock time.
 const DefaultTimeScale = 25
@@ -79,6 +94,7 @@ type Lab struct {
 	clientPEM []byte
 	clientPub ssh.PublicKey
 	services  []ServiceInfo
+	router    *Router // Options.Replicas' router; nil without replicas
 	faults    *faultSet
 	seedArgv  map[string][]string // unit -> argv the lab was seeded with
 	wg        sync.WaitGroup      // http servers, the restart-loop fault's restart
@@ -96,7 +112,9 @@ type HostInfo struct {
 
 // ServiceInfo describes one simulated inference service.
 type ServiceInfo struct {
-	Name        string // "qwen"
+	Name        string // "qwen"; a replica's GROUP@REPLICA: "qwen@gpu1"
+	Group       string // a replica's replicated service ("qwen"); "" for a service of its own
+	Replica     string // a replica's name in its group: its host ("gpu1")
 	Unit        string // "sglang-qwen.service"
 	Host        string // "gpu1"
 	URL         string // http://127.0.0.1:PORT
@@ -106,12 +124,20 @@ type ServiceInfo struct {
 	GPUs        []int
 }
 
+// RouterInfo is the router in front of a replicated service's replicas.
+type RouterInfo struct {
+	Group string // the replicated service ("qwen")
+	URL   string // http://127.0.0.1:PORT: its worker API and the service's requests
+	Kind  string // the API it speaks: "sglang" (SGLang Model Gateway's /workers)
+}
+
 // Topology is everything a config needs to reach the lab.
 type Topology struct {
 	Hosts        []HostInfo
 	KnownHosts   []byte // known_hosts content for all hosts ([127.0.0.1]:PORT form)
 	ClientKeyPEM []byte // OpenSSH private key accepted by all hosts
 	Services     []ServiceInfo
+	Routers      []RouterInfo
 }
 
 // Start builds the default topology, seeds the unit, starts the SSH servers and boots the
@@ -139,8 +165,14 @@ func Start(ctx context.Context, opts Options) (*Lab, error) {
 	if opts.ReleaseLag <= 0 {
 		opts.ReleaseLag = 5 * time.Second
 	}
+	if opts.Replicas != 0 && (opts.Replicas < 2 || opts.Replicas > 8 || opts.Services != 0) {
+		return nil, fmt.Errorf("start lab: %d replicas: want 2 to 8, and no Services beside them", opts.Replicas)
+	}
 	if opts.GPUs <= 0 {
-		opts.GPUs = 8
+		opts.GPUs = max(8, ReplicaGPUs*opts.Replicas)
+	}
+	if opts.Replicas > 0 && opts.GPUs < ReplicaGPUs*opts.Replicas {
+		return nil, fmt.Errorf("start lab: %d replicas of %d GPUs each need %d GPUs, not %d", opts.Replicas, ReplicaGPUs, ReplicaGPUs*opts.Replicas, opts.GPUs)
 	}
 	if opts.Node == "" {
 		opts.Node = "pve"
@@ -242,6 +274,25 @@ func (l *Lab) boot(ctx context.Context) error {
 		{name: "coder", ct: "gpu2", vmid: 130, unit: "sglang-coder.service", text: coderUnit, engine: "sglang", gpus: []int{4, 5, 6, 7},
 			model: "/models/Qwen3-Coder-30B-A3B-Instruct", modelConfig: "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3_moe\"}\n"},
 	}
+	if n := l.opts.Replicas; n > 0 {
+		if !strings.Contains(qwenText, "CUDA_VISIBLE_DEVICES=0,1,2,3\n") {
+			return fmt.Errorf("replicas: qwen's unit must set CUDA_VISIBLE_DEVICES=0,1,2,3 (each replica's line is rewritten to its own GPUs)")
+		}
+		services = nil
+		for i := range n {
+			gpus := make([]int, ReplicaGPUs)
+			dev := make([]string, ReplicaGPUs)
+			for j := range gpus {
+				gpus[j] = i*ReplicaGPUs + j
+				dev[j] = fmt.Sprint(gpus[j])
+			}
+			ct := fmt.Sprintf("gpu%d", i+1)
+			text := strings.Replace(qwenText, "CUDA_VISIBLE_DEVICES=0,1,2,3\n", "CUDA_VISIBLE_DEVICES="+strings.Join(dev, ",")+"\n", 1)
+			services = append(services, labService{name: ReplicaGroup + "@" + ct, group: ReplicaGroup, ct: ct, vmid: 129 + i,
+				unit: qwenUnit, text: text, engine: l.opts.Engine, gpus: gpus,
+				model: "/models/Qwen3.5-122B-A10B", modelConfig: "{\"architectures\": [\"Qwen3_5MoeForCausalLM\"], \"model_type\": \"qwen3_5_moe\"}\n"})
+		}
+	}
 	if n := l.opts.Services; n > 0 {
 		services = nil
 		per := l.opts.GPUs / n
@@ -265,6 +316,17 @@ func (l *Lab) boot(ctx context.Context) error {
 			return err
 		}
 	}
+	if l.opts.Replicas > 0 {
+		var urls []string
+		for _, s := range l.services {
+			urls = append(urls, s.URL)
+		}
+		r, err := StartRouter(RouterOptions{Workers: urls, Retries: l.opts.RouterRetries, Logger: l.log})
+		if err != nil {
+			return err
+		}
+		l.router = r
+	}
 
 	for _, h := range l.hosts {
 		if err := h.serveSSH(); err != nil {
@@ -277,6 +339,7 @@ func (l *Lab) boot(ctx context.Context) error {
 // labService is one container of the node and the engine service it runs.
 type labService struct {
 	name, ct    string // service and container (host) name
+	group       string // a replica's group; "" for a service of its own
 	vmid        int
 	unit, text  string
 	engine      string
@@ -337,7 +400,11 @@ func (l *Lab) addService(pve *SimHost, s labService) error {
 	if err != nil {
 		return fmt.Errorf("allocate a port for %s: %w", s.name, err)
 	}
-	l.services = append(l.services, ServiceInfo{Name: s.name, Unit: s.unit, Host: s.ct, URL: fmt.Sprintf("http://127.0.0.1:%d", port),
+	replica := ""
+	if s.group != "" {
+		replica = s.ct
+	}
+	l.services = append(l.services, ServiceInfo{Name: s.name, Group: s.group, Replica: replica, Unit: s.unit, Host: s.ct, URL: fmt.Sprintf("http://127.0.0.1:%d", port),
 		Engine: s.engine, ProxmoxNode: l.opts.Node, VMID: s.vmid, GPUs: append([]int(nil), s.gpus...)})
 
 	d := h.readDiskUnit(s.unit)
@@ -445,6 +512,9 @@ func (l *Lab) Close() error {
 	var err error
 	l.closeOnce.Do(func() {
 		close(l.done)
+		if l.router != nil {
+			l.router.Close()
+		}
 		for _, h := range l.hosts {
 			h.closeSSH()
 		}
@@ -475,6 +545,10 @@ func (l *Lab) Close() error {
 	return err
 }
 
+// Router returns the lab router in front of Options.Replicas' replicas; nil
+// without replicas.
+func (l *Lab) Router() *Router { return l.router }
+
 // Host returns the simulated host by name ("gpu1", "pve"), nil if there is none.
 func (l *Lab) Host(name string) *SimHost {
 	for _, h := range l.hosts {
@@ -488,6 +562,9 @@ func (l *Lab) Host(name string) *SimHost {
 // Topology describes how to reach the lab.
 func (l *Lab) Topology() Topology {
 	t := Topology{ClientKeyPEM: append([]byte(nil), l.clientPEM...), Services: append([]ServiceInfo(nil), l.services...)}
+	if l.router != nil {
+		t.Routers = []RouterInfo{{Group: ReplicaGroup, URL: l.router.URL(), Kind: "sglang"}}
+	}
 	for _, h := range l.hosts {
 		addr := h.Addr()
 		line := fmt.Sprintf("[%s]:%s %s", "127.0.0.1", portOf(addr), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(h.hostKey.PublicKey()))))
@@ -546,13 +623,34 @@ func writeConfig(what, dir string, t Topology, header, extra string) (string, er
 		fmt.Fprintf(&b, "  %s: {addr: %q, user: %s}\n", h.Name, h.Addr, h.User)
 	}
 	b.WriteString("services:\n")
+	routers := map[string]RouterInfo{}
+	for _, r := range t.Routers {
+		routers[r.Group] = r
+	}
+	written := map[string]bool{}
 	for _, s := range t.Services {
-		gp := make([]string, len(s.GPUs))
-		for i, g := range s.GPUs {
-			gp[i] = fmt.Sprint(g)
+		if s.Group == "" {
+			fmt.Fprintf(&b, "  %s: {host: %s, unit: %s, url: %q, engine: %s, proxmox: {node: %s, vmid: %d}, gpus: [%s]}\n",
+				s.Name, s.Host, s.Unit, s.URL, s.Engine, s.ProxmoxNode, s.VMID, gpuList(s.GPUs))
+			continue
 		}
-		fmt.Fprintf(&b, "  %s: {host: %s, unit: %s, url: %q, engine: %s, proxmox: {node: %s, vmid: %d}, gpus: [%s]}\n",
-			s.Name, s.Host, s.Unit, s.URL, s.Engine, s.ProxmoxNode, s.VMID, strings.Join(gp, ","))
+		if written[s.Group] {
+			continue
+		}
+		written[s.Group] = true
+		// A replicated service (README, "Replicas"): what its replicas share,
+		// its router, then one line per replica.
+		fmt.Fprintf(&b, "  %s:\n    unit: %s\n    engine: %s\n", s.Group, s.Unit, s.Engine)
+		if r, ok := routers[s.Group]; ok {
+			fmt.Fprintf(&b, "    router: {url: %q, kind: %s}\n", r.URL, r.Kind)
+		}
+		b.WriteString("    replicas:\n")
+		for _, x := range t.Services {
+			if x.Group == s.Group {
+				fmt.Fprintf(&b, "      - {host: %s, gpus: [%s], url: %q, proxmox: {node: %s, vmid: %d}}\n",
+					x.Host, gpuList(x.GPUs), x.URL, x.ProxmoxNode, x.VMID)
+			}
+		}
 	}
 	b.WriteString(extra)
 	b.WriteString("auth: {default_role: admin}   # the lab is a sandbox\n")
@@ -565,6 +663,14 @@ func writeConfig(what, dir string, t Topology, header, extra string) (string, er
 
 func yamlQuote(s string) string { return fmt.Sprintf("%q", s) }
 
+func gpuList(gpus []int) string {
+	gp := make([]string, len(gpus))
+	for i, g := range gpus {
+		gp[i] = fmt.Sprint(g)
+	}
+	return strings.Join(gp, ",")
+}
+
 // Describe prints the lab's hosts, services and faults for a person.
 func (l *Lab) Describe() string {
 	var b strings.Builder
@@ -576,6 +682,9 @@ func (l *Lab) Describe() string {
 	for _, s := range t.Services {
 		st := l.Host(s.Host).Unit(s.Unit)
 		fmt.Fprintf(&b, "  service %s: %s on %s (%s, LXC %d on %s), %s, unit %s/%s\n", s.Name, s.URL, s.Host, s.Engine, s.VMID, s.ProxmoxNode, s.Unit, st.ActiveState, st.SubState)
+	}
+	for _, r := range t.Routers {
+		fmt.Fprintf(&b, "  router %s: %s (SGLang Model Gateway's worker API), workers %s\n", r.Group, r.URL, strings.Join(l.router.Workers(), " "))
 	}
 	var fs []string
 	for _, f := range l.opts.Faults {

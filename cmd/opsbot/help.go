@@ -25,7 +25,7 @@ explains one; neither needs --lab or --config.`
 // ("opsbot run"), for --help and for the usage printed after a bad flag.
 var subcommands = map[string]subcommandDoc{
 	"opsbot run": {
-		usage: "opsbot run [--config FILE | --lab [--lab-faults LIST] [--lab-unit FILE]] [--json] [--chart-dir DIR] [--as ID] [--yes] [-v] 'CMD' ['CMD' ...]",
+		usage: "opsbot run [--config FILE | --lab [--lab-faults LIST] [--lab-unit FILE] [--lab-replicas N]] [--json] [--chart-dir DIR] [--as ID] [--yes] [-v] 'CMD' ['CMD' ...]",
 		what: "Runs chat commands through the same dispatcher as Slack and Matrix, one after the other, and prints\n" +
 			"each job's status thread (or, with --json, one JSON object per command on stdout, and on stderr only\n" +
 			"when a job waits for another's service and when it has it). Flags may come before or\n" +
@@ -48,7 +48,7 @@ var subcommands = map[string]subcommandDoc{
 		},
 	},
 	"opsbot demo": {
-		usage: "opsbot demo [--lab-faults LIST] [--lab-unit FILE] [--chart-dir DIR] [-v]",
+		usage: "opsbot demo [--lab-faults LIST] [--lab-unit FILE] [--lab-replicas N] [--chart-dir DIR] [-v]",
 		what: "Starts the lab (a simulated GPU node with services qwen and coder) and a prompt: type chat\n" +
 			"commands one a line and watch their status threads. Ctrl-D (or quit) ends it after the jobs\n" +
 			"already started; Ctrl-C stops them. Charts are saved as new files in --chart-dir (default: the\n" +
@@ -56,10 +56,11 @@ var subcommands = map[string]subcommandDoc{
 		examples: []string{"opsbot demo", "opsbot demo --lab-faults orphans"},
 	},
 	"opsbot lab": {
-		usage: "opsbot lab [--faults LIST] [--unit FILE] [--engine sglang|vllm] [--config-out FILE] [--services N] [-v]",
+		usage: "opsbot lab [--faults LIST] [--unit FILE] [--engine sglang|vllm] [--config-out FILE] [--services N | --replicas N] [-v]",
 		what: "Runs the simulated GPU node standalone until Ctrl-C, and writes an opsbot config that reaches it,\n" +
 			"for `opsbot run --config` from another terminal.",
-		examples: []string{"opsbot lab --config-out ~/opsbot-lab/opsbot.yaml", "opsbot lab --faults orphans,slow-load=5s --engine vllm"},
+		examples: []string{"opsbot lab --config-out ~/opsbot-lab/opsbot.yaml", "opsbot lab --faults orphans,slow-load=5s --engine vllm",
+			"opsbot lab --replicas 4 --config-out ~/opsbot-lab/replicas.yaml"},
 	},
 	"opsbot bench": {
 		usage: "opsbot bench --url URL | --config FILE --service NAME [--model M] [--prompts N] [--concurrency C] [--in I] [--out O]\n" +
@@ -78,7 +79,7 @@ var subcommands = map[string]subcommandDoc{
 		examples: []string{"opsbot config check --config deploy/opsbot.example.yaml"},
 	},
 	"opsbot serve": {
-		usage: "opsbot serve --config FILE [--lab [--lab-faults LIST] [--lab-unit FILE]]",
+		usage: "opsbot serve --config FILE [--lab [--lab-faults LIST] [--lab-unit FILE] [--lab-replicas N]]",
 		what: "Runs the bot as a service: the chat adapters the config enables, the job engine, the scheduler,\n" +
 			"the watchdog, and the HTTP listener (/healthz, /readyz, /metrics) of http.listen. SIGTERM or SIGINT\n" +
 			"stops it within limits.shutdown_grace (a second one at once), SIGHUP reloads the config. With --lab\n" +

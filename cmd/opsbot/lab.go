@@ -16,6 +16,7 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	unit := fs.String("unit", "", "seed the service's unit with this `FILE`")
 	engine := fs.String("engine", "sglang", "engine of the default unit: sglang or vllm")
 	configOut := fs.String("config-out", "", "write an opsbot config that reaches the lab to `FILE`")
+	replicas := fs.Int("replicas", 0, "run qwen as `N` replicas (2 to 8, 4 GPUs each, the node's GPUs grown to fit) qwen@gpu1 ... behind the lab's router (SGLang Model Gateway's worker API), instead of qwen and coder")
 	services := fs.Int("services", 0, "instead of qwen and coder, `N` SGLang services on N/4 Proxmox nodes (n1-s1 ... ), to measure how opsbot scales")
 	verbose := fs.Bool("v", false, "verbose logging to stderr")
 	if err := parseFlags(fs, args); err != nil {
@@ -31,8 +32,8 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if *services < 1 || *services > 400 {
 			return usagef("--services must be 1 to 400, got %d", *services)
 		}
-		if *unit != "" || *engine != "sglang" {
-			return usagef("--services makes SGLang services with their own units: leave out --unit and --engine")
+		if *unit != "" || *engine != "sglang" || *replicas != 0 {
+			return usagef("--services makes SGLang services with their own units: leave out --unit, --engine and --replicas")
 		}
 		return runFleet(ctx, *services, *faults, *configOut, stdout, stderr, *verbose)
 	}
@@ -47,7 +48,7 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 	}
-	l, err := startLab(ctx, *faults, *unit, *engine, "", newLogger(stderr, *verbose))
+	l, err := startLab(ctx, *faults, *unit, *engine, "", *replicas, newLogger(stderr, *verbose))
 	if err != nil {
 		return err
 	}

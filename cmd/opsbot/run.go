@@ -27,6 +27,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	useLab := fs.Bool("lab", false, "run on the simulated GPU host (the lab), with a store that lasts this run only; --config FILE --lab keeps FILE's store")
 	labFaults := fs.String("lab-faults", "", lab.FaultHelp("comma-separated lab faults `LIST`, e.g. orphans,slow-load=5s (they apply to both services):"))
 	labUnit := fs.String("lab-unit", "", "seed the lab service's unit with this `FILE`")
+	labReplicas := fs.Int("lab-replicas", 0, "run the lab's qwen as `N` replicas (2 to 8, 4 GPUs each) qwen@gpu1 ... behind the lab's router, instead of qwen and coder")
 	asJSON := fs.Bool("json", false, "print one JSON object per command per line (a chart's file in \"chart_path\")")
 	chartDir := fs.String("chart-dir", ".", "save charts (sweeps, tunes) as new files in `DIR`")
 	as := fs.String("as", "", "act as console user `ID` (auth key console:ID); needs the admin role for your OS user")
@@ -63,7 +64,7 @@ func cmdRun(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	chats := map[string]bot.Chat{console.Platform: con}
 	// The lab's engines load while the commands are parsed; a job waits for
 	// them (Ready), `jobs` and `help` do not.
-	e, err := setup(ctx, setupOptions{ConfigPath: *configPath, Lab: *useLab, LabFaults: *labFaults, LabUnit: *labUnit,
+	e, err := setup(ctx, setupOptions{ConfigPath: *configPath, Lab: *useLab, LabFaults: *labFaults, LabUnit: *labUnit, LabReplicas: *labReplicas,
 		Chats: chats, Logger: newLogger(stderr, *verbose), LabLater: true})
 	if err != nil {
 		return 1, err
@@ -136,6 +137,7 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs := newFlagSet("demo", stderr)
 	labFaults := fs.String("lab-faults", "", lab.FaultHelp("comma-separated lab faults `LIST`, e.g. orphans,slow-load=5s (they apply to both services):"))
 	labUnit := fs.String("lab-unit", "", "seed the lab service's unit with this `FILE`")
+	labReplicas := fs.Int("lab-replicas", 0, "run the lab's qwen as `N` replicas (2 to 8, 4 GPUs each) qwen@gpu1 ... behind the lab's router, instead of qwen and coder")
 	chartDir := fs.String("chart-dir", ".", "save charts (sweeps, tunes) as new files in `DIR`")
 	verbose := fs.Bool("v", false, "verbose logging to stderr")
 	if err := parseFlags(fs, args); err != nil {
@@ -152,7 +154,7 @@ func cmdDemo(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	con.ChartDir = charts
 	con.Live = true
 	con.TTY = tty
-	e, err := setup(ctx, setupOptions{Lab: true, LabFaults: *labFaults, LabUnit: *labUnit,
+	e, err := setup(ctx, setupOptions{Lab: true, LabFaults: *labFaults, LabUnit: *labUnit, LabReplicas: *labReplicas,
 		Chats: map[string]bot.Chat{console.Platform: con}, Logger: newLogger(stderr, *verbose)})
 	if err != nil {
 		return err

@@ -75,6 +75,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	useLab := fs.Bool("lab", false, "start the lab in-process: it supplies ssh, hosts, services, default_service and bench")
 	labFaults := fs.String("lab-faults", "", lab.FaultHelp("comma-separated lab faults `LIST`, e.g. orphans,slow-load=5s (they apply to both services):"))
 	labUnit := fs.String("lab-unit", "", "seed the lab service's unit with this `FILE`")
+	labReplicas := fs.Int("lab-replicas", 0, "run the lab's qwen as `N` replicas (2 to 8, 4 GPUs each) qwen@gpu1 ... behind the lab's router, instead of qwen and coder")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -128,7 +129,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return false, false
 	})
-	return s.run(ctx, sigs, setupOptions{ConfigPath: *configPath, Lab: *useLab, LabFaults: *labFaults, LabUnit: *labUnit})
+	return s.run(ctx, sigs, setupOptions{ConfigPath: *configPath, Lab: *useLab, LabFaults: *labFaults, LabUnit: *labUnit, LabReplicas: *labReplicas})
 }
 
 // server is one `opsbot serve` process.

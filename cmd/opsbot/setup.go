@@ -25,8 +25,11 @@ type setupOptions struct {
 	Lab        bool
 	LabFaults  string
 	LabUnit    string
-	Chats      map[string]bot.Chat
-	Logger     *slog.Logger
+	// LabReplicas, with Lab, runs qwen as that many replicas behind the
+	// lab's router (lab.Options.Replicas; 0: qwen and coder).
+	LabReplicas int
+	Chats       map[string]bot.Chat
+	Logger      *slog.Logger
 	// Observer, when set, is told of every job and step (serve's metrics).
 	Observer jobs.Observer
 	// Opened, when set, is bot.AppOptions.Opened: serve hands the adapters
@@ -67,7 +70,7 @@ func startLabConfig(ctx context.Context, o setupOptions) (*labStart, error) {
 			return nil, err
 		}
 	}
-	l, err := startLab(ctx, o.LabFaults, o.LabUnit, "", "", o.Logger)
+	l, err := startLab(ctx, o.LabFaults, o.LabUnit, "", "", o.LabReplicas, o.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -127,8 +130,8 @@ func setup(ctx context.Context, o setupOptions) (_ *env, err error) {
 	cfgPath := o.ConfigPath
 	labCfg := ""
 	switch {
-	case !o.Lab && (o.LabFaults != "" || o.LabUnit != ""):
-		return nil, usagef("--lab-faults and --lab-unit need --lab")
+	case !o.Lab && (o.LabFaults != "" || o.LabUnit != "" || o.LabReplicas != 0):
+		return nil, usagef("--lab-faults, --lab-unit and --lab-replicas need --lab")
 	case o.Lab:
 		ls := o.Started
 		if ls == nil {
@@ -231,13 +234,17 @@ func loadConfig(path, labPath string, log *slog.Logger) (*config.Config, error) 
 	return cfg, err
 }
 
-// startLab starts the simulated hosts with the given faults and unit file.
-func startLab(ctx context.Context, faults, unitFile, engine, dir string, log *slog.Logger) (*lab.Lab, error) {
+// startLab starts the simulated hosts with the given faults and unit file,
+// qwen as replicas replicas behind the lab's router when replicas > 0.
+func startLab(ctx context.Context, faults, unitFile, engine, dir string, replicas int, log *slog.Logger) (*lab.Lab, error) {
 	fl, err := lab.ParseFaults(faults)
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
-	opts := lab.Options{Faults: fl, Engine: engine, Dir: dir, Logger: log}
+	if replicas != 0 && (replicas < 2 || replicas > 8) {
+		return nil, usagef("replicas must be 2 to 8, got %d", replicas)
+	}
+	opts := lab.Options{Faults: fl, Engine: engine, Dir: dir, Replicas: replicas, Logger: log}
 	if unitFile != "" {
 		b, err := os.ReadFile(unitFile)
 		if err != nil {

@@ -88,7 +88,10 @@ func Host(t testing.TB, p *remote.Pool, name string) *remote.Host {
 // OpsConfig is an ops config that reaches every host and service of topo (a
 // lab's, or a fleet's), with its key and known_hosts written as Files does,
 // each service ready within readyTimeout; the caller sets the rest
-// (benchmark, timings, locks).
+// (benchmark, timings, locks, Rollout). A replica (lab.Options.Replicas) is
+// the service GROUP@REPLICA ("qwen@gpu1") with Replica set, its router the
+// lab's (kind sglang, the worker URL its url), as config makes it from
+// services.NAME.replicas.
 func OpsConfig(t testing.TB, topo lab.Topology, readyTimeout time.Duration) ops.Config {
 	t.Helper()
 	key, kh := files(t, topo)
@@ -96,11 +99,43 @@ func OpsConfig(t testing.TB, topo lab.Topology, readyTimeout time.Duration) ops.
 	for _, h := range topo.Hosts {
 		cfg.Hosts[h.Name] = ops.HostConfig{Addr: h.Addr, User: h.User}
 	}
+	routers := map[string]lab.RouterInfo{}
+	for _, r := range topo.Routers {
+		routers[r.Group] = r
+	}
 	for _, s := range topo.Services {
-		cfg.Services[s.Name] = ops.ServiceConfig{Host: s.Host, Unit: s.Unit, URL: s.URL, Engine: s.Engine, GPUs: s.GPUs,
+		sc := ops.ServiceConfig{Host: s.Host, Unit: s.Unit, URL: s.URL, Engine: s.Engine, GPUs: s.GPUs,
 			ProxmoxNode: s.ProxmoxNode, VMID: s.VMID, ReadyTimeout: readyTimeout, AdaptiveConfig: config.AdaptiveConfigDefault(s.Name)}
+		name := s.Name
+		if s.Group != "" {
+			name = ops.ReplicaName(s.Group, s.Replica)
+			sc.AdaptiveConfig = config.AdaptiveConfigDefault(s.Group)
+			sc.Replica = &ops.ReplicaOf{Group: s.Group, Name: s.Replica}
+			if r, ok := routers[s.Group]; ok {
+				sc.Replica.Router = &ops.RouterConfig{URL: r.URL, Kind: r.Kind, Worker: s.URL}
+			}
+		}
+		cfg.Services[name] = sc
 	}
 	return cfg
+}
+
+// StartReplicas starts a lab whose qwen runs as n replicas (2 to 8)
+// qwen@gpu1 ... qwen@gpuN behind the lab's router (lab.Options.Replicas;
+// opts.Replicas is set to n), closed with the test, and waits until every
+// replica serves. OpsConfig(t, l.Topology(), ...) and Runbook reach them.
+func StartReplicas(t testing.TB, n int, opts lab.Options) *lab.Lab {
+	t.Helper()
+	opts.Replicas = n
+	l := Start(t, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, s := range l.Topology().Services {
+		if err := l.WaitReady(ctx, s.Name); err != nil {
+			t.Fatalf("lab replica %s: %v", s.Name, err)
+		}
+	}
+	return l
 }
 
 // Runbook is the ops layer on l's hosts as cmd/opsbot builds it from a
