@@ -22,7 +22,8 @@ var _ ops.ChangeLog = ChangeLog{}
 
 // UnitChanges implements ops.ChangeLog: the service's finished jobs that
 // were no dry run and whose result records a change of the unit or of a
-// file beside it (ops.UnitChange.Changed), newest first, at most limit
+// file beside it (ops.UnitChange.Changed), or, for a replicated service,
+// a rollout that left a replica changed (ops.RolloutResult.Changed), newest first, at most limit
 // (<= 0: 50). It reads the store a page at a time until it has them.
 func (c ChangeLog) UnitChanges(ctx context.Context, service string, limit int) ([]ops.AppliedChange, error) {
 	if limit <= 0 {
@@ -41,8 +42,12 @@ func (c ChangeLog) UnitChanges(ctx context.Context, service string, limit int) (
 			if err := json.Unmarshal(j.Result, &res); err != nil {
 				return nil, fmt.Errorf("read the result of job #%d: %w", j.ID, err)
 			}
-			if res.Unit.Changed() && len(out) < limit {
-				out = append(out, ops.AppliedChange{JobID: j.ID, Command: j.Command, Status: string(j.Status), Unit: *res.Unit})
+			if (res.Unit.Changed() || res.Rollout.Changed()) && len(out) < limit {
+				c := ops.AppliedChange{JobID: j.ID, Command: j.Command, Status: string(j.Status), Rollout: res.Rollout}
+				if res.Unit != nil {
+					c.Unit = *res.Unit
+				}
+				out = append(out, c)
 			}
 		}
 		if len(jobs) < page {

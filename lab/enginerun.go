@@ -438,7 +438,7 @@ func (r *engineRun) loaded() {
 
 func (r *engineRun) listen(port int, s engSettings, logFn func(string)) {
 	r.h.w.lock()
-	slow := r.h.w.slowdown
+	slow := r.h.w.slowFor(s)
 	r.h.w.unlock()
 	inst := engNew(s, logFn, slow)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)

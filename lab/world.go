@@ -35,6 +35,8 @@ type world struct {
 	// slowdown multiplies the verify step time of engines started from now
 	// on (Lab.SlowEngine); 0 or 1 is the default physics.
 	slowdown float64
+	// slowSteps slows engines started with these steps (SlowSteps).
+	slowSteps map[int]float64
 }
 
 type container struct {

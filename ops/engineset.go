@@ -43,6 +43,12 @@ func flagText(f unit.EngineFlag, v string) string {
 // changes nothing on disk; the service is then only checked and measured.
 // `mtp undo` puts back what it replaced. Result.Left is set on every return.
 func (r *Runbook) EngineSet(ctx context.Context, service, flag, value string, dryRun bool, rep Reporter) (_ *Result, err error) {
+	return r.engineSet(ctx, service, flag, value, dryRun, true, rep)
+}
+
+// engineSet is EngineSet; without benchmark it stops once the engine is
+// verified.
+func (r *Runbook) engineSet(ctx context.Context, service, flag, value string, dryRun, benchmark bool, rep Reporter) (_ *Result, err error) {
 	f, ok := unit.LookupFlag(flag)
 	if !ok {
 		return nil, fmt.Errorf("%s is not an engine flag opsbot sets (`help engine set` lists them); nothing was changed", flag)
@@ -121,6 +127,10 @@ func (r *Runbook) EngineSet(ctx context.Context, service, flag, value string, dr
 		return res, r.rollbackAfter(ctx, t, p, res, rep, verr)
 	}
 	serving = true
+	if !benchmark {
+		res.Summary = fmt.Sprintf("%s on %s, serving", move, service)
+		return res, nil
+	}
 	if err := r.windDown(); err != nil {
 		res.Summary = fmt.Sprintf("%s on %s, serving; benchmark skipped", move, service)
 		return res, fmt.Errorf("benchmark skipped: %w; %s serves %s", err, service, flagText(f, to))

@@ -27,3 +27,6 @@ func (r *Runbook) StartProposal(ctx context.Context, service string, rows []PerL
 func (r *Runbook) DeployDefaultTable(ctx context.Context, service string, steps int, rep Reporter) (*Result, error) {
 	return r.mtpSet(ctx, service, Setting{Steps: steps, adaptiveDefault: true}, false, false, rep)
 }
+
+// Judge is judge for tests.
+var Judge = judge

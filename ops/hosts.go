@@ -10,6 +10,7 @@ import (
 	"github.com/opsbot/opsbot/ops/engine"
 	"github.com/opsbot/opsbot/ops/gpu"
 	"github.com/opsbot/opsbot/ops/remote"
+	"github.com/opsbot/opsbot/ops/router"
 	"github.com/opsbot/opsbot/ops/systemd"
 )
 
@@ -25,6 +26,9 @@ type Runbook struct {
 	pool    *remote.Pool
 	targets map[string]*target
 	hold    JobHold // the job it runs for (For); zero: none
+	// quietNoRouter: a rollout said once that its group has no router; its
+	// replicas' pipelines do not say it again.
+	quietNoRouter bool
 }
 
 // SSHStats reports each host's SSH connection state and failed dials.
@@ -56,11 +60,21 @@ func New(cfg Config) (*Runbook, error) {
 		return nil, fmt.Errorf("ops config: %w", err)
 	}
 	r := &Runbook{cfg: c, pool: pool, targets: make(map[string]*target, len(c.Services))}
+	routers := map[string]*target{}
 	for name, sc := range c.Services {
 		t, err := r.newTarget(name, sc)
 		if err != nil {
 			pool.Close()
 			return nil, fmt.Errorf("ops config: service %s: %w", name, err)
+		}
+		if rc := routerOf(sc); rc != nil {
+			key := rc.Kind + " " + rc.URL
+			if o, ok := routers[key]; ok {
+				t.router, t.routerErr = o.router, o.routerErr
+			} else {
+				t.router, t.routerErr = router.New(rc.Kind, rc.URL, routerHTTP())
+				routers[key] = t
+			}
 		}
 		r.targets[name] = t
 	}
@@ -90,6 +104,12 @@ type target struct {
 
 	// sshHost and sshNode are host and node unguarded: what guard binds.
 	sshHost, sshNode *remote.Host
+
+	// router is the client of the router in front of a replica
+	// (cfg.Replica.Router), one per router shared by its replicas; nil
+	// with routerErr set when it could not be made, nil without a router.
+	router    router.Client
+	routerErr error
 }
 
 func (r *Runbook) newTarget(name string, sc ServiceConfig) (*target, error) {

@@ -94,6 +94,10 @@ type ServiceLeft struct {
 	// see whether it serves (the host's SSH server refuses to forward to a
 	// via_ssh service's URL); State is then LeftUnknown.
 	Unreachable bool `json:"unreachable,omitempty"`
+	// OutOfRouter: the job took the replica out of its router (a drain)
+	// and left it there, as it does not serve; a job that leaves it
+	// serving puts it back.
+	OutOfRouter bool `json:"out_of_router,omitempty"`
 	// notRead: State is LeftUnknown because this process no longer holds
 	// the service's lease, so it sent the host nothing more (not even a
 	// read), rather than because the host did not answer.
@@ -117,6 +121,13 @@ type did struct {
 	resetGPUs []int  // memory no process holds stays on these GPUs of resetNode: only a reset frees it
 	resetNode string
 	starts    int // systemctl starts issued (a failed start and its rollback's are two)
+	// drained: the job took the replica out of its router (drain.go) and
+	// has not put it back; keptOut: it found it serving and out already
+	// (someone took it out: it stays out); noRouterSaid: the job said that
+	// the replica has no router; rep: where the drain's steps went (the
+	// rejoin in leave reports there).
+	drained, keptOut, noRouterSaid bool
+	rep                            Reporter
 }
 
 // leftReadTimeout bounds the reading of a service's state for Result.Left,
@@ -167,6 +178,10 @@ func (r *Runbook) leave(ctx context.Context, t *target, res *Result, serving boo
 		}
 	}
 	l.Started = d.started && l.State == LeftStarting
+	if rejoins(t, d) {
+		back := l.State == LeftServing && r.rejoin(ctx, t, res)
+		l.OutOfRouter = !back && d.drained
+	}
 	switch {
 	case l.State == LeftServing:
 	case l.Advice != "":
@@ -240,6 +255,9 @@ func (l *ServiceLeft) Sentence() string {
 	}
 	if !l.Changed {
 		s += "; the job changed nothing"
+	}
+	if l.OutOfRouter {
+		s += "; it is out of its router and rejoins when a job leaves it serving"
 	}
 	return s
 }

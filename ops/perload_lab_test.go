@@ -581,8 +581,12 @@ func (c storeChangeLog) UnitChanges(ctx context.Context, service string, limit i
 		if err := json.Unmarshal(j.Result, &res); err != nil {
 			return nil, err
 		}
-		if res.Unit.Changed() && len(out) < limit {
-			out = append(out, ops.AppliedChange{JobID: j.ID, Command: j.Command, Status: string(j.Status), Unit: *res.Unit})
+		if (res.Unit.Changed() || res.Rollout.Changed()) && len(out) < limit {
+			c := ops.AppliedChange{JobID: j.ID, Command: j.Command, Status: string(j.Status), Rollout: res.Rollout}
+			if res.Unit != nil {
+				c.Unit = *res.Unit
+			}
+			out = append(out, c)
 		}
 	}
 	return out, nil

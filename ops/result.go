@@ -59,8 +59,17 @@ const (
 	StepStart     = "start"
 )
 
-// Critical reports whether a stop must wait for step to end.
-func Critical(step string) bool { return step == StepWriteUnit || step == StepStart }
+// Critical reports whether a stop must wait for step to end: StepWriteUnit
+// or StepStart, also as a sub-pipeline reports them under a prefix ending
+// in ": " (a rollout's "qwen@gpu1: write unit").
+func Critical(step string) bool {
+	for _, c := range []string{StepWriteUnit, StepStart} {
+		if step == c || strings.HasSuffix(step, ": "+c) {
+			return true
+		}
+	}
+	return false
+}
 
 // Reporter receives a pipeline's events. Report must be safe for concurrent use
 // and must not block for long: the job engine persists and renders events.
@@ -341,6 +350,9 @@ type Result struct {
 	// the pipelines that act on a service (mtp steps, sweep, gpu recover,
 	// svc start|stop|restart), failures, cancels and timeouts included.
 	Left *ServiceLeft `json:"left,omitempty"`
+	// Rollout is a rollout's record (a change of a replicated service):
+	// its plan, its gate, and what it did to each replica.
+	Rollout *RolloutResult `json:"rollout,omitempty"`
 
 	// did is what the pipeline has done to the service so far.
 	did did

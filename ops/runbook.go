@@ -86,7 +86,20 @@ type RolloutConfig struct {
 	// MaxUnavailable is the most replicas of one service out of its router
 	// at once, across every job.
 	MaxUnavailable int
+	// DrainTimeout bounds the wait, after a replica left its router, for
+	// the requests it holds to finish before its engine stops; past it the
+	// stop goes on and says how many it cuts (0: DefaultRollout's).
+	DrainTimeout time.Duration
+	// UnavailableWait bounds the wait for another replica to come back
+	// when taking this one out would put more than MaxUnavailable out;
+	// past it the job refuses, naming who is out (0: DefaultRollout's).
+	UnavailableWait time.Duration
 }
+
+// DefaultRollout is the rollout's gate and limits when the config sets
+// none: its one home (the config package takes them from here).
+var DefaultRollout = RolloutConfig{MinTokSRatio: 0.97, MaxTTFTP95Ratio: 1.2, MaxUnavailable: 1,
+	DrainTimeout: 2 * time.Minute, UnavailableWait: 15 * time.Minute}
 
 // ReplicaName is the service name of a group's replica: GROUP@REPLICA.
 func ReplicaName(group, replica string) string { return group + "@" + replica }
@@ -202,6 +215,24 @@ func (c *Config) withDefaults() Config {
 		if *f.v <= 0 {
 			*f.v = f.def
 		}
+	}
+	d2 := DefaultRollout
+	for _, f := range []struct {
+		v   *float64
+		def float64
+	}{{&cc.Rollout.MinTokSRatio, d2.MinTokSRatio}, {&cc.Rollout.MaxTTFTP95Ratio, d2.MaxTTFTP95Ratio}} {
+		if *f.v <= 0 {
+			*f.v = f.def
+		}
+	}
+	if cc.Rollout.MaxUnavailable <= 0 {
+		cc.Rollout.MaxUnavailable = d2.MaxUnavailable
+	}
+	if cc.Rollout.DrainTimeout <= 0 {
+		cc.Rollout.DrainTimeout = d2.DrainTimeout
+	}
+	if cc.Rollout.UnavailableWait <= 0 {
+		cc.Rollout.UnavailableWait = d2.UnavailableWait
 	}
 	if cc.MaxSteps <= 0 {
 		cc.MaxSteps = unit.DefaultMaxSteps

@@ -101,9 +101,13 @@ func restartedSinceStart(s systemd.State) bool {
 	return looping(s) || (s.ActiveState != "inactive" && s.NRestarts > 0)
 }
 
-// stop stops the service and waits until it is inactive. A restart loop in
+// stop stops the service and waits until it is inactive; a replica behind
+// a router is drained first (drain). A restart loop in
 // progress is recorded (restart_loop) and stopped with it.
 func (r *Runbook) stop(ctx context.Context, t *target, res *Result, rep Reporter) error {
+	if err := r.drain(ctx, t, res, rep); err != nil {
+		return err
+	}
 	st := begin(rep, "stop", "stopping %s on %s", t.cfg.Unit, t.cfg.Host)
 	s, err := t.unit.Show(ctx)
 	if err != nil {
@@ -191,6 +195,9 @@ func (r *Runbook) startOnce(ctx context.Context, t *target, res *Result, rep Rep
 	since := time.Now()
 	gpusClear := res.did.gpusClear
 	res.did.gpusClear = false
+	if res.did.rep == nil {
+		res.did.rep = rep // leave's rejoin reports here
+	}
 	res.did.changed, res.did.started = true, true
 	res.did.starts++
 	if err := r.systemctl(ctx, t, res, st, "start"); err != nil {

@@ -27,6 +27,9 @@ type AppliedChange struct {
 	Command string // the job's canonical command ("mtp steps 10 qwen")
 	Status  string // the job's final status: "succeeded", "failed", "cancelled", ...
 	Unit    UnitChange
+	// Rollout is the record of a rollout job (its Result.Rollout): the
+	// changes it made on each replica of a group; Unit is then empty.
+	Rollout *RolloutResult
 }
 
 func (c AppliedChange) label() string { return fmt.Sprintf("#%d `%s`", c.JobID, c.Command) }
@@ -105,11 +108,20 @@ func (e *UnitChangedError) Error() string {
 // (*UnitChangedError).
 func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep Reporter) (*Result, error) {
 	res := &Result{Incidents: []string{}}
-	t, err := r.target(service)
-	if err != nil {
-		return nil, err
+	group := r.IsGroup(service)
+	var t *target
+	if !group {
+		var err error
+		if t, err = r.target(service); err != nil {
+			return nil, err
+		}
 	}
-	st := begin(rep, "find change", "looking for the last change of %s that succeeded", t.cfg.Unit)
+	var st *step
+	if group {
+		st = begin(rep, "find change", "looking for the last rollout of %s that succeeded", service)
+	} else {
+		st = begin(rep, "find change", "looking for the last change of %s that succeeded", t.cfg.Unit)
+	}
 	if r.cfg.Changes == nil {
 		return res, st.fail(errors.New("mtp undo needs the job history, and this opsbot was started without one; nothing was changed"))
 	}
@@ -122,9 +134,30 @@ func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep 
 		return res, st.fail(&NothingToUndoError{Service: service})
 	}
 	undo := changes[last]
+	if group {
+		st.done("%s", undo.label())
+		return r.rolloutUndo(ctx, service, changes, dryRun, rep)
+	}
 	st.done("%s changed %s", undo.label(), undo.Unit.Path)
+	return r.putBack(ctx, t, undo, changes[:last], dryRun, true, res, rep)
+}
 
-	st = begin(rep, "read unit", "reading %s on %s", t.cfg.Unit, t.cfg.Host)
+// putBack is mtp undo of one change on t, found (undo; later are the
+// changes of service recorded since, newest first: the one whose text the
+// unit holds now is named when it refuses): it puts back the unit text and
+// the files beside it that undo replaced, byte-exactly, through the change
+// pipeline of mtp steps, verifies, and, with benchmark, benchmarks. It
+// refuses, changing nothing, when the unit or a file changed since
+// (*UnitChangedError). Result.Left is set on every return that acted.
+func (r *Runbook) putBack(ctx context.Context, t *target, undo AppliedChange, later []AppliedChange, dryRun, benchmark bool, res *Result, rep Reporter) (_ *Result, err error) {
+	service := t.name
+	serving := false
+	defer func() {
+		if !dryRun && res.did.changed {
+			r.leave(ctx, t, res, err == nil && serving)
+		}
+	}()
+	st := begin(rep, "read unit", "reading %s on %s", t.cfg.Unit, t.cfg.Host)
 	d, err := r.readUnit(ctx, t)
 	if err != nil {
 		return res, st.fail(err)
@@ -133,9 +166,9 @@ func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep 
 	current, exists := d.files[path]
 	if !exists || current != undo.Unit.After {
 		ce := &UnitChangedError{Service: service, Path: path, Undo: undo, Rebuilt: undo.JobID <= r.cfg.RebuiltAfter}
-		for i := range changes[:last] {
-			if changes[i].Unit.Path == path && changes[i].Unit.After == current {
-				ce.By = &changes[i]
+		for i := range later {
+			if later[i].Unit.Path == path && later[i].Unit.After == current {
+				ce.By = &later[i]
 				break
 			}
 		}
@@ -194,6 +227,11 @@ func (r *Runbook) MTPUndo(ctx context.Context, service string, dryRun bool, rep 
 		if err := r.verifyFlag(ctx, t, f, want, res, rep); err != nil {
 			return res, err
 		}
+	}
+	serving = true
+	if !benchmark {
+		res.Summary = fmt.Sprintf("undid %s on %s: %s, serving", undo.label(), service, move)
+		return res, nil
 	}
 	b, err := r.benchmark(ctx, t, BenchParams{}, res, rep)
 	if err != nil {

@@ -24,6 +24,7 @@ const engineVersion = "0.5.4"
 //	POST /v1/completions, /v1/chat/completions   OpenAI-compatible, SSE with stream
 //	POST /generate   SGLang's native API: text or input_ids, sampling_params, stream;
 //	     meta_info with completion_tokens and, at the end, spec_verify_ct (404 for vLLM)
+//	GET  /get_load   SGLang: the requests running and waiting now (404 for vLLM)
 //	GET  /metrics   Prometheus text (SGLang only with --enable-metrics)
 //	GET  /lab/truth   ground truth (Truth as JSON)
 //	GET  /lab/requests   per-request ground truth ([]RequestTruth as JSON)
@@ -42,6 +43,7 @@ func (e *Engine) Handler() http.Handler {
 	mux.HandleFunc("/v1/chat/completions", e.post(func(w http.ResponseWriter, r *http.Request) { e.generate(w, r, true) }))
 	mux.HandleFunc("/generate", e.sglangOnly(e.post(e.native)))
 	mux.HandleFunc("/flush_cache", e.sglangOnly(e.flushCache))
+	mux.HandleFunc("/get_load", e.sglangOnly(e.getLoad))
 	mux.HandleFunc("/metrics", e.metrics)
 	mux.HandleFunc("/lab/truth", e.truth)
 	mux.HandleFunc("/lab/requests", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, e.Requests()) })

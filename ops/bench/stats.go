@@ -46,6 +46,16 @@ func round(x float64) float64 {
 	return v
 }
 
+// Percentile is the p-th percentile of v (sorted ascending), by linear
+// interpolation between the closest ranks, as the benchmark's own figures
+// are; NaN (unknown) when v is empty.
+func Percentile(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	return round(percentile(v, p))
+}
+
 // percentile of sorted v, linear interpolation.
 func percentile(v []float64, p float64) float64 {
 	if len(v) == 1 {
