@@ -21,7 +21,6 @@ package commands
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	_ "time/tzdata" // CRON_TZ= zones validate the same on hosts without /usr/share/zoneinfo
@@ -243,24 +242,6 @@ func LockedService(c Command) string {
 		return Where(c).Service
 	}
 	return ""
-}
-
-// LockedServices returns every service c's job must hold exclusively for
-// its whole run, sorted (the order every job takes them in, so two jobs
-// never wait on each other): a command on a replicated service itself holds
-// each replica, as a command on one replica holds that one; nil when it
-// locks nothing.
-func LockedServices(c Command) []string {
-	svc := LockedService(c)
-	if svc == "" {
-		return nil
-	}
-	if reps := Where(c).Replicas; len(reps) > 0 {
-		out := slices.Clone(reps)
-		slices.Sort(out)
-		return out
-	}
-	return []string{svc}
 }
 
 // Restarts returns how many times c's job restarts its service at most: one

@@ -451,9 +451,8 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 	}
 	// Hold the service for the whole run (released even on panic or cancel).
 	lockWait := time.Duration(0)
-	// A command on a replicated service itself holds each of its replicas.
-	t0 := time.Now()
-	for i, svc := range commands.LockedServices(r.cmd) {
+	if svc := commands.LockedService(r.cmd); svc != "" {
+		t0 := time.Now()
 		hold, err := e.lockService(ctx, bg, r, th, svc)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -463,9 +462,7 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 			return
 		}
 		defer hold.Release()
-		if i == 0 {
-			jh.Epoch = hold.Epoch
-		}
+		jh.Epoch = hold.Epoch
 		lockWait = time.Since(t0)
 	}
 	if err := e.opts.Store.StartJob(bg, r.job.ID); err != nil {
