@@ -226,7 +226,8 @@ func NeedsConfirm(c Command) bool {
 			return true
 		}
 	}
-	return c.Spec().Confirm
+	// A rollout is confirmed with its plan, whatever its command's Spec says.
+	return c.Spec().Confirm || IsRollout(c)
 }
 
 // Mutates reports whether running c changes anything: a mutating command
@@ -280,6 +281,9 @@ type ServiceRef struct {
 	// Group is the replicated service this one is a replica of (Name is
 	// then GROUP@REPLICA); "" for a service without replicas.
 	Group string
+	// Router is the URL of the router in front of the group's replicas
+	// ("" for none), named in a rollout's confirmation.
+	Router string
 }
 
 // Options are what Parse needs to know about the configuration.
@@ -287,6 +291,9 @@ type Options struct {
 	MaxSteps int          // the largest accepted steps value; 0 means DefaultMaxSteps
 	Services []ServiceRef // the services, in config order
 	Hosts    []string     // every configured host (service hosts are added implicitly)
+	// Rollout is how a change of a replicated service rolls out (the
+	// config's rollout), shown in the rollout's confirmation.
+	Rollout ops.RolloutConfig
 	// DefaultService is the service a command means when it names none (the
 	// config's default_service). Empty: the only service when exactly one is
 	// configured; with several, a command naming none is a usage error.

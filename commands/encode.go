@@ -89,6 +89,9 @@ func (c *ScheduleAdd) UnmarshalJSON(data []byte) error {
 // PreviewIn is PreviewOf with the configuration's options: a command that
 // writes files the configuration names (mtp per-load) names them.
 func PreviewIn(c Command, opts Options) string {
+	if text, ok := rolloutPreview(c, opts); ok {
+		return text
+	}
 	if p, ok := c.(previewerIn); ok {
 		return p.previewIn(opts)
 	}

@@ -45,6 +45,9 @@ func (c *EngineSet) args() []arg {
 
 // Run runs the command's pipeline on rb.
 func (c *EngineSet) Run(ctx context.Context, rb *ops.Runbook, rep ops.Reporter) (*ops.Result, error) {
+	if IsRollout(c) {
+		return rb.Rollout(ctx, c.Service, c.rolloutChange(), c.DryRun, rep)
+	}
 	return rb.EngineSet(ctx, c.Service, c.Flag, c.Value, c.DryRun, rep)
 }
 

@@ -31,5 +31,8 @@ func (c *MTPOff) args() []arg { return []arg{service(&c.On), dryRun(&c.DryRun)} 
 
 // Run runs the command's pipeline on rb: mtp steps 0.
 func (c *MTPOff) Run(ctx context.Context, rb *ops.Runbook, rep ops.Reporter) (*ops.Result, error) {
+	if IsRollout(c) {
+		return rb.Rollout(ctx, c.Service, c.rolloutChange(), c.DryRun, rep)
+	}
 	return rb.MTPSteps(ctx, c.Service, 0, c.DryRun, rep)
 }

@@ -34,5 +34,8 @@ func (c *MTPSteps) args() []arg { return []arg{steps(&c.Steps), service(&c.On), 
 
 // Run runs the command's pipeline on rb.
 func (c *MTPSteps) Run(ctx context.Context, rb *ops.Runbook, rep ops.Reporter) (*ops.Result, error) {
+	if IsRollout(c) {
+		return rb.Rollout(ctx, c.Service, c.rolloutChange(), c.DryRun, rep)
+	}
 	return rb.MTPSteps(ctx, c.Service, c.Steps, c.DryRun, rep)
 }

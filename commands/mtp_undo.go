@@ -17,7 +17,7 @@ var mtpUndoSpec = &Spec{
 		"nothing to undo, or when the unit or that file changed since that job (by another job or by hand): undo only " +
 		"what they still hold.",
 	Examples: []string{"mtp undo", "mtp undo qwen --dry-run"},
-	Policy:   Policy{Role: Operator, Mutating: true, Confirm: true, Lock: LockService, Hosts: true, Reaps: true, Slash: true},
+	Policy:   Policy{Role: Operator, Mutating: true, Confirm: true, Lock: LockService, Hosts: true, Reaps: true, Slash: true, OnGroup: GroupRollout},
 	new:      func() Command { return new(MTPUndo) },
 }
 

@@ -27,8 +27,9 @@ const (
 	// GroupEach: a read-only command runs on every replica in turn and
 	// shows each (On.Replicas).
 	GroupEach
-	// GroupRollout: a change that rolls out across the replicas, one wave
-	// at a time; refused until the rollout runs it.
+	// GroupRollout: a change that rolls out across the replicas (On.Replicas):
+	// the canary, its gate, then waves (ops.Runbook.Rollout), confirmed
+	// first with the plan.
 	GroupRollout
 )
 
@@ -51,7 +52,7 @@ func (g GroupUse) help() string {
 	case GroupEach:
 		return "runs on each replica and shows each"
 	case GroupRollout:
-		return "refused for now (it will run as a rollout); name one replica"
+		return "runs as a rollout: a canary judged by the gate against an unchanged sibling, then waves; the confirmation shows the plan"
 	}
 	return "refused; name one replica"
 }
@@ -118,7 +119,7 @@ func (p *parser) replicated() []string {
 // group's word replaced by its first replica's, for the refusal's example;
 // "" when the group was not typed (a default), and the command is rendered.
 func (cp *cmdParse) onGroup(on *On, group string, reps []string, typed string) (problem, suggestion string) {
-	if cp.spec.OnGroup == GroupEach {
+	if cp.spec.OnGroup == GroupEach || cp.spec.OnGroup == GroupRollout {
 		on.Service, on.Host, on.Replicas = group, "", append([]string(nil), reps...)
 		return "", ""
 	}
@@ -135,10 +136,6 @@ func (cp *cmdParse) onGroup(on *On, group string, reps []string, typed string) (
 	}
 	example := "for example `" + typed + "`"
 	list := strings.Join(reps, ", ")
-	if cp.spec.OnGroup == GroupRollout {
-		return fmt.Sprintf("%s has replicas: %s on all of them is a rollout, replica by replica, which opsbot does not run yet; name one replica (%s)",
-			group, cp.spec.Path, list), example
-	}
 	return fmt.Sprintf("%s has replicas: name one (%s); %s acts on one replica at a time", group, list, cp.spec.Path), example
 }
 

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/opsbot/opsbot/ops"
 )
 
 // optsReplicas: qwen runs as two replicas, qwen@gpu1 and qwen@gpu3; coder
@@ -38,6 +40,10 @@ func TestReplicaParse(t *testing.T) {
 		{"gpu health qwen@gpu3", On{Service: "qwen@gpu3", Host: "gpu3"}, "gpu health qwen@gpu3"},
 		{"gpu status qwen@gpu3", On{Host: "gpu3"}, "gpu status gpu3"},
 		{"watchdog silence qwen@gpu1 2h", On{Service: "qwen@gpu1", Host: "gpu1"}, "watchdog silence qwen@gpu1 2h"},
+		{"mtp steps 10 qwen", On{Service: "qwen", Replicas: each}, "mtp steps 10 qwen"},
+		{"mtp off qwen --dry-run", On{Service: "qwen", Replicas: each}, "mtp off qwen --dry-run"},
+		{"engine set mem-fraction-static 0.8 qwen", On{Service: "qwen", Replicas: each}, "engine set mem-fraction-static 0.8 qwen"},
+		{"mtp undo qwen", On{Service: "qwen", Replicas: each}, "mtp undo qwen"},
 	}
 	for _, c := range ok {
 		cmd, err := Parse(c.in, optsReplicas)
@@ -67,14 +73,10 @@ func TestReplicaParse(t *testing.T) {
 	bad := []struct{ in, problem, suggestion string }{
 		{"svc restart qwen", "qwen has replicas: name one (qwen@gpu1, qwen@gpu3); svc restart acts on one replica at a time",
 			"for example `svc restart qwen@gpu1`"},
-		{"mtp steps 10 qwen", "qwen has replicas: mtp steps on all of them is a rollout, replica by replica, which opsbot does not run yet; name one replica (qwen@gpu1, qwen@gpu3)",
-			"for example `mtp steps 10 qwen@gpu1`"},
-		{"mtp off qwen", "qwen has replicas: mtp off on all of them is a rollout", "for example `mtp off qwen@gpu1`"},
-		{"engine set mem-fraction-static 0.8 qwen", "qwen has replicas: engine set on all of them is a rollout", "for example `engine set mem-fraction-static 0.8 qwen@gpu1`"},
 		{"sweep qwen steps 1..3", "qwen has replicas: name one (qwen@gpu1, qwen@gpu3)", "for example `sweep qwen@gpu1 steps 1..3`"},
 		{"svc logs qwen", "qwen has replicas: name one", ""},
 		{"gpu status qwen", "qwen has replicas: name one", ""},
-		{"schedule add \"0 3 * * *\" mtp steps 3 qwen", "in the scheduled command: qwen has replicas: mtp steps on all of them is a rollout", ""},
+		{"mtp per-load qwen 1:3 8:2", "qwen has replicas: name one (qwen@gpu1, qwen@gpu3)", ""},
 		{"mtp steps 10 qwen@gpu9", `unknown service "qwen@gpu9": the services are coder, qwen, qwen@gpu1, qwen@gpu3`, "did you mean `mtp steps 10 qwen@gpu1`?"},
 		{"mtp steps 10 qwen@", `"qwen@" is not a replica's name`, ""},
 	}
@@ -111,8 +113,12 @@ func TestReplicatedDefault(t *testing.T) {
 		if on := Where(cmd); on.Service != "qwen" || len(on.Replicas) != 2 {
 			t.Errorf("svc status acts on %+v", on)
 		}
-		if _, err := Parse("mtp steps 4", opts); err == nil || !strings.Contains(err.Error(), "qwen has replicas") {
-			t.Errorf("mtp steps 4: %v", err)
+		cmd, err = Parse("mtp steps 4", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !IsRollout(cmd) || !NeedsConfirm(cmd) || len(Where(cmd).Replicas) != 2 {
+			t.Errorf("mtp steps 4 on the default replicated service: rollout %v, confirm %v, on %+v", IsRollout(cmd), NeedsConfirm(cmd), Where(cmd))
 		}
 	}
 }
@@ -122,7 +128,7 @@ func TestReplicatedDefault(t *testing.T) {
 // replica, the changes that roll out are marked so, the rest are refused.
 func TestGroupPolicies(t *testing.T) {
 	want := map[string]GroupUse{"svc status": GroupEach, "mtp show": GroupEach, "history": GroupEach, "gpu health": GroupEach, "fleet": GroupEach,
-		"mtp steps": GroupRollout, "mtp off": GroupRollout, "engine set": GroupRollout}
+		"mtp steps": GroupRollout, "mtp off": GroupRollout, "engine set": GroupRollout, "mtp undo": GroupRollout}
 	for _, s := range Specs() {
 		w := want[s.Path]
 		if s.OnGroup != w {
@@ -131,5 +137,44 @@ func TestGroupPolicies(t *testing.T) {
 		if s.OnGroup == GroupEach && s.Mutating {
 			t.Errorf("%s changes things but runs on each replica", s.Path)
 		}
+	}
+}
+
+// TestRolloutConfirmation: a change of a replicated service is confirmed
+// with its plan (canary, gate, waves) from the configuration, and its
+// undo with what it puts back; a dry run asks for nothing.
+func TestRolloutConfirmation(t *testing.T) {
+	opts := Options{Services: []ServiceRef{
+		{Name: "qwen@gpu1", Host: "gpu1", Unit: "sglang-qwen.service", Group: "qwen", Router: "http://127.0.0.1:30080"},
+		{Name: "qwen@gpu2", Host: "gpu2", Unit: "sglang-qwen.service", Group: "qwen", Router: "http://127.0.0.1:30080"},
+		{Name: "qwen@gpu3", Host: "gpu3", Unit: "sglang-qwen.service", Group: "qwen", Router: "http://127.0.0.1:30080"},
+	}, Rollout: ops.RolloutConfig{MinTokSRatio: 0.95, MaxTTFTP95Ratio: 1.5, MaxUnavailable: 1}}
+	cmd, err := Parse("mtp steps 10 qwen", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !NeedsConfirm(cmd) {
+		t.Error("a rollout of mtp steps asks for no confirmation")
+	}
+	got := PreviewIn(cmd, opts)
+	for _, want := range []string{"`mtp steps 10 qwen` rolls out", "canary qwen@gpu1", "against qwen@gpu2", "at least 0.95x", "at most 1.5x",
+		"\n  2. qwen@gpu2\n  3. qwen@gpu3", "any failure puts every changed replica back"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("preview lacks %q:\n%s", want, got)
+		}
+	}
+	undo, err := Parse("mtp undo qwen", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := PreviewIn(undo, opts); !strings.Contains(got, "undo the last rollout of qwen on every replica it changed") {
+		t.Errorf("undo preview: %s", got)
+	}
+	dry, err := Parse("mtp steps 10 qwen --dry-run", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if NeedsConfirm(dry) {
+		t.Error("a dry run of a rollout asks for confirmation")
 	}
 }

@@ -276,10 +276,15 @@ func sortedKeys[V any](m map[string]V) []string {
 // units, engines and adaptive config files; for replicas, their group), the
 // hosts, default_service.
 func (c *Config) CommandOptions() commands.Options {
-	opts := commands.Options{MaxSteps: c.Limits.MaxSteps, Hosts: c.HostNames(), DefaultService: c.DefaultService}
+	opts := commands.Options{MaxSteps: c.Limits.MaxSteps, Hosts: c.HostNames(), DefaultService: c.DefaultService, Rollout: c.OpsRollout()}
 	for _, in := range c.Instances() {
 		s := in.Service
 		ref := commands.ServiceRef{Name: in.Name, Host: s.Host, Unit: s.Unit, Engine: s.Engine, GPUs: s.GPUs, Group: in.Group}
+		if in.Group != "" {
+			if r := c.Services[in.Group].Router; r != nil {
+				ref.Router = r.URL
+			}
+		}
 		if s.Proxmox != nil {
 			ref.Node = s.Proxmox.Node
 		}

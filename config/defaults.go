@@ -53,13 +53,19 @@ const (
 	DefaultRouterKind = router.KindSGLang
 	// DefaultMinTokSRatio is rollout.gate.min_tok_s_ratio: a canary within
 	// 3% of its sibling's output tok/s passes.
-	DefaultMinTokSRatio = 0.97
+	DefaultMinTokSRatio = ops.DefaultMinTokSRatio
 	// DefaultMaxTTFTP95Ratio is rollout.gate.max_ttft_p95_ratio: a canary
 	// whose TTFT p95 is at most 20% above its sibling's passes.
-	DefaultMaxTTFTP95Ratio = 1.2
+	DefaultMaxTTFTP95Ratio = ops.DefaultMaxTTFTP95Ratio
 	// DefaultMaxUnavailable is rollout.max_unavailable: one replica out of
 	// its router at a time.
-	DefaultMaxUnavailable = 1
+	DefaultMaxUnavailable = ops.DefaultMaxUnavailable
+	// DefaultDrainTimeout is rollout.drain_timeout: how long a drained
+	// replica's in-flight requests may take before its engine stops anyway.
+	DefaultDrainTimeout = Duration(ops.DefaultDrainTimeout)
+	// DefaultUnavailableWait is rollout.unavailable_wait: how long a drain
+	// waits for another replica to come back before it refuses.
+	DefaultUnavailableWait = Duration(ops.DefaultUnavailableWait)
 
 	// DefaultLogFormat and DefaultLogLevel are log.format and log.level.
 	DefaultLogFormat = "text"
@@ -181,6 +187,8 @@ func (c *Config) applyServiceDefaults() {
 	orDefault(&c.Rollout.Gate.MinTokSRatio, DefaultMinTokSRatio)
 	orDefault(&c.Rollout.Gate.MaxTTFTP95Ratio, DefaultMaxTTFTP95Ratio)
 	orDefault(&c.Rollout.MaxUnavailable, DefaultMaxUnavailable)
+	orDefault(&c.Rollout.DrainTimeout, DefaultDrainTimeout)
+	orDefault(&c.Rollout.UnavailableWait, DefaultUnavailableWait)
 }
 
 // resolvePaths resolves the store's file and the SSH key and known_hosts

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/opsbot/opsbot/commands"
 	"github.com/opsbot/opsbot/ops"
@@ -60,6 +61,12 @@ type Rollout struct {
 	// DefaultMaxUnavailable). It must stay below every replicated service's
 	// number of replicas: at least one replica keeps serving.
 	MaxUnavailable int `yaml:"max_unavailable,omitempty"`
+	// DrainTimeout bounds the wait for a drained replica's in-flight
+	// requests before its engine stops anyway (default DefaultDrainTimeout).
+	DrainTimeout Duration `yaml:"drain_timeout,omitempty"`
+	// UnavailableWait bounds a drain's wait for another replica to come back
+	// into the router before it refuses (default DefaultUnavailableWait).
+	UnavailableWait Duration `yaml:"unavailable_wait,omitempty"`
 }
 
 // RolloutGate is what a canary must measure against an unchanged sibling,
@@ -204,7 +211,8 @@ func (c *Config) OpsServices() map[string]ops.ServiceConfig {
 // OpsRollout is the runbook's rollout config.
 func (c *Config) OpsRollout() ops.RolloutConfig {
 	return ops.RolloutConfig{MinTokSRatio: c.Rollout.Gate.MinTokSRatio, MaxTTFTP95Ratio: c.Rollout.Gate.MaxTTFTP95Ratio,
-		MaxUnavailable: c.Rollout.MaxUnavailable}
+		MaxUnavailable: c.Rollout.MaxUnavailable, DrainTimeout: time.Duration(c.Rollout.DrainTimeout),
+		UnavailableWait: time.Duration(c.Rollout.UnavailableWait)}
 }
 
 // validateGroup checks the replicated service name: it has no host, url,
@@ -315,6 +323,12 @@ func (c *Config) validateRollout(bad func(string, ...any)) {
 	}
 	if c.Rollout.MaxUnavailable < 1 {
 		bad("rollout.max_unavailable must be at least 1 (the replicas a change takes out at once), got %d", c.Rollout.MaxUnavailable)
+	}
+	if d := c.Rollout.DrainTimeout; d < Duration(time.Second) || d > Duration(time.Hour) {
+		bad("rollout.drain_timeout must be within 1s..1h (how long a drained replica's requests may take before its engine stops anyway), got %s", time.Duration(d))
+	}
+	if d := c.Rollout.UnavailableWait; d < Duration(time.Second) || d > Duration(24*time.Hour) {
+		bad("rollout.unavailable_wait must be within 1s..24h (how long a drain waits for another replica to come back), got %s", time.Duration(d))
 	}
 }
 

@@ -132,6 +132,8 @@ func TestBadReplicas(t *testing.T) {
 			"services.qwen.replicas: 1 replica(s), and rollout.max_unavailable is 1: a change takes at most max_unavailable replicas out at once and at least one must keep serving"},
 		{"max_unavailable all", replicated + "rollout: {max_unavailable: 2}\n", "services.qwen.replicas: 2 replica(s), and rollout.max_unavailable is 2"},
 		{"max_unavailable negative", replicated + "rollout: {max_unavailable: -1}\n", "rollout.max_unavailable must be at least 1"},
+		{"drain_timeout too short", replicated + "rollout: {drain_timeout: 100ms}\n", "rollout.drain_timeout must be within 1s..1h"},
+		{"unavailable_wait too long", replicated + "rollout: {unavailable_wait: 48h}\n", "rollout.unavailable_wait must be within 1s..24h"},
 		{"tok/s ratio above 1", replicated + "rollout: {gate: {min_tok_s_ratio: 1.5}}\n", "rollout.gate.min_tok_s_ratio must be within 0.5..1 (the lowest canary/sibling output tok/s that passes; 0.97 allows a 3% drop), got 1.5"},
 		{"ttft ratio below 1", replicated + "rollout: {gate: {max_ttft_p95_ratio: 0.8}}\n", "rollout.gate.max_ttft_p95_ratio must be within 1..5"},
 		{"ratio not a number", replicated + "rollout: {gate: {min_tok_s_ratio: high}}\n", `rollout.gate.min_tok_s_ratio: expected a number, got "high"`},

@@ -98,8 +98,24 @@ type RolloutConfig struct {
 
 // DefaultRollout is the rollout's gate and limits when the config sets
 // none: its one home (the config package takes them from here).
-var DefaultRollout = RolloutConfig{MinTokSRatio: 0.97, MaxTTFTP95Ratio: 1.2, MaxUnavailable: 1,
-	DrainTimeout: 2 * time.Minute, UnavailableWait: 15 * time.Minute}
+var DefaultRollout = RolloutConfig{MinTokSRatio: DefaultMinTokSRatio, MaxTTFTP95Ratio: DefaultMaxTTFTP95Ratio,
+	MaxUnavailable: DefaultMaxUnavailable, DrainTimeout: DefaultDrainTimeout, UnavailableWait: DefaultUnavailableWait}
+
+// The rollout's defaults, one by one (DefaultRollout).
+const (
+	// DefaultMinTokSRatio: a canary within 3% of its sibling's output tok/s passes.
+	DefaultMinTokSRatio = 0.97
+	// DefaultMaxTTFTP95Ratio: a canary whose TTFT p95 is at most 20% above its sibling's passes.
+	DefaultMaxTTFTP95Ratio = 1.2
+	// DefaultMaxUnavailable: one replica out of its router at a time.
+	DefaultMaxUnavailable = 1
+	// DefaultDrainTimeout: how long a drained replica's in-flight requests
+	// may take before its engine stops anyway.
+	DefaultDrainTimeout = 2 * time.Minute
+	// DefaultUnavailableWait: how long a drain waits for another replica
+	// to come back before it refuses.
+	DefaultUnavailableWait = 15 * time.Minute
+)
 
 // ReplicaName is the service name of a group's replica: GROUP@REPLICA.
 func ReplicaName(group, replica string) string { return group + "@" + replica }
