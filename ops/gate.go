@@ -230,13 +230,13 @@ func judge(g *GateResult, canaryWhy, siblingWhy string) {
 	case !bench.Known(g.TokSRatio):
 		g.Failed = append(g.Failed, why("tok/s"))
 	case g.TokSRatio < g.MinTokSRatio:
-		g.Failed = append(g.Failed, fmt.Sprintf("tok/s %.2fx the sibling's, gate %gx", g.TokSRatio, g.MinTokSRatio))
+		g.Failed = append(g.Failed, fmt.Sprintf("tok/s %.2fx the sibling's (%.1f against %.1f), gate %gx", g.TokSRatio, g.CanaryTokS, g.SiblingTokS, g.MinTokSRatio))
 	}
 	switch {
 	case !bench.Known(g.TTFTP95Ratio):
 		g.Failed = append(g.Failed, why("TTFT p95"))
 	case g.TTFTP95Ratio > g.MaxTTFTP95Ratio:
-		g.Failed = append(g.Failed, fmt.Sprintf("TTFT p95 %.2fx the sibling's, gate %gx", g.TTFTP95Ratio, g.MaxTTFTP95Ratio))
+		g.Failed = append(g.Failed, fmt.Sprintf("TTFT p95 %.2fx the sibling's (%.0f ms against %.0f ms), gate %gx", g.TTFTP95Ratio, g.CanaryTTFTP95, g.SiblingTTFTP95, g.MaxTTFTP95Ratio))
 	}
 	g.Pass = len(g.Failed) == 0
 }

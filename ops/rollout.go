@@ -498,7 +498,13 @@ func (r *Runbook) rollBack(ctx context.Context, group string, ro *RolloutResult,
 		return st.fail(err)
 	}
 	st.done("every changed replica is back on its previous unit and in the router")
-	return fmt.Errorf("%w; every changed replica was put back on its previous unit", cause)
+	next := ""
+	if ro.Gate != nil && !ro.Gate.Pass && len(ro.Replicas) > 0 {
+		// The one thing that helps next: see the change on one replica,
+		// outside the gate, or loosen the gate that refused it.
+		next = fmt.Sprintf(". To see it on one replica: `%s %s`; the gate is rollout.gate", ro.Change, ro.Replicas[0].Service)
+	}
+	return fmt.Errorf("%w; every changed replica was put back on its previous unit and %s serves as before%s", cause, group, next)
 }
 
 func namesAt(ro *RolloutResult, idx []int) string {

@@ -78,7 +78,7 @@ func TestGateResultJSONUnknownIsNull(t *testing.T) {
 func TestGateJudge(t *testing.T) {
 	g := &ops.GateResult{CanaryTokS: 91, SiblingTokS: 100, CanaryTTFTP95: 130, SiblingTTFTP95: 100, MinTokSRatio: 0.97, MaxTTFTP95Ratio: 1.2}
 	ops.Judge(g, "", "")
-	if g.Pass || len(g.Failed) != 2 || g.Failed[0] != "tok/s 0.91x the sibling's, gate 0.97x" || g.Failed[1] != "TTFT p95 1.30x the sibling's, gate 1.2x" {
+	if g.Pass || len(g.Failed) != 2 || g.Failed[0] != "tok/s 0.91x the sibling's (91.0 against 100.0), gate 0.97x" || g.Failed[1] != "TTFT p95 1.30x the sibling's (130 ms against 100 ms), gate 1.2x" {
 		t.Fatalf("%+v", g)
 	}
 	g = &ops.GateResult{CanaryTokS: math.NaN(), SiblingTokS: 100, CanaryTTFTP95: math.NaN(), SiblingTTFTP95: 100, MinTokSRatio: 0.97, MaxTTFTP95Ratio: 1.2}
