@@ -173,7 +173,9 @@ func (r *Runbook) fleetHost(ctx context.Context, host string, ts []*target, time
 		err = fmt.Errorf("the command was killed by signal %s", res.Signal)
 	}
 	if err != nil {
-		if hctx.Err() != nil && ctx.Err() == nil {
+		// The host's deadline: its context ended, or a read timed out on the
+		// deadline the connection took from it, which can come back first.
+		if ctx.Err() == nil && (hctx.Err() != nil || time.Since(t0) >= timeout) {
 			err = fmt.Errorf("no answer within %s", timeout)
 		} else {
 			err = unwrapRun(err)

@@ -156,8 +156,10 @@ func TestAgainstLabEngine(t *testing.T) {
 			}
 			// The client sees each time a little after the engine: the HTTP request's trip
 			// before arrival, the chunk's write and read after the step, which grow with the
-			// streams two cores serve at once. Allow 2 ms and 5% of that.
-			if d := res.TTFT.Mean - tr.ttft; d < -0.2 || d > 2+0.05*tr.ttft {
+			// streams two cores serve at once, and with whatever else the machine
+			// runs. Allow 2 ms and 10% of that: a client timing from the wrong
+			// moment is off by far more.
+			if d := res.TTFT.Mean - tr.ttft; d < -0.2 || d > 2+0.10*tr.ttft {
 				t.Errorf("TTFT mean %.3f ms, engine %.3f ms", res.TTFT.Mean, tr.ttft)
 			}
 			if e := relErr(res.TPOT.Mean, tr.tpot); e > 0.03 {
