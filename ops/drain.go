@@ -325,3 +325,19 @@ func (r *Runbook) rejoin(ctx context.Context, t *target, res *Result) bool {
 	st.done("served a warm-up request (%d tokens); back among the router's workers", n)
 	return true
 }
+
+// wouldStop and wouldRejoin are a dry run's words for the drain and the
+// rejoin around a stop of t: its router, when it has one, is named.
+func wouldStop(t *target) string {
+	if rp := t.cfg.Replica; rp != nil && rp.Router != nil {
+		return "take " + t.name + " out of router " + rp.Router.URL + " and wait for its requests, stop " + t.cfg.Unit
+	}
+	return "stop " + t.cfg.Unit
+}
+
+func wouldRejoin(t *target) string {
+	if rp := t.cfg.Replica; rp != nil && rp.Router != nil {
+		return ", send it a warm-up request and put it back in the router"
+	}
+	return ""
+}

@@ -99,8 +99,12 @@ func (r *Runbook) engineSet(ctx context.Context, service, flag, value string, dr
 	}
 	if dryRun {
 		res.Summary = fmt.Sprintf("dry run: %s on %s, nothing changed", move, service)
-		res.Details = append(res.Details, "would: stop "+t.cfg.Unit+", clear GPU memory held by dead engine processes, "+
-			p.writesText()+", daemon-reload, start, wait until ready, verify the engine's settings and "+f.Name+", benchmark")
+		would := "would: " + wouldStop(t) + ", clear GPU memory held by dead engine processes, " +
+			p.writesText() + ", daemon-reload, start, wait until ready, verify the engine's settings and " + f.Name + wouldRejoin(t)
+		if benchmark {
+			would += ", benchmark"
+		}
+		res.Details = append(res.Details, would)
 		if res.Unit.Diff != "" {
 			res.Details = append(res.Details, res.Unit.Diff)
 		}

@@ -278,8 +278,12 @@ func (r *Runbook) mtpSet(ctx context.Context, service string, set Setting, dryRu
 	}
 	if dryRun {
 		res.Summary = fmt.Sprintf("dry run: %s on %s, nothing changed", stepsMove(from, steps), service)
-		res.Details = append(res.Details, "would: stop "+t.cfg.Unit+", clear GPU memory held by dead engine processes, "+
-			p.writesText()+", daemon-reload, start, wait until ready, verify the engine's settings, benchmark")
+		would := "would: " + wouldStop(t) + ", clear GPU memory held by dead engine processes, " +
+			p.writesText() + ", daemon-reload, start, wait until ready, verify the engine's settings" + wouldRejoin(t)
+		if benchmark {
+			would += ", benchmark"
+		}
+		res.Details = append(res.Details, would)
 		res.Details = append(res.Details, filesText(p.files)...)
 		if res.Unit.Diff != "" {
 			res.Details = append(res.Details, res.Unit.Diff)

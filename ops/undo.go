@@ -202,8 +202,8 @@ func (r *Runbook) putBack(ctx context.Context, t *target, undo AppliedChange, la
 	st.done("undo %s: %s", undo.label(), move)
 	if dryRun {
 		res.Summary = fmt.Sprintf("dry run: mtp undo would put back what %s replaced on %s (%s); nothing changed", undo.label(), service, move)
-		res.Details = append(res.Details, "would: stop "+t.cfg.Unit+", clear GPU memory held by dead engine processes, "+
-			p.writesText()+", daemon-reload, start, wait until ready, verify /server_info, benchmark")
+		res.Details = append(res.Details, "would: "+wouldStop(t)+", clear GPU memory held by dead engine processes, "+
+			p.writesText()+", daemon-reload, start, wait until ready, verify /server_info"+wouldRejoin(t)+", benchmark")
 		res.Details = append(res.Details, filesText(p.files)...)
 		if res.Unit.Diff != "" {
 			res.Details = append(res.Details, res.Unit.Diff)
