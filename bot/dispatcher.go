@@ -406,17 +406,18 @@ func (d *Dispatcher) askConfirm(ctx context.Context, req Request, cmd commands.C
 		who = fmt.Sprintf("Anyone with the %s role may reply", commands.RoleOf(cmd))
 		aud = ToRoom
 	}
+	preview := commands.PreviewIn(cmd, *d.cmds.Load())
 	text := fmt.Sprintf("%s\n%s `confirm %s` within %s to go ahead, or run it with --dry-run to see the plan.",
-		commands.PreviewIn(cmd, *d.cmds.Load()), who, tok, d.opts.ConfirmTTL)
+		preview, who, tok, d.opts.ConfirmTTL)
 	until := "until " + report.Clock(expires)
 	if o.incident != 0 {
 		// The offer lasts as long as the incident: no expiry to show.
 		text = fmt.Sprintf("%s\n%s `confirm %s` while incident #%d is open to go ahead, or run it with --dry-run to see the plan.",
-			commands.PreviewIn(cmd, *d.cmds.Load()), who, tok, o.incident)
+			preview, who, tok, o.incident)
 		until, expires = fmt.Sprintf("while incident #%d is open", o.incident), time.Time{}
 	}
 	d.audit(ctx, req, commands.Text(cmd), "confirm_asked", until, 0)
-	return Reply{Outcome: NeedsConfirm, Text: text, Audience: aud, Command: cmd, Token: tok, Actions: []Action{
+	return Reply{Outcome: NeedsConfirm, Text: text, Preview: preview, Audience: aud, Command: cmd, Token: tok, Actions: []Action{
 		{ID: string(ActConfirm) + ":" + tok, Kind: ActConfirm, Label: "Confirm", Expires: expires},
 		{ID: string(ActAbort) + ":" + tok, Kind: ActAbort, Label: "Abort", Expires: expires},
 	}}

@@ -174,6 +174,9 @@ type Reply struct {
 	// Token is the confirmation token of NeedsConfirm, for text-only chats
 	// where the user types `confirm TOKEN` (the Confirm action's id carries it too).
 	Token string
+	// Preview is NeedsConfirm's preview alone: what confirming agrees to,
+	// without the chat's instructions of how to confirm.
+	Preview string
 	// Rooms are where a scheduled run's reply goes (its ScheduleRun.To).
 	Rooms []Target
 	// Refusal says why a Refused reply was refused at the door.

@@ -227,7 +227,8 @@ func runOne(ctx context.Context, o RunOptions, text string) int {
 		if reply.Outcome == bot.NeedsConfirm {
 			msg := "not confirmed, nothing was changed: " + reply.Text
 			if o.Ask == nil {
-				msg = "refused: this command needs confirmation and there is no terminal to ask; rerun with --yes"
+				// Say what it would have confirmed: the preview is what --yes agrees to.
+				msg = "refused: this command needs confirmation and there is no terminal to ask; rerun with --yes to confirm this:\n" + bot.Plain(reply.Preview)
 			}
 			report(o, text, nil, msg)
 			return ExitFail
