@@ -363,18 +363,24 @@ func (r *Runbook) Rollout(ctx context.Context, group string, c Change, dryRun bo
 }
 
 // changedBy are the replicas of ts the rollout recorded in rr changed and
-// left changed.
+// left changed. Those recorded while their unit was being written, or left
+// out of the router, come first: an interrupted pipeline may have left them
+// out of the router, and
+// the others can leave it only once they are back (max_unavailable).
 func changedBy(ts []*target, rr *RolloutResult) ([]*target, []string) {
 	if rr == nil {
 		return nil, nil
 	}
 	var out []*target
 	var names []string
-	for _, t := range ts {
-		for _, c := range rr.Replicas {
-			if c.Service == t.name && c.Unit.Changed() && !c.RolledBack {
-				out, names = append(out, t), append(names, t.name)
-				break
+	for _, writing := range []bool{true, false} {
+		for _, t := range ts {
+			for _, c := range rr.Replicas {
+				away := c.Writing || (c.Left != nil && c.Left.OutOfRouter)
+				if c.Service == t.name && c.Unit.Changed() && !c.RolledBack && away == writing {
+					out, names = append(out, t), append(names, t.name)
+					break
+				}
 			}
 		}
 	}
@@ -446,7 +452,8 @@ func (r *Runbook) changeWave(ctx context.Context, wave []*target, c Change, ro *
 		if sub := subs[i]; sub != nil {
 			rc.Writing = false
 			rc.Unit = nil
-			if sub.Unit.Changed() {
+			// Only a unit written counts (the result plans it before).
+			if sub.Unit.Changed() && sub.did.unit != "" {
 				u := *sub.Unit
 				rc.Unit = &u
 			}
