@@ -116,15 +116,6 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 	}
 	eng := jobs.NewEngine(jobs.EngineOptions{Store: st, Backend: backend, Chats: o.Chats, JobTimeout: cfg.Limits.JobTimeout.D(),
 		Leases: locker, Logger: o.Logger, Observer: o.Observer})
-	interrupted, err := eng.RecoverInterrupted(ctx)
-	if err != nil {
-		eng.Close()
-		st.Close()
-		return nil, err
-	}
-	// Status messages that do not show their job's end yet (a crash, another
-	// process's takeover) are edited now, from the store.
-	eng.ShowFinals(ctx)
 	loc := time.UTC
 	if cfg.Timezone != "" {
 		if loc, err = time.LoadLocation(cfg.Timezone); err != nil {
@@ -137,6 +128,16 @@ func NewApp(ctx context.Context, cfg *config.Config, o AppOptions) (*App, error)
 		ConfirmTTL: cfg.Limits.ConfirmTTL.D(), Logger: o.Logger, Timezone: loc, Now: o.Now, ConfigFile: cfg.File})
 	d.SetAdmissions(AdmissionsFromConfig(cfg))
 	d.SetReportRooms(ReportRooms(cfg))
+	// After the door: an interrupted rollout is rolled back through it.
+	interrupted, err := eng.RecoverInterrupted(ctx)
+	if err != nil {
+		eng.Close()
+		st.Close()
+		return nil, err
+	}
+	// Status messages that do not show their job's end yet (a crash, another
+	// process's takeover) are edited now, from the store.
+	eng.ShowFinals(ctx)
 	return &App{Config: cfg, Store: st, Engine: eng, Dispatcher: d, Leases: locker, Interrupted: interrupted}, nil
 }
 

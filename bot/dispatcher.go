@@ -117,6 +117,10 @@ func NewDispatcher(opts DispatcherOptions) *Dispatcher {
 	}
 	d := &Dispatcher{opts: opts, log: log, wrong: map[string]*wrongBurst{}}
 	d.cmds.Store(&opts.Commands)
+	if opts.Engine != nil {
+		// A rollout a dead process left changed is rolled back through here.
+		opts.Engine.SetTakeover(d.takeover)
+	}
 	return d
 }
 

@@ -89,6 +89,21 @@ type Engine struct {
 	recording sync.WaitGroup
 	quit      chan struct{}
 	quitOnce  sync.Once
+	// takeover is told of each job this process records interrupted
+	// (SetTakeover); nil: none.
+	takeover func(ctx context.Context, j store.Job) string
+}
+
+// SetTakeover sets what the engine asks about each job of a dead process
+// it records interrupted (RecoverInterrupted), before it tells the job's
+// room: f acts on what the job left (the door rolls back an interrupted
+// rollout) and returns what the room is told of it, appended to the
+// interrupted notice ("" for nothing). Set it before RecoverInterrupted
+// runs; f must not call RecoverInterrupted.
+func (e *Engine) SetTakeover(f func(ctx context.Context, j store.Job) string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.takeover = f
 }
 
 type jobRun struct {
@@ -367,13 +382,22 @@ func (e *Engine) RecoverInterrupted(ctx context.Context) ([]store.Job, error) {
 			e.log.Warn("prune stopped opsbot processes", "err", err)
 		}
 	}
+	e.mu.Lock()
+	takeover := e.takeover
+	e.mu.Unlock()
 	for _, j := range jobs {
 		e.log.Warn("job interrupted by a restart", "job", j.ID, "command", j.Command)
+		text := interruptedNotice(j)
+		if takeover != nil {
+			if more := takeover(ctx, j); more != "" {
+				text += " " + more
+				e.log.Warn("interrupted job taken over", "job", j.ID, "what", more)
+			}
+		}
 		ch := e.opts.Chats[j.Platform]
 		if ch == nil || j.Room == "" {
 			continue
 		}
-		text := interruptedNotice(j)
 		m := chat.Message{Kind: chat.KindNotice, Text: text}
 		if j.Thread != "" {
 			_, err = ch.Reply(ctx, chat.Ref{Room: j.Room, ID: j.Thread}, m)
@@ -442,7 +466,7 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 
 	// The pipeline runs under the job's hold: its node locks are held for
 	// the job, and it winds down when the store refuses writes.
-	jh := ops.JobHold{JobID: r.job.ID, WindDown: r.storeRefusedErr}
+	jh := ops.JobHold{JobID: r.job.ID, WindDown: r.storeRefusedErr, Checkpoint: e.checkpoint(r)}
 	if l := e.opts.Leases; l != nil {
 		// Every host command checks the hold right before it is sent.
 		r.hold = func() error { return l.Check(r.job.ID) }
@@ -490,6 +514,24 @@ func (e *Engine) run(ctx context.Context, r *jobRun) {
 		err = &jobStopped{cause: context.Cause(runCtx), err: err}
 	}
 	e.finish(bg, r, th, res, err)
+}
+
+// checkpoint is job r's ops.JobHold.Checkpoint: the progress is stored as
+// the job's result so far (store.SetJobProgress), once this process is
+// checked to hold the job still.
+func (e *Engine) checkpoint(r *jobRun) func(context.Context, *ops.Result) error {
+	return func(ctx context.Context, progress *ops.Result) error {
+		if r.hold != nil {
+			if err := r.hold(); err != nil {
+				return err
+			}
+		}
+		b, err := json.Marshal(progress)
+		if err != nil {
+			return fmt.Errorf("encode the progress of job #%d: %w", r.job.ID, err)
+		}
+		return e.opts.Store.SetJobProgress(ctx, r.job.ID, b)
+	}
 }
 
 // jobStopped is a job error caused by cancel, timeout or shutdown.

@@ -1,6 +1,10 @@
 package ops
 
-import "github.com/opsbot/opsbot/ops/remote"
+import (
+	"context"
+
+	"github.com/opsbot/opsbot/ops/remote"
+)
 
 // JobHold is what a job's pipeline runs under, as the job runtime gives it
 // to the Runbook (For): the job, the epoch of its service's lease, whether
@@ -31,6 +35,16 @@ type JobHold struct {
 	// verified; the benchmark is skipped. The pipeline then fails naming the
 	// reason and the state it left (Result.Left).
 	WindDown func() error
+	// Checkpoint, when set, records progress, the job's result so far,
+	// durably in the store for the job (the jobs runtime keeps it as the
+	// job's result until the job ends), and returns nil only once it is
+	// stored. A rollout calls it each time a replica's unit is about to be
+	// written, after each wave and after each replica it puts back, and
+	// goes on only when it returned nil: so that the process that takes
+	// over an interrupted rollout knows which replicas were changed and
+	// their previous units (rollout.go). A job no longer running for this
+	// process (taken over) gets an error.
+	Checkpoint func(ctx context.Context, progress *Result) error
 }
 
 var _ remote.Hold = JobHold{}

@@ -29,6 +29,13 @@ type Runbook struct {
 	// quietNoRouter: a rollout said once that its group has no router; its
 	// replicas' pipelines do not say it again.
 	quietNoRouter bool
+	// beforeWrite, when set (a rollout's, on its copy of the runbook), is
+	// called by deploy after it stopped the service and before it writes
+	// the unit: an error leaves the unit unchanged (the service is started
+	// again) and fails the pipeline.
+	beforeWrite func(ctx context.Context, t *target, p *planned) error
+	// prog is the record of the rollout this runbook copy runs (nil: none).
+	prog *progress
 }
 
 // SSHStats reports each host's SSH connection state and failed dials.

@@ -85,6 +85,17 @@ func (p *planned) wasText() string {
 	return fmt.Sprintf("steps %d", p.edit.SpecBefore.DraftSteps())
 }
 
+// move is what p changes ("steps 3 -> 10").
+func (p *planned) move() string {
+	if p.was == "" && p.now == "" && p.edit != nil {
+		return fmt.Sprintf("steps %d -> %d", p.edit.SpecBefore.DraftSteps(), p.edit.SpecAfter.DraftSteps())
+	}
+	if p.edit == nil && (p.was == "" || p.now == "") {
+		return ""
+	}
+	return p.wasText() + " -> " + p.nowText()
+}
+
 // nowText names the setting the text after p runs.
 func (p *planned) nowText() string {
 	if p.now != "" {
@@ -384,6 +395,14 @@ func (r *Runbook) deploy(ctx context.Context, t *target, p *planned, res *Result
 	}
 	if err := r.windDownBeforeWrite(ctx, t, res, rep); err != nil {
 		return err
+	}
+	if r.beforeWrite != nil {
+		if err := r.beforeWrite(ctx, t, p); err != nil {
+			if serr := r.startAndServe(ctx, t, res, rep, true); serr != nil {
+				return fmt.Errorf("stopped before the write: %w; the unit is unchanged, and starting it again failed: %v", err, serr)
+			}
+			return fmt.Errorf("stopped before the write: %w; the unit is unchanged and serves again", err)
+		}
 	}
 	if err := r.writeUnit(ctx, t, p, UnitNew, res, rep); err != nil {
 		if ctx.Err() != nil {

@@ -38,6 +38,22 @@ import (
 // change holds that replica's service key (service:GROUP@NAME) through
 // Config.NodeLocks while it runs, and the gate holds the sibling's, so no
 // other job changes them meanwhile.
+//
+// While it runs, a rollout records its progress (its Result so far, with
+// each replica's UnitChange: the previous unit text) in the store for its
+// job through JobHold.Checkpoint, before each unit write, after each wave
+// and after each replica it puts back, and goes on only once it is stored.
+// When the process running it dies (a crash, a takeover of its leases), the
+// process that records the job interrupted rolls the rollout back: it
+// starts `mtp undo GROUP` through the door, which finds the interrupted
+// rollout's record as the change to undo (lastUndoable) and puts every
+// replica it changed back on its previous unit. It rolls back rather than
+// resumes because the gate's judgement and the waves' verification did not
+// finish: the only state known good is the previous units, and resuming
+// would roll out a change nobody saw pass. A replica recorded while its
+// unit was being written (ReplicaChange.Writing) may hold either text: one
+// that holds the previous text already is started again on it, so that it
+// serves and is back in the router.
 
 // Change is what a rollout does to each replica: the speculative steps
 // (mtp steps N; mtp off is steps 0), or one engine flag (engine set FLAG
@@ -48,6 +64,9 @@ type Change struct {
 	Value string `json:"value,omitempty"`
 	// undo, when set, makes the change mtp undo of that rollout job.
 	undo *AppliedChange
+	// interrupted: the rollout undone was interrupted (or an undo of it
+	// was), so a replica it records may hold its previous text already.
+	interrupted bool
 }
 
 // StepsChange is mtp steps n on every replica (0: mtp off).
@@ -85,6 +104,9 @@ type RolloutResult struct {
 	Replicas []ReplicaChange `json:"replicas"`
 	// RolledBack: the rollout failed and put the changed replicas back.
 	RolledBack bool `json:"rolled_back,omitempty"`
+	// Undoes is the job whose rollout this one undoes (mtp undo of a
+	// group); 0 for a change.
+	Undoes int64 `json:"undoes,omitempty"`
 }
 
 // ReplicaChange is what a rollout did to one replica.
@@ -98,21 +120,32 @@ type ReplicaChange struct {
 	RolledBack bool         `json:"rolled_back,omitempty"`
 	Left       *ServiceLeft `json:"left,omitempty"`
 	Error      string       `json:"error,omitempty"`
+	// Writing: recorded before the unit was written and not since (the
+	// rollout was interrupted in the replica's pipeline); the unit holds
+	// Unit.Before or Unit.After.
+	Writing bool `json:"writing,omitempty"`
+	// Move is what the change does to the replica ("steps 3 -> 10").
+	Move string `json:"move,omitempty"`
+}
+
+// LeftChanged are the replicas rr records changed (or being written) and
+// not put back: what an undo of the rollout puts back.
+func (rr *RolloutResult) LeftChanged() []ReplicaChange {
+	if rr == nil {
+		return nil
+	}
+	var out []ReplicaChange
+	for _, c := range rr.Replicas {
+		if c.Unit.Changed() && !c.RolledBack {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Changed reports whether the rollout left a change in place on some
 // replica: what `mtp undo` of the group puts back.
-func (rr *RolloutResult) Changed() bool {
-	if rr == nil {
-		return false
-	}
-	for _, c := range rr.Replicas {
-		if c.Unit.Changed() && !c.RolledBack {
-			return true
-		}
-	}
-	return false
-}
+func (rr *RolloutResult) Changed() bool { return len(rr.LeftChanged()) > 0 }
 
 // RolloutPlan is the order a rollout changes a group's replicas in, and
 // the gate it judges the canary by; its Text is the confirmation's.
@@ -264,6 +297,9 @@ func (r *Runbook) Rollout(ctx context.Context, group string, c Change, dryRun bo
 	}
 	plan := planOver(group, names, routerOf(ts[0].cfg), r.cfg.Rollout, c)
 	ro := &RolloutResult{Group: group, Change: c.String(), Plan: plan, Replicas: []ReplicaChange{}}
+	if c.undo != nil {
+		ro.Undoes = c.undo.JobID
+	}
 	res.Rollout = ro
 	st := begin(rep, "plan", "%s over %s", c, group)
 	rb := *r
@@ -275,6 +311,11 @@ func (r *Runbook) Rollout(ctx context.Context, group string, c Change, dryRun bo
 	byName := map[string]*target{}
 	for _, t := range ts {
 		byName[t.name] = t
+	}
+	prog := &progress{save: r.hold.Checkpoint, res: res}
+	if !dryRun {
+		rb.beforeWrite = prog.writing
+		rb.prog = prog
 	}
 	if dryRun {
 		for _, t := range ts {
@@ -322,18 +363,24 @@ func (r *Runbook) Rollout(ctx context.Context, group string, c Change, dryRun bo
 }
 
 // changedBy are the replicas of ts the rollout recorded in rr changed and
-// left changed.
+// left changed. Those recorded while their unit was being written, or left
+// out of the router, come first: an interrupted pipeline may have left them
+// out of the router, and
+// the others can leave it only once they are back (max_unavailable).
 func changedBy(ts []*target, rr *RolloutResult) ([]*target, []string) {
 	if rr == nil {
 		return nil, nil
 	}
 	var out []*target
 	var names []string
-	for _, t := range ts {
-		for _, c := range rr.Replicas {
-			if c.Service == t.name && c.Unit.Changed() && !c.RolledBack {
-				out, names = append(out, t), append(names, t.name)
-				break
+	for _, writing := range []bool{true, false} {
+		for _, t := range ts {
+			for _, c := range rr.Replicas {
+				away := c.Writing || (c.Left != nil && c.Left.OutOfRouter)
+				if c.Service == t.name && c.Unit.Changed() && !c.RolledBack && away == writing {
+					out, names = append(out, t), append(names, t.name)
+					break
+				}
 			}
 		}
 	}
@@ -347,6 +394,18 @@ func (r *Runbook) changeOne(ctx context.Context, t *target, c Change, dryRun boo
 		for _, rc := range c.undo.Rollout.Replicas {
 			if rc.Service == t.name && rc.Unit != nil {
 				undo := AppliedChange{JobID: c.undo.JobID, Command: c.undo.Command, Status: c.undo.Status, Unit: *rc.Unit}
+				if c.interrupted {
+					// The replica may hold its previous text already (its
+					// write had not happened, or a rollback had put it
+					// back): it is then started again on that text.
+					d, err := r.readUnit(ctx, t)
+					if err != nil {
+						return nil, err
+					}
+					if cur, ok := d.files[rc.Unit.Path]; ok && cur == rc.Unit.Before && cur != rc.Unit.After {
+						undo.Unit = UnitChange{Path: rc.Unit.Path, Before: cur, After: cur}
+					}
+				}
 				return r.putBack(ctx, t, undo, nil, dryRun, false, &Result{Incidents: []string{}}, rep)
 			}
 		}
@@ -381,9 +440,20 @@ func (r *Runbook) changeWave(ctx context.Context, wave []*target, c Change, ro *
 	wg.Wait()
 	var first error
 	for i, t := range wave {
+		// The entry recorded before its unit was written, if any (writing).
+		at := -1
 		rc := ReplicaChange{Service: t.name}
+		for k := range ro.Replicas {
+			if ro.Replicas[k].Service == t.name {
+				at, rc = k, ro.Replicas[k]
+				break
+			}
+		}
 		if sub := subs[i]; sub != nil {
-			if sub.Unit.Changed() {
+			rc.Writing = false
+			rc.Unit = nil
+			// Only a unit written counts (the result plans it before).
+			if sub.Unit.Changed() && sub.did.unit != "" {
 				u := *sub.Unit
 				rc.Unit = &u
 			}
@@ -399,9 +469,65 @@ func (r *Runbook) changeWave(ctx context.Context, wave []*target, c Change, ro *
 				first = fmt.Errorf("%s: %w", t.name, errs[i])
 			}
 		}
-		ro.Replicas = append(ro.Replicas, rc)
+		if at >= 0 {
+			ro.Replicas[at] = rc
+		} else {
+			ro.Replicas = append(ro.Replicas, rc)
+		}
+	}
+	if err := r.checkpoint(ctx); err != nil && first == nil {
+		first = err
 	}
 	return first
+}
+
+// progress is a rollout's record while it runs, and where it is saved
+// (JobHold.Checkpoint; nil: nowhere, outside a job).
+type progress struct {
+	mu   sync.Mutex
+	save func(context.Context, *Result) error
+	res  *Result
+}
+
+// writing records that t's unit is about to be written with p, unless the
+// rollout records t already (a rollback puts it back: its entry stays as
+// it is until the put-back is done), and saves the record.
+func (g *progress) writing(ctx context.Context, t *target, p *planned) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ro := g.res.Rollout
+	for _, rc := range ro.Replicas {
+		if rc.Service == t.name {
+			return nil
+		}
+	}
+	u := &UnitChange{Path: p.path, Before: p.before, After: p.after, Files: p.files}
+	if p.edit != nil {
+		u.ArgvBefore, u.ArgvAfter = p.edit.ArgvBefore, p.edit.ArgvAfter
+	}
+	ro.Replicas = append(ro.Replicas, ReplicaChange{Service: t.name, Unit: u, Writing: true, Move: p.move()})
+	return g.saveLocked(ctx)
+}
+
+func (g *progress) saveLocked(ctx context.Context) error {
+	if g.save == nil {
+		return nil
+	}
+	if err := g.save(context.WithoutCancel(ctx), g.res); err != nil {
+		return fmt.Errorf("could not record the rollout's progress in opsbot's store (%w), so it goes no further", err)
+	}
+	return nil
+}
+
+// checkpoint saves the rollout's record as it is now (nil outside a
+// rollout or a job).
+func (r *Runbook) checkpoint(ctx context.Context) error {
+	if r.prog == nil {
+		return nil
+	}
+	r.prog.mu.Lock()
+	defer r.prog.mu.Unlock()
+	return r.prog.saveLocked(ctx)
 }
 
 // holdService holds t's service key (service:NAME, the job runtime's) for
@@ -489,8 +615,14 @@ func (r *Runbook) rollBack(ctx context.Context, group string, ro *RolloutResult,
 				continue
 			}
 			ro.Replicas[i].RolledBack = true
+			ro.Replicas[i].Writing = false
 		}
 		todo = todo[n:]
+		if err := r.checkpoint(ctx); err != nil {
+			// The host is what matters now: the rollback goes on, and the
+			// next checkpoint tries again.
+			st.warn("%v", err)
+		}
 	}
 	if len(failed) > 0 {
 		res.AddIncident(IncidentRestoreFailed)
@@ -530,5 +662,19 @@ func (r *Runbook) rolloutUndo(ctx context.Context, group string, changes []Appli
 	if undo.Rollout == nil {
 		return &Result{Incidents: []string{}}, errors.New(undo.label() + " is no rollout of " + group + ": nothing was changed")
 	}
-	return r.Rollout(ctx, group, Change{undo: &undo}, dryRun, rep)
+	c := Change{undo: &undo, interrupted: undo.Status != "succeeded"}
+	if c.interrupted && undo.Rollout.Undoes != 0 {
+		// An interrupted undo: what it was putting back is put back still
+		// (undoing it would roll out again the change it undid).
+		for i := range changes {
+			if changes[i].JobID == undo.Rollout.Undoes && changes[i].Rollout != nil {
+				target := changes[i]
+				c.undo = &target
+				return r.Rollout(ctx, group, c, dryRun, rep)
+			}
+		}
+		return &Result{Incidents: []string{}}, fmt.Errorf("%s was interrupted putting back job #%d, whose record is not in the last %d changes of %s: nothing was changed; `job %d` shows what it changed",
+			undo.label(), undo.Rollout.Undoes, undoLookback, group, undo.Rollout.Undoes)
+	}
+	return r.Rollout(ctx, group, c, dryRun, rep)
 }

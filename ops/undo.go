@@ -46,10 +46,12 @@ func (e *NothingToUndoError) Error() string {
 }
 
 // lastUndoable is the index in changes (newest first) of the change `mtp
-// undo` puts back: the newest that succeeded; -1 when none did.
+// undo` puts back: the newest that succeeded, or a rollout interrupted
+// with replicas changed (its record is its last checkpoint: see
+// rollout.go); -1 when none.
 func lastUndoable(changes []AppliedChange) int {
 	for i, c := range changes {
-		if c.Status == "succeeded" {
+		if c.Status == "succeeded" || (c.Status == "interrupted" && c.Rollout.Changed()) {
 			return i
 		}
 	}

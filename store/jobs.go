@@ -50,7 +50,7 @@ type Job struct {
 	Host       string
 	Status     Status
 	Error      string          // why it failed, was refused, cancelled or interrupted
-	Result     json.RawMessage // the pipeline's result, JSON; nil when none
+	Result     json.RawMessage // the pipeline's result, JSON; nil when none; while running, its last checkpoint (SetJobProgress)
 	ScheduleID int64           // the schedule that started it; 0 when none
 	CreatedAt  time.Time
 	StartedAt  time.Time // zero until running
@@ -236,6 +236,30 @@ func (s *Store) FinishJob(ctx context.Context, id int64, st Status, errText stri
 	err := s.write1(ctx, func(tx *wtx) error { return endRunning(tx, id, e, now()) })
 	if err != nil {
 		return fmt.Errorf("finish job %d as %s: %w", id, st, err)
+	}
+	return nil
+}
+
+// SetJobProgress records progress (JSON) as the result of running job id
+// so far: a pipeline's checkpoint (a rollout's record of the replicas it
+// changed and their previous units), kept as the job's Result until the
+// job ends, when its final result (or none) replaces it. A job the store
+// then records interrupted (InterruptUnfinished) keeps it, so that the
+// process taking it over reads how far it got. Only a running job is
+// changed: another state gives a *TransitionError (the job was taken over
+// meanwhile), a missing job ErrNotFound, progress not JSON ErrInvalid.
+// It returns once the write is committed.
+func (s *Store) SetJobProgress(ctx context.Context, id int64, progress json.RawMessage) error {
+	if !json.Valid(progress) {
+		return fmt.Errorf("record the progress of job %d: %w: not JSON", id, ErrInvalid)
+	}
+	err := s.write1(ctx, func(tx *wtx) error {
+		return transition(tx, id, Running, []Status{Running}, func() (sql.Result, error) {
+			return tx.ExecContext(context.Background(), `UPDATE jobs SET result = ? WHERE id = ? AND status = 'running'`, string(progress), id)
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("record the progress of job %d: %w", id, err)
 	}
 	return nil
 }
