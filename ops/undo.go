@@ -46,12 +46,13 @@ func (e *NothingToUndoError) Error() string {
 }
 
 // lastUndoable is the index in changes (newest first) of the change `mtp
-// undo` puts back: the newest that succeeded, or a rollout interrupted
-// with replicas changed (its record is its last checkpoint: see
-// rollout.go); -1 when none.
+// undo` puts back: the newest that succeeded, or a rollout that ended any
+// other way (interrupted: its record is its last checkpoint, see
+// rollout.go; failed or cancelled with a rollback that could not finish)
+// with replicas still changed; -1 when none.
 func lastUndoable(changes []AppliedChange) int {
 	for i, c := range changes {
-		if c.Status == "succeeded" || (c.Status == "interrupted" && c.Rollout.Changed()) {
+		if c.Status == "succeeded" || c.Rollout.Changed() {
 			return i
 		}
 	}
