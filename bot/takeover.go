@@ -54,7 +54,14 @@ func (d *Dispatcher) takeover(ctx context.Context, j store.Job) string {
 	if ro.Undoes != 0 {
 		what = fmt.Sprintf("putting back #%d on %s", ro.Undoes, strings.Join(changed, ", "))
 	}
-	cmd := &commands.MTPUndo{On: commands.On{Service: ro.Group}}
+	text := "mtp undo " + ro.Group
+	cmd, err := commands.Parse(text, d.commands())
+	if err != nil {
+		// The group is no longer configured as one: nobody can undo it here.
+		d.log.Error("roll back an interrupted rollout", "job", j.ID, "err", err)
+		return fmt.Sprintf("The rollout was interrupted after %s; it cannot be rolled back with this configuration (%v): put each replica back by hand (`mtp undo REPLICA`).",
+			what, err)
+	}
 	req := Request{Platform: j.Platform, Room: j.Room, User: TakeoverUser, UserName: TakeoverUserName,
 		Text: commands.Text(cmd), Confirmed: true}
 	r := d.start(ctx, req, cmd, takeoverDecision(j.ID))
