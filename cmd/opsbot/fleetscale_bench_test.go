@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,6 +83,7 @@ func fleetScale(b *testing.B, nodes int) {
 		b.Fatalf("first pass: %+v %v", rep, err)
 	}
 	firstPass := time.Since(t1)
+	stopProfile := passProfile(b)
 	cpu0, wall0 := cpuTime(), time.Now()
 	passes := 0
 	b.ResetTimer()
@@ -92,6 +94,7 @@ func fleetScale(b *testing.B, nodes int) {
 		passes++
 	}
 	b.StopTimer()
+	stopProfile()
 	cpuPass := float64((cpuTime() - cpu0).Microseconds()) / 1000 / float64(passes)
 	wallPass := float64(time.Since(wall0).Microseconds()) / 1000 / float64(passes)
 
@@ -152,6 +155,30 @@ func fleetScale(b *testing.B, nodes int) {
 	fmt.Printf("FLEET nodes=%d services=%d | cpu/pass %.0f ms (%.1f%% of a core at 15 s from the pass alone) | whole 15 s interval: %.2f%% of a core | wall/pass %.0f ms (first, dialling: %s) | fleet %s (rows %d, hosts answered %d) | ssh conns %d of %d hosts (kernel: %d TCP to the lab's sshd, %d to its engines) | RSS %.0f MB, peak %.0f MB, Go heap %.0f MB | restart loop found by the next pass: %v (pass %s) | load average %s\n",
 		nodes, n, cpuPass, cpuPass/float64(fleetInterval.Milliseconds())*100, share, wallPass, firstPass.Round(time.Millisecond),
 		lat[1].Round(time.Millisecond), rows, answered, conns, len(stats), sshTCP, engineTCP, rss, hwm, heap, found, loopPass.Round(time.Millisecond), load)
+}
+
+// passProfileEnv, when set to a file, is where BenchmarkFleetScale writes a
+// CPU profile of its measured passes only (without -cpuprofile, which
+// profiles the whole run: the first pass's dials, `fleet`, the set-up).
+const passProfileEnv = "OPSBOT_FLEET_PASS_PROFILE"
+
+func passProfile(b *testing.B) (stop func()) {
+	path := os.Getenv(passProfileEnv)
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // startFleetLab runs `opsbot lab --services n --per-node per --faults
