@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,7 +66,7 @@ func (r *Runbook) healthNodes(service, host string) ([]string, map[string][]*tar
 			return nil, nil, fmt.Errorf("no service runs on host %q", host)
 		}
 	}
-	nodes := r.index.nodes
+	nodes := slices.Clone(r.index.nodes) // the caller's to keep
 	if node != "" {
 		nodes = []string{node}
 	}
