@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -82,14 +81,13 @@ func (r *Runbook) siblings(t *target) []*target {
 
 // replicasOf are the replicas of group, by name.
 func (r *Runbook) replicasOf(group string) []*target {
-	var out []*target
-	for _, o := range r.targets {
-		if o.cfg.Replica != nil && o.cfg.Replica.Group == group {
-			out = append(out, o)
+	var names []string
+	for _, n := range r.index.names {
+		if rp := r.index.byName[n].cfg.Replica; rp != nil && rp.Group == group {
+			names = append(names, n)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out
+	return r.targets(names)
 }
 
 // outOf names the replicas of ts absent from ws.

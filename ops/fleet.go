@@ -105,7 +105,8 @@ const fleetMark = "==opsbot-fleet=="
 func (r *Runbook) Fleet(ctx context.Context, filter string, rep Reporter) (*Result, error) {
 	hostTimeout := r.cfg.FleetHostTimeout
 	var services []string
-	for n, t := range r.targets {
+	for _, n := range r.index.names {
+		t := r.index.byName[n]
 		if filter == "" || n == filter || (t.cfg.Replica != nil && t.cfg.Replica.Group == filter) {
 			services = append(services, n)
 		}
@@ -173,9 +174,10 @@ func (r *Runbook) fleetHost(ctx context.Context, host string, ts []*target, time
 		err = fmt.Errorf("the command was killed by signal %s", res.Signal)
 	}
 	if err != nil {
-		// The host's deadline: its context ended, or a read timed out on the
-		// deadline the connection took from it, which can come back first.
-		if ctx.Err() == nil && (hctx.Err() != nil || time.Since(t0) >= timeout) {
+		// hctx's deadline may have come a moment before hctx.Err() says so
+		// (a conn deadline taken from it fires first).
+		d, _ := hctx.Deadline()
+		if (hctx.Err() != nil || !time.Now().Before(d)) && ctx.Err() == nil {
 			err = fmt.Errorf("no answer within %s", timeout)
 		} else {
 			err = unwrapRun(err)

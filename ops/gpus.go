@@ -3,7 +3,6 @@ package ops
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -110,19 +109,15 @@ func (r *Runbook) recoverPreview(ctx context.Context, t *target, o RecoverOption
 // configured for; each holder with whose it is.
 func (r *Runbook) GPUStatus(ctx context.Context, host string, rep Reporter) (*Result, error) {
 	res := &Result{Incidents: []string{}}
-	names := make([]string, 0, len(r.targets))
-	for n := range r.targets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	// Group the services by physical node, in name order.
 	var nodes []string
 	byNode := map[string][]*target{}
-	for _, n := range names {
-		t := r.targets[n]
+	for _, n := range r.index.names {
+		t := r.index.byName[n]
 		if host != "" && t.cfg.Host != host && t.nodeName != host {
 			continue
 		}
+		t = r.bind(t)
 		if byNode[t.nodeName] == nil {
 			nodes = append(nodes, t.nodeName)
 		}

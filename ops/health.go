@@ -3,7 +3,7 @@ package ops
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,11 +54,6 @@ func (r *Runbook) GPUHealth(ctx context.Context, service, host string, rep Repor
 // healthNodes picks the nodes a health read covers, in name order, and the
 // services on each.
 func (r *Runbook) healthNodes(service, host string) ([]string, map[string][]*target, error) {
-	names := make([]string, 0, len(r.targets))
-	for n := range r.targets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var node string
 	if service != "" {
 		t, err := r.target(service)
@@ -67,26 +62,17 @@ func (r *Runbook) healthNodes(service, host string) ([]string, map[string][]*tar
 		}
 		node = t.nodeName
 	} else if host != "" {
-		for _, n := range names {
-			if t := r.targets[n]; t.cfg.Host == host || t.nodeName == host {
-				node = t.nodeName
-			}
-		}
-		if node == "" {
+		if node = r.index.nodeOf[host]; node == "" {
 			return nil, nil, fmt.Errorf("no service runs on host %q", host)
 		}
 	}
-	var nodes []string
-	byNode := map[string][]*target{}
-	for _, n := range names {
-		t := r.targets[n]
-		if node != "" && t.nodeName != node {
-			continue
-		}
-		if byNode[t.nodeName] == nil {
-			nodes = append(nodes, t.nodeName)
-		}
-		byNode[t.nodeName] = append(byNode[t.nodeName], t)
+	nodes := slices.Clone(r.index.nodes) // the caller's to keep
+	if node != "" {
+		nodes = []string{node}
+	}
+	byNode := make(map[string][]*target, len(nodes))
+	for _, n := range nodes {
+		byNode[n] = r.targets(r.index.byNode[n])
 	}
 	if len(nodes) == 0 {
 		return nil, nil, fmt.Errorf("no GPU host is configured")

@@ -75,10 +75,7 @@ func (h JobHold) WindDownAsked() error {
 func (r *Runbook) For(hold JobHold) *Runbook {
 	b := *r
 	b.hold = hold
-	b.targets = make(map[string]*target, len(r.targets))
-	for name, t := range r.targets {
-		b.targets[name] = t.guard(hold)
-	}
+	b.bound = &boundTargets{m: map[string]*target{}}
 	return &b
 }
 

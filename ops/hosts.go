@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sort"
+	"sync"
 
 	"github.com/opsbot/opsbot/ops/engine"
 	"github.com/opsbot/opsbot/ops/gpu"
@@ -22,10 +24,14 @@ import (
 // mutating window. A job's pipeline runs on the Runbook bound to the job's
 // hold (For).
 type Runbook struct {
-	cfg     Config
-	pool    *remote.Pool
-	targets map[string]*target
-	hold    JobHold // the job it runs for (For); zero: none
+	cfg   Config
+	pool  *remote.Pool
+	index *targetIndex // every service's target, unbound; built by New, shared by For's copies
+	// bound, in a copy made by For, is its targets bound to hold, each made
+	// on first use (a job touches a few services of many); nil in the
+	// Runbook New made, whose targets are index's.
+	bound *boundTargets
+	hold  JobHold // the job it runs for (For); zero: none
 	// quietNoRouter: a rollout said once that its group has no router; its
 	// replicas' pipelines do not say it again.
 	quietNoRouter bool
@@ -36,6 +42,43 @@ type Runbook struct {
 	beforeWrite func(ctx context.Context, t *target, p *planned) error
 	// prog is the record of the rollout this runbook copy runs (nil: none).
 	prog *progress
+}
+
+// targetIndex is the services' targets as New built them (unbound: no
+// hold), with the lookups the pipelines make by name and by node.
+type targetIndex struct {
+	byName map[string]*target
+	names  []string            // every service, in name order
+	byNode map[string][]string // physical node -> its services, in name order
+	nodes  []string            // the physical nodes, in the name order of their first service
+	// nodeOf maps a host name (a service's host, or a node) to the physical
+	// node a host filter means: for a name that is both, the node of the
+	// last service in name order that names it.
+	nodeOf map[string]string
+}
+
+func newTargetIndex(ts map[string]*target) *targetIndex {
+	ix := &targetIndex{byName: ts, byNode: map[string][]string{}, nodeOf: map[string]string{}}
+	for n := range ts {
+		ix.names = append(ix.names, n)
+	}
+	sort.Strings(ix.names)
+	for _, n := range ix.names {
+		t := ts[n]
+		if ix.byNode[t.nodeName] == nil {
+			ix.nodes = append(ix.nodes, t.nodeName)
+		}
+		ix.byNode[t.nodeName] = append(ix.byNode[t.nodeName], n)
+		ix.nodeOf[t.cfg.Host] = t.nodeName
+		ix.nodeOf[t.nodeName] = t.nodeName
+	}
+	return ix
+}
+
+// boundTargets are a For copy's targets bound to its hold, by name.
+type boundTargets struct {
+	mu sync.Mutex
+	m  map[string]*target
 }
 
 // SSHStats reports each host's SSH connection state and failed dials.
@@ -66,7 +109,8 @@ func New(cfg Config) (*Runbook, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ops config: %w", err)
 	}
-	r := &Runbook{cfg: c, pool: pool, targets: make(map[string]*target, len(c.Services))}
+	targets := make(map[string]*target, len(c.Services))
+	r := &Runbook{cfg: c, pool: pool}
 	routers := map[string]*target{}
 	for name, sc := range c.Services {
 		t, err := r.newTarget(name, sc)
@@ -83,14 +127,15 @@ func New(cfg Config) (*Runbook, error) {
 				routers[key] = t
 			}
 		}
-		r.targets[name] = t
+		targets[name] = t
 	}
+	r.index = newTargetIndex(targets)
 	return r, nil
 }
 
 // Close closes every SSH connection and the engine clients' idle connections.
 func (r *Runbook) Close() error {
-	for _, t := range r.targets {
+	for _, t := range r.index.byName {
 		t.eng.HTTP.CloseIdleConnections()
 	}
 	return r.pool.Close()
@@ -159,11 +204,39 @@ func (t *target) guard(hold remote.Hold) *target {
 	return &g
 }
 
+// target returns the named service's target, bound to r's hold in a copy
+// made by For.
 func (r *Runbook) target(name string) (*target, error) {
-	t, ok := r.targets[name]
+	t, ok := r.index.byName[name]
 	if !ok {
 		_, err := r.cfg.service(name)
 		return nil, err
 	}
-	return t, nil
+	return r.bind(t), nil
+}
+
+// bind returns t (one of r.index's) as r's pipelines use it: bound to r's
+// hold in a copy made by For, the same *target for every call on r.
+func (r *Runbook) bind(t *target) *target {
+	if r.bound == nil {
+		return t
+	}
+	r.bound.mu.Lock()
+	defer r.bound.mu.Unlock()
+	g, ok := r.bound.m[t.name]
+	if !ok {
+		g = t.guard(r.hold)
+		r.bound.m[t.name] = g
+	}
+	return g
+}
+
+// targets returns the named services' targets (names from r.index), bound
+// as target binds them, in the order given.
+func (r *Runbook) targets(names []string) []*target {
+	out := make([]*target, len(names))
+	for i, n := range names {
+		out[i] = r.bind(r.index.byName[n])
+	}
+	return out
 }

@@ -99,14 +99,7 @@ func (r *Runbook) GPUReset(ctx context.Context, node string, gpus []int, named [
 
 // onNode returns the services whose GPUs node owns, in name order.
 func (r *Runbook) onNode(node string) []*target {
-	var ts []*target
-	for _, t := range r.targets {
-		if t.nodeName == node {
-			ts = append(ts, t)
-		}
-	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
-	return ts
+	return r.targets(r.index.byNode[node])
 }
 
 // planReset reads the node's GPUs and holders and refuses what may not be

@@ -23,6 +23,34 @@ func (s *Store) SyncToken(ctx context.Context, key string) (string, error) {
 	return v, nil
 }
 
+// SyncTokens returns every value stored under a key that starts with
+// prefix (not empty), by key: one read for what SyncToken would read key by
+// key (the watchdog's baseline of every GPU).
+func (s *Store) SyncTokens(ctx context.Context, prefix string) (map[string]string, error) {
+	if prefix == "" {
+		return nil, fmt.Errorf("read values: %w: the prefix is empty", ErrInvalid)
+	}
+	// substr and length count characters on both drivers, whatever the
+	// collation (a range on key would follow PostgreSQL's collation).
+	rows, err := s.rdb.QueryContext(ctx, `SELECT key, value FROM kv WHERE substr(key, 1, length(?)) = ?`, prefix, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("read values under %q: %w", prefix, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, fmt.Errorf("read values under %q: %w", prefix, err)
+		}
+		out[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read values under %q: %w", prefix, err)
+	}
+	return out, nil
+}
+
 // SetSyncToken stores value under key, replacing what was there. key must not
 // be empty.
 func (s *Store) SetSyncToken(ctx context.Context, key, value string) error {

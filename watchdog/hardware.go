@@ -65,6 +65,12 @@ type hwBaseline struct {
 // services' own incidents say so.
 func (w *Watchdog) hardwarePass(ctx context.Context, now time.Time, set watchSettings, hw hwSettings, silenced map[string]store.SilenceInfo,
 	openOf map[string]store.Incident, rep *PassReport) {
+	// Every GPU's baseline in one read; should it fail, hwNews reads each.
+	bases, err := w.app.Store.SyncTokens(ctx, hwBaselinePrefix)
+	if err != nil {
+		w.log.Warn("watchdog: read the GPU baselines", "err", err)
+		bases = nil
+	}
 	for _, node := range hw.nodes {
 		res, err := w.backend().Run(ctx, ops.JobHold{}, &commands.GPUHealth{On: commands.On{Host: node}}, ops.Discard)
 		if err != nil || res == nil {
@@ -73,7 +79,7 @@ func (w *Watchdog) hardwarePass(ctx context.Context, now time.Time, set watchSet
 		}
 		for _, g := range res.Health {
 			key := bot.HardwareKey(g.Node, g.GPU.UUID, g.GPU.Index)
-			why := w.hwNews(ctx, key, g, hw, now)
+			why := w.hwNews(ctx, key, g, hw, now, bases)
 			in, isOpen := openOf[key]
 			switch {
 			case isOpen && len(why) == 0 && !hwStillBad(g, hw):
@@ -94,12 +100,23 @@ func (w *Watchdog) hardwarePass(ctx context.Context, now time.Time, set watchSet
 	}
 }
 
+// hwBaselinePrefix starts the store key of every GPU's baseline.
+const hwBaselinePrefix = "watchdog.hardware."
+
 // hwNews says what is new about g since the baseline in the store, and
-// moves the baseline on.
-func (w *Watchdog) hwNews(ctx context.Context, key string, g ops.GPUHealth, hw hwSettings, now time.Time) []string {
-	bkey := "watchdog.hardware." + key
+// moves the baseline on. bases are the baselines the pass read at its start
+// (SyncTokens); nil: read g's from the store.
+func (w *Watchdog) hwNews(ctx context.Context, key string, g ops.GPUHealth, hw hwSettings, now time.Time, bases map[string]string) []string {
+	bkey := hwBaselinePrefix + key
 	var base hwBaseline
-	if v, err := w.app.Store.SyncToken(ctx, bkey); err == nil && v != "" {
+	v, ok := bases[bkey]
+	if bases == nil {
+		var err error
+		if v, err = w.app.Store.SyncToken(ctx, bkey); err == nil {
+			ok = true
+		}
+	}
+	if ok && v != "" {
 		_ = json.Unmarshal([]byte(v), &base)
 	}
 	var why []string

@@ -56,11 +56,12 @@ var subcommands = map[string]subcommandDoc{
 		examples: []string{"opsbot demo", "opsbot demo --lab-faults orphans"},
 	},
 	"opsbot lab": {
-		usage: "opsbot lab [--faults LIST] [--unit FILE] [--engine sglang|vllm] [--config-out FILE] [--services N | --replicas N] [-v]",
+		usage: "opsbot lab [--faults LIST] [--unit FILE] [--engine sglang|vllm] [--config-out FILE] [--services N [--per-node K] | --replicas N] [-v]",
 		what: "Runs the simulated GPU node standalone until Ctrl-C, and writes an opsbot config that reaches it,\n" +
 			"for `opsbot run --config` from another terminal.",
 		examples: []string{"opsbot lab --config-out ~/opsbot-lab/opsbot.yaml", "opsbot lab --faults orphans,slow-load=5s --engine vllm",
-			"opsbot lab --replicas 4 --config-out ~/opsbot-lab/replicas.yaml"},
+			"opsbot lab --replicas 4 --config-out ~/opsbot-lab/replicas.yaml",
+			"opsbot lab --services 512 --per-node 2 --faults orphans --config-out ~/opsbot-lab/fleet.yaml"},
 	},
 	"opsbot bench": {
 		usage: "opsbot bench --url URL | --config FILE --service NAME [--model M] [--prompts N] [--concurrency C] [--in I] [--out O]\n" +

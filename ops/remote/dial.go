@@ -163,6 +163,9 @@ func (h *Host) dial(ctx context.Context) (*conn, error) {
 		switch {
 		case ctx.Err() != nil:
 			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+		case passed(ctx):
+			// The conn's deadline (ctx's) fired before ctx's own timer did.
+			err = fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
 		case hctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded):
 			err = fmt.Errorf("no handshake within %v: %w (%w)", p.cfg.HandshakeTimeout, context.DeadlineExceeded, err)
 		}
@@ -176,6 +179,13 @@ func (h *Host) dial(ctx context.Context) (*conn, error) {
 	c := &conn{client: ssh.NewClient(sc, chans, reqs), done: make(chan struct{})}
 	p.log.Debug("ssh connected", "host", name, "addr", addr, "via", h.cfg.Jump, "user", h.cfg.User)
 	return c, nil
+}
+
+// passed reports whether ctx's deadline, if any, has come: true a moment
+// before ctx.Err() says so when a conn deadline taken from it fired first.
+func passed(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // watch runs for the life of c: it sends keep-alives and, when one fails or is not answered

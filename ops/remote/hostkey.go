@@ -11,6 +11,9 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -86,16 +89,97 @@ func keyscanType(keyType string) string {
 	return strings.TrimPrefix(keyType, "ssh-")
 }
 
-// knownHosts is the known_hosts file. It is read again at every dial, so keys added after the
-// Pool was made are honoured.
-type knownHosts struct{ path string }
+// knownHosts is the known_hosts file. Every dial checks it as it is then, so keys added after
+// the Pool was made are honoured: the file is parsed again whenever it changed (its size,
+// modification time or inode), and once for all the dials in between, so that dialling N hosts
+// parses it once, not N times.
+type knownHosts struct {
+	path string
+
+	mu     sync.Mutex
+	parsed *knownHostsFile // nil until the first dial
+}
+
+// knownHostsFile is one version of the file, parsed.
+type knownHostsFile struct {
+	version fileVersion
+	check   ssh.HostKeyCallback // knownhosts' callback over this version
+	entries []knownEntry        // its host key lines, in file order
+}
+
+// knownEntry is one host key line: its host patterns and its key's type.
+type knownEntry struct {
+	hosts   []string
+	keyType string
+}
+
+// fileVersion tells one version of a file from another without reading it.
+type fileVersion struct {
+	size    int64
+	modTime time.Time
+	ino     uint64
+}
+
+// settleTime is how long after its last modification a known_hosts version is kept parsed.
+const settleTime = 2 * time.Second
+
+func versionOf(path string) (fileVersion, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileVersion{}, err
+	}
+	v := fileVersion{size: fi.Size(), modTime: fi.ModTime()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		v.ino = st.Ino
+	}
+	return v, nil
+}
 
 func loadKnownHosts(path string) (*knownHosts, error) {
 	kh := &knownHosts{path: path}
-	if _, err := knownhosts.New(path); err != nil {
-		return nil, fmt.Errorf("read known_hosts %s: %w", path, err)
+	if _, err := kh.current(); err != nil {
+		return nil, err
 	}
 	return kh, nil
+}
+
+// current returns the file as it is now, parsing it only when it changed since it was last
+// parsed. A version that changed while it was parsed is used once and not kept; so is one
+// modified within settleTime of now, whose next change could keep its modification time (the
+// file system's clock is coarse) and its size.
+func (kh *knownHosts) current() (*knownHostsFile, error) {
+	before, err := versionOf(kh.path)
+	if err != nil {
+		return nil, fmt.Errorf("read known_hosts %s: %w", kh.path, err)
+	}
+	kh.mu.Lock()
+	defer kh.mu.Unlock()
+	if kh.parsed != nil && kh.parsed.version == before {
+		return kh.parsed, nil
+	}
+	check, err := knownhosts.New(kh.path)
+	if err != nil {
+		return nil, fmt.Errorf("read known_hosts %s: %w", kh.path, err)
+	}
+	data, err := os.ReadFile(kh.path)
+	if err != nil {
+		return nil, fmt.Errorf("read known_hosts %s: %w", kh.path, err)
+	}
+	f := &knownHostsFile{version: before, check: check}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		marker, hosts, key, _, _, err := ssh.ParseKnownHosts(line)
+		if err != nil {
+			continue // blank, comment or malformed line (knownhosts reports malformed ones)
+		}
+		if marker != "" {
+			continue // @revoked and @cert-authority lines name no host key to prefer
+		}
+		f.entries = append(f.entries, knownEntry{hosts: hosts, keyType: key.Type()})
+	}
+	if after, err := versionOf(kh.path); err == nil && after == before && time.Since(before.modTime) > settleTime {
+		kh.parsed = f
+	}
+	return f, nil
 }
 
 // callback returns the host key callback for one host and the host key algorithms to offer:
@@ -103,14 +187,12 @@ func loadKnownHosts(path string) (*knownHosts, error) {
 // the one we know (otherwise an ed25519-only entry reads as a mismatch). The callback turns a
 // knownhosts refusal into a *HostKeyError stored in *refused.
 func (kh *knownHosts) callback(name, addr string, refused **HostKeyError) (ssh.HostKeyCallback, []string, error) {
-	cb, err := knownhosts.New(kh.path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read known_hosts %s: %w", kh.path, err)
-	}
-	algos, err := kh.algorithms(addr)
+	f, err := kh.current()
 	if err != nil {
 		return nil, nil, err
 	}
+	cb := f.check
+	algos := f.algorithms(addr)
 	check := func(hostname string, remote net.Addr, key ssh.PublicKey) error {
 		err := cb(hostname, remote, key)
 		var ke *knownhosts.KeyError
@@ -133,11 +215,7 @@ func (kh *knownHosts) callback(name, addr string, refused **HostKeyError) (ssh.H
 
 // algorithms lists the host key algorithms of the known_hosts keys for addr, in file order.
 // Nil (no restriction) when none is known: the server's key is then refused as unknown.
-func (kh *knownHosts) algorithms(addr string) ([]string, error) {
-	data, err := os.ReadFile(kh.path)
-	if err != nil {
-		return nil, fmt.Errorf("read known_hosts %s: %w", kh.path, err)
-	}
+func (f *knownHostsFile) algorithms(addr string) []string {
 	want := knownhosts.Normalize(addr)
 	host, _, _ := net.SplitHostPort(addr)
 	var algos []string
@@ -150,25 +228,18 @@ func (kh *knownHosts) algorithms(addr string) ([]string, error) {
 			}
 		}
 	}
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		marker, hosts, key, _, _, err := ssh.ParseKnownHosts(line)
-		if err != nil {
-			continue // blank, comment or malformed line (knownhosts reports malformed ones)
-		}
-		if marker != "" {
-			continue // @revoked and @cert-authority lines name no host key to prefer
-		}
-		if !matchesHost(hosts, want, host) {
+	for _, e := range f.entries {
+		if !matchesHost(e.hosts, want, host) {
 			continue
 		}
-		switch t := key.Type(); t {
+		switch e.keyType {
 		case ssh.KeyAlgoRSA:
 			add(ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA)
 		default:
-			add(t)
+			add(e.keyType)
 		}
 	}
-	return algos, nil
+	return algos
 }
 
 // matchesHost reports whether a known_hosts host list names want (normalized "[h]:p" or "h"),

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +111,56 @@ func TestHostKeyAlgorithmsFromKnownHosts(t *testing.T) {
 			if err != nil || string(out.Stdout) != "ok\n" {
 				t.Fatalf("known %s key only: %q %v", name, out.Stdout, err)
 			}
+		})
+	}
+}
+
+// known_hosts is parsed again whenever it changed, so every dial checks the
+// file as it is then: after a version kept parsed for many dials, and after
+// rewrites of the same size in place, quicker than the file system's clock
+// moves on.
+func TestKnownHostsChangesSeenAtTheNextDial(t *testing.T) {
+	for _, tg := range targets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			addr := tg.hosts[tg.host].Addr
+			right := knownhosts.Line([]string{addr}, tg.hostKeys[tg.host]) + "\n"
+			wrong := knownhosts.Line([]string{addr}, otherKey(t)) + "\n"
+			if len(right) != len(wrong) {
+				t.Fatalf("the two lines differ in size (%d, %d): the test needs same-size rewrites", len(right), len(wrong))
+			}
+			path := filepath.Join(t.TempDir(), "known_hosts")
+			write := func(text string) {
+				if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write(right)
+			old := time.Now().Add(-time.Hour) // a version long settled: kept parsed
+			if err := os.Chtimes(path, old, old); err != nil {
+				t.Fatal(err)
+			}
+			p := tg.pool(t, func(c *remote.Config) { c.KnownHosts = path })
+			h := mustHost(t, p, tg.host)
+			dial := func(step string, wantOK bool) {
+				t.Helper()
+				p.Drop(tg.host)
+				out, err := h.Run(testkit.Context(t, 30*time.Second), nil, "echo", "ok")
+				var he *remote.HostKeyError
+				switch {
+				case wantOK && (err != nil || string(out.Stdout) != "ok\n"):
+					t.Fatalf("%s: out %q err %v, want the command run", step, out.Stdout, err)
+				case !wantOK && (!errors.As(err, &he) || !he.Changed):
+					t.Fatalf("%s: out %q err %v, want a changed host key refused", step, out.Stdout, err)
+				}
+			}
+			dial("the settled file", true)
+			dial("the settled file again", true)
+			write(wrong)
+			dial("rewritten with another key", false)
+			write(right)
+			dial("rewritten back at once, same size", true)
+			write(wrong)
+			dial("rewritten again at once, same size", false)
 		})
 	}
 }
