@@ -72,7 +72,7 @@ func (s *Scope) touchedOn(cmd commands.Command, on commands.On) []string {
 		me, ok := s.services[on.Service]
 		out := []string{on.Service}
 		for name, o := range s.services {
-			if ok && name != on.Service && o.node == me.node && sharesGPU(me.gpus, o.gpus) {
+			if ok && name != on.Service && o.node == me.node && config.GPUsOverlap(me.gpus, o.gpus) {
 				out = append(out, name)
 			}
 		}
@@ -91,19 +91,6 @@ func (s *Scope) touchedOn(cmd commands.Command, on commands.On) []string {
 		return out
 	}
 	return nil
-}
-
-// sharesGPU reports whether GPU lists a and b (nil: every GPU) overlap.
-func sharesGPU(a, b []int) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return true
-	}
-	for _, g := range a {
-		if slices.Contains(b, g) {
-			return true
-		}
-	}
-	return false
 }
 
 // NeedsApproval reports whether cmd waits for a second person: it changes

@@ -302,7 +302,7 @@ func (c *Config) validateReplica(rk string, in Instance, r Replica, ins []Instan
 		if o.Service.Host == is.Host && o.Service.Unit == is.Unit && is.Unit != "" {
 			bad("%s: host %s already runs %s as %s: give this replica a unit of its own (replicas[].unit)", rk, is.Host, is.Unit, o.Name)
 		}
-		if o.Node() == in.Node() && gpusOverlap(o.Service.GPUs, is.GPUs) {
+		if o.Node() == in.Node() && GPUsOverlap(o.Service.GPUs, is.GPUs) {
 			bad("%s: its GPUs (%s) on %s overlap those of %s (%s): each GPU serves one engine", rk, gpuList(is.GPUs), in.Node(), o.Name, gpuList(o.Service.GPUs))
 		}
 	}
@@ -332,9 +332,9 @@ func (c *Config) validateRollout(bad func(string, ...any)) {
 	}
 }
 
-// gpusOverlap reports whether GPU lists a and b overlap; an empty list is
+// GPUsOverlap reports whether GPU lists a and b overlap; an empty list is
 // every GPU of its node.
-func gpusOverlap(a, b []int) bool {
+func GPUsOverlap(a, b []int) bool {
 	if len(a) == 0 || len(b) == 0 {
 		return true
 	}

@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"fmt"
 	"os"
 )
 
@@ -18,32 +17,11 @@ type Fleet struct {
 // PerNode is how many services StartFleet puts on one node.
 const PerNode = 4
 
-// StartFleet starts n services (1 to 400) on ceil(n/4) nodes with opts
-// (Services, Node and Dir are set per node; Faults apply to all). Close
-// stops them all.
+// StartFleet starts n services (1 to MaxFleetPerServices) on ceil(n/4)
+// nodes with opts (Services, Node and Dir are set per node; Faults apply to
+// all): StartFleetPer with PerNode. Close stops them all.
 func StartFleet(ctx context.Context, n int, opts Options) (*Fleet, error) {
-	if n < 1 || n > 400 {
-		return nil, fmt.Errorf("start fleet: %d services: want 1 to 400", n)
-	}
-	dir, err := os.MkdirTemp("", "opsbot-fleet-")
-	if err != nil {
-		return nil, fmt.Errorf("start fleet: %w", err)
-	}
-	f := &Fleet{dir: dir}
-	for i := 0; n > 0; i++ {
-		o := opts
-		o.Node = fmt.Sprintf("n%d", i+1)
-		o.Services = min(PerNode, n)
-		o.Dir = dir // one client key for every node; host names do not collide
-		n -= o.Services
-		l, err := Start(ctx, o)
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("start fleet node %s: %w", o.Node, err)
-		}
-		f.Labs = append(f.Labs, l)
-	}
-	return f, nil
+	return StartFleetPer(ctx, n, PerNode, opts)
 }
 
 // Topology joins the nodes' topologies.

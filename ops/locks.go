@@ -128,28 +128,38 @@ func (p *ProcessLocker) LockFor(ctx context.Context, key string, _ int64, onWait
 // node" step says who and how long the wait took. On ctx end it returns the
 // step's error and holds nothing.
 func (r *Runbook) holdNode(ctx context.Context, t *target, rep Reporter) (func(), error) {
+	return r.holdKey(ctx, "node:"+t.nodeName, rep, "wait for node",
+		fmt.Sprintf("waiting for node %s: %%s is changing a service on it", t.nodeName),
+		fmt.Sprintf("hold node %s for %s", t.nodeName, t.name), fmt.Sprintf("node %s is ours", t.nodeName))
+}
+
+// holdKey holds key for r's job through Config.NodeLocks and returns its
+// release. While another job holds it, a step named stepName says so once
+// (waiting, with %s the holder) and ends with ours once it is held; an
+// error says failed, then why.
+func (r *Runbook) holdKey(ctx context.Context, key string, rep Reporter, stepName, waiting, failed, ours string) (func(), error) {
 	var (
 		mu sync.Mutex
 		st *step
 	)
-	hold, err := r.cfg.NodeLocks.LockFor(ctx, "node:"+t.nodeName, r.hold.JobID, func(holder string) {
+	hold, err := r.cfg.NodeLocks.LockFor(ctx, key, r.hold.JobID, func(holder string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if st == nil {
-			st = begin(rep, "wait for node", "waiting for node %s: %s is changing a service on it", t.nodeName, holder)
+			st = begin(rep, stepName, waiting, holder)
 		}
 	})
 	mu.Lock()
 	defer mu.Unlock()
 	if err != nil {
-		err = fmt.Errorf("hold node %s for %s: %w", t.nodeName, t.name, err)
+		err = fmt.Errorf("%s: %w", failed, err)
 		if st != nil {
 			return nil, st.fail(err)
 		}
 		return nil, err
 	}
 	if st != nil {
-		st.done("node %s is ours", t.nodeName)
+		st.done("%s", ours)
 	}
 	return hold.Release, nil
 }

@@ -534,30 +534,8 @@ func (r *Runbook) checkpoint(ctx context.Context) error {
 // r's job through Config.NodeLocks, saying who it waits for when another
 // job holds it, and returns its release.
 func (r *Runbook) holdService(ctx context.Context, t *target, rep Reporter) (func(), error) {
-	var (
-		mu sync.Mutex
-		st *step
-	)
-	hold, err := r.cfg.NodeLocks.LockFor(ctx, "service:"+t.name, r.hold.JobID, func(holder string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if st == nil {
-			st = begin(rep, "wait for service", "waiting for %s: %s holds it", t.name, holder)
-		}
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	if err != nil {
-		err = fmt.Errorf("hold %s: %w", t.name, err)
-		if st != nil {
-			return nil, st.fail(err)
-		}
-		return nil, err
-	}
-	if st != nil {
-		st.done("%s is ours", t.name)
-	}
-	return hold.Release, nil
+	return r.holdKey(ctx, "service:"+t.name, rep, "wait for service",
+		fmt.Sprintf("waiting for %s: %%s holds it", t.name), "hold "+t.name, t.name+" is ours")
 }
 
 // rollBack puts back every replica ro records as changed and not rolled
