@@ -45,9 +45,10 @@ const PerLoadStarts = 5
 type PerLoadRow struct {
 	Concurrency int `json:"concurrency"`
 	// Steps is the fastest steps value measured at this concurrency (0: no
-	// speculative decoding); Candidates the values within PerLoadNoise of it
-	// (Steps first), which the engine may move between (SGLang's
-	// candidate_steps).
+	// speculative decoding; 0 also at the top loads where no speculation
+	// measured within perLoadGoal of the fastest: preferNone); Candidates the
+	// values within PerLoadNoise of it (Steps first; only 0 where it is 0),
+	// which the engine may move between (SGLang's candidate_steps).
 	Steps      int   `json:"steps"`
 	Candidates []int `json:"candidates"`
 	// Slot, when not 0, is the slot of the table that serves this
@@ -72,6 +73,13 @@ type PerLoadRow struct {
 	GainPct       *float64 `json:"gain_pct"`
 	NoSpecTokS    *float64 `json:"no_spec_tok_s"`
 	NoSpecGainPct *float64 `json:"no_spec_gain_pct"`
+	// Prompts is how many prompts each of the tune's benchmarks at this
+	// concurrency sent (its measuring window: perLoadPrompts).
+	Prompts int `json:"prompts,omitempty"`
+	// fastest and fastestTokS are the fastest value measured here and its
+	// figure when the row runs no speculation instead (preferNone).
+	fastest     int
+	fastestTokS float64
 	// Queued is how many of the concurrent requests waited for a slot when
 	// the configuration was measured (SGLang runs at most 48 with speculation
 	// unless --max-running-requests is set).

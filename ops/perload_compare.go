@@ -112,7 +112,7 @@ func (s *perLoadSearch) measureDefault(ctx context.Context, d *deployed) (PerLoa
 		}
 		return c, nil
 	}
-	pts, _, lines, err := s.r.benchAt(ctx, s.t, set, s.at, sub, prefixed(s.rep, "compare "))
+	pts, _, lines, err := s.r.benchAt(ctx, s.t, set, s.at, s.r.perLoadPrompts, sub, prefixed(s.rep, "compare "))
 	if err != nil {
 		return c, err
 	}

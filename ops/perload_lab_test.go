@@ -38,7 +38,7 @@ func TestTunePerLoadOnTheLab(t *testing.T) {
 	const file = "/etc/sglang/qwen-adaptive.json"
 	ev := &events{}
 	at := []int{1, 8, 32, 64}
-	res, err := r.rb.TunePerLoad(testkit.Context(t, 3*time.Minute), "qwen", ops.PerLoadOptions{At: at, From: 1, To: 12}, ev)
+	res, err := r.rb.TunePerLoad(testkit.Context(t, 10*time.Minute), "qwen", ops.PerLoadOptions{At: at, From: 1, To: 12}, ev)
 	if err != nil {
 		t.Fatalf("tune per load: %v\n%s", err, ev.text())
 	}
