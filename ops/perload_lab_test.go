@@ -267,7 +267,8 @@ func TestTunePerLoadDryRun(t *testing.T) {
 	if err != nil || r.unitText(t) != before {
 		t.Fatalf("dry run: %v", err)
 	}
-	for _, want := range []string{"would measure no speculative decoding", "start the per-load configuration", "SGLang's default adaptive table", "nothing is changed now"} {
+	for _, want := range []string{"would measure no speculative decoding", "start the per-load configuration", "SGLang's default adaptive table", "nothing is changed now",
+		"max(bench.prompts, 4 x N) prompts", "the mix of the per-load best measured there"} {
 		if !strings.Contains(res.Summary, want) {
 			t.Errorf("dry run %q does not say %q", res.Summary, want)
 		}

@@ -293,11 +293,6 @@ func perLoadRows(at []int, memo map[int][]float64) *PerLoad {
 	return pl
 }
 
-// perLoadGoal is how far (relative) a per-load proposal may measure below
-// what would run otherwise at a load (the best single setting, SGLang's
-// default adaptive table, no speculation) and still be offered as no worse.
-const perLoadGoal = 0.03
-
 // preferNone makes the top loads of rows no speculation alone (steps 0, its
 // only candidate) where no speculation measured within perLoadGoal of the
 // fastest value there: from the highest load down, as long as it holds at
