@@ -27,3 +27,21 @@ func (r *Runbook) StartProposal(ctx context.Context, service string, rows []PerL
 func (r *Runbook) DeployDefaultTable(ctx context.Context, service string, steps int, rep Reporter) (*Result, error) {
 	return r.mtpSet(ctx, service, Setting{Steps: steps, adaptiveDefault: true}, false, false, rep)
 }
+
+// MixIfBehind runs compare's guard alone on the lab: pl (its rows measured,
+// its comparisons) at the concurrencies at, as the tune would after
+// measuring SGLang's default table. For tests with figures the lab's physics
+// would not give.
+func (r *Runbook) MixIfBehind(ctx context.Context, service string, pl *PerLoad, at []int, rep Reporter) (*Result, error) {
+	res := &Result{Incidents: []string{}}
+	t, err := r.target(service)
+	if err != nil {
+		return res, err
+	}
+	d, err := r.readUnit(ctx, t)
+	if err != nil {
+		return res, err
+	}
+	s := &perLoadSearch{r: r, t: t, service: service, at: at, res: res, rep: rep, memo: map[int][]float64{}, from: foundUnit(d)}
+	return res, s.mixIfBehind(ctx, pl, d)
+}
