@@ -3,6 +3,7 @@ package ops_test
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +15,8 @@ import (
 // BenchmarkTunePerLoad gives the figures of issue 34 for `mtp tune qwen
 // per-load 1..12 at 1,8,32,64` on the lab's default service: its restarts
 // and wall time (the proposal's own start and the way back included)
-// against the full sweep of the same values (`sweep steps 0..12 at
-// 1,8,32,64`); how often the proposal starts when applied (`mtp per-load`,
+// against the full sweep of the same values (steps 0..12 at 1,8,32,64 and
+// the loads between, with the tune's measuring window, and back); how often the proposal starts when applied (`mtp per-load`,
 // 10 times, each followed by `mtp undo`'s way back); and, at concurrency 1,
 // 2, 4, 8, 16, 32, 48 and 64, the applied proposal's tok/s against the best
 // single setting, SGLang's default adaptive table and no speculation, each
@@ -41,7 +42,7 @@ func BenchmarkTunePerLoad(b *testing.B) {
 	b.StopTimer()
 	pl := res.PerLoad
 	t0 := time.Now()
-	grid, err := r.rb.Sweep(ctx, "qwen", ops.SweepOptions{Steps: seq(0, 12), At: at}, ops.Discard)
+	grid, err := r.rb.PerLoadGrid(ctx, "qwen", append(slices.Clone(at), pl.Between...), 0, 12, 3)
 	if err != nil {
 		b.Fatalf("full sweep: %v", err)
 	}
@@ -53,7 +54,7 @@ func BenchmarkTunePerLoad(b *testing.B) {
 	b.ReportMetric(gridWall.Seconds(), "grid-s")
 	// Printed, not logged: a benchmark's log is cut short.
 	fmt.Printf("%s\n%s\n", res.Summary, strings.Join(res.Details, "\n"))
-	fmt.Printf("tune: %d restarts, %d values, %.1f s; full sweep 0..12 at 1,8,32,64: %d restarts, %.1f s\n",
+	fmt.Printf("tune: %d restarts, %d values, %.1f s; full sweep 0..12 at 1,8,32,64 and the loads between, with the tune's window, and back: %d restarts, %.1f s\n",
 		res.Restarts, len(res.Tried), tuneWall.Seconds()/float64(b.N), grid.Restarts, gridWall.Seconds())
 
 	rows := pl.Rows[:0:0]
@@ -87,11 +88,24 @@ func BenchmarkTunePerLoad(b *testing.B) {
 // against the best single setting, SGLang's default adaptive table and no
 // speculation, each deployed through the pipeline and benchmarked the same
 // way (4 waves of requests a load, 96 tokens out). Each run prints its table.
+//
+// With PERLOAD_GRID set it measures the full sweep instead, once, with the
+// tune's measuring window: its restarts and wall time.
 func BenchmarkTunePerLoadCompare(b *testing.B) {
-	r := newRig(b, labOpts(), nil)
 	at := []int{1, 2, 4, 8, 16, 32, 48, 64}
 	ctx := testkit.Context(b, 30*time.Minute)
+	if os.Getenv("PERLOAD_GRID") != "" {
+		r := newRig(b, labOpts(), nil)
+		t0 := time.Now()
+		grid, err := r.rb.PerLoadGrid(ctx, "qwen", at, 0, 12, 3)
+		if err != nil {
+			b.Fatalf("full sweep: %v", err)
+		}
+		fmt.Printf("full sweep 0..12 at %v with the tune's window, and back to steps 3: %d restarts, %.1f s\n", at, grid.Restarts, time.Since(t0).Seconds())
+		return
+	}
 	for i := range b.N {
+		r := newRig(b, labOpts(), nil) // each run on a lab of its own, from steps 3
 		ev := &events{}
 		t0 := time.Now()
 		res, err := r.rb.TunePerLoad(ctx, "qwen", ops.PerLoadOptions{At: at, From: 1, To: 12, Compare: true}, ev)
@@ -112,14 +126,6 @@ func BenchmarkTunePerLoadCompare(b *testing.B) {
 		b.ReportMetric(float64(res.Restarts), "restarts")
 		b.ReportMetric(wall.Seconds(), "tune-s")
 	}
-	if os.Getenv("PERLOAD_GRID") != "" {
-		t0 := time.Now()
-		grid, err := r.rb.Sweep(ctx, "qwen", ops.SweepOptions{Steps: seq(0, 12), At: at}, ops.Discard)
-		if err != nil {
-			b.Fatalf("full sweep: %v", err)
-		}
-		fmt.Printf("full sweep 0..12 at %v: %d restarts, %.1f s\n", at, grid.Restarts, time.Since(t0).Seconds())
-	}
 }
 
 // applied deploys pl's table (rows), its best single setting, SGLang's
@@ -127,6 +133,7 @@ func BenchmarkTunePerLoadCompare(b *testing.B) {
 // benchmarks each at concurrency 1, 2, 4, 8, 16, 32, 48 and 64 (per.Prompts
 // waves of requests a load, per.InputLen and per.OutputLen tokens), and
 // returns the table of the proposal against each, the goal's verdict last.
+// It leaves the service without speculation.
 func applied(b *testing.B, r *rig, pl *ops.PerLoad, rows []ops.PerLoadRow, per ops.BenchParams) []string {
 	ctx := testkit.Context(b, 15*time.Minute)
 	apply := ops.PerLoadApply{Rows: rows, SkipZeroDraftExtend: pl.SkipZeroDraftExtend}
@@ -149,9 +156,6 @@ func applied(b *testing.B, r *rig, pl *ops.PerLoad, rows []ops.PerLoadRow, per o
 	single := bench(fmt.Sprintf("steps %d", pl.Single), func() error { _, err := r.rb.MTPSteps(ctx, "qwen", pl.Single, false, ops.Discard); return err })
 	def := bench("SGLang's default table", func() error { _, err := r.rb.DeployDefaultTable(ctx, "qwen", 3, ops.Discard); return err })
 	off := bench("no speculation", func() error { _, err := r.rb.MTPSteps(ctx, "qwen", 0, false, ops.Discard); return err })
-	if _, err := r.rb.MTPSteps(ctx, "qwen", 3, false, ops.Discard); err != nil {
-		b.Fatalf("back to steps 3: %v", err)
-	}
 	words := perLoadTable(rows)
 	if pl.SkipZeroDraftExtend {
 		words += " skip-zero-extend"
@@ -174,14 +178,6 @@ func applied(b *testing.B, r *rig, pl *ops.PerLoad, rows []ops.PerLoadRow, per o
 		lines = append(lines, "goal missed at "+strings.Join(missed, ", ")+" (more than 3% below one of them, or below no speculation)")
 	}
 	return lines
-}
-
-func seq(a, b int) []int {
-	var out []int
-	for n := a; n <= b; n++ {
-		out = append(out, n)
-	}
-	return out
 }
 
 func perLoadTable(rows []ops.PerLoadRow) string {
