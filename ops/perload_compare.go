@@ -322,7 +322,9 @@ func (s *perLoadSearch) mixIfBehind(ctx context.Context, pl *PerLoad, d *deploye
 		skip = false
 	}
 	if len(took) == 0 && skip == pl.SkipZeroDraftExtend {
-		pl.Mix = fmt.Sprintf("The proposal measured more than %.0f%% below what would run otherwise at %s; no load of it has a compared configuration to take (a load another slot serves has no slot of its own): proposed as measured.",
+		pl.Mix = fmt.Sprintf("The proposal measured more than %.0f%% below what would run otherwise at %s, where its slot runs what measured best there already "+
+			"(or another slot serves the load: its own was dropped): nothing to take, the gap is the per-load form's own (a wave of requests ramps up "+
+			"through the slots below) or the benchmarks' spread; proposed as measured.",
 			100*perLoadGoal, missText(miss))
 		return nil
 	}
