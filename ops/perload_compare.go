@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -228,8 +229,9 @@ func (p *PerLoad) missScore(rows []PerLoadRow) (int, float64) {
 // mixRows is the compare-driven mix of rows: at each load of miss, the
 // per-load best of what was measured there takes the row's place (no
 // speculation: 0 alone; the best single setting: its steps alone; SGLang's
-// default table: the candidates of its slot serving that load), unless the
-// row runs those already, and the rows elsewhere stay. A row another slot serves (its own dropped: the cap
+// default table: the candidates of its slot serving that load); where the
+// row runs the best already, the next compared configuration faster than it
+// by more than perLoadGoal does; the rows elsewhere stay. A row another slot serves (its own dropped: the cap
 // left alone) stays too: it has no slot to change. It says what it took,
 // per load.
 func (p *PerLoad) mixRows(rows []PerLoadRow, miss []PerLoadMiss) ([]PerLoadRow, []string) {
@@ -240,29 +242,41 @@ func (p *PerLoad) mixRows(rows []PerLoadRow, miss []PerLoadMiss) ([]PerLoadRow, 
 		if i < 0 || out[i].Slot != 0 {
 			continue
 		}
-		best, bestV := "", 0.0
+		own := 0.0
 		if v := out[i].OutputTokS; v != nil {
-			bestV = *v
+			own = *v
 		}
+		// The compared configurations faster here than the row by more than
+		// perLoadGoal, fastest first: the first that runs something else here
+		// is taken.
+		type alt struct {
+			name  string
+			v     float64
+			cands []int
+		}
+		var alts []alt
 		for _, name := range goalRefs {
-			if v := p.comparedAt(name, m.Concurrency); v != nil && *v > bestV {
-				best, bestV = name, *v
+			v := p.comparedAt(name, m.Concurrency)
+			if v == nil || *v <= own*(1+perLoadGoal) {
+				continue
 			}
+			a := alt{name: name, v: *v}
+			switch name {
+			case "no_speculation":
+				a.cands = []int{0}
+			case "best_single":
+				a.cands = []int{p.Single}
+			case "sglang_default":
+				a.cands = amongAt(sglangDefaultSlots, m.Concurrency)
+			}
+			alts = append(alts, a)
 		}
-		var cands []int
-		switch best {
-		case "no_speculation":
-			cands = []int{0}
-		case "best_single":
-			cands = []int{p.Single}
-		case "sglang_default":
-			cands = amongAt(sglangDefaultSlots, m.Concurrency)
-		default:
-			continue
-		}
-		if slices.Equal(cands, out[i].Candidates) {
+		slices.SortStableFunc(alts, func(a, b alt) int { return cmp.Compare(b.v, a.v) })
+		k := slices.IndexFunc(alts, func(a alt) bool { return !slices.Equal(a.cands, out[i].Candidates) })
+		if k < 0 {
 			continue // what runs there already
 		}
+		best, bestV, cands := alts[k].name, alts[k].v, alts[k].cands
 		row := &out[i]
 		row.Steps, row.Candidates, row.StepsTokS = cands[0], cands, 0 // SGLang's slot: no steps value alone measured
 		if best != "sglang_default" {

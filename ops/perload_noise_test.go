@@ -150,6 +150,21 @@ func TestPerLoadMissesAndMix(t *testing.T) {
 	if *rows[1].OutputTokS != 2300 {
 		t.Error("mixRows changed the rows it was given")
 	}
+	// Where the row runs the fastest compared already (the best single setting
+	// is its own steps), the next one faster by more than 3% is taken.
+	same := &PerLoad{Single: 3, Compared: []PerLoadCompared{
+		{Name: "best_single", Points: pts(240, 2100, 3000, 3000)},
+		{Name: "sglang_default", Points: pts(230, 2070, 3050, 3950)},
+	}}
+	r16 := slices.Clone(rows)
+	r16[1].Candidates, r16[1].Steps, r16[1].OutputTokS = []int{3}, 3, f(2000)
+	if mix, took := same.mixRows(r16, same.misses(r16)); !slices.Equal(mix[1].Candidates, []int{0, 1, 3}) || len(took) != 1 {
+		t.Errorf("16 runs the best single's steps 3 already: mix %+v, took %v; want SGLang's slot 8", mix[1], took)
+	}
+	same.Compared[1].Points[1].OutputTokS = f(2050) // within 3% of the row: not taken
+	if _, took := same.mixRows(r16, same.misses(r16)); len(took) != 0 {
+		t.Errorf("took %v: nothing else faster by more than 3%% at 16", took)
+	}
 	// The better of two measured tables: fewer loads missed first.
 	mixed := slices.Clone(rows)
 	mixed[1].OutputTokS, mixed[3].OutputTokS = f(2480), f(3950)
