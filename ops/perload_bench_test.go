@@ -122,7 +122,9 @@ func BenchmarkTunePerLoadCompare(b *testing.B) {
 				rows = append(rows, ops.PerLoadRow{Concurrency: row.Concurrency, Steps: row.Steps, Candidates: row.Candidates})
 			}
 		}
-		fmt.Printf("%s\n", strings.Join(applied(b, r, pl, rows, ops.BenchParams{Prompts: 4, InputLen: 32, OutputLen: 96}), "\n"))
+		// 96 tokens out, and the shape the tune measured with (48).
+		fmt.Printf("%s\n", strings.Join(applied(b, r, pl, rows, ops.BenchParams{Prompts: 4, InputLen: 32, OutputLen: 96},
+			ops.BenchParams{Prompts: 4, InputLen: 32, OutputLen: 48}), "\n"))
 		b.ReportMetric(float64(res.Restarts), "restarts")
 		b.ReportMetric(wall.Seconds(), "tune-s")
 	}
@@ -130,61 +132,72 @@ func BenchmarkTunePerLoadCompare(b *testing.B) {
 
 // applied deploys pl's table (rows), its best single setting, SGLang's
 // default adaptive table and no speculation in turn through the pipeline,
-// benchmarks each at concurrency 1, 2, 4, 8, 16, 32, 48 and 64 (per.Prompts
-// waves of requests a load, per.InputLen and per.OutputLen tokens), and
-// returns the table of the proposal against each, the goal's verdict last.
+// benchmarks each at concurrency 1, 2, 4, 8, 16, 32, 48 and 64 in each of
+// shapes (Prompts waves of requests a load, InputLen and OutputLen tokens),
+// and returns a table per shape of the proposal against each, its verdict
+// last.
 // It leaves the service without speculation.
-func applied(b *testing.B, r *rig, pl *ops.PerLoad, rows []ops.PerLoadRow, per ops.BenchParams) []string {
+func applied(b *testing.B, r *rig, pl *ops.PerLoad, rows []ops.PerLoadRow, shapes ...ops.BenchParams) []string {
 	ctx := testkit.Context(b, 15*time.Minute)
 	apply := ops.PerLoadApply{Rows: rows, SkipZeroDraftExtend: pl.SkipZeroDraftExtend}
 	loads := []int{1, 2, 4, 8, 16, 32, 48, 64}
-	bench := func(name string, deploy func() error) []float64 {
+	// bench deploys one configuration and benchmarks it in each shape:
+	// out[shape][load].
+	bench := func(name string, deploy func() error) [][]float64 {
 		if err := deploy(); err != nil {
 			b.Fatalf("%s: %v", name, err)
 		}
-		out := make([]float64, len(loads))
-		for i, c := range loads {
-			res, err := r.rb.Bench(ctx, "qwen", ops.BenchParams{Prompts: max(8, per.Prompts*c), Concurrency: c, InputLen: per.InputLen, OutputLen: per.OutputLen}, false, ops.Discard)
-			if err != nil {
-				b.Fatalf("%s at %d: %v", name, c, err)
+		out := make([][]float64, len(shapes))
+		for k, per := range shapes {
+			out[k] = make([]float64, len(loads))
+			for i, c := range loads {
+				res, err := r.rb.Bench(ctx, "qwen", ops.BenchParams{Prompts: max(8, per.Prompts*c), Concurrency: c, InputLen: per.InputLen, OutputLen: per.OutputLen}, false, ops.Discard)
+				if err != nil {
+					b.Fatalf("%s at %d: %v", name, c, err)
+				}
+				out[k][i] = res.Bench.OutputTokS
 			}
-			out[i] = res.Bench.OutputTokS
 		}
 		return out
 	}
-	prop := bench("the proposal", func() error { _, err := r.rb.ApplyPerLoadWith(ctx, "qwen", apply, ops.Discard); return err })
-	single := bench(fmt.Sprintf("steps %d", pl.Single), func() error { _, err := r.rb.MTPSteps(ctx, "qwen", pl.Single, false, ops.Discard); return err })
-	def := bench("SGLang's default table", func() error { _, err := r.rb.DeployDefaultTable(ctx, "qwen", 3, ops.Discard); return err })
-	off := bench("no speculation", func() error { _, err := r.rb.MTPSteps(ctx, "qwen", 0, false, ops.Discard); return err })
+	props := bench("the proposal", func() error { _, err := r.rb.ApplyPerLoadWith(ctx, "qwen", apply, ops.Discard); return err })
+	singles := bench(fmt.Sprintf("steps %d", pl.Single), func() error { _, err := r.rb.MTPSteps(ctx, "qwen", pl.Single, false, ops.Discard); return err })
+	defs := bench("SGLang's default table", func() error { _, err := r.rb.DeployDefaultTable(ctx, "qwen", 3, ops.Discard); return err })
+	offs := bench("no speculation", func() error { _, err := r.rb.MTPSteps(ctx, "qwen", 0, false, ops.Discard); return err })
 	words := perLoadTable(rows)
 	if pl.SkipZeroDraftExtend {
 		words += " skip-zero-extend"
 	}
-	lines := []string{fmt.Sprintf("applied `mtp per-load qwen %s`, benchmarked with max(8, %d x N) prompts, %d tokens out", words, per.Prompts, per.OutputLen),
-		fmt.Sprintf("%-11s  %9s  %-24s  %-24s  %-24s", "concurrency", "proposal", fmt.Sprintf("best single (steps %d)", pl.Single), "SGLang default table", "no speculation")}
-	var missed, below []string
-	for i, c := range loads {
-		g1, g2, g3 := 100*(prop[i]/single[i]-1), 100*(prop[i]/def[i]-1), 100*(prop[i]/off[i]-1)
-		lines = append(lines, fmt.Sprintf("%-11d  %9.1f  %9.1f (%+6.1f%%)       %9.1f (%+6.1f%%)       %9.1f (%+6.1f%%)", c, prop[i],
-			single[i], g1, def[i], g2, off[i], g3))
-		if g := min(g1, g2, g3); g < -3 {
-			missed = append(missed, fmt.Sprintf("%d (%+.1f%%)", c, g))
+	var out []string
+	for k, per := range shapes {
+		prop, single, def, off := props[k], singles[k], defs[k], offs[k]
+		lines := []string{fmt.Sprintf("applied `mtp per-load qwen %s`, benchmarked with max(8, %d x N) prompts, %d tokens out", words, per.Prompts, per.OutputLen),
+			fmt.Sprintf("%-11s  %9s  %-24s  %-24s  %-24s", "concurrency", "proposal", fmt.Sprintf("best single (steps %d)", pl.Single), "SGLang default table", "no speculation")}
+		var missed, below []string
+		for i, c := range loads {
+			g1, g2, g3 := 100*(prop[i]/single[i]-1), 100*(prop[i]/def[i]-1), 100*(prop[i]/off[i]-1)
+			lines = append(lines, fmt.Sprintf("%-11d  %9.1f  %9.1f (%+6.1f%%)       %9.1f (%+6.1f%%)       %9.1f (%+6.1f%%)", c, prop[i],
+				single[i], g1, def[i], g2, off[i], g3))
+			if g := min(g1, g2, g3); g < -3 {
+				missed = append(missed, fmt.Sprintf("%d (%+.1f%%)", c, g))
+			}
+			if g3 < 0 {
+				below = append(below, fmt.Sprintf("%d (%+.1f%%)", c, g3))
+			}
+			b.ReportMetric(prop[i], fmt.Sprintf("perload-tok/s@%d", c))
 		}
-		if g3 < 0 {
-			below = append(below, fmt.Sprintf("%d (%+.1f%%)", c, g3))
+		verdict := "within 3% of each, or better, at every load"
+		if len(missed) > 0 {
+			verdict = "more than 3% below one of them at " + strings.Join(missed, ", ")
 		}
-		b.ReportMetric(prop[i], fmt.Sprintf("perload-tok/s@%d", c))
+		if len(below) > 0 {
+			verdict += "; below no speculation at " + strings.Join(below, ", ")
+		} else {
+			verdict += "; never below no speculation"
+		}
+		out = append(append(out, lines...), verdict)
 	}
-	verdict := "within 3% of each, or better, at every load"
-	if len(missed) > 0 {
-		verdict = "more than 3% below one of them at " + strings.Join(missed, ", ")
-	}
-	if len(below) > 0 {
-		verdict += "; below no speculation at " + strings.Join(below, ", ")
-	} else {
-		verdict += "; never below no speculation"
-	}
-	return append(lines, verdict)
+	return out
 }
 
 func perLoadTable(rows []ops.PerLoadRow) string {
