@@ -30,3 +30,46 @@ func (r *Runbook) DeployDefaultTable(ctx context.Context, service string, steps 
 
 // Judge is judge for tests.
 var Judge = judge
+
+// MixIfBehind runs compare's guard alone on the lab: pl (its rows measured,
+// its comparisons) at the concurrencies at, as the tune would after
+// measuring SGLang's default table. For tests with figures the lab's physics
+// would not give.
+func (r *Runbook) MixIfBehind(ctx context.Context, service string, pl *PerLoad, at []int, rep Reporter) (*Result, error) {
+	res := &Result{Incidents: []string{}}
+	t, err := r.target(service)
+	if err != nil {
+		return res, err
+	}
+	d, err := r.readUnit(ctx, t)
+	if err != nil {
+		return res, err
+	}
+	s := &perLoadSearch{r: r, t: t, service: service, at: at, res: res, rep: rep, memo: map[int][]float64{}, from: foundUnit(d)}
+	return res, s.mixIfBehind(ctx, pl, d)
+}
+
+// PerLoadGrid measures every steps value of from..to at the concurrencies
+// at the way a per-load tune measures one (started once, benchmarked at
+// every concurrency with the tune's measuring window), then puts the
+// service back on steps back: the full sweep a tune is set against, with
+// the same window. For the benchmark's figures.
+func (r *Runbook) PerLoadGrid(ctx context.Context, service string, at []int, from, to, back int) (*Result, error) {
+	res := &Result{Incidents: []string{}}
+	t, err := r.target(service)
+	if err != nil {
+		return res, err
+	}
+	d, err := r.readUnit(ctx, t)
+	if err != nil {
+		return res, err
+	}
+	s := &perLoadSearch{r: r, t: t, service: service, at: at, res: res, rep: Discard, memo: map[int][]float64{}, from: foundUnit(d)}
+	for n := from; n <= to; n++ {
+		if _, err := s.measure(ctx, n); err != nil {
+			return res, err
+		}
+	}
+	_, err = r.settle(ctx, service, Setting{Steps: back, from: s.from}, "back: ", res, Discard)
+	return res, err
+}

@@ -45,9 +45,10 @@ const PerLoadStarts = 5
 type PerLoadRow struct {
 	Concurrency int `json:"concurrency"`
 	// Steps is the fastest steps value measured at this concurrency (0: no
-	// speculative decoding); Candidates the values within PerLoadNoise of it
-	// (Steps first), which the engine may move between (SGLang's
-	// candidate_steps).
+	// speculative decoding; 0 also at the top loads where no speculation
+	// measured within perLoadGoal of the fastest: preferNone); Candidates the
+	// values within PerLoadNoise of it (Steps first; only 0 where it is 0),
+	// which the engine may move between (SGLang's candidate_steps).
 	Steps      int   `json:"steps"`
 	Candidates []int `json:"candidates"`
 	// Slot, when not 0, is the slot of the table that serves this
@@ -72,6 +73,13 @@ type PerLoadRow struct {
 	GainPct       *float64 `json:"gain_pct"`
 	NoSpecTokS    *float64 `json:"no_spec_tok_s"`
 	NoSpecGainPct *float64 `json:"no_spec_gain_pct"`
+	// Prompts is how many prompts each of the tune's benchmarks at this
+	// concurrency sent (its measuring window: perLoadPrompts).
+	Prompts int `json:"prompts,omitempty"`
+	// fastest and fastestTokS are the fastest value measured here and its
+	// figure when the row runs no speculation instead (preferNone).
+	fastest     int
+	fastestTokS float64
 	// Queued is how many of the concurrent requests waited for a slot when
 	// the configuration was measured (SGLang runs at most 48 with speculation
 	// unless --max-running-requests is set).
@@ -102,6 +110,17 @@ type PerLoad struct {
 	// only 0 and the tune measured the table with it faster than without it
 	// (the other one is in Compared).
 	SkipZeroDraftExtend bool `json:"skip_zero_draft_extend,omitempty"`
+	// Mixed is true when the proposal is compare's mix (mixIfBehind): the
+	// search's table measured more than 3% below a compared configuration
+	// at some load, and the mix of the per-load best measured there, started
+	// and measured, did better. Mix says in a line what compare did then
+	// ("" when the proposal missed nowhere).
+	Mixed bool   `json:"mixed,omitempty"`
+	Mix   string `json:"mix,omitempty"`
+	// Missed are the loads where the proposal, as measured, is more than 3%
+	// below no speculation, the best single setting or SGLang's default
+	// table (those compared), the worst at each load; empty when none.
+	Missed []PerLoadMiss `json:"missed,omitempty"`
 	// Dropped are the configurations the tune started first that did not
 	// serve, in order, each with why.
 	Dropped []PerLoadDropped `json:"dropped,omitempty"`
@@ -221,15 +240,22 @@ func (r *Runbook) TunePerLoad(ctx context.Context, service string, o PerLoadOpti
 	}
 	pl.Apply = fmt.Sprintf("mtp per-load %s %s", service, perLoadCommand(pl.Rows, pl.SkipZeroDraftExtend))
 	res.PerLoad = pl
-	res.Details = append(append(pl.Decision(), res.Details...), pl.Report()...)
+	for i := range pl.Rows {
+		pl.Rows[i].Prompts = r.perLoadPrompts(pl.Rows[i].Concurrency)
+	}
+	res.Details = append(append(append(pl.Decision(), r.perLoadWindow(loads)), res.Details...), pl.Report()...)
 	left := fmt.Sprintf("%s left on %s", service, home)
 	if sp, err := d.eff.Spec(); err == nil && sp.DraftSteps() == home.Steps {
 		left += ", as found"
 	} else {
 		left += " (its default_steps)"
 	}
-	res.Summary = fmt.Sprintf("mtp tune %s per load at %s%s: `%s`, started and measured: %s; %d restarts for %d values (a full sweep of them: %d, and back); not applied; %s",
-		service, intList(at), betweenText(between), pl.Apply, pl.Brief(), res.Restarts, len(res.Tried), grid, left)
+	missed := ""
+	if len(pl.Missed) > 0 {
+		missed = fmt.Sprintf("; more than %.0f%% below what would run otherwise at %s", 100*perLoadGoal, missText(pl.Missed))
+	}
+	res.Summary = fmt.Sprintf("mtp tune %s per load at %s%s: `%s`, started and measured: %s%s; %d restarts for %d values (a full sweep of them: %d, and back); not applied; %s",
+		service, intList(at), betweenText(between), pl.Apply, pl.Brief(), missed, res.Restarts, len(res.Tried), grid, left)
 	return res, nil
 }
 
@@ -238,11 +264,12 @@ func perLoadDryRun(service, engine string, at, between []int, o PerLoadOptions, 
 	what := fmt.Sprintf("dry run: would measure no speculative decoding and search steps %d..%d on %s at concurrency %s%s (each value one restart, "+
 		"benchmarked at every concurrency; a full sweep of them needs %d), then start the per-load configuration of the best values and "+
 		"benchmark it at every concurrency (one restart; up to %d more when it does not start and a fallback is tried; "+
-		"a table with a slot holding only 0 is started with %s=1, and once more without it where it measures more than 3%% below the search), "+
-		"values measured only where they may beat the best measured by more than 2%%",
-		o.From, o.To, service, intList(at), betweenText(between), grid, PerLoadStarts-1, unit.EnvSkipZeroDraftExtend)
+		"a table with a slot holding only 0 is started with %s=1, and once more without it where a slot of 0 serves a load it measures more than 3%% below no speculation at), "+
+		"values measured only where they may beat the best measured by more than 2%%; each benchmark at concurrency N sends max(bench.prompts, %d x N) prompts",
+		o.From, o.To, service, intList(at), betweenText(between), grid, PerLoadStarts-1, unit.EnvSkipZeroDraftExtend, perLoadWaves)
 	if o.Compare && engine != "vllm" {
-		what += ", measure SGLang's default adaptive table at the same concurrencies (one restart)"
+		what += ", measure SGLang's default adaptive table at the same concurrencies (one restart), and where the proposal measures more than 3% below it, " +
+			"no speculation or the best single setting at some load, start and measure the mix of the per-load best measured there (one restart more)"
 	}
 	return what + fmt.Sprintf(", and leave %s on %s with its adaptive file as found; nothing is changed now", service, home)
 }

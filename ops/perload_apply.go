@@ -74,7 +74,7 @@ func (r *Runbook) ApplyPerLoadWith(ctx context.Context, service string, a PerLoa
 	for i, row := range rows {
 		at[i] = row.Concurrency
 	}
-	pts, _, lines, err := r.benchAt(ctx, t, set, at, res, rep)
+	pts, _, lines, err := r.benchAt(ctx, t, set, at, nil, res, rep)
 	res.Points = append(res.Points, pts...)
 	if err != nil {
 		return res, err

@@ -18,7 +18,14 @@ func (p *PerLoad) Decision() []string {
 	if n := raisesCap(p.Unit); n > 0 {
 		what += fmt.Sprintf(", with --max-running-requests %d", n)
 	}
-	out := []string{fmt.Sprintf("Apply: `%s` (%s). This tune started it and measured it at every concurrency:", p.Apply, what)}
+	first := fmt.Sprintf("Apply: `%s` (%s). This tune started it and measured it at every concurrency", p.Apply, what)
+	switch {
+	case len(p.Missed) > 0:
+		first += fmt.Sprintf("; it misses the goal: more than %.0f%% below what would run otherwise at %s", 100*perLoadGoal, missText(p.Missed))
+	case p.Mixed:
+		first += fmt.Sprintf("; it is compare's mix, within %.0f%% of what would run otherwise at every load", 100*perLoadGoal)
+	}
+	out := []string{first + ":"}
 	single := "the best single setting, " + StepsText(p.Single)
 	for _, row := range p.Rows {
 		line := fmt.Sprintf("concurrency %d: ", row.Concurrency)
@@ -38,6 +45,9 @@ func (p *PerLoad) Decision() []string {
 	}
 	if n := p.belowNoSpec(); n != "" {
 		out = append(out, n)
+	}
+	if p.Mix != "" {
+		out = append(out, p.Mix)
 	}
 	for _, d := range p.Dropped {
 		line := fmt.Sprintf("Not proposed: `%s` did not serve when started: %s; rolled back", d.Table, d.Reason)

@@ -38,7 +38,7 @@ func TestTunePerLoadOnTheLab(t *testing.T) {
 	const file = "/etc/sglang/qwen-adaptive.json"
 	ev := &events{}
 	at := []int{1, 8, 32, 64}
-	res, err := r.rb.TunePerLoad(testkit.Context(t, 3*time.Minute), "qwen", ops.PerLoadOptions{At: at, From: 1, To: 12}, ev)
+	res, err := r.rb.TunePerLoad(testkit.Context(t, 10*time.Minute), "qwen", ops.PerLoadOptions{At: at, From: 1, To: 12}, ev)
 	if err != nil {
 		t.Fatalf("tune per load: %v\n%s", err, ev.text())
 	}
@@ -154,7 +154,7 @@ func TestTunePerLoadFallsBackWhenTheProposalDoesNotStart(t *testing.T) {
 	before := r.unitText(t)
 	rows := []ops.PerLoadRow{{Concurrency: 1, Steps: 10, Candidates: []int{10}}, {Concurrency: 64, Steps: 10, Candidates: []int{10}}}
 	ev := &events{}
-	res, pl, err := r.rb.StartProposal(testkit.Context(t, 60*time.Second), "qwen", rows, []int{1, 64}, ev)
+	res, pl, err := r.rb.StartProposal(testkit.Context(t, 3*time.Minute), "qwen", rows, []int{1, 64}, ev)
 	if err != nil {
 		t.Fatalf("start proposal: %v\n%s", err, ev.text())
 	}
@@ -188,15 +188,15 @@ func TestTunePerLoadCompare(t *testing.T) {
 	})
 	before := r.unitText(t)
 	ev := &events{}
-	res, err := r.rb.TunePerLoad(testkit.Context(t, 60*time.Second), "qwen", ops.PerLoadOptions{At: []int{1, 64}, From: 2, To: 4, Compare: true}, ev)
+	res, err := r.rb.TunePerLoad(testkit.Context(t, 3*time.Minute), "qwen", ops.PerLoadOptions{At: []int{1, 64}, From: 2, To: 4, Compare: true}, ev)
 	if err != nil {
 		t.Fatalf("tune per load compare: %v\n%s", err, ev.text())
 	}
 	pl := res.PerLoad
 	var names []string
 	for _, c := range pl.Compared {
-		if strings.HasSuffix(c.Name, "_skip_zero_extend") {
-			continue // the table with the switch the other way (slot 64 holds only 0)
+		if strings.HasSuffix(c.Name, "_skip_zero_extend") || c.Name == "compare_mix" || c.Name == "search_table" {
+			continue // the table with the switch the other way (slot 64 holds only 0), or compare's mix when one was started
 		}
 		names = append(names, c.Name)
 		for _, p := range c.Points {
@@ -222,6 +222,48 @@ func TestTunePerLoadCompare(t *testing.T) {
 	}
 }
 
+// compare's guard: a proposal measured more than 3% below no speculation at
+// 64 (here a figure set so) is not offered as is: the mix of the per-load
+// best measured there (64: no speculation alone, with
+// SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND, the known-safe side) is started
+// through the pipeline and measured at every concurrency, and proposed
+// because it measured better; the search's table is kept as compared, and
+// the start counts.
+func TestTunePerLoadCompareMix(t *testing.T) {
+	t.Parallel()
+	testrun.Long(t)
+	r := newRig(t, labOpts(), func(c *ops.Config) {
+		c.Bench = ops.BenchDefaults{Prompts: 2, Concurrency: 1, InputLen: 16, OutputLen: 16}
+	})
+	v := func(x float64) *float64 { return &x }
+	at := []int{1, 64}
+	pl := &ops.PerLoad{Engine: "sglang", Single: 3, Rows: []ops.PerLoadRow{
+		{Concurrency: 1, Steps: 3, Candidates: []int{3}, OutputTokS: v(1)},
+		{Concurrency: 64, Steps: 3, Candidates: []int{3}, OutputTokS: v(1)},
+	}, Compared: []ops.PerLoadCompared{
+		{Name: "no_speculation", Points: []ops.PerLoadPoint{{Concurrency: 1, OutputTokS: v(1)}, {Concurrency: 64, OutputTokS: v(100)}}},
+		{Name: "best_single", Points: []ops.PerLoadPoint{{Concurrency: 1, OutputTokS: v(1)}, {Concurrency: 64, OutputTokS: v(1)}}},
+	}}
+	ev := &events{}
+	res, err := r.rb.MixIfBehind(testkit.Context(t, 3*time.Minute), "qwen", pl, at, ev)
+	if err != nil {
+		t.Fatalf("mix: %v\n%s", err, ev.text())
+	}
+	if !pl.Mixed || !strings.HasPrefix(pl.Mix, "Compare-driven mix: the search's table (`1:3 64:3`) measured more than 3% below what would run otherwise at 64 (-99.0% against no speculation)") ||
+		!strings.Contains(pl.Mix, "the mix `1:3 64:0 skip-zero-extend`") {
+		t.Fatalf("mixed %v: %s\n%s", pl.Mixed, pl.Mix, ev.text())
+	}
+	if !pl.SkipZeroDraftExtend || pl.Rows[1].Steps != 0 || pl.Rows[1].OutputTokS == nil || *pl.Rows[1].OutputTokS <= 1 {
+		t.Errorf("rows %+v (switch %v): want 64:0 as measured with the switch", pl.Rows, pl.SkipZeroDraftExtend)
+	}
+	if !slices.ContainsFunc(pl.Compared, func(c ops.PerLoadCompared) bool { return c.Name == "search_table" }) || res.Restarts < 1 {
+		t.Errorf("compared %+v, restarts %d", pl.Compared, res.Restarts)
+	}
+	if !strings.Contains(ev.text(), "mix at 64: benchmark") || !strings.Contains(r.unitText(t), "Environment=SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1") {
+		t.Errorf("the mix was not started and measured:\n%s", ev.text())
+	}
+}
+
 // On vLLM the proposal is the per-batch table, started and measured the
 // same way; compare costs no start there: no speculation and the best
 // single k are the search's own measurements.
@@ -233,7 +275,7 @@ func TestTunePerLoadVLLM(t *testing.T) {
 	})
 	before := r.unitText(t)
 	ev := &events{}
-	res, err := r.rb.TunePerLoad(testkit.Context(t, 60*time.Second), "qwen", ops.PerLoadOptions{At: []int{1, 64}, From: 2, To: 4, Compare: true}, ev)
+	res, err := r.rb.TunePerLoad(testkit.Context(t, 3*time.Minute), "qwen", ops.PerLoadOptions{At: []int{1, 64}, From: 2, To: 4, Compare: true}, ev)
 	if err != nil {
 		t.Fatalf("tune per load on vLLM: %v\n%s", err, ev.text())
 	}
@@ -267,7 +309,8 @@ func TestTunePerLoadDryRun(t *testing.T) {
 	if err != nil || r.unitText(t) != before {
 		t.Fatalf("dry run: %v", err)
 	}
-	for _, want := range []string{"would measure no speculative decoding", "start the per-load configuration", "SGLang's default adaptive table", "nothing is changed now"} {
+	for _, want := range []string{"would measure no speculative decoding", "start the per-load configuration", "SGLang's default adaptive table", "nothing is changed now",
+		"max(bench.prompts, 4 x N) prompts", "the mix of the per-load best measured there"} {
 		if !strings.Contains(res.Summary, want) {
 			t.Errorf("dry run %q does not say %q", res.Summary, want)
 		}

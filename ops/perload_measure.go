@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -16,6 +17,36 @@ import (
 // would propose, through the mtp steps pipeline, and benchmarks it at every
 // concurrency; one that does not serve is rolled back, dropped (saying why)
 // and the next of perLoadTries is started instead.
+
+// perLoadWaves is the measuring window of a per-load tune: every benchmark
+// it runs (the search's, the proposal's, the comparisons') at concurrency c
+// sends at least perLoadWaves x c prompts, perLoadWaves waves of requests
+// (more above SGLang's cap of 48 running with speculation), so that a figure
+// is the engine's steady state at that load, not one wave's ramp. One wave
+// (the concurrency's own prompts) lasts under a second of decode on the lab
+// at 32 and more: on a busy machine such figures read 15 to 30% off and
+// flipped the per-load choices and the SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND
+// decision from one run to the next. At low loads the configured prompts
+// (bench.prompts) are several waves already and unchanged, so the window
+// costs time only where one wave is short.
+const perLoadWaves = 4
+
+// perLoadPrompts is the prompts of a per-load tune's benchmark at
+// concurrency c: bench.prompts, or perLoadWaves waves when that is more.
+func (r *Runbook) perLoadPrompts(c int) int {
+	return max(r.withBenchDefaults(BenchParams{}).Prompts, perLoadWaves*c)
+}
+
+// perLoadWindow says the measuring window in a line: the prompts of each
+// benchmark at each concurrency of at.
+func (r *Runbook) perLoadWindow(at []int) string {
+	parts := make([]string, len(at))
+	for i, c := range at {
+		parts[i] = fmt.Sprintf("%d at %d", r.perLoadPrompts(c), c)
+	}
+	return fmt.Sprintf("Measuring window: each benchmark sent %s prompts (bench.prompts, or %d waves of requests where that is more: "+
+		"a figure is the steady state at its load, not one wave's ramp).", strings.Join(parts, ", "), perLoadWaves)
+}
 
 // perLoadTry is one configuration a per-load tune starts: its rows (one per
 // concurrency measured; a row whose slot the try drops says which slot
@@ -73,7 +104,7 @@ func (s *perLoadSearch) startProposal(ctx context.Context, pl *PerLoad, d *deplo
 		sub, err := s.r.mtpSet(ctx, s.service, set, false, false, prefixed(s.rep, "proposal: "))
 		s.took(sub)
 		if err == nil {
-			pts, running, lines, err := s.r.benchAt(ctx, s.t, set, s.at, sub, prefixed(s.rep, "proposal "))
+			pts, running, lines, err := s.r.benchAt(ctx, s.t, set, s.at, s.r.perLoadPrompts, sub, prefixed(s.rep, "proposal "))
 			for _, c := range sub.Incidents {
 				s.res.AddIncident(c)
 			}
@@ -90,7 +121,7 @@ func (s *perLoadSearch) startProposal(ctx context.Context, pl *PerLoad, d *deplo
 				if at := belowSearch(pl.Rows); at != "" {
 					return s.measureWithoutSkipZero(ctx, pl, try.rows, at)
 				}
-				s.res.Details = append(s.res.Details, fmt.Sprintf("%s=1 (a slot holds only 0): nowhere more than %.0f%% below the best value the search measured at the same concurrency: proposed with it, not measured without it",
+				s.res.Details = append(s.res.Details, fmt.Sprintf("%s=1 (a slot holds only 0): where a slot of 0 serves, nowhere more than %.0f%% below no speculation as the search measured it: proposed with it, not measured without it",
 					unit.EnvSkipZeroDraftExtend, 100*skipZeroNoise))
 			}
 			return nil
@@ -215,12 +246,15 @@ func measuredAt(rows []PerLoadRow, pts []SweepPoint, running int) []PerLoadRow {
 }
 
 // benchAt benchmarks what the service serves now (set, as sub verified it)
-// at each concurrency of at, with the configured prompts or one per stream
-// when the concurrency is higher: one point each. running is SGLang's
+// at each concurrency of at, with prompts(c) prompts (nil: the configured
+// prompts or one per stream when the concurrency is higher): one point each. running is SGLang's
 // max_running_requests from /server_info (0: unknown or vLLM); lines say
 // each benchmark and the requests that queued. Only ctx's end or a wind-down
 // is an error: a benchmark that fails is a failed point.
-func (r *Runbook) benchAt(ctx context.Context, t *target, set Setting, at []int, sub *Result, rep Reporter) ([]SweepPoint, int, []string, error) {
+func (r *Runbook) benchAt(ctx context.Context, t *target, set Setting, at []int, prompts func(c int) int, sub *Result, rep Reporter) ([]SweepPoint, int, []string, error) {
+	if prompts == nil {
+		prompts = r.sweepPrompts
+	}
 	running := 0
 	if sub.Spec != nil && sub.Spec.Engine != unit.VLLM {
 		if info, err := t.eng.ServerInfo(ctx); err == nil {
@@ -238,7 +272,7 @@ func (r *Runbook) benchAt(ctx context.Context, t *target, set Setting, at []int,
 			return pts, running, lines, fmt.Errorf("benchmarks stopped: %w; %s serves %s", err, t.name, set)
 		}
 		sub.Bench = nil
-		bp := BenchParams{Concurrency: c, Prompts: max(c, r.withBenchDefaults(BenchParams{}).Prompts)}
+		bp := BenchParams{Concurrency: c, Prompts: prompts(c)}
 		b, err := r.benchmark(ctx, t, bp, sub, prefixed(rep, fmt.Sprintf("at %d: ", c)))
 		pt := SweepPoint{Steps: set.Steps, Concurrency: c, OK: err == nil, Spec: sub.Spec}
 		switch {
@@ -282,15 +316,18 @@ func (r *Runbook) benchAt(ctx context.Context, t *target, set Setting, at []int,
 	return pts, running, lines, nil
 }
 
-// belowSearch names the concurrencies where rows (a table measured with
-// SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND) measured more than skipZeroNoise
-// below the best value the search measured there ("" when none): where the
-// switch may have cost (a stream drafting again after a step 0 starts from a
-// cold draft state), the table is measured without it too.
+// belowSearch names the concurrencies a slot holding only 0 serves where
+// rows (a table measured with SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND)
+// measured more than skipZeroNoise below no speculation as the search
+// measured it there ("" when none): only there can the switch have cost (a
+// stream drafting again after a step 0 starts from a cold draft state), and
+// only then is the table measured without it too. A load a slot with
+// speculation serves runs the same with the switch or without it: a figure
+// low there is noise, not the switch's.
 func belowSearch(rows []PerLoadRow) string {
 	var at []string
 	for _, r := range rows {
-		if r.OutputTokS != nil && r.StepsTokS > 0 && *r.OutputTokS < r.StepsTokS*(1-skipZeroNoise) {
+		if maxCandidate(r) == 0 && r.OutputTokS != nil && r.StepsTokS > 0 && *r.OutputTokS < r.StepsTokS*(1-skipZeroNoise) {
 			at = append(at, fmt.Sprintf("%d (%+.1f%%)", r.Concurrency, 100*(*r.OutputTokS/r.StepsTokS-1)))
 		}
 	}
@@ -298,8 +335,9 @@ func belowSearch(rows []PerLoadRow) string {
 }
 
 // measureWithoutSkipZero starts pl's table (rows, measured in pl.Rows with
-// SGLang's SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND, slower than the search
-// at the concurrencies below) again without it: with the switch a slot
+// SGLang's SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND, slower than no
+// speculation at the concurrencies below, which a slot of 0 serves) again
+// without it: with the switch a slot
 // holding only 0 skips the draft model's extend, but a stream drafting
 // again after it starts from a cold draft state. It benchmarks it at every
 // concurrency and keeps the switch when it wins (skipZeroWins); the table
@@ -307,7 +345,7 @@ func belowSearch(rows []PerLoadRow) string {
 // back and said; only ctx's end, a wind-down or a failed rollback is an
 // error.
 func (s *perLoadSearch) measureWithoutSkipZero(ctx context.Context, pl *PerLoad, rows []PerLoadRow, below string) error {
-	s.res.Details = append(s.res.Details, fmt.Sprintf("with %s=1 the table measured more than %.0f%% below the search's best at %s: measured without it too",
+	s.res.Details = append(s.res.Details, fmt.Sprintf("with %s=1 the table measured more than %.0f%% below no speculation (as the search measured it) where a slot of 0 serves, at %s: measured without it too",
 		unit.EnvSkipZeroDraftExtend, 100*skipZeroNoise, below))
 	set := Setting{Steps: startSteps(pl.Engine, rows), perLoad: &perLoadSet{rows: tableRows(rows)}, from: s.from}
 	sub, err := s.r.mtpSet(ctx, s.service, set, false, false, prefixed(s.rep, "proposal without "+skipZeroWord+": "))
@@ -319,7 +357,7 @@ func (s *perLoadSearch) measureWithoutSkipZero(ctx context.Context, pl *PerLoad,
 		s.res.Details = append(s.res.Details, fmt.Sprintf("without %s the table did not serve: %s; rolled back, proposed with it", unit.EnvSkipZeroDraftExtend, droppedReason(err)))
 		return nil
 	}
-	pts, running, lines, err := s.r.benchAt(ctx, s.t, set, s.at, sub, prefixed(s.rep, "proposal without "+skipZeroWord+" "))
+	pts, running, lines, err := s.r.benchAt(ctx, s.t, set, s.at, s.r.perLoadPrompts, sub, prefixed(s.rep, "proposal without "+skipZeroWord+" "))
 	for _, c := range sub.Incidents {
 		s.res.AddIncident(c)
 	}
@@ -340,42 +378,63 @@ func (s *perLoadSearch) measureWithoutSkipZero(ctx context.Context, pl *PerLoad,
 	return nil
 }
 
-// skipZeroNoise is how much slower than the table without the switch the
-// table with it may measure at one concurrency and still be proposed: the
-// 3% a per-load proposal is held to against what would run otherwise (one
-// benchmark a load; the switch changes only what runs at step 0 and just
-// after it, so a load its 0-only slot does not serve differs by noise).
+// skipZeroNoise is the least spread a figure of one benchmark is taken to
+// have (relative): the 3% a per-load proposal is held to against what would
+// run otherwise.
 const skipZeroNoise = 0.03
 
-// skipZeroWins says whether the table measured with the switch (with) beats
-// it without (without): faster on the mean over the concurrencies both
-// measured, and nowhere slower by more than skipZeroNoise; and why, in words.
+// skipZeroWins says whether the table measured with
+// SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND (with) is to be proposed rather
+// than without it (without), and why, in words. The rule, noise-robust: keep
+// the switch unless it measurably loses. At a slot holding only 0 the draft
+// model's extend is work no token uses (known-safe to skip); what the switch
+// may cost is a cold draft state for a stream that drafts again, which only
+// the loads such a slot serves can show. So it loses only when, over those
+// loads, the table without it measured faster on average by more than the
+// measurements' own spread: the largest difference between the two runs at
+// the loads below every slot that holds 0, where both run the same table
+// (a batch there never reaches a slot of 0), and at least skipZeroNoise.
 func skipZeroWins(without, with []PerLoadRow) (bool, string) {
+	inertBelow := 0 // loads below it: the switch cannot act there
+	for _, r := range tableRows(with) {
+		if slices.Contains(append([]int{r.Steps}, r.Candidates...), 0) {
+			inertBelow = r.Concurrency
+			break
+		}
+	}
+	spread, spreadAt := 0.0, []int{}
 	sum, n := 0.0, 0
-	worst, worstAt := 0.0, 0
+	var acts []int
 	for i := range with {
 		a, b := with[i].OutputTokS, without[i].OutputTokS
 		if a == nil || b == nil || *b <= 0 {
 			continue
 		}
 		g := *a / *b - 1
-		sum += g
-		n++
-		if g < worst {
-			worst, worstAt = g, with[i].Concurrency
+		switch {
+		case maxCandidate(with[i]) == 0:
+			sum += g
+			n++
+			acts = append(acts, with[i].Concurrency)
+		case with[i].Concurrency < inertBelow:
+			spread = max(spread, math.Abs(g))
+			spreadAt = append(spreadAt, with[i].Concurrency)
 		}
 	}
 	if n == 0 {
-		return false, "not compared (no concurrency measured both ways); proposed without it"
+		return true, "not measured both ways where a slot of 0 serves: proposed with it (at a slot of 0 the draft model's extend is work no token uses)"
+	}
+	band := max(spread, skipZeroNoise)
+	spreadText := fmt.Sprintf("the %.0f%% floor", 100*skipZeroNoise)
+	if len(spreadAt) > 0 {
+		spreadText = fmt.Sprintf("the spread of the same table measured twice at %s (%.1f%%), at least %.0f%%", intList(spreadAt), 100*spread, 100*skipZeroNoise)
 	}
 	mean := 100 * sum / float64(n)
-	switch {
-	case worst < -skipZeroNoise:
-		return false, fmt.Sprintf("%+.1f%% on average over the concurrencies, but %+.1f%% at %d (more than %.0f%% slower there): proposed without it", mean, 100*worst, worstAt, 100*skipZeroNoise)
-	case mean <= 0:
-		return false, fmt.Sprintf("%+.1f%% on average over the concurrencies: proposed without it", mean)
+	if sum/float64(n) < -band {
+		return false, fmt.Sprintf("%+.1f%% with it where a slot of 0 serves (%s), a loss beyond %s: proposed without it", mean, intList(acts), spreadText)
 	}
-	return true, fmt.Sprintf("%+.1f%% on average over the concurrencies, nowhere more than %.0f%% slower: proposed with it", mean, 100*skipZeroNoise)
+	return true, fmt.Sprintf("%+.1f%% with it where a slot of 0 serves (%s), within %s or better: proposed with it (at a slot of 0 the draft model's extend is work no token uses)",
+		mean, intList(acts), spreadText)
 }
 
 // rowPoints are rows' measured figures as a compared configuration's points.

@@ -72,15 +72,18 @@ func (p *PerLoad) Report() []string {
 		if row.Slot != 0 {
 			steps = fmt.Sprintf("slot %d: %s", row.Slot, steps)
 		}
-		al, rate := "—", "—"
+		al, rate, alone := "—", "—", "—"
+		if row.StepsTokS > 0 {
+			alone = fmt.Sprintf("%.1f", row.StepsTokS)
+		}
 		if row.AcceptLen > 0 {
 			al = fmt.Sprintf("%.2f", row.AcceptLen)
 		}
 		if !math.IsNaN(row.AcceptRate) && (row.AcceptRate > 0 || (row.AcceptLen == 1 && len(row.Candidates) == 1 && row.Steps > 0)) {
 			rate = fmt.Sprintf("%.0f%%", 100*row.AcceptRate) // per load the drafts per step vary: unknown unless measured
 		}
-		fmt.Fprintf(&b, "%-11d  %-12s  %9s  %10s  %6s  %11.1f  %22s  %7s  %9s  %7s\n", row.Concurrency, steps, tokOr(row.OutputTokS), al, rate,
-			row.StepsTokS, tokOr(row.SingleTokS), pctOr(row.GainPct), tokOr(row.NoSpecTokS), pctOr(row.NoSpecGainPct))
+		fmt.Fprintf(&b, "%-11d  %-12s  %9s  %10s  %6s  %11s  %22s  %7s  %9s  %7s\n", row.Concurrency, steps, tokOr(row.OutputTokS), al, rate,
+			alone, tokOr(row.SingleTokS), pctOr(row.GainPct), tokOr(row.NoSpecTokS), pctOr(row.NoSpecGainPct))
 	}
 	out := []string{strings.TrimRight(b.String(), "\n")}
 	var queued []int

@@ -81,7 +81,12 @@ func (s *perLoadSearch) traced(rows []PerLoadRow) []string {
 	out := make([]string, 0, len(rows))
 	for i, row := range rows {
 		if i < len(s.how) {
-			out = append(out, fmt.Sprintf("%s; the fastest of all values measured there: %s, %s", s.how[i], StepsText(row.Steps), tokText(row.StepsTokS)))
+			line := fmt.Sprintf("%s; the fastest of all values measured there: %s, %s", s.how[i], StepsText(row.Steps), tokText(row.StepsTokS))
+			if row.fastestTokS > 0 {
+				line = fmt.Sprintf("%s; the fastest of all values measured there: %s, %s; chosen: no speculation, %s (%+.1f%%, within %.0f%%: speculation's gain there is within one benchmark's spread)",
+					s.how[i], StepsText(row.fastest), tokText(row.fastestTokS), tokText(row.StepsTokS), 100*(row.StepsTokS/row.fastestTokS-1), 100*perLoadGoal)
+			}
+			out = append(out, line)
 		}
 	}
 	return out
@@ -104,7 +109,7 @@ func (s *perLoadSearch) measure(ctx context.Context, n int) ([]float64, error) {
 	s.live = 0 // any start ends what ran before
 	if deploy == nil {
 		deploy = func(ctx context.Context, n int) ([]SweepPoint, int, error) {
-			return s.r.sweepValue(ctx, s.t, s.service, Setting{Steps: n, from: s.from}, s.at, s.res, s.rep)
+			return s.r.sweepValue(ctx, s.t, s.service, Setting{Steps: n, from: s.from}, s.at, s.r.perLoadPrompts, s.res, s.rep)
 		}
 	}
 	pts, starts, err := deploy(ctx, n)
@@ -268,6 +273,7 @@ func perLoadRows(at []int, memo map[int][]float64) *PerLoad {
 		row.Candidates = nearBest(steps, memo, ci, row.Steps)
 		pl.Rows = append(pl.Rows, row)
 	}
+	preferNone(pl.Rows, memo)
 	bestMean := math.Inf(-1)
 	for _, n := range steps {
 		mean := 0.0
@@ -285,6 +291,36 @@ func perLoadRows(at []int, memo map[int][]float64) *PerLoad {
 		}
 	}
 	return pl
+}
+
+// preferNone makes the top loads of rows no speculation alone (steps 0, its
+// only candidate) where no speculation measured within perLoadGoal of the
+// fastest value there: from the highest load down, as long as it holds at
+// each. The rule, noise-robust: at those loads speculation measured no gain
+// beyond one benchmark's spread, and verify work grows with draft tokens x
+// batch, so a faster figure there is as likely noise as gain; no speculation
+// costs at most perLoadGoal against the fastest measured, and it is the one
+// choice that cannot fall below no speculation. Lower loads keep their
+// fastest value (there speculation wins by far more than the spread). Each
+// row changed keeps the fastest value and its figure in fastest/fastestTokS
+// for the trace.
+func preferNone(rows []PerLoadRow, memo map[int][]float64) {
+	none, ok := memo[0]
+	if !ok {
+		return
+	}
+	for ci := len(rows) - 1; ci >= 0; ci-- {
+		row := &rows[ci]
+		if row.Steps == 0 {
+			row.Candidates = []int{0}
+			continue
+		}
+		if math.IsInf(none[ci], -1) || none[ci] < row.StepsTokS*(1-perLoadGoal) {
+			return
+		}
+		row.fastest, row.fastestTokS = row.Steps, row.StepsTokS
+		row.Steps, row.StepsTokS, row.Candidates = 0, none[ci], []int{0}
+	}
 }
 
 // nearBest is best, then the other values measured within PerLoadNoise of
@@ -358,7 +394,7 @@ func (s *perLoadSearch) benchLive(ctx context.Context, n int) ([]SweepPoint, int
 		return nil, 0, err
 	}
 	set := Setting{Steps: n, from: s.from}
-	pts, err := s.r.benchEach(ctx, s.t, set, s.at, sub, s.res, prefixed(s.rep, "running now: "))
+	pts, err := s.r.benchEach(ctx, s.t, set, s.at, s.r.perLoadPrompts, sub, s.res, prefixed(s.rep, "running now: "))
 	return pts, 0, err
 }
 

@@ -160,7 +160,7 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 		if err := r.windDown(); err != nil {
 			return res, fmt.Errorf("sweep stopped after %d of %d settings: %w; %s serves the last setting it deployed", i, len(grid), err, service)
 		}
-		pts, starts, err := r.sweepValue(ctx, t, service, n, at, res, rep)
+		pts, starts, err := r.sweepValue(ctx, t, service, n, at, nil, res, rep)
 		res.Points = append(res.Points, pts...)
 		res.Restarts += starts
 		if err != nil && ctx.Err() != nil {
@@ -205,7 +205,7 @@ func (r *Runbook) Sweep(ctx context.Context, service string, o SweepOptions, rep
 // one point per concurrency (all failed, with the error, when the deploy
 // failed). starts are the starts the deploy issued (a failed one and its
 // rollback's are two).
-func (r *Runbook) sweepValue(ctx context.Context, t *target, service string, set Setting, at []int, res *Result, rep Reporter) ([]SweepPoint, int, error) {
+func (r *Runbook) sweepValue(ctx context.Context, t *target, service string, set Setting, at []int, prompts func(c int) int, res *Result, rep Reporter) ([]SweepPoint, int, error) {
 	n := set.Steps
 	sub, err := r.mtpSet(ctx, service, set, false, false, prefixed(rep, set.String()+": "))
 	restarted := 0
@@ -224,14 +224,17 @@ func (r *Runbook) sweepValue(ctx context.Context, t *target, service string, set
 		}
 		return pts, restarted, err
 	}
-	pts, err := r.benchEach(ctx, t, set, at, sub, res, rep)
+	pts, err := r.benchEach(ctx, t, set, at, prompts, sub, res, rep)
 	return pts, restarted, err
 }
 
 // benchEach benchmarks what the service serves now (set, sub its result
-// with the spec it runs) at each concurrency of at: one point each. Only
-// ctx's end is an error.
-func (r *Runbook) benchEach(ctx context.Context, t *target, set Setting, at []int, sub, res *Result, rep Reporter) ([]SweepPoint, error) {
+// with the spec it runs) at each concurrency of at: one point each, with
+// prompts(c) prompts (nil: r.sweepPrompts). Only ctx's end is an error.
+func (r *Runbook) benchEach(ctx context.Context, t *target, set Setting, at []int, prompts func(c int) int, sub, res *Result, rep Reporter) ([]SweepPoint, error) {
+	if prompts == nil {
+		prompts = r.sweepPrompts
+	}
 	n := set.Steps
 	pts := make([]SweepPoint, 0, len(at))
 	for _, c := range at {
@@ -240,8 +243,7 @@ func (r *Runbook) benchEach(ctx context.Context, t *target, set Setting, at []in
 			prefix = fmt.Sprintf("%s at %d: ", set, c)
 		}
 		sub.Bench = nil
-		// At least one prompt per stream, so that the concurrency is reached.
-		bp := BenchParams{Concurrency: c, Prompts: max(c, r.withBenchDefaults(BenchParams{}).Prompts)}
+		bp := BenchParams{Concurrency: c, Prompts: prompts(c)}
 		_, err := r.benchmark(ctx, t, bp, sub, prefixed(rep, prefix))
 		pt := SweepPoint{Steps: n, Concurrency: c, OK: err == nil, Spec: sub.Spec}
 		if sub.Spec != nil && sub.Spec.Engine != "vllm" {
@@ -261,6 +263,13 @@ func (r *Runbook) benchEach(ctx context.Context, t *target, set Setting, at []in
 		pts = append(pts, pt)
 	}
 	return pts, nil
+}
+
+// sweepPrompts is the prompts of a sweep's benchmark at concurrency c: the
+// configured prompts, and at least one per stream, so that the concurrency
+// is reached.
+func (r *Runbook) sweepPrompts(c int) int {
+	return max(c, r.withBenchDefaults(BenchParams{}).Prompts)
 }
 
 func metricText(metric string, v float64) string {
@@ -336,7 +345,7 @@ func (r *Runbook) Tune(ctx context.Context, service string, o TuneOptions, rep R
 		if v, ok := memo[n]; ok {
 			return v, nil
 		}
-		pts, starts, err := r.sweepValue(ctx, t, service, Setting{Steps: n, from: f}, []int{conc}, res, rep)
+		pts, starts, err := r.sweepValue(ctx, t, service, Setting{Steps: n, from: f}, []int{conc}, nil, res, rep)
 		res.Restarts += starts
 		res.Points = append(res.Points, pts...)
 		res.Tried = append(res.Tried, n)
