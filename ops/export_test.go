@@ -73,3 +73,12 @@ func (r *Runbook) PerLoadGrid(ctx context.Context, service string, at []int, fro
 	_, err = r.settle(ctx, service, Setting{Steps: back, from: s.from}, "back: ", res, Discard)
 	return res, err
 }
+
+// ShortenPerLoadWindow makes a per-load tune's measuring window n waves
+// until the test ends. Only for tests that run alone (not t.Parallel):
+// the window is the package's.
+func ShortenPerLoadWindow(t interface{ Cleanup(func()) }, n int) {
+	old := perLoadWaves
+	perLoadWaves = n
+	t.Cleanup(func() { perLoadWaves = old })
+}

@@ -31,6 +31,11 @@ func TestTunePerLoadOnTheLab(t *testing.T) {
 	// Not t.Parallel(): it compares throughput the lab measures in wall time, so it runs in
 	// the package's serial phase, before and apart from the package's parallel tests.
 	testrun.Long(t)
+	// One wave per load instead of the tune's four: the test checks the
+	// tune's decisions and records, not its figures (BenchmarkTunePerLoad
+	// measures those with the real window), and four waves at 64 take
+	// minutes on the lab.
+	ops.ShortenPerLoadWindow(t, 1)
 	r := newRig(t, labOpts(), func(c *ops.Config) {
 		c.Bench = ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48}
 	})

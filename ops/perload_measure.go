@@ -29,7 +29,7 @@ import (
 // decision from one run to the next. At low loads the configured prompts
 // (bench.prompts) are several waves already and unchanged, so the window
 // costs time only where one wave is short.
-const perLoadWaves = 4
+var perLoadWaves = 4 // a var only so that a long lab test may shorten it (export_test.go)
 
 // perLoadPrompts is the prompts of a per-load tune's benchmark at
 // concurrency c: bench.prompts, or perLoadWaves waves when that is more.
