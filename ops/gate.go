@@ -48,12 +48,7 @@ type GateResult struct {
 // MarshalJSON writes the figures not measured (NaN) as null.
 func (g GateResult) MarshalJSON() ([]byte, error) {
 	type plain GateResult
-	num := func(f float64) *float64 {
-		if !bench.Known(f) {
-			return nil
-		}
-		return &f
-	}
+	num := bench.Figure
 	return json.Marshal(struct {
 		plain
 		CanaryTokS     *float64 `json:"canary_tok_s"`
@@ -81,12 +76,7 @@ func (g *GateResult) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*g = GateResult(p.plain)
-	or := func(f *float64) float64 {
-		if f == nil {
-			return math.NaN()
-		}
-		return *f
-	}
+	or := bench.FromFigure
 	g.CanaryTokS, g.SiblingTokS = or(p.CanaryTokS), or(p.SiblingTokS)
 	g.CanaryTTFTP95, g.SiblingTTFTP95 = or(p.CanaryTTFTP95), or(p.SiblingTTFTP95)
 	g.TokSRatio, g.TTFTP95Ratio = or(p.TokSRatio), or(p.TTFTP95Ratio)
