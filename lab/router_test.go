@@ -5,11 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/opsbot/opsbot/internal/testkit"
 )
 
 // routedLab is the default lab (qwen on gpu1, coder on gpu2: two SGLang
@@ -231,7 +232,7 @@ func TestRouterWorkerAPIErrors(t *testing.T) {
 		t.Errorf("a request with no worker counted %d failures; want 1", st.Failures)
 	}
 	// A worker whose /health never answers: the add's job fails, and says why.
-	dead := closedURL(t)
+	dead := testkit.ClosedURL(t)
 	var add struct {
 		WorkerID string `json:"worker_id"`
 	}
@@ -252,7 +253,7 @@ func TestRouterWorkerAPIErrors(t *testing.T) {
 
 func TestRouterCountsAFailingWorker(t *testing.T) {
 	t.Parallel()
-	dead := closedURL(t)
+	dead := testkit.ClosedURL(t)
 	_, r, urls := routedLab(t, RouterOptions{Workers: []string{dead}})
 	failed := 0
 	for range 6 {
@@ -278,18 +279,6 @@ func TestRouterCountsAFailingWorker(t *testing.T) {
 	if st := r2.Stats(); st.Failures != 0 || st.Workers[dead].Failures != 2 {
 		t.Fatalf("with a retry: stats %+v; want no failed request and 2 failures of the dead worker", st)
 	}
-}
-
-// closedURL is the URL of a loopback port nothing listens on.
-func closedURL(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := "http://" + ln.Addr().String()
-	ln.Close()
-	return u
 }
 
 func tail(s string) string {

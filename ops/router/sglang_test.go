@@ -2,7 +2,6 @@ package router_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opsbot/opsbot/internal/labtest"
+	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/lab"
 	"github.com/opsbot/opsbot/ops/router"
 )
@@ -76,7 +76,7 @@ func TestSGLangRemoveAndAdd(t *testing.T) {
 	}
 
 	// An add the router's job fails: the error quotes the router's reason, at once.
-	dead := closedURL(t)
+	dead := testkit.ClosedURL(t)
 	start := time.Now()
 	err = c.Add(ctx(t), dead)
 	if err == nil || !strings.Contains(err.Error(), "failed health check") {
@@ -95,7 +95,7 @@ func TestSGLangWaitEnds(t *testing.T) {
 	}
 	// The router accepts the add but its job never finishes within the client's wait.
 	c.Wait = 50 * time.Millisecond
-	err = c.Add(ctx(t), closedURL(t))
+	err = c.Add(ctx(t), testkit.ClosedURL(t))
 	if err == nil || !strings.Contains(err.Error(), "did not show the change") {
 		t.Fatalf("Add past its wait: %v", err)
 	}
@@ -139,15 +139,4 @@ func TestNewRefuses(t *testing.T) {
 	if _, err := router.New("sglang", "127.0.0.1:30080", nil); err == nil {
 		t.Error("a URL with no scheme: no error")
 	}
-}
-
-func closedURL(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := "http://" + ln.Addr().String()
-	ln.Close()
-	return u
 }
