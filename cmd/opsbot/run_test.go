@@ -428,3 +428,27 @@ func TestRunCreatesAMissingChartDir(t *testing.T) {
 		t.Fatalf("--chart-dir %s not created: %v", charts, err)
 	}
 }
+
+// TestRunWithoutTerminalShowsWhatYesConfirms: a command that asks for
+// confirmation, run with no terminal to ask and no --yes, is refused,
+// changes nothing, and prints what --yes would have confirmed (its
+// preview), not the chat's `confirm TOKEN` instructions.
+func TestRunWithoutTerminalShowsWhatYesConfirms(t *testing.T) {
+	testrun.Long(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"run", "--lab", "gpu recover"}, strings.NewReader(""), &out, &errb)
+	text := out.String() + errb.String()
+	if code == 0 {
+		t.Fatalf("exit 0 for an unconfirmed gpu recover:\n%s", text)
+	}
+	for _, want := range []string{"rerun with --yes to confirm this:", "`gpu recover qwen` will stop qwen on gpu1"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "confirm ") && strings.Contains(text, "within") {
+		t.Errorf("output tells a terminal user to reply `confirm TOKEN`:\n%s", text)
+	}
+}
