@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -453,4 +454,42 @@ func BenchmarkRolloutFourReplicas(b *testing.B) {
 	b.ReportMetric(float64(tr.maxOut.Load()), "max-out")
 	b.ReportMetric(float64(tr.ok.Load())/float64(b.N), "ok-requests/op")
 	b.Logf("%d rollouts over 4 replicas: %s", b.N, tr)
+}
+
+// A dry run of a rollout changes nothing and says, for each replica, what
+// its pipeline would do: the drain out of the router and the rejoin named,
+// no benchmark of its own (the gate's benchmark is the rollout's).
+func TestRolloutDryRunNamesTheDrain(t *testing.T) {
+	testrun.Long(t)
+	ctx := testkit.Context(t, 2*time.Minute)
+	f := newFleetRig(t, 1, 2, nil)
+	before := f.units(t)
+	res, err := f.rb.Rollout(ctx, "qwen", ops.StepsChange(4), true, &events{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(res.Summary, "dry run:") {
+		t.Errorf("summary %q", res.Summary)
+	}
+	var would []string
+	details := res.Details
+	for _, r := range res.Replicas {
+		details = append(details, r.Details...)
+	}
+	for _, d := range details {
+		if strings.HasPrefix(d, "would: ") {
+			would = append(would, d)
+		}
+	}
+	if len(would) != 2 {
+		t.Fatalf("want one would-line per replica, got %q (%+v)", would, res)
+	}
+	for _, w := range would {
+		if !strings.Contains(w, "out of router http://") || !strings.Contains(w, "put it back in the router") || strings.HasSuffix(w, ", benchmark") {
+			t.Errorf("would-line: %s", w)
+		}
+	}
+	if after := f.units(t); !slices.Equal(before, after) {
+		t.Error("a dry run changed a unit")
+	}
 }
