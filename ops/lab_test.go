@@ -12,7 +12,6 @@ import (
 	"github.com/opsbot/opsbot/internal/testkit"
 	"github.com/opsbot/opsbot/internal/testrun"
 	"github.com/opsbot/opsbot/lab"
-	labengine "github.com/opsbot/opsbot/lab/engine"
 	"github.com/opsbot/opsbot/ops"
 	"github.com/opsbot/opsbot/ops/engine"
 )
@@ -639,9 +638,14 @@ func TestSweepGridGoesOnPastAFailedValueAndAppliesTheBest(t *testing.T) {
 	}
 }
 
-// mtp tune over 1..16 ends on a value whose throughput, by the lab's own
-// physics, is within 1% of the optimum's, with fewer restarts than the 16 of
-// a full sweep, and leaves the service on it.
+// mtp tune over 1..16 ends on a value within 1.5% of the fastest of a full
+// sweep of 1..16 benchmarked the same way, with fewer restarts than the
+// sweep's 16, and leaves the service on it. The yardstick is the sweep, not
+// the physics' steady state: the benchmark's requests are short (64 tokens,
+// the last verify step cut at the limit) and the lab's greedy requests accept
+// the same positions in every run, so the measured curve is the physics' for
+// these prompts, with its bumps; two runs of one setting still differ by the
+// machine's timing (up to about 1%), hence 1.5%.
 func TestTuneFindsTheOptimumWithFewerRestarts(t *testing.T) {
 	// Not t.Parallel(): it compares throughput the lab measures in wall time, so it runs in
 	// the package's serial phase, before and apart from the package's parallel tests.
@@ -651,41 +655,58 @@ func TestTuneFindsTheOptimumWithFewerRestarts(t *testing.T) {
 		c.Bench = ops.BenchDefaults{Prompts: 16, Concurrency: 2, InputLen: 32, OutputLen: 64}
 	})
 	ev := &events{}
-	res, err := r.rb.Tune(testkit.Context(t, 60*time.Second), "qwen", ops.TuneOptions{From: 1, To: 16, Concurrency: conc}, ev)
+	ctx := testkit.Context(t, 3*time.Minute)
+	res, err := r.rb.Tune(ctx, "qwen", ops.TuneOptions{From: 1, To: 16, Concurrency: conc}, ev)
 	if err != nil {
 		t.Fatalf("tune: %v\n%s", err, ev.text())
-	}
-	ph := labengine.DefaultPhysics()
-	thr := func(k int) float64 { return ph.TokS(labengine.Chain(k), conc, 0) }
-	opt := 1
-	for k := 2; k <= 16; k++ {
-		if thr(k) > thr(opt) {
-			opt = k
-		}
 	}
 	if res.Best == nil {
 		t.Fatalf("no best: %+v", res)
 	}
 	got := res.Best.Steps
-	if thr(got) < 0.99*thr(opt) {
-		t.Errorf("tune chose steps %d (%.1f tok/s by the physics), more than 1%% below the optimum steps %d (%.1f tok/s); tried %v",
-			got, thr(got), opt, thr(opt), res.Tried)
-	}
-	if res.Restarts >= 16 || len(res.Tried) >= 16 {
-		t.Errorf("%d restarts for %d values tried (%v): no fewer than a full sweep", res.Restarts, len(res.Tried), res.Tried)
-	}
 	if res.Left == nil || res.Left.Steps != got || res.Left.State != "serving" {
 		t.Errorf("left %+v, want serving on steps %d", res.Left, got)
 	}
 	if !strings.Contains(r.unitText(t), fmt.Sprintf("--speculative-num-steps %d", got)) {
 		t.Errorf("unit not on steps %d:\n%s", got, r.unitText(t))
 	}
+	steps := make([]int, 16)
+	for i := range steps {
+		steps[i] = i + 1
+	}
+	sweep, err := r.rb.Sweep(ctx, "qwen", ops.SweepOptions{Steps: steps, At: []int{conc}}, ops.Discard)
+	if err != nil {
+		t.Fatalf("full sweep: %v", err)
+	}
+	measured := map[int]float64{}
+	opt := 0
+	for _, p := range sweep.Points {
+		switch {
+		case p.OK:
+			measured[p.Steps] = p.OutputTokS
+			if opt == 0 || p.OutputTokS > measured[opt] {
+				opt = p.Steps
+			}
+		case !strings.Contains(p.Error, "CUDA out of memory"): // the deepest values do not fit the GPUs
+			t.Fatalf("full sweep: steps %d: %s", p.Steps, p.Error)
+		}
+	}
+	if measured[got] == 0 {
+		t.Fatalf("the full sweep did not measure the tune's choice, steps %d: %+v", got, sweep.Points)
+	}
+	if measured[got] < 0.985*measured[opt] {
+		t.Errorf("tune chose steps %d (%.1f tok/s in the full sweep), more than 1.5%% below its fastest, steps %d (%.1f tok/s); tried %v",
+			got, measured[got], opt, measured[opt], res.Tried)
+	}
+	if res.Restarts >= 16 || len(res.Tried) >= 16 {
+		t.Errorf("%d restarts for %d values tried (%v): no fewer than a full sweep", res.Restarts, len(res.Tried), res.Tried)
+	}
 	details := strings.Join(res.Details, "\n")
 	if !strings.Contains(details, "stopped: ") || !strings.Contains(details, "→ search") {
 		t.Errorf("details do not explain the search:\n%s", details)
 	}
-	t.Logf("mtp tune 1..16 at concurrency %d: steps %d (physics %.1f tok/s, optimum steps %d at %.1f), tried %v, %d restarts against 16 of a full sweep\n%s",
-		conc, got, thr(got), opt, thr(opt), res.Tried, res.Restarts, details)
+	t.Logf("mtp tune 1..16 at concurrency %d: steps %d (%.1f tok/s in the full sweep, its fastest steps %d at %.1f), tried %v, %d restarts against 16 of a full sweep\n%s",
+		conc, got, measured[got], opt, measured[opt], res.Tried, res.Restarts, details)
 }
 
 // A topk x draft grid: each possible setting is deployed, verified on the

@@ -77,25 +77,31 @@ func BenchmarkTunePerLoad(b *testing.B) {
 	}
 	b.ReportMetric(float64(started), "applied-started/10")
 
-	fmt.Printf("%s\n", strings.Join(applied(b, r, pl, rows, ops.BenchParams{Prompts: 2, InputLen: 32, OutputLen: 128}), "\n"))
+	fmt.Printf("%s\n", strings.Join(applied(b, r, pl, rows, ops.BenchParams{Prompts: 8, InputLen: 32, OutputLen: 128}), "\n"))
 }
+
+// labBench is the lab's own config's benchmark shape (`opsbot lab` writes
+// it: 16 prompts, 256 tokens in, 128 out): the goal's figures are taken on
+// the lab's defaults.
+var labBench = ops.BenchDefaults{Prompts: 16, Concurrency: 4, InputLen: 256, OutputLen: 128}
 
 // BenchmarkTunePerLoadCompare gives the goal's figures of issue 34 for `mtp
 // tune qwen per-load 1..12 at 1,2,4,8,16,32,48,64 compare` on the lab's
-// default service: the tune's proposal (compare's mix included), its
-// restarts and wall time against the full sweep of the same values (`sweep
-// steps 0..12` at the same loads), and the applied proposal at each load
-// against the best single setting, SGLang's default adaptive table and no
-// speculation, each deployed through the pipeline and benchmarked the same
-// way (4 waves of requests a load, 96 tokens out). Each run prints its table.
+// default service and benchmark shape (labBench): the tune's proposal
+// (compare's mix included), its restarts and wall time, and the applied
+// proposal at each load against the best single setting, SGLang's default
+// adaptive table and no speculation, each deployed through the pipeline and
+// benchmarked as the tune benchmarks (max(bench.prompts, 4 x N) prompts at
+// concurrency N, the config's lengths). Each run prints its table.
 //
 // With PERLOAD_GRID set it measures the full sweep instead, once, with the
 // tune's measuring window: its restarts and wall time.
 func BenchmarkTunePerLoadCompare(b *testing.B) {
 	at := []int{1, 2, 4, 8, 16, 32, 48, 64}
-	ctx := testkit.Context(b, 30*time.Minute)
+	ctx := testkit.Context(b, 60*time.Minute)
+	shape := func(c *ops.Config) { c.Bench = labBench }
 	if os.Getenv("PERLOAD_GRID") != "" {
-		r := newRig(b, labOpts(), nil)
+		r := newRig(b, labOpts(), shape)
 		t0 := time.Now()
 		grid, err := r.rb.PerLoadGrid(ctx, "qwen", at, 0, 12, 3)
 		if err != nil {
@@ -105,7 +111,7 @@ func BenchmarkTunePerLoadCompare(b *testing.B) {
 		return
 	}
 	for i := range b.N {
-		r := newRig(b, labOpts(), nil) // each run on a lab of its own, from steps 3
+		r := newRig(b, labOpts(), shape) // each run on a lab of its own, from steps 3
 		ev := &events{}
 		t0 := time.Now()
 		res, err := r.rb.TunePerLoad(ctx, "qwen", ops.PerLoadOptions{At: at, From: 1, To: 12, Compare: true}, ev)
@@ -122,9 +128,7 @@ func BenchmarkTunePerLoadCompare(b *testing.B) {
 				rows = append(rows, ops.PerLoadRow{Concurrency: row.Concurrency, Steps: row.Steps, Candidates: row.Candidates})
 			}
 		}
-		// 96 tokens out, and the shape the tune measured with (48).
-		fmt.Printf("%s\n", strings.Join(applied(b, r, pl, rows, ops.BenchParams{Prompts: 4, InputLen: 32, OutputLen: 96},
-			ops.BenchParams{Prompts: 4, InputLen: 32, OutputLen: 48}), "\n"))
+		fmt.Printf("%s\n", strings.Join(applied(b, r, pl, rows, ops.BenchParams{Prompts: labBench.Prompts, InputLen: labBench.InputLen, OutputLen: labBench.OutputLen}), "\n"))
 		b.ReportMetric(float64(res.Restarts), "restarts")
 		b.ReportMetric(wall.Seconds(), "tune-s")
 	}
@@ -133,7 +137,8 @@ func BenchmarkTunePerLoadCompare(b *testing.B) {
 // applied deploys pl's table (rows), its best single setting, SGLang's
 // default adaptive table and no speculation in turn through the pipeline,
 // benchmarks each at concurrency 1, 2, 4, 8, 16, 32, 48 and 64 in each of
-// shapes (Prompts waves of requests a load, InputLen and OutputLen tokens),
+// shapes (max(Prompts, 4 x N) prompts at concurrency N, as the tune's
+// window, InputLen and OutputLen tokens),
 // and returns a table per shape of the proposal against each, its verdict
 // last.
 // It leaves the service without speculation.
@@ -151,7 +156,7 @@ func applied(b *testing.B, r *rig, pl *ops.PerLoad, rows []ops.PerLoadRow, shape
 		for k, per := range shapes {
 			out[k] = make([]float64, len(loads))
 			for i, c := range loads {
-				res, err := r.rb.Bench(ctx, "qwen", ops.BenchParams{Prompts: max(8, per.Prompts*c), Concurrency: c, InputLen: per.InputLen, OutputLen: per.OutputLen}, false, ops.Discard)
+				res, err := r.rb.Bench(ctx, "qwen", ops.BenchParams{Prompts: max(per.Prompts, 4*c), Concurrency: c, InputLen: per.InputLen, OutputLen: per.OutputLen}, false, ops.Discard)
 				if err != nil {
 					b.Fatalf("%s at %d: %v", name, c, err)
 				}
@@ -171,7 +176,7 @@ func applied(b *testing.B, r *rig, pl *ops.PerLoad, rows []ops.PerLoadRow, shape
 	var out []string
 	for k, per := range shapes {
 		prop, single, def, off := props[k], singles[k], defs[k], offs[k]
-		lines := []string{fmt.Sprintf("applied `mtp per-load qwen %s`, benchmarked with max(8, %d x N) prompts, %d tokens out", words, per.Prompts, per.OutputLen),
+		lines := []string{fmt.Sprintf("applied `mtp per-load qwen %s`, benchmarked with max(%d, 4 x N) prompts, %d tokens in, %d out", words, per.Prompts, per.InputLen, per.OutputLen),
 			fmt.Sprintf("%-11s  %9s  %-24s  %-24s  %-24s", "concurrency", "proposal", fmt.Sprintf("best single (steps %d)", pl.Single), "SGLang default table", "no speculation")}
 		var missed, below []string
 		for i, c := range loads {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math"
 	"net/http"
@@ -18,6 +19,7 @@ type genRequest struct {
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	IgnoreEOS           bool            `json:"ignore_eos"`
+	Temperature         *float64        `json:"temperature"`
 	Stream              bool            `json:"stream"`
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -151,6 +153,13 @@ func (e *Engine) generate(w http.ResponseWriter, hr *http.Request, chat bool) {
 		return
 	}
 	r := e.newRequest(chat, prompt, maxTok, q.IgnoreEOS)
+	if q.Temperature != nil && *q.Temperature == 0 {
+		content := q.Prompt
+		if chat {
+			content = q.Messages
+		}
+		r.accept = greedyDraws(e.phys.Seed, content)
+	}
 	if r.limit() == 0 {
 		r.finished, r.finish = true, "length"
 	} else {
@@ -168,6 +177,7 @@ func (e *Engine) newRequest(chat bool, prompt, maxTok int, ignoreEOS bool) *requ
 	r := &request{chat: chat, model: e.s.ServedModelName, prompt: prompt, maxTokens: maxTok,
 		created: unixNow(), notify: make(chan struct{}, 1), received: time.Now()}
 	r.draws = rng(e.phys.Seed ^ (n * 0x9e3779b97f4a7c15))
+	r.accept = draws{seed: r.draws.next()}
 	r.text = rng(r.draws.next())
 	r.id = fmt.Sprintf("%016x%016x", r.draws.next(), n)
 	if e.s.Flavor == "vllm" {
@@ -181,6 +191,15 @@ func (e *Engine) newRequest(chat bool, prompt, maxTok int, ignoreEOS bool) *requ
 		r.eosAt = 1 + int(-math.Log(1-u)*float64(e.phys.EOSMean))
 	}
 	return r
+}
+
+// greedyDraws is the acceptance of a greedy request: seeded by its prompt's content as sent
+// (the completions prompt or the chat messages, JSON as written), so that the same prompt
+// accepts the same output positions whatever runs it.
+func greedyDraws(seed uint64, content []byte) draws {
+	h := fnv.New64a()
+	h.Write(bytes.TrimSpace(content))
+	return draws{seed: seed ^ h.Sum64()}
 }
 
 // complete waits for a non-stream request and writes the whole response.

@@ -274,11 +274,29 @@ func (r *rng) next() uint64 {
 // float is uniform in [0, 1).
 func (r *rng) float() float64 { return float64(r.next()>>11) / (1 << 53) }
 
-// emitted draws one verify step's tokens: 1 + the levels accepted before the first miss.
-func (r *rng) emitted(levels []float64) int {
+// draws is one request's acceptance. Level j of a verify step that starts at output position
+// pos holds the target's token when the position's draw u(pos+j) is below the level's
+// acceptance; u is fixed by the request's seed and the position. Every step reads positions
+// no earlier step read (a step ends at its first miss, whose position the bonus token takes,
+// or past its last level), so the draws are independent and a step emits AcceptLen tokens on
+// average. A greedy request (temperature 0) is seeded by its prompt, as a real engine's
+// greedy output and so its drafts' acceptance follow the prompt: the same prompt accepts the
+// same positions under every setting and in every run, and a benchmark's settings differ only
+// by what the settings change. Any other request is seeded by its arrival.
+type draws struct{ seed uint64 }
+
+// at is u(pos), uniform in [0, 1): the pos-th value of splitmix64 from the seed.
+func (d draws) at(pos int) float64 {
+	r := rng(d.seed + uint64(pos)*0x9e3779b97f4a7c15)
+	return r.float()
+}
+
+// emitted is one verify step's tokens from output position pos: 1 + the levels accepted
+// before the first miss.
+func (d draws) emitted(levels []float64, pos int) int {
 	n := 1
-	for _, a := range levels {
-		if r.float() >= a {
+	for j, a := range levels {
+		if d.at(pos+j) >= a {
 			break
 		}
 		n++

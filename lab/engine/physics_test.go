@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -136,16 +137,20 @@ func TestBestStepsFallWithLoad(t *testing.T) {
 	}
 }
 
+// A stream's steps read fresh positions, so the mean tokens per step is AcceptLen, and a
+// greedy request's draws follow its prompt alone: the same prompt accepts the same positions
+// in every run, another prompt others.
 func TestDrawsMatchAcceptLen(t *testing.T) {
 	t.Parallel()
 	p := DefaultPhysics()
 	for _, sh := range []Shape{Chain(10), {Steps: 4, TopK: 4, DraftTokens: 9}} {
 		lv := p.Levels(sh)
-		r := rng(42)
+		d := draws{seed: 42}
 		const n = 200000
-		sum, lo, hi := 0, 99, 0
+		sum, lo, hi, pos := 0, 99, 0, 0
 		for range n {
-			e := r.emitted(lv)
+			e := d.emitted(lv, pos)
+			pos += e
 			sum += e
 			lo, hi = min(lo, e), max(hi, e)
 		}
@@ -156,6 +161,23 @@ func TestDrawsMatchAcceptLen(t *testing.T) {
 		if lo != 1 || hi != len(lv)+1 {
 			t.Fatalf("%+v: emitted range [%d, %d], want [1, %d]", sh, lo, hi, len(lv)+1)
 		}
+	}
+	stream := func(d draws, k int) []int {
+		lv := p.Levels(Chain(k))
+		var out []int
+		for pos := 0; pos < 400; {
+			e := d.emitted(lv, pos)
+			out = append(out, e)
+			pos += e
+		}
+		return out
+	}
+	a, b := greedyDraws(p.Seed, []byte(`"the same prompt"`)), greedyDraws(p.Seed, []byte(` "the same prompt"`))
+	if !slices.Equal(stream(a, 7), stream(b, 7)) {
+		t.Fatal("one prompt accepted different positions in two runs")
+	}
+	if slices.Equal(stream(a, 7), stream(greedyDraws(p.Seed, []byte(`"another prompt"`)), 7)) {
+		t.Fatal("two prompts accepted the same positions")
 	}
 }
 

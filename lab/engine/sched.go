@@ -17,8 +17,9 @@ type request struct {
 	maxTokens int
 	eosAt     int // stop after this many tokens (0 = ignore_eos)
 	created   int64
-	draws     rng // acceptance and EOS draws (scheduler)
-	text      rng // output words (handler)
+	draws     rng   // EOS draw, output words' seed, id
+	accept    draws // acceptance (scheduler)
+	text      rng   // output words (handler)
 
 	generated int // scheduler only
 	steps     int // verify steps that gave it tokens (scheduler only)
@@ -193,7 +194,7 @@ func (e *Engine) step(running []*request, plan stepPlan) ([]*request, int, []str
 			s.aborted++
 			continue
 		}
-		drawn := r.draws.emitted(plan.levelsFor(r, e.phys.ColdSteps))
+		drawn := r.accept.emitted(plan.levelsFor(r, e.phys.ColdSteps), r.generated)
 		correct = append(correct, drawn-1)
 		n := min(drawn, r.limit()-r.generated)
 		r.generated += n

@@ -106,6 +106,23 @@ type sglangAcceptance struct {
 	// an earlier one.
 	gauge0 float64
 	ok0    bool
+	// flushAt is when Begin asked for the flush: the decode log is read
+	// from there, so that it holds the engine's flush line.
+	flushAt time.Time
+}
+
+// flushedLine is what SGLang's scheduler logs when /flush_cache flushed
+// (Scheduler.flush_cache: logger.info("Cache flushed successfully!")).
+const flushedLine = "Cache flushed successfully!"
+
+// afterFlush is the lines after the last flushedLine, and whether there was one.
+func afterFlush(lines []string) ([]string, bool) {
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], flushedLine) {
+			return lines[i+1:], true
+		}
+	}
+	return lines, false
 }
 
 // Accept sources of SGLang, best first. Only the first two measure the
@@ -129,13 +146,17 @@ const (
 //     the flush; the iterations after the last window, fewer than one window,
 //     are not in it). A flush also empties the prefix cache: the run's
 //     requests share no prefix, so their figures do not change.
-//  2. Without a flush, the decode log lines the engine wrote during the window
-//     (logs returns lines since a time; nil = no logs, as over plain HTTP):
-//     the mean of their accept len weighted by #running-req, since a line
-//     covers decode-log-interval iterations of that many requests. A line
-//     counts when its timestamp (host local time) is in the window's seconds,
-//     or when it has none. The lines' printed accept rate, likewise weighted,
-//     is EngineRate (with a flush too, when there are lines).
+//  2. Without that figure, the decode log lines the engine wrote during the
+//     window (logs returns lines since a time; nil = no logs, as over plain
+//     HTTP): the mean of their accept len weighted by #running-req, since a
+//     line covers decode-log-interval iterations of that many requests. After
+//     a flush, the lines after the engine's "Cache flushed successfully!"
+//     (SGLang's scheduler logs it in flush_cache) are the window's: a line of
+//     the run before, stamped in the same second, is not. Otherwise a line
+//     counts when its timestamp (host local time, to the second) is in the
+//     window's seconds, or when it has none. The lines' printed accept rate,
+//     likewise weighted, is EngineRate (with a flush too, when there are
+//     lines).
 //  3. The sglang:spec_accept_length gauge when it changed during the run: the
 //     last decode-log window only.
 //  4. /server_info's lifetime average.
@@ -154,6 +175,7 @@ func (s *sglangAcceptance) Begin(ctx context.Context) error {
 	if m, err := s.c.Metrics(ctx); err == nil {
 		s.gauge0, s.ok0 = m.Value("sglang:spec_accept_length")
 	}
+	s.flushAt = time.Now()
 	s.flushErr = s.c.FlushCache(ctx)
 	if s.flushErr == nil {
 		// A flush restarts the cumulative figure: it is absent until the next decode
@@ -179,15 +201,26 @@ func (s *sglangAcceptance) End(ctx context.Context) (AcceptStats, error) {
 	var lines []string
 	var logsRead bool
 	var short *ShortRunError
+	since := s.begin
+	if s.flushed {
+		since = s.flushAt
+	}
 	if s.logs != nil {
 		var err error
-		if lines, err = s.logs(ctx, s.begin); err != nil {
+		if lines, err = s.logs(ctx, since); err != nil {
 			why = append(why, "reading the decode log: "+err.Error())
 		} else {
 			logsRead = true
 		}
 	}
-	fromLog, nLines := fromLines(lines, s.begin, end)
+	var fromLog AcceptStats
+	var nLines int
+	if cut, ok := afterFlush(lines); s.flushed && ok {
+		lines = cut
+		fromLog, nLines = fromLines(cut, since, end)
+	} else {
+		fromLog, nLines = fromLines(lines, s.begin, end)
+	}
 	info, ierr := s.c.ServerInfo(ctx)
 	if s.flushed {
 		if ierr == nil && info.AvgAcceptLen >= 1 {

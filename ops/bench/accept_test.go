@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -143,6 +144,70 @@ func TestSGLangAcceptanceFromLines(t *testing.T) {
 	}
 	if since.IsZero() || time.Since(since) > time.Minute {
 		t.Fatalf("logs asked since %v", since)
+	}
+}
+
+// After a flush, the decode log counts from the engine's flush line on: a
+// line of the run before, stamped in the same second as the window's start,
+// is not the window's. With no line after the flush (a run shorter than one
+// decode-log window) acceptance is unknown, not the run before's.
+func TestSGLangAcceptanceLinesAfterTheFlush(t *testing.T) {
+	t.Parallel()
+	var flushed atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/server_info": // the cumulative figure restarts at a flush (absent until a window closes)
+			avg := "1.92"
+			if flushed.Load() {
+				avg = "null"
+			}
+			fmt.Fprintf(w, `{"decode_log_interval":40,"internal_states":[{"avg_spec_accept_length":%s}]}`, avg)
+		case "/flush_cache":
+			flushed.Store(true)
+			io.WriteString(w, "Cache flushed.\n")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	now := time.Now()
+	before := stamp(now) + " Decode batch, #running-req: 32, #token: 10, accept len: 1.92, accept rate: 0.92, gen throughput (token/s): 2900.00, #queue-req: 0"
+	flush := stamp(now) + " Cache flushed successfully!"
+	after := stamp(now) + " Decode batch, #running-req: 1, #token: 10, accept len: 6.40, accept rate: 0.67, gen throughput (token/s): 250.00, #queue-req: 0"
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		want  float64 // 0: unknown
+	}{
+		{"a short run", []string{before, flush}, 0},
+		{"a window closed", []string{before, flush, after}, 6.40},
+	} {
+		flushed.Store(false)
+		var since time.Time
+		a := SGLangAcceptance(engine.New(srv.URL), func(ctx context.Context, s time.Time) ([]string, error) {
+			since = s
+			return tc.lines, nil
+		})
+		ctx := context.Background()
+		t0 := time.Now()
+		if err := a.Begin(ctx); err != nil {
+			t.Fatal(err)
+		}
+		begun := time.Now()
+		st, err := a.End(ctx)
+		if since.Before(t0) || !since.Before(begun) {
+			t.Fatalf("%s: log read since %v, want the flush's request (between %v and %v)", tc.name, since, t0, begun)
+		}
+		if tc.want == 0 {
+			var short *ShortRunError
+			if !errors.As(err, &short) || st.AcceptLen != 0 {
+				t.Fatalf("%s: got %+v, %v; want a short run, acceptance unknown", tc.name, st, err)
+			}
+			continue
+		}
+		if err != nil || st.AcceptLen != tc.want || !st.Window {
+			t.Fatalf("%s: got %+v, %v; want %v over the window", tc.name, st, err, tc.want)
+		}
 	}
 }
 
