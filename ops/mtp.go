@@ -666,7 +666,7 @@ func (r *Runbook) verify(ctx context.Context, t *target, res *Result, rep Report
 			return st.fail(&VerifyError{Service: t.name, Mismatch: true, Err: fmt.Errorf("the engine reports speculative_adaptive %v with config %q; the unit says adaptive with %s: "+
 				"SGLang turns adaptive off, with a warning in its log, for an algorithm other than EAGLE/EAGLE3 or topk above 1", on, engine.Excerpt(path), sp.Adaptive)})
 		}
-		st.done("engine runs %s per load from %s, starting at steps %d, topk %d, draft tokens %d", algorithmLabel(sp.Algorithm, info.Algorithm), sp.Adaptive, info.Steps, info.TopK, info.DraftTokens)
+		st.done("engine runs %s per load from %s, launched with steps %d, topk %d, draft tokens %d", algorithmLabel(sp.Algorithm, info.Algorithm), sp.Adaptive, info.Steps, info.TopK, info.DraftTokens)
 		return nil
 	}
 	st.done("engine runs %s steps %d, topk %d, draft tokens %d", algorithmLabel(sp.Algorithm, info.Algorithm), info.Steps, info.TopK, info.DraftTokens)
@@ -800,7 +800,7 @@ func specLine(s *Spec) string {
 		return fmt.Sprintf("vLLM num_speculative_tokens %d", s.Steps)
 	}
 	if s.Adaptive != "" {
-		return fmt.Sprintf("%s per load from %s (adaptive), starting at steps %d, topk %d, draft tokens %d", s.Algorithm, s.Adaptive, s.Steps, s.TopK, s.DraftTokens)
+		return fmt.Sprintf("%s per load from %s (adaptive), launched with steps %d, topk %d, draft tokens %d", s.Algorithm, s.Adaptive, s.Steps, s.TopK, s.DraftTokens)
 	}
 	return fmt.Sprintf("%s steps %d, topk %d, draft tokens %d", s.Algorithm, s.Steps, s.TopK, s.DraftTokens)
 }

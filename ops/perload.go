@@ -95,8 +95,9 @@ type PerLoad struct {
 	// highest mean tok/s relative to each concurrency's best; 0 is no
 	// speculation).
 	Single int `json:"single"`
-	// Steps is the unit's --speculative-num-steps (SGLang: the first slot's
-	// best above 0, one of the candidates as SGLang requires) or
+	// Steps is the unit's --speculative-num-steps (SGLang: the table's
+	// smallest candidate above 0, one of the candidates as SGLang requires,
+	// whose CUDA graphs take the least memory; see startSteps) or
 	// num_speculative_tokens (vLLM: the table's largest k).
 	Steps int `json:"steps"`
 	// File and FileText are SGLang's adaptive config: its path on the host

@@ -105,6 +105,13 @@ func TestPerLoadRowsWithZero(t *testing.T) {
 	if n := startSteps("sglang", zero); n != 3 {
 		t.Errorf("a first slot [0, 3] starts at %d, want 3", n)
 	}
+	deep := []PerLoadRow{{Concurrency: 1, Steps: 10, Candidates: []int{10, 9, 11}}, {Concurrency: 32, Steps: 1, Candidates: []int{1}}, {Concurrency: 64, Candidates: []int{0}}}
+	if n := startSteps("sglang", deep); n != 1 {
+		t.Errorf("1:10/9/11 32:1 64:0 starts at %d, want the shallowest candidate above 0, 1", n)
+	}
+	if n := startSteps("vllm", deep); n != 11 {
+		t.Errorf("vLLM's num_speculative_tokens %d, want the largest k, 11", n)
+	}
 	if err := checkRows([]PerLoadRow{{Concurrency: 1, Candidates: []int{0}}, {Concurrency: 8, Candidates: []int{0}}}); err == nil || !strings.Contains(err.Error(), "`mtp steps 0`") {
 		t.Errorf("a table of zeros: %v", err)
 	}

@@ -355,7 +355,7 @@ func TestApplyPerLoadAndUndo(t *testing.T) {
 	}
 	unitNow := r.unitText(t)
 	if !strings.Contains(unitNow, "--speculative-adaptive \\") || !strings.Contains(unitNow, "--speculative-adaptive-config "+file) ||
-		!strings.Contains(unitNow, "--speculative-num-steps 7") {
+		!strings.Contains(unitNow, "--speculative-num-steps 1 ") {
 		t.Fatalf("unit:\n%s", unitNow)
 	}
 	// Its form is the table it wrote (results are compared by it), not the path.
@@ -397,7 +397,7 @@ func TestApplyPerLoadAndUndo(t *testing.T) {
 		}
 	}
 	t.Logf("%s\n%s\n%s", res.Summary, strings.Join(res.Details, "\n"), ev.text())
-	if show, err := r.rb.MTPShow(testkit.Context(t, 60*time.Second), "qwen", ops.Discard); err != nil || !strings.Contains(show.Summary, "per load from "+file+" (adaptive), starting at steps 7") {
+	if show, err := r.rb.MTPShow(testkit.Context(t, 60*time.Second), "qwen", ops.Discard); err != nil || !strings.Contains(show.Summary, "per load from "+file+" (adaptive), launched with steps 1") {
 		t.Errorf("mtp show: %v %+v", err, show)
 	}
 	h.add(ops.AppliedChange{JobID: 1, Command: "mtp per-load qwen 1:7 8:5 64:1/2", Status: "succeeded", Unit: *res.Unit})
@@ -590,7 +590,7 @@ func TestUndoFileOnlyPerLoadChange(t *testing.T) {
 		record("mtp per-load qwen", res)
 	}
 	first := []ops.PerLoadRow{{Concurrency: 1, Steps: 5, Candidates: []int{5}}, {Concurrency: 8, Steps: 3, Candidates: []int{3}}}
-	second := []ops.PerLoadRow{{Concurrency: 1, Steps: 5, Candidates: []int{5, 4}}, {Concurrency: 8, Steps: 2, Candidates: []int{2}}}
+	second := []ops.PerLoadRow{{Concurrency: 1, Steps: 5, Candidates: []int{5, 4}}, {Concurrency: 8, Steps: 3, Candidates: []int{3, 4}}}
 	apply(first)
 	unitFirst := r.unitText(t)
 	apply(second)

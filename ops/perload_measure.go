@@ -187,24 +187,30 @@ func prefixAll(prefix string, lines []string) []string {
 
 // startSteps is the steps the unit starts a per-load configuration with:
 // vLLM's num_speculative_tokens is the table's largest k; SGLang's
-// --speculative-num-steps the first slot's best above 0 (SGLang starts each
-// slot there when it is one of its candidates, and needs it among the
-// table's), else the largest value of any slot.
+// --speculative-num-steps the table's smallest candidate above 0 (it must be
+// one of the table's candidates). SGLang captures the launch steps' CUDA
+// graphs at every graph batch size up to its cap and each other candidate
+// only at the batch sizes whose slot lists it (eagle_worker_v2.py
+// init_cuda_graphs, adaptive_step_router.py cuda_graph_bs_for_step; see
+// lab/engine/memory.go), and the graphs share one pool sized by the largest:
+// launched at its deep first slot's best, a table with a raised cap captures
+// that depth at 64 requests and may not fit the GPUs; launched shallow it
+// captures the depth only where a slot asks for it. A slot that does not hold
+// the launch steps starts at its middle candidate.
 func startSteps(engine string, rows []PerLoadRow) int {
-	top := 0
+	top, low := 0, 0
 	for _, r := range tableRows(rows) {
 		top = max(top, maxCandidate(r))
-	}
-	if engine == "vllm" {
-		return top
-	}
-	first := tableRows(rows)[0]
-	for _, n := range append([]int{first.Steps}, first.Candidates...) {
-		if n > 0 {
-			return n
+		for _, n := range append([]int{r.Steps}, r.Candidates...) {
+			if n > 0 && (low == 0 || n < low) {
+				low = n
+			}
 		}
 	}
-	return top
+	if engine == "vllm" || low == 0 {
+		return top
+	}
+	return low
 }
 
 // tableRows are the rows that have a slot of their own in the table (the
