@@ -13,7 +13,8 @@ import (
 )
 
 // BenchmarkTunePerLoad gives the figures of issue 34 for `mtp tune qwen
-// per-load 1..12 at 1,8,32,64` on the lab's default service: its restarts
+// per-load 1..12 at 1,8,32,64` on the lab's default service and benchmark
+// shape (labBench): its restarts
 // and wall time (the proposal's own start and the way back included)
 // against the full sweep of the same values (steps 0..12 at 1,8,32,64 and
 // the loads between, with the tune's measuring window, and back); how often the proposal starts when applied (`mtp per-load`,
@@ -22,9 +23,7 @@ import (
 // single setting, SGLang's default adaptive table and no speculation, each
 // deployed through the pipeline on the lab and benchmarked the same way.
 func BenchmarkTunePerLoad(b *testing.B) {
-	r := newRig(b, labOpts(), func(c *ops.Config) {
-		c.Bench = ops.BenchDefaults{Prompts: 4, Concurrency: 2, InputLen: 32, OutputLen: 48}
-	})
+	r := newRig(b, labOpts(), func(c *ops.Config) { c.Bench = labBench })
 	at := []int{1, 8, 32, 64}
 	ctx := testkit.Context(b, 10*time.Minute)
 	var res *ops.Result
@@ -77,7 +76,7 @@ func BenchmarkTunePerLoad(b *testing.B) {
 	}
 	b.ReportMetric(float64(started), "applied-started/10")
 
-	fmt.Printf("%s\n", strings.Join(applied(b, r, pl, rows, ops.BenchParams{Prompts: 8, InputLen: 32, OutputLen: 128}), "\n"))
+	fmt.Printf("%s\n", strings.Join(applied(b, r, pl, rows, ops.BenchParams{Prompts: labBench.Prompts, InputLen: labBench.InputLen, OutputLen: labBench.OutputLen}), "\n"))
 }
 
 // labBench is the lab's own config's benchmark shape (`opsbot lab` writes
