@@ -25,7 +25,7 @@ import (
 func BenchmarkTunePerLoad(b *testing.B) {
 	r := newRig(b, labOpts(), func(c *ops.Config) { c.Bench = labBench })
 	at := []int{1, 8, 32, 64}
-	ctx := testkit.Context(b, 10*time.Minute)
+	ctx := testkit.Context(b, 60*time.Minute)
 	var res *ops.Result
 	var tuneWall time.Duration
 	for range b.N {
