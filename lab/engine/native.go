@@ -18,8 +18,9 @@ type nativeRequest struct {
 	Stream         bool            `json:"stream"`
 	RID            *string         `json:"rid"`
 	SamplingParams struct {
-		MaxNewTokens *int `json:"max_new_tokens"`
-		IgnoreEOS    bool `json:"ignore_eos"`
+		MaxNewTokens *int     `json:"max_new_tokens"`
+		IgnoreEOS    bool     `json:"ignore_eos"`
+		Temperature  *float64 `json:"temperature"`
 	} `json:"sampling_params"`
 }
 
@@ -78,6 +79,13 @@ func (e *Engine) native(w http.ResponseWriter, hr *http.Request) {
 	r := e.newRequest(false, prompt, maxTok, q.SamplingParams.IgnoreEOS)
 	if q.RID != nil && *q.RID != "" {
 		r.id = *q.RID
+	}
+	if t := q.SamplingParams.Temperature; t != nil && *t == 0 {
+		content := q.Text
+		if !hasText {
+			content = q.InputIDs
+		}
+		r.accept = greedyDraws(e.phys.Seed, content)
 	}
 	if r.limit() == 0 {
 		r.finished, r.finish = true, "length"

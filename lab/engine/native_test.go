@@ -216,3 +216,63 @@ func (e *Engine) runningForTest() int {
 	defer e.mu.Unlock()
 	return e.st.active + len(e.waiting)
 }
+
+// TestGreedyRequestsAcceptWhatTheirPromptFixes: a greedy request (temperature 0) takes the
+// same verify steps every time its prompt is sent, through /generate and /v1/completions
+// alike, as a real engine's greedy output does; sampled requests (temperature absent: 1.0)
+// draw their own.
+func TestGreedyRequestsAcceptWhatTheirPromptFixes(t *testing.T) {
+	te := startEngine(t, sglangTestArgv(""), fastPhysics())
+	verifyCt := func(body string) int {
+		t.Helper()
+		resp := postJSON(t, te.url+"/generate", body)
+		defer resp.Body.Close()
+		var a nativeAnswer
+		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || resp.StatusCode != 200 || a.MetaInfo.VerifyCt == nil {
+			t.Fatalf("%s: status %d, %+v, %v", body, resp.StatusCode, a, err)
+		}
+		return *a.MetaInfo.VerifyCt
+	}
+	steps := func(id string) int {
+		t.Helper()
+		for _, r := range te.e.Requests() {
+			if r.ID == id {
+				return r.VerifySteps
+			}
+		}
+		t.Fatalf("no request %s in %+v", id, te.e.Requests())
+		return 0
+	}
+	greedy := `{"input_ids":[1001,1002,1003,1004,1005],"sampling_params":{"temperature":0,"max_new_tokens":300,"ignore_eos":true}}`
+	first := verifyCt(greedy)
+	for range 3 {
+		if n := verifyCt(greedy); n != first {
+			t.Fatalf("one greedy prompt took %d verify steps, then %d", first, n)
+		}
+	}
+	other := verifyCt(`{"input_ids":[2001,2002,2003,2004,2005],"sampling_params":{"temperature":0,"max_new_tokens":300,"ignore_eos":true}}`)
+	sampled := map[int]bool{}
+	for range 6 {
+		sampled[verifyCt(`{"input_ids":[1001,1002,1003,1004,1005],"sampling_params":{"max_new_tokens":300,"ignore_eos":true}}`)] = true
+	}
+	if len(sampled) == 1 && sampled[first] {
+		t.Fatalf("six sampled requests all took the greedy prompt's %d verify steps", first)
+	}
+	// /v1/completions with the same body shape twice: the same steps.
+	ids := make([]string, 2)
+	for i := range ids {
+		resp := postJSON(t, te.url+"/v1/completions", `{"model":"qwen","prompt":[7,8,9],"max_tokens":300,"temperature":0,"ignore_eos":true}`)
+		var c struct {
+			ID string `json:"id"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("completions: status %d, %v", resp.StatusCode, err)
+		}
+		resp.Body.Close()
+		ids[i] = c.ID
+	}
+	if a, b := steps(ids[0]), steps(ids[1]); a != b {
+		t.Fatalf("one greedy completions prompt took %d verify steps, then %d", a, b)
+	}
+	t.Logf("greedy prompt: %d verify steps each time; another prompt %d; sampled: %v", first, other, sampled)
+}
