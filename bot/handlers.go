@@ -422,15 +422,14 @@ func answerFleet(ctx context.Context, d *Dispatcher, _ Request, cmd *commands.Fl
 	if h.res == nil || h.res.Fleet == nil {
 		return failed(errors.New("no fleet state"), "fleet: the hosts' round returned nothing")
 	}
-	for _, s := range h.res.Fleet.Services {
-		rows, err := d.opts.Store.BenchHistory(ctx, s.Name, 1)
-		if err != nil {
-			storeErr = err
-			break
+	if latest, err := d.opts.Store.LatestBench(ctx); err == nil {
+		for _, s := range h.res.Fleet.Services {
+			if r, ok := latest[s.Name]; ok {
+				in.Latest[s.Name] = r
+			}
 		}
-		if len(rows) == 1 {
-			in.Latest[s.Name] = rows[0]
-		}
+	} else {
+		storeErr = err
 	}
 	f := report.NewFleet(h.res.Fleet, in, took, d.opts.Now())
 	text := f.Text()

@@ -255,6 +255,30 @@ func (s *Store) BenchHistory(ctx context.Context, service string, limit int) ([]
 	return out, nil
 }
 
+// LatestBench returns each service's newest result, by service, in one
+// query (the index on service and id answers each service's newest); a
+// service with none is absent.
+func (s *Store) LatestBench(ctx context.Context) (map[string]BenchResult, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+benchColumns+` FROM bench_results
+		WHERE id IN (SELECT MAX(id) FROM bench_results GROUP BY service)`)
+	if err != nil {
+		return nil, fmt.Errorf("read the newest results: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]BenchResult{}
+	for rows.Next() {
+		r, err := scanBench(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read the newest results: %w", err)
+		}
+		out[r.Service] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the newest results: %w", err)
+	}
+	return out, nil
+}
+
 func scanBench(sc scanner) (BenchResult, error) {
 	var r BenchResult
 	var job sql.NullInt64

@@ -66,6 +66,10 @@ func testBenchResults(t *testing.T, drv driver) {
 	if h := must(s.BenchHistory(ctx, "qwen", 0))(t); h[1].Raw != nil || h[1].JobID != 0 || h[1].AcceptLen != 0 {
 		t.Errorf("unset fields read back wrong: %+v", h[1])
 	}
+	latest := must(s.LatestBench(ctx))(t)
+	if len(latest) != 2 || latest["qwen"].ID != r3.ID || latest["qwen"].OutputTokS != 215 || latest["llama"].ID != r4.ID {
+		t.Errorf("latest by service = %+v, want qwen's r3 and llama's r4", latest)
+	}
 }
 
 func TestBenchResults(t *testing.T) { t.Parallel(); eachDriver(t, testBenchResults) }
