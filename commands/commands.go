@@ -284,6 +284,9 @@ type ServiceRef struct {
 	// Router is the URL of the router in front of the group's replicas
 	// ("" for none), named in a rollout's confirmation.
 	Router string
+	// ReplicaIndex is a replica's place in its group's replicas as
+	// configured (0: the first, a rollout's canary).
+	ReplicaIndex int
 }
 
 // Options are what Parse needs to know about the configuration.

@@ -54,7 +54,7 @@ func rolloutPreview(c Command, opts Options) (text string, ok bool) {
 			rc = &ops.RouterConfig{URL: s.Router}
 		}
 		services[s.Name] = ops.ServiceConfig{Host: s.Host, Unit: s.Unit,
-			Replica: &ops.ReplicaOf{Group: s.Group, Name: strings.TrimPrefix(s.Name, s.Group+"@"), Router: rc}}
+			Replica: &ops.ReplicaOf{Group: s.Group, Name: strings.TrimPrefix(s.Name, s.Group+"@"), Router: rc, Index: s.ReplicaIndex}}
 	}
 	plan, err := ops.RolloutPlanOf(services, opts.Rollout, on.Service, r.rolloutChange())
 	if err != nil {

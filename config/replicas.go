@@ -100,6 +100,9 @@ type Instance struct {
 	Group, Replica string
 	Router         *Router
 	WorkerURL      string
+	// ReplicaIndex is a replica's place in its group's replicas as
+	// configured (0: the first, a rollout's canary).
+	ReplicaIndex int
 }
 
 // Instances are the services opsbot acts on, sorted by name: every service
@@ -115,18 +118,19 @@ func (c *Config) Instances() []Instance {
 			out = append(out, Instance{Name: name, Service: s})
 			continue
 		}
-		for _, r := range s.Replicas {
-			out = append(out, replicaInstance(name, s, r))
+		for i, r := range s.Replicas {
+			out = append(out, replicaInstance(name, s, r, i))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-// replicaInstance is replica r of the service group s named group.
-func replicaInstance(group string, s Service, r Replica) Instance {
+// replicaInstance is replica r, the i-th as configured, of the service
+// group s named group.
+func replicaInstance(group string, s Service, r Replica, i int) Instance {
 	in := Instance{Name: ops.ReplicaName(group, r.ReplicaName()), Group: group, Replica: r.ReplicaName(), Router: s.Router,
-		WorkerURL: r.WorkerURL}
+		WorkerURL: r.WorkerURL, ReplicaIndex: i}
 	is := s
 	is.Replicas, is.Router = nil, nil
 	is.Host, is.URL, is.GPUs, is.Proxmox = r.Host, r.URL, r.GPUs, r.Proxmox
@@ -191,7 +195,7 @@ func (in Instance) OpsService() ops.ServiceConfig {
 		sc.ProxmoxNode, sc.VMID = s.Proxmox.Node, s.Proxmox.VMID
 	}
 	if in.Group != "" {
-		sc.Replica = &ops.ReplicaOf{Group: in.Group, Name: in.Replica}
+		sc.Replica = &ops.ReplicaOf{Group: in.Group, Name: in.Replica, Index: in.ReplicaIndex}
 		if in.Router != nil {
 			sc.Replica.Router = &ops.RouterConfig{URL: in.Router.URL, Kind: in.Router.Kind, Worker: in.WorkerURL}
 		}
@@ -244,7 +248,7 @@ func (c *Config) validateGroup(name string, s Service, ins []Instance, bad func(
 		} else {
 			seen[rn] = i
 		}
-		c.validateReplica(rk, replicaInstance(name, s, r), r, ins, bad)
+		c.validateReplica(rk, replicaInstance(name, s, r, i), r, ins, bad)
 	}
 	if s.Router != nil {
 		if _, err := engine.Addr(s.Router.URL); err != nil {

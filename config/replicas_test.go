@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/opsbot/opsbot/commands"
+	"github.com/opsbot/opsbot/ops"
 )
 
 // replicated is a config with qwen as two replicas behind a router (gpu1,
@@ -170,5 +171,49 @@ func TestReplicaNamesParse(t *testing.T) {
 	}
 	if on := commands.Where(cmd); on.Service != "qwen@gpu3b" || on.Host != "gpu3" {
 		t.Fatalf("on %+v", on)
+	}
+}
+
+// TestCanaryIsTheFirstReplicaAsConfigured: a rollout's canary is the first
+// replica the config lists, its waves follow the list, whatever the names'
+// order; the confirmation's plan (commands) and the runbook's agree.
+func TestCanaryIsTheFirstReplicaAsConfigured(t *testing.T) {
+	const cfg = `
+store: {path: opsbot.db}
+ssh: {key_file: id_ed25519, known_hosts: known_hosts}
+hosts:
+  gpu9: {addr: "127.0.0.1:2222", user: root}
+  gpu2: {addr: "127.0.0.1:2223", user: root}
+  gpu5: {addr: "127.0.0.1:2224", user: root}
+services:
+  qwen:
+    unit: sglang-qwen.service
+    router: {url: "http://127.0.0.1:30080"}
+    replicas:
+      - {host: gpu9, url: "http://127.0.0.1:30000"}
+      - {host: gpu2, url: "http://127.0.0.1:30001"}
+      - {host: gpu5, url: "http://127.0.0.1:30002"}
+`
+	c, err := Parse([]byte(cfg), "/etc/opsbot", env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := ops.RolloutPlanOf(c.OpsServices(), c.OpsRollout(), "qwen", ops.Change{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waves []string
+	for _, w := range plan.Waves {
+		waves = append(waves, w...)
+	}
+	if plan.Canary != "qwen@gpu9" || !slices.Equal(waves, []string{"qwen@gpu2", "qwen@gpu5"}) {
+		t.Fatalf("canary %s, waves %v: want qwen@gpu9 first, then gpu2 and gpu5 as configured", plan.Canary, plan.Waves)
+	}
+	cmd, err := commands.Parse("mtp steps 4 qwen", c.CommandOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := commands.PreviewIn(cmd, c.CommandOptions()); !strings.Contains(text, "canary qwen@gpu9") {
+		t.Fatalf("confirmation %q: want the canary qwen@gpu9", text)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
@@ -74,12 +75,13 @@ func listed(ws []router.Worker, url string) bool {
 	return false
 }
 
-// siblings are the replicas of t's group (t among them), by name.
+// siblings are the replicas of t's group (t among them), as configured.
 func (r *Runbook) siblings(t *target) []*target {
 	return r.replicasOf(t.cfg.Replica.Group)
 }
 
-// replicasOf are the replicas of group, by name.
+// replicasOf are the replicas of group, as configured (by name where the
+// configuration gives no order).
 func (r *Runbook) replicasOf(group string) []*target {
 	var names []string
 	for _, n := range r.index.names {
@@ -87,6 +89,9 @@ func (r *Runbook) replicasOf(group string) []*target {
 			names = append(names, n)
 		}
 	}
+	sort.SliceStable(names, func(i, j int) bool {
+		return r.index.byName[names[i]].cfg.Replica.Index < r.index.byName[names[j]].cfg.Replica.Index
+	})
 	return r.targets(names)
 }
 

@@ -13,7 +13,7 @@ import (
 
 // A change to a replicated service runs as a rollout (Runbook.Rollout):
 //
-//  1. the plan (RolloutPlanOf): the canary, the first replica by name;
+//  1. the plan (RolloutPlanOf): the canary, the first replica as configured;
 //     then the others in waves of at most rollout.max_unavailable;
 //  2. the canary is changed by its own pipeline (mtp steps, mtp off,
 //     engine set; without their benchmark): drained out of the router,
@@ -201,7 +201,12 @@ func RolloutPlanOf(services map[string]ServiceConfig, cfg RolloutConfig, group s
 	if len(names) == 0 {
 		return RolloutPlan{}, fmt.Errorf("%s has no replicas (services.%s.replicas): it is changed as one service", group, group)
 	}
-	sort.Strings(names)
+	// As configured; by name where two claim one place (a caller that
+	// does not know the order).
+	sort.Slice(names, func(i, j int) bool {
+		a, b := services[names[i]].Replica.Index, services[names[j]].Replica.Index
+		return a < b || a == b && names[i] < names[j]
+	})
 	cc := Config{Rollout: cfg}
 	cfg = cc.withDefaults().Rollout
 	return planOver(group, names, rc, cfg, c), nil

@@ -60,6 +60,9 @@ type ServiceConfig struct {
 type ReplicaOf struct {
 	Group string // the service as configured, e.g. qwen
 	Name  string // the replica's name, e.g. gpu3 (its host's name unless the config names it)
+	// Index is its place in the group's replicas as configured (0: the
+	// first): a rollout's canary is the first, its waves follow the order.
+	Index int
 	// Router balances the group's requests across its replicas; nil: none,
 	// and a replica takes traffic while it restarts.
 	Router *RouterConfig

@@ -103,6 +103,7 @@ func OpsConfig(t testing.TB, topo lab.Topology, readyTimeout time.Duration) ops.
 	for _, r := range topo.Routers {
 		routers[r.Group] = r
 	}
+	replicas := map[string]int{} // each group's replicas so far, in the topology's order
 	for _, s := range topo.Services {
 		sc := ops.ServiceConfig{Host: s.Host, Unit: s.Unit, URL: s.URL, Engine: s.Engine, GPUs: s.GPUs,
 			ProxmoxNode: s.ProxmoxNode, VMID: s.VMID, ReadyTimeout: readyTimeout, AdaptiveConfig: config.AdaptiveConfigDefault(s.Name)}
@@ -110,7 +111,8 @@ func OpsConfig(t testing.TB, topo lab.Topology, readyTimeout time.Duration) ops.
 		if s.Group != "" {
 			name = ops.ReplicaName(s.Group, s.Replica)
 			sc.AdaptiveConfig = config.AdaptiveConfigDefault(s.Group)
-			sc.Replica = &ops.ReplicaOf{Group: s.Group, Name: s.Replica}
+			sc.Replica = &ops.ReplicaOf{Group: s.Group, Name: s.Replica, Index: replicas[s.Group]}
+			replicas[s.Group]++
 			if r, ok := routers[s.Group]; ok {
 				sc.Replica.Router = &ops.RouterConfig{URL: r.URL, Kind: r.Kind, Worker: s.URL}
 			}
