@@ -123,6 +123,10 @@ type Limits struct {
 	// ShutdownGrace is how long `opsbot serve` lets running jobs reach a
 	// safe point after SIGTERM before it stops them. Default 60s.
 	ShutdownGrace Duration `yaml:"shutdown_grace,omitempty"`
+	// StrandedAfter is how long GPU memory no process holds may stay
+	// without falling before `gpu recover` calls it stranded and offers a
+	// GPU reset. Default 10s.
+	StrandedAfter Duration `yaml:"stranded_after,omitempty"`
 }
 
 // Bench holds the benchmark defaults used when a command does not say.
@@ -279,7 +283,7 @@ func (c *Config) CommandOptions() commands.Options {
 	opts := commands.Options{MaxSteps: c.Limits.MaxSteps, Hosts: c.HostNames(), DefaultService: c.DefaultService, Rollout: c.OpsRollout()}
 	for _, in := range c.Instances() {
 		s := in.Service
-		ref := commands.ServiceRef{Name: in.Name, Host: s.Host, Unit: s.Unit, Engine: s.Engine, GPUs: s.GPUs, Group: in.Group}
+		ref := commands.ServiceRef{Name: in.Name, Host: s.Host, Unit: s.Unit, Engine: s.Engine, GPUs: s.GPUs, Group: in.Group, ReplicaIndex: in.ReplicaIndex}
 		if in.Group != "" {
 			if r := c.Services[in.Group].Router; r != nil {
 				ref.Router = r.URL

@@ -125,6 +125,7 @@ func TestInvalidConfigsSayWhatIsWrong(t *testing.T) {
 		{"unknown host", strings.Replace(minimal, "{host: gpu1,", "{host: gpu9,", 1), "gpu9"},
 		{"missing env", minimal + "slack: {enabled: true, bot_token: \"${NOPE_TOKEN}\", app_token: x}\n", "NOPE_TOKEN"},
 		{"bad duration", minimal + "limits: {job_timeout: soon}\n", "duration"},
+		{"stranded window too short", minimal + "limits: {stranded_after: 500ms}\n", "limits.stranded_after must be within 2s..10m, got 500ms"},
 		{"bad role", strings.Replace(minimal, `admin}`, `wizard}`, 1), "wizard"},
 		{"unknown default service", minimal + "default_service: qwne\n", "default_service names unknown service \"qwne\""},
 		{"service host with a prefix", strings.Replace(minimal, `gpu1: {addr: "127.0.0.1:2222", user: root}`,

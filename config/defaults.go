@@ -27,6 +27,8 @@ const (
 	DefaultLeaseTTL = 30 * time.Second
 	// DefaultShutdownGrace is limits.shutdown_grace.
 	DefaultShutdownGrace = 60 * time.Second
+	// DefaultStrandedAfter is limits.stranded_after.
+	DefaultStrandedAfter = ops.DefaultStrandedAfter
 
 	// DefaultStoreDriver is store.driver.
 	DefaultStoreDriver = StoreSQLite
@@ -131,6 +133,7 @@ func (c *Config) applyLimitDefaults() {
 	orDefault(&c.Limits.ConfirmTTL, Duration(DefaultConfirmTTL))
 	orDefault(&c.Limits.LeaseTTL, Duration(DefaultLeaseTTL))
 	orDefault(&c.Limits.ShutdownGrace, Duration(DefaultShutdownGrace))
+	orDefault(&c.Limits.StrandedAfter, Duration(DefaultStrandedAfter))
 }
 
 // applyStoreDefaults fills store: max_conns only for postgres, where

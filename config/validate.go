@@ -66,13 +66,19 @@ func (c *Config) validateReports(bad func(string, ...any)) {
 	}
 }
 
-// validateLimits checks limits.max_steps and limits.lease_ttl.
+// validateLimits checks limits.max_steps, limits.lease_ttl and
+// limits.stranded_after.
 func (c *Config) validateLimits(bad func(string, ...any)) {
 	if c.Limits.MaxSteps < 1 || c.Limits.MaxSteps > 64 {
 		bad("limits.max_steps must be within 1..64, got %d", c.Limits.MaxSteps)
 	}
 	if c.Limits.LeaseTTL < Duration(time.Second) {
 		bad("limits.lease_ttl must be at least 1s, got %s", c.Limits.LeaseTTL.D())
+	}
+	// A driver frees a dead process's memory within seconds; below 2s a slow
+	// release would be offered a reset, above 10m nobody waits that long.
+	if d := c.Limits.StrandedAfter.D(); d < 2*time.Second || d > 10*time.Minute {
+		bad("limits.stranded_after must be within 2s..10m, got %s", d)
 	}
 }
 

@@ -272,10 +272,11 @@ func newRunbook(cfg *config.Config, deps bot.BackendDeps, log *slog.Logger) (*op
 		Rollout:        cfg.OpsRollout(),
 		Bench: ops.BenchDefaults{Prompts: cfg.Bench.Prompts, Concurrency: cfg.Bench.Concurrency,
 			InputLen: cfg.Bench.InputLen, OutputLen: cfg.Bench.OutputLen},
-		MaxSteps:    cfg.Limits.MaxSteps,
-		SweepMetric: cfg.Sweep.Metric,
-		NodeLocks:   deps.Nodes,
-		Changes:     deps.Changes,
+		MaxSteps:      cfg.Limits.MaxSteps,
+		StrandedAfter: cfg.Limits.StrandedAfter.D(),
+		SweepMetric:   cfg.Sweep.Metric,
+		NodeLocks:     deps.Nodes,
+		Changes:       deps.Changes,
 		RebuiltAfter: func() int64 {
 			if deps.NewHosts {
 				return deps.LastJob
