@@ -638,14 +638,17 @@ func TestSweepGridGoesOnPastAFailedValueAndAppliesTheBest(t *testing.T) {
 	}
 }
 
-// mtp tune over 1..16 ends on a value within 1.5% of the fastest of a full
+// mtp tune over 1..16 ends on a value within 3% of the fastest of a full
 // sweep of 1..16 benchmarked the same way, with fewer restarts than the
 // sweep's 16, and leaves the service on it. The yardstick is the sweep, not
 // the physics' steady state: the benchmark's requests are short (64 tokens,
 // the last verify step cut at the limit) and the lab's greedy requests accept
 // the same positions in every run, so the measured curve is the physics' for
-// these prompts, with its bumps; two runs of one setting still differ by the
-// machine's timing (up to about 1%), hence 1.5%.
+// these prompts, with its bumps (steps 6, 7, 8: about 785, 764, 782 tok/s).
+// Two runs of one setting still differ by the machine's timing: up to about
+// 1% alone, 2.8% while other packages' tests load the machine (steps 8 read
+// 788.8 in the tune, 767.0 in the sweep), hence 3%; a choice off the top
+// (4, 10 or deeper) is 4% to 7% below it.
 func TestTuneFindsTheOptimumWithFewerRestarts(t *testing.T) {
 	// Not t.Parallel(): it compares throughput the lab measures in wall time, so it runs in
 	// the package's serial phase, before and apart from the package's parallel tests.
@@ -694,8 +697,8 @@ func TestTuneFindsTheOptimumWithFewerRestarts(t *testing.T) {
 	if measured[got] == 0 {
 		t.Fatalf("the full sweep did not measure the tune's choice, steps %d: %+v", got, sweep.Points)
 	}
-	if measured[got] < 0.985*measured[opt] {
-		t.Errorf("tune chose steps %d (%.1f tok/s in the full sweep), more than 1.5%% below its fastest, steps %d (%.1f tok/s); tried %v",
+	if measured[got] < 0.97*measured[opt] {
+		t.Errorf("tune chose steps %d (%.1f tok/s in the full sweep), more than 3%% below its fastest, steps %d (%.1f tok/s); tried %v",
 			got, measured[got], opt, measured[opt], res.Tried)
 	}
 	if res.Restarts >= 16 || len(res.Tried) >= 16 {
