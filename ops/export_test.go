@@ -7,16 +7,11 @@ import "context"
 // search, falling back as the tune does when they do not serve. For tests
 // of that step with rows the lab's physics would not pick.
 func (r *Runbook) StartProposal(ctx context.Context, service string, rows []PerLoadRow, at []int, rep Reporter) (*Result, *PerLoad, error) {
-	res := &Result{Incidents: []string{}}
-	t, err := r.target(service)
+	s, d, err := r.testSearch(ctx, service, at, rep)
+	res := s.res
 	if err != nil {
 		return res, nil, err
 	}
-	d, err := r.readUnit(ctx, t)
-	if err != nil {
-		return res, nil, err
-	}
-	s := &perLoadSearch{r: r, t: t, service: service, at: at, res: res, rep: rep, memo: map[int][]float64{}, from: foundUnit(d)}
 	pl := &PerLoad{Engine: unitEngine(d), Rows: rows}
 	return res, pl, s.startProposal(ctx, pl, d)
 }
@@ -36,16 +31,11 @@ var Judge = judge
 // measuring SGLang's default table. For tests with figures the lab's physics
 // would not give.
 func (r *Runbook) MixIfBehind(ctx context.Context, service string, pl *PerLoad, at []int, rep Reporter) (*Result, error) {
-	res := &Result{Incidents: []string{}}
-	t, err := r.target(service)
+	s, d, err := r.testSearch(ctx, service, at, rep)
+	res := s.res
 	if err != nil {
 		return res, err
 	}
-	d, err := r.readUnit(ctx, t)
-	if err != nil {
-		return res, err
-	}
-	s := &perLoadSearch{r: r, t: t, service: service, at: at, res: res, rep: rep, memo: map[int][]float64{}, from: foundUnit(d)}
 	return res, s.mixIfBehind(ctx, pl, d)
 }
 
@@ -55,16 +45,11 @@ func (r *Runbook) MixIfBehind(ctx context.Context, service string, pl *PerLoad, 
 // service back on steps back: the full sweep a tune is set against, with
 // the same window. For the benchmark's figures.
 func (r *Runbook) PerLoadGrid(ctx context.Context, service string, at []int, from, to, back int) (*Result, error) {
-	res := &Result{Incidents: []string{}}
-	t, err := r.target(service)
+	s, _, err := r.testSearch(ctx, service, at, Discard)
+	res := s.res
 	if err != nil {
 		return res, err
 	}
-	d, err := r.readUnit(ctx, t)
-	if err != nil {
-		return res, err
-	}
-	s := &perLoadSearch{r: r, t: t, service: service, at: at, res: res, rep: Discard, memo: map[int][]float64{}, from: foundUnit(d)}
 	for n := from; n <= to; n++ {
 		if _, err := s.measure(ctx, n); err != nil {
 			return res, err
@@ -81,4 +66,21 @@ func ShortenPerLoadWindow(t interface{ Cleanup(func()) }, n int) {
 	old := perLoadWaves
 	perLoadWaves = n
 	t.Cleanup(func() { perLoadWaves = old })
+}
+
+// testSearch is a per-load search of service at the concurrencies at, as
+// the tune starts one, and the unit it read; its res is set even when
+// reading failed.
+func (r *Runbook) testSearch(ctx context.Context, service string, at []int, rep Reporter) (*perLoadSearch, *deployed, error) {
+	s := &perLoadSearch{r: r, service: service, at: at, res: &Result{Incidents: []string{}}, rep: rep, memo: map[int][]float64{}}
+	t, err := r.target(service)
+	if err != nil {
+		return s, nil, err
+	}
+	d, err := r.readUnit(ctx, t)
+	if err != nil {
+		return s, nil, err
+	}
+	s.t, s.from = t, foundUnit(d)
+	return s, d, nil
 }
