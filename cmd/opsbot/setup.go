@@ -262,6 +262,11 @@ func startLab(ctx context.Context, faults, unitFile, engine, dir string, replica
 // newRunbook builds the ops layer from the config; its mutating windows hold
 // nodes with deps.Nodes, and mtp undo reads the job history deps.Changes.
 func newRunbook(cfg *config.Config, deps bot.BackendDeps, log *slog.Logger) (*ops.Runbook, error) {
+	return ops.New(opsConfig(cfg, deps, log))
+}
+
+// opsConfig is the ops layer's configuration from the config file's.
+func opsConfig(cfg *config.Config, deps bot.BackendDeps, log *slog.Logger) ops.Config {
 	oc := ops.Config{
 		KeyFile:        cfg.SSH.KeyFile,
 		KnownHosts:     cfg.SSH.KnownHosts,
@@ -288,7 +293,7 @@ func newRunbook(cfg *config.Config, deps bot.BackendDeps, log *slog.Logger) (*op
 	for name, h := range cfg.Hosts {
 		oc.Hosts[name] = ops.HostConfig{Addr: h.Addr, User: h.User, Jump: h.Jump, Prefix: h.Prefix}
 	}
-	return ops.New(oc)
+	return oc
 }
 
 func defaultUser() string {
